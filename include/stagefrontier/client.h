@@ -1,0 +1,105 @@
+/*
+ * libsfclient: the trainer-side telemetry client (DESIGN sections 2 and 4).
+ * A rank times its ordered stages with CLOCK_MONOTONIC and hands one record
+ * per step to sfd over a Unix SOCK_SEQPACKET socket, without ever blocking.
+ *
+ * Errors: functions return 0 or more on success and a negative errno on
+ * failure; ret_ outputs are set only on success. Telemetry down is never an
+ * error for training: with no daemon every call returns 0 and drops are
+ * counted. Contract misuse (nested ordered stage, end without begin, stage
+ * outside a step, unknown id, step_begin inside a step) returns -EINVAL, is
+ * counted as a violation, and never stops training.
+ *
+ * Threads: one sf_client is used by one thread at a time; there is no
+ * internal locking. Fork: a client inherited by a fork() child turns inert at
+ * its next step end or flush (it closes its copy of the socket and never
+ * sends as the parent rank); open a new client in the child if it must report.
+ */
+#ifndef STAGEFRONTIER_CLIENT_H
+#define STAGEFRONTIER_CLIENT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SF_CLIENT_API __attribute__((visibility("default")))
+#else
+#define SF_CLIENT_API
+#endif
+
+/* Hard caps checked by sf_client_open. */
+#define SF_CLIENT_MAX_STAGES        64
+#define SF_CLIENT_MAX_NAME_LEN      64
+#define SF_CLIENT_MAX_JOB_ID_LEN    128
+#define SF_CLIENT_MAX_ROLE_LEN      64
+#define SF_CLIENT_MAX_WORLD_SIZE    262144
+#define SF_CLIENT_MAX_ACCUMULATION  64
+#define SF_CLIENT_MAX_BUFFER        (1u << 20)
+#define SF_CLIENT_MAX_BATCH         1024
+/* Steps ahead of the current one that sf_charge_data_wait may target. */
+#define SF_CLIENT_DATA_LOOKAHEAD    8
+#define SF_CLIENT_SCHEMA_VERSION    1
+
+typedef struct sf_client sf_client;
+
+typedef struct sf_client_options {
+    const char *job_id;            /* NULL: SF_JOB_ID, else TORCHELASTIC_RUN_ID, else SLURM_JOB_ID */
+    const char *socket_path;       /* NULL: SF_SOCKET, else /run/stagefrontier/ingest.sock */
+    int rank, world_size, local_rank;      /* -1: from RANK, WORLD_SIZE, LOCAL_RANK */
+    const char *role;              /* NULL: SF_ROLE */
+    const char *const *stage_names;/* NULL: the six default stages (residual last, never timed) */
+    const char *const *stage_groups; uint32_t n_stages;
+    uint32_t accumulation;         /* 0/1: none; K>1 expands the default stages by microstep @k */
+    uint32_t buffer_records;       /* ring capacity, 0: default 4096 */
+    uint32_t batch_records;        /* records per batch datagram, 0: default 64 */
+    double event_sample_fraction;  /* CUDA-event forward sampling, 0: off */
+    int disabled;                  /* also SF_DISABLE=1 in the environment */
+} sf_client_options;
+
+/* Fills the "from environment" defaults: NULL strings, -1 ranks, zeros. */
+SF_CLIENT_API void sf_client_options_init(sf_client_options *opts);
+/* -EINVAL for a bad option (after the environment is applied), -ENOMEM.
+ * An absent daemon is not an error. */
+SF_CLIENT_API int  sf_client_open(const sf_client_options *opts, sf_client **ret);
+SF_CLIENT_API int  sf_client_open_env(sf_client **ret);
+/* Flushes without blocking, closes the socket, frees. Accepts NULL. */
+SF_CLIENT_API void sf_client_close(sf_client *c);
+
+/* Index of a stage name, or -ENOENT. Not for the hot path: look ids up once. */
+SF_CLIENT_API int  sf_stage_id(const sf_client *c, const char *name);
+/* Number of stages, residual included. */
+SF_CLIENT_API int  sf_stage_count(const sf_client *c);
+/* Name of stage id, or NULL. */
+SF_CLIENT_API const char *sf_stage_name(const sf_client *c, int stage_id);
+
+/* step < 0: previous + 1 (0 for the first step). A step_begin while a step is
+ * open ends that step (with a violation) and returns -EINVAL. */
+SF_CLIENT_API int  sf_step_begin(sf_client *c, int64_t step);
+/* Ends the step, queues its record, and maybe sends one batch. */
+SF_CLIENT_API int  sf_step_end(sf_client *c);
+SF_CLIENT_API int  sf_stage_begin(sf_client *c, int stage_id);
+SF_CLIENT_API int  sf_stage_end(sf_client *c, int stage_id);
+/* Adds wait_ns to the data stage (stage 0) of step: the open step, or a later
+ * one up to SF_CLIENT_DATA_LOOKAHEAD ahead. A wait charged ahead was spent
+ * before that step began, so it also lengthens that step's wall time. */
+SF_CLIENT_API int  sf_charge_data_wait(sf_client *c, int64_t step, int64_t wait_ns);
+/* Side-channel probes: may nest (up to 16 deep), never enter the prefix. */
+SF_CLIENT_API int  sf_probe_begin(sf_client *c, const char *name);
+SF_CLIENT_API int  sf_probe_end(sf_client *c, const char *name);
+/* One non-blocking send attempt (reconnecting first if the backoff allows). */
+SF_CLIENT_API int  sf_client_flush(sf_client *c);
+
+typedef struct sf_client_stats { uint64_t steps, records_sent, records_dropped, batches_sent,
+    send_syscalls, connects, reconnects, violations; int connected; } sf_client_stats;
+SF_CLIENT_API int  sf_client_get_stats(const sf_client *c, sf_client_stats *ret);
+
+/* The schema hash the client sends (FNV-1a 64, same definition as sfd). */
+SF_CLIENT_API uint64_t sf_client_schema_hash(const sf_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
