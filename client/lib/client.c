@@ -1,0 +1,341 @@
+/*
+ * Client lifetime: options and their environment defaults (DESIGN section 4),
+ * argument checks, open/close, statistics and fork detection. Everything the
+ * hot path needs is allocated here, once; nothing here runs per stage.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <strings.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+
+#define DEFAULT_SOCKET "/run/stagefrontier/ingest.sock"
+
+/* Bumped in every fork() child; a client compares it at flush time, which
+ * costs a load instead of a getpid() syscall per batch. */
+static uint64_t fork_generation;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    __atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELAXED);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+bool sf__fork_check(sf_client *c)
+{
+    if (__atomic_load_n(&fork_generation, __ATOMIC_RELAXED) == c->fork_generation)
+        return false;
+    /* Inherited by a child: the socket is the parent's connection and the
+     * rank is the parent's. Close our copy and never speak again. */
+    sf__transport_close(&c->tr);
+    c->ring.count = 0;
+    c->inert = true;
+    return true;
+}
+
+void sf_client_options_init(sf_client_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->rank = opts->world_size = opts->local_rank = -1;
+}
+
+static const char *env_nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* opt >= 0 wins; else the environment variable; else dflt. -EINVAL on a
+ * malformed or out-of-range value. */
+static int resolve_int(int opt, const char *env, int dflt, int *ret)
+{
+    if (opt < -1)
+        return -EINVAL;
+    if (opt >= 0) {
+        *ret = opt;
+        return 0;
+    }
+    const char *v = env_nonempty(env);
+    if (v == NULL) {
+        *ret = dflt;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 0 || n > INT_MAX)
+        return -EINVAL;
+    *ret = (int)n;
+    return 0;
+}
+
+static bool env_true(const char *name)
+{
+    const char *v = env_nonempty(name);
+    return v != NULL && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ||
+                         strcasecmp(v, "yes") == 0);
+}
+
+static bool job_id_valid(const char *id)
+{
+    size_t len = strnlen(id, SF_CLIENT_MAX_JOB_ID_LEN + 1);
+    if (len == 0 || len > SF_CLIENT_MAX_JOB_ID_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = id[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static int resolve_double_env(double opt, const char *env, double *ret)
+{
+    const char *v = env_nonempty(env);
+    if (opt != 0.0 || v == NULL) {
+        *ret = opt;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno != 0 || *end != '\0')
+        return -EINVAL;
+    *ret = d;
+    return 0;
+}
+
+/* Resolved, validated identity: everything but the schema. */
+struct resolved {
+    const char *job_id, *socket_path, *role;
+    int rank, world_size, local_rank;
+    uint32_t accumulation, buffer, batch;
+    double fraction;
+};
+
+static int resolve(const sf_client_options *o, struct resolved *r)
+{
+    r->job_id = o->job_id ? o->job_id : env_nonempty("SF_JOB_ID");
+    if (r->job_id == NULL)
+        r->job_id = env_nonempty("TORCHELASTIC_RUN_ID");
+    if (r->job_id == NULL)
+        r->job_id = env_nonempty("SLURM_JOB_ID");
+    if (r->job_id == NULL || !job_id_valid(r->job_id))
+        return -EINVAL;
+    r->socket_path = o->socket_path ? o->socket_path : env_nonempty("SF_SOCKET");
+    if (r->socket_path == NULL)
+        r->socket_path = DEFAULT_SOCKET;
+    if (r->socket_path[0] == '\0' || strnlen(r->socket_path, 108) >= 108)
+        return -EINVAL;
+    r->role = o->role ? o->role : env_nonempty("SF_ROLE");
+    if (r->role != NULL && strnlen(r->role, SF_CLIENT_MAX_ROLE_LEN + 1) > SF_CLIENT_MAX_ROLE_LEN)
+        return -EINVAL;
+    if (resolve_int(o->rank, "RANK", 0, &r->rank) < 0 ||
+        resolve_int(o->world_size, "WORLD_SIZE", 1, &r->world_size) < 0 ||
+        resolve_int(o->local_rank, "LOCAL_RANK", 0, &r->local_rank) < 0)
+        return -EINVAL;
+    if (r->world_size < 1 || r->world_size > SF_CLIENT_MAX_WORLD_SIZE || r->rank >= r->world_size)
+        return -EINVAL;
+    r->accumulation = o->accumulation ? o->accumulation : 1;
+    if (r->accumulation > SF_CLIENT_MAX_ACCUMULATION)
+        return -EINVAL;
+    r->buffer = o->buffer_records ? o->buffer_records : SF__DEFAULT_BUFFER;
+    r->batch = o->batch_records ? o->batch_records : SF__DEFAULT_BATCH;
+    if (r->buffer > SF_CLIENT_MAX_BUFFER || r->batch > SF_CLIENT_MAX_BATCH)
+        return -EINVAL;
+    if (r->batch > r->buffer)
+        r->batch = r->buffer;
+    if (resolve_double_env(o->event_sample_fraction, "SF_EVENT_SAMPLE", &r->fraction) < 0 ||
+        !(r->fraction >= 0.0 && r->fraction <= 1.0))
+        return -EINVAL;
+    if (o->stage_names == NULL && (o->stage_groups != NULL || o->n_stages != 0))
+        return -EINVAL;
+    return 0;
+}
+
+static void fill_hello(sf_client *c, const struct resolved *r)
+{
+    size_t jl = strlen(r->job_id);
+    memcpy(c->job_id, r->job_id, jl + 1);
+    if (r->role != NULL)
+        memcpy(c->role, r->role, strlen(r->role) + 1);
+    if (gethostname(c->host, sizeof c->host) < 0)
+        c->host[0] = '\0';
+    c->host[sizeof c->host - 1] = '\0';
+    c->hello = (struct sf__hello_info){
+        .job_id = c->job_id, .rank = (uint32_t)r->rank, .world_size = (uint32_t)r->world_size,
+        .local_rank = (uint32_t)r->local_rank, .host = c->host, .pid = (uint32_t)getpid(),
+        .n_stages = c->schema.n, .stage_names = c->schema.names,
+        .stage_groups = c->schema.groups, .schema_hash = c->schema.hash,
+        .schema_version = SF_CLIENT_SCHEMA_VERSION, .accumulation = r->accumulation,
+        .role = c->role, .channel = SF__CHANNEL_STEPS,
+    };
+}
+
+static void client_free(sf_client *c)
+{
+    sf__transport_close(&c->tr);
+    sf__cuda_channel_close(c->cuda);
+    sf__batch_free(c);
+    sf__ring_free(&c->ring);
+    free(c->cur);
+    sf__schema_free(&c->schema);
+    free(c);
+}
+
+static int open_disabled(sf_client **ret)
+{
+    sf_client *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return -ENOMEM;
+    c->inert = c->disabled = true;
+    c->tr.fd = -1;
+    *ret = c;
+    return 0;
+}
+
+int sf_client_open(const sf_client_options *opts, sf_client **ret)
+{
+    if (opts == NULL || ret == NULL)
+        return -EINVAL;
+    if (opts->disabled || env_true("SF_DISABLE"))
+        return open_disabled(ret);
+    struct resolved r;
+    int err = resolve(opts, &r);
+    if (err < 0)
+        return err;
+    pthread_once(&atfork_once, register_atfork);
+
+    sf_client *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return -ENOMEM;
+    c->tr.fd = -1;
+    c->open_stage = -1;
+    c->fork_generation = __atomic_load_n(&fork_generation, __ATOMIC_RELAXED);
+    err = sf__schema_build(&c->schema, opts->stage_names, opts->stage_groups,
+                           opts->n_stages, r.accumulation);
+    if (err < 0)
+        goto fail;
+    c->n_stages = c->schema.n;
+    c->batch_records = r.batch;
+    err = -ENOMEM;
+    c->cur = calloc(c->n_stages, sizeof *c->cur);
+    if (c->cur == NULL)
+        goto fail;
+    err = sf__ring_init(&c->ring, r.buffer, c->n_stages);
+    if (err < 0)
+        goto fail;
+    err = sf__batch_alloc(c);
+    if (err < 0)
+        goto fail;
+    if (r.fraction > 0.0) {
+        err = sf__cuda_channel_open(r.fraction, &c->cuda);
+        if (err < 0 && err != -ENOTSUP)
+            goto fail;
+    }
+    fill_hello(c, &r);
+    err = sf__transport_init(&c->tr, r.socket_path, &c->hello, c->hellobuf);
+    if (err < 0)
+        goto fail;
+    c->last_now = sf__now_ns();
+    c->last_flush_ns = c->last_now;
+    sf__transport_connect(&c->tr, c->last_now);    /* absent daemon: not an error */
+    *ret = c;
+    return 0;
+fail:
+    client_free(c);
+    return err;
+}
+
+int sf_client_open_env(sf_client **ret)
+{
+    sf_client_options o;
+    sf_client_options_init(&o);
+    return sf_client_open(&o, ret);
+}
+
+void sf_client_close(sf_client *c)
+{
+    if (c == NULL)
+        return;
+    if (!c->inert && !sf__fork_check(c)) {
+        /* Drain what the socket takes now; never wait for it. */
+        int64_t now = sf__now_ns();
+        uint32_t tries = c->ring.cap / (c->batch_records ? c->batch_records : 1) + 2;
+        while (c->ring.count > 0 && tries-- > 0 && sf__transport_connected(&c->tr)) {
+            uint32_t before = c->ring.count;
+            c->next_send_ns = 0;
+            sf__batch_send_one(c, now);
+            if (c->ring.count == before)
+                break;
+        }
+    }
+    client_free(c);
+}
+
+int sf_client_flush(sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert || sf__fork_check(c))
+        return 0;
+    int64_t now = sf__now_ns();
+    return sf__batch_send_one(c, now);
+}
+
+int sf_stage_id(const sf_client *c, const char *name)
+{
+    if (c == NULL || name == NULL)
+        return -EINVAL;
+    if (c->disabled)
+        return 0;
+    for (uint32_t i = 0; i < c->schema.n; i++)
+        if (strcmp(c->schema.names[i], name) == 0)
+            return (int)i;
+    return -ENOENT;
+}
+
+int sf_stage_count(const sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    return (int)c->schema.n;
+}
+
+const char *sf_stage_name(const sf_client *c, int stage_id)
+{
+    if (c == NULL || stage_id < 0 || (uint32_t)stage_id >= c->schema.n)
+        return NULL;
+    return c->schema.names[stage_id];
+}
+
+uint64_t sf_client_schema_hash(const sf_client *c)
+{
+    return c != NULL ? c->schema.hash : 0;
+}
+
+int sf_client_get_stats(const sf_client *c, sf_client_stats *ret)
+{
+    if (c == NULL || ret == NULL)
+        return -EINVAL;
+    *ret = (sf_client_stats){
+        .steps = c->steps, .records_sent = c->records_sent,
+        .records_dropped = c->records_dropped, .batches_sent = c->batches_sent,
+        .send_syscalls = c->tr.send_syscalls, .connects = c->tr.connects,
+        .reconnects = c->tr.reconnects, .violations = c->violations,
+        .connected = sf__transport_connected(&c->tr),
+    };
+    return 0;
+}

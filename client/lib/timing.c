@@ -1,0 +1,236 @@
+/*
+ * The hot path: step and stage boundaries, data-wait charges and probes.
+ * Each boundary reads CLOCK_MONOTONIC (vDSO) and stores a duration; no
+ * allocation, no lock, no syscall. Misuse is counted in the open step's
+ * violations and answered with -EINVAL, never fatal. Sending lives in batch.c.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "client_internal.h"
+
+/* The clock, with non-monotonic readings clamped and flagged. */
+static inline int64_t tick(sf_client *c)
+{
+    int64_t now = sf__now_ns();
+    if (__builtin_expect(now < c->last_now, 0)) {
+        c->cur_flags |= SF__FLAG_NON_MONOTONIC;
+        now = c->last_now;
+    }
+    c->last_now = now;
+    return now;
+}
+
+static int violation(sf_client *c)
+{
+    c->violations++;
+    if (c->in_step)
+        c->cur_violations++;
+    return -EINVAL;
+}
+
+static void close_stage(sf_client *c, int64_t now)
+{
+    int id = c->open_stage;
+    int64_t d = now - c->stage_t0;
+    c->cur[id] += d;
+    c->open_stage = -1;
+    if (c->cuda != NULL && (c->schema.forward_mask >> id & 1))
+        sf__cuda_forward_end(c->cuda, c->step, d);
+}
+
+static void take_pending_wait(sf_client *c)
+{
+    uint32_t slot = (uint32_t)(c->step % SF_CLIENT_DATA_LOOKAHEAD);
+    if (c->pending_ns[slot] != 0 && c->pending_step[slot] == c->step) {
+        c->cur[0] += c->pending_ns[slot];
+        c->cur_extra_wall = c->pending_ns[slot];
+    }
+    c->pending_ns[slot] = 0;
+}
+
+static int64_t clamp_duration(int64_t d)
+{
+    return d < 0 ? 0 : d > SF__MAX_DURATION_NS ? SF__MAX_DURATION_NS : d;
+}
+
+/* Fills a ring slot from the open step, or counts a drop when full. */
+static void queue_record(sf_client *c, int64_t wall)
+{
+    int64_t *d;
+    struct sf__record *r = sf__ring_reserve(&c->ring, &d);
+    if (r == NULL) {
+        sf__batch_note_drop(c, c->step);
+        return;
+    }
+    uint32_t last = c->n_stages - 1;
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < last; i++) {
+        d[i] = clamp_duration(c->cur[i]);
+        sum += d[i];
+    }
+    d[last] = clamp_duration(wall - sum);
+    r->step = c->step;
+    r->wall_ns = clamp_duration(wall);
+    r->overlap_ns = sum > wall ? clamp_duration(sum - wall) : 0;
+    r->violations = c->cur_violations;
+    r->flags = c->cur_flags | (c->cur_violations ? SF__FLAG_VIOLATION : 0);
+    r->event.state = 0;
+    if (c->cuda != NULL && sf__cuda_poll(c->cuda, c->step, &r->event) != 1)
+        r->event.state = 0;
+    sf__ring_commit(&c->ring);
+}
+
+static void end_step(sf_client *c, int64_t now)
+{
+    if (c->open_stage >= 0)
+        close_stage(c, now);
+    int64_t wall = now - c->step_t0 + c->cur_extra_wall;
+    queue_record(c, wall);
+    c->in_step = false;
+    c->steps++;
+    sf__batch_maybe_send(c, now);
+}
+
+static void start_step(sf_client *c, int64_t step, int64_t now)
+{
+    c->step = step;
+    c->any_step = true;
+    c->in_step = true;
+    c->step_t0 = now;
+    c->open_stage = -1;
+    c->nested_ignored = 0;
+    memset(c->cur, 0, sizeof *c->cur * c->n_stages);
+    c->cur_violations = 0;
+    c->cur_flags = 0;
+    c->cur_extra_wall = 0;
+    take_pending_wait(c);
+}
+
+int sf_step_begin(sf_client *c, int64_t step)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    int64_t now = tick(c);
+    if (step < 0)
+        step = c->any_step ? c->step + 1 : 0;
+    int r = 0;
+    if (c->in_step) {
+        /* A forgotten step_end: close the old step so records keep flowing. */
+        r = violation(c);
+        end_step(c, now);
+        if (c->inert)
+            return 0;
+    }
+    start_step(c, step, now);
+    return r;
+}
+
+int sf_step_end(sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    if (!c->in_step)
+        return violation(c);
+    int64_t now = tick(c);
+    int r = 0;
+    if (c->open_stage >= 0)
+        r = violation(c);       /* a stage left open: closed at the step's end */
+    end_step(c, now);
+    return r;
+}
+
+int sf_stage_begin(sf_client *c, int stage_id)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    if (!c->in_step || stage_id < 0 || (uint32_t)stage_id + 1 >= c->n_stages)
+        return violation(c);
+    if (c->open_stage >= 0) {
+        c->nested_ignored |= UINT64_C(1) << stage_id;
+        return violation(c);
+    }
+    c->stage_t0 = tick(c);
+    c->open_stage = stage_id;
+    if (c->cuda != NULL && (c->schema.forward_mask >> stage_id & 1))
+        sf__cuda_forward_begin(c->cuda, c->step);
+    return 0;
+}
+
+int sf_stage_end(sf_client *c, int stage_id)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    if (!c->in_step || stage_id < 0 || (uint32_t)stage_id + 1 >= c->n_stages)
+        return violation(c);
+    if (stage_id != c->open_stage) {
+        uint64_t bit = UINT64_C(1) << stage_id;
+        if (c->nested_ignored & bit) {
+            c->nested_ignored &= ~bit;  /* the refused nested begin's end */
+            return -EINVAL;
+        }
+        return violation(c);
+    }
+    close_stage(c, tick(c));
+    return 0;
+}
+
+int sf_charge_data_wait(sf_client *c, int64_t step, int64_t wait_ns)
+{
+    if (c == NULL || step < 0 || wait_ns < 0 || wait_ns > SF__MAX_DURATION_NS)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    if (c->in_step && step == c->step) {
+        c->cur[0] += wait_ns;
+        return 0;
+    }
+    /* Before any step, any index is accepted: a resumed job may start at
+     * step 100000. Afterwards only a bounded lookahead is kept. */
+    if (c->any_step && (step <= c->step || step - c->step > SF_CLIENT_DATA_LOOKAHEAD))
+        return violation(c);
+    uint32_t slot = (uint32_t)(step % SF_CLIENT_DATA_LOOKAHEAD);
+    if (c->pending_step[slot] != step)
+        c->pending_ns[slot] = 0;    /* a stale charge for a step never begun */
+    c->pending_step[slot] = step;
+    c->pending_ns[slot] += wait_ns;
+    return 0;
+}
+
+int sf_probe_begin(sf_client *c, const char *name)
+{
+    size_t len = name ? strnlen(name, SF_CLIENT_MAX_NAME_LEN + 1) : 0;
+    if (c == NULL || len == 0 || len > SF_CLIENT_MAX_NAME_LEN)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    if (c->probe_depth == SF__MAX_PROBE_DEPTH)
+        return violation(c);
+    /* Copied: the caller's string (a Python str, say) may not outlive us. */
+    memcpy(c->probe_names[c->probe_depth], name, len + 1);
+    c->probe_t0[c->probe_depth] = tick(c);
+    c->probe_depth++;
+    return 0;
+}
+
+int sf_probe_end(sf_client *c, const char *name)
+{
+    size_t len = name ? strnlen(name, SF_CLIENT_MAX_NAME_LEN + 1) : 0;
+    if (c == NULL || len == 0 || len > SF_CLIENT_MAX_NAME_LEN)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    uint32_t top = c->probe_depth;
+    if (top == 0 || strcmp(c->probe_names[top - 1], name) != 0)
+        return violation(c);
+    c->probe_depth--;
+    return 0;
+}
