@@ -27,12 +27,13 @@ extern "C" {
 #define SF_MAX_STAGES        64
 #define SF_MAX_RANKS         (1u << 18)
 #define SF_MAX_DURATION_NS   (INT64_C(1) << 42) /* about 73 minutes per stage */
-#define SF_MAX_WINDOW_STEPS  65536
+#define SF_MAX_WINDOW_STEPS  16384 /* window sums of prefixes stay below 2^62 */
 #define SF_MAX_NAME_LEN      64
 #define SF_MAX_ROLES         16
 #define SF_MAX_ACCUMULATION  64
 
 #define SF_NO_RANK UINT32_MAX
+#define SF_NULL_NS INT64_MIN   /* an undefined duration figure (JSON null) */
 
 /* ---- schema ----------------------------------------------------------- */
 
@@ -172,8 +173,11 @@ typedef struct sf_summary {
     sf_rank_interval *coverage; /* sorted, disjoint, coalesced */
     uint64_t merge_conflicts;
     uint64_t rows_seen;
+    uint64_t violation_rows;    /* rows flagged SF_ROW_VIOLATION */
+    uint64_t non_monotonic_rows;/* rows flagged SF_ROW_NON_MONOTONIC */
     sf_dense *dense;            /* NULL in mergeable mode */
     int64_t *storage;           /* backing store for the step arrays */
+    sf_top2 *top2_storage;
 } sf_summary;
 
 /* Builds the summary of one node's rows for one window (or the whole window
@@ -219,6 +223,11 @@ typedef struct sf_gates {
 } sf_gates;
 
 void sf_gates_default(sf_gates *ret);
+/* Enumerates the gate keys in table order, i from 0; NULL past the end. Sets
+ * *ret_number to a numeric or boolean (0/1) gate's value, or *ret_text to a
+ * name gate's value (and *ret_number to NaN). */
+const char *sf_gates_describe(const sf_gates *gates, size_t i, double *ret_number,
+                              const char **ret_text);
 /* Sets one gate from its config key and text value: -ENOENT for an unknown
  * key, -EINVAL for a malformed or out-of-range value. */
 int sf_gates_set(sf_gates *gates, const char *key, const char *value);
@@ -266,10 +275,12 @@ const char *sf_downgrade_name(enum sf_downgrade reason);
 typedef struct sf_unit_figures {
     const char *name;           /* view into the report's schema */
     const char *group;
-    int64_t advance_ns, max_ns, mean_ns, spread_ns, slowest_rank_ns, rank0_ns;
-    int64_t lag_ns;             /* sum over steps of F - mean_r P at the unit's last boundary */
+    int64_t advance_ns, max_ns, mean_ns, spread_ns, slowest_rank_ns;
+    int64_t rank0_ns;           /* SF_NULL_NS when rank 0 is not in the window */
+    int64_t lag_ns;             /* stages: sum over steps of F - mean_r P; groups: INT64_MIN (null) */
+    int64_t delta_lag_ns;       /* advance - mean: positive when the frontier outruns the average rank */
     int64_t gain_rank_median_ns;
-    int64_t gain_cohort_median_ns;   /* -1 when not computed (mergeable mode) */
+    int64_t gain_cohort_median_ns;   /* SF_NULL_NS in mergeable mode */
     double share, gain;
     uint32_t leader_rank;       /* SF_NO_RANK when none */
     uint32_t leader_steps;
@@ -280,8 +291,8 @@ typedef struct sf_rank_evidence {
     uint32_t rank;
     const char *role;           /* NULL when unknown (mergeable mode) */
     uint32_t *leader_steps;     /* [S] */
-    int64_t *median_gap_ns;     /* [S], -1 when it never led */
-    int64_t mean_slack_ns;      /* -1 when not computed */
+    int64_t *median_gap_ns;     /* [S], SF_NULL_NS when it never led */
+    int64_t mean_slack_ns;      /* SF_NULL_NS in mergeable mode */
 } sf_rank_evidence;
 
 typedef struct sf_suspect { uint32_t rank, steps; } sf_suspect;
@@ -296,6 +307,7 @@ typedef struct sf_report {
     uint32_t missing_ranks;
     uint32_t incomplete_steps;
     int64_t first_step, last_step;   /* of the complete steps, -1 if none */
+    bool rank0_present;
     __int128 exposed_total_ns;
     int64_t telescoping_max_abs_err_ns;
     int64_t leader_gap_tol_ns;
@@ -308,6 +320,7 @@ typedef struct sf_report {
     uint32_t n_routing;         /* routing set length (0 below the share floor) */
     uint32_t n_co_critical;
     uint32_t co_critical[4];    /* group indices, schema order */
+    uint32_t *step_leaders;     /* [steps][S] unique leader per complete step, or SF_NO_RANK */
     uint32_t labels;            /* bit set of enum sf_label */
     uint32_t downgrades;        /* bit set of enum sf_downgrade */
     uint32_t n_suspects;
@@ -328,6 +341,9 @@ int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta,
 
 /* Exactness of report fields in a given mode. */
 bool sf_report_field_exact(const sf_report *report, const char *field);
+
+/* Number of distinct ranks among rows (the dense-mode test), or -errno. */
+int sf_distinct_ranks(const sf_row *rows, size_t n_rows);
 
 /* Integer-ns median of a multiset, lo + (hi - lo) / 2 for even counts.
  * Reorders values. n must be > 0. */

@@ -1,0 +1,87 @@
+/*
+ * Figures that need every rank's row, so they exist only in dense mode:
+ * the direct-exposure gain against the cohort-median baseline and the mean
+ * slack per rank (DESIGN section 1). Complete steps only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core_internal.h"
+
+/* Per step: each stage's median over ranks, then the end frontier with each
+ * candidate's members clipped to those medians. */
+static void cohort_step(const sf_summary *s, const int64_t *rows, uint32_t n, int64_t *scratch,
+                        int64_t exposed, int64_t *gain)
+{
+    uint32_t S = s->schema.n_stages, C = s->cand.n;
+    int64_t baseline[SF_MAX_STAGES], clipped[SF_MAX_STAGES * 2];
+    for (uint32_t k = 0; k < S; k++) {
+        for (uint32_t r = 0; r < n; r++)
+            scratch[r] = rows[(size_t)r * S + k];
+        baseline[k] = sf_median_i64(scratch, n);
+    }
+    for (uint32_t c = 0; c < C; c++)
+        clipped[c] = INT64_MIN;
+    for (uint32_t r = 0; r < n; r++) {
+        const int64_t *d = &rows[(size_t)r * S];
+        int64_t p = 0, saving[SF_MAX_STAGES];
+        for (uint32_t k = 0; k < S; k++) {
+            p += d[k];
+            saving[k] = d[k] > baseline[k] ? d[k] - baseline[k] : 0;
+        }
+        for (uint32_t c = 0; c < C; c++) {
+            int64_t cut = 0;
+            for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
+                cut += saving[__builtin_ctzll(m)];
+            if (p - cut > clipped[c])
+                clipped[c] = p - cut;
+        }
+    }
+    for (uint32_t c = 0; c < C; c++)
+        gain[c] += exposed - clipped[c];
+}
+
+int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
+                     int64_t *ret_gain)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t S = s->schema.n_stages, n = dn->n_ranks;
+    int64_t *scratch = malloc((n ? n : 1) * sizeof *scratch);
+    if (scratch == NULL)
+        return -ENOMEM;
+    for (uint32_t c = 0; c < s->cand.n; c++)
+        ret_gain[c] = 0;
+    for (uint32_t i = 0; i < n_complete; i++) {
+        uint32_t t = complete[i];
+        int64_t exposed = s->steps[t].prefix_top2[S - 1].v1;
+        cohort_step(s, &dn->d[(size_t)t * n * S], n, scratch, exposed, ret_gain);
+    }
+    free(scratch);
+    return 0;
+}
+
+int sf__mean_slack(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
+                   int64_t *ret_slack)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t S = s->schema.n_stages, n = dn->n_ranks;
+    __int128 *sum = calloc(n ? n : 1, sizeof *sum);
+    if (sum == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n_complete; i++) {
+        const sf_step_summary *st = &s->steps[complete[i]];
+        const int64_t *rows = &dn->d[(size_t)complete[i] * n * S];
+        for (uint32_t r = 0; r < n; r++) {
+            int64_t p = 0;
+            for (uint32_t k = 0; k < S; k++) {
+                p += rows[(size_t)r * S + k];
+                sum[r] += st->prefix_top2[k].v1 - p;
+            }
+        }
+    }
+    __int128 cells = (__int128)n_complete * S;
+    for (uint32_t r = 0; r < n; r++)
+        ret_slack[r] = cells ? (int64_t)(sum[r] / cells) : SF_NULL_NS;
+    free(sum);
+    return 0;
+}

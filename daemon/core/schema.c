@@ -1,0 +1,182 @@
+/*
+ * Stage schemas: ordered stage names with reporting groups, their hash, and
+ * the default and gradient-accumulation expansions (DESIGN section 2).
+ * Pure: copies strings into owned memory, nothing else.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stagefrontier/accounting.h>
+
+const char *const sf_default_stage_names[6] = {
+    "data.next_wait",      "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
+    "callbacks.cpu_wall",  "optim.step_cpu_wall",     "step.other_cpu_wall",
+};
+
+/* Stage names are printable ASCII without spaces, quotes or commas, so they
+ * survive CSV headers, JSON keys and Prometheus label values unchanged. */
+static bool name_is_valid(const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (len == 0 || len > SF_MAX_NAME_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= ' ' || ch >= 0x7f || ch == '"' || ch == ',' || ch == '\\')
+            return false;
+    }
+    return true;
+}
+
+/* "x@k" -> length of "x" when k is a decimal number, else 0. */
+static size_t microstep_parent_len(const char *name)
+{
+    const char *at = strrchr(name, '@');
+    if (at == NULL || at == name || at[1] == '\0')
+        return 0;
+    for (const char *p = at + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return (size_t)(at - name);
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= UINT64_C(0x100000001b3);
+    }
+    return h;
+}
+
+static uint64_t schema_hash(const sf_schema *s)
+{
+    unsigned char version[4] = {(unsigned char)s->version, (unsigned char)(s->version >> 8),
+                                (unsigned char)(s->version >> 16), (unsigned char)(s->version >> 24)};
+    uint64_t h = fnv1a(UINT64_C(0xcbf29ce484222325), version, sizeof version);
+    for (uint32_t i = 0; i < s->n_stages; i++) {
+        h = fnv1a(h, s->names[i], strlen(s->names[i]) + 1);
+        h = fnv1a(h, s->groups[i], strlen(s->groups[i]) + 1);
+    }
+    return h;
+}
+
+static char *effective_group(const char *name, const char *group)
+{
+    if (group != NULL && group[0] != '\0')
+        return strdup(group);
+    size_t parent = microstep_parent_len(name);
+    return parent ? strndup(name, parent) : strdup(name);
+}
+
+/* Groups need not be contiguous: microstep k of "data" and microstep k+1
+ * of "data" are separated by forward and backward of microstep k. */
+static void index_groups(sf_schema *s)
+{
+    for (uint32_t i = 0; i < s->n_stages; i++) {
+        uint32_t g = 0;
+        while (g < s->n_groups && strcmp(s->group_names[g], s->groups[i]) != 0)
+            g++;
+        if (g == s->n_groups)
+            s->group_names[s->n_groups++] = s->groups[i];  /* a view, not owned */
+        s->group_of[i] = g;
+    }
+}
+
+void sf_schema_clear(sf_schema *schema)
+{
+    if (schema == NULL)
+        return;
+    for (uint32_t i = 0; i < schema->n_stages; i++) {
+        free(schema->names[i]);
+        free(schema->groups[i]);
+    }
+    memset(schema, 0, sizeof *schema);
+}
+
+int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages,
+                   const char *const *names, const char *const *groups,
+                   uint32_t accumulation)
+{
+    if (ret == NULL || names == NULL || n_stages < 1 || n_stages > SF_MAX_STAGES ||
+        accumulation < 1 || accumulation > SF_MAX_ACCUMULATION)
+        return -EINVAL;
+    sf_schema s = {.version = version, .accumulation = accumulation};
+    int r = -EINVAL;
+    for (uint32_t i = 0; i < n_stages; i++) {
+        const char *group = groups ? groups[i] : NULL;
+        if (!name_is_valid(names[i]) || (group && group[0] && !name_is_valid(group)))
+            goto fail;
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0)
+                goto fail;
+        s.names[i] = strdup(names[i]);
+        s.groups[i] = effective_group(names[i], group);
+        s.n_stages = i + 1;
+        if (s.names[i] == NULL || s.groups[i] == NULL) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        if (microstep_parent_len(names[i]))
+            s.microstep_indexed = true;
+    }
+    index_groups(&s);
+    s.hash = schema_hash(&s);
+    *ret = s;
+    return 0;
+fail:
+    sf_schema_clear(&s);
+    return r;
+}
+
+int sf_schema_init_default(sf_schema *ret, uint32_t accumulation)
+{
+    if (accumulation <= 1)
+        return sf_schema_init(ret, 1, 6, sf_default_stage_names, NULL, 1);
+    if (accumulation > SF_MAX_ACCUMULATION || 3 * accumulation + 3 > SF_MAX_STAGES)
+        return -EINVAL;
+    char buf[SF_MAX_STAGES][SF_MAX_NAME_LEN + 1];
+    const char *names[SF_MAX_STAGES];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < accumulation; k++)
+        for (uint32_t i = 0; i < 3; i++) {
+            snprintf(buf[n], sizeof buf[n], "%s@%u", sf_default_stage_names[i], k);
+            names[n] = buf[n];
+            n++;
+        }
+    for (uint32_t i = 3; i < 6; i++)
+        names[n++] = sf_default_stage_names[i];
+    return sf_schema_init(ret, 1, n, names, NULL, accumulation);
+}
+
+int sf_schema_copy(sf_schema *ret, const sf_schema *src)
+{
+    if (ret == NULL || src == NULL)
+        return -EINVAL;
+    return sf_schema_init(ret, src->version, src->n_stages, (const char *const *)src->names,
+                          (const char *const *)src->groups, src->accumulation);
+}
+
+bool sf_schema_equal(const sf_schema *a, const sf_schema *b)
+{
+    if (a->hash != b->hash || a->n_stages != b->n_stages || a->version != b->version ||
+        a->accumulation != b->accumulation)
+        return false;
+    for (uint32_t i = 0; i < a->n_stages; i++)
+        if (strcmp(a->names[i], b->names[i]) != 0 || strcmp(a->groups[i], b->groups[i]) != 0)
+            return false;
+    return true;
+}
+
+int sf_schema_stage_index(const sf_schema *schema, const char *name)
+{
+    if (schema == NULL || name == NULL)
+        return -EINVAL;
+    for (uint32_t i = 0; i < schema->n_stages; i++)
+        if (strcmp(schema->names[i], name) == 0)
+            return (int)i;
+    return -ENOENT;
+}

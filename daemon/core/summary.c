@@ -1,0 +1,462 @@
+/*
+ * Building the mergeable window summary from one node's rows (DESIGN
+ * section 4): per step and boundary the top-2 prefixes, per stage the
+ * max/sum/min, the slowest rank, rank 0, and the end frontier with each
+ * candidate clipped to its rank-median baseline. Pure: memory only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_internal.h"
+
+/* ---- allocation --------------------------------------------------------- */
+
+static void candidates_init(sf_candidate_set *cand, const sf_schema *schema)
+{
+    memset(cand, 0, sizeof *cand);
+    for (uint32_t s = 0; s < schema->n_stages; s++)
+        cand->member_mask[cand->n++] = UINT64_C(1) << s;
+    cand->n_stage = cand->n;
+    for (uint32_t g = 0; g < schema->n_groups; g++) {
+        uint64_t mask = 0;
+        for (uint32_t s = 0; s < schema->n_stages; s++)
+            if (schema->group_of[s] == g)
+                mask |= UINT64_C(1) << s;
+        if (__builtin_popcountll(mask) > 1)
+            cand->member_mask[cand->n++] = mask;
+    }
+}
+
+/* Int64 slots per step: dmax, dmin, dsum, slowest_d, rank0_d (S each) and C
+ * clipped end frontiers. */
+static size_t step_slots(const sf_summary *s)
+{
+    return 5 * (size_t)s->schema.n_stages + s->cand.n;
+}
+
+static void step_bind(sf_summary *s, uint32_t i)
+{
+    size_t S = s->schema.n_stages;
+    sf_step_summary *st = &s->steps[i];
+    int64_t *base = s->storage + (size_t)i * step_slots(s);
+    st->prefix_top2 = s->top2_storage + (size_t)i * S;
+    st->dmax = base;
+    st->dmin = base + S;
+    st->dsum = base + 2 * S;
+    st->slowest_d = base + 3 * S;
+    st->rank0_d = base + 4 * S;
+    st->clipped_end = base + 5 * S;
+}
+
+static void step_reset(sf_summary *s, uint32_t i)
+{
+    sf_step_summary *st = &s->steps[i];
+    for (uint32_t k = 0; k < s->schema.n_stages; k++) {
+        st->prefix_top2[k] = (sf_top2){INT64_MIN, INT64_MIN, SF_NO_RANK, SF_NO_RANK};
+        st->dmax[k] = INT64_MIN;
+        st->dmin[k] = INT64_MAX;
+        st->dsum[k] = 0;
+    }
+    for (uint32_t c = 0; c < s->cand.n; c++)
+        st->clipped_end[c] = INT64_MIN;
+    st->n_ranks = 0;
+    st->slowest_total = INT64_MIN;
+    st->slowest_rank = SF_NO_RANK;
+    st->has_rank0 = false;
+    st->residual_sum = st->overlap_sum = st->end_sum = 0;
+}
+
+int sf_summary_alloc(const sf_schema *schema, const sf_window_meta *meta,
+                     uint32_t n_steps, sf_summary **ret)
+{
+    if (schema == NULL || meta == NULL || ret == NULL || n_steps > SF_MAX_WINDOW_STEPS)
+        return -EINVAL;
+    sf_summary *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return -ENOMEM;
+    int r = sf_schema_copy(&s->schema, schema);
+    if (r < 0) {
+        free(s);
+        return r;
+    }
+    s->meta = *meta;
+    candidates_init(&s->cand, &s->schema);
+    s->n_steps = n_steps;
+    size_t n = n_steps ? n_steps : 1;
+    s->steps = calloc(n, sizeof *s->steps);
+    s->storage = calloc(n * step_slots(s), sizeof *s->storage);
+    s->top2_storage = calloc(n * s->schema.n_stages, sizeof *s->top2_storage);
+    if (s->steps == NULL || s->storage == NULL || s->top2_storage == NULL) {
+        sf_summary_free(s);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < n_steps; i++) {
+        step_bind(s, i);
+        step_reset(s, i);
+    }
+    *ret = s;
+    return 0;
+}
+
+void sf__dense_free(sf_dense *d)
+{
+    if (d == NULL)
+        return;
+    for (uint32_t i = 0; i < d->n_ranks && d->roles; i++)
+        free(d->roles[i]);
+    free(d->roles);
+    free(d->ranks);
+    free(d->d);
+    free(d->present);
+    free(d);
+}
+
+void sf_summary_free(sf_summary *s)
+{
+    if (s == NULL)
+        return;
+    sf_schema_clear(&s->schema);
+    for (uint32_t i = 0; i < s->n_roles; i++)
+        free(s->roles[i]);
+    sf__dense_free(s->dense);
+    free(s->coverage);
+    free(s->steps);
+    free(s->storage);
+    free(s->top2_storage);
+    free(s);
+}
+
+/* ---- the per-row fold ------------------------------------------------- */
+
+void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
+{
+    if (v > t->v1 || (v == t->v1 && rank < t->r1)) {
+        t->v2 = t->v1;
+        t->r2 = t->r1;
+        t->v1 = v;
+        t->r1 = rank;
+    } else if (v > t->v2 || (v == t->v2 && rank < t->r2)) {
+        t->v2 = v;
+        t->r2 = rank;
+    }
+}
+
+/* Adds one rank's durations to a step. baseline holds the rank's median per
+ * stage (the clip level for the rank-median gain). */
+static void step_add_row(sf_summary *s, sf_step_summary *st, const sf_row *row,
+                         const int64_t *baseline)
+{
+    uint32_t S = s->schema.n_stages;
+    int64_t p = 0;
+    int64_t saving[SF_MAX_STAGES];
+    for (uint32_t k = 0; k < S; k++) {
+        int64_t d = row->d[k];
+        p += d;
+        sf__top2_insert(&st->prefix_top2[k], p, row->rank);
+        if (d > st->dmax[k])
+            st->dmax[k] = d;
+        if (d < st->dmin[k])
+            st->dmin[k] = d;
+        st->dsum[k] += d;
+        saving[k] = d > baseline[k] ? d - baseline[k] : 0;
+    }
+    for (uint32_t c = 0; c < s->cand.n; c++) {
+        int64_t cut = 0;
+        for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
+            cut += saving[__builtin_ctzll(m)];
+        if (p - cut > st->clipped_end[c])
+            st->clipped_end[c] = p - cut;
+    }
+    if (p > st->slowest_total || (p == st->slowest_total && row->rank < st->slowest_rank)) {
+        st->slowest_total = p;
+        st->slowest_rank = row->rank;
+        memcpy(st->slowest_d, row->d, S * sizeof *row->d);
+    }
+    if (row->rank == 0) {
+        st->has_rank0 = true;
+        memcpy(st->rank0_d, row->d, S * sizeof *row->d);
+    }
+    st->n_ranks++;
+    st->residual_sum += row->d[S - 1];
+    st->overlap_sum += row->overlap_ns;
+    st->end_sum += p;
+}
+
+/* ---- ordering helpers ------------------------------------------------- */
+
+static int cmp_step_rank(const void *a, const void *b)
+{
+    const sf_row *x = *(const sf_row *const *)a, *y = *(const sf_row *const *)b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static int cmp_rank_step(const void *a, const void *b)
+{
+    const sf_row *x = *(const sf_row *const *)a, *y = *(const sf_row *const *)b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return (x->step > y->step) - (x->step < y->step);
+}
+
+/* Sorted views of the rows; the common case (already in order) costs one
+ * pass. */
+static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, const void *),
+                       const sf_row ***ret)
+{
+    const sf_row **v = malloc((n ? n : 1) * sizeof *v);
+    if (v == NULL)
+        return -ENOMEM;
+    bool sorted = true;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = &rows[i];
+        if (i && sorted && cmp(&v[i - 1], &v[i]) > 0)
+            sorted = false;
+    }
+    if (!sorted)
+        qsort(v, n, sizeof *v, cmp);
+    *ret = v;
+    return 0;
+}
+
+/* ---- rank medians, coverage and roles ---------------------------------- */
+
+struct rank_info {
+    uint32_t n;
+    uint32_t *ranks;            /* distinct, ascending */
+    int64_t *baseline;          /* [n][S] rank-median per stage */
+    const char **roles;         /* [n], first role seen */
+};
+
+static void rank_info_clear(struct rank_info *ri)
+{
+    free(ri->ranks);
+    free(ri->baseline);
+    free((void *)ri->roles);
+}
+
+static int rank_info_build(const sf_schema *schema, const sf_row **by_rank, size_t n_rows,
+                           struct rank_info *ri)
+{
+    uint32_t S = schema->n_stages;
+    size_t cap = n_rows ? n_rows : 1;
+    memset(ri, 0, sizeof *ri);
+    ri->ranks = malloc(cap * sizeof *ri->ranks);
+    ri->baseline = malloc(cap * S * sizeof *ri->baseline);
+    ri->roles = malloc(cap * sizeof *ri->roles);
+    int64_t *scratch = malloc(cap * sizeof *scratch);
+    if (!ri->ranks || !ri->baseline || !ri->roles || !scratch) {
+        free(scratch);
+        rank_info_clear(ri);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n_rows;) {
+        size_t j = i;
+        while (j < n_rows && by_rank[j]->rank == by_rank[i]->rank)
+            j++;
+        uint32_t slot = ri->n++;
+        ri->ranks[slot] = by_rank[i]->rank;
+        ri->roles[slot] = by_rank[i]->role ? by_rank[i]->role : "";
+        for (uint32_t k = 0; k < S; k++) {
+            for (size_t m = i; m < j; m++)
+                scratch[m - i] = by_rank[m]->d[k];
+            ri->baseline[(size_t)slot * S + k] = sf_median_i64(scratch, j - i);
+        }
+        i = j;
+    }
+    free(scratch);
+    return 0;
+}
+
+static uint32_t rank_slot(const struct rank_info *ri, uint32_t rank)
+{
+    uint32_t lo = 0, hi = ri->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ri->ranks[mid] < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int coverage_from_ranks(sf_summary *s, const struct rank_info *ri)
+{
+    s->coverage = malloc((ri->n ? ri->n : 1) * sizeof *s->coverage);
+    if (s->coverage == NULL)
+        return -ENOMEM;
+    s->n_intervals = 0;
+    for (uint32_t i = 0; i < ri->n; i++) {
+        sf_rank_interval *last = s->n_intervals ? &s->coverage[s->n_intervals - 1] : NULL;
+        if (last && last->hi + 1 == ri->ranks[i])
+            last->hi = ri->ranks[i];
+        else
+            s->coverage[s->n_intervals++] = (sf_rank_interval){ri->ranks[i], ri->ranks[i]};
+    }
+    return 0;
+}
+
+int sf__roles_add(sf_summary *s, const char *role)
+{
+    uint32_t i = 0;
+    while (i < s->n_roles && strcmp(s->roles[i], role) < 0)
+        i++;
+    if (i < s->n_roles && strcmp(s->roles[i], role) == 0)
+        return 0;
+    if (s->n_roles == SF_MAX_ROLES) {
+        s->roles_overflow = true;
+        return 0;
+    }
+    char *copy = strdup(role);
+    if (copy == NULL)
+        return -ENOMEM;
+    memmove(&s->roles[i + 1], &s->roles[i], (s->n_roles - i) * sizeof s->roles[0]);
+    s->roles[i] = copy;
+    s->n_roles++;
+    return 0;
+}
+
+/* ---- dense rows --------------------------------------------------------- */
+
+static int dense_build(sf_summary *s, const struct rank_info *ri, const sf_row **by_step,
+                       size_t n_rows)
+{
+    uint32_t S = s->schema.n_stages;
+    sf_dense *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return -ENOMEM;
+    s->dense = d;
+    d->n_ranks = ri->n;
+    size_t cells = (size_t)s->n_steps * ri->n;
+    d->ranks = malloc((ri->n ? ri->n : 1) * sizeof *d->ranks);
+    d->roles = calloc(ri->n ? ri->n : 1, sizeof *d->roles);
+    d->d = calloc(cells ? cells * S : 1, sizeof *d->d);
+    d->present = calloc(cells ? cells : 1, 1);
+    if (!d->ranks || !d->roles || !d->d || !d->present)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < ri->n; i++) {
+        d->ranks[i] = ri->ranks[i];
+        if ((d->roles[i] = strdup(ri->roles[i])) == NULL)
+            return -ENOMEM;
+    }
+    uint32_t step_i = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        while (s->steps[step_i].step != by_step[i]->step)
+            step_i++;
+        size_t cell = (size_t)step_i * ri->n + rank_slot(ri, by_step[i]->rank);
+        memcpy(&d->d[cell * S], by_step[i]->d, S * sizeof(int64_t));
+        d->present[cell] = 1;
+    }
+    return 0;
+}
+
+/* ---- build -------------------------------------------------------------- */
+
+static uint32_t count_steps(const sf_row **by_step, size_t n_rows)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < n_rows; i++)
+        if (i == 0 || by_step[i]->step != by_step[i - 1]->step)
+            n++;
+    return n;
+}
+
+static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_rows)
+{
+    for (size_t i = 0; i < n_rows; i++) {
+        int r = sf_row_validate(by_step[i], schema);
+        if (r < 0)
+            return r;
+        if (i && by_step[i]->step == by_step[i - 1]->step && by_step[i]->rank == by_step[i - 1]->rank)
+            return -EEXIST;
+    }
+    return 0;
+}
+
+static void fold_window_sums(sf_summary *s, const sf_row *row)
+{
+    s->rows_seen++;
+    if (row->flags & SF_ROW_VIOLATION)
+        s->violation_rows++;
+    if (row->flags & SF_ROW_NON_MONOTONIC)
+        s->non_monotonic_rows++;
+    if (row->event_state != SF_EVENT_NONE) {
+        s->event_samples++;
+        if (row->event_state == SF_EVENT_READY) {
+            s->event_ready++;
+            s->event_cpu_ns += row->event_cpu_ns;
+            s->event_gpu_ns += row->event_gpu_ns;
+        }
+    }
+}
+
+static int fold_rows(sf_summary *s, const struct rank_info *ri, const sf_row **by_step,
+                     size_t n_rows)
+{
+    uint32_t S = s->schema.n_stages;
+    uint32_t step_i = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const sf_row *row = by_step[i];
+        if (i && row->step != by_step[i - 1]->step)
+            step_i++;
+        s->steps[step_i].step = row->step;
+        const int64_t *baseline = &ri->baseline[(size_t)rank_slot(ri, row->rank) * S];
+        step_add_row(s, &s->steps[step_i], row, baseline);
+        fold_window_sums(s, row);
+    }
+    for (uint32_t i = 0; i < ri->n; i++) {
+        int r = sf__roles_add(s, ri->roles[i]);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta,
+                     const sf_row *rows, size_t n_rows, bool dense,
+                     sf_summary **ret)
+{
+    if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
+        return -EINVAL;
+    const sf_row **by_step = NULL, **by_rank = NULL;
+    struct rank_info ri = {0};
+    sf_summary *s = NULL;
+    int r = sorted_view(rows, n_rows, cmp_step_rank, &by_step);
+    if (r < 0)
+        return r;
+    r = check_rows(schema, by_step, n_rows);
+    if (r < 0)
+        goto out;
+    uint32_t n_steps = count_steps(by_step, n_rows);
+    if (n_steps > SF_MAX_WINDOW_STEPS) {
+        r = -E2BIG;
+        goto out;
+    }
+    if ((r = sorted_view(rows, n_rows, cmp_rank_step, &by_rank)) < 0 ||
+        (r = rank_info_build(schema, by_rank, n_rows, &ri)) < 0 ||
+        (r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
+        (r = coverage_from_ranks(s, &ri)) < 0 ||
+        (r = fold_rows(s, &ri, by_step, n_rows)) < 0)
+        goto out;
+    if (dense && (r = dense_build(s, &ri, by_step, n_rows)) < 0)
+        goto out;
+    *ret = s;
+    s = NULL;
+out:
+    sf_summary_free(s);
+    rank_info_clear(&ri);
+    free(by_step);
+    free(by_rank);
+    return r;
+}
+
+uint64_t sf_summary_covered_ranks(const sf_summary *s)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < s->n_intervals; i++)
+        n += (uint64_t)s->coverage[i].hi - s->coverage[i].lo + 1;
+    return n;
+}
