@@ -1,0 +1,43 @@
+/*
+ * prom_sample DIR VARIANT: writes DIR/stagefrontier.prom through
+ * sfd_prom_write from fixture reports, for the node_exporter scrape test.
+ * Variant 1: job "train-a" window 3 slow in data; variant 2: window 4 slow in
+ * the model.bwd group. Both also export "idle-job", which has no window yet.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prom_export.h"
+#include "prom_fixture.h"
+
+int main(int argc, char **argv)
+{
+    sf_report *rep = NULL;
+    int variant, r;
+
+    if (argc != 3) {
+        fprintf(stderr, "usage: prom_sample DIR 1|2\n");
+        return 2;
+    }
+    variant = atoi(argv[2]);
+    if (variant == 1)
+        r = fixture_report(3, 0, 20000000, &rep);
+    else
+        r = fixture_report(4, 2, 30000000, &rep);
+    if (r < 0) {
+        fprintf(stderr, "fixture_report: %s\n", strerror(-r));
+        return 1;
+    }
+    struct sfd_prom_job jobs[] = {
+        {.job_id = "train-a", .latest = rep, .dropped = 5u * (unsigned)variant, .rejected = 2},
+        {.job_id = "idle-job", .latest = NULL, .dropped = 0, .rejected = 1},
+    };
+    r = sfd_prom_write(argv[1], jobs, 2, variant == 1 ? "standalone" : "root", 40u + (unsigned)variant);
+    sf_report_free(rep);
+    if (r < 0) {
+        fprintf(stderr, "sfd_prom_write: %s\n", strerror(-r));
+        return 1;
+    }
+    return 0;
+}
