@@ -1,0 +1,466 @@
+/*
+ * The summary codec: sf_summary <-> the Summary message of peer.proto.
+ * Decoding treats the message as hostile even though it is authenticated:
+ * every repeated field is checked against S, C, the step count and the
+ * world size, and every value against the core's bounds, before any of it
+ * reaches the merge. It must not merge, log or touch sockets.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer.h"
+
+#define PREFIX_MAX ((int64_t)SF_MAX_STAGES * SF_MAX_DURATION_NS)
+#define SUM_MAX    (INT64_C(1) << 62)
+
+/* One allocation list for an encoded message, so the message's arrays can
+ * be views or copies and still be freed in one call. */
+typedef struct enc {
+    Stagefrontier__Summary msg;            /* first: the message is the handle */
+    Stagefrontier__StepSummary *steps;
+    Stagefrontier__StepSummary **step_ptrs;
+    Stagefrontier__DenseRows dense;
+    int64_t *i64;
+    uint32_t *u32;
+} enc;
+
+void sfd_peer_summary_msg_free(Stagefrontier__Summary *m)
+{
+    if (m == NULL)
+        return;
+    enc *e = (enc *)m;
+    free(e->steps);
+    free(e->step_ptrs);
+    free(e->i64);
+    free(e->u32);
+    free(e);
+}
+
+static void encode_step(const sf_summary *s, const sf_step_summary *st,
+                        Stagefrontier__StepSummary *o, int64_t *i64, uint32_t *u32)
+{
+    size_t S = s->schema.n_stages;
+    stagefrontier__step_summary__init(o);
+    o->step = st->step;
+    o->n_ranks = st->n_ranks;
+    for (size_t k = 0; k < S; k++) {
+        i64[2 * k] = st->prefix_top2[k].v1;
+        i64[2 * k + 1] = st->prefix_top2[k].v2;
+        u32[2 * k] = st->prefix_top2[k].r1;
+        u32[2 * k + 1] = st->prefix_top2[k].r2;
+    }
+    o->n_top2 = o->n_top2_ranks = 2 * S;
+    o->top2 = i64;
+    o->top2_ranks = u32;
+    o->n_dmax = o->n_dmin = o->n_dsum = o->n_slowest_d = S;
+    o->dmax = st->dmax;
+    o->dmin = st->dmin;
+    o->dsum = st->dsum;
+    o->slowest_total = st->slowest_total;
+    o->slowest_rank = st->slowest_rank;
+    o->slowest_d = st->slowest_d;
+    o->has_has_rank0 = true;
+    o->has_rank0 = st->has_rank0;
+    o->n_rank0_d = st->has_rank0 ? S : 0;
+    o->rank0_d = st->rank0_d;
+    o->n_clipped_end = s->cand.n;
+    o->clipped_end = st->clipped_end;
+    o->residual_sum = st->residual_sum;
+    o->overlap_sum = st->overlap_sum;
+    o->end_sum = st->end_sum;
+}
+
+static void encode_dense(const sf_summary *s, enc *e)
+{
+    const sf_dense *d = s->dense;
+    Stagefrontier__DenseRows *o = &e->dense;
+    stagefrontier__dense_rows__init(o);
+    o->n_ranks = d->n_ranks;
+    o->ranks = d->ranks;
+    o->n_roles = d->n_ranks;
+    o->roles = d->roles;
+    size_t cells = (size_t)s->n_steps * d->n_ranks;
+    o->n_d = cells * s->schema.n_stages;
+    o->d = d->d;
+    o->has_present = true;
+    o->present.len = cells;
+    o->present.data = d->present;
+    e->msg.dense = o;
+}
+
+static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
+{
+    m->schema_version = s->schema.version;
+    m->n_stage_names = m->n_stage_groups = s->schema.n_stages;
+    m->stage_names = (char **)s->schema.names;
+    m->stage_groups = (char **)s->schema.groups;
+    m->accumulation = s->schema.accumulation;
+    m->schema_hash = s->schema.hash;
+    m->window = s->meta.index;
+    m->segment = s->meta.segment;
+    m->first_step = s->meta.first_step;
+    m->last_step = s->meta.last_step;
+    m->world_size = s->meta.world_size;
+    m->flags = s->meta.flags;
+    m->has_dropped_records = m->has_contract_violations = m->has_rejected_records = true;
+    m->dropped_records = s->meta.dropped_records;
+    m->contract_violations = s->meta.contract_violations;
+    m->rejected_records = s->meta.rejected_records;
+    m->n_roles = s->n_roles;
+    m->roles = (char **)s->roles;
+    m->has_roles_overflow = true;
+    m->roles_overflow = s->roles_overflow;
+    m->has_event_samples = m->has_event_ready = true;
+    m->has_event_cpu_ns = m->has_event_gpu_ns = true;
+    m->event_samples = s->event_samples;
+    m->event_ready = s->event_ready;
+    m->event_cpu_ns = s->event_cpu_ns;
+    m->event_gpu_ns = s->event_gpu_ns;
+    m->has_merge_conflicts = m->has_rows_seen = true;
+    m->merge_conflicts = s->merge_conflicts;
+    m->rows_seen = s->rows_seen;
+}
+
+int sfd_peer_summary_encode(const sf_summary *s, const char *job,
+                            Stagefrontier__Summary **ret)
+{
+    if (s == NULL || job == NULL || !sfd_peer_job_id_valid(job, strlen(job)) || ret == NULL)
+        return -EINVAL;
+    size_t S = s->schema.n_stages, n = s->n_steps ? s->n_steps : 1;
+    enc *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return -ENOMEM;
+    Stagefrontier__Summary *m = &e->msg;
+    stagefrontier__summary__init(m);
+    e->steps = calloc(n, sizeof *e->steps);
+    e->step_ptrs = calloc(n, sizeof *e->step_ptrs);
+    e->i64 = calloc(n * 2 * S, sizeof *e->i64);
+    e->u32 = calloc(n * 2 * S + 2 * (size_t)s->n_intervals + 1, sizeof *e->u32);
+    if (!e->steps || !e->step_ptrs || !e->i64 || !e->u32) {
+        sfd_peer_summary_msg_free(m);
+        return -ENOMEM;
+    }
+    m->job_id = (char *)job;
+    encode_meta(s, m);
+    for (uint32_t i = 0; i < s->n_steps; i++) {
+        encode_step(s, &s->steps[i], &e->steps[i], e->i64 + i * 2 * S, e->u32 + i * 2 * S);
+        e->step_ptrs[i] = &e->steps[i];
+    }
+    m->n_steps = s->n_steps;
+    m->steps = e->step_ptrs;
+    uint32_t *cov = e->u32 + n * 2 * S;
+    for (uint32_t i = 0; i < s->n_intervals; i++) {
+        cov[2 * i] = s->coverage[i].lo;
+        cov[2 * i + 1] = s->coverage[i].hi;
+    }
+    m->n_coverage = 2 * (size_t)s->n_intervals;
+    m->coverage = cov;
+    if (s->dense != NULL)
+        encode_dense(s, e);
+    *ret = m;
+    return 0;
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+static bool in_range(int64_t v, int64_t lo, int64_t hi)
+{
+    return v >= lo && v <= hi;
+}
+
+static bool durations_ok(const int64_t *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!in_range(d[i], 0, SF_MAX_DURATION_NS))
+            return false;
+    return true;
+}
+
+static bool str_ok(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    return n <= max;
+}
+
+static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
+{
+    size_t n = m->n_stage_names;
+    if (n < 2 || n > SF_MAX_STAGES || (m->n_stage_groups != 0 && m->n_stage_groups != n))
+        return -EBADMSG;
+    if (m->accumulation < 1 || m->accumulation > SF_MAX_ACCUMULATION)
+        return -EBADMSG;
+    for (size_t i = 0; i < n; i++) {
+        if (!str_ok(m->stage_names[i], SF_MAX_NAME_LEN) ||
+            (m->n_stage_groups && !str_ok(m->stage_groups[i], SF_MAX_NAME_LEN)))
+            return -EBADMSG;
+    }
+    sf_schema sc;
+    int r = sf_schema_init(&sc, m->schema_version, (uint32_t)n,
+                           (const char *const *)m->stage_names,
+                           m->n_stage_groups ? (const char *const *)m->stage_groups : NULL,
+                           m->accumulation);
+    if (r < 0)
+        return -EBADMSG;
+    if (sc.hash != m->schema_hash) {
+        sf_schema_clear(&sc);
+        return -EBADMSG;
+    }
+    *ret = sc;
+    return 0;
+}
+
+static int decode_meta(const Stagefrontier__Summary *m, sf_window_meta *meta)
+{
+    if (m->window < 0 || m->world_size < 1 || m->world_size > SF_MAX_RANKS ||
+        (m->flags & ~UINT32_C(0xf)) != 0 || m->first_step < 0 ||
+        m->last_step < m->first_step)
+        return -EBADMSG;
+    *meta = (sf_window_meta){
+        .index = m->window, .segment = m->segment, .first_step = m->first_step,
+        .last_step = m->last_step, .world_size = m->world_size, .flags = m->flags,
+        .dropped_records = m->dropped_records,
+        .contract_violations = m->contract_violations,
+        .rejected_records = m->rejected_records,
+    };
+    return 0;
+}
+
+static bool rank_ok(uint32_t r, uint32_t world)
+{
+    return r < world;
+}
+
+static int decode_top2(const Stagefrontier__StepSummary *o, sf_step_summary *st,
+                       size_t S, uint32_t world)
+{
+    for (size_t k = 0; k < S; k++) {
+        sf_top2 t = {o->top2[2 * k], o->top2[2 * k + 1], o->top2_ranks[2 * k],
+                     o->top2_ranks[2 * k + 1]};
+        if (!in_range(t.v1, 0, PREFIX_MAX) || !rank_ok(t.r1, world))
+            return -EBADMSG;
+        bool absent = t.v2 == INT64_MIN && t.r2 == SF_NO_RANK;
+        if (!absent && (!in_range(t.v2, 0, t.v1) || !rank_ok(t.r2, world) || t.r2 == t.r1))
+            return -EBADMSG;
+        st->prefix_top2[k] = t;
+    }
+    return 0;
+}
+
+static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st,
+                       size_t S, size_t C, uint32_t world)
+{
+    if (o->n_top2 != 2 * S || o->n_top2_ranks != 2 * S || o->n_dmax != S ||
+        o->n_dmin != S || o->n_dsum != S || o->n_slowest_d != S ||
+        o->n_rank0_d != (o->has_rank0 ? S : 0) || o->n_clipped_end != C)
+        return -EBADMSG;
+    if (o->step < 0 || o->n_ranks < 1 || o->n_ranks > world)
+        return -EBADMSG;
+    if (!durations_ok(o->dmax, S) || !durations_ok(o->dmin, S) ||
+        !durations_ok(o->slowest_d, S) || !durations_ok(o->rank0_d, o->n_rank0_d))
+        return -EBADMSG;
+    for (size_t k = 0; k < S; k++)
+        if (o->dmin[k] > o->dmax[k] || !in_range(o->dsum[k], 0, SUM_MAX))
+            return -EBADMSG;
+    for (size_t c = 0; c < C; c++)
+        if (!in_range(o->clipped_end[c], 0, PREFIX_MAX))
+            return -EBADMSG;
+    if (!in_range(o->slowest_total, 0, PREFIX_MAX) || !rank_ok(o->slowest_rank, world) ||
+        !in_range(o->residual_sum, 0, SUM_MAX) || !in_range(o->overlap_sum, 0, SUM_MAX) ||
+        !in_range(o->end_sum, 0, SUM_MAX))
+        return -EBADMSG;
+    if (decode_top2(o, st, S, world) < 0)
+        return -EBADMSG;
+    st->step = o->step;
+    st->n_ranks = o->n_ranks;
+    memcpy(st->dmax, o->dmax, S * sizeof *st->dmax);
+    memcpy(st->dmin, o->dmin, S * sizeof *st->dmin);
+    memcpy(st->dsum, o->dsum, S * sizeof *st->dsum);
+    memcpy(st->slowest_d, o->slowest_d, S * sizeof *st->slowest_d);
+    st->has_rank0 = o->has_rank0;
+    if (o->has_rank0)
+        memcpy(st->rank0_d, o->rank0_d, S * sizeof *st->rank0_d);
+    memcpy(st->clipped_end, o->clipped_end, C * sizeof *st->clipped_end);
+    st->slowest_total = o->slowest_total;
+    st->slowest_rank = o->slowest_rank;
+    st->residual_sum = o->residual_sum;
+    st->overlap_sum = o->overlap_sum;
+    st->end_sum = o->end_sum;
+    return 0;
+}
+
+static int decode_roles(const Stagefrontier__Summary *m, sf_summary *s)
+{
+    if (m->n_roles > SF_MAX_ROLES)
+        return -EBADMSG;
+    for (size_t i = 0; i < m->n_roles; i++) {
+        if (!str_ok(m->roles[i], SF_MAX_NAME_LEN) ||
+            (i > 0 && strcmp(m->roles[i - 1], m->roles[i]) >= 0))
+            return -EBADMSG;
+        if ((s->roles[i] = strdup(m->roles[i])) == NULL)
+            return -ENOMEM;
+        s->n_roles = (uint32_t)i + 1;
+    }
+    s->roles_overflow = m->roles_overflow;
+    return 0;
+}
+
+static int decode_coverage(const Stagefrontier__Summary *m, sf_summary *s)
+{
+    size_t n = m->n_coverage / 2;
+    if (m->n_coverage % 2 != 0 || n == 0 || n > m->world_size)
+        return -EBADMSG;
+    s->coverage = malloc(n * sizeof *s->coverage);
+    if (s->coverage == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        sf_rank_interval iv = {m->coverage[2 * i], m->coverage[2 * i + 1]};
+        if (iv.lo > iv.hi || iv.hi >= m->world_size)
+            return -EBADMSG;
+        /* Coalesced: a gap of at least one rank between intervals. */
+        if (i > 0 && iv.lo <= s->coverage[i - 1].hi + 1)
+            return -EBADMSG;
+        s->coverage[i] = iv;
+        s->n_intervals = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
+static int decode_dense(const Stagefrontier__DenseRows *o, sf_summary *s)
+{
+    uint32_t world = s->meta.world_size;
+    size_t S = s->schema.n_stages;
+    if (o->n_ranks == 0 || o->n_ranks > world || o->n_roles != o->n_ranks)
+        return -EBADMSG;
+    uint64_t cells = (uint64_t)s->n_steps * o->n_ranks;
+    if (o->n_d != cells * S || !o->has_present || o->present.len != cells)
+        return -EBADMSG;
+    for (size_t i = 0; i < o->n_ranks; i++)
+        if (o->ranks[i] >= world || (i > 0 && o->ranks[i] <= o->ranks[i - 1]) ||
+            !str_ok(o->roles[i], SF_MAX_NAME_LEN))
+            return -EBADMSG;
+    for (uint64_t i = 0; i < cells; i++)
+        if (o->present.data[i] > 1)
+            return -EBADMSG;
+    if (!durations_ok(o->d, o->n_d))
+        return -EBADMSG;
+    sf_dense *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return -ENOMEM;
+    s->dense = d;
+    d->ranks = malloc(o->n_ranks * sizeof *d->ranks);
+    d->roles = calloc(o->n_ranks, sizeof *d->roles);
+    d->d = malloc(o->n_d ? o->n_d * sizeof *d->d : 1);
+    d->present = malloc(cells ? cells : 1);
+    if (!d->ranks || !d->roles || !d->d || !d->present)
+        return -ENOMEM;
+    d->n_ranks = (uint32_t)o->n_ranks;
+    memcpy(d->ranks, o->ranks, o->n_ranks * sizeof *d->ranks);
+    for (size_t i = 0; i < o->n_ranks; i++)
+        if ((d->roles[i] = strdup(o->roles[i])) == NULL)
+            return -ENOMEM;
+    memcpy(d->d, o->d, o->n_d * sizeof *d->d);
+    memcpy(d->present, o->present.data, cells);
+    return 0;
+}
+
+static int decode_body(const Stagefrontier__Summary *m, sf_summary *s)
+{
+    size_t S = s->schema.n_stages, C = s->cand.n;
+    for (size_t i = 0; i < m->n_steps; i++) {
+        if (i > 0 && m->steps[i]->step <= m->steps[i - 1]->step)
+            return -EBADMSG;
+        int r = decode_step(m->steps[i], &s->steps[i], S, C, m->world_size);
+        if (r < 0)
+            return r;
+    }
+    int r = decode_roles(m, s);
+    if (r < 0)
+        return r;
+    if ((r = decode_coverage(m, s)) < 0)
+        return r;
+    if ((m->has_event_cpu_ns && m->event_cpu_ns < 0) ||
+        (m->has_event_gpu_ns && m->event_gpu_ns < 0) || m->event_ready > m->event_samples)
+        return -EBADMSG;
+    s->event_samples = m->event_samples;
+    s->event_ready = m->event_ready;
+    s->event_cpu_ns = m->event_cpu_ns;
+    s->event_gpu_ns = m->event_gpu_ns;
+    s->merge_conflicts = m->merge_conflicts;
+    s->rows_seen = m->rows_seen;
+    if (m->dense != NULL)
+        return decode_dense(m->dense, s);
+    return 0;
+}
+
+int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
+                            sfd_window_key *ret_key)
+{
+    if (m == NULL || ret == NULL)
+        return -EINVAL;
+    if (!sfd_peer_job_id_valid(m->job_id, strnlen(m->job_id, SFD_PEER_JOB_MAX + 1)) ||
+        m->n_steps > SF_MAX_WINDOW_STEPS)
+        return -EBADMSG;
+    sf_window_meta meta;
+    sf_schema schema;
+    int r = decode_meta(m, &meta);
+    if (r < 0)
+        return r;
+    if ((r = decode_schema(m, &schema)) < 0)
+        return r;
+    sf_summary *s = NULL;
+    r = sf_summary_alloc(&schema, &meta, (uint32_t)m->n_steps, &s);
+    sf_schema_clear(&schema);
+    if (r < 0)
+        return r;
+    if ((r = decode_body(m, s)) < 0) {
+        sf_summary_free(s);
+        return r;
+    }
+    if (ret_key != NULL) {
+        sfd_window_key k = {.window = meta.index, .segment = meta.segment};
+        strcpy(k.job, m->job_id);
+        *ret_key = k;
+    }
+    *ret = s;
+    return 0;
+}
+
+int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent,
+                          uint32_t origin, uint8_t **ret_buf, size_t *ret_len)
+{
+    Stagefrontier__Summary *m = NULL;
+    int r = sfd_peer_summary_encode(s, job, &m);
+    if (r < 0)
+        return r;
+    m->has_resent = true;
+    m->resent = resent;
+    m->has_origin_id = origin != 0;
+    m->origin_id = origin;
+    r = sfd_peer_pack(&m->base, ret_buf, ret_len);
+    sfd_peer_summary_msg_free(m);
+    return r;
+}
+
+int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
+                            sfd_window_key *ret_key, bool *ret_resent)
+{
+    if (buf == NULL || len > SFD_PEER_FRAME_MAX)
+        return -EBADMSG;
+    Stagefrontier__Summary *m = stagefrontier__summary__unpack(NULL, len, buf);
+    if (m == NULL)
+        return -EBADMSG;
+    sf_summary *s = NULL;
+    sfd_window_key key;
+    int r = sfd_peer_summary_decode(m, &s, &key);
+    bool resent = m->resent;
+    stagefrontier__summary__free_unpacked(m, NULL);
+    if (r < 0)
+        return r;
+    *ret = s;
+    if (ret_key != NULL)
+        *ret_key = key;
+    if (ret_resent != NULL)
+        *ret_resent = resent;
+    return 0;
+}

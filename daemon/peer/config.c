@@ -1,0 +1,181 @@
+/*
+ * Peer membership and timing from the config file: this node's id, the
+ * static member list ("id@host:port,..."), the key file and the timings.
+ * Parsing only; it must not open sockets or read the key.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer.h"
+
+void sfd_peer_config_init(sfd_peer_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->heartbeat_ms = 200;
+    cfg->failure_timeout_ms = 1000;
+    cfg->fanout = 8;
+    cfg->summary_deadline_ms = 3000;
+    cfg->tree_hold_ms = 100;
+    cfg->retained_max = 4096;
+}
+
+void sfd_peer_config_clear(sfd_peer_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    free(cfg->members);
+    sfd_peer_config_init(cfg);
+}
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi)
+        return -EINVAL;
+    *ret = (uint32_t)v;
+    return 0;
+}
+
+/* "host:port" or "[v6]:port" into a member entry. */
+static int parse_hostport(const char *s, char *host, size_t host_size, uint16_t *port)
+{
+    const char *colon;
+    const char *h = s;
+    size_t hlen;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (close == NULL || close[1] != ':')
+            return -EINVAL;
+        h = s + 1;
+        hlen = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return -EINVAL;
+        hlen = (size_t)(colon - s);
+    }
+    if (hlen == 0 || hlen >= host_size)
+        return -EINVAL;
+    uint32_t p;
+    if (parse_u32(colon + 1, 1, 65535, &p) < 0)
+        return -EINVAL;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static int cmp_member(const void *a, const void *b)
+{
+    uint32_t x = ((const sfd_peer_member *)a)->id, y = ((const sfd_peer_member *)b)->id;
+    return (x > y) - (x < y);
+}
+
+static int parse_one(char *tok, sfd_peer_member *m)
+{
+    while (*tok == ' ' || *tok == '\t')
+        tok++;
+    size_t n = strlen(tok);
+    while (n > 0 && (tok[n - 1] == ' ' || tok[n - 1] == '\t'))
+        tok[--n] = '\0';
+    char *at = strchr(tok, '@');
+    if (at == NULL)
+        return -EINVAL;
+    *at = '\0';
+    if (parse_u32(tok, 1, SFD_PEER_ID_MAX, &m->id) < 0)
+        return -EINVAL;
+    return parse_hostport(at + 1, m->host, sizeof m->host, &m->port);
+}
+
+static int parse_peers(sfd_peer_config *cfg, const char *value)
+{
+    size_t cap = 1;
+    for (const char *p = value; *p; p++)
+        cap += *p == ',';
+    if (cap > SFD_PEER_MAX_MEMBERS)
+        return -EINVAL;
+    sfd_peer_member *m = calloc(cap, sizeof *m);
+    char *copy = strdup(value);
+    int r = -ENOMEM;
+    uint32_t n = 0;
+    if (m == NULL || copy == NULL)
+        goto out;
+    r = -EINVAL;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (parse_one(tok, &m[n]) < 0)
+            goto out;
+        n++;
+    }
+    if (n == 0)
+        goto out;
+    qsort(m, n, sizeof *m, cmp_member);
+    for (uint32_t i = 1; i < n; i++)
+        if (m[i].id == m[i - 1].id)
+            goto out;
+    free(cfg->members);
+    cfg->members = m;
+    cfg->n_members = n;
+    m = NULL;
+    r = 0;
+out:
+    free(m);
+    free(copy);
+    return r;
+}
+
+int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value)
+{
+    if (cfg == NULL || key == NULL || value == NULL)
+        return -EINVAL;
+    if (strcmp(key, "node_id") == 0)
+        return parse_u32(value, 1, SFD_PEER_ID_MAX, &cfg->node_id);
+    if (strcmp(key, "peers") == 0)
+        return parse_peers(cfg, value);
+    if (strcmp(key, "cluster_key_file") == 0) {
+        if (strlen(value) == 0 || strlen(value) >= sizeof cfg->key_file)
+            return -EINVAL;
+        strcpy(cfg->key_file, value);
+        return 0;
+    }
+    if (strcmp(key, "listen") == 0)
+        return parse_hostport(value, cfg->listen_host, sizeof cfg->listen_host,
+                              &cfg->listen_port);
+    if (strcmp(key, "heartbeat_ms") == 0)
+        return parse_u32(value, 10, 60000, &cfg->heartbeat_ms);
+    if (strcmp(key, "failure_timeout_ms") == 0)
+        return parse_u32(value, 20, 600000, &cfg->failure_timeout_ms);
+    if (strcmp(key, "fanout") == 0)
+        return parse_u32(value, 1, SFD_PEER_MAX_MEMBERS, &cfg->fanout);
+    if (strcmp(key, "summary_deadline_ms") == 0)
+        return parse_u32(value, 10, 3600000, &cfg->summary_deadline_ms);
+    if (strcmp(key, "tree_hold_ms") == 0)
+        return parse_u32(value, 0, 60000, &cfg->tree_hold_ms);
+    if (strcmp(key, "retained_max") == 0)
+        return parse_u32(value, 1, 1u << 20, &cfg->retained_max);
+    return -ENOENT;
+}
+
+int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id)
+{
+    for (uint32_t i = 0; i < cfg->n_members; i++)
+        if (cfg->members[i].id == id)
+            return (int)i;
+    return -ENOENT;
+}
+
+int sfd_peer_config_validate(const sfd_peer_config *cfg)
+{
+    if (cfg->node_id == 0 || cfg->n_members == 0 || cfg->key_file[0] == '\0')
+        return -EINVAL;
+    if (sfd_peer_config_index(cfg, cfg->node_id) < 0)
+        return -EINVAL;
+    if (cfg->failure_timeout_ms < 2 * cfg->heartbeat_ms)
+        return -EINVAL;
+    return 0;
+}

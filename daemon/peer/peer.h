@@ -1,0 +1,226 @@
+/*
+ * sfd peer layer: the private interface between its files, grouped by file.
+ * Everything here is sfd-internal (sfd_peer_... names). The peer layer links
+ * sfd daemons of one cluster: framing, authentication, replay protection,
+ * election, the summary codec, the fan-in tree and the root's window merge.
+ */
+#ifndef SFD_PEER_H
+#define SFD_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stagefrontier/accounting.h>
+
+#include "peer.pb-c.h"
+
+/* ---- limits ------------------------------------------------------------ */
+
+#define SFD_PEER_FRAME_MAX      (16u << 20) /* one envelope, length prefix excluded */
+#define SFD_PEER_MAC_LEN        32
+#define SFD_PEER_KEY_LEN        32
+#define SFD_PEER_MAX_MEMBERS    8192
+#define SFD_PEER_ID_MAX         0x7fffffffu
+#define SFD_PEER_JOB_MAX        128
+#define SFD_PEER_PENDING_MAX    32          /* window keys in a root heartbeat */
+#define SFD_PEER_REPORT_MAX     (8u << 20)  /* report JSON text */
+
+/* ---- frame.c: u32 big-endian length prefix, hard cap -------------------- */
+
+typedef struct sfd_peer_framer {
+    uint8_t hdr[4];
+    uint32_t hdr_have;
+    uint32_t need;              /* body length once the header is complete */
+    uint32_t have;
+    uint8_t *body;
+} sfd_peer_framer;
+
+/* Called once per complete frame; the body is owned by the callee when it
+ * returns 1 (then it must free() it), by the framer otherwise. A negative
+ * return stops the feed and is passed back. */
+typedef int (*sfd_peer_frame_cb)(void *ctx, uint8_t *body, uint32_t len);
+
+void sfd_peer_framer_init(sfd_peer_framer *f);
+void sfd_peer_framer_clear(sfd_peer_framer *f);
+/* Feeds bytes; -EMSGSIZE for a zero or oversized length, the callback's
+ * negative return otherwise. After an error the framer must be cleared. */
+int sfd_peer_framer_feed(sfd_peer_framer *f, const uint8_t *data, size_t len,
+                         sfd_peer_frame_cb cb, void *ctx);
+
+/* ---- auth.c: cluster key and HMAC ------------------------------------- */
+
+typedef struct sfd_peer_key {
+    uint8_t k[SFD_PEER_KEY_LEN];
+} sfd_peer_key;
+
+/* Reads exactly 32 bytes from a regular file of mode 0600 or 0400.
+ * -EPERM for a looser mode, -EINVAL for a wrong size. */
+int sfd_peer_key_load(const char *path, sfd_peer_key *ret);
+
+/* ---- envelope.c: sealing and opening envelopes ------------------------- */
+
+typedef struct sfd_peer_msg {
+    uint32_t from, dest;
+    uint64_t epoch, seq, term;
+    uint32_t type;              /* STAGEFRONTIER__PEER_ENVELOPE__TYPE__* */
+    const uint8_t *payload;
+    size_t payload_len;
+} sfd_peer_msg;
+
+/* Builds the length-prefixed, authenticated frame of a message. */
+int sfd_peer_seal(const sfd_peer_key *key, const sfd_peer_msg *msg,
+                  uint8_t **ret_frame, size_t *ret_len);
+/* Decodes and authenticates one frame body (without the length prefix).
+ * ret_msg's payload points into *ret_env, which the caller frees with
+ * stagefrontier__peer_envelope__free_unpacked. -EBADMSG undecodable or out
+ * of range, -EPERM wrong MAC. */
+int sfd_peer_open(const sfd_peer_key *key, const uint8_t *body, size_t len,
+                  Stagefrontier__PeerEnvelope **ret_env, sfd_peer_msg *ret_msg);
+
+/* Packs any payload message into a malloc'd buffer. */
+int sfd_peer_pack(const ProtobufCMessage *m, uint8_t **ret_buf, size_t *ret_len);
+
+/* Replay protection, one per sender: (epoch, seq) strictly increasing, and a
+ * higher epoch (a restart) resets the sequence. */
+typedef struct sfd_peer_replay {
+    uint64_t epoch, seq;
+} sfd_peer_replay;
+
+bool sfd_peer_replay_fresh(const sfd_peer_replay *r, uint64_t epoch, uint64_t seq);
+void sfd_peer_replay_commit(sfd_peer_replay *r, uint64_t epoch, uint64_t seq);
+
+bool sfd_peer_job_id_valid(const char *job, size_t len);
+
+/* ---- config.c: membership from config --------------------------------- */
+
+typedef struct sfd_peer_member {
+    uint32_t id;
+    char host[256];
+    uint16_t port;
+} sfd_peer_member;
+
+typedef struct sfd_peer_config {
+    uint32_t node_id;
+    uint32_t n_members;         /* self included, sorted by id */
+    sfd_peer_member *members;
+    char key_file[4096];
+    char listen_host[256];      /* default: this node's own entry */
+    uint16_t listen_port;
+    uint32_t heartbeat_ms;      /* 200 */
+    uint32_t failure_timeout_ms;/* 1000 */
+    uint32_t fanout;            /* 8 */
+    uint32_t summary_deadline_ms; /* 3000 */
+    uint32_t tree_hold_ms;      /* 100: a parent's wait for its children */
+    uint32_t retained_max;      /* summaries a node keeps for resend, 4096 */
+} sfd_peer_config;
+
+void sfd_peer_config_init(sfd_peer_config *cfg);
+void sfd_peer_config_clear(sfd_peer_config *cfg);
+/* Sets one key ("node_id", "peers", "cluster_key_file", "heartbeat_ms",
+ * "failure_timeout_ms", "fanout", "summary_deadline_ms", "tree_hold_ms",
+ * "listen"): -ENOENT unknown key, -EINVAL bad value. */
+int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value);
+/* Checks the whole config once every key is set. */
+int sfd_peer_config_validate(const sfd_peer_config *cfg);
+int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id);
+
+/* ---- election.c: pure root election (no I/O, no clock) ------------------ */
+
+enum sfd_elect_role { SFD_ELECT_FOLLOWER, SFD_ELECT_CANDIDATE, SFD_ELECT_ROOT };
+
+enum sfd_elect_action_type {
+    SFD_ELECT_SEND_CLAIM,       /* broadcast RootClaim{self, term} */
+    SFD_ELECT_SEND_VOTE,        /* RootVote{candidate, term, granted} to `to` */
+    SFD_ELECT_SEND_HEARTBEAT,   /* broadcast a heartbeat now */
+    SFD_ELECT_ROOT_CHANGED,     /* root is now `root` (0: none) */
+};
+
+typedef struct sfd_elect_action {
+    enum sfd_elect_action_type type;
+    uint32_t to;
+    uint32_t candidate;
+    uint64_t term;
+    bool granted;
+    uint32_t root;
+} sfd_elect_action;
+
+#define SFD_ELECT_MAX_ACTIONS 4
+
+typedef struct sfd_elect_out {
+    uint32_t n;
+    sfd_elect_action a[SFD_ELECT_MAX_ACTIONS];
+} sfd_elect_out;
+
+typedef struct sfd_elect {
+    uint32_t self;
+    uint32_t n_members;
+    uint32_t *ids;              /* sorted, self included */
+    uint64_t *last_heard;       /* ms, per member; 0 never */
+    uint8_t *votes;             /* per member, in the current candidacy */
+    uint64_t heartbeat_ms, failure_timeout_ms;
+    uint64_t term;
+    uint32_t voted_for;         /* in term; 0 none */
+    uint32_t root;              /* followed root; self when root */
+    uint64_t root_heard;        /* ms of the root's last heartbeat */
+    enum sfd_elect_role role;
+    uint64_t candidate_since;
+    uint64_t stale_rejected;    /* stale-term claims and votes */
+} sfd_elect;
+
+int sfd_elect_init(sfd_elect *e, uint32_t self, const uint32_t *ids, uint32_t n,
+                   uint64_t heartbeat_ms, uint64_t failure_timeout_ms);
+void sfd_elect_clear(sfd_elect *e);
+/* Timer tick: liveness, candidacy, the root's majority lease. */
+void sfd_elect_tick(sfd_elect *e, uint64_t now, sfd_elect_out *out);
+/* Any authenticated message from a member (liveness only). */
+void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from);
+/* A heartbeat: sender, its term, whether it claims to be root. */
+void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from,
+                            uint64_t term, bool is_root, sfd_elect_out *out);
+void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from,
+                        uint64_t term, sfd_elect_out *out);
+void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
+                       bool granted, sfd_elect_out *out);
+/* Any other termed message: -ESTALE if its term is below ours (reject it);
+ * a higher term is adopted (a root or candidate steps down). */
+int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
+                      sfd_elect_out *out);
+bool sfd_elect_is_live(const sfd_elect *e, uint64_t now, uint32_t id);
+uint32_t sfd_elect_live_count(const sfd_elect *e, uint64_t now);
+/* The root in force (0: none). */
+uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now);
+
+/* ---- tree.c: fan-in tree (pure) ------------------------------------------ */
+
+/* Parent of `self` in the tree over the live members, rooted at `root`:
+ * members in id order after the root; the parent of position p is position
+ * (p - 1) / fanout. Returns 0 when self is the root or there is no root. */
+uint32_t sfd_peer_tree_parent(const sfd_elect *e, uint64_t now, uint32_t fanout);
+/* Number of live members whose parent is self. */
+uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanout);
+
+/* ---- codec.c: sf_summary <-> Summary ------------------------------------ */
+
+typedef struct sfd_window_key {
+    char job[SFD_PEER_JOB_MAX + 1];
+    int64_t window;
+    uint32_t segment;
+} sfd_window_key;
+
+bool sfd_window_key_equal(const sfd_window_key *a, const sfd_window_key *b);
+
+/* Encodes a summary (views into s; freed with sfd_peer_summary_msg_free). */
+int sfd_peer_summary_encode(const sf_summary *s, const char *job,
+                            Stagefrontier__Summary **ret);
+void sfd_peer_summary_msg_free(Stagefrontier__Summary *m);
+/* Validates every field against the bounds and rebuilds the summary. */
+int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
+                            sfd_window_key *ret_key);
+/* Packed wire form of a summary, and back (fuzz entry points use these). */
+int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent,
+                          uint32_t origin, uint8_t **ret_buf, size_t *ret_len);
+int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
+                            sfd_window_key *ret_key, bool *ret_resent);
+
+#endif
