@@ -372,6 +372,8 @@ static void window_counts(sf_report *r, const sf_summary *s, const struct work *
     r->contract_violations = s->meta.contract_violations + s->violation_rows;
     r->rejected_records = s->meta.rejected_records;
     r->merge_conflicts = s->merge_conflicts;
+    r->event_samples = s->event_samples;
+    r->event_ready = s->event_ready;
     r->event_ready_ratio = s->event_samples ? (double)s->event_ready / (double)s->event_samples : NAN;
     r->event_ratio = s->event_cpu_ns > 0 ? (double)s->event_gpu_ns / (double)s->event_cpu_ns : NAN;
 }

@@ -313,6 +313,7 @@ typedef struct sf_report {
     int64_t leader_gap_tol_ns;
     double residual_share, overlap_share;
     double leader_switch_rate;  /* at the leading unit */
+    uint64_t event_samples, event_ready;
     double event_ready_ratio, event_ratio;  /* NaN when undefined */
     sf_unit_figures stages[SF_MAX_STAGES];
     sf_unit_figures groups[SF_MAX_STAGES];

@@ -1,0 +1,287 @@
+/*
+ * The JSON Lines recording: encoders used by sfd for `sfctl record`, and
+ * strict decoders used by `sfctl replay`. Durations stay integer ns, so a
+ * recording replays to the identical report. Decoders check every key's type
+ * and range; they never trust the file.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "recording.h"
+#include "report_json.h"
+
+static const char *const event_states[] = {"none", "ready", "missing"};
+static const struct { uint32_t bit; const char *name; } window_flags[] = {
+    {SF_WIN_CLOSED_EARLY, "closed_early"},
+    {SF_WIN_PARTIAL, "partial"},
+    {SF_WIN_LATE_SUMMARY, "late_summary"},
+    {SF_WIN_NON_MONOTONIC, "non_monotonic"},
+};
+#define N_WINDOW_FLAGS (sizeof window_flags / sizeof window_flags[0])
+
+/* ---- encoders ------------------------------------------------------------ */
+
+json_t *sf_recording_header(const char *job_id, const sf_schema *schema, uint32_t world_size,
+                            const sf_gates *gates)
+{
+    json_t *stages = json_array(), *groups = json_array();
+    for (uint32_t i = 0; i < schema->n_stages; i++) {
+        json_array_append_new(stages, json_string(schema->names[i]));
+        json_array_append_new(groups, json_string(schema->groups[i]));
+    }
+    return json_pack("{s:s, s:s, s:i, s:s, s:{s:I, s:o, s:o, s:I}, s:I, s:o}", "type", "header",
+                     "format", "stagefrontier-recording", "version", 1, "job_id",
+                     job_id ? job_id : "", "schema", "version", (json_int_t)schema->version,
+                     "stages", stages, "groups", groups, "accumulation",
+                     (json_int_t)schema->accumulation, "world_size", (json_int_t)world_size,
+                     "gates", sf_gates_to_json(gates));
+}
+
+json_t *sf_recording_row(const sf_row *row, const sf_schema *schema)
+{
+    json_t *d = json_array();
+    for (uint32_t i = 0; i < schema->n_stages; i++)
+        json_array_append_new(d, json_integer(row->d[i]));
+    json_t *o = json_pack("{s:s, s:I, s:I, s:o}", "type", "row", "step", (json_int_t)row->step,
+                          "rank", (json_int_t)row->rank, "d_ns", d);
+    if (o == NULL)
+        return NULL;
+    if (row->flags)
+        json_object_set_new(o, "flags", json_integer(row->flags));
+    if (row->overlap_ns)
+        json_object_set_new(o, "overlap_ns", json_integer(row->overlap_ns));
+    if (row->role && row->role[0])
+        json_object_set_new(o, "role", json_string(row->role));
+    if (row->event_state != SF_EVENT_NONE && row->event_state <= SF_EVENT_MISSING)
+        json_object_set_new(o, "event",
+                            json_pack("{s:s, s:I, s:I}", "state", event_states[row->event_state],
+                                      "cpu_ns", (json_int_t)row->event_cpu_ns, "gpu_ns",
+                                      (json_int_t)row->event_gpu_ns));
+    return o;
+}
+
+json_t *sf_recording_window(const sf_window_meta *m)
+{
+    json_t *flags = json_array();
+    for (size_t i = 0; i < N_WINDOW_FLAGS; i++)
+        if (m->flags & window_flags[i].bit)
+            json_array_append_new(flags, json_string(window_flags[i].name));
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:I, s:I, s:I}", "type", "window",
+                     "index", (json_int_t)m->index, "segment", (json_int_t)m->segment,
+                     "first_step", (json_int_t)m->first_step, "last_step",
+                     (json_int_t)m->last_step, "world_size", (json_int_t)m->world_size,
+                     "flags", flags, "dropped_records", (json_int_t)m->dropped_records,
+                     "contract_violations", (json_int_t)m->contract_violations,
+                     "rejected_records", (json_int_t)m->rejected_records);
+}
+
+/* ---- decoders ------------------------------------------------------------ */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* An integer member within [lo, hi]; absent members take def when optional. */
+static int get_int(json_t *obj, const char *key, json_int_t lo, json_int_t hi, bool optional,
+                   json_int_t def, json_int_t *ret, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL && optional) {
+        *ret = def;
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return fail(err, errlen, "\"%s\" must be an integer", key);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail(err, errlen, "\"%s\" = %lld is out of range [%lld, %lld]", key,
+                    (long long)x, (long long)lo, (long long)hi);
+    *ret = x;
+    return 0;
+}
+
+static int string_list(json_t *arr, const char *key, const char **out, uint32_t max,
+                       uint32_t *ret_n, char *err, size_t errlen)
+{
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > max)
+        return fail(err, errlen, "\"%s\" must be an array of 1 to %u strings", key, max);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        out[i] = json_string_value(json_array_get(arr, i));
+        if (out[i] == NULL)
+            return fail(err, errlen, "\"%s\"[%zu] must be a string", key, i);
+    }
+    *ret_n = (uint32_t)json_array_size(arr);
+    return 0;
+}
+
+static int parse_schema(json_t *obj, sf_schema *ret, char *err, size_t errlen)
+{
+    if (!json_is_object(obj))
+        return fail(err, errlen, "\"schema\" must be an object");
+    const char *names[SF_MAX_STAGES], *groups[SF_MAX_STAGES];
+    uint32_t n = 0, n_groups = 0;
+    json_int_t version, accumulation;
+    int r = string_list(json_object_get(obj, "stages"), "stages", names, SF_MAX_STAGES, &n, err,
+                        errlen);
+    if (r < 0 || (r = get_int(obj, "version", 0, UINT32_MAX, true, 1, &version, err, errlen)) < 0 ||
+        (r = get_int(obj, "accumulation", 1, SF_MAX_ACCUMULATION, true, 1, &accumulation, err,
+                     errlen)) < 0)
+        return r;
+    json_t *g = json_object_get(obj, "groups");
+    if (g && (r = string_list(g, "groups", groups, SF_MAX_STAGES, &n_groups, err, errlen)) < 0)
+        return r;
+    if (g && n_groups != n)
+        return fail(err, errlen, "\"groups\" must have one entry per stage");
+    r = sf_schema_init(ret, (uint32_t)version, n, names, g ? groups : NULL,
+                       (uint32_t)accumulation);
+    return r < 0 ? fail(err, errlen, "invalid stage list (empty, duplicate or bad names)") : 0;
+}
+
+static int parse_gates(json_t *obj, sf_gates *gates, char *err, size_t errlen)
+{
+    if (obj == NULL)
+        return 0;
+    if (!json_is_object(obj))
+        return fail(err, errlen, "\"gates\" must be an object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        char text[64];
+        if (json_is_string(v))
+            snprintf(text, sizeof text, "%s", json_string_value(v));
+        else if (json_is_boolean(v))
+            snprintf(text, sizeof text, "%s", json_is_true(v) ? "true" : "false");
+        else if (json_is_number(v))
+            snprintf(text, sizeof text, "%.17g", json_number_value(v));
+        else
+            return fail(err, errlen, "gate \"%s\" has an invalid type", key);
+        int r = sf_gates_set(gates, key, text);
+        if (r == -ENOENT)
+            return fail(err, errlen, "unknown gate \"%s\"", key);
+        if (r < 0)
+            return fail(err, errlen, "gate \"%s\" has an invalid value", key);
+    }
+    return sf_gates_validate(gates) < 0 ? fail(err, errlen, "gates are inconsistent") : 0;
+}
+
+int sf_recording_parse_header(json_t *obj, sf_schema *ret_schema, uint32_t *ret_world_size,
+                              sf_gates *gates, char *err, size_t errlen)
+{
+    json_int_t world;
+    sf_gates g = *gates;
+    int r = get_int(obj, "world_size", 1, SF_MAX_RANKS, false, 0, &world, err, errlen);
+    if (r < 0 || (r = parse_gates(json_object_get(obj, "gates"), &g, err, errlen)) < 0 ||
+        (r = parse_schema(json_object_get(obj, "schema"), ret_schema, err, errlen)) < 0)
+        return r;
+    *gates = g;
+    *ret_world_size = (uint32_t)world;
+    return 0;
+}
+
+static int parse_event(json_t *ev, sf_row *row, char *err, size_t errlen)
+{
+    if (ev == NULL)
+        return 0;
+    const char *state = json_string_value(json_object_get(ev, "state"));
+    uint8_t s = 0;
+    while (state && s <= SF_EVENT_MISSING && strcmp(state, event_states[s]) != 0)
+        s++;
+    if (state == NULL || s > SF_EVENT_MISSING)
+        return fail(err, errlen, "\"event.state\" must be none, ready or missing");
+    json_int_t cpu, gpu;
+    int r = get_int(ev, "cpu_ns", 0, SF_MAX_DURATION_NS, true, 0, &cpu, err, errlen);
+    if (r < 0 || (r = get_int(ev, "gpu_ns", 0, SF_MAX_DURATION_NS, true, 0, &gpu, err, errlen)) < 0)
+        return r;
+    row->event_state = s;
+    row->event_cpu_ns = cpu;
+    row->event_gpu_ns = gpu;
+    return 0;
+}
+
+int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row, int64_t *d,
+                           char *err, size_t errlen)
+{
+    sf_row row = {.d = d};
+    json_int_t step, rank, flags, overlap;
+    int r = get_int(obj, "step", 0, INT64_MAX, false, 0, &step, err, errlen);
+    if (r < 0 || (r = get_int(obj, "rank", 0, SF_MAX_RANKS - 1, false, 0, &rank, err, errlen)) < 0 ||
+        (r = get_int(obj, "flags", 0, SF_ROW_VIOLATION | SF_ROW_NON_MONOTONIC, true, 0, &flags,
+                     err, errlen)) < 0 ||
+        (r = get_int(obj, "overlap_ns", 0, SF_MAX_DURATION_NS * SF_MAX_STAGES, true, 0, &overlap,
+                     err, errlen)) < 0)
+        return r;
+    json_t *arr = json_object_get(obj, "d_ns");
+    if (!json_is_array(arr) || json_array_size(arr) != schema->n_stages)
+        return fail(err, errlen, "\"d_ns\" must hold %u durations", schema->n_stages);
+    for (uint32_t i = 0; i < schema->n_stages; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > SF_MAX_DURATION_NS)
+            return fail(err, errlen, "\"d_ns\"[%u] must be an integer in [0, 2^42]", i);
+        d[i] = json_integer_value(v);
+    }
+    json_t *role = json_object_get(obj, "role");
+    if (role && (!json_is_string(role) || json_string_length(role) > SF_MAX_NAME_LEN))
+        return fail(err, errlen, "\"role\" must be a string of at most %d bytes", SF_MAX_NAME_LEN);
+    if ((r = parse_event(json_object_get(obj, "event"), &row, err, errlen)) < 0)
+        return r;
+    row.step = step;
+    row.rank = (uint32_t)rank;
+    row.flags = (uint32_t)flags;
+    row.overlap_ns = overlap;
+    row.role = role ? json_string_value(role) : NULL;
+    *ret_row = row;
+    return 0;
+}
+
+static int parse_window_flags(json_t *arr, uint32_t *ret, char *err, size_t errlen)
+{
+    uint32_t flags = 0;
+    if (arr && !json_is_array(arr))
+        return fail(err, errlen, "\"flags\" must be an array");
+    for (size_t i = 0; arr && i < json_array_size(arr); i++) {
+        const char *name = json_string_value(json_array_get(arr, i));
+        size_t f = 0;
+        while (name && f < N_WINDOW_FLAGS && strcmp(name, window_flags[f].name) != 0)
+            f++;
+        if (name == NULL || f == N_WINDOW_FLAGS)
+            return fail(err, errlen, "unknown window flag at \"flags\"[%zu]", i);
+        flags |= window_flags[f].bit;
+    }
+    *ret = flags;
+    return 0;
+}
+
+int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, size_t errlen)
+{
+    sf_window_meta m = {0};
+    json_int_t index, segment, first, last, world, dropped, violations, rejected;
+    int r = get_int(obj, "index", 0, INT64_MAX / 2, false, 0, &index, err, errlen);
+    if (r < 0 || (r = get_int(obj, "segment", 0, UINT32_MAX, true, 0, &segment, err, errlen)) < 0 ||
+        (r = get_int(obj, "first_step", 0, INT64_MAX / 2, false, 0, &first, err, errlen)) < 0 ||
+        (r = get_int(obj, "last_step", first, INT64_MAX / 2, false, 0, &last, err, errlen)) < 0 ||
+        (r = get_int(obj, "world_size", 1, SF_MAX_RANKS, false, 0, &world, err, errlen)) < 0 ||
+        (r = get_int(obj, "dropped_records", 0, INT64_MAX, true, 0, &dropped, err, errlen)) < 0 ||
+        (r = get_int(obj, "contract_violations", 0, INT64_MAX, true, 0, &violations, err,
+                     errlen)) < 0 ||
+        (r = get_int(obj, "rejected_records", 0, INT64_MAX, true, 0, &rejected, err, errlen)) < 0 ||
+        (r = parse_window_flags(json_object_get(obj, "flags"), &m.flags, err, errlen)) < 0)
+        return r;
+    m.index = index;
+    m.segment = (uint32_t)segment;
+    m.first_step = first;
+    m.last_step = last;
+    m.world_size = (uint32_t)world;
+    m.dropped_records = (uint64_t)dropped;
+    m.contract_violations = (uint64_t)violations;
+    m.rejected_records = (uint64_t)rejected;
+    *ret_meta = m;
+    return 0;
+}

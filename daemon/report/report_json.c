@@ -1,0 +1,199 @@
+/*
+ * Report -> JSON (DESIGN section 5). Every duration leaves the core in
+ * integer ns and becomes seconds here, at the last moment; undefined figures
+ * become null. The same function serves sfd's query socket and sfctl replay,
+ * so their outputs compare byte for byte.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "report_json.h"
+
+static json_t *seconds(int64_t ns)
+{
+    return ns == SF_NULL_NS ? json_null() : json_real((double)ns / 1e9);
+}
+
+static json_t *seconds128(__int128 ns)
+{
+    return json_real((double)ns / 1e9);
+}
+
+static json_t *ratio_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+static json_t *rank_or_null(uint32_t rank)
+{
+    return rank == SF_NO_RANK ? json_null() : json_integer(rank);
+}
+
+static json_t *unit_json(const sf_unit_figures *u)
+{
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+                     "s:o, s:I}",
+                     "name", u->name, "group", u->group,
+                     "advance_s", seconds(u->advance_ns), "share", ratio_or_null(u->share),
+                     "max_s", seconds(u->max_ns), "mean_s", seconds(u->mean_ns),
+                     "spread_s", seconds(u->spread_ns),
+                     "slowest_rank_s", seconds(u->slowest_rank_ns),
+                     "rank0_s", seconds(u->rank0_ns),
+                     "gain_rank_median_s", seconds(u->gain_rank_median_ns),
+                     "gain_cohort_median_s", seconds(u->gain_cohort_median_ns),
+                     "gain", ratio_or_null(u->gain),
+                     "lag_s", seconds(u->lag_ns), "delta_lag_s", seconds(u->delta_lag_ns),
+                     "leader_rank", rank_or_null(u->leader_rank),
+                     "leader_steps", (json_int_t)u->leader_steps);
+}
+
+static json_t *units_json(const sf_unit_figures *units, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++)
+        json_array_append_new(a, unit_json(&units[i]));
+    return a;
+}
+
+static json_t *group_names(const sf_report *r, const uint32_t *groups, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(r->schema.group_names[groups[i]]));
+    return a;
+}
+
+static json_t *label_list(uint32_t bits, const char *(*name)(int), int count)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < count; i++)
+        if (bits & (1u << i))
+            json_array_append_new(a, json_string(name(i)));
+    return a;
+}
+
+static const char *label_name_of(int i) { return sf_label_name((enum sf_label)i); }
+static const char *downgrade_name_of(int i) { return sf_downgrade_name((enum sf_downgrade)i); }
+
+static json_t *window_json(const sf_report *r)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+                     "index", (json_int_t)r->meta.index, "segment", (json_int_t)r->meta.segment,
+                     "first_step", (json_int_t)r->first_step, "last_step", (json_int_t)r->last_step,
+                     "steps", (json_int_t)r->steps, "ranks", (json_int_t)r->ranks,
+                     "world_size", (json_int_t)r->meta.world_size,
+                     "missing_ranks", (json_int_t)r->missing_ranks,
+                     "incomplete_steps", (json_int_t)r->incomplete_steps,
+                     "mode", r->dense ? "dense" : "mergeable");
+}
+
+static json_t *suspects_json(const sf_report *r)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < r->n_suspects; i++)
+        json_array_append_new(a, json_pack("{s:I, s:I}", "rank", (json_int_t)r->suspects[i].rank,
+                                           "steps", (json_int_t)r->suspects[i].steps));
+    return a;
+}
+
+static json_t *rank_json(const sf_report *r, const sf_rank_evidence *e)
+{
+    json_t *leads = json_object(), *gaps = json_object();
+    for (uint32_t k = 0; k < r->schema.n_stages; k++) {
+        if (e->leader_steps[k] == 0)
+            continue;
+        json_object_set_new(leads, r->schema.names[k], json_integer(e->leader_steps[k]));
+        json_object_set_new(gaps, r->schema.names[k], seconds(e->median_gap_ns[k]));
+    }
+    return json_pack("{s:I, s:o, s:o, s:o, s:o}", "rank", (json_int_t)e->rank,
+                     "role", e->role ? json_string(e->role) : json_null(),
+                     "leader_steps", leads, "median_gap_s", gaps,
+                     "mean_slack_s", seconds(e->mean_slack_ns));
+}
+
+static json_t *ranks_json(const sf_report *r)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < r->n_rank_evidence; i++)
+        json_array_append_new(a, rank_json(r, &r->rank_evidence[i]));
+    return a;
+}
+
+static json_t *exact_json(const sf_report *r)
+{
+    static const char *const fields[] = {
+        "exposed_total_s", "advance_s", "share", "max_s", "mean_s", "spread_s",
+        "slowest_rank_s", "rank0_s", "gain_rank_median_s", "gain_cohort_median_s", "gain",
+        "leader_rank", "leader_steps", "routing_set", "co_critical_stages", "labels",
+        "downgrade_reasons", "suspect_ranks", "ranks", "role", "median_gap_s", "mean_slack_s"};
+    json_t *o = json_object();
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        json_object_set_new(o, fields[i], json_boolean(sf_report_field_exact(r, fields[i])));
+    return o;
+}
+
+json_t *sf_gates_to_json(const sf_gates *gates)
+{
+    json_t *o = json_object();
+    double number;
+    const char *text, *key;
+    for (size_t i = 0; (key = sf_gates_describe(gates, i, &number, &text)) != NULL; i++) {
+        if (text)
+            json_object_set_new(o, key, json_string(text));
+        else if (key[0] == 'm' && key[1] == 'o')   /* model_fit: the one boolean gate */
+            json_object_set_new(o, key, json_boolean(number != 0));
+        else
+            json_object_set_new(o, key, json_real(number));
+    }
+    return o;
+}
+
+static json_t *extras_json(const sf_report *r)
+{
+    return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:o, s:o}, s:{s:I, s:I, s:I, s:I}, s:o}",
+                     "residual_share", ratio_or_null(r->residual_share),
+                     "overlap_share", ratio_or_null(r->overlap_share),
+                     "leader_switch_rate", json_real(r->leader_switch_rate),
+                     "events", "samples", (json_int_t)r->event_samples,
+                     "ready", (json_int_t)r->event_ready,
+                     "ready_ratio", ratio_or_null(r->event_ready_ratio),
+                     "ratio", ratio_or_null(r->event_ratio),
+                     "counters", "dropped_records", (json_int_t)r->dropped_records,
+                     "contract_violations", (json_int_t)r->contract_violations,
+                     "rejected_records", (json_int_t)r->rejected_records,
+                     "merge_conflicts", (json_int_t)r->merge_conflicts,
+                     "routing_order", group_names(r, r->routing_order, r->schema.n_groups));
+}
+
+int sf_report_to_json(const sf_report *r, json_t **ret)
+{
+    if (r == NULL || ret == NULL)
+        return -EINVAL;
+    json_t *gates = sf_gates_to_json(&r->gates);
+    json_object_set_new(gates, "leader_gap_tol_s", seconds(r->leader_gap_tol_ns));
+    json_t *o = json_pack(
+        "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+        "window", window_json(r), "exposed_total_s", seconds128(r->exposed_total_ns),
+        "telescoping_max_abs_err", seconds(r->telescoping_max_abs_err_ns),
+        "stages", units_json(r->stages, r->schema.n_stages),
+        "groups", units_json(r->groups, r->schema.n_groups),
+        "routing_set", group_names(r, r->routing_order, r->n_routing),
+        "co_critical_stages", group_names(r, r->co_critical, r->n_co_critical),
+        "labels", label_list(r->labels, label_name_of, SF_LABEL_COUNT),
+        "downgrade_reasons", label_list(r->downgrades, downgrade_name_of, SF_DG_COUNT),
+        "suspect_ranks", suspects_json(r), "ranks", ranks_json(r), "exact", exact_json(r),
+        "gates", gates);
+    if (o == NULL)
+        return -ENOMEM;
+    json_t *extras = extras_json(r);
+    json_object_update(o, extras);
+    json_decref(extras);
+    *ret = o;
+    return 0;
+}
+
+char *sf_report_array_dumps(json_t *array)
+{
+    return json_dumps(array, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+}

@@ -1,0 +1,136 @@
+/*
+ * The human view of one window. It leads with the route (where exposed time
+ * first appears, led by which rank), then the evidence labels and a one-line
+ * suggestion of what to profile next, then the per-stage table.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "report_text.h"
+
+static bool has_label(const sf_report *r, enum sf_label l)
+{
+    return (r->labels >> l) & 1u;
+}
+
+/* What an operator profiles for a stage, by its name. */
+static const char *target_of(const char *group)
+{
+    static const struct { const char *prefix, *target; } targets[] = {
+        {"data", "input pipeline"},      {"model.fwd", "forward pass"},
+        {"model.backward", "backward pass and gradient communication"},
+        {"callbacks", "callbacks"},      {"optim", "optimizer step"},
+        {"step.other", "untimed work between stages"},
+    };
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
+        if (strncmp(group, targets[i].prefix, strlen(targets[i].prefix)) == 0)
+            return targets[i].target;
+    return group;
+}
+
+static void write_route(const sf_report *r, FILE *out)
+{
+    fprintf(out, "route:");
+    if (r->n_routing == 0) {
+        fprintf(out, " none (exposed time below the share floor)\n");
+        return;
+    }
+    for (uint32_t i = 0; i < r->n_routing; i++) {
+        const sf_unit_figures *u = &r->groups[r->routing_order[i]];
+        fprintf(out, "%s %s %.1f%%", i ? " ->" : "", u->name, 100 * u->share);
+    }
+    fprintf(out, "   (tau %.2f)\n", r->gates.tau);
+    const sf_unit_figures *lead = &r->groups[r->routing_order[0]];
+    if (lead->leader_rank != SF_NO_RANK)
+        fprintf(out, "leader: rank %u led %s in %u of %u steps\n", lead->leader_rank, lead->name,
+                lead->leader_steps, r->steps);
+    else
+        fprintf(out, "leader: no unique leader at %s\n", lead->name);
+}
+
+static void write_names(const sf_report *r, FILE *out, const char *title, uint32_t bits,
+                        const char *(*name)(int), int count)
+{
+    fprintf(out, "%s:", title);
+    int n = 0;
+    for (int i = 0; i < count; i++)
+        if (bits & (1u << i))
+            fprintf(out, "%s %s", n++ ? "," : "", name(i));
+    if (n == 0)
+        fprintf(out, " none");
+    if (bits == r->labels && has_label(r, SF_LABEL_CO_CRITICAL)) {
+        fprintf(out, " {");
+        for (uint32_t i = 0; i < r->n_co_critical; i++)
+            fprintf(out, "%s%s", i ? ", " : "", r->schema.group_names[r->co_critical[i]]);
+        fprintf(out, "}");
+    }
+    fprintf(out, "\n");
+}
+
+static const char *label_name_of(int i) { return sf_label_name((enum sf_label)i); }
+static const char *downgrade_name_of(int i) { return sf_downgrade_name((enum sf_downgrade)i); }
+
+static void write_next(const sf_report *r, FILE *out)
+{
+    if (r->n_routing == 0) {
+        fprintf(out, "next: nothing to route in this window\n");
+        return;
+    }
+    const sf_unit_figures *lead = &r->groups[r->routing_order[0]];
+    fprintf(out, "next: ");
+    if (has_label(r, SF_LABEL_CO_CRITICAL) && r->n_co_critical > 1) {
+        fprintf(out, "profile");
+        for (uint32_t i = 0; i < r->n_co_critical; i++)
+            fprintf(out, "%s %s", i ? " and" : "", r->schema.group_names[r->co_critical[i]]);
+        fprintf(out, " together: the reading is ambiguous");
+    } else if (lead->leader_rank != SF_NO_RANK) {
+        fprintf(out, "profile rank %u's %s (%s)", lead->leader_rank, target_of(lead->name),
+                lead->name);
+    } else {
+        fprintf(out, "profile the %s (%s) across ranks", target_of(lead->name), lead->name);
+    }
+    if (has_label(r, SF_LABEL_TELEMETRY_LIMITED))
+        fprintf(out, "; telemetry is limited, see the downgrades");
+    fprintf(out, "\n");
+}
+
+static void write_table(const sf_report *r, FILE *out)
+{
+    fprintf(out, "%-28s %7s %11s %11s %11s %11s %7s %7s\n", "stage", "share", "advance_s",
+            "max_s", "mean_s", "spread_s", "gain", "leader");
+    for (uint32_t k = 0; k < r->schema.n_stages; k++) {
+        const sf_unit_figures *u = &r->stages[k];
+        char leader[16] = "-";
+        if (u->leader_rank != SF_NO_RANK)
+            snprintf(leader, sizeof leader, "%u", u->leader_rank);
+        fprintf(out, "%-28s %6.1f%% %11.6f %11.6f %11.6f %11.6f %7.3f %7s\n", u->name,
+                isnan(u->share) ? 0.0 : 100 * u->share, u->advance_ns / 1e9, u->max_ns / 1e9,
+                u->mean_ns / 1e9, u->spread_ns / 1e9, isnan(u->gain) ? 0.0 : u->gain, leader);
+    }
+}
+
+int sf_report_write_text(const sf_report *r, FILE *out)
+{
+    if (r == NULL || out == NULL)
+        return -EINVAL;
+    fprintf(out, "window %lld", (long long)r->meta.index);
+    if (r->meta.segment)
+        fprintf(out, " segment %u", r->meta.segment);
+    fprintf(out, ": steps %lld-%lld, %u complete, %u ranks of %u, exposed %.6f s\n",
+            (long long)r->first_step, (long long)r->last_step, r->steps, r->ranks,
+            r->meta.world_size, (double)r->exposed_total_ns / 1e9);
+    write_route(r, out);
+    write_names(r, out, "labels", r->labels, label_name_of, SF_LABEL_COUNT);
+    write_names(r, out, "downgrades", r->downgrades, downgrade_name_of, SF_DG_COUNT);
+    if (r->n_suspects) {
+        fprintf(out, "suspects:");
+        for (uint32_t i = 0; i < r->n_suspects; i++)
+            fprintf(out, "%s rank %u (%u steps)", i ? "," : "", r->suspects[i].rank,
+                    r->suspects[i].steps);
+        fprintf(out, "\n");
+    }
+    write_next(r, out);
+    write_table(r, out);
+    return ferror(out) ? -EIO : 0;
+}
