@@ -1,0 +1,223 @@
+/*
+ * sfd configuration: defaults, the inih parser for sfd.conf ([sfd], [limits],
+ * [gates]) and validation. Pure apart from reading the file; it never touches
+ * the running daemon (main.c applies a loaded config).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sfd.h"
+
+struct parse_ctx {
+    struct sfd_config *cfg;
+    char *err;
+    size_t errlen;
+    bool failed;
+};
+
+void sfd_config_default(struct sfd_config *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    snprintf(ret->runtime_dir, sizeof(ret->runtime_dir), "/run/stagefrontier");
+    snprintf(ret->operators_group, sizeof(ret->operators_group), "stagefrontier");
+    sf_gates_default(&ret->gates);
+    ret->max_jobs = 64;
+    ret->max_connections = 4096;
+    ret->max_ranks = SF_MAX_RANKS;
+    ret->max_pending_steps = 262144;
+    ret->frame_max_bytes = 1u << 20;
+    ret->keep_windows = 16;
+    ret->window_grace_ms = 2000;
+    ret->status_interval_ms = 5000;
+    ret->watchdog = true;
+    ret->log_level = SFD_LOG_INFO;
+}
+
+int sfd_log_level_parse(const char *s)
+{
+    static const struct { const char *name; int level; } levels[] = {
+        { "err", SFD_LOG_ERR }, { "error", SFD_LOG_ERR }, { "warning", SFD_LOG_WARNING },
+        { "notice", SFD_LOG_NOTICE }, { "info", SFD_LOG_INFO }, { "debug", SFD_LOG_DEBUG },
+    };
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+        if (strcasecmp(s, levels[i].name) == 0)
+            return levels[i].level;
+    return -EINVAL;
+}
+
+static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret)
+{
+    char *end;
+    if (*v == '\0' || *v == '-')
+        return -EINVAL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || x < lo || x > hi)
+        return -EINVAL;
+    *ret = x;
+    return 0;
+}
+
+static int parse_bool(const char *v, bool *ret)
+{
+    if (!strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "on"))
+        *ret = true;
+    else if (!strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcmp(v, "0") ||
+             !strcasecmp(v, "off"))
+        *ret = false;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+static int set_str(char *dst, size_t cap, const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= cap)
+        return -ENAMETOOLONG;
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+static int set_u32(uint32_t *dst, const char *v, uint64_t lo, uint64_t hi)
+{
+    uint64_t x;
+    int r = parse_u64(v, lo, hi, &x);
+    if (r == 0)
+        *dst = (uint32_t)x;
+    return r;
+}
+
+static int set_sfd_key(struct sfd_config *c, const char *k, const char *v)
+{
+    if (!strcmp(k, "runtime_dir"))
+        return set_str(c->runtime_dir, sizeof(c->runtime_dir), v);
+    if (!strcmp(k, "ingest_socket"))
+        return set_str(c->ingest_path, sizeof(c->ingest_path), v);
+    if (!strcmp(k, "query_socket"))
+        return set_str(c->query_path, sizeof(c->query_path), v);
+    if (!strcmp(k, "prom_dir"))
+        return set_str(c->prom_dir, sizeof(c->prom_dir), v);
+    if (!strcmp(k, "operators_group"))
+        return set_str(c->operators_group, sizeof(c->operators_group), v);
+    if (!strcmp(k, "window_grace_ms"))
+        return parse_u64(v, 0, 3600000, &c->window_grace_ms);
+    if (!strcmp(k, "status_interval_ms"))
+        return parse_u64(v, 100, 3600000, &c->status_interval_ms);
+    if (!strcmp(k, "watchdog"))
+        return parse_bool(v, &c->watchdog);
+    if (!strcmp(k, "log_level")) {
+        int l = sfd_log_level_parse(v);
+        if (l < 0)
+            return l;
+        c->log_level = l;
+        return 0;
+    }
+    return -ENOENT;
+}
+
+static int set_limit_key(struct sfd_config *c, const char *k, const char *v)
+{
+    if (!strcmp(k, "max_jobs"))
+        return set_u32(&c->max_jobs, v, 1, 65536);
+    if (!strcmp(k, "max_connections"))
+        return set_u32(&c->max_connections, v, 1, 1u << 20);
+    if (!strcmp(k, "max_ranks"))
+        return set_u32(&c->max_ranks, v, 1, SF_MAX_RANKS);
+    if (!strcmp(k, "max_pending_steps"))
+        return set_u32(&c->max_pending_steps, v, 1, 1u << 26);
+    if (!strcmp(k, "frame_max_bytes"))
+        return set_u32(&c->frame_max_bytes, v, 512, SFD_FRAME_MAX_CAP);
+    if (!strcmp(k, "keep_windows"))
+        return set_u32(&c->keep_windows, v, 1, 4096);
+    return -ENOENT;
+}
+
+static int on_kv(void *user, const char *section, const char *key, const char *value)
+{
+    struct parse_ctx *p = user;
+    int r;
+
+    if (section[0] == '\0' || !strcmp(section, "sfd")) {
+        r = set_sfd_key(p->cfg, key, value);
+        if (r == -ENOENT)
+            r = set_limit_key(p->cfg, key, value);
+    } else if (!strcmp(section, "limits")) {
+        r = set_limit_key(p->cfg, key, value);
+    } else if (!strcmp(section, "gates")) {
+        r = sf_gates_set(&p->cfg->gates, key, value);
+    } else if (!strcmp(section, "peer") || !strcmp(section, "cluster")) {
+        return 1;   /* reserved for the multi-node layer, read by it */
+    } else {
+        r = -ENOENT;
+        if (!p->failed)
+            snprintf(p->err, p->errlen, "unknown section [%s]", section);
+        p->failed = true;
+        return 0;
+    }
+    if (r < 0 && !p->failed) {
+        snprintf(p->err, p->errlen, "[%s] %s = %s: %s", section[0] ? section : "sfd", key,
+                 value, r == -ENOENT ? "unknown key" : "invalid value");
+        p->failed = true;
+    }
+    return r < 0 ? 0 : 1;
+}
+
+static int finish(struct parse_ctx *p, int r, struct sfd_config *cfg, const struct sfd_config *tmp)
+{
+    if (r > 0 && !p->failed)
+        snprintf(p->err, p->errlen, "line %d: syntax error", r);
+    if (r != 0 || p->failed)
+        return -EINVAL;
+    if (sfd_config_validate(tmp, p->err, p->errlen) < 0)
+        return -EINVAL;
+    *cfg = *tmp;
+    return 0;
+}
+
+int sfd_config_load(struct sfd_config *cfg, const char *path, char *err, size_t errlen)
+{
+    struct sfd_config tmp = *cfg;
+    struct parse_ctx p = { &tmp, err, errlen, false };
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        int e = errno;
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+        return -e;
+    }
+    int r = ini_parse_file(f, on_kv, &p);
+    fclose(f);
+    return finish(&p, r, cfg, &tmp);
+}
+
+int sfd_config_parse_string(struct sfd_config *cfg, const char *text, char *err, size_t errlen)
+{
+    struct sfd_config tmp = *cfg;
+    struct parse_ctx p = { &tmp, err, errlen, false };
+    int r = ini_parse_string(text, on_kv, &p);
+    return finish(&p, r, cfg, &tmp);
+}
+
+int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
+{
+    if (sf_gates_validate(&cfg->gates) < 0) {
+        snprintf(err, errlen, "[gates]: inconsistent gate values");
+        return -EINVAL;
+    }
+    if (cfg->gates.window_steps == 0 || cfg->gates.window_steps > SF_MAX_WINDOW_STEPS) {
+        snprintf(err, errlen, "[gates] window_steps must be 1..%d", SF_MAX_WINDOW_STEPS);
+        return -EINVAL;
+    }
+    if (cfg->runtime_dir[0] != '/' && cfg->runtime_dir[0] != '\0' &&
+        cfg->runtime_dir[0] != '.') {
+        snprintf(err, errlen, "runtime_dir must be a path");
+        return -EINVAL;
+    }
+    return 0;
+}

@@ -1,0 +1,505 @@
+/*
+ * sfd sockets and connections: listeners (bound or socket-activated), accept
+ * under max_connections, SO_PEERCRED, datagram reads with MSG_TRUNC, and the
+ * ingest message handling (hello, batches). A bad frame closes that connection
+ * only. Field checks live in ingest_validate.c, windows in windows.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ingest.pb-c.h"
+#include "sfd.h"
+
+#define READS_PER_EVENT 64
+
+static const char *const reject_names[SFD_REJ_COUNT] = {
+    [SFD_REJ_OVERSIZED] = "oversized_frame",
+    [SFD_REJ_UNDECODABLE] = "undecodable_frame",
+    [SFD_REJ_INVALID] = "invalid_field",
+    [SFD_REJ_PROTOCOL] = "protocol",
+    [SFD_REJ_SCHEMA_HASH] = "schema_hash",
+    [SFD_REJ_DUPLICATE_RANK] = "duplicate_rank",
+    [SFD_REJ_WORLD_SIZE] = "world_size_conflict",
+    [SFD_REJ_SCHEMA_CONFLICT] = "schema_conflict",
+    [SFD_REJ_UID] = "uid_mismatch",
+    [SFD_REJ_MAX_JOBS] = "max_jobs",
+    [SFD_REJ_MAX_CONNECTIONS] = "max_connections",
+    [SFD_REJ_MAX_RANKS] = "max_ranks",
+    [SFD_REJ_PENDING] = "pending_full",
+    [SFD_REJ_LATE] = "late_record",
+    [SFD_REJ_DUPLICATE_RECORD] = "duplicate_record",
+    [SFD_REJ_QUERY_BAD] = "query_bad_request",
+    [SFD_REJ_QUERY_DENIED] = "query_denied",
+};
+
+const char *sfd_reject_name(enum sfd_reject r)
+{
+    return (unsigned)r < SFD_REJ_COUNT ? reject_names[r] : "unknown";
+}
+
+/* Counts a rejection; logs the first few of each reason, then every 1024th. */
+static void count_reject(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
+                         const struct sfd_conn *c)
+{
+    uint64_t before = d->ctr.rejected[why];
+    d->ctr.rejected[why] += n;
+    if (job != NULL)
+        job->rejected += n;
+    if (before < 8 || (before >> 10) != (d->ctr.rejected[why] >> 10))
+        sfd_log(SFD_LOG_WARNING, job ? job->id : NULL, "rejected (%s) from pid %d uid %u, total %llu",
+                sfd_reject_name(why), c ? (int)c->pid : -1, c ? (unsigned)c->uid : 0u,
+                (unsigned long long)d->ctr.rejected[why]);
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    struct sfd_conn *c = h->data;
+    close(c->fd);
+    free(c->out);
+    free(c);
+}
+
+static void detach_job(struct sfd_conn *c)
+{
+    struct sfd_job *job = c->job;
+    if (job == NULL)
+        return;
+    struct sfd *d = c->sfd;
+    if (c->channel == 0 && c->rank < job->world_size && job->ranks[c->rank].live) {
+        job->ranks[c->rank].live = 0;
+        job->n_live_ranks--;
+    }
+    job->n_live--;
+    job->last_active_ms = sfd_now_ms(d);
+    if (job->n_live == 0) {
+        job->orphan_deadline_ms = sfd_now_ms(d) + d->cfg.window_grace_ms;
+        sfd_arm_tick(d);
+    }
+    c->job = NULL;
+}
+
+void sfd_conn_close(struct sfd_conn *c)
+{
+    if (c == NULL || c->closing)
+        return;
+    struct sfd *d = c->sfd;
+    c->closing = true;
+    detach_job(c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        d->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    d->n_conns--;
+    uv_poll_stop(&c->poll);
+    uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+}
+
+void sfd_conns_close_all(struct sfd *d)
+{
+    while (d->conns != NULL)
+        sfd_conn_close(d->conns);
+}
+
+static void on_conn_io(uv_poll_t *h, int status, int events)
+{
+    struct sfd_conn *c = h->data;
+    struct sfd *d = c->sfd;
+
+    if (status < 0) {
+        sfd_conn_close(c);
+        return;
+    }
+    if ((events & UV_WRITABLE) && c->query) {
+        sfd_query_writable(c);
+        if (c->closing)
+            return;
+    }
+    if (!(events & UV_READABLE))
+        return;
+    for (int i = 0; i < READS_PER_EVENT && !c->closing; i++) {
+        struct iovec iov = { d->rxbuf, d->rxcap };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        ssize_t n = recvmsg(c->fd, &mh, MSG_TRUNC | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            sfd_conn_close(c);
+            return;
+        }
+        if (n == 0) {
+            sfd_conn_close(c);
+            return;
+        }
+        if ((size_t)n >= d->rxcap) {     /* rxcap is one past the frame cap */
+            count_reject(d, c->job, c->query ? SFD_REJ_QUERY_BAD : SFD_REJ_OVERSIZED, 1, c);
+            sfd_conn_close(c);
+            return;
+        }
+        int r = c->query ? sfd_query_handle(c, d->rxbuf, (size_t)n)
+                         : sfd_ingest_handle(c, d->rxbuf, (size_t)n);
+        if (r < 0) {
+            sfd_conn_close(c);
+            return;
+        }
+    }
+}
+
+static int conn_add(struct sfd *d, int fd, bool query)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return -errno;
+    struct sfd_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    c->sfd = d;
+    c->fd = fd;
+    c->query = query;
+    c->uid = cred.uid;
+    c->gid = cred.gid;
+    c->pid = cred.pid;
+    int r = uv_poll_init(d->loop, &c->poll, fd);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    c->poll.data = c;
+    c->next = d->conns;
+    if (d->conns)
+        d->conns->prev = c;
+    d->conns = c;
+    d->n_conns++;
+    d->ctr.connections_accepted++;
+    uv_poll_start(&c->poll, UV_READABLE, on_conn_io);
+    return 0;
+}
+
+/* ---- listeners ------------------------------------------------------------ */
+
+static void on_accept(uv_poll_t *h, int status, int events)
+{
+    struct sfd_listener *l = h->data;
+    struct sfd *d = l->poll.loop->data;
+    (void)events;
+    if (status < 0)
+        return;
+    bool query = l == &d->query;
+    for (int i = 0; i < READS_PER_EVENT; i++) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
+            return;     /* EAGAIN, or out of descriptors: the backlog waits */
+        }
+        if (d->n_conns >= d->cfg.max_connections) {
+            count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
+            close(fd);
+            continue;
+        }
+        int r = conn_add(d, fd, query);
+        if (r < 0) {
+            sfd_log(SFD_LOG_WARNING, NULL, "cannot add connection: %s", strerror(-r));
+            close(fd);
+        }
+    }
+}
+
+static int bind_socket(const char *path, mode_t mode)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    /* A stale socket from a dead daemon: remove it, but never another file. */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(path);
+    mode_t old = umask(0077);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (r < 0 || chmod(path, mode) < 0 || listen(fd, 4096) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+int sfd_listener_open(struct sfd *d, struct sfd_listener *l, const char *path, mode_t mode,
+                      int inherited_fd, bool query)
+{
+    int fd = inherited_fd;
+    (void)query;
+    if (fd < 0) {
+        fd = bind_socket(path, mode);
+        if (fd < 0)
+            return fd;
+        l->created = true;
+    } else {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+            return -errno;
+        l->created = false;
+    }
+    snprintf(l->path, sizeof(l->path), "%s", path);
+    int r = uv_poll_init(d->loop, &l->poll, fd);
+    if (r < 0) {
+        if (l->created) {
+            unlink(path);
+            close(fd);
+        }
+        return r;
+    }
+    l->fd = fd;
+    l->poll.data = l;
+    l->active = true;
+    uv_poll_start(&l->poll, UV_READABLE, on_accept);
+    return 0;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    struct sfd_listener *l = h->data;
+    close(l->fd);
+}
+
+void sfd_listener_close(struct sfd_listener *l)
+{
+    if (!l->active)
+        return;
+    l->active = false;
+    /* unlink before close, or we may unlink a socket a new daemon just made */
+    if (l->created)
+        unlink(l->path);
+    uv_poll_stop(&l->poll);
+    uv_close((uv_handle_t *)&l->poll, on_listener_closed);
+}
+
+/* ---- ingest messages -------------------------------------------------------- */
+
+static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_schema *schema,
+                      enum sfd_reject *why)
+{
+    struct sfd *d = c->sfd;
+    struct sfd_job *job;
+    int r = sfd_job_find_or_create(d, h->job_id, c->uid, &job, why);
+    if (r < 0)
+        return r;
+    r = sfd_job_bind_shape(job, schema, h->world_size);
+    if (r == -EXDEV || r == -EBADE) {
+        *why = r == -EXDEV ? SFD_REJ_WORLD_SIZE : SFD_REJ_SCHEMA_CONFLICT;
+        return r;
+    }
+    if (r < 0) {
+        *why = SFD_REJ_MAX_RANKS;
+        return r;
+    }
+    uint32_t channel = h->has_channel ? h->channel : 0;
+    struct sfd_rank *rk = &job->ranks[h->rank];
+    if (channel == 0 && rk->live) {
+        *why = SFD_REJ_DUPLICATE_RANK;
+        return -EEXIST;
+    }
+    int role = sfd_job_role(job, h->role);
+    if (role < 0) {
+        *why = SFD_REJ_INVALID;
+        return role;
+    }
+    if (channel == 0) {
+        rk->live = 1;
+        rk->role = (uint16_t)role;
+        rk->pid = h->has_pid ? h->pid : (uint32_t)c->pid;
+        job->n_live_ranks++;
+    }
+    job->n_live++;
+    job->orphan_deadline_ms = 0;
+    job->last_active_ms = sfd_now_ms(d);
+    c->job = job;
+    c->rank = h->rank;
+    c->channel = channel;
+    c->schema_hash = h->schema_hash;
+    c->hello = true;
+    snprintf(c->host, sizeof(c->host), "%s", h->host ? h->host : "");
+    if (channel == 0 && h->has_connection_generation && h->connection_generation > 0 &&
+        h->has_last_sent_step)
+        sfd_window_note_reconnect(job, h->last_sent_step + 1);
+    return 0;
+}
+
+static int handle_hello(struct sfd_conn *c, const Stagefrontier__Hello *h)
+{
+    struct sfd *d = c->sfd;
+    struct sfd_limits lim = { d->cfg.max_ranks, d->cfg.frame_max_bytes };
+    enum sfd_reject why = SFD_REJ_PROTOCOL;
+    sf_schema schema;
+
+    if (c->hello) {
+        count_reject(d, c->job, why, 1, c);
+        return -EPROTO;
+    }
+    int r = sfd_validate_hello(h, &lim, &schema, &why);
+    if (r < 0) {
+        count_reject(d, NULL, why, 1, c);
+        return r;
+    }
+    r = bind_hello(c, h, &schema, &why);
+    sf_schema_clear(&schema);
+    if (r < 0) {
+        count_reject(d, sfd_job_find(d, h->job_id), why, 1, c);
+        return r;
+    }
+    sfd_log(SFD_LOG_DEBUG, c->job->id, "rank %u connected (pid %d, channel %u)", c->rank,
+            (int)c->pid, c->channel);
+    return 0;
+}
+
+static void fill_row(sf_row *row, const Stagefrontier__StepRecord *rec, uint32_t n_stages)
+{
+    int64_t overlap = 0;
+    if (rec->has_overlap_ns) {
+        overlap = rec->overlap_ns;
+    } else if (rec->has_step_wall_ns) {
+        int64_t sum = 0;
+        for (uint32_t s = 0; s + 1 < n_stages; s++)
+            sum += rec->durations_ns[s];
+        overlap = sum > rec->step_wall_ns ? sum - rec->step_wall_ns : 0;
+    }
+    uint32_t flags = rec->has_flags ? rec->flags : 0;
+    if (rec->has_violations && rec->violations > 0)
+        flags |= SF_ROW_VIOLATION;
+    *row = (sf_row){ .step = rec->step, .flags = flags, .overlap_ns = overlap,
+                     .d = rec->durations_ns };
+    if (rec->event != NULL) {
+        row->event_state = (uint8_t)rec->event->state;
+        row->event_cpu_ns = rec->event->has_cpu_ns ? rec->event->cpu_ns : 0;
+        row->event_gpu_ns = rec->event->has_gpu_ns ? rec->event->gpu_ns : 0;
+    }
+}
+
+static void note_counters(struct sfd_conn *c, const Stagefrontier__RecordBatch *b,
+                          uint64_t rec_violations)
+{
+    struct sfd_job *job = c->job;
+    int64_t first = b->records[0]->step;
+    if (b->has_dropped_total && b->dropped_total > c->dropped_total) {
+        uint64_t delta = b->dropped_total - c->dropped_total;
+        c->dropped_total = b->dropped_total;
+        c->sfd->ctr.dropped += delta;
+        job->dropped += delta;
+        if (b->has_dropped_first_step)
+            sfd_window_note_drops(job, b->dropped_first_step, b->dropped_last_step, delta);
+        else
+            sfd_window_note_drops(job, first, first, delta);
+    }
+    if (b->has_violations_total && b->violations_total > c->violations_total) {
+        uint64_t delta = b->violations_total - c->violations_total;
+        c->violations_total = b->violations_total;
+        if (delta > rec_violations)
+            sfd_window_note_violations(job, first, delta - rec_violations);
+    }
+}
+
+static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
+{
+    struct sfd *d = c->sfd;
+    struct sfd_job *job = c->job;
+    enum sfd_reject why;
+
+    if (!c->hello || c->channel != 0) {
+        count_reject(d, job, SFD_REJ_PROTOCOL, 1, c);
+        return -EPROTO;
+    }
+    if (b->schema_hash != c->schema_hash) {
+        count_reject(d, job, SFD_REJ_SCHEMA_HASH, 1, c);
+        return -EPROTO;
+    }
+    if (sfd_validate_batch(b, job->schema.n_stages, &why) < 0 ||
+        (b->has_dropped_total && b->dropped_total < c->dropped_total)) {
+        count_reject(d, job, SFD_REJ_INVALID, 1, c);
+        return -EPROTO;
+    }
+    d->ctr.batches++;
+    uint64_t rec_violations = 0;
+    for (size_t i = 0; i < b->n_records; i++) {
+        const Stagefrontier__StepRecord *rec = b->records[i];
+        sf_row row;
+        fill_row(&row, rec, job->schema.n_stages);
+        if (sf_row_validate(&row, &job->schema) < 0) {
+            count_reject(d, job, SFD_REJ_INVALID, 1, c);
+            continue;
+        }
+        if (rec->has_violations && rec->violations > 0) {
+            rec_violations += rec->violations;
+            sfd_window_note_violations(job, rec->step, rec->violations);
+        }
+        if (sfd_window_add(job, c->rank, &row, &why) < 0) {
+            count_reject(d, job, why, 1, c);
+            continue;
+        }
+        d->ctr.records++;
+    }
+    note_counters(c, b, rec_violations);
+    return 0;
+}
+
+static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
+{
+    struct sfd *d = c->sfd;
+    enum sfd_reject why;
+    if (!c->hello) {
+        count_reject(d, NULL, SFD_REJ_PROTOCOL, 1, c);
+        return -EPROTO;
+    }
+    if (sfd_validate_nccl(b, &why) < 0) {
+        count_reject(d, c->job, why, 1, c);
+        return -EPROTO;
+    }
+    /* Side evidence only: counted, never part of the accounting. */
+    d->ctr.nccl_batches++;
+    c->job->nccl_batches++;
+    return 0;
+}
+
+int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
+{
+    struct sfd *d = c->sfd;
+    struct sfd_limits lim = { d->cfg.max_ranks, d->cfg.frame_max_bytes };
+    Stagefrontier__ClientMessage *m;
+    enum sfd_reject why;
+    int r = sfd_message_decode(buf, len, &lim, &m, &why);
+    if (r < 0) {
+        count_reject(d, c->job, why, 1, c);
+        return -EPROTO;
+    }
+    switch (m->body_case) {
+    case STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO:
+        r = handle_hello(c, m->hello);
+        break;
+    case STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH:
+        r = handle_batch(c, m->batch);
+        break;
+    case STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL:
+        r = handle_nccl(c, m->nccl);
+        break;
+    default:
+        count_reject(d, c->job, SFD_REJ_UNDECODABLE, 1, c);
+        r = -EPROTO;
+    }
+    sfd_message_free(m);
+    return r;
+}

@@ -1,0 +1,183 @@
+/*
+ * Pure checks of ingest messages: the length cap before decoding, then every
+ * field against the bounds in proto/ingest.proto and accounting.h. No sockets,
+ * no daemon state: this file is the fuzz target's entry point.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "ingest.pb-c.h"
+#include "sfd.h"
+
+#define SFD_PROTOCOL_VERSION 1
+#define MAX_BATCH_RECORDS 1024
+#define MAX_NCCL_AGGREGATES 256
+
+static int reject(enum sfd_reject *ret_why, enum sfd_reject why)
+{
+    *ret_why = why;
+    return -EINVAL;
+}
+
+int sfd_message_decode(const uint8_t *buf, size_t len, const struct sfd_limits *lim,
+                       Stagefrontier__ClientMessage **ret, enum sfd_reject *ret_why)
+{
+    if (len > lim->frame_max_bytes)
+        return reject(ret_why, SFD_REJ_OVERSIZED);
+    if (len == 0)
+        return reject(ret_why, SFD_REJ_UNDECODABLE);
+    Stagefrontier__ClientMessage *m = stagefrontier__client_message__unpack(NULL, len, buf);
+    if (m == NULL)
+        return reject(ret_why, SFD_REJ_UNDECODABLE);
+    if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY__NOT_SET) {
+        stagefrontier__client_message__free_unpacked(m, NULL);
+        return reject(ret_why, SFD_REJ_UNDECODABLE);
+    }
+    *ret = m;
+    return 0;
+}
+
+void sfd_message_free(Stagefrontier__ClientMessage *m)
+{
+    if (m != NULL)
+        stagefrontier__client_message__free_unpacked(m, NULL);
+}
+
+bool sfd_job_id_valid(const char *id)
+{
+    size_t n = strlen(id);
+    if (n < 1 || n > SFD_JOB_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool str_ok(const char *s, size_t lo, size_t hi)
+{
+    if (s == NULL)
+        return lo == 0;
+    size_t n = strnlen(s, hi + 1);
+    return n >= lo && n <= hi;
+}
+
+int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *lim,
+                       sf_schema *ret_schema, enum sfd_reject *ret_why)
+{
+    if (h->protocol_version != SFD_PROTOCOL_VERSION)
+        return reject(ret_why, SFD_REJ_PROTOCOL);
+    if (h->job_id == NULL || !sfd_job_id_valid(h->job_id))
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->world_size < 1 || h->world_size > SF_MAX_RANKS)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->world_size > lim->max_ranks)
+        return reject(ret_why, SFD_REJ_MAX_RANKS);
+    if (h->rank >= h->world_size)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (!str_ok(h->host, 0, SFD_HOST_MAX) || !str_ok(h->role, 0, SFD_ROLE_MAX))
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->has_channel && h->channel > 1)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->n_stage_names < 2 || h->n_stage_names > SF_MAX_STAGES)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->n_stage_groups != 0 && h->n_stage_groups != h->n_stage_names)
+        return reject(ret_why, SFD_REJ_INVALID);
+    for (size_t i = 0; i < h->n_stage_names; i++) {
+        if (!str_ok(h->stage_names[i], 1, SF_MAX_NAME_LEN))
+            return reject(ret_why, SFD_REJ_INVALID);
+        if (h->n_stage_groups && !str_ok(h->stage_groups[i], 0, SF_MAX_NAME_LEN))
+            return reject(ret_why, SFD_REJ_INVALID);
+    }
+    uint32_t acc = h->has_accumulation ? h->accumulation : 1;
+    if (acc < 1 || acc > SF_MAX_ACCUMULATION)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->has_last_sent_step && h->last_sent_step < -1)
+        return reject(ret_why, SFD_REJ_INVALID);
+
+    sf_schema s;
+    uint32_t version = h->has_schema_version ? h->schema_version : 1;
+    if (sf_schema_init(&s, version, (uint32_t)h->n_stage_names,
+                       (const char *const *)h->stage_names,
+                       h->n_stage_groups ? (const char *const *)h->stage_groups : NULL, acc) < 0)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (s.hash != h->schema_hash) {
+        sf_schema_clear(&s);
+        return reject(ret_why, SFD_REJ_SCHEMA_HASH);
+    }
+    if (ret_schema != NULL)
+        *ret_schema = s;
+    else
+        sf_schema_clear(&s);
+    return 0;
+}
+
+static bool duration_ok(int64_t v)
+{
+    return v >= 0 && v <= SF_MAX_DURATION_NS;
+}
+
+static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages,
+                           enum sfd_reject *ret_why)
+{
+    if (r->step < 0 || r->n_durations_ns != n_stages)
+        return reject(ret_why, SFD_REJ_INVALID);
+    for (size_t i = 0; i < r->n_durations_ns; i++)
+        if (!duration_ok(r->durations_ns[i]))
+            return reject(ret_why, SFD_REJ_INVALID);
+    if (r->has_step_wall_ns && !(r->step_wall_ns >= 0 &&
+                                 r->step_wall_ns <= SF_MAX_DURATION_NS * SF_MAX_STAGES))
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (r->has_overlap_ns && !(r->overlap_ns >= 0 &&
+                               r->overlap_ns <= SF_MAX_DURATION_NS * SF_MAX_STAGES))
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (r->has_flags && (r->flags & ~(uint32_t)(SF_ROW_VIOLATION | SF_ROW_NON_MONOTONIC)))
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (r->event != NULL) {
+        const Stagefrontier__EventSample *e = r->event;
+        if (e->state > STAGEFRONTIER__EVENT_SAMPLE__STATE__MISSING)
+            return reject(ret_why, SFD_REJ_INVALID);
+        if ((e->has_cpu_ns && !duration_ok(e->cpu_ns)) || (e->has_gpu_ns && !duration_ok(e->gpu_ns)))
+            return reject(ret_why, SFD_REJ_INVALID);
+    }
+    return 0;
+}
+
+int sfd_validate_batch(const Stagefrontier__RecordBatch *b, uint32_t n_stages,
+                       enum sfd_reject *ret_why)
+{
+    if (b->n_records < 1 || b->n_records > MAX_BATCH_RECORDS)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (b->has_dropped_first_step != b->has_dropped_last_step)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (b->has_dropped_first_step &&
+        (b->dropped_first_step < 0 || b->dropped_last_step < b->dropped_first_step))
+        return reject(ret_why, SFD_REJ_INVALID);
+    for (size_t i = 0; i < b->n_records; i++) {
+        int r = validate_record(b->records[i], n_stages, ret_why);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int sfd_validate_nccl(const Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why)
+{
+    if (b->step < 0 || b->n_aggregates > MAX_NCCL_AGGREGATES)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (!str_ok(b->comm_name, 0, 128) || !str_ok(b->enclosing_stage, 0, SF_MAX_NAME_LEN))
+        return reject(ret_why, SFD_REJ_INVALID);
+    for (size_t i = 0; i < b->n_aggregates; i++) {
+        const Stagefrontier__NcclAggregate *a = b->aggregates[i];
+        if (!str_ok(a->collective, 1, 32) || !str_ok(a->datatype, 0, 32) ||
+            !str_ok(a->algorithm, 0, 32) || !str_ok(a->protocol, 0, 32))
+            return reject(ret_why, SFD_REJ_INVALID);
+        if (a->has_size_bucket && a->size_bucket > 64)
+            return reject(ret_why, SFD_REJ_INVALID);
+    }
+    return 0;
+}

@@ -1,0 +1,404 @@
+/*
+ * sfd entry point: flags, startup (config, sockets bound or socket-activated,
+ * timers, signals), SIGHUP reload, SIGTERM shutdown and the deadline timer.
+ * Everything hangs off one struct sfd; the handlers live in their own files.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "sfd.h"
+#ifdef SFD_HAVE_PROM_EXPORT
+#include "prom_export.h"
+#endif
+
+#define DEFAULT_CONFIG "/etc/stagefrontier/sfd.conf"
+
+uint64_t sfd_now_ms(const struct sfd *d)
+{
+    return uv_now(d->loop);
+}
+
+int sfd_ensure_rxbuf(struct sfd *d)
+{
+    size_t want = (size_t)d->cfg.frame_max_bytes + 1;
+    if (d->rxcap == want)
+        return 0;
+    uint8_t *b = realloc(d->rxbuf, want);
+    if (b == NULL)
+        return -ENOMEM;
+    d->rxbuf = b;
+    d->rxcap = want;
+    return 0;
+}
+
+/* ---- timers ------------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t)
+{
+    struct sfd *d = t->data;
+    uint64_t now = sfd_now_ms(d);
+    uint64_t next = sfd_windows_tick(d, now);
+    if (next != 0)
+        uv_timer_start(&d->tick, on_tick, next > now ? next - now : 1, 0);
+}
+
+void sfd_arm_tick(struct sfd *d)
+{
+    /* New deadlines are now + grace, never earlier than an armed one. */
+    if (!uv_is_active((uv_handle_t *)&d->tick) && !d->stopping)
+        uv_timer_start(&d->tick, on_tick, d->cfg.window_grace_ms, 0);
+}
+
+static void prom_flush(struct sfd *d)
+{
+#ifdef SFD_HAVE_PROM_EXPORT
+    if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
+        return;
+    struct sfd_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
+    if (v == NULL)
+        return;
+    size_t n = 0;
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
+        v[n++] = (struct sfd_prom_job){ j->id, sfd_job_latest_report(j), j->dropped, j->rejected };
+    int r = sfd_prom_write(d->cfg.prom_dir, v, n, "single", 0);
+    if (r < 0)
+        sfd_log(SFD_LOG_WARNING, NULL, "prometheus export to %s: %s", d->cfg.prom_dir,
+                strerror(-r));
+    free(v);
+#endif
+    d->prom_dirty = false;
+}
+
+static void on_prom(uv_timer_t *t)
+{
+    prom_flush(t->data);
+}
+
+void sfd_after_window(struct sfd *d)
+{
+    /* The export is written at most once a second, by its timer. */
+    d->prom_dirty = true;
+}
+
+/* ---- config and reload ------------------------------------------------------ */
+
+static void resolve_group(struct sfd *d)
+{
+    struct group gr, *res = NULL;
+    char buf[8192];
+    d->have_operators_gid = false;
+    if (getgrnam_r(d->cfg.operators_group, &gr, buf, sizeof(buf), &res) == 0 && res != NULL) {
+        d->operators_gid = gr.gr_gid;
+        d->have_operators_gid = true;
+    }
+}
+
+static int load_config(struct sfd_config *cfg, const struct sfd_flags *f, bool *ret_loaded)
+{
+    char err[512] = "";
+    const char *path = f->config;
+    sfd_config_default(cfg);
+    if (path == NULL && access(DEFAULT_CONFIG, R_OK) == 0)
+        path = DEFAULT_CONFIG;
+    if (path != NULL && sfd_config_load(cfg, path, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sfd: %s: %s\n", path, err);
+        return -EINVAL;
+    }
+    *ret_loaded = path != NULL;
+    if (f->runtime_dir)
+        snprintf(cfg->runtime_dir, sizeof(cfg->runtime_dir), "%s", f->runtime_dir);
+    if (f->ingest)
+        snprintf(cfg->ingest_path, sizeof(cfg->ingest_path), "%s", f->ingest);
+    if (f->query)
+        snprintf(cfg->query_path, sizeof(cfg->query_path), "%s", f->query);
+    if (f->log_level) {
+        int l = sfd_log_level_parse(f->log_level);
+        if (l < 0) {
+            fprintf(stderr, "sfd: --log-level %s: expected err, warning, notice, info or debug\n",
+                    f->log_level);
+            return -EINVAL;
+        }
+        cfg->log_level = l;
+    }
+    if (cfg->ingest_path[0] == '\0' &&
+        snprintf(cfg->ingest_path, sizeof(cfg->ingest_path), "%s/ingest.sock",
+                 cfg->runtime_dir) >= (int)sizeof(cfg->ingest_path))
+        goto too_long;
+    if (cfg->query_path[0] == '\0' &&
+        snprintf(cfg->query_path, sizeof(cfg->query_path), "%s/query.sock",
+                 cfg->runtime_dir) >= (int)sizeof(cfg->query_path))
+        goto too_long;
+    return 0;
+too_long:
+    fprintf(stderr, "sfd: socket path under %s is too long\n", cfg->runtime_dir);
+    return -ENAMETOOLONG;
+}
+
+static void resize_kept(struct sfd_job *j, uint32_t keep)
+{
+    while (j->n_stored > keep) {
+        sfd_rows_free(&j->stored[0].rows);
+        sf_report_free(j->stored[0].report);
+        memmove(j->stored, j->stored + 1, (j->n_stored - 1) * sizeof(*j->stored));
+        j->n_stored--;
+    }
+    struct sfd_stored *s = realloc(j->stored, keep * sizeof(*s));
+    if (s == NULL)
+        return;
+    if (keep > j->cap_stored)
+        memset(s + j->cap_stored, 0, (keep - j->cap_stored) * sizeof(*s));
+    j->stored = s;
+    j->cap_stored = keep;
+}
+
+static void reload(struct sfd *d)
+{
+    struct sfd_config cfg;
+    bool loaded;
+    if (load_config(&cfg, &d->flags, &loaded) < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "reload: invalid configuration, keeping the running one");
+        return;
+    }
+    /* Socket paths and the runtime directory need a restart. */
+    memcpy(cfg.runtime_dir, d->cfg.runtime_dir, sizeof(cfg.runtime_dir));
+    memcpy(cfg.ingest_path, d->cfg.ingest_path, sizeof(cfg.ingest_path));
+    memcpy(cfg.query_path, d->cfg.query_path, sizeof(cfg.query_path));
+    d->cfg = cfg;
+    if (sfd_ensure_rxbuf(d) < 0)
+        sfd_log(SFD_LOG_ERR, NULL, "reload: cannot resize the receive buffer");
+    sfd_log_set_level(cfg.log_level);
+    resolve_group(d);
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        /* A job keeps its window geometry; thresholds apply from the next window. */
+        sf_gates g = cfg.gates;
+        g.warmup_steps = j->gates.warmup_steps;
+        g.window_steps = j->gates.window_steps;
+        g.dense_max_ranks = j->gates.dense_max_ranks;
+        j->gates = g;
+        resize_kept(j, cfg.keep_windows);
+    }
+    uv_timer_start(&d->tick, on_tick, 0, 0);
+    sfd_log(SFD_LOG_NOTICE, NULL, "configuration reloaded");
+}
+
+/* ---- signals and shutdown -------------------------------------------------- */
+
+static void close_handle(uv_handle_t *h)
+{
+    if (h->loop != NULL && !uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void shutdown_begin(struct sfd *d)
+{
+    if (d->stopping)
+        return;
+    d->stopping = true;
+    sfd_notify_stopping(d);
+    sfd_log(SFD_LOG_NOTICE, NULL, "shutting down");
+    sfd_listener_close(&d->ingest);
+    sfd_listener_close(&d->query);
+    sfd_conns_close_all(d);
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
+        sfd_window_close_all(j, SF_WIN_PARTIAL);
+    prom_flush(d);
+    close_handle((uv_handle_t *)&d->tick);
+    close_handle((uv_handle_t *)&d->status_timer);
+    close_handle((uv_handle_t *)&d->watchdog_timer);
+    close_handle((uv_handle_t *)&d->prom_timer);
+    close_handle((uv_handle_t *)&d->sig_term);
+    close_handle((uv_handle_t *)&d->sig_int);
+    close_handle((uv_handle_t *)&d->sig_hup);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct sfd *d = s->data;
+    if (signum == SIGHUP)
+        reload(d);
+    else
+        shutdown_begin(d);
+}
+
+/* ---- startup --------------------------------------------------------------- */
+
+static void raise_nofile(struct sfd *d)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < (rlim_t)d->cfg.max_connections + 64 && rl.rlim_cur > 128) {
+        sfd_log(SFD_LOG_WARNING, NULL, "descriptor limit %llu: max_connections lowered to %llu",
+                (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_cur - 64);
+        d->cfg.max_connections = (uint32_t)(rl.rlim_cur - 64);
+    }
+}
+
+/* Socket activation by name: "ingest", "query"; "peer" is left to the
+ * multi-node layer. */
+static int activated_fds(struct sfd *d, int *ret_ingest, int *ret_query)
+{
+    char **names = NULL;
+    int n = sd_listen_fds_with_names(1, &names);
+    *ret_ingest = *ret_query = -1;
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n; i++) {
+        int fd = SD_LISTEN_FDS_START + i;
+        const char *name = names ? names[i] : "";
+        if (strcmp(name, "ingest") == 0)
+            *ret_ingest = fd;
+        else if (strcmp(name, "query") == 0)
+            *ret_query = fd;
+        else if (strcmp(name, "peer") == 0)
+            d->peer_fd = fd;
+        else
+            sfd_log(SFD_LOG_WARNING, NULL, "ignoring passed socket named '%s'", name);
+    }
+    if (names) {
+        for (int i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+    }
+    return n;
+}
+
+static int start(struct sfd *d)
+{
+    int fi, fq, r;
+    d->peer_fd = -1;
+    r = activated_fds(d, &fi, &fq);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "socket activation: %s", strerror(-r));
+        return r;
+    }
+    if ((fi < 0 || fq < 0) && mkdir(d->cfg.runtime_dir, 0755) < 0 && errno != EEXIST) {
+        sfd_log(SFD_LOG_ERR, NULL, "cannot create %s: %s", d->cfg.runtime_dir, strerror(errno));
+        return -errno;
+    }
+    r = sfd_listener_open(d, &d->ingest, d->cfg.ingest_path, 0666, fi, false);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "ingest socket %s: %s", d->cfg.ingest_path, strerror(-r));
+        return r;
+    }
+    /* 0666: every user may ask; sfd shows each caller only the jobs it may see. */
+    r = sfd_listener_open(d, &d->query, d->cfg.query_path, 0666, fq, true);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "query socket %s: %s", d->cfg.query_path, strerror(-r));
+        return r;
+    }
+    uv_timer_init(d->loop, &d->tick);
+    d->tick.data = d;
+    uv_timer_init(d->loop, &d->prom_timer);
+    d->prom_timer.data = d;
+    if (d->cfg.prom_dir[0] != '\0') {
+        uv_timer_start(&d->prom_timer, on_prom, 1000, 1000);
+        d->prom_dirty = true;
+    }
+    uv_unref((uv_handle_t *)&d->prom_timer);
+    uv_signal_t *sigs[] = { &d->sig_term, &d->sig_int, &d->sig_hup };
+    int nums[] = { SIGTERM, SIGINT, SIGHUP };
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(d->loop, sigs[i]);
+        sigs[i]->data = d;
+        uv_signal_start(sigs[i], on_signal, nums[i]);
+    }
+    r = sfd_notify_start(d);
+    if (r < 0)
+        return r;
+    sfd_log(SFD_LOG_NOTICE, NULL, "listening: ingest %s, query %s%s", d->cfg.ingest_path,
+            d->cfg.query_path, fi >= 0 ? " (socket activated)" : "");
+    sfd_notify_ready(d);
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sfd [--config FILE] [--runtime-dir DIR] [--ingest PATH] [--query PATH]\n"
+               "           [--foreground] [--log-level err|warning|notice|info|debug]\n");
+}
+
+static int parse_flags(int argc, char **argv, struct sfd_flags *f)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "runtime-dir", required_argument, NULL, 'r' },
+        { "ingest", required_argument, NULL, 'i' },
+        { "query", required_argument, NULL, 'q' },
+        { "foreground", no_argument, NULL, 'f' },
+        { "log-level", required_argument, NULL, 'l' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "c:r:i:q:fl:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': f->config = optarg; break;
+        case 'r': f->runtime_dir = optarg; break;
+        case 'i': f->ingest = optarg; break;
+        case 'q': f->query = optarg; break;
+        case 'f': break;    /* sfd always runs in the foreground */
+        case 'l': f->log_level = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -EINVAL;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct sfd d;
+    uv_loop_t loop;
+    bool loaded;
+    int r, rc = 1;
+
+    if (parse_flags(argc, argv, &d.flags) < 0)
+        return 2;
+    if (load_config(&d.cfg, &d.flags, &loaded) < 0)
+        return 1;
+    sfd_log_init(d.cfg.log_level);
+    signal(SIGPIPE, SIG_IGN);
+    raise_nofile(&d);
+    resolve_group(&d);
+    if (sfd_ensure_rxbuf(&d) < 0 || uv_loop_init(&loop) < 0)
+        return 1;
+    loop.data = &d;
+    d.loop = &loop;
+    d.start_ms = uv_now(&loop);
+    r = start(&d);
+    if (r == 0) {
+        uv_run(&loop, UV_RUN_DEFAULT);
+        rc = 0;
+    }
+    shutdown_begin(&d);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    if (d.peer_fd >= 0)
+        close(d.peer_fd);
+    sfd_jobs_free_all(&d);
+    free(d.rxbuf);
+    r = uv_loop_close(&loop);
+    if (r != 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "loop closed with live handles: %s", uv_strerror(r));
+        rc = 1;
+    }
+    sfd_log(SFD_LOG_INFO, NULL, "stopped");
+    return rc;
+}

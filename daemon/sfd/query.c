@@ -1,0 +1,423 @@
+/*
+ * sfd query socket: request decoding, access rules (root and operators_group
+ * see every job, other users their own), the JSON answers, and chunked
+ * non-blocking responses of at most 48 KiB. Never changes job state.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "query.pb-c.h"
+#include "recording.h"
+#include "report_json.h"
+#include "report_text.h"
+#include "sfd.h"
+
+bool sfd_query_is_operator(struct sfd *d, uid_t uid, gid_t gid)
+{
+    if (uid == 0)
+        return true;
+    if (!d->have_operators_gid)
+        return false;
+    if (gid == d->operators_gid)
+        return true;
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL)
+        return false;
+    gid_t groups[256];
+    int n = 256;
+    if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (groups[i] == d->operators_gid)
+            return true;
+    return false;
+}
+
+/* ---- answers ------------------------------------------------------------- */
+
+static json_t *status_json(struct sfd *d)
+{
+    json_t *rej = json_object();
+    uint64_t total = 0;
+    for (int i = 0; i < SFD_REJ_COUNT; i++) {
+        json_object_set_new(rej, sfd_reject_name(i), json_integer((json_int_t)d->ctr.rejected[i]));
+        total += d->ctr.rejected[i];
+    }
+    uint32_t nq = 0;
+    for (struct sfd_conn *c = d->conns; c != NULL; c = c->next)
+        nq += c->query;
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+                     "mode", "single",
+                     "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
+                     "connections", (json_int_t)(d->n_conns - nq),
+                     "query_connections", (json_int_t)nq,
+                     "connections_accepted", (json_int_t)d->ctr.connections_accepted,
+                     "jobs", (json_int_t)d->n_jobs,
+                     "records", (json_int_t)d->ctr.records,
+                     "batches", (json_int_t)d->ctr.batches,
+                     "nccl_batches", (json_int_t)d->ctr.nccl_batches,
+                     "warmup_records", (json_int_t)d->ctr.warmup_records,
+                     "dropped", (json_int_t)d->ctr.dropped,
+                     "windows_closed", (json_int_t)d->ctr.windows_closed,
+                     "query_requests", (json_int_t)d->ctr.query_requests,
+                     "rejected_total", (json_int_t)total,
+                     "rejected", rej);
+}
+
+static json_t *job_json(const struct sfd_job *j)
+{
+    json_t *stages = json_array();
+    for (uint32_t i = 0; i < j->schema.n_stages; i++)
+        json_array_append_new(stages, json_string(j->schema.names[i]));
+    const sf_report *latest = sfd_job_latest_report(j);
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+                     "job_id", j->id, "uid", (json_int_t)j->uid,
+                     "world_size", (json_int_t)j->world_size,
+                     "connected_ranks", (json_int_t)j->n_live_ranks,
+                     "segment", (json_int_t)j->segment, "records", (json_int_t)j->records,
+                     "dropped", (json_int_t)j->dropped, "rejected", (json_int_t)j->rejected,
+                     "windows", (json_int_t)j->n_stored, "open_windows", (json_int_t)j->n_open,
+                     "accumulation", (json_int_t)j->schema.accumulation,
+                     "latest_window",
+                     latest ? json_integer(latest->meta.index) : json_null(),
+                     "stages", stages);
+}
+
+static json_t *jobs_json(struct sfd *d, uid_t uid, bool op)
+{
+    json_t *a = json_array();
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
+        if (sfd_job_visible(d, j, uid, op))
+            json_array_append_new(a, job_json(j));
+    return a;
+}
+
+static json_t *ranks_json(struct sfd *d, const struct sfd_job *j)
+{
+    const char **hosts = calloc(j->world_size ? j->world_size : 1, sizeof(*hosts));
+    if (hosts == NULL)
+        return NULL;
+    for (struct sfd_conn *c = d->conns; c != NULL; c = c->next)
+        if (c->job == j && c->channel == 0 && c->rank < j->world_size)
+            hosts[c->rank] = c->host;
+    json_t *a = json_array();
+    for (uint32_t r = 0; r < j->world_size; r++) {
+        const struct sfd_rank *rk = &j->ranks[r];
+        json_array_append_new(a, json_pack("{s:I, s:b, s:I, s:s, s:s, s:I, s:I}",
+                                           "rank", (json_int_t)r, "connected", rk->live,
+                                           "pid", (json_int_t)rk->pid,
+                                           "host", hosts[r] ? hosts[r] : "",
+                                           "role", j->roles[rk->role],
+                                           "records", (json_int_t)rk->records,
+                                           "last_step", (json_int_t)rk->last_step));
+    }
+    free(hosts);
+    return json_pack("{s:s, s:I, s:I, s:o}", "job_id", j->id, "world_size",
+                     (json_int_t)j->world_size, "segment", (json_int_t)j->segment, "ranks", a);
+}
+
+static int cmp_report(const void *a, const void *b)
+{
+    const sf_report *x = *(const sf_report *const *)a, *y = *(const sf_report *const *)b;
+    if (x->meta.segment != y->meta.segment)
+        return x->meta.segment < y->meta.segment ? -1 : 1;
+    if (x->meta.index != y->meta.index)
+        return x->meta.index < y->meta.index ? -1 : 1;
+    return 0;
+}
+
+/* Reports of a job in (segment, index) order: one window index (all its
+ * segments) or the latest `limit`. */
+static int select_reports(const struct sfd_job *j, bool has_window, int64_t window,
+                          uint32_t limit, const sf_report ***ret, size_t *ret_n)
+{
+    const sf_report **v = calloc(j->n_stored ? j->n_stored : 1, sizeof(*v));
+    size_t n = 0;
+    if (v == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < j->n_stored; i++) {
+        const sf_report *r = j->stored[i].report;
+        if (r != NULL && (!has_window || r->meta.index == window))
+            v[n++] = r;
+    }
+    qsort(v, n, sizeof(*v), cmp_report);
+    if (!has_window && n > limit) {
+        memmove(v, v + (n - limit), limit * sizeof(*v));
+        n = limit;
+    }
+    if (n == 0) {
+        free(v);
+        return -ENOENT;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+static int report_text(const sf_report **v, size_t n, bool text, char **ret, size_t *ret_len)
+{
+    if (text) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (f == NULL)
+            return -ENOMEM;
+        int r = 0;
+        for (size_t i = 0; i < n && r >= 0; i++)
+            r = sf_report_write_text(v[i], f);
+        fclose(f);
+        if (r < 0) {
+            free(buf);
+            return r;
+        }
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+    }
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o;
+        int r = sf_report_to_json(v[i], &o);
+        if (r < 0) {
+            json_decref(a);
+            return r;
+        }
+        json_array_append_new(a, o);
+    }
+    /* The canonical formatting, so `sfctl report --json` and `sfctl replay
+     * --json` print the same bytes for the same windows. */
+    char *s = sf_report_array_dumps(a);
+    json_decref(a);
+    if (s == NULL)
+        return -ENOMEM;
+    *ret = s;
+    *ret_len = strlen(s);
+    return 0;
+}
+
+static int append_line(FILE *f, json_t *o)
+{
+    if (o == NULL)
+        return -ENOMEM;
+    int r = json_dumpf(o, f, JSON_COMPACT) == 0 && fputc('\n', f) != EOF ? 0 : -EIO;
+    json_decref(o);
+    return r;
+}
+
+static int record_text(const struct sfd_job *j, char **ret, size_t *ret_len)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL)
+        return -ENOMEM;
+    int r = append_line(f, sf_recording_header(j->id, &j->schema, j->world_size, &j->gates));
+    for (uint32_t i = 0; i < j->n_stored && r >= 0; i++) {
+        const struct sfd_stored *s = &j->stored[i];
+        sf_row *view;
+        r = sfd_rows_view(j, &s->rows, &view);
+        for (size_t k = 0; k < s->rows.n && r >= 0; k++)
+            r = append_line(f, sf_recording_row(&view[k], &j->schema));
+        if (r >= 0)
+            free(view);
+        if (r >= 0)
+            r = append_line(f, sf_recording_window(&s->meta));
+    }
+    fclose(f);
+    if (r < 0) {
+        free(buf);
+        return r;
+    }
+    *ret = buf;
+    *ret_len = len;
+    return 0;
+}
+
+static int find_job(struct sfd *d, uid_t uid, bool op, const char *id, struct sfd_job **ret,
+                    const char **ret_err)
+{
+    if (id == NULL || id[0] == '\0') {
+        struct sfd_job *only = NULL;
+        int n = 0;
+        for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
+            if (sfd_job_visible(d, j, uid, op)) {
+                only = j;
+                n++;
+            }
+        if (n != 1) {
+            *ret_err = n == 0 ? "no jobs" : "several jobs: name one";
+            return n == 0 ? -ENOENT : -EINVAL;
+        }
+        *ret = only;
+        return 0;
+    }
+    struct sfd_job *j = sfd_job_find(d, id);
+    if (j == NULL) {
+        *ret_err = "unknown job";
+        return -ENOENT;
+    }
+    if (!sfd_job_visible(d, j, uid, op)) {
+        *ret_err = "access denied";
+        return -EACCES;
+    }
+    *ret = j;
+    return 0;
+}
+
+static int dump_json(json_t *o, char **ret, size_t *ret_len)
+{
+    if (o == NULL)
+        return -ENOMEM;
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (s == NULL)
+        return -ENOMEM;
+    *ret = s;
+    *ret_len = strlen(s);
+    return 0;
+}
+
+static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryRequest *q,
+                  char **ret, size_t *ret_len, const char **ret_err)
+{
+    struct sfd_job *j = NULL;
+    int r;
+    switch (q->kind) {
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__STATUS:
+        return dump_json(status_json(d), ret, ret_len);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__JOBS:
+        return dump_json(jobs_json(d, uid, op), ret, ret_len);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__PEERS:
+        return dump_json(json_pack("{s:s, s:s, s:I, s:[]}", "mode", "single", "role", "single",
+                                   "term", (json_int_t)0, "peers"), ret, ret_len);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__RANKS:
+        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        return r < 0 ? r : dump_json(ranks_json(d, j), ret, ret_len);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__RECORD:
+        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        return r < 0 ? r : record_text(j, ret, ret_len);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT: {
+        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        if (r < 0)
+            return r;
+        const sf_report **v;
+        size_t n;
+        bool has_window = q->has_window && q->window >= 0;
+        uint32_t limit = q->has_limit && q->limit > 0 ? q->limit : 1;
+        r = select_reports(j, has_window, q->window, limit, &v, &n);
+        if (r < 0) {
+            *ret_err = has_window ? "unknown window" : "no window closed yet";
+            return r;
+        }
+        r = report_text(v, n, q->has_format && q->format == 1, ret, ret_len);
+        free(v);
+        return r;
+    }
+    default:
+        *ret_err = "unknown request kind";
+        return -EINVAL;
+    }
+}
+
+int sfd_query_answer(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size_t len,
+                     char **ret_text, size_t *ret_len, const char **ret_err)
+{
+    *ret_err = "bad request";
+    if (len == 0 || len > SFD_QUERY_REQ_MAX)
+        return -EINVAL;
+    Stagefrontier__QueryRequest *q = stagefrontier__query_request__unpack(NULL, len, req);
+    if (q == NULL)
+        return -EINVAL;
+    int r = -EINVAL;
+    if (q->job_id != NULL && q->job_id[0] != '\0' && !sfd_job_id_valid(q->job_id))
+        goto out;
+    if (q->has_format && q->format > 1)
+        goto out;
+    *ret_err = NULL;
+    r = answer(d, uid, op, q, ret_text, ret_len, ret_err);
+    if (r < 0 && *ret_err == NULL)
+        *ret_err = strerror(-r);
+out:
+    stagefrontier__query_request__free_unpacked(q, NULL);
+    return r;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+static int send_response(struct sfd_conn *c, int32_t status, const char *err, const char *chunk,
+                         size_t n, bool more)
+{
+    Stagefrontier__QueryResponse resp = STAGEFRONTIER__QUERY_RESPONSE__INIT;
+    uint8_t buf[SFD_QUERY_CHUNK + 1024];
+    resp.status = status;
+    resp.error = (char *)err;
+    if (chunk != NULL) {
+        resp.has_chunk = true;
+        resp.chunk.data = (uint8_t *)chunk;
+        resp.chunk.len = n;
+    }
+    resp.has_more = true;
+    resp.more = more;
+    size_t len = stagefrontier__query_response__pack(&resp, buf);
+    ssize_t w = send(c->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w < 0)
+        return errno == EAGAIN ? -EAGAIN : -errno;
+    return 0;
+}
+
+void sfd_query_writable(struct sfd_conn *c)
+{
+    while (c->out != NULL) {
+        size_t left = c->out_len - c->out_off;
+        size_t n = left < SFD_QUERY_CHUNK ? left : SFD_QUERY_CHUNK;
+        bool more = n < left;
+        int r = send_response(c, 0, NULL, c->out + c->out_off, n, more);
+        if (r == -EAGAIN) {
+            uv_poll_start(&c->poll, UV_READABLE | UV_WRITABLE, c->poll.poll_cb);
+            return;
+        }
+        if (r < 0) {
+            sfd_conn_close(c);
+            return;
+        }
+        c->out_off += n;
+        if (!more) {
+            free(c->out);
+            c->out = NULL;
+            uv_poll_start(&c->poll, UV_READABLE, c->poll.poll_cb);
+        }
+    }
+}
+
+int sfd_query_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
+{
+    struct sfd *d = c->sfd;
+    if (c->out != NULL) {   /* one request at a time */
+        d->ctr.rejected[SFD_REJ_QUERY_BAD]++;
+        return -EPROTO;
+    }
+    d->ctr.query_requests++;
+    bool op = sfd_query_is_operator(d, c->uid, c->gid);
+    char *text = NULL;
+    size_t n = 0;
+    const char *err = NULL;
+    int r = sfd_query_answer(d, c->uid, op, buf, len, &text, &n, &err);
+    if (r < 0) {
+        d->ctr.rejected[r == -EACCES ? SFD_REJ_QUERY_DENIED : SFD_REJ_QUERY_BAD] +=
+            (r == -EACCES || r == -EINVAL);
+        return send_response(c, r, err, NULL, 0, false) < 0 ? -EIO : 0;
+    }
+    c->out = text;
+    c->out_len = n;
+    c->out_off = 0;
+    sfd_query_writable(c);
+    return 0;
+}

@@ -1,0 +1,323 @@
+/*
+ * sfd private header: the daemon context, its job table, connections and
+ * configuration, with the prototypes of each file grouped by file. Only sfd's
+ * own sources include it; nothing here is a public interface.
+ */
+#ifndef SFD_H
+#define SFD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "stagefrontier/accounting.h"
+
+struct Stagefrontier__ClientMessage;
+struct Stagefrontier__Hello;
+struct Stagefrontier__RecordBatch;
+struct Stagefrontier__NcclBatch;
+
+#define SFD_PATH_MAX 108            /* sun_path */
+#define SFD_JOB_ID_MAX 128
+#define SFD_HOST_MAX 255
+#define SFD_ROLE_MAX 64
+#define SFD_MAX_JOB_ROLES 64        /* distinct role strings per job */
+#define SFD_MAX_OPEN_WINDOWS 64     /* open windows per job */
+#define SFD_FRAME_MAX_CAP (16u << 20)
+#define SFD_QUERY_REQ_MAX 4096
+#define SFD_QUERY_CHUNK (48u * 1024)
+
+/* ---- config.c ------------------------------------------------------------ */
+
+enum sfd_log_level { SFD_LOG_ERR = 3, SFD_LOG_WARNING = 4, SFD_LOG_NOTICE = 5,
+                     SFD_LOG_INFO = 6, SFD_LOG_DEBUG = 7 };
+
+struct sfd_config {
+    char runtime_dir[SFD_PATH_MAX];
+    char ingest_path[SFD_PATH_MAX];
+    char query_path[SFD_PATH_MAX];
+    char prom_dir[4096];
+    char operators_group[64];
+    sf_gates gates;
+    uint32_t max_jobs, max_connections, max_ranks, max_pending_steps;
+    uint32_t frame_max_bytes, keep_windows;
+    uint64_t window_grace_ms, status_interval_ms;
+    bool watchdog;
+    int log_level;
+};
+
+void sfd_config_default(struct sfd_config *ret);
+/* Parses an ini file on top of *cfg. On failure writes a one-line reason
+ * into err and returns -EINVAL (or -errno when the file cannot be read). */
+int sfd_config_load(struct sfd_config *cfg, const char *path, char *err, size_t errlen);
+/* Same parser over a string, for the fuzz target and unit checks. */
+int sfd_config_parse_string(struct sfd_config *cfg, const char *text, char *err, size_t errlen);
+int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen);
+int sfd_log_level_parse(const char *s);
+
+/* ---- counters ------------------------------------------------------------ */
+
+enum sfd_reject {
+    SFD_REJ_OVERSIZED,          /* frame longer than frame_max_bytes */
+    SFD_REJ_UNDECODABLE,        /* garbage or truncated protobuf */
+    SFD_REJ_INVALID,            /* a field out of its bounds */
+    SFD_REJ_PROTOCOL,           /* no hello first, second hello, wrong version */
+    SFD_REJ_SCHEMA_HASH,        /* hash does not match names, or batch hash != hello's */
+    SFD_REJ_DUPLICATE_RANK,
+    SFD_REJ_WORLD_SIZE,         /* conflicting world size while ranks are live */
+    SFD_REJ_SCHEMA_CONFLICT,    /* conflicting schema/accumulation while live */
+    SFD_REJ_UID,                /* another uid writing into a job */
+    SFD_REJ_MAX_JOBS,
+    SFD_REJ_MAX_CONNECTIONS,
+    SFD_REJ_MAX_RANKS,
+    SFD_REJ_PENDING,            /* record beyond max_pending_steps */
+    SFD_REJ_LATE,               /* record for an already closed window */
+    SFD_REJ_DUPLICATE_RECORD,   /* step not after the rank's previous step */
+    SFD_REJ_QUERY_BAD,          /* bad query request */
+    SFD_REJ_QUERY_DENIED,
+    SFD_REJ_COUNT
+};
+const char *sfd_reject_name(enum sfd_reject r);
+
+struct sfd_counters {
+    uint64_t connections_accepted, query_requests;
+    uint64_t records, batches, nccl_batches, warmup_records;
+    uint64_t dropped;           /* client-reported drops, summed deltas */
+    uint64_t windows_closed;
+    uint64_t rejected[SFD_REJ_COUNT];
+};
+
+/* ---- jobs.c -------------------------------------------------------------- */
+
+struct sfd_rank {
+    int64_t last_step;          /* -1: nothing yet */
+    uint64_t records;
+    uint32_t pid;
+    uint16_t role;              /* index into job->roles */
+    uint8_t live;               /* a step-record connection is open */
+    uint8_t seen;
+};
+
+/* Compact copy of one accepted record; durations live in the window's d[]. */
+struct sfd_rec {
+    int64_t step, overlap_ns, event_cpu_ns, event_gpu_ns;
+    uint32_t rank, flags;
+    uint16_t role;
+    uint8_t event_state;
+};
+
+struct sfd_rows {
+    struct sfd_rec *rec;
+    int64_t *d;                 /* n * n_stages */
+    size_t n, cap;
+};
+
+/* A window being assembled. */
+struct sfd_window {
+    sf_window_meta meta;
+    struct sfd_rows rows;
+    uint64_t deadline_ms;       /* 0: none armed */
+    bool complete;
+};
+
+/* A closed window: the rows and meta fed to the core and, once computed or
+ * received, its report. */
+struct sfd_stored {
+    sf_window_meta meta;
+    struct sfd_rows rows;
+    sf_report *report;          /* NULL until the report is ready */
+};
+
+struct sfd_job {
+    struct sfd *sfd;
+    char id[SFD_JOB_ID_MAX + 1];
+    uid_t uid;
+    sf_schema schema;
+    sf_gates gates;             /* window_steps/warmup fixed for the job */
+    uint32_t world_size;
+    uint32_t segment;
+    uint32_t n_live;            /* live connections, all channels */
+    uint32_t n_live_ranks;      /* live step-record connections */
+    struct sfd_rank *ranks;     /* [world_size] */
+    char *roles[SFD_MAX_JOB_ROLES];
+    uint32_t n_roles;
+    struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
+    uint32_t n_open;
+    size_t pending_rows;
+    int64_t closed_max;         /* highest closed index in this segment, -1 */
+    uint64_t orphan_deadline_ms;/* close everything after the last disconnect */
+    struct sfd_stored *stored;  /* ring of keep_windows, oldest first */
+    uint32_t n_stored, cap_stored;
+    uint64_t records, dropped, rejected, nccl_batches;
+    uint64_t last_active_ms;
+    struct sfd_job *next;
+};
+
+int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid,
+                           struct sfd_job **ret, enum sfd_reject *ret_why);
+struct sfd_job *sfd_job_find(struct sfd *d, const char *id);
+void sfd_job_free(struct sfd_job *job);
+void sfd_jobs_free_all(struct sfd *d);
+/* Interns a role string; returns its index or -ENOSPC. */
+int sfd_job_role(struct sfd_job *job, const char *role);
+/* Sets schema and world size for a job with no live ranks, starting a new
+ * segment when they change (closing open windows early). */
+int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size);
+bool sfd_job_visible(const struct sfd *d, const struct sfd_job *job, uid_t uid, bool operator_);
+
+/* ---- windows.c ----------------------------------------------------------- */
+
+/* Accepts one validated record of a rank into its window: 0, or a reject. */
+int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row,
+                   enum sfd_reject *ret_why);
+/* Attributes client drops / violations to the windows of a step range. */
+void sfd_window_note_drops(struct sfd_job *job, int64_t first, int64_t last, uint64_t n);
+void sfd_window_note_violations(struct sfd_job *job, int64_t step, uint64_t n);
+/* A reconnect hello: the window holding step may have lost records. */
+void sfd_window_note_reconnect(struct sfd_job *job, int64_t step);
+/* Closes a window: builds its summary (the "summary ready" step), then in
+ * single-node mode computes and stores the report right away. */
+int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags);
+/* Closes every window of the job (segment change, shutdown, orphan). */
+void sfd_window_close_all(struct sfd_job *job, uint32_t flags);
+/* Stores a report for a closed window; takes ownership of report. A report
+ * can come from the local core or from elsewhere (a peer layer). */
+int sfd_job_store_report(struct sfd_job *job, sf_report *report);
+/* Runs deadlines: closes overdue windows. Returns the next deadline (ms) or 0. */
+uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms);
+void sfd_rows_free(struct sfd_rows *rows);
+/* A view of stored rows as sf_row (d and role pointers into rows/job). */
+int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret);
+const sf_report *sfd_job_latest_report(const struct sfd_job *job);
+
+/* ---- ingest_validate.c (pure) -------------------------------------------- */
+
+struct sfd_limits {
+    uint32_t max_ranks;
+    uint32_t frame_max_bytes;
+};
+
+/* Decodes one datagram; checks the length before decoding. On success
+ * *ret is a message to free with sfd_message_free. */
+int sfd_message_decode(const uint8_t *buf, size_t len, const struct sfd_limits *lim,
+                       struct Stagefrontier__ClientMessage **ret, enum sfd_reject *ret_why);
+void sfd_message_free(struct Stagefrontier__ClientMessage *m);
+/* Checks every field of a message against its bounds. For a hello, also the
+ * schema hash (ret_schema, if non-NULL, receives the initialised schema). */
+int sfd_validate_hello(const struct Stagefrontier__Hello *h, const struct sfd_limits *lim,
+                       sf_schema *ret_schema, enum sfd_reject *ret_why);
+int sfd_validate_batch(const struct Stagefrontier__RecordBatch *b, uint32_t n_stages,
+                       enum sfd_reject *ret_why);
+int sfd_validate_nccl(const struct Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why);
+bool sfd_job_id_valid(const char *id);
+
+/* ---- ingest.c ------------------------------------------------------------ */
+
+struct sfd_conn {
+    struct sfd *sfd;
+    uv_poll_t poll;
+    int fd;
+    bool query;                 /* query socket connection */
+    bool closing;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    /* ingest */
+    bool hello;
+    uint32_t channel;           /* 0 step records, 1 NCCL side channel */
+    struct sfd_job *job;
+    uint32_t rank;
+    uint64_t schema_hash;
+    uint64_t dropped_total, violations_total;
+    char host[SFD_HOST_MAX + 1];
+    /* query */
+    char *out;
+    size_t out_len, out_off;
+    struct sfd_conn *prev, *next;
+};
+
+struct sfd_listener {
+    uv_poll_t poll;
+    int fd;
+    bool active;
+    bool created;               /* we bound it: unlink on shutdown */
+    char path[SFD_PATH_MAX];
+};
+
+int sfd_listener_open(struct sfd *d, struct sfd_listener *l, const char *path,
+                      mode_t mode, int inherited_fd, bool query);
+void sfd_listener_close(struct sfd_listener *l);
+void sfd_conn_close(struct sfd_conn *c);
+void sfd_conns_close_all(struct sfd *d);
+/* Handles one decoded datagram of an ingest connection: 0, or -EPROTO to
+ * drop the connection. */
+int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len);
+
+/* ---- query.c ------------------------------------------------------------- */
+
+int sfd_query_handle(struct sfd_conn *c, const uint8_t *buf, size_t len);
+void sfd_query_writable(struct sfd_conn *c);
+/* Builds the JSON text of a request (pure with respect to sockets; used by
+ * the handler and the fuzz target). ret_text is malloc'd. */
+int sfd_query_answer(struct sfd *d, uid_t uid, bool operator_, const uint8_t *req, size_t len,
+                     char **ret_text, size_t *ret_len, const char **ret_err);
+bool sfd_query_is_operator(struct sfd *d, uid_t uid, gid_t gid);
+
+/* ---- notify.c ------------------------------------------------------------ */
+
+void sfd_notify_ready(struct sfd *d);
+void sfd_notify_status(struct sfd *d);
+void sfd_notify_stopping(struct sfd *d);
+int sfd_notify_start(struct sfd *d);     /* watchdog + status timers */
+
+/* ---- log.c --------------------------------------------------------------- */
+
+void sfd_log_init(int level);
+void sfd_log_set_level(int level);
+__attribute__((format(printf, 3, 4)))
+void sfd_log(int level, const char *job, const char *fmt, ...);
+
+/* ---- the daemon context (main.c) ----------------------------------------- */
+
+struct sfd_flags {
+    const char *config, *runtime_dir, *ingest, *query, *log_level;
+};
+
+typedef int (*sfd_summary_hook)(struct sfd *d, struct sfd_job *job, sf_summary *summary,
+                                void *userdata);
+
+struct sfd {
+    uv_loop_t *loop;
+    struct sfd_config cfg;
+    struct sfd_flags flags;     /* command-line overrides, kept for reload */
+    struct sfd_listener ingest, query;
+    uv_timer_t tick;            /* window deadlines */
+    uv_timer_t status_timer, watchdog_timer, prom_timer;
+    bool prom_dirty;
+    int peer_fd;                /* socket-activated "peer", for the multi-node layer */
+    uv_signal_t sig_term, sig_int, sig_hup;
+    struct sfd_conn *conns;
+    uint32_t n_conns;
+    struct sfd_job *jobs;
+    uint32_t n_jobs;
+    struct sfd_counters ctr;
+    uint8_t *rxbuf;             /* frame_max_bytes + 1 */
+    size_t rxcap;
+    uint64_t start_ms;
+    gid_t operators_gid;
+    bool have_operators_gid;
+    bool stopping;
+    /* Multi-node seam: when set, a closed window's summary goes here instead
+     * of the local report computation. */
+    sfd_summary_hook on_summary;
+    void *on_summary_data;
+};
+
+uint64_t sfd_now_ms(const struct sfd *d);
+void sfd_arm_tick(struct sfd *d);
+void sfd_after_window(struct sfd *d);    /* prom export, status */
+int sfd_ensure_rxbuf(struct sfd *d);
+
+#endif

@@ -1,0 +1,366 @@
+/*
+ * sfd window assembly: records grouped by window index, closing on
+ * completeness or at a deadline, the "summary ready" step (sfd_window_close)
+ * and the "report ready" step (sfd_job_store_report), kept apart so a peer
+ * layer can take the summary instead. No sockets here.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfd.h"
+
+void sfd_rows_free(struct sfd_rows *rows)
+{
+    free(rows->rec);
+    free(rows->d);
+    memset(rows, 0, sizeof(*rows));
+}
+
+static int rows_push(struct sfd_rows *rows, uint32_t n_stages, const struct sfd_rec *rec,
+                     const int64_t *d)
+{
+    if (rows->n == rows->cap) {
+        size_t cap = rows->cap ? rows->cap * 2 : 64;
+        struct sfd_rec *nr = realloc(rows->rec, cap * sizeof(*nr));
+        if (nr == NULL)
+            return -ENOMEM;
+        rows->rec = nr;
+        int64_t *nd = realloc(rows->d, cap * n_stages * sizeof(*nd));
+        if (nd == NULL)
+            return -ENOMEM;
+        rows->d = nd;
+        rows->cap = cap;
+    }
+    rows->rec[rows->n] = *rec;
+    memcpy(rows->d + rows->n * n_stages, d, n_stages * sizeof(*d));
+    rows->n++;
+    return 0;
+}
+
+int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret)
+{
+    sf_row *v = calloc(rows->n ? rows->n : 1, sizeof(*v));
+    if (v == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < rows->n; i++) {
+        const struct sfd_rec *r = &rows->rec[i];
+        v[i] = (sf_row){
+            .step = r->step, .rank = r->rank, .flags = r->flags, .overlap_ns = r->overlap_ns,
+            .d = rows->d + i * job->schema.n_stages,
+            .role = r->role < job->n_roles ? job->roles[r->role] : "",
+            .event_state = r->event_state, .event_cpu_ns = r->event_cpu_ns,
+            .event_gpu_ns = r->event_gpu_ns,
+        };
+    }
+    *ret = v;
+    return 0;
+}
+
+static struct sfd_window *find_open(struct sfd_job *job, int64_t index)
+{
+    for (uint32_t i = 0; i < job->n_open; i++)
+        if (job->open[i]->meta.index == index)
+            return job->open[i];
+    return NULL;
+}
+
+/* The open window of an index, opened on demand unless it already closed. */
+static struct sfd_window *get_window(struct sfd_job *job, int64_t index, enum sfd_reject *ret_why)
+{
+    struct sfd_window *w = find_open(job, index);
+    if (w != NULL)
+        return w;
+    if (index <= job->closed_max) {
+        *ret_why = SFD_REJ_LATE;
+        return NULL;
+    }
+    if (job->n_open >= SFD_MAX_OPEN_WINDOWS) {
+        *ret_why = SFD_REJ_PENDING;
+        return NULL;
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        *ret_why = SFD_REJ_PENDING;
+        return NULL;
+    }
+    w->meta.index = index;
+    w->meta.segment = job->segment;
+    w->meta.world_size = job->world_size;
+    sf_window_range(index, job->gates.warmup_steps, job->gates.window_steps,
+                    &w->meta.first_step, &w->meta.last_step);
+    job->open[job->n_open++] = w;
+    return w;
+}
+
+static int64_t window_of(const struct sfd_job *job, int64_t step)
+{
+    return sf_window_index(step, job->gates.warmup_steps, job->gates.window_steps);
+}
+
+static void arm_deadlines(struct sfd_job *job, int64_t step)
+{
+    struct sfd *d = job->sfd;
+    bool armed = false;
+    for (uint32_t i = 0; i < job->n_open; i++) {
+        struct sfd_window *w = job->open[i];
+        if (w->deadline_ms == 0 && step > w->meta.last_step) {
+            w->deadline_ms = sfd_now_ms(d) + d->cfg.window_grace_ms;
+            armed = true;
+        }
+    }
+    if (armed)
+        sfd_arm_tick(d);
+}
+
+int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum sfd_reject *ret_why)
+{
+    struct sfd_rank *rk = &job->ranks[rank];
+    if (row->step <= rk->last_step) {
+        *ret_why = SFD_REJ_DUPLICATE_RECORD;
+        return -EEXIST;
+    }
+    int64_t index = window_of(job, row->step);
+    if (index < 0) {
+        rk->last_step = row->step;
+        job->sfd->ctr.warmup_records++;
+        return 0;
+    }
+    struct sfd_window *w = get_window(job, index, ret_why);
+    if (w == NULL)
+        return -ENOSPC;
+    if (job->pending_rows >= job->sfd->cfg.max_pending_steps) {
+        w->meta.rejected_records++;
+        *ret_why = SFD_REJ_PENDING;
+        return -ENOSPC;
+    }
+    struct sfd_rec rec = {
+        .step = row->step, .overlap_ns = row->overlap_ns, .event_cpu_ns = row->event_cpu_ns,
+        .event_gpu_ns = row->event_gpu_ns, .rank = rank, .flags = row->flags,
+        .role = rk->role, .event_state = row->event_state,
+    };
+    if (rows_push(&w->rows, job->schema.n_stages, &rec, row->d) < 0) {
+        w->meta.rejected_records++;
+        *ret_why = SFD_REJ_PENDING;
+        return -ENOMEM;
+    }
+    if (row->flags & SF_ROW_NON_MONOTONIC)
+        w->meta.flags |= SF_WIN_NON_MONOTONIC;
+    job->pending_rows++;
+    rk->last_step = row->step;
+    rk->records++;
+    rk->seen = 1;
+    job->records++;
+    arm_deadlines(job, row->step);
+    uint64_t need = (uint64_t)job->world_size * (uint64_t)(w->meta.last_step - w->meta.first_step + 1);
+    if (w->rows.n == need) {
+        w->complete = true;
+        sfd_window_close(job, w, 0);
+    }
+    return 0;
+}
+
+void sfd_window_note_drops(struct sfd_job *job, int64_t first, int64_t last, uint64_t n)
+{
+    int64_t lo = window_of(job, first), hi = window_of(job, last);
+    if (hi < 0 || n == 0)
+        return;
+    if (lo < 0)
+        lo = 0;
+    if (hi - lo >= SFD_MAX_OPEN_WINDOWS)
+        lo = hi - SFD_MAX_OPEN_WINDOWS + 1;
+    uint64_t left = n;
+    for (int64_t k = lo; k <= hi && left > 0; k++) {
+        int64_t f, l;
+        sf_window_range(k, job->gates.warmup_steps, job->gates.window_steps, &f, &l);
+        if (f < first)
+            f = first;
+        if (l > last)
+            l = last;
+        uint64_t share = k == hi ? left : (uint64_t)(l - f + 1);
+        if (share > left)
+            share = left;
+        left -= share;
+        enum sfd_reject why;
+        struct sfd_window *w = get_window(job, k, &why);
+        if (w != NULL)
+            w->meta.dropped_records += share;
+    }
+}
+
+void sfd_window_note_violations(struct sfd_job *job, int64_t step, uint64_t n)
+{
+    enum sfd_reject why;
+    int64_t k = window_of(job, step);
+    struct sfd_window *w = k >= 0 ? get_window(job, k, &why) : NULL;
+    if (w != NULL && n > 0)
+        w->meta.contract_violations += n;
+}
+
+void sfd_window_note_reconnect(struct sfd_job *job, int64_t step)
+{
+    enum sfd_reject why;
+    int64_t k = window_of(job, step);
+    struct sfd_window *w = k >= 0 ? get_window(job, k, &why) : NULL;
+    if (w != NULL && w->meta.dropped_records == 0)
+        w->meta.dropped_records = 1;
+}
+
+static void remove_open(struct sfd_job *job, struct sfd_window *w)
+{
+    for (uint32_t i = 0; i < job->n_open; i++) {
+        if (job->open[i] == w) {
+            job->open[i] = job->open[--job->n_open];
+            return;
+        }
+    }
+}
+
+/* Moves a closed window's rows and meta into the ring of kept windows. */
+static struct sfd_stored *store_rows(struct sfd_job *job, struct sfd_window *w)
+{
+    if (job->n_stored == job->cap_stored) {
+        sfd_rows_free(&job->stored[0].rows);
+        sf_report_free(job->stored[0].report);
+        memmove(job->stored, job->stored + 1, (job->cap_stored - 1) * sizeof(*job->stored));
+        job->n_stored--;
+    }
+    struct sfd_stored *s = &job->stored[job->n_stored++];
+    s->meta = w->meta;
+    s->rows = w->rows;
+    s->report = NULL;
+    memset(&w->rows, 0, sizeof(w->rows));
+    return s;
+}
+
+int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
+{
+    struct sfd *d = job->sfd;
+    sf_row *view = NULL;
+    sf_summary *summary = NULL;
+    int r;
+
+    remove_open(job, w);
+    job->pending_rows -= w->rows.n;
+    w->meta.flags |= flags;
+    if (w->meta.index > job->closed_max)
+        job->closed_max = w->meta.index;
+    struct sfd_stored *s = store_rows(job, w);
+    free(w);
+    d->ctr.windows_closed++;
+
+    r = sfd_rows_view(job, &s->rows, &view);
+    if (r < 0)
+        goto out;
+    bool dense = job->world_size <= job->gates.dense_max_ranks;
+    r = sf_summary_build(&job->schema, &s->meta, view, s->rows.n, dense, &summary);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, job->id, "window %lld: summary failed: %s",
+                (long long)s->meta.index, strerror(-r));
+        goto out;
+    }
+    if (d->on_summary != NULL) {
+        r = d->on_summary(d, job, summary, d->on_summary_data);
+        summary = NULL;     /* the hook owns it */
+        goto out;
+    }
+    sf_report *report;
+    r = sf_report_compute(summary, &job->gates, &report);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, job->id, "window %lld: report failed: %s",
+                (long long)s->meta.index, strerror(-r));
+        goto out;
+    }
+    r = sfd_job_store_report(job, report);
+out:
+    sf_summary_free(summary);
+    free(view);
+    return r;
+}
+
+void sfd_window_close_all(struct sfd_job *job, uint32_t flags)
+{
+    while (job->n_open > 0) {
+        /* lowest index first, so the kept windows stay in order */
+        uint32_t lo = 0;
+        for (uint32_t i = 1; i < job->n_open; i++)
+            if (job->open[i]->meta.index < job->open[lo]->meta.index)
+                lo = i;
+        sfd_window_close(job, job->open[lo], flags);
+    }
+}
+
+int sfd_job_store_report(struct sfd_job *job, sf_report *report)
+{
+    for (uint32_t i = job->n_stored; i-- > 0;) {
+        struct sfd_stored *s = &job->stored[i];
+        if (s->meta.index == report->meta.index && s->meta.segment == report->meta.segment) {
+            sf_report_free(s->report);
+            s->report = report;
+            sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u report ready",
+                    (long long)s->meta.index, s->meta.segment);
+            sfd_after_window(job->sfd);
+            return 0;
+        }
+    }
+    sf_report_free(report);     /* its window was already evicted */
+    return -ENOENT;
+}
+
+const sf_report *sfd_job_latest_report(const struct sfd_job *job)
+{
+    const sf_report *best = NULL;
+    for (uint32_t i = 0; i < job->n_stored; i++) {
+        const sf_report *r = job->stored[i].report;
+        if (r == NULL)
+            continue;
+        if (best == NULL || r->meta.segment > best->meta.segment ||
+            (r->meta.segment == best->meta.segment && r->meta.index > best->meta.index))
+            best = r;
+    }
+    return best;
+}
+
+static uint64_t tick_job(struct sfd_job *job, uint64_t now)
+{
+    uint64_t next = 0;
+    for (uint32_t i = 0; i < job->n_open;) {
+        struct sfd_window *w = job->open[i];
+        if (w->deadline_ms != 0 && w->deadline_ms <= now) {
+            sfd_window_close(job, w, 0);
+            i = 0;
+            continue;
+        }
+        if (w->deadline_ms != 0 && (next == 0 || w->deadline_ms < next))
+            next = w->deadline_ms;
+        i++;
+    }
+    if (job->n_live == 0 && job->orphan_deadline_ms != 0) {
+        if (job->orphan_deadline_ms <= now) {
+            job->orphan_deadline_ms = 0;
+            while (job->n_open > 0) {
+                uint32_t lo = 0;
+                for (uint32_t i = 1; i < job->n_open; i++)
+                    if (job->open[i]->meta.index < job->open[lo]->meta.index)
+                        lo = i;
+                struct sfd_window *w = job->open[lo];
+                sfd_window_close(job, w, w->deadline_ms ? 0 : SF_WIN_PARTIAL);
+            }
+        } else if (next == 0 || job->orphan_deadline_ms < next) {
+            next = job->orphan_deadline_ms;
+        }
+    }
+    return next;
+}
+
+uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms)
+{
+    uint64_t next = 0;
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        uint64_t n = tick_job(j, now_ms);
+        if (n != 0 && (next == 0 || n < next))
+            next = n;
+    }
+    return next;
+}
