@@ -252,6 +252,8 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     c->last_now = sf__now_ns();
     c->last_flush_ns = c->last_now;
     sf__transport_connect(&c->tr, c->last_now);    /* absent daemon: not an error */
+    /* For the NCCL plugin in this process: the first client's schema wins. */
+    sf__side_publish_schema(c->n_stages, (const char *const *)c->schema.names);
     *ret = c;
     return 0;
 fail:

@@ -35,6 +35,7 @@ static void close_stage(sf_client *c, int64_t now)
     int64_t d = now - c->stage_t0;
     c->cur[id] += d;
     c->open_stage = -1;
+    sf__side_publish_stage(-1);
     if (c->cuda != NULL && (c->schema.forward_mask >> id & 1))
         sf__cuda_forward_end(c->cuda, c->step, d);
 }
@@ -105,6 +106,7 @@ static void start_step(sf_client *c, int64_t step, int64_t now)
     c->cur_flags = 0;
     c->cur_extra_wall = 0;
     take_pending_wait(c);
+    sf__side_publish_step(step);
 }
 
 int sf_step_begin(sf_client *c, int64_t step)
@@ -158,6 +160,7 @@ int sf_stage_begin(sf_client *c, int stage_id)
     }
     c->stage_t0 = tick(c);
     c->open_stage = stage_id;
+    sf__side_publish_stage(stage_id);
     if (c->cuda != NULL && (c->schema.forward_mask >> stage_id & 1))
         sf__cuda_forward_begin(c->cuda, c->step);
     return 0;

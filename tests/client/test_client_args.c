@@ -1,0 +1,338 @@
+/*
+ * Argument checks of the public client API: every rejected argument returns
+ * -EINVAL (one test each), and a disabled client accepts everything as 0.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <stagefrontier/client.h>
+
+#define NO_DAEMON "/nonexistent-stagefrontier-test/ingest.sock"
+
+static int env_setup(void **state)
+{
+    (void)state;
+    unsetenv("SF_JOB_ID");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("LOCAL_RANK");
+    unsetenv("SF_DISABLE");
+    unsetenv("SF_ROLE");
+    unsetenv("SF_EVENT_SAMPLE");
+    setenv("SF_SOCKET", NO_DAEMON, 1);
+    return 0;
+}
+
+static sf_client_options base(void)
+{
+    sf_client_options o;
+    sf_client_options_init(&o);
+    o.job_id = "job-1";
+    return o;
+}
+
+/* Opening with o must fail with -EINVAL and leave ret untouched. */
+static void expect_open_einval(const sf_client_options *o)
+{
+    sf_client *c = (sf_client *)(uintptr_t)0x1;
+    assert_int_equal(sf_client_open(o, &c), -EINVAL);
+    assert_ptr_equal(c, (sf_client *)(uintptr_t)0x1);
+}
+
+static sf_client *open_ok(void)
+{
+    sf_client_options o = base();
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    assert_non_null(c);
+    return c;
+}
+
+static void open_null_opts(void **s) { (void)s; sf_client *c; assert_int_equal(sf_client_open(NULL, &c), -EINVAL); }
+static void open_null_ret(void **s) { (void)s; sf_client_options o = base(); assert_int_equal(sf_client_open(&o, NULL), -EINVAL); }
+static void open_env_null_ret(void **s) { (void)s; assert_int_equal(sf_client_open_env(NULL), -EINVAL); }
+
+static void open_no_job_id(void **s)
+{
+    (void)s;
+    sf_client_options o;
+    sf_client_options_init(&o);
+    expect_open_einval(&o);
+}
+
+static void open_bad_job_id_chars(void **s) { (void)s; sf_client_options o = base(); o.job_id = "job 1"; expect_open_einval(&o); }
+
+static void open_job_id_too_long(void **s)
+{
+    (void)s;
+    char id[SF_CLIENT_MAX_JOB_ID_LEN + 2];
+    memset(id, 'j', sizeof id - 1);
+    id[sizeof id - 1] = '\0';
+    sf_client_options o = base();
+    o.job_id = id;
+    expect_open_einval(&o);
+}
+
+static void open_rank_ge_world(void **s) { (void)s; sf_client_options o = base(); o.rank = 4; o.world_size = 4; expect_open_einval(&o); }
+static void open_world_zero(void **s) { (void)s; sf_client_options o = base(); o.world_size = 0; expect_open_einval(&o); }
+static void open_world_too_big(void **s) { (void)s; sf_client_options o = base(); o.world_size = SF_CLIENT_MAX_WORLD_SIZE + 1; expect_open_einval(&o); }
+static void open_rank_below_minus_one(void **s) { (void)s; sf_client_options o = base(); o.rank = -2; expect_open_einval(&o); }
+
+static void open_env_rank_malformed(void **s)
+{
+    (void)s;
+    setenv("RANK", "3x", 1);
+    sf_client_options o = base();
+    expect_open_einval(&o);
+    unsetenv("RANK");
+}
+
+static void open_socket_empty(void **s) { (void)s; sf_client_options o = base(); o.socket_path = ""; expect_open_einval(&o); }
+
+static void open_socket_too_long(void **s)
+{
+    (void)s;
+    char p[200];
+    memset(p, 'p', sizeof p - 1);
+    p[sizeof p - 1] = '\0';
+    sf_client_options o = base();
+    o.socket_path = p;
+    expect_open_einval(&o);
+}
+
+static void open_role_too_long(void **s)
+{
+    (void)s;
+    char r[SF_CLIENT_MAX_ROLE_LEN + 2];
+    memset(r, 'r', sizeof r - 1);
+    r[sizeof r - 1] = '\0';
+    sf_client_options o = base();
+    o.role = r;
+    expect_open_einval(&o);
+}
+
+static const char *const two[] = {"a", "rest"};
+static void open_one_stage(void **s) { (void)s; sf_client_options o = base(); o.stage_names = two; o.n_stages = 1; expect_open_einval(&o); }
+
+static void open_too_many_stages(void **s)
+{
+    (void)s;
+    char buf[SF_CLIENT_MAX_STAGES + 1][8];
+    const char *names[SF_CLIENT_MAX_STAGES + 1];
+    for (int i = 0; i <= SF_CLIENT_MAX_STAGES; i++) {
+        snprintf(buf[i], sizeof buf[i], "s%d", i);
+        names[i] = buf[i];
+    }
+    sf_client_options o = base();
+    o.stage_names = names;
+    o.n_stages = SF_CLIENT_MAX_STAGES + 1;
+    expect_open_einval(&o);
+}
+
+static void open_duplicate_stage(void **s)
+{
+    (void)s;
+    static const char *const dup[] = {"a", "a", "rest"};
+    sf_client_options o = base();
+    o.stage_names = dup;
+    o.n_stages = 3;
+    expect_open_einval(&o);
+}
+
+static void open_stage_name_space(void **s)
+{
+    (void)s;
+    static const char *const bad[] = {"a b", "rest"};
+    sf_client_options o = base();
+    o.stage_names = bad;
+    o.n_stages = 2;
+    expect_open_einval(&o);
+}
+
+static void open_stage_name_null(void **s)
+{
+    (void)s;
+    static const char *const bad[] = {NULL, "rest"};
+    sf_client_options o = base();
+    o.stage_names = bad;
+    o.n_stages = 2;
+    expect_open_einval(&o);
+}
+
+static void open_stage_name_too_long(void **s)
+{
+    (void)s;
+    char n[SF_CLIENT_MAX_NAME_LEN + 2];
+    memset(n, 'n', sizeof n - 1);
+    n[sizeof n - 1] = '\0';
+    const char *names[] = {n, "rest"};
+    sf_client_options o = base();
+    o.stage_names = names;
+    o.n_stages = 2;
+    expect_open_einval(&o);
+}
+
+static void open_bad_group(void **s)
+{
+    (void)s;
+    static const char *const groups[] = {"g,1", ""};
+    sf_client_options o = base();
+    o.stage_names = two;
+    o.stage_groups = groups;
+    o.n_stages = 2;
+    expect_open_einval(&o);
+}
+
+static void open_groups_without_names(void **s)
+{
+    (void)s;
+    static const char *const groups[] = {"g", "h"};
+    sf_client_options o = base();
+    o.stage_groups = groups;
+    o.n_stages = 2;
+    expect_open_einval(&o);
+}
+
+static void open_accumulation_too_big(void **s) { (void)s; sf_client_options o = base(); o.accumulation = SF_CLIENT_MAX_ACCUMULATION + 1; expect_open_einval(&o); }
+/* 3K + 3 default stages must fit in 64. */
+static void open_accumulation_too_many_stages(void **s) { (void)s; sf_client_options o = base(); o.accumulation = 21; expect_open_einval(&o); }
+static void open_buffer_too_big(void **s) { (void)s; sf_client_options o = base(); o.buffer_records = SF_CLIENT_MAX_BUFFER + 1; expect_open_einval(&o); }
+static void open_batch_too_big(void **s) { (void)s; sf_client_options o = base(); o.batch_records = SF_CLIENT_MAX_BATCH + 1; expect_open_einval(&o); }
+static void open_fraction_negative(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = -0.1; expect_open_einval(&o); }
+static void open_fraction_above_one(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = 1.5; expect_open_einval(&o); }
+static void open_fraction_nan(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = NAN; expect_open_einval(&o); }
+
+static void open_env_fraction_malformed(void **s)
+{
+    (void)s;
+    setenv("SF_EVENT_SAMPLE", "half", 1);
+    sf_client_options o = base();
+    expect_open_einval(&o);
+    unsetenv("SF_EVENT_SAMPLE");
+}
+
+static void null_client_calls(void **s)
+{
+    (void)s;
+    sf_client_stats st;
+    assert_int_equal(sf_step_begin(NULL, 0), -EINVAL);
+    assert_int_equal(sf_step_end(NULL), -EINVAL);
+    assert_int_equal(sf_stage_begin(NULL, 0), -EINVAL);
+    assert_int_equal(sf_stage_end(NULL, 0), -EINVAL);
+    assert_int_equal(sf_charge_data_wait(NULL, 0, 1), -EINVAL);
+    assert_int_equal(sf_probe_begin(NULL, "p"), -EINVAL);
+    assert_int_equal(sf_probe_end(NULL, "p"), -EINVAL);
+    assert_int_equal(sf_client_flush(NULL), -EINVAL);
+    assert_int_equal(sf_client_get_stats(NULL, &st), -EINVAL);
+    assert_int_equal(sf_stage_id(NULL, "data.next_wait"), -EINVAL);
+    sf_client_close(NULL);  /* accepted */
+}
+
+static void stats_null_ret(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_client_get_stats(c, NULL), -EINVAL); sf_client_close(c); }
+static void stage_id_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_stage_id(c, NULL), -EINVAL); sf_client_close(c); }
+static void stage_id_unknown(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_stage_id(c, "nope"), -ENOENT); sf_client_close(c); }
+static void charge_negative_step(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, -1, 5), -EINVAL); sf_client_close(c); }
+static void charge_negative_ns(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, 0, -5), -EINVAL); sf_client_close(c); }
+static void probe_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_begin(c, NULL), -EINVAL); assert_int_equal(sf_probe_end(c, NULL), -EINVAL); sf_client_close(c); }
+static void probe_empty_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_begin(c, ""), -EINVAL); sf_client_close(c); }
+
+static void probe_name_too_long(void **s)
+{
+    (void)s;
+    char n[SF_CLIENT_MAX_NAME_LEN + 2];
+    memset(n, 'n', sizeof n - 1);
+    n[sizeof n - 1] = '\0';
+    sf_client *c = open_ok();
+    assert_int_equal(sf_probe_begin(c, n), -EINVAL);
+    sf_client_close(c);
+}
+
+static void check_disabled(sf_client *c)
+{
+    assert_int_equal(sf_step_end(c), 0);            /* misuse, yet 0 */
+    assert_int_equal(sf_stage_begin(c, 99), 0);
+    assert_int_equal(sf_step_begin(c, 0), 0);
+    assert_int_equal(sf_step_begin(c, 1), 0);
+    assert_int_equal(sf_stage_begin(c, 0), 0);
+    assert_int_equal(sf_stage_begin(c, 1), 0);
+    assert_int_equal(sf_stage_end(c, 0), 0);
+    assert_int_equal(sf_charge_data_wait(c, 1000, 5), 0);
+    assert_int_equal(sf_probe_end(c, "never-begun"), 0);
+    assert_int_equal(sf_step_end(c), 0);
+    assert_int_equal(sf_client_flush(c), 0);
+    sf_client_stats st;
+    assert_int_equal(sf_client_get_stats(c, &st), 0);
+    assert_int_equal(st.steps, 0);
+    assert_int_equal(st.violations, 0);
+    assert_int_equal(st.send_syscalls, 0);
+    assert_int_equal(st.connects, 0);
+    sf_client_close(c);
+}
+
+static void disabled_option(void **s)
+{
+    (void)s;
+    sf_client_options o;
+    sf_client_options_init(&o);     /* no job id: disabled wins anyway */
+    o.disabled = 1;
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    check_disabled(c);
+}
+
+static void disabled_env(void **s)
+{
+    (void)s;
+    setenv("SF_DISABLE", "1", 1);
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open_env(&c), 0);
+    unsetenv("SF_DISABLE");
+    check_disabled(c);
+}
+
+static void env_resolution(void **s)
+{
+    (void)s;
+    setenv("TORCHELASTIC_RUN_ID", "te-run", 1);
+    setenv("SLURM_JOB_ID", "42", 1);
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open_env(&c), 0);
+    sf_client_close(c);
+    setenv("RANK", "8", 1);         /* rank == world size */
+    assert_int_equal(sf_client_open_env(&c), -EINVAL);
+    env_setup(NULL);
+}
+
+#define T(f) cmocka_unit_test_setup(f, env_setup)
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(open_null_opts), T(open_null_ret), T(open_env_null_ret), T(open_no_job_id),
+        T(open_bad_job_id_chars), T(open_job_id_too_long), T(open_rank_ge_world),
+        T(open_world_zero), T(open_world_too_big), T(open_rank_below_minus_one),
+        T(open_env_rank_malformed), T(open_socket_empty), T(open_socket_too_long),
+        T(open_role_too_long), T(open_one_stage), T(open_too_many_stages),
+        T(open_duplicate_stage), T(open_stage_name_space), T(open_stage_name_null),
+        T(open_stage_name_too_long), T(open_bad_group), T(open_groups_without_names),
+        T(open_accumulation_too_big), T(open_accumulation_too_many_stages),
+        T(open_buffer_too_big), T(open_batch_too_big), T(open_fraction_negative),
+        T(open_fraction_above_one), T(open_fraction_nan), T(open_env_fraction_malformed),
+        T(null_client_calls), T(stats_null_ret), T(stage_id_null_name), T(stage_id_unknown),
+        T(charge_negative_step), T(charge_negative_ns), T(probe_null_name),
+        T(probe_empty_name), T(probe_name_too_long), T(disabled_option), T(disabled_env),
+        T(env_resolution),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
