@@ -1,0 +1,79 @@
+/*
+ * sfctl main: global options (--socket, $SF_QUERY_SOCKET) and the table of
+ * subcommands. Each command lives in its own file and returns an exit code
+ * of sfctl.h; this file only dispatches.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "sfctl.h"
+#include "sfctl_live.h"
+
+/* replay.c provides the real command; until it is built in, say so. */
+__attribute__((weak)) int sfctl_cmd_replay(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "sfctl: replay is not available in this build\n");
+    return SFCTL_EXIT_INTERNAL;
+}
+
+struct sfctl_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *args, *help;
+};
+
+static const struct sfctl_command commands[] = {
+    { "status", sfctl_cmd_status, "[--json]", "daemon counters: connections, records, rejections" },
+    { "jobs", sfctl_cmd_jobs, "[--json]", "jobs visible to the caller" },
+    { "report", sfctl_cmd_report, "[JOB] [--window N | --last N] [--json]",
+      "report of the latest (or a given) window" },
+    { "ranks", sfctl_cmd_ranks, "JOB [--json]", "ranks of a job and their connections" },
+    { "watch", sfctl_cmd_watch, "JOB [--count N] [--interval MS] [--json]",
+      "redraw the report as windows close" },
+    { "record", sfctl_cmd_record, "JOB [-o FILE]", "JSON Lines dump of the kept windows" },
+    { "replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording" },
+    { "peers", sfctl_cmd_peers, "[--json]", "cluster membership (single node: its status)" },
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sfctl [--socket PATH] COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-8s %-42s %s\n", commands[i].name, commands[i].args, commands[i].help);
+    fprintf(f, "\nThe query socket is --socket, else $SF_QUERY_SOCKET, else %s.\n",
+            SFCTL_DEFAULT_SOCKET);
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    while (i < argc && argv[i][0] == '-') {
+        if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+            sfctl_set_socket_path(argv[i + 1]);
+            i += 2;
+        } else if (strncmp(argv[i], "--socket=", 9) == 0) {
+            sfctl_set_socket_path(argv[i] + 9);
+            i++;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return SFCTL_EXIT_OK;
+        } else {
+            usage(stderr);
+            return SFCTL_EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return SFCTL_EXIT_USAGE;
+    }
+    for (size_t c = 0; c < N_COMMANDS; c++)
+        if (strcmp(argv[i], commands[c].name) == 0)
+            return commands[c].run(argc - i, argv + i);
+    fprintf(stderr, "sfctl: unknown command '%s'\n", argv[i]);
+    usage(stderr);
+    return SFCTL_EXIT_USAGE;
+}

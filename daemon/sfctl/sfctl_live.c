@@ -1,0 +1,342 @@
+/*
+ * sfctl's live commands: status, jobs, ranks, peers, report, watch, record.
+ * Each parses its own arguments, asks sfd through sfctl_query and prints;
+ * none computes anything the daemon did not send.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sfctl.h"
+#include "sfctl_live.h"
+
+static int parse_i64(const char *s, int64_t lo, int64_t *ret)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || end == s || v < lo)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+static int usage_error(const char *cmd, const char *text)
+{
+    fprintf(stderr, "usage: sfctl %s %s\n", cmd, text);
+    return SFCTL_EXIT_USAGE;
+}
+
+/* Parses --json and an optional JOB argument (required when need_job). */
+static int simple_args(int argc, char **argv, const char *usage, bool need_job, bool *ret_json,
+                       const char **ret_job)
+{
+    static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+                                          { NULL, 0, NULL, 0 } };
+    int c;
+    *ret_json = false;
+    *ret_job = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
+        if (c != 'j')
+            return usage_error(argv[0], usage);
+        *ret_json = true;
+    }
+    if (optind < argc)
+        *ret_job = argv[optind++];
+    if (optind != argc || (need_job && *ret_job == NULL) || (!need_job && *ret_job != NULL &&
+                                                            strcmp(usage, "[--json]") == 0))
+        return usage_error(argv[0], usage);
+    return SFCTL_EXIT_OK;
+}
+
+static int fetch_json(const struct sfctl_request *req, json_t **ret)
+{
+    char *text;
+    size_t len;
+    int ex = sfctl_query(req, &text, &len);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    json_error_t err;
+    json_t *o = json_loadb(text, len, 0, &err);
+    free(text);
+    if (o == NULL) {
+        fprintf(stderr, "sfctl: malformed answer from sfd: %s\n", err.text);
+        return SFCTL_EXIT_INTERNAL;
+    }
+    *ret = o;
+    return SFCTL_EXIT_OK;
+}
+
+static int print_raw(const struct sfctl_request *req)
+{
+    char *text;
+    size_t len;
+    int ex = sfctl_query(req, &text, &len);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    fwrite(text, 1, len, stdout);
+    if (len > 0 && text[len - 1] != '\n')
+        fputc('\n', stdout);
+    free(text);
+    return fflush(stdout) == 0 ? SFCTL_EXIT_OK : SFCTL_EXIT_INTERNAL;
+}
+
+static long long num(json_t *o, const char *key)
+{
+    return json_integer_value(json_object_get(o, key));
+}
+
+int sfctl_cmd_status(int argc, char **argv)
+{
+    bool js;
+    const char *job;
+    int ex = simple_args(argc, argv, "[--json]", false, &js, &job);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = { .kind = SFCTL_Q_STATUS, .window = -1 };
+    if (js)
+        return print_raw(&req);
+    json_t *o;
+    ex = fetch_json(&req, &o);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    printf("sfd (%s), up %llds\n", json_string_value(json_object_get(o, "mode")),
+           num(o, "uptime_s"));
+    printf("  connections  %lld (query %lld, accepted since start %lld)\n",
+           num(o, "connections"), num(o, "query_connections"), num(o, "connections_accepted"));
+    printf("  jobs         %lld\n", num(o, "jobs"));
+    printf("  records      %lld in %lld batches (warmup %lld)\n", num(o, "records"),
+           num(o, "batches"), num(o, "warmup_records"));
+    printf("  windows      %lld closed\n", num(o, "windows_closed"));
+    printf("  dropped      %lld (reported by clients)\n", num(o, "dropped"));
+    printf("  rejected     %lld\n", num(o, "rejected_total"));
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(o, "rejected"), k, v)
+        if (json_integer_value(v) > 0)
+            printf("    %-22s %lld\n", k, (long long)json_integer_value(v));
+    json_decref(o);
+    return SFCTL_EXIT_OK;
+}
+
+int sfctl_cmd_jobs(int argc, char **argv)
+{
+    bool js;
+    const char *job;
+    int ex = simple_args(argc, argv, "[--json]", false, &js, &job);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = { .kind = SFCTL_Q_JOBS, .window = -1 };
+    if (js)
+        return print_raw(&req);
+    json_t *a;
+    ex = fetch_json(&req, &a);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    printf("%-24s %6s %11s %4s %7s %6s %10s %8s %8s\n", "JOB", "UID", "RANKS", "SEG", "WINDOWS",
+           "LATEST", "RECORDS", "DROPPED", "REJECTED");
+    size_t i;
+    json_t *j;
+    json_array_foreach(a, i, j) {
+        char ranks[32], latest[24] = "-";
+        snprintf(ranks, sizeof(ranks), "%lld/%lld", num(j, "connected_ranks"),
+                 num(j, "world_size"));
+        if (json_is_integer(json_object_get(j, "latest_window")))
+            snprintf(latest, sizeof(latest), "%lld", num(j, "latest_window"));
+        printf("%-24s %6lld %11s %4lld %7lld %6s %10lld %8lld %8lld\n",
+               json_string_value(json_object_get(j, "job_id")), num(j, "uid"), ranks,
+               num(j, "segment"), num(j, "windows"), latest, num(j, "records"),
+               num(j, "dropped"), num(j, "rejected"));
+    }
+    if (json_array_size(a) == 0)
+        printf("(no jobs)\n");
+    json_decref(a);
+    return SFCTL_EXIT_OK;
+}
+
+int sfctl_cmd_ranks(int argc, char **argv)
+{
+    bool js;
+    const char *job;
+    int ex = simple_args(argc, argv, "JOB [--json]", true, &js, &job);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = { .kind = SFCTL_Q_RANKS, .job_id = job, .window = -1 };
+    if (js)
+        return print_raw(&req);
+    json_t *o;
+    ex = fetch_json(&req, &o);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    printf("job %s, world size %lld, segment %lld\n", job, num(o, "world_size"),
+           num(o, "segment"));
+    printf("%6s %9s %8s %-16s %-12s %10s %10s\n", "RANK", "CONNECTED", "PID", "HOST", "ROLE",
+           "RECORDS", "LAST_STEP");
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(o, "ranks"), i, r) {
+        printf("%6lld %9s %8lld %-16s %-12s %10lld %10lld\n", num(r, "rank"),
+               json_is_true(json_object_get(r, "connected")) ? "yes" : "no", num(r, "pid"),
+               json_string_value(json_object_get(r, "host")),
+               json_string_value(json_object_get(r, "role")), num(r, "records"),
+               num(r, "last_step"));
+    }
+    json_decref(o);
+    return SFCTL_EXIT_OK;
+}
+
+int sfctl_cmd_peers(int argc, char **argv)
+{
+    bool js;
+    const char *job;
+    int ex = simple_args(argc, argv, "[--json]", false, &js, &job);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = { .kind = SFCTL_Q_PEERS, .window = -1 };
+    return print_raw(&req);
+}
+
+/* ---- report, watch, record ------------------------------------------------ */
+
+struct report_args {
+    const char *job;
+    int64_t window, count, interval_ms, last;
+    bool json;
+    const char *out;
+};
+
+static int report_args(int argc, char **argv, struct report_args *a, const char *usage)
+{
+    static const struct option opts[] = {
+        { "window", required_argument, NULL, 'w' }, { "json", no_argument, NULL, 'j' },
+        { "count", required_argument, NULL, 'n' },  { "interval", required_argument, NULL, 'i' },
+        { "last", required_argument, NULL, 'l' },   { "output", required_argument, NULL, 'o' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    *a = (struct report_args){ .window = -1, .count = 0, .interval_ms = 1000, .last = 1 };
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "w:jn:i:l:o:", opts, NULL)) != -1) {
+        int r = 0;
+        switch (c) {
+        case 'w': r = parse_i64(optarg, 0, &a->window); break;
+        case 'j': a->json = true; break;
+        case 'n': r = parse_i64(optarg, 1, &a->count); break;
+        case 'i': r = parse_i64(optarg, 10, &a->interval_ms); break;
+        case 'l': r = parse_i64(optarg, 1, &a->last); break;
+        case 'o': a->out = optarg; break;
+        default: r = -EINVAL;
+        }
+        if (r < 0)
+            return usage_error(argv[0], usage);
+    }
+    if (optind < argc)
+        a->job = argv[optind++];
+    if (optind != argc)
+        return usage_error(argv[0], usage);
+    return SFCTL_EXIT_OK;
+}
+
+int sfctl_cmd_report(int argc, char **argv)
+{
+    struct report_args a;
+    int ex = report_args(argc, argv, &a, "[JOB] [--window N | --last N] [--json]");
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = { .kind = SFCTL_Q_REPORT, .job_id = a.job, .window = a.window,
+                                 .limit = (uint32_t)a.last, .format = a.json ? 0 : 1 };
+    return print_raw(&req);
+}
+
+int sfctl_cmd_record(int argc, char **argv)
+{
+    struct report_args a;
+    int ex = report_args(argc, argv, &a, "JOB [-o FILE]");
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    if (a.job == NULL)
+        return usage_error(argv[0], "JOB [-o FILE]");
+    struct sfctl_request req = { .kind = SFCTL_Q_RECORD, .job_id = a.job, .window = -1 };
+    char *text;
+    size_t len;
+    ex = sfctl_query(&req, &text, &len);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    FILE *f = a.out ? fopen(a.out, "we") : stdout;
+    if (f == NULL) {
+        fprintf(stderr, "sfctl: cannot write %s: %s\n", a.out, strerror(errno));
+        free(text);
+        return SFCTL_EXIT_INTERNAL;
+    }
+    bool ok = fwrite(text, 1, len, f) == len;
+    ok = (a.out ? fclose(f) == 0 : fflush(f) == 0) && ok;
+    free(text);
+    if (!ok) {
+        fprintf(stderr, "sfctl: write failed: %s\n", strerror(errno));
+        return SFCTL_EXIT_INTERNAL;
+    }
+    return SFCTL_EXIT_OK;
+}
+
+static volatile sig_atomic_t watch_stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    watch_stop = 1;
+}
+
+int sfctl_cmd_watch(int argc, char **argv)
+{
+    struct report_args a;
+    const char *usage = "JOB [--count N] [--interval MS] [--json]";
+    int ex = report_args(argc, argv, &a, usage);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    if (a.job == NULL)
+        return usage_error(argv[0], usage);
+    struct sigaction sa = { .sa_handler = on_sigint };
+    sigaction(SIGINT, &sa, NULL);   /* no SA_RESTART: poll() below wakes up */
+    bool tty = isatty(STDOUT_FILENO);
+    char *shown = NULL;
+    int64_t drawn = 0;
+    struct sfctl_request req = { .kind = SFCTL_Q_REPORT, .job_id = a.job, .window = -1,
+                                 .format = a.json ? 0 : 1 };
+    ex = SFCTL_EXIT_OK;
+    while (!watch_stop && (a.count == 0 || drawn < a.count)) {
+        char *text;
+        size_t len;
+        ex = sfctl_query(&req, &text, &len);
+        if (ex == SFCTL_EXIT_NOT_FOUND && shown == NULL) {
+            ex = SFCTL_EXIT_OK;     /* the job's first window has not closed yet */
+        } else if (ex != SFCTL_EXIT_OK) {
+            break;
+        } else if (shown == NULL || strcmp(shown, text) != 0) {
+            if (tty)
+                fputs("\033[H\033[2J", stdout);
+            fwrite(text, 1, len, stdout);
+            if (len > 0 && text[len - 1] != '\n')
+                fputc('\n', stdout);
+            fflush(stdout);
+            free(shown);
+            shown = text;
+            text = NULL;
+            drawn++;
+        }
+        free(text);
+        if (a.count != 0 && drawn >= a.count)
+            break;
+        poll(NULL, 0, (int)a.interval_ms);
+    }
+    free(shown);
+    return ex;
+}

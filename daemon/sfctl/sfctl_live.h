@@ -1,0 +1,42 @@
+/*
+ * sfctl's live commands and their query-socket client. The commands talk to
+ * a running sfd; sfctl_query.c owns the socket protocol, sfctl_live.c the
+ * commands' output. Exit codes come from sfctl.h.
+ */
+#ifndef SFCTL_LIVE_H
+#define SFCTL_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SFCTL_DEFAULT_SOCKET "/run/stagefrontier/query.sock"
+
+enum sfctl_kind { SFCTL_Q_STATUS = 0, SFCTL_Q_JOBS, SFCTL_Q_REPORT, SFCTL_Q_RANKS,
+                  SFCTL_Q_RECORD, SFCTL_Q_PEERS };
+
+struct sfctl_request {
+    enum sfctl_kind kind;
+    const char *job_id;         /* NULL: none */
+    int64_t window;             /* -1: latest */
+    uint32_t limit;             /* 0: default */
+    uint32_t format;            /* 0 JSON, 1 text */
+};
+
+/* The socket path in force: --socket, else $SF_QUERY_SOCKET, else the default. */
+const char *sfctl_socket_path(void);
+void sfctl_set_socket_path(const char *path);
+
+/* Sends one request and collects the chunked answer. Returns an exit code of
+ * sfctl.h; on SFCTL_EXIT_OK *ret_text (NUL-terminated, malloc'd) holds the
+ * answer. On failure a clear message has been printed to stderr. */
+int sfctl_query(const struct sfctl_request *req, char **ret_text, size_t *ret_len);
+
+int sfctl_cmd_status(int argc, char **argv);
+int sfctl_cmd_jobs(int argc, char **argv);
+int sfctl_cmd_report(int argc, char **argv);
+int sfctl_cmd_ranks(int argc, char **argv);
+int sfctl_cmd_watch(int argc, char **argv);
+int sfctl_cmd_record(int argc, char **argv);
+int sfctl_cmd_peers(int argc, char **argv);
+
+#endif
