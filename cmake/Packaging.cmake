@@ -1,0 +1,76 @@
+# Installation of everything around the binaries (systemd units, sysusers.d and
+# tmpfiles.d entries, the default /etc/stagefrontier/sfd.conf, man pages) and
+# the CPack DEB package. Install rules of binaries and libraries live next to
+# their targets.
+include(GNUInstallDirs)
+
+# Relative to the prefix, as Debian lays them out (/usr/lib/systemd/system...).
+set(SF_SYSTEMD_UNITDIR "lib/systemd/system" CACHE STRING "systemd unit directory, relative to the prefix")
+set(SF_SYSUSERSDIR "lib/sysusers.d" CACHE STRING "sysusers.d directory, relative to the prefix")
+set(SF_TMPFILESDIR "lib/tmpfiles.d" CACHE STRING "tmpfiles.d directory, relative to the prefix")
+set(SF_SFD_INSTALL_DIR "${CMAKE_INSTALL_SBINDIR}" CACHE STRING "where sfd is installed, relative to the prefix")
+
+set(_sf_units sfd.service sfd.socket sfd-query.socket)
+set(_sf_src ${PROJECT_SOURCE_DIR}/systemd)
+set(_sf_stage ${PROJECT_BINARY_DIR}/sf-install)
+
+install(FILES ${_sf_src}/sysusers.d/stagefrontier.conf DESTINATION ${SF_SYSUSERSDIR} COMPONENT daemon)
+install(FILES ${_sf_src}/tmpfiles.d/stagefrontier.conf DESTINATION ${SF_TMPFILESDIR} COMPONENT daemon)
+install(FILES ${PROJECT_SOURCE_DIR}/docs/man/sfd.8 DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT daemon)
+install(FILES ${PROJECT_SOURCE_DIR}/docs/man/sfctl.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT daemon)
+
+# Units and the config name absolute paths, so they are rewritten at install
+# time for the prefix actually used (cmake --install --prefix, or /usr when
+# CPack builds the package). The prefix /usr keeps its config in /etc, as
+# GNUInstallDirs does.
+install(CODE "
+  set(_prefix \"\${CMAKE_INSTALL_PREFIX}\")
+  if(_prefix STREQUAL \"/usr\")
+    set(_etc /etc)
+  else()
+    set(_etc \"\${_prefix}/${CMAKE_INSTALL_SYSCONFDIR}\")
+  endif()
+  file(MAKE_DIRECTORY \"${_sf_stage}\")
+  foreach(_unit ${_sf_units})
+    file(READ \"${_sf_src}/\${_unit}\" _text)
+    string(REPLACE \"/usr/sbin/sfd\" \"\${_prefix}/${SF_SFD_INSTALL_DIR}/sfd\" _text \"\${_text}\")
+    string(REPLACE \"/etc/stagefrontier\" \"\${_etc}/stagefrontier\" _text \"\${_text}\")
+    file(WRITE \"${_sf_stage}/\${_unit}\" \"\${_text}\")
+  endforeach()
+  set(_unit_files)
+  foreach(_unit ${_sf_units})
+    list(APPEND _unit_files \"${_sf_stage}/\${_unit}\")
+  endforeach()
+  file(INSTALL DESTINATION \"\${_prefix}/${SF_SYSTEMD_UNITDIR}\" TYPE FILE
+       PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES \${_unit_files})
+  # An operator's edited config is never overwritten by cmake --install.
+  if(EXISTS \"\$ENV{DESTDIR}\${_etc}/stagefrontier/sfd.conf\")
+    message(STATUS \"Keeping: \$ENV{DESTDIR}\${_etc}/stagefrontier/sfd.conf\")
+  else()
+    file(INSTALL DESTINATION \"\${_etc}/stagefrontier\" TYPE FILE
+         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES \"${_sf_src}/sfd.conf\")
+  endif()
+" COMPONENT daemon)
+
+# ---- CPack: one .deb with the daemon, the CLI, the client library and units.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME stagefrontier)
+set(CPACK_PACKAGE_VENDOR "StageFrontier")
+set(CPACK_PACKAGE_CONTACT "StageFrontier maintainers <stagefrontier@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "per-step stage telemetry for distributed training")
+set(CPACK_PACKAGE_DESCRIPTION "sfd, the node daemon that turns per-rank stage durations of training jobs into an exact frontier accounting, with sfctl, the client library and the systemd units.")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# Install with DESTDIR and the real prefix, so the install-time rewrite above
+# sees /usr, not the staging directory.
+set(CPACK_SET_DESTDIR ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "prometheus-node-exporter")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    ${_sf_src}/debian/postinst ${_sf_src}/debian/prerm ${_sf_src}/debian/postrm
+    ${_sf_src}/debian/conffiles)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+include(CPack)
