@@ -223,4 +223,50 @@ int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent,
 int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
                             sfd_window_key *ret_key, bool *ret_resent);
 
+/* ---- node.c, link.c, root.c: the running peer layer (libuv) ------------ */
+
+struct uv_loop_s;
+typedef struct sfd_peer_node sfd_peer_node;
+
+enum sfd_peer_log { SFD_PEER_LOG_ERR = 3, SFD_PEER_LOG_WARNING = 4,
+                    SFD_PEER_LOG_NOTICE = 5, SFD_PEER_LOG_INFO = 6 };
+
+typedef struct sfd_peer_hooks {
+    void *ctx;
+    /* Root only: the report JSON of a merged window, malloc'd. The summary
+     * stays owned by the peer layer. */
+    int (*report)(void *ctx, const sfd_window_key *key, const sf_summary *merged,
+                  char **ret_json);
+    /* Every node, once per window key: a report reached this node. */
+    void (*deliver)(void *ctx, const sfd_window_key *key, uint32_t root_id,
+                    uint64_t root_term, const char *json);
+    void (*log)(void *ctx, int priority, const char *msg);
+} sfd_peer_hooks;
+
+typedef struct sfd_peer_counters {
+    uint64_t frames_in, frames_out, bytes_in, bytes_out;
+    uint64_t rejected_mac, rejected_decode, rejected_replay, rejected_stale_term;
+    uint64_t rejected_member, rejected_frame, rejected_conns, send_dropped;
+    uint64_t summaries_sent, summaries_resent, summaries_received;
+    uint64_t merge_duplicates, merge_conflicts, merge_mismatches;
+    uint64_t reports_computed, reports_received, reports_adopted, windows_late;
+    uint64_t root_changes, retained_dropped;
+} sfd_peer_counters;
+
+int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg,
+                      const sfd_peer_key *key, const sfd_peer_hooks *hooks,
+                      sfd_peer_node **ret);
+/* Binds the listener (or adopts an already bound fd >= 0) and starts the
+ * timers; links are dialled from the first tick. */
+int sfd_peer_node_start(sfd_peer_node *node, int listen_fd);
+/* Hands this node's summary of one window to the cluster; takes ownership
+ * of s in every case. The node keeps it until the window's report arrives. */
+int sfd_peer_submit(sfd_peer_node *node, const char *job, sf_summary *s);
+/* Closes every handle; `done` runs once the loop has let go of them all. */
+void sfd_peer_node_close(sfd_peer_node *node, void (*done)(void *ctx), void *ctx);
+/* The PEERS view as JSON text (malloc'd). */
+int sfd_peer_status_json(sfd_peer_node *node, char **ret_json);
+const sfd_peer_counters *sfd_peer_node_counters(const sfd_peer_node *node);
+uint32_t sfd_peer_node_root(sfd_peer_node *node);
+
 #endif

@@ -1,0 +1,392 @@
+/*
+ * Peer links over libuv TCP. Each node dials every other member and sends
+ * only on its own outbound connection (so one sender's sequence numbers
+ * arrive in order), and reads only from inbound ones. Owns connect, backoff,
+ * framing of reads, authentication and replay checks of each frame, and
+ * bounded write queues. It must not interpret payloads: node.c does.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node_internal.h"
+
+#define BACKOFF_MIN_MS 50
+
+typedef struct write_req {
+    uv_write_t req;
+    uint8_t *buf;
+} write_req;
+
+static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ret)
+{
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    memset(ret, 0, sizeof *ret);
+    if (uv_ip4_addr(host, port, &v4) == 0) {
+        memcpy(ret, &v4, sizeof v4);
+        return 0;
+    }
+    if (uv_ip6_addr(host, port, &v6) == 0) {
+        memcpy(ret, &v6, sizeof v6);
+        return 0;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+        return -EHOSTUNREACH;
+    memcpy(ret, res->ai_addr, res->ai_addrlen);
+    if (ret->ss_family == AF_INET)
+        ((struct sockaddr_in *)ret)->sin_port = htons(port);
+    else
+        ((struct sockaddr_in6 *)ret)->sin6_port = htons(port);
+    freeaddrinfo(res);
+    return 0;
+}
+
+int sfd_peer_links_init(sfd_peer_node *node)
+{
+    const sfd_peer_config *cfg = &node->cfg;
+    node->links = calloc(cfg->n_members, sizeof *node->links);
+    if (node->links == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < cfg->n_members; i++) {
+        const sfd_peer_member *m = &cfg->members[i];
+        if (m->id == cfg->node_id)
+            continue;
+        sfd_peer_link *l = &node->links[node->n_links++];
+        l->id = m->id;
+        l->addr_ok = resolve(m->host, m->port, &l->addr) == 0;
+        l->backoff_ms = BACKOFF_MIN_MS;
+    }
+    return 0;
+}
+
+sfd_peer_link *sfd_peer_link_find(sfd_peer_node *node, uint32_t id)
+{
+    uint32_t lo = 0, hi = node->n_links;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (node->links[mid].id == id)
+            return &node->links[mid];
+        if (node->links[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* ---- closing ------------------------------------------------------------ */
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    sfd_peer_conn *conn = h->data;
+    sfd_peer_node *node = conn->node;
+    sfd_peer_framer_clear(&conn->framer);
+    free(conn);
+    sfd_peer_handle_closed(node);
+}
+
+void sfd_peer_conn_close(sfd_peer_conn *conn)
+{
+    if (conn == NULL || conn->closing)
+        return;
+    sfd_peer_node *node = conn->node;
+    conn->closing = true;
+    if (conn->outbound) {
+        sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id);
+        if (l != NULL && l->out == conn) {
+            l->out = NULL;
+            uint64_t now = sfd_peer_now(node);
+            l->next_attempt_ms = now + l->backoff_ms;
+            l->backoff_ms *= 2;
+            if (l->backoff_ms > node->cfg.failure_timeout_ms)
+                l->backoff_ms = node->cfg.failure_timeout_ms;
+        }
+    } else {
+        for (sfd_peer_conn **p = &node->inbound; *p; p = &(*p)->next) {
+            if (*p == conn) {
+                *p = conn->next;
+                node->n_inbound--;
+                break;
+            }
+        }
+    }
+    uv_close((uv_handle_t *)&conn->tcp, on_conn_closed);
+}
+
+static sfd_peer_conn *conn_new(sfd_peer_node *node, bool outbound)
+{
+    sfd_peer_conn *conn = calloc(1, sizeof *conn);
+    if (conn == NULL)
+        return NULL;
+    if (uv_tcp_init(node->loop, &conn->tcp) < 0) {
+        free(conn);
+        return NULL;
+    }
+    node->open_handles++;
+    conn->tcp.data = conn;
+    conn->node = node;
+    conn->outbound = outbound;
+    conn->opened_ms = sfd_peer_now(node);
+    sfd_peer_framer_init(&conn->framer);
+    uv_tcp_nodelay(&conn->tcp, 1);
+    return conn;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+/* A connection carries one sender; a newer connection from the same sender
+ * replaces the older ones, which a cut link may have left half open. */
+static void adopt_sender(sfd_peer_conn *conn, uint32_t from)
+{
+    sfd_peer_node *node = conn->node;
+    conn->peer_id = from;
+    sfd_peer_conn *c = node->inbound;
+    while (c != NULL) {
+        sfd_peer_conn *next = c->next;
+        if (c != conn && c->peer_id == from)
+            sfd_peer_conn_close(c);
+        c = next;
+    }
+}
+
+static int reject(sfd_peer_conn *conn, uint64_t *counter, const char *what, int r)
+{
+    (*counter)++;
+    if ((*counter & (*counter - 1)) == 0)
+        sfd_peer_logf(conn->node, SFD_PEER_LOG_WARNING,
+                      "peer: rejected %s from %s%u (%llu so far)", what,
+                      conn->peer_id ? "node " : "unauthenticated connection ",
+                      conn->peer_id, (unsigned long long)*counter);
+    return r;
+}
+
+static int on_frame(void *ctx, uint8_t *body, uint32_t len)
+{
+    sfd_peer_conn *conn = ctx;
+    sfd_peer_node *node = conn->node;
+    Stagefrontier__PeerEnvelope *env = NULL;
+    sfd_peer_msg msg;
+    node->c.frames_in++;
+    int r = sfd_peer_open(&node->key, body, len, &env, &msg);
+    if (r == -EPERM)
+        return reject(conn, &node->c.rejected_mac, "a message with a wrong MAC", -EPERM);
+    if (r < 0)
+        return reject(conn, &node->c.rejected_decode, "an undecodable envelope", r);
+    sfd_peer_link *l = sfd_peer_link_find(node, msg.from);
+    if (l == NULL || msg.dest != node->cfg.node_id ||
+        (conn->peer_id != 0 && conn->peer_id != msg.from)) {
+        stagefrontier__peer_envelope__free_unpacked(env, NULL);
+        return reject(conn, &node->c.rejected_member, "a message for or from a non-member", -EPERM);
+    }
+    if (!sfd_peer_replay_fresh(&l->replay, msg.epoch, msg.seq)) {
+        stagefrontier__peer_envelope__free_unpacked(env, NULL);
+        reject(conn, &node->c.rejected_replay, "a replayed message", 0);
+        return 0;
+    }
+    sfd_peer_replay_commit(&l->replay, msg.epoch, msg.seq);
+    if (conn->peer_id == 0)
+        adopt_sender(conn, msg.from);
+    sfd_peer_dispatch(node, &msg);
+    stagefrontier__peer_envelope__free_unpacked(env, NULL);
+    return 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    sfd_peer_conn *conn = s->data;
+    sfd_peer_node *node = conn->node;
+    if (n > 0 && !conn->closing) {
+        node->c.bytes_in += (uint64_t)n;
+        int r = sfd_peer_framer_feed(&conn->framer, (const uint8_t *)buf->base, (size_t)n,
+                                     on_frame, conn);
+        if (r == -EMSGSIZE)
+            reject(conn, &node->c.rejected_frame, "an oversized or empty frame", r);
+        if (r < 0)
+            sfd_peer_conn_close(conn);
+    } else if (n < 0) {
+        sfd_peer_conn_close(conn);
+    }
+    free(buf->base);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    sfd_peer_node *node = server->data;
+    if (status < 0 || node->closing)
+        return;
+    sfd_peer_conn *conn = conn_new(node, false);
+    if (conn == NULL)
+        return;
+    if (uv_accept(server, (uv_stream_t *)&conn->tcp) < 0 ||
+        node->n_inbound >= 4 * node->cfg.n_members + 16) {
+        node->c.rejected_conns++;
+        conn->closing = true;
+        uv_close((uv_handle_t *)&conn->tcp, on_conn_closed);
+        return;
+    }
+    conn->next = node->inbound;
+    node->inbound = conn;
+    node->n_inbound++;
+    conn->connected = true;
+    uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+}
+
+int sfd_peer_listen(sfd_peer_node *node, int listen_fd)
+{
+    int r = uv_tcp_init(node->loop, &node->listener);
+    if (r < 0)
+        return r;
+    node->open_handles++;
+    node->listening = true;
+    node->listener.data = node;
+    if (listen_fd >= 0) {
+        r = uv_tcp_open(&node->listener, listen_fd);
+    } else {
+        const sfd_peer_config *cfg = &node->cfg;
+        const sfd_peer_member *self = &cfg->members[sfd_peer_config_index(cfg, cfg->node_id)];
+        struct sockaddr_storage addr;
+        r = resolve(cfg->listen_host[0] ? cfg->listen_host : self->host,
+                    cfg->listen_port ? cfg->listen_port : self->port, &addr);
+        if (r == 0)
+            r = uv_tcp_bind(&node->listener, (struct sockaddr *)&addr, 0);
+    }
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&node->listener, 128, on_connection);
+    return r;
+}
+
+/* ---- dialling ------------------------------------------------------------ */
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    sfd_peer_conn *conn = req->data;
+    if (conn->closing)
+        return;
+    if (status < 0) {
+        sfd_peer_conn_close(conn);
+        return;
+    }
+    conn->connected = true;
+    sfd_peer_link *l = sfd_peer_link_find(conn->node, conn->peer_id);
+    if (l != NULL)
+        l->backoff_ms = BACKOFF_MIN_MS;
+    /* Outbound links carry no replies; reading only notices the close. */
+    uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+}
+
+static void dial(sfd_peer_node *node, sfd_peer_link *l)
+{
+    sfd_peer_conn *conn = conn_new(node, true);
+    if (conn == NULL)
+        return;
+    conn->peer_id = l->id;
+    conn->connect_req.data = conn;
+    l->out = conn;
+    if (uv_tcp_connect(&conn->connect_req, &conn->tcp, (struct sockaddr *)&l->addr,
+                       on_connect) < 0)
+        sfd_peer_conn_close(conn);
+}
+
+void sfd_peer_links_tick(sfd_peer_node *node, uint64_t now)
+{
+    for (uint32_t i = 0; i < node->n_links; i++) {
+        sfd_peer_link *l = &node->links[i];
+        if (!l->addr_ok)
+            continue;
+        if (l->out == NULL && now >= l->next_attempt_ms) {
+            dial(node, l);
+            continue;
+        }
+        /* A link to a member we have not heard from may be a dead TCP
+         * connection across a cut; dial afresh so a heal is noticed. */
+        if (l->out != NULL && now - l->out->opened_ms > node->cfg.failure_timeout_ms &&
+            (!l->out->connected || !sfd_elect_is_live(&node->elect, now, l->id)))
+            sfd_peer_conn_close(l->out);
+    }
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void on_write(uv_write_t *req, int status)
+{
+    write_req *w = (write_req *)req;
+    (void)status;
+    free(w->buf);
+    free(w);
+}
+
+int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type,
+                      const uint8_t *payload, size_t len)
+{
+    sfd_peer_link *l = sfd_peer_link_find(node, dest);
+    if (l == NULL)
+        return -EINVAL;
+    sfd_peer_conn *c = l->out;
+    if (c == NULL || !c->connected || c->closing ||
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > SFD_PEER_WRITE_QUEUE_MAX) {
+        node->c.send_dropped++;
+        return -ENOTCONN;
+    }
+    sfd_peer_msg msg = {.from = node->cfg.node_id, .dest = dest, .epoch = node->epoch,
+                        .seq = ++node->seq, .term = node->elect.term, .type = type,
+                        .payload = payload, .payload_len = len};
+    write_req *w = calloc(1, sizeof *w);
+    size_t n = 0;
+    int r = w ? sfd_peer_seal(&node->key, &msg, &w->buf, &n) : -ENOMEM;
+    if (r < 0) {
+        free(w);
+        return r;
+    }
+    uv_buf_t buf = uv_buf_init((char *)w->buf, (unsigned)n);
+    r = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_write);
+    if (r < 0) {
+        free(w->buf);
+        free(w);
+        sfd_peer_conn_close(c);
+        return r;
+    }
+    node->c.frames_out++;
+    node->c.bytes_out += n;
+    return 0;
+}
+
+int sfd_peer_send(sfd_peer_node *node, uint32_t dest, uint32_t type,
+                  const ProtobufCMessage *payload)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int r = sfd_peer_pack(payload, &buf, &len);
+    if (r < 0)
+        return r;
+    r = sfd_peer_send_raw(node, dest, type, buf, len);
+    free(buf);
+    return r;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    sfd_peer_handle_closed(h->data);
+}
+
+void sfd_peer_links_close(sfd_peer_node *node)
+{
+    for (uint32_t i = 0; i < node->n_links; i++)
+        sfd_peer_conn_close(node->links[i].out);
+    while (node->inbound != NULL)
+        sfd_peer_conn_close(node->inbound);
+    if (node->listening) {
+        node->listening = false;
+        uv_close((uv_handle_t *)&node->listener, on_listener_closed);
+    }
+}

@@ -1,0 +1,547 @@
+/*
+ * One node of the cluster: the tick that drives election, heartbeats and
+ * routing; the summaries it holds until their reports arrive (its own, and
+ * the merges it forwards for its children in the fan-in tree); and the
+ * dispatch of authenticated messages. Sockets live in link.c, the root's
+ * merge in root.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "node_internal.h"
+
+#define T(x) STAGEFRONTIER__PEER_ENVELOPE__TYPE__##x
+
+uint64_t sfd_peer_now(sfd_peer_node *node)
+{
+    return uv_now(node->loop);
+}
+
+void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
+{
+    if (node->hooks.log == NULL)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    node->hooks.log(node->hooks.ctx, prio, buf);
+}
+
+/* ---- election actions --------------------------------------------------- */
+
+static void send_heartbeats(sfd_peer_node *node, uint64_t now)
+{
+    Stagefrontier__Heartbeat hb = STAGEFRONTIER__HEARTBEAT__INIT;
+    Stagefrontier__WindowKey keys[SFD_PEER_PENDING_MAX];
+    Stagefrontier__WindowKey *kp[SFD_PEER_PENDING_MAX];
+    hb.node_id = node->cfg.node_id;
+    hb.term = node->elect.term;
+    hb.has_root_id = hb.has_is_root = hb.has_summaries_in_flight = true;
+    hb.root_id = sfd_elect_root(&node->elect, now);
+    hb.is_root = node->elect.role == SFD_ELECT_ROOT;
+    hb.summaries_in_flight = node->n_retained;
+    size_t n = 0;
+    for (sfd_peer_pending *p = node->pending; p && hb.is_root && n < SFD_PEER_PENDING_MAX;
+         p = p->next, n++) {
+        stagefrontier__window_key__init(&keys[n]);
+        keys[n].job_id = p->key.job;
+        keys[n].window = p->key.window;
+        keys[n].segment = p->key.segment;
+        kp[n] = &keys[n];
+    }
+    hb.n_pending = n;
+    hb.pending = kp;
+    for (uint32_t i = 0; i < node->n_links; i++)
+        sfd_peer_send(node, node->links[i].id, T(HEARTBEAT), &hb.base);
+}
+
+static void root_changed(sfd_peer_node *node, uint32_t root)
+{
+    node->c.root_changes++;
+    sfd_peer_logf(node, SFD_PEER_LOG_NOTICE, "peer: root is now %u (term %llu)", root,
+                  (unsigned long long)node->elect.term);
+    if (root != node->cfg.node_id)
+        sfd_peer_root_drop_all(node);
+}
+
+static void apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now)
+{
+    for (uint32_t i = 0; i < out->n; i++) {
+        const sfd_elect_action *a = &out->a[i];
+        if (a->type == SFD_ELECT_SEND_CLAIM) {
+            Stagefrontier__RootClaim m = STAGEFRONTIER__ROOT_CLAIM__INIT;
+            m.candidate_id = a->candidate;
+            m.term = a->term;
+            for (uint32_t k = 0; k < node->n_links; k++)
+                sfd_peer_send(node, node->links[k].id, T(ROOT_CLAIM), &m.base);
+        } else if (a->type == SFD_ELECT_SEND_VOTE) {
+            Stagefrontier__RootVote m = STAGEFRONTIER__ROOT_VOTE__INIT;
+            m.candidate_id = a->candidate;
+            m.term = a->term;
+            m.granted = a->granted;
+            sfd_peer_send(node, a->to, T(ROOT_VOTE), &m.base);
+        } else if (a->type == SFD_ELECT_SEND_HEARTBEAT) {
+            send_heartbeats(node, now);
+        } else if (a->type == SFD_ELECT_ROOT_CHANGED) {
+            root_changed(node, a->root);
+        }
+    }
+}
+
+/* ---- retained summaries and the fan-in tree ------------------------------ */
+
+static bool flush_ready(sfd_peer_node *node, const sfd_peer_retained *r, uint64_t now)
+{
+    if (!r->holding)
+        return true;
+    uint32_t kids = sfd_peer_tree_children(&node->elect, now, node->cfg.fanout);
+    return r->children >= kids || now - r->created_ms >= node->cfg.tree_hold_ms;
+}
+
+static void send_retained(sfd_peer_node *node, sfd_peer_retained *r, uint32_t target,
+                          uint64_t now)
+{
+    bool resent = r->sent_to != 0 || r->resent ||
+                  now - r->created_ms > node->cfg.summary_deadline_ms;
+    uint32_t was = r->sent_to;
+    r->sent_to = target;
+    r->sent_term = node->elect.term;
+    r->sent_ms = now;
+    if (resent)
+        node->c.summaries_resent++;
+    else
+        node->c.summaries_sent++;
+    if (target == node->cfg.node_id) {
+        /* May publish the report, which frees r: r is not touched after. */
+        sfd_peer_root_accept(node, &r->key, r->s, resent, target);
+        return;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = sfd_peer_summary_pack(r->s, r->key.job, resent, node->cfg.node_id, &buf, &len);
+    if (rc == 0)
+        rc = sfd_peer_send_raw(node, target, T(SUMMARY), buf, len);
+    free(buf);
+    if (rc < 0)
+        r->sent_to = was;       /* not sent: due again on the next tick */
+}
+
+static bool is_due(const sfd_peer_node *node, const sfd_peer_retained *r, uint32_t target,
+                   uint64_t now)
+{
+    return r->sent_to != target || r->sent_term != node->elect.term ||
+           now - r->sent_ms >= 2 * (uint64_t)node->cfg.summary_deadline_ms;
+}
+
+/* Sends what is due: first sends, resends after a root or parent change,
+ * and periodic resends of summaries whose report never came. */
+static void route_retained(sfd_peer_node *node, uint64_t now)
+{
+    uint32_t root = sfd_elect_root(&node->elect, now);
+    uint32_t self = node->cfg.node_id;
+    uint32_t target = root == self ? root
+                                   : sfd_peer_tree_parent(&node->elect, now, node->cfg.fanout);
+    if (root == 0 || target == 0)
+        return;
+restart:
+    for (sfd_peer_retained *r = node->retained; r; r = r->next) {
+        if (!flush_ready(node, r, now))
+            continue;
+        r->holding = false;
+        if (!is_due(node, r, target, now))
+            continue;
+        send_retained(node, r, target, now);
+        /* Merging into our own pending window may have freed entries; each
+         * pass leaves one more entry not due, so this ends. */
+        if (target == self)
+            goto restart;
+    }
+}
+
+static void retained_add(sfd_peer_node *node, sfd_peer_retained *r)
+{
+    if (node->n_retained >= node->cfg.retained_max) {
+        /* Drop the oldest: its report is overdue and the bound is firm. */
+        sfd_peer_retained **p = &node->retained;
+        while ((*p)->next != NULL)
+            p = &(*p)->next;
+        sf_summary_free((*p)->s);
+        free(*p);
+        *p = NULL;
+        node->n_retained--;
+        node->c.retained_dropped++;
+    }
+    r->next = node->retained;
+    node->retained = r;
+    node->n_retained++;
+}
+
+int sfd_peer_submit(sfd_peer_node *node, const char *job, sf_summary *s)
+{
+    if (node == NULL || s == NULL || job == NULL || !sfd_peer_job_id_valid(job, strlen(job))) {
+        sf_summary_free(s);
+        return -EINVAL;
+    }
+    sfd_window_key key = {.window = s->meta.index, .segment = s->meta.segment};
+    strcpy(key.job, job);
+    if (sfd_peer_report_find(node, &key) != NULL) {
+        sf_summary_free(s);
+        return -EALREADY;
+    }
+    sfd_peer_retained *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        sf_summary_free(s);
+        return -ENOMEM;
+    }
+    r->key = key;
+    r->s = s;
+    r->own = true;
+    r->created_ms = sfd_peer_now(node);
+    retained_add(node, r);
+    route_retained(node, sfd_peer_now(node));
+    return 0;
+}
+
+/* A child's summary on its way to the root: merged into the forward buffer
+ * for its window while that still holds, else kept as its own entry. */
+static void forward_child(sfd_peer_node *node, const sfd_window_key *key, sf_summary *s,
+                          bool resent)
+{
+    for (sfd_peer_retained *r = node->retained; r; r = r->next) {
+        if (r->own || !r->holding || !sfd_window_key_equal(&r->key, key))
+            continue;
+        int rc = sf_summary_merge(r->s, s);
+        if (rc == 0) {
+            r->children++;
+            r->resent |= resent;
+        } else if (rc == -EALREADY) {
+            node->c.merge_duplicates++;
+        } else {
+            continue;
+        }
+        sf_summary_free(s);
+        return;
+    }
+    sfd_peer_retained *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        sf_summary_free(s);
+        return;
+    }
+    r->key = *key;
+    r->s = s;
+    r->holding = true;
+    r->resent = resent;
+    r->children = 1;
+    r->created_ms = sfd_peer_now(node);
+    retained_add(node, r);
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+static bool stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now, const char *what)
+{
+    sfd_elect_out out = {0};
+    int r = sfd_elect_on_term(&node->elect, now, msg->from, msg->term, &out);
+    apply(node, &out, now);
+    if (r == 0)
+        return false;
+    node->c.rejected_stale_term++;
+    sfd_peer_logf(node, SFD_PEER_LOG_WARNING,
+                  "peer: rejected %s from node %u: stale term %llu < %llu", what, msg->from,
+                  (unsigned long long)msg->term, (unsigned long long)node->elect.term);
+    return true;
+}
+
+static void on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
+{
+    Stagefrontier__Heartbeat *hb =
+        stagefrontier__heartbeat__unpack(NULL, msg->payload_len, msg->payload);
+    if (hb == NULL || hb->node_id != msg->from || hb->n_pending > SFD_PEER_PENDING_MAX) {
+        node->c.rejected_decode++;
+        goto out;
+    }
+    sfd_peer_link *l = sfd_peer_link_find(node, msg->from);
+    l->last_heartbeat_ms = now;
+    l->in_flight = hb->summaries_in_flight;
+    l->term_seen = msg->term;
+    l->root_seen = hb->root_id;
+    sfd_elect_out eo = {0};
+    sfd_elect_on_heartbeat(&node->elect, now, msg->from, msg->term, hb->is_root, &eo);
+    apply(node, &eo, now);
+    if (!hb->is_root || sfd_elect_root(&node->elect, now) != msg->from)
+        goto out;
+    /* The root is collecting windows we already hold reports of: hand them
+     * back so it adopts them instead of reporting twice. */
+    for (size_t i = 0; i < hb->n_pending; i++) {
+        const Stagefrontier__WindowKey *k = hb->pending[i];
+        sfd_window_key key = {.window = k->window, .segment = k->segment};
+        size_t n = strnlen(k->job_id, SFD_PEER_JOB_MAX + 1);
+        if (!sfd_peer_job_id_valid(k->job_id, n))
+            continue;
+        memcpy(key.job, k->job_id, n + 1);
+        const sfd_peer_report *r = sfd_peer_report_find(node, &key);
+        if (r != NULL)
+            sfd_peer_report_send(node, msg->from, r);
+    }
+out:
+    stagefrontier__heartbeat__free_unpacked(hb, NULL);
+}
+
+static void on_claim(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
+{
+    Stagefrontier__RootClaim *m =
+        stagefrontier__root_claim__unpack(NULL, msg->payload_len, msg->payload);
+    if (m == NULL || m->candidate_id != msg->from || m->term != msg->term) {
+        node->c.rejected_decode++;
+    } else {
+        sfd_elect_out eo = {0};
+        sfd_elect_on_claim(&node->elect, now, msg->from, msg->term, &eo);
+        apply(node, &eo, now);
+    }
+    stagefrontier__root_claim__free_unpacked(m, NULL);
+}
+
+static void on_vote(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
+{
+    Stagefrontier__RootVote *m =
+        stagefrontier__root_vote__unpack(NULL, msg->payload_len, msg->payload);
+    if (m == NULL || m->candidate_id != node->cfg.node_id || m->term != msg->term) {
+        node->c.rejected_decode++;
+    } else {
+        sfd_elect_out eo = {0};
+        sfd_elect_on_vote(&node->elect, now, msg->from, msg->term, m->granted, &eo);
+        apply(node, &eo, now);
+    }
+    stagefrontier__root_vote__free_unpacked(m, NULL);
+}
+
+static void send_ack(sfd_peer_node *node, uint32_t to, const sfd_window_key *key, int status)
+{
+    Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
+    a.job_id = (char *)key->job;
+    a.window = key->window;
+    a.segment = key->segment;
+    a.status = status;
+    sfd_peer_send(node, to, T(SUMMARY_ACK), &a.base);
+}
+
+static void on_summary(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
+{
+    if (stale(node, msg, now, "a summary"))
+        return;
+    sf_summary *s = NULL;
+    sfd_window_key key;
+    bool resent = false;
+    int r = sfd_peer_summary_unpack(msg->payload, msg->payload_len, &s, &key, &resent);
+    if (r < 0) {
+        node->c.rejected_decode++;
+        sfd_peer_logf(node, SFD_PEER_LOG_WARNING, "peer: rejected a malformed summary from node %u",
+                      msg->from);
+        return;
+    }
+    node->c.summaries_received++;
+    const sfd_peer_report *done = sfd_peer_report_find(node, &key);
+    if (done != NULL) {
+        sfd_peer_report_send(node, msg->from, done);
+        sf_summary_free(s);
+        return;
+    }
+    if (node->elect.role == SFD_ELECT_ROOT) {
+        sfd_peer_root_accept(node, &key, s, resent, msg->from);
+        sf_summary_free(s);
+    } else {
+        forward_child(node, &key, s, resent);
+        route_retained(node, now);
+    }
+    send_ack(node, msg->from, &key, 0);
+}
+
+static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
+{
+    if (stale(node, msg, now, "a report"))
+        return;
+    Stagefrontier__Report *m = stagefrontier__report__unpack(NULL, msg->payload_len, msg->payload);
+    size_t n = m ? strnlen(m->job_id, SFD_PEER_JOB_MAX + 1) : 0;
+    if (m == NULL || !sfd_peer_job_id_valid(m->job_id, n) || m->window < 0 ||
+        strlen(m->json) > SFD_PEER_REPORT_MAX || m->root_id == 0) {
+        node->c.rejected_decode++;
+        goto out;
+    }
+    sfd_window_key key = {.window = m->window, .segment = m->segment};
+    memcpy(key.job, m->job_id, n + 1);
+    node->c.reports_received++;
+    if (node->elect.role == SFD_ELECT_ROOT) {
+        if (sfd_peer_report_find(node, &key) == NULL)
+            node->c.reports_adopted++;
+        sfd_peer_root_publish(node, &key, m->root_id, m->root_term, m->json);
+    } else {
+        sfd_peer_report_store(node, &key, m->root_id, m->root_term, m->json);
+    }
+out:
+    stagefrontier__report__free_unpacked(m, NULL);
+}
+
+void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
+{
+    uint64_t now = sfd_peer_now(node);
+    sfd_elect_heard(&node->elect, now, msg->from);
+    switch (msg->type) {
+    case T(HEARTBEAT): on_heartbeat(node, msg, now); break;
+    case T(ROOT_CLAIM): on_claim(node, msg, now); break;
+    case T(ROOT_VOTE): on_vote(node, msg, now); break;
+    case T(SUMMARY): on_summary(node, msg, now); break;
+    case T(REPORT): on_report(node, msg, now); break;
+    case T(SUMMARY_ACK): if (!stale(node, msg, now, "an acknowledgement")) {} break;
+    default: break;     /* QUERY_FORWARD: answered from pushed reports instead */
+    }
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t)
+{
+    sfd_peer_node *node = t->data;
+    uint64_t now = sfd_peer_now(node);
+    sfd_peer_links_tick(node, now);
+    sfd_elect_out out = {0};
+    sfd_elect_tick(&node->elect, now, &out);
+    apply(node, &out, now);
+    send_heartbeats(node, now);
+    route_retained(node, now);
+    if (node->elect.role == SFD_ELECT_ROOT)
+        sfd_peer_root_tick(node, now);
+}
+
+static uint64_t boot_epoch(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return us ? us : 1;
+}
+
+static int config_copy(sfd_peer_config *dst, const sfd_peer_config *src)
+{
+    *dst = *src;
+    dst->members = malloc(src->n_members * sizeof *src->members);
+    if (dst->members == NULL)
+        return -ENOMEM;
+    memcpy(dst->members, src->members, src->n_members * sizeof *src->members);
+    return 0;
+}
+
+int sfd_peer_node_new(uv_loop_t *loop, const sfd_peer_config *cfg, const sfd_peer_key *key,
+                      const sfd_peer_hooks *hooks, sfd_peer_node **ret)
+{
+    if (loop == NULL || cfg == NULL || key == NULL || ret == NULL ||
+        sfd_peer_config_validate(cfg) < 0)
+        return -EINVAL;
+    sfd_peer_node *node = calloc(1, sizeof *node);
+    uint32_t *ids = calloc(cfg->n_members, sizeof *ids);
+    int r = -ENOMEM;
+    if (node == NULL || ids == NULL || config_copy(&node->cfg, cfg) < 0)
+        goto fail;
+    for (uint32_t i = 0; i < cfg->n_members; i++)
+        ids[i] = cfg->members[i].id;
+    node->loop = loop;
+    node->key = *key;
+    if (hooks != NULL)
+        node->hooks = *hooks;
+    node->epoch = boot_epoch();
+    if ((r = sfd_elect_init(&node->elect, cfg->node_id, ids, cfg->n_members,
+                            cfg->heartbeat_ms, cfg->failure_timeout_ms)) < 0 ||
+        (r = sfd_peer_links_init(node)) < 0)
+        goto fail;
+    free(ids);
+    *ret = node;
+    return 0;
+fail:
+    free(ids);
+    if (node != NULL) {
+        sfd_elect_clear(&node->elect);
+        free(node->links);
+        free(node->cfg.members);
+        free(node);
+    }
+    return r;
+}
+
+int sfd_peer_node_start(sfd_peer_node *node, int listen_fd)
+{
+    int r = sfd_peer_listen(node, listen_fd);
+    if (r < 0)
+        return r;
+    if ((r = uv_timer_init(node->loop, &node->tick)) < 0)
+        return r;
+    node->open_handles++;
+    node->tick.data = node;
+    return uv_timer_start(&node->tick, on_tick, 0, node->cfg.heartbeat_ms);
+}
+
+static void node_free(sfd_peer_node *node)
+{
+    while (node->retained != NULL) {
+        sfd_peer_retained *r = node->retained;
+        node->retained = r->next;
+        sf_summary_free(r->s);
+        free(r);
+    }
+    sfd_peer_root_drop_all(node);
+    sfd_peer_reports_free(node);
+    sfd_elect_clear(&node->elect);
+    free(node->links);
+    free(node->cfg.members);
+    void (*done)(void *) = node->close_done;
+    void *ctx = node->close_ctx;
+    free(node);
+    if (done != NULL)
+        done(ctx);
+}
+
+void sfd_peer_handle_closed(sfd_peer_node *node)
+{
+    if (--node->open_handles == 0 && node->closing)
+        node_free(node);
+}
+
+static void on_tick_closed(uv_handle_t *h)
+{
+    sfd_peer_handle_closed(h->data);
+}
+
+void sfd_peer_node_close(sfd_peer_node *node, void (*done)(void *ctx), void *ctx)
+{
+    if (node == NULL) {
+        if (done != NULL)
+            done(ctx);
+        return;
+    }
+    node->closing = true;
+    node->close_done = done;
+    node->close_ctx = ctx;
+    if (node->open_handles == 0) {
+        node_free(node);
+        return;
+    }
+    if (uv_is_active((uv_handle_t *)&node->tick) || node->tick.data == node)
+        uv_close((uv_handle_t *)&node->tick, on_tick_closed);
+    sfd_peer_links_close(node);
+}
+
+const sfd_peer_counters *sfd_peer_node_counters(const sfd_peer_node *node)
+{
+    return &node->c;
+}
+
+uint32_t sfd_peer_node_root(sfd_peer_node *node)
+{
+    return sfd_elect_root(&node->elect, sfd_peer_now(node));
+}

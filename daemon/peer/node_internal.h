@@ -1,0 +1,139 @@
+/*
+ * The running peer layer's shared state: links (link.c), the node's routing
+ * of summaries and reports (node.c) and the root's window merge (root.c).
+ * Private to daemon/peer.
+ */
+#ifndef SFD_PEER_NODE_INTERNAL_H
+#define SFD_PEER_NODE_INTERNAL_H
+
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "peer.h"
+
+#define SFD_PEER_WRITE_QUEUE_MAX (64u << 20)
+#define SFD_PEER_REPORTS_KEPT    1024
+#define SFD_PEER_PENDING_KEPT    4096
+
+typedef struct sfd_peer_conn {
+    uv_tcp_t tcp;
+    uv_connect_t connect_req;
+    struct sfd_peer_node *node;
+    sfd_peer_framer framer;
+    uint32_t peer_id;           /* outbound: target; inbound: sender once authenticated */
+    bool outbound, connected, closing;
+    uint64_t opened_ms;
+    struct sfd_peer_conn *next; /* inbound list */
+} sfd_peer_conn;
+
+typedef struct sfd_peer_link {
+    uint32_t id;
+    struct sockaddr_storage addr;
+    bool addr_ok;
+    sfd_peer_conn *out;
+    uint64_t backoff_ms, next_attempt_ms;
+    sfd_peer_replay replay;
+    uint64_t last_heartbeat_ms;
+    uint32_t in_flight;         /* as its last heartbeat said */
+    uint64_t term_seen;
+    uint32_t root_seen;
+} sfd_peer_link;
+
+/* A summary this node holds until its window's report arrives: its own, or
+ * a merge of its children's that it forwards toward the root. */
+typedef struct sfd_peer_retained {
+    sfd_window_key key;
+    sf_summary *s;
+    bool own;
+    bool holding;               /* forward buffer still taking children */
+    bool resent;                /* carries a late/resent contribution */
+    uint32_t children;          /* contributions merged while holding */
+    uint64_t created_ms;
+    uint32_t sent_to;           /* 0 not yet sent */
+    uint64_t sent_term;
+    uint64_t sent_ms;
+    struct sfd_peer_retained *next;
+} sfd_peer_retained;
+
+/* A window the root is collecting. */
+typedef struct sfd_peer_pending {
+    sfd_window_key key;
+    sf_summary *s;
+    bool late;
+    uint64_t deadline_ms;
+    struct sfd_peer_pending *next;
+} sfd_peer_pending;
+
+typedef struct sfd_peer_report {
+    sfd_window_key key;
+    uint32_t root_id;
+    uint64_t root_term;
+    char *json;
+    struct sfd_peer_report *next;
+} sfd_peer_report;
+
+struct sfd_peer_node {
+    uv_loop_t *loop;
+    sfd_peer_config cfg;
+    sfd_peer_key key;
+    sfd_peer_hooks hooks;
+    sfd_elect elect;
+    uint64_t epoch, seq;
+    uv_tcp_t listener;
+    bool listening;
+    uv_timer_t tick;
+    uint32_t n_links;           /* other members, id order */
+    sfd_peer_link *links;
+    sfd_peer_conn *inbound;
+    uint32_t n_inbound;
+    sfd_peer_retained *retained;
+    uint32_t n_retained;
+    sfd_peer_pending *pending;
+    uint32_t n_pending;
+    sfd_peer_report *reports;   /* newest first */
+    uint32_t n_reports;
+    uint32_t last_root;
+    sfd_peer_counters c;
+    uint32_t open_handles;
+    bool closing;
+    void (*close_done)(void *ctx);
+    void *close_ctx;
+};
+
+/* link.c */
+int sfd_peer_links_init(sfd_peer_node *node);
+int sfd_peer_listen(sfd_peer_node *node, int listen_fd);
+void sfd_peer_links_tick(sfd_peer_node *node, uint64_t now);
+sfd_peer_link *sfd_peer_link_find(sfd_peer_node *node, uint32_t id);
+/* Seals and queues one message to a member; counted, never blocks. */
+int sfd_peer_send(sfd_peer_node *node, uint32_t dest, uint32_t type,
+                  const ProtobufCMessage *payload);
+int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type,
+                      const uint8_t *payload, size_t len);
+void sfd_peer_conn_close(sfd_peer_conn *conn);
+void sfd_peer_links_close(sfd_peer_node *node);
+void sfd_peer_handle_closed(sfd_peer_node *node);
+
+/* node.c */
+void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg);
+void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+uint64_t sfd_peer_now(sfd_peer_node *node);
+
+/* root.c */
+void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
+                          const sf_summary *s, bool resent, uint32_t from);
+void sfd_peer_root_tick(sfd_peer_node *node, uint64_t now);
+void sfd_peer_root_drop_all(sfd_peer_node *node);
+void sfd_peer_root_publish(sfd_peer_node *node, const sfd_window_key *key,
+                           uint32_t root_id, uint64_t term, const char *json);
+const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node,
+                                            const sfd_window_key *key);
+/* Stores a report once per key and hands it to the host; 1 when new. */
+int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
+                          uint32_t root_id, uint64_t term, const char *json);
+int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r);
+void sfd_peer_reports_free(sfd_peer_node *node);
+void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key);
+
+#endif

@@ -1,0 +1,237 @@
+/*
+ * The root's side of summaries: merging the windows it collects (dedup by
+ * rank coverage), closing each when coverage reaches the world size or at
+ * its deadline, computing the report through the host's hook and pushing
+ * it to every member; and every node's store of reports, which makes each
+ * window's report reach the host exactly once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node_internal.h"
+
+const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node,
+                                            const sfd_window_key *key)
+{
+    for (const sfd_peer_report *r = node->reports; r; r = r->next)
+        if (sfd_window_key_equal(&r->key, key))
+            return r;
+    return NULL;
+}
+
+static void report_free(sfd_peer_report *r)
+{
+    if (r == NULL)
+        return;
+    free(r->json);
+    free(r);
+}
+
+void sfd_peer_reports_free(sfd_peer_node *node)
+{
+    while (node->reports != NULL) {
+        sfd_peer_report *r = node->reports;
+        node->reports = r->next;
+        report_free(r);
+    }
+    node->n_reports = 0;
+}
+
+static void evict_oldest_report(sfd_peer_node *node)
+{
+    sfd_peer_report **p = &node->reports;
+    while (*p != NULL && (*p)->next != NULL)
+        p = &(*p)->next;
+    report_free(*p);
+    *p = NULL;
+    node->n_reports--;
+}
+
+void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key)
+{
+    sfd_peer_retained **p = &node->retained;
+    while (*p != NULL) {
+        sfd_peer_retained *r = *p;
+        if (sfd_window_key_equal(&r->key, key)) {
+            *p = r->next;
+            sf_summary_free(r->s);
+            free(r);
+            node->n_retained--;
+        } else {
+            p = &r->next;
+        }
+    }
+}
+
+static void pending_remove(sfd_peer_node *node, const sfd_window_key *key)
+{
+    for (sfd_peer_pending **p = &node->pending; *p; p = &(*p)->next) {
+        if (sfd_window_key_equal(&(*p)->key, key)) {
+            sfd_peer_pending *x = *p;
+            *p = x->next;
+            sf_summary_free(x->s);
+            free(x);
+            node->n_pending--;
+            return;
+        }
+    }
+}
+
+int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
+                          uint32_t root_id, uint64_t term, const char *json)
+{
+    if (sfd_peer_report_find(node, key) != NULL)
+        return 0;
+    sfd_peer_report *r = calloc(1, sizeof *r);
+    if (r == NULL || (r->json = strdup(json)) == NULL) {
+        free(r);
+        return -ENOMEM;
+    }
+    r->key = *key;
+    r->root_id = root_id;
+    r->root_term = term;
+    r->next = node->reports;
+    node->reports = r;
+    if (++node->n_reports > SFD_PEER_REPORTS_KEPT)
+        evict_oldest_report(node);
+    sfd_peer_retained_drop_key(node, key);
+    pending_remove(node, key);
+    if (node->hooks.deliver != NULL)
+        node->hooks.deliver(node->hooks.ctx, key, root_id, term, json);
+    return 1;
+}
+
+int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r)
+{
+    Stagefrontier__Report m = STAGEFRONTIER__REPORT__INIT;
+    m.job_id = (char *)r->key.job;
+    m.window = r->key.window;
+    m.segment = r->key.segment;
+    m.root_id = r->root_id;
+    m.root_term = r->root_term;
+    m.json = r->json;
+    return sfd_peer_send(node, dest, STAGEFRONTIER__PEER_ENVELOPE__TYPE__REPORT, &m.base);
+}
+
+static void push_report(sfd_peer_node *node, const sfd_peer_report *r)
+{
+    for (uint32_t i = 0; i < node->n_links; i++)
+        sfd_peer_report_send(node, node->links[i].id, r);
+}
+
+/* Stores a report (computed here or adopted from a member that already had
+ * it) and pushes it to every member. */
+void sfd_peer_root_publish(sfd_peer_node *node, const sfd_window_key *key,
+                           uint32_t root_id, uint64_t term, const char *json)
+{
+    if (sfd_peer_report_store(node, key, root_id, term, json) <= 0)
+        return;
+    const sfd_peer_report *r = sfd_peer_report_find(node, key);
+    if (r != NULL)
+        push_report(node, r);
+}
+
+static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
+{
+    sfd_window_key key = p->key;
+    if (sf_summary_covered_ranks(p->s) < p->s->meta.world_size || p->late) {
+        p->s->meta.flags |= SF_WIN_LATE_SUMMARY;
+        node->c.windows_late++;
+    }
+    char *json = NULL;
+    int r = node->hooks.report ? node->hooks.report(node->hooks.ctx, &key, p->s, &json) : -ENOSYS;
+    if (r < 0 || json == NULL) {
+        sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: report of %s window %lld failed: %s",
+                      key.job, (long long)key.window, strerror(-r));
+        pending_remove(node, &key);
+        return;
+    }
+    node->c.reports_computed++;
+    sfd_peer_root_publish(node, &key, node->cfg.node_id, node->elect.term, json);
+    free(json);
+    pending_remove(node, &key);
+}
+
+static sfd_peer_pending *pending_find(sfd_peer_node *node, const sfd_window_key *key)
+{
+    for (sfd_peer_pending *p = node->pending; p; p = p->next)
+        if (sfd_window_key_equal(&p->key, key))
+            return p;
+    return NULL;
+}
+
+static sfd_peer_pending *pending_open(sfd_peer_node *node, const sfd_window_key *key,
+                                      const sf_summary *s, bool resent)
+{
+    if (node->n_pending >= SFD_PEER_PENDING_KEPT)
+        return NULL;
+    sfd_peer_pending *p = calloc(1, sizeof *p);
+    if (p == NULL || sf_summary_clone(s, &p->s) < 0) {
+        free(p);
+        return NULL;
+    }
+    p->key = *key;
+    p->late = resent;
+    p->deadline_ms = sfd_peer_now(node) + node->cfg.summary_deadline_ms;
+    /* Appended: the heartbeat lists the oldest windows first. */
+    sfd_peer_pending **tail = &node->pending;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = p;
+    node->n_pending++;
+    return p;
+}
+
+void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
+                          const sf_summary *s, bool resent, uint32_t from)
+{
+    const sfd_peer_report *done = sfd_peer_report_find(node, key);
+    if (done != NULL) {
+        if (from != node->cfg.node_id)
+            sfd_peer_report_send(node, from, done);
+        return;
+    }
+    sfd_peer_pending *p = pending_find(node, key);
+    if (p == NULL) {
+        p = pending_open(node, key, s, resent);
+        if (p == NULL) {
+            node->c.retained_dropped++;
+            return;
+        }
+    } else {
+        int r = sf_summary_merge(p->s, s);
+        if (r == -EALREADY)
+            node->c.merge_duplicates++;
+        else if (r == -EBUSY)
+            node->c.merge_conflicts++;
+        else if (r < 0)
+            node->c.merge_mismatches++;
+        else if (resent)
+            p->late = true;
+    }
+    if (sf_summary_covered_ranks(p->s) >= p->s->meta.world_size)
+        close_window(node, p);
+}
+
+void sfd_peer_root_tick(sfd_peer_node *node, uint64_t now)
+{
+    sfd_peer_pending *p = node->pending;
+    while (p != NULL) {
+        sfd_peer_pending *next = p->next;
+        if (now >= p->deadline_ms)
+            close_window(node, p);
+        p = next;
+    }
+}
+
+void sfd_peer_root_drop_all(sfd_peer_node *node)
+{
+    while (node->pending != NULL) {
+        sfd_peer_pending *p = node->pending;
+        node->pending = p->next;
+        sf_summary_free(p->s);
+        free(p);
+    }
+    node->n_pending = 0;
+}
