@@ -1,0 +1,642 @@
+/*
+ * The `stagefrontier` Python module: Recorder with step/stage/probe context
+ * managers and a data-loader wrapper, all in C so a `with rec.stage(...)`
+ * costs a dict lookup and two library calls. Owns no timing logic of its
+ * own: every duration comes from libsfclient. Calls run under the GIL, which
+ * is what makes one client per Recorder safe across Python threads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include <stagefrontier/client.h>
+
+#define STAGE_CACHE_MAX 256
+
+static const char *const default_stages[6] = {
+    "data.next_wait",     "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
+    "callbacks.cpu_wall", "optim.step_cpu_wall",     "step.other_cpu_wall",
+};
+
+/* ---- Handle: the client and the step bookkeeping, shared by contexts ---- */
+
+/* Contexts hold the Handle, never the Recorder, so no reference cycle forms
+ * through the Recorder's stage cache. */
+typedef struct {
+    PyObject_HEAD
+    sf_client *c;
+    bool any_step;
+    int64_t last_step;
+    int64_t pending_wait_ns;    /* next() time waiting for its consuming step */
+} Handle;
+
+static void handle_dealloc(Handle *h)
+{
+    sf_client_close(h->c);
+    h->c = NULL;
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier._Handle",
+    .tp_basicsize = sizeof(Handle),
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- StageContext ---- */
+
+typedef struct {
+    PyObject_HEAD
+    Handle *h;
+    int id;                     /* -1: unknown name, counted as a violation */
+} StageContext;
+
+static void stagectx_dealloc(StageContext *s)
+{
+    Py_XDECREF(s->h);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *stagectx_enter(StageContext *s, PyObject *unused)
+{
+    (void)unused;
+    if (s->h->c != NULL)
+        sf_stage_begin(s->h->c, s->id);
+    Py_INCREF(s);
+    return (PyObject *)s;
+}
+
+static PyObject *stagectx_exit(StageContext *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    (void)nargs;
+    if (s->h->c != NULL)
+        sf_stage_end(s->h->c, s->id);
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef stagectx_methods[] = {
+    {"__enter__", (PyCFunction)stagectx_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))stagectx_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StageContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier.StageContext",
+    .tp_basicsize = sizeof(StageContext),
+    .tp_dealloc = (destructor)stagectx_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = stagectx_methods,
+};
+
+/* ---- StepContext ---- */
+
+typedef struct {
+    PyObject_HEAD
+    Handle *h;
+    bool explicit_step;
+    int64_t step;
+} StepContext;
+
+static void stepctx_dealloc(StepContext *s)
+{
+    Py_XDECREF(s->h);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *stepctx_enter(StepContext *s, PyObject *unused)
+{
+    (void)unused;
+    Handle *h = s->h;
+    int64_t step = s->explicit_step ? s->step : h->any_step ? h->last_step + 1 : 0;
+    if (h->c != NULL) {
+        /* The batch this step consumes was fetched before it began. */
+        if (h->pending_wait_ns > 0)
+            sf_charge_data_wait(h->c, step, h->pending_wait_ns);
+        sf_step_begin(h->c, step);
+    }
+    h->pending_wait_ns = 0;
+    h->last_step = step;
+    h->any_step = true;
+    Py_INCREF(s);
+    return (PyObject *)s;
+}
+
+static PyObject *stepctx_exit(StepContext *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    (void)nargs;
+    if (s->h->c != NULL)
+        sf_step_end(s->h->c);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *stepctx_get_step(StepContext *s, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(s->h->last_step);
+}
+
+static PyMethodDef stepctx_methods[] = {
+    {"__enter__", (PyCFunction)stepctx_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))stepctx_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef stepctx_getset[] = {
+    {"step", (getter)stepctx_get_step, NULL, "index of the step last begun", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject StepContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier.StepContext",
+    .tp_basicsize = sizeof(StepContext),
+    .tp_dealloc = (destructor)stepctx_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = stepctx_methods,
+    .tp_getset = stepctx_getset,
+};
+
+/* ---- ProbeContext ---- */
+
+typedef struct {
+    PyObject_HEAD
+    Handle *h;
+    PyObject *name;             /* str; its UTF-8 buffer lives as long as it */
+} ProbeContext;
+
+static void probectx_dealloc(ProbeContext *p)
+{
+    Py_XDECREF(p->h);
+    Py_XDECREF(p->name);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyObject *probectx_enter(ProbeContext *p, PyObject *unused)
+{
+    (void)unused;
+    if (p->h->c != NULL)
+        sf_probe_begin(p->h->c, PyUnicode_AsUTF8(p->name));
+    Py_INCREF(p);
+    return (PyObject *)p;
+}
+
+static PyObject *probectx_exit(ProbeContext *p, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    (void)nargs;
+    if (p->h->c != NULL)
+        sf_probe_end(p->h->c, PyUnicode_AsUTF8(p->name));
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef probectx_methods[] = {
+    {"__enter__", (PyCFunction)probectx_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))probectx_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ProbeContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier.ProbeContext",
+    .tp_basicsize = sizeof(ProbeContext),
+    .tp_dealloc = (destructor)probectx_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = probectx_methods,
+};
+
+/* ---- DataIter: times next() and leaves it for the consuming step ---- */
+
+typedef struct {
+    PyObject_HEAD
+    Handle *h;
+    PyObject *it;
+} DataIter;
+
+static void dataiter_dealloc(DataIter *d)
+{
+    Py_XDECREF(d->h);
+    Py_XDECREF(d->it);
+    Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static PyObject *dataiter_next(DataIter *d)
+{
+    int64_t t0 = now_ns();
+    PyObject *item = PyIter_Next(d->it);
+    if (item != NULL)
+        d->h->pending_wait_ns += now_ns() - t0;
+    return item;    /* NULL without an exception set means StopIteration */
+}
+
+static PyTypeObject DataIterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier.DataIter",
+    .tp_basicsize = sizeof(DataIter),
+    .tp_dealloc = (destructor)dataiter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)dataiter_next,
+};
+
+/* ---- Recorder ---- */
+
+typedef struct {
+    PyObject_HEAD
+    Handle *h;
+    PyObject *stage_cache;      /* str -> StageContext */
+    StepContext *step_ctx;      /* reused by every step() */
+} Recorder;
+
+static void recorder_dealloc(Recorder *r)
+{
+    Py_XDECREF(r->stage_cache);
+    Py_XDECREF(r->step_ctx);
+    Py_XDECREF(r->h);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* Converts a sequence of str (or None where allowed) into a C array that
+ * borrows the strings' UTF-8 buffers; keep seq alive while it is used. */
+static int str_array(PyObject *seq, bool allow_none, const char **out, Py_ssize_t *n)
+{
+    PyObject *fast = PySequence_Fast(seq, "stages and groups must be sequences of str");
+    if (fast == NULL)
+        return -1;
+    *n = PySequence_Fast_GET_SIZE(fast);
+    if (*n > SF_CLIENT_MAX_STAGES) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many stages");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        if (allow_none && o == Py_None) {
+            out[i] = NULL;
+            continue;
+        }
+        if (!PyUnicode_Check(o) || (out[i] = PyUnicode_AsUTF8(o)) == NULL) {
+            Py_DECREF(fast);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "stage names and groups must be str");
+            return -1;
+        }
+    }
+    Py_DECREF(fast);    /* items are owned by seq, which the caller keeps */
+    return 0;
+}
+
+static int raise_open_error(int r)
+{
+    if (r == -ENOMEM)
+        PyErr_NoMemory();
+    else if (r == -EINVAL)
+        PyErr_SetString(PyExc_ValueError,
+                        "stagefrontier: invalid options (job id from job_id, SF_JOB_ID, "
+                        "TORCHELASTIC_RUN_ID or SLURM_JOB_ID; rank < world_size; stage names)");
+    else
+        PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+}
+
+static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"job_id", "socket", "rank", "world_size", "local_rank", "role",
+                             "stages", "groups", "accumulation", "disabled",
+                             "event_sample_fraction", "buffer_records", "batch_records", NULL};
+    sf_client_options o;
+    sf_client_options_init(&o);
+    PyObject *stages = Py_None, *groups = Py_None;
+    int disabled = 0;
+    unsigned int accumulation = 1, buffer = 0, batch = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdII", kwlist, &o.job_id,
+                                     &o.socket_path, &o.rank, &o.world_size, &o.local_rank,
+                                     &o.role, &stages, &groups, &accumulation, &disabled,
+                                     &o.event_sample_fraction, &buffer, &batch))
+        return -1;
+    if (self->h != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
+        return -1;
+    }
+    const char *names[SF_CLIENT_MAX_STAGES], *grps[SF_CLIENT_MAX_STAGES];
+    Py_ssize_t n = 0, ng = 0;
+    if (stages != Py_None) {
+        if (str_array(stages, false, names, &n) < 0)
+            return -1;
+        o.stage_names = names;
+        o.n_stages = (uint32_t)n;
+    }
+    if (groups != Py_None) {
+        if (str_array(groups, true, grps, &ng) < 0)
+            return -1;
+        if (stages == Py_None || ng != n) {
+            PyErr_SetString(PyExc_ValueError, "groups needs stages, one group per stage");
+            return -1;
+        }
+        o.stage_groups = grps;
+    }
+    o.accumulation = accumulation;
+    o.disabled = disabled;
+    o.buffer_records = buffer;
+    o.batch_records = batch;
+
+    Handle *h = PyObject_New(Handle, &HandleType);
+    if (h == NULL)
+        return -1;
+    h->c = NULL;
+    h->any_step = false;
+    h->last_step = -1;
+    h->pending_wait_ns = 0;
+    int r = sf_client_open(&o, &h->c);
+    if (r < 0) {
+        Py_DECREF(h);
+        return raise_open_error(r);
+    }
+    self->h = h;
+    self->stage_cache = PyDict_New();
+    self->step_ctx = PyObject_New(StepContext, &StepContextType);
+    if (self->stage_cache == NULL || self->step_ctx == NULL)
+        return -1;
+    Py_INCREF(h);
+    self->step_ctx->h = h;
+    self->step_ctx->explicit_step = false;
+    self->step_ctx->step = 0;
+    return 0;
+}
+
+static bool recorder_ready(Recorder *r)
+{
+    if (r->h != NULL)
+        return true;
+    PyErr_SetString(PyExc_RuntimeError, "Recorder not initialised");
+    return false;
+}
+
+static PyObject *recorder_stage(Recorder *r, PyObject *name)
+{
+    if (!recorder_ready(r))
+        return NULL;
+    PyObject *ctx = PyDict_GetItemWithError(r->stage_cache, name);
+    if (ctx != NULL) {
+        Py_INCREF(ctx);
+        return ctx;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "stage name must be str");
+        return NULL;
+    }
+    StageContext *sc = PyObject_New(StageContext, &StageContextType);
+    if (sc == NULL)
+        return NULL;
+    Py_INCREF(r->h);
+    sc->h = r->h;
+    int id = r->h->c != NULL ? sf_stage_id(r->h->c, s) : -1;
+    sc->id = id >= 0 ? id : -1;     /* unknown: every use counts a violation */
+    if (PyDict_GET_SIZE(r->stage_cache) < STAGE_CACHE_MAX &&
+        PyDict_SetItem(r->stage_cache, name, (PyObject *)sc) < 0) {
+        Py_DECREF(sc);
+        return NULL;
+    }
+    return (PyObject *)sc;
+}
+
+static PyObject *recorder_step(Recorder *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!recorder_ready(r))
+        return NULL;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "step() takes at most one argument");
+        return NULL;
+    }
+    StepContext *s = r->step_ctx;
+    s->explicit_step = nargs == 1 && args[0] != Py_None;
+    if (s->explicit_step) {
+        long long v = PyLong_AsLongLong(args[0]);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (v < 0) {
+            PyErr_SetString(PyExc_ValueError, "step index must be >= 0");
+            return NULL;
+        }
+        s->step = v;
+    }
+    Py_INCREF(s);
+    return (PyObject *)s;
+}
+
+static PyObject *recorder_probe(Recorder *r, PyObject *name)
+{
+    if (!recorder_ready(r))
+        return NULL;
+    if (!PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "probe name must be str");
+        return NULL;
+    }
+    if (PyUnicode_AsUTF8(name) == NULL)     /* encodes once; enter/exit reuse it */
+        return NULL;
+    ProbeContext *p = PyObject_New(ProbeContext, &ProbeContextType);
+    if (p == NULL)
+        return NULL;
+    Py_INCREF(r->h);
+    p->h = r->h;
+    Py_INCREF(name);
+    p->name = name;
+    return (PyObject *)p;
+}
+
+static PyObject *recorder_data(Recorder *r, PyObject *iterable)
+{
+    if (!recorder_ready(r))
+        return NULL;
+    PyObject *it = PyObject_GetIter(iterable);
+    if (it == NULL)
+        return NULL;
+    DataIter *d = PyObject_New(DataIter, &DataIterType);
+    if (d == NULL) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    Py_INCREF(r->h);
+    d->h = r->h;
+    d->it = it;
+    return (PyObject *)d;
+}
+
+static PyObject *recorder_charge_data_wait(Recorder *r, PyObject *args)
+{
+    long long step, ns;
+    if (!recorder_ready(r) || !PyArg_ParseTuple(args, "LL", &step, &ns))
+        return NULL;
+    int rc = r->h->c != NULL ? sf_charge_data_wait(r->h->c, step, ns) : 0;
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *recorder_stats(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    if (!recorder_ready(r))
+        return NULL;
+    sf_client_stats st = {0};
+    if (r->h->c != NULL)
+        sf_client_get_stats(r->h->c, &st);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}",
+                         "steps", (unsigned long long)st.steps,
+                         "records_sent", (unsigned long long)st.records_sent,
+                         "records_dropped", (unsigned long long)st.records_dropped,
+                         "batches_sent", (unsigned long long)st.batches_sent,
+                         "send_syscalls", (unsigned long long)st.send_syscalls,
+                         "connects", (unsigned long long)st.connects,
+                         "reconnects", (unsigned long long)st.reconnects,
+                         "violations", (unsigned long long)st.violations,
+                         "connected", st.connected ? Py_True : Py_False);
+}
+
+static PyObject *recorder_flush(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    if (!recorder_ready(r))
+        return NULL;
+    if (r->h->c != NULL)
+        sf_client_flush(r->h->c);
+    Py_RETURN_NONE;
+}
+
+static PyObject *recorder_close(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    if (r->h != NULL && r->h->c != NULL) {
+        sf_client_close(r->h->c);
+        r->h->c = NULL;     /* every context becomes a no-op */
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *recorder_enter(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    Py_INCREF(r);
+    return (PyObject *)r;
+}
+
+static PyObject *recorder_exit(Recorder *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    (void)nargs;
+    PyObject *res = recorder_close(r, NULL);
+    Py_XDECREF(res);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *recorder_get_stages(Recorder *r, void *closure)
+{
+    (void)closure;
+    if (!recorder_ready(r))
+        return NULL;
+    int n = r->h->c != NULL ? sf_stage_count(r->h->c) : 0;
+    PyObject *t = PyTuple_New(n > 0 ? n : 0);
+    for (int i = 0; t != NULL && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(sf_stage_name(r->h->c, i));
+        if (s == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+static PyObject *recorder_get_schema_hash(Recorder *r, void *closure)
+{
+    (void)closure;
+    if (!recorder_ready(r))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(r->h->c ? sf_client_schema_hash(r->h->c) : 0);
+}
+
+static PyMethodDef recorder_methods[] = {
+    {"stage", (PyCFunction)recorder_stage, METH_O,
+     "stage(name) -> context manager timing one ordered stage"},
+    {"step", (PyCFunction)(void (*)(void))recorder_step, METH_FASTCALL,
+     "step([index]) -> context manager for one training step (index: previous + 1)"},
+    {"probe", (PyCFunction)recorder_probe, METH_O,
+     "probe(name) -> context manager for a side-channel probe (may nest)"},
+    {"data", (PyCFunction)recorder_data, METH_O,
+     "data(iterable) -> iterator that charges each next() to the step that consumes it"},
+    {"charge_data_wait", (PyCFunction)recorder_charge_data_wait, METH_VARARGS,
+     "charge_data_wait(step, ns) -> 0 or -errno"},
+    {"stats", (PyCFunction)recorder_stats, METH_NOARGS, "client counters as a dict"},
+    {"flush", (PyCFunction)recorder_flush, METH_NOARGS, "one non-blocking send attempt"},
+    {"close", (PyCFunction)recorder_close, METH_NOARGS, "flush without blocking and close"},
+    {"__enter__", (PyCFunction)recorder_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))recorder_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef recorder_getset[] = {
+    {"stages", (getter)recorder_get_stages, NULL, "stage names, residual last", NULL},
+    {"schema_hash", (getter)recorder_get_schema_hash, NULL, "the schema hash sent", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier.Recorder",
+    .tp_doc = "Recorder(*, job_id=None, socket=None, rank=-1, world_size=-1, local_rank=-1, "
+              "role=None, stages=None, groups=None, accumulation=1, disabled=False, "
+              "event_sample_fraction=0.0, buffer_records=0, batch_records=0)",
+    .tp_basicsize = sizeof(Recorder),
+    .tp_dealloc = (destructor)recorder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = recorder_methods,
+    .tp_getset = recorder_getset,
+    .tp_init = (initproc)recorder_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "stagefrontier",
+    .m_doc = "StageFrontier per-step stage telemetry (libsfclient binding).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit_stagefrontier(void);
+PyMODINIT_FUNC PyInit_stagefrontier(void)
+{
+    PyTypeObject *types[] = {&HandleType, &StageContextType, &StepContextType,
+                             &ProbeContextType, &DataIterType, &RecorderType};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (PyType_Ready(types[i]) < 0)
+            return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    PyObject *defaults = PyTuple_New(6);
+    for (int i = 0; defaults != NULL && i < 6; i++)
+        PyTuple_SET_ITEM(defaults, i, PyUnicode_FromString(default_stages[i]));
+    Py_INCREF(&RecorderType);
+    if (defaults == NULL || PyModule_AddObject(m, "DEFAULT_STAGES", defaults) < 0 ||
+        PyModule_AddObject(m, "Recorder", (PyObject *)&RecorderType) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", "0.1.0") < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

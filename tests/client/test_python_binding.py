@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""The stagefrontier Python binding against a real SOCK_SEQPACKET listener.
+
+Decodes the datagrams with a small protobuf wire reader (field numbers from
+proto/ingest.proto) and checks the hello, the record count, stage names,
+step indices, closure and the data-wait charge made by Recorder.data().
+"""
+import os
+import socket
+import sys
+import tempfile
+import time
+
+import stagefrontier as sf
+
+TIMEOUT = 20.0
+
+
+def varint(buf, i):
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
+def fields(buf):
+    """Yields (field number, wire type, value) of one message."""
+    i = 0
+    while i < len(buf):
+        key, i = varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = varint(buf, i)
+        elif wt == 1:
+            v, i = int.from_bytes(buf[i:i + 8], "little"), i + 8
+        elif wt == 2:
+            n, i = varint(buf, i)
+            v, i = bytes(buf[i:i + n]), i + n
+        elif wt == 5:
+            v, i = int.from_bytes(buf[i:i + 4], "little"), i + 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        yield num, wt, v
+
+
+def signed(v):
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def decode_hello(buf):
+    h = {"stage_names": [], "stage_groups": []}
+    for num, _, v in fields(buf):
+        if num == 2:
+            h["job_id"] = v.decode()
+        elif num == 3:
+            h["rank"] = v
+        elif num == 4:
+            h["world_size"] = v
+        elif num == 8:
+            h["stage_names"].append(v.decode())
+        elif num == 9:
+            h["stage_groups"].append(v.decode())
+        elif num == 10:
+            h["schema_hash"] = v
+        elif num == 12:
+            h["accumulation"] = v
+        elif num == 13:
+            h["role"] = v.decode()
+        elif num == 16:
+            h["channel"] = v
+    return h
+
+
+def decode_record(buf):
+    r = {"durations": []}
+    for num, wt, v in fields(buf):
+        if num == 1:
+            r["step"] = signed(v)
+        elif num == 2 and wt == 2:
+            i = 0
+            while i < len(v):
+                d, i = varint(v, i)
+                r["durations"].append(signed(d))
+        elif num == 3:
+            r["wall"] = signed(v)
+        elif num == 4:
+            r["violations"] = v
+    return r
+
+
+def decode(buf):
+    """ClientMessage -> ("hello", dict) or ("batch", [records], dropped)."""
+    for num, _, v in fields(buf):
+        if num == 1:
+            return ("hello", decode_hello(v))
+        if num == 2:
+            recs, hash_, dropped = [], None, 0
+            for n2, _, v2 in fields(v):
+                if n2 == 1:
+                    recs.append(decode_record(v2))
+                elif n2 == 2:
+                    hash_ = v2
+                elif n2 == 3:
+                    dropped = v2
+            return ("batch", recs, hash_, dropped)
+    raise ValueError("empty message")
+
+
+class Listener:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sfpy-")
+        self.path = os.path.join(self.dir, "ingest.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.bind(self.path)
+        self.sock.listen(4)
+        self.sock.settimeout(TIMEOUT)
+        self.conn = None
+
+    def accept(self):
+        self.conn, _ = self.sock.accept()
+        self.conn.settimeout(TIMEOUT)
+
+    def recv(self):
+        return decode(self.conn.recv(1 << 17))
+
+    def close(self):
+        if self.conn:
+            self.conn.close()
+        self.sock.close()
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+
+def slow_loader(n, wait_s):
+    for i in range(n):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < wait_s:
+            pass
+        yield i
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+
+
+def test_default_schema_records():
+    lst = Listener()
+    rec = sf.Recorder(job_id="py-job", socket=lst.path, rank=1, world_size=2,
+                      local_rank=1, role="pytest")
+    lst.accept()
+    kind, hello = lst.recv()
+    check(kind == "hello", "first datagram is the hello")
+    check(hello["job_id"] == "py-job" and hello["rank"] == 1 and hello["world_size"] == 2,
+          "hello identity")
+    check(tuple(hello["stage_names"]) == sf.DEFAULT_STAGES, "hello stage names")
+    check(tuple(rec.stages) == sf.DEFAULT_STAGES, "Recorder.stages")
+    check(hello["schema_hash"] == rec.schema_hash, "schema hash")
+    check(hello.get("role") == "pytest" and hello.get("channel") == 0, "role and channel")
+
+    n = 10
+    for batch in rec.data(slow_loader(n, 0.002)):
+        with rec.step():
+            with rec.stage("model.fwd_loss_cpu_wall"):
+                sum(range(1000))
+            with rec.stage("model.backward_cpu_wall"):
+                sum(range(1000))
+            with rec.probe("side"):
+                pass
+    rec.flush()
+    records = []
+    while len(records) < n:
+        msg = lst.recv()
+        check(msg[0] == "batch", "batches after the hello")
+        check(msg[2] == rec.schema_hash, "batch schema hash")
+        records.extend(msg[1])
+    check(len(records) == n, "record count %d" % len(records))
+    for i, r in enumerate(records):
+        check(r["step"] == i, "step index %d" % r["step"])
+        check(len(r["durations"]) == 6, "durations per record")
+        check(r["durations"][0] >= 2_000_000, "data wait charged to its step: %r" % r)
+        check(r["durations"][1] > 0 and r["durations"][2] > 0, "forward and backward timed")
+        check(sum(r["durations"]) == r["wall"], "residual closes the step")
+        check(r.get("violations", 0) == 0, "no violations")
+    st = rec.stats()
+    check(st["steps"] == n and st["records_sent"] == n and st["records_dropped"] == 0,
+          "stats %r" % st)
+    rec.close()
+    lst.close()
+
+
+def test_custom_schema_and_misuse():
+    lst = Listener()
+    rec = sf.Recorder(job_id="py-custom", socket=lst.path, rank=0, world_size=1,
+                      stages=["load", "fwd@0", "fwd@1", "rest"], groups=["io", None, "", ""],
+                      accumulation=2)
+    lst.accept()
+    kind, hello = lst.recv()
+    check(hello["stage_names"] == ["load", "fwd@0", "fwd@1", "rest"], "custom names")
+    check(hello["stage_groups"] == ["io", "fwd", "fwd", "rest"], "effective groups")
+    check(hello["accumulation"] == 2, "accumulation")
+    with rec.step(100):
+        with rec.stage("load"):
+            with rec.stage("fwd@0"):    # nested: a violation, never an exception
+                pass
+        with rec.stage("no-such-stage"):
+            pass
+    rec.flush()
+    msg = lst.recv()
+    check(msg[0] == "batch" and len(msg[1]) == 1, "one record")
+    check(msg[1][0]["step"] == 100 and msg[1][0]["violations"] >= 2, "violations recorded")
+    check(rec.stats()["violations"] >= 2, "violations counted")
+    rec.close()
+    lst.close()
+
+
+def test_disabled_and_absent():
+    rec = sf.Recorder(disabled=True)
+    with rec.step():
+        with rec.stage("anything"):
+            pass
+    check(rec.stats()["steps"] == 0, "disabled does nothing")
+    rec.close()
+    d = tempfile.mkdtemp(prefix="sfpy-")
+    rec = sf.Recorder(job_id="absent", socket=os.path.join(d, "none.sock"))
+    for _ in rec.data(range(20)):
+        with rec.step():
+            with rec.stage("data.next_wait"):
+                pass
+    rec.flush()
+    st = rec.stats()
+    check(st["steps"] == 20 and st["records_dropped"] == 20 and not st["connected"],
+          "absent daemon: drops counted %r" % st)
+    rec.close()
+    os.rmdir(d)
+    try:
+        sf.Recorder(job_id="bad id", socket="/x")
+        check(False, "bad job id accepted")
+    except ValueError:
+        pass
+
+
+if __name__ == "__main__":
+    for name in ("SF_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "RANK", "WORLD_SIZE",
+                 "SF_DISABLE"):
+        os.environ.pop(name, None)
+    test_default_schema_records()
+    test_custom_schema_and_misuse()
+    test_disabled_and_absent()
+    print("ok")
