@@ -9,15 +9,6 @@
 #include "sfctl.h"
 #include "sfctl_live.h"
 
-/* replay.c provides the real command; until it is built in, say so. */
-__attribute__((weak)) int sfctl_cmd_replay(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "sfctl: replay is not available in this build\n");
-    return SFCTL_EXIT_INTERNAL;
-}
-
 struct sfctl_command {
     const char *name;
     int (*run)(int argc, char **argv);

@@ -1,0 +1,348 @@
+/*
+ * `sfctl replay FILE`: offline reports from a wide CSV or a JSON Lines
+ * recording, through the same accounting core as sfd. This file owns the
+ * command line, the gates precedence (defaults < recording header < --gates
+ * file < flags), window assembly and output; the readers own parsing.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+#include <jansson.h>
+
+#include "recording.h"
+#include "replay.h"
+#include "report_json.h"
+#include "report_text.h"
+#include "sfctl.h"
+
+struct replay_opts {
+    const char *path;
+    const char *gates_path;
+    bool json;
+    const char *flag_keys[8];
+    const char *flag_values[8];
+    int n_flags;
+};
+
+/* A window to compute: a slice of one part's rows and its meta. */
+struct window_job {
+    struct replay_part *part;
+    size_t first_row, n_rows;
+    sf_window_meta meta;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sfctl replay [--json] [--window-steps N] [--warmup-steps N] [--tau X]\n"
+            "                    [--gates FILE] FILE\n"
+            "FILE is a wide CSV (step,rank,<stages...>,<residual>[,step_wall], seconds) or a\n"
+            "JSON Lines recording from `sfctl record`; - reads standard input.\n");
+}
+
+/* ---- options and gates --------------------------------------------------- */
+
+static int parse_opts(int argc, char **argv, struct replay_opts *o)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},         {"window-steps", required_argument, NULL, 'w'},
+        {"warmup-steps", required_argument, NULL, 'u'}, {"tau", required_argument, NULL, 't'},
+        {"gates", required_argument, NULL, 'g'},  {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
+        const char *key = c == 'w' ? "window_steps" : c == 'u' ? "warmup_steps" : "tau";
+        switch (c) {
+        case 'j': o->json = true; break;
+        case 'g': o->gates_path = optarg; break;
+        case 'w':
+        case 'u':
+        case 't':
+            o->flag_keys[o->n_flags] = key;
+            o->flag_values[o->n_flags++] = optarg;
+            break;
+        case 'h': usage(stdout); return 1;
+        default: return -EINVAL;
+        }
+        if (o->n_flags == 8)
+            return -EINVAL;
+    }
+    if (optind != argc - 1)
+        return -EINVAL;
+    o->path = argv[optind];
+    return 0;
+}
+
+struct ini_ctx {
+    sf_gates *gates;
+    char err[200];
+};
+
+static int on_gate(void *user, const char *section, const char *key, const char *value)
+{
+    struct ini_ctx *ctx = user;
+    if (section[0] != '\0' && strcmp(section, "gates") != 0) {
+        snprintf(ctx->err, sizeof ctx->err, "unknown section [%s]", section);
+        return 0;
+    }
+    int r = sf_gates_set(ctx->gates, key, value);
+    if (r < 0)
+        snprintf(ctx->err, sizeof ctx->err, "%s gate \"%s\"",
+                 r == -ENOENT ? "unknown" : "invalid value for", key);
+    return r == 0;
+}
+
+static int load_gates_file(const char *path, sf_gates *gates)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "sfctl replay: %s: %s\n", path, strerror(errno));
+        return -EINVAL;
+    }
+    struct ini_ctx ctx = {.gates = gates};
+    int line = ini_parse_file(f, on_gate, &ctx);
+    fclose(f);
+    if (line != 0) {
+        fprintf(stderr, "sfctl replay: %s:%d: %s\n", path, line,
+                ctx.err[0] ? ctx.err : "malformed line");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int apply_gates(const struct replay_opts *o, sf_gates *gates)
+{
+    if (o->gates_path && load_gates_file(o->gates_path, gates) < 0)
+        return -EINVAL;
+    for (int i = 0; i < o->n_flags; i++)
+        if (sf_gates_set(gates, o->flag_keys[i], o->flag_values[i]) < 0) {
+            fprintf(stderr, "sfctl replay: invalid --%s value \"%s\"\n", o->flag_keys[i],
+                    o->flag_values[i]);
+            return -EINVAL;
+        }
+    if (sf_gates_validate(gates) < 0) {
+        fprintf(stderr, "sfctl replay: the gates are inconsistent (window_steps >= 1, "
+                        "0 < tau <= 1)\n");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* ---- input --------------------------------------------------------------- */
+
+static bool looks_like_jsonl(const char *path, FILE *f)
+{
+    const char *dot = strrchr(path, '.');
+    if (dot && strcmp(dot, ".csv") == 0)
+        return false;
+    if (dot && (!strcmp(dot, ".jsonl") || !strcmp(dot, ".ndjson") || !strcmp(dot, ".json")))
+        return true;
+    int c;
+    while ((c = getc(f)) == ' ' || c == '\n' || c == '\r' || c == '\t')
+        ;
+    if (c != EOF)
+        ungetc(c, f);
+    return c == '{';
+}
+
+static int read_input(const char *path, const sf_gates *seed, struct replay_input *ret)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "sfctl replay: %s: %s\n", path, strerror(errno));
+        return -ENOENT;
+    }
+    char err[400] = "";
+    int r = looks_like_jsonl(path, f) ? sfctl_read_jsonl(f, seed, ret, err, sizeof err)
+                                      : sfctl_read_csv(f, ret, err, sizeof err);
+    if (f != stdin)
+        fclose(f);
+    if (r == -ENOMEM)
+        fprintf(stderr, "sfctl replay: %s: out of memory\n", path);
+    else if (r < 0)
+        fprintf(stderr, "sfctl replay: %s:%s\n", path, err);
+    return r;
+}
+
+/* ---- window assembly ----------------------------------------------------- */
+
+static int cmp_row_step(const void *a, const void *b)
+{
+    const sf_row *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static int push_job(struct window_job **jobs, size_t *n, size_t *cap, struct window_job job)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 16;
+        struct window_job *j = realloc(*jobs, c * sizeof *j);
+        if (j == NULL)
+            return -ENOMEM;
+        *jobs = j;
+        *cap = c;
+    }
+    (*jobs)[(*n)++] = job;
+    return 0;
+}
+
+/* Rows not fixed by window lines are grouped by window index. A window
+ * whose index continues in the next segment closed early; the input's last
+ * window is partial when its range is not reached. */
+static int group_open_rows(struct replay_part *p, const sf_gates *g, uint32_t segment,
+                           struct window_job **jobs, size_t *n, size_t *cap)
+{
+    sf_row *rows = p->rows + p->open_first_row;
+    size_t count = p->n_rows - p->open_first_row;
+    qsort(rows, count, sizeof *rows, cmp_row_step);
+    for (size_t i = 0; i < count;) {
+        int64_t index = sf_window_index(rows[i].step, g->warmup_steps, g->window_steps);
+        size_t j = i;
+        while (j < count && sf_window_index(rows[j].step, g->warmup_steps, g->window_steps) == index)
+            j++;
+        if (index >= 0) {
+            struct window_job job = {.part = p, .first_row = p->open_first_row + i, .n_rows = j - i};
+            job.meta = (sf_window_meta){.index = index, .segment = segment,
+                                        .world_size = p->world_size};
+            sf_window_range(index, g->warmup_steps, g->window_steps, &job.meta.first_step,
+                            &job.meta.last_step);
+            if (j == count && rows[j - 1].step < job.meta.last_step)
+                job.meta.flags |= SF_WIN_PARTIAL;
+            int r = push_job(jobs, n, cap, job);
+            if (r < 0)
+                return r;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+/* A purely row-grouped segment that starts inside the previous segment's
+ * last window continues it: that window closed early, and this one is the
+ * next segment of the same index. */
+static void continue_segment(struct window_job *jobs, size_t before, size_t n)
+{
+    if (before == 0 || n == before || jobs[before].meta.index != jobs[before - 1].meta.index)
+        return;
+    struct window_job *prev = &jobs[before - 1];
+    prev->meta.flags = (prev->meta.flags & ~SF_WIN_PARTIAL) | SF_WIN_CLOSED_EARLY;
+    jobs[before].meta.segment = prev->meta.segment + 1;
+}
+
+static int assemble_windows(struct replay_input *in, const sf_gates *g, struct window_job **ret,
+                            size_t *ret_n)
+{
+    struct window_job *jobs = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0;
+    for (size_t i = 0; i < in->n_parts && r == 0; i++) {
+        struct replay_part *p = &in->parts[i];
+        size_t before = n;
+        for (size_t w = 0; w < p->n_windows && r == 0; w++)
+            r = push_job(&jobs, &n, &cap,
+                         (struct window_job){p, p->windows[w].first_row, p->windows[w].n_rows,
+                                             p->windows[w].meta});
+        if (r == 0)
+            r = group_open_rows(p, g, 0, &jobs, &n, &cap);
+        if (r == 0 && p->n_windows == 0)
+            continue_segment(jobs, before, n);
+    }
+    if (r < 0) {
+        free(jobs);
+        return r;
+    }
+    *ret = jobs;
+    *ret_n = n;
+    return 0;
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static int report_window(const struct window_job *job, const sf_gates *g, bool json,
+                         json_t *array, const char *path)
+{
+    sf_report *report = NULL;
+    int r = sf_report_from_rows(&job->part->schema, &job->meta, job->part->rows + job->first_row,
+                                job->n_rows, g, &report);
+    if (r == -EEXIST) {
+        fprintf(stderr, "sfctl replay: %s: duplicate (step, rank) in window %lld\n", path,
+                (long long)job->meta.index);
+        return -EINVAL;
+    }
+    if (r < 0) {
+        fprintf(stderr, "sfctl replay: %s: window %lld: %s\n", path, (long long)job->meta.index,
+                strerror(-r));
+        return r == -ENOMEM ? r : -EINVAL;
+    }
+    if (json) {
+        json_t *obj;
+        r = sf_report_to_json(report, &obj);
+        if (r == 0)
+            json_array_append_new(array, obj);
+    } else {
+        r = sf_report_write_text(report, stdout);
+        printf("\n");
+    }
+    sf_report_free(report);
+    return r;
+}
+
+static int print_reports(const struct window_job *jobs, size_t n, const sf_gates *g,
+                         const struct replay_opts *o)
+{
+    json_t *array = json_array();
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++)
+        r = report_window(&jobs[i], g, o->json, array, o->path);
+    if (r == 0 && o->json) {
+        char *text = sf_report_array_dumps(array);
+        if (text == NULL)
+            r = -ENOMEM;
+        else
+            printf("%s\n", text);
+        free(text);
+    }
+    if (r == 0 && n == 0)
+        fprintf(stderr, "sfctl replay: %s: no window: every step is within the %u warmup steps\n",
+                o->path, g->warmup_steps);
+    json_decref(array);
+    return r;
+}
+
+int sfctl_cmd_replay(int argc, char **argv)
+{
+    struct replay_opts o = {0};
+    int r = parse_opts(argc, argv, &o);
+    if (r != 0) {
+        if (r < 0)
+            usage(stderr);
+        return r < 0 ? SFCTL_EXIT_USAGE : SFCTL_EXIT_OK;
+    }
+    sf_gates gates, probe;
+    sf_gates_default(&gates);
+    probe = gates;
+    if (apply_gates(&o, &probe) < 0)      /* fail fast on bad flags before reading */
+        return SFCTL_EXIT_USAGE;
+    struct replay_input in = {0};
+    struct window_job *jobs = NULL;
+    size_t n = 0;
+    r = read_input(o.path, &gates, &in);
+    if (r < 0)
+        return r == -ENOMEM ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_INPUT;
+    if (in.has_gates)
+        gates = in.gates;
+    if ((r = apply_gates(&o, &gates)) == 0 && (r = assemble_windows(&in, &gates, &jobs, &n)) == 0)
+        r = print_reports(jobs, n, &gates, &o);
+    free(jobs);
+    sfctl_replay_input_clear(&in);
+    if (r == 0)
+        return SFCTL_EXIT_OK;
+    return r == -ENOMEM ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_INPUT;
+}

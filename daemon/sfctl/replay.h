@@ -1,0 +1,61 @@
+/*
+ * Replay input: what the CSV and JSON Lines readers produce and the replay
+ * command turns into window reports. Readers validate everything and report
+ * the first problem as "LINE:COLUMN: reason".
+ */
+#ifndef SFCTL_REPLAY_H
+#define SFCTL_REPLAY_H
+
+#include <stdio.h>
+#include <stagefrontier/accounting.h>
+
+/* A window fixed by the recording itself (a "window" line after its rows). */
+struct replay_window {
+    sf_window_meta meta;
+    size_t first_row, n_rows;
+};
+
+/* One schema segment of the input: a CSV file, or the rows that follow one
+ * JSON Lines header. */
+struct replay_part {
+    sf_schema schema;
+    uint32_t world_size;
+    sf_row *rows;
+    int64_t *durations;         /* rows[i].d points into this after loading */
+    char **roles;               /* owned role strings, one per row (may be NULL) */
+    size_t n_rows, cap_rows;
+    struct replay_window *windows;
+    size_t n_windows, cap_windows;
+    size_t open_first_row;      /* rows from here on are not yet in a window line */
+};
+
+struct replay_input {
+    struct replay_part *parts;
+    size_t n_parts;
+    bool has_gates;             /* a header carried gates */
+    sf_gates gates;
+};
+
+/* Readers. On error return -EINVAL (or -ENOMEM) and write "LINE:COL: reason"
+ * into err. gates seeds header parsing (JSON Lines headers may override). */
+int sfctl_read_csv(FILE *in, struct replay_input *ret, char *err, size_t errlen);
+int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, char *err,
+                     size_t errlen);
+void sfctl_replay_input_clear(struct replay_input *in);
+
+/* Shared by both readers. */
+int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *role);
+int sfctl_part_finish(struct replay_part *p);
+struct replay_part *sfctl_input_add_part(struct replay_input *in);
+
+/* Decimal seconds -> integer ns, rounded to nearest (DESIGN section 1). */
+enum seconds_error {
+    SECONDS_OK = 0,
+    SECONDS_NOT_A_NUMBER,
+    SECONDS_NEGATIVE,
+    SECONDS_NOT_FINITE,
+    SECONDS_BEYOND_INT64,
+};
+enum seconds_error sfctl_parse_seconds(const char *text, int64_t *ret_ns);
+
+#endif

@@ -1,0 +1,180 @@
+/*
+ * Storage of replay input shared by the CSV and JSON Lines readers, and the
+ * exact decimal-seconds parser: "0.1" must become 100000000 ns, never
+ * 99999999 through a binary double.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "replay.h"
+
+struct replay_part *sfctl_input_add_part(struct replay_input *in)
+{
+    struct replay_part *parts = realloc(in->parts, (in->n_parts + 1) * sizeof *parts);
+    if (parts == NULL)
+        return NULL;
+    in->parts = parts;
+    memset(&parts[in->n_parts], 0, sizeof parts[0]);
+    return &parts[in->n_parts++];
+}
+
+static int grow(void **buf, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap * 2 : 256;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*buf, n * elem);
+    if (p == NULL)
+        return -ENOMEM;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+/* Durations are stored apart from rows and tied to them by sfctl_part_finish,
+ * since the storage moves while it grows. */
+int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *role)
+{
+    size_t S = p->schema.n_stages, cap = p->cap_rows;
+    if (p->n_rows >= SIZE_MAX / (S * sizeof(int64_t)) - 1)
+        return -ENOMEM;
+    int r = grow((void **)&p->rows, &cap, p->n_rows + 1, sizeof *p->rows);
+    if (r == 0 && cap != p->cap_rows) {
+        int64_t *d = realloc(p->durations, cap * S * sizeof *d);
+        char **roles = realloc(p->roles, cap * sizeof *roles);
+        if (d)
+            p->durations = d;
+        if (roles)
+            p->roles = roles;
+        if (d == NULL || roles == NULL)
+            return -ENOMEM;
+        p->cap_rows = cap;
+    }
+    if (r < 0)
+        return r;
+    char *role_copy = role && role[0] ? strdup(role) : NULL;
+    if (role && role[0] && role_copy == NULL)
+        return -ENOMEM;
+    memcpy(&p->durations[p->n_rows * S], row->d, S * sizeof(int64_t));
+    p->rows[p->n_rows] = *row;
+    p->roles[p->n_rows] = role_copy;
+    p->n_rows++;
+    return 0;
+}
+
+int sfctl_part_finish(struct replay_part *p)
+{
+    for (size_t i = 0; i < p->n_rows; i++) {
+        p->rows[i].d = &p->durations[i * p->schema.n_stages];
+        p->rows[i].role = p->roles[i];
+    }
+    return 0;
+}
+
+void sfctl_replay_input_clear(struct replay_input *in)
+{
+    for (size_t i = 0; i < in->n_parts; i++) {
+        struct replay_part *p = &in->parts[i];
+        for (size_t j = 0; j < p->n_rows; j++)
+            free(p->roles[j]);
+        free(p->roles);
+        free(p->rows);
+        free(p->durations);
+        free(p->windows);
+        sf_schema_clear(&p->schema);
+    }
+    free(in->parts);
+    memset(in, 0, sizeof *in);
+}
+
+/* ---- decimal seconds ------------------------------------------------------ */
+
+static bool is_non_finite(const char *t)
+{
+    if (*t == '+' || *t == '-')
+        t++;
+    return !strcasecmp(t, "nan") || !strcasecmp(t, "inf") || !strcasecmp(t, "infinity");
+}
+
+/* Splits "123.456e-7" into significant digits and a power of ten. */
+static enum seconds_error split_decimal(const char *t, char *digits, size_t cap, size_t *ret_n,
+                                        long *ret_exp)
+{
+    size_t n = 0;
+    long exp = 0;
+    bool any = false, dot = false;
+    for (; *t; t++) {
+        if (*t == '.' && !dot) {
+            dot = true;
+            continue;
+        }
+        if (!isdigit((unsigned char)*t))
+            break;
+        any = true;
+        if (n == 0 && *t == '0') {      /* leading zeros carry no digits */
+            exp -= dot;
+            continue;
+        }
+        if (n < cap) {
+            digits[n++] = *t;
+            exp -= dot;
+        } else if (!dot) {
+            exp++;                       /* integer digits past the cap only scale */
+        }                                /* fraction digits past the cap are dropped */
+    }
+    if (!any)
+        return SECONDS_NOT_A_NUMBER;
+    if (*t == 'e' || *t == 'E') {
+        char *end;
+        errno = 0;
+        long e = strtol(t + 1, &end, 10);
+        if (end == t + 1 || errno != 0 || e > 100000 || e < -100000)
+            return SECONDS_NOT_A_NUMBER;
+        exp += e;
+        t = end;
+    }
+    if (*t != '\0')
+        return SECONDS_NOT_A_NUMBER;
+    *ret_n = n;
+    *ret_exp = exp;
+    return SECONDS_OK;
+}
+
+enum seconds_error sfctl_parse_seconds(const char *text, int64_t *ret_ns)
+{
+    if (is_non_finite(text))
+        return SECONDS_NOT_FINITE;
+    bool negative = *text == '-';
+    if (*text == '-' || *text == '+')
+        text++;
+    char digits[64];
+    size_t n;
+    long exp;
+    enum seconds_error e = split_decimal(text, digits, sizeof digits, &n, &exp);
+    if (e != SECONDS_OK)
+        return e;
+    exp += 9;                            /* seconds -> ns */
+    if (n == 0) {
+        *ret_ns = 0;
+        return SECONDS_OK;
+    }
+    if (negative)
+        return SECONDS_NEGATIVE;
+    if ((long)n + exp > 19)
+        return SECONDS_BEYOND_INT64;
+    unsigned __int128 v = 0;
+    long keep = (long)n + exp;           /* integer digits of the ns value */
+    for (long i = 0; i < keep; i++)
+        v = v * 10 + (unsigned)(i < (long)n ? digits[i] - '0' : 0);
+    if (keep >= 0 && keep < (long)n && digits[keep] >= '5')
+        v++;                             /* round half up: durations are >= 0 */
+    if (v > INT64_MAX)
+        return SECONDS_BEYOND_INT64;
+    *ret_ns = (int64_t)v;
+    return SECONDS_OK;
+}
