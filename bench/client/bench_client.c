@@ -1,0 +1,146 @@
+/*
+ * libsfclient hot-path benchmark: ns per stage boundary (a stage's begin and
+ * end are two boundaries) and send syscalls per step, with no daemon and with
+ * a receiver process that drains the socket; a bare clock_gettime loop runs
+ * side by side as the floor. Usage: bench_client [steps] [mode]
+ * mode: all (default), none (no daemon only), drain (draining receiver only).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stagefrontier/client.h>
+
+#define STAGES_PER_STEP 5
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double bench_clock(long n)
+{
+    volatile int64_t sink = 0;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < n; i++)
+        sink += now_ns();
+    (void)sink;
+    return (double)(now_ns() - t0) / (double)n;
+}
+
+struct result { double ns_stage_boundary, ns_step_boundary, syscalls_per_step; sf_client_stats st; };
+
+static struct result run(const char *socket_path, long steps)
+{
+    sf_client_options o;
+    sf_client_options_init(&o);
+    o.job_id = "bench";
+    o.socket_path = socket_path;
+    o.rank = 0, o.world_size = 1, o.local_rank = 0;
+    sf_client *c = NULL;
+    if (sf_client_open(&o, &c) < 0) {
+        fprintf(stderr, "open failed\n");
+        exit(1);
+    }
+    struct result r = {0};
+    /* Stage boundaries alone: many re-entries inside one step. */
+    long pairs = steps * STAGES_PER_STEP;
+    sf_step_begin(c, -1);
+    int64_t t0 = now_ns();
+    for (long i = 0; i < pairs; i++) {
+        sf_stage_begin(c, (int)(i % STAGES_PER_STEP));
+        sf_stage_end(c, (int)(i % STAGES_PER_STEP));
+    }
+    r.ns_stage_boundary = (double)(now_ns() - t0) / (double)(2 * pairs);
+    sf_step_end(c);
+    sf_client_flush(c);
+    sf_client_stats before;
+    sf_client_get_stats(c, &before);
+    /* Whole steps: step begin/end (batching and sends included) plus five stages. */
+    t0 = now_ns();
+    for (long s = 0; s < steps; s++) {
+        sf_step_begin(c, -1);
+        for (int i = 0; i < STAGES_PER_STEP; i++) {
+            sf_stage_begin(c, i);
+            sf_stage_end(c, i);
+        }
+        sf_step_end(c);
+    }
+    int64_t dt = now_ns() - t0;
+    r.ns_step_boundary = (double)dt / (double)(steps * (2 * STAGES_PER_STEP + 2));
+    sf_client_get_stats(c, &r.st);
+    r.syscalls_per_step = (double)(r.st.send_syscalls - before.send_syscalls) / (double)steps;
+    sf_client_close(c);
+    return r;
+}
+
+/* A child that accepts one connection and drains it until EOF. */
+static pid_t start_drainer(const char *path)
+{
+    int l = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(l, 4) < 0) {
+        perror("listener");
+        exit(1);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        int cfd = accept(l, NULL, NULL);
+        static char buf[1 << 17];
+        uint64_t msgs = 0;
+        while (cfd >= 0 && recv(cfd, buf, sizeof buf, 0) > 0)
+            msgs++;
+        _exit(msgs > 0 ? 0 : 1);
+    }
+    close(l);
+    return pid;
+}
+
+static void print(const char *name, const struct result *r)
+{
+    printf("%-16s %10.1f %10.1f %10.4f %10llu %10llu %10llu\n", name, r->ns_stage_boundary,
+           r->ns_step_boundary, r->syscalls_per_step, (unsigned long long)r->st.steps,
+           (unsigned long long)r->st.records_sent, (unsigned long long)r->st.records_dropped);
+}
+
+int main(int argc, char **argv)
+{
+    long steps = argc > 1 ? atol(argv[1]) : 1000000;
+    const char *mode = argc > 2 ? argv[2] : "all";
+    if (steps <= 0)
+        steps = 1000000;
+    char dir[] = "/tmp/sfbench-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        return 1;
+    char path[108];
+    snprintf(path, sizeof path, "%s/ingest.sock", dir);
+
+    printf("clock_gettime(CLOCK_MONOTONIC): %.1f ns per call\n", bench_clock(steps * 4));
+    printf("%-16s %10s %10s %10s %10s %10s %10s\n", "receiver", "ns/stage", "ns/bound", "sys/step",
+           "steps", "sent", "dropped");
+    if (strcmp(mode, "drain") != 0) {
+        struct result r = run(path, steps);    /* nothing listens at path */
+        print("none", &r);
+    }
+    if (strcmp(mode, "none") != 0) {
+        pid_t pid = start_drainer(path);
+        struct result r = run(path, steps);
+        int status;
+        waitpid(pid, &status, 0);
+        unlink(path);
+        print("draining", &r);
+    }
+    rmdir(dir);
+    return 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Cost of `with rec.stage(...)` in the stagefrontier binding, side by side
+with a bare `with nullcontext()` and an empty loop, in one run.
+
+Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/client/bench_python.py [N]
+"""
+import contextlib
+import os
+import sys
+import tempfile
+import time
+
+import stagefrontier as sf
+
+
+def per_iter(fn, n):
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        fn(n)
+        best = min(best, time.perf_counter_ns() - t0)
+    return best / n / 1000.0
+
+
+def empty(n):
+    for _ in range(n):
+        pass
+
+
+def nullctx(n):
+    ctx = contextlib.nullcontext()
+    for _ in range(n):
+        with ctx:
+            pass
+
+
+def make_stage(rec):
+    def stage(n):
+        for _ in range(n):
+            with rec.stage("model.fwd_loss_cpu_wall"):
+                pass
+    return stage
+
+
+def make_steps(rec):
+    def steps(n):
+        for _ in range(n // 5):
+            with rec.step():
+                with rec.stage("data.next_wait"):
+                    pass
+                with rec.stage("model.fwd_loss_cpu_wall"):
+                    pass
+                with rec.stage("model.backward_cpu_wall"):
+                    pass
+                with rec.stage("callbacks.cpu_wall"):
+                    pass
+                with rec.stage("optim.step_cpu_wall"):
+                    pass
+    return steps
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    d = tempfile.mkdtemp(prefix="sfbench-")
+    rec = sf.Recorder(job_id="bench", socket=os.path.join(d, "absent.sock"), rank=0,
+                      world_size=1)
+    rows = [("empty loop", per_iter(empty, n)),
+            ("with nullcontext()", per_iter(nullctx, n))]
+    with rec.step():
+        rows.append(("with rec.stage()", per_iter(make_stage(rec), n)))
+    rows.append(("5 stages in rec.step(), per stage", per_iter(make_steps(rec), n)))
+    for name, us in rows:
+        print("%-36s %8.3f us" % (name, us))
+    print("rec.stage() minus empty loop: %.3f us" % (rows[2][1] - rows[0][1]))
+    print("stats:", rec.stats())
+    rec.close()
+    os.rmdir(d)
+
+
+if __name__ == "__main__":
+    main()
