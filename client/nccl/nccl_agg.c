@@ -1,0 +1,212 @@
+/*
+ * Aggregation core of the NCCL profiler plugin: fixed pools, atomics only, on
+ * NCCL's threads. It must never block, lock or allocate: a full pool drops the
+ * event and counts it. A Coll's stop means "enqueued", so nothing here treats
+ * it as completion; GPU time comes only from kernel-channel timestamps.
+ */
+#include "nccl_agg.h"
+
+#include <string.h>
+
+static uint64_t fnv1a(uint64_t h, const char *s) {
+    for (; s && *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= UINT64_C(0x100000001b3);
+    }
+    return h * UINT64_C(0x100000001b3);   /* a separator between fields */
+}
+
+void sf__nccl_agg_init(struct sf_nccl_agg *agg) {
+    memset(agg, 0, sizeof *agg);
+    agg->group_tag = (struct sf_nccl_tag){ SF_NCCL_H_GROUP, agg };
+    agg->proxy_tag = (struct sf_nccl_tag){ SF_NCCL_H_PROXY_OP, agg };
+    for (size_t i = 0; i < SF_NCCL_COLL_RING; i++) {
+        agg->colls[i].kind = SF_NCCL_H_COLL;
+        agg->colls[i].agg = agg;
+        agg->colls[i].key = UINT32_MAX;
+    }
+    for (size_t i = 0; i < SF_NCCL_CHILD_POOL; i++)
+        agg->kchs[i].kind = SF_NCCL_H_KERNEL_CH;
+}
+
+unsigned sf__nccl_type_size(const char *dt) {
+    static const struct { const char *name; unsigned size; } sizes[] = {
+        {"ncclInt8", 1}, {"ncclUint8", 1}, {"ncclFloat8e4m3", 1}, {"ncclFloat8e5m2", 1},
+        {"ncclFloat16", 2}, {"ncclBfloat16", 2},
+        {"ncclInt32", 4}, {"ncclUint32", 4}, {"ncclFloat32", 4},
+        {"ncclInt64", 8}, {"ncclUint64", 8}, {"ncclFloat64", 8},
+    };
+    if (!dt)
+        return 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (strcmp(dt, sizes[i].name) == 0)
+            return sizes[i].size;
+    return 0;
+}
+
+uint32_t sf__nccl_size_bucket(uint64_t bytes) {
+    return bytes <= 1 ? 0 : 63u - (uint32_t)__builtin_clzll(bytes);
+}
+
+static void copy_name(char dst[SF_NCCL_NAME_LEN + 1], const char *src) {
+    size_t n = src ? strnlen(src, SF_NCCL_NAME_LEN) : 0;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+}
+
+/* Open addressing with a CAS on the hash: the winner writes the strings and
+ * publishes them; a loser that finds its hash already claimed counts into the
+ * slot at once (the flusher only reads published slots, and counters never
+ * reset, so nothing is lost). A full table drops. 64-bit FNV over the key
+ * makes a collision between real keys negligible. */
+static uint32_t key_find(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci,
+                         uint32_t bucket) {
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    h = fnv1a(h, ci->func);
+    h = fnv1a(h, ci->datatype);
+    h = fnv1a(h, ci->algo);
+    h = fnv1a(h, ci->proto);
+    h = (h ^ bucket) * UINT64_C(0x100000001b3);
+    h = (h ^ (uint32_t)ci->stage) * UINT64_C(0x100000001b3);
+    if (h == 0)
+        h = 1;
+    for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
+        uint32_t idx = (uint32_t)(h + i) % SF_NCCL_MAX_KEYS;
+        struct sf_nccl_key *k = &agg->keys[idx];
+        uint64_t cur = atomic_load_explicit(&k->hash, memory_order_acquire);
+        if (cur == h)
+            return idx;
+        if (cur != 0)
+            continue;
+        if (atomic_compare_exchange_strong_explicit(&k->hash, &cur, h, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            copy_name(k->collective, ci->func);
+            copy_name(k->datatype, ci->datatype);
+            copy_name(k->algorithm, ci->algo);
+            copy_name(k->protocol, ci->proto);
+            k->size_bucket = bucket;
+            k->stage = ci->stage;
+            atomic_store_explicit(&k->published, 1, memory_order_release);
+            return idx;
+        }
+        if (cur == h)
+            return idx;
+    }
+    return UINT32_MAX;
+}
+
+/* A ring slot is busy only while a kernel channel of its collective is in
+ * flight; a collective that never got (all) its channels is reclaimed when
+ * the ring wraps, and its timing counted as lost. */
+static struct sf_nccl_coll *coll_claim(struct sf_nccl_agg *agg) {
+    for (uint32_t probe = 0; probe < SF_NCCL_PROBES; probe++) {
+        uint64_t n = atomic_fetch_add_explicit(&agg->coll_next, 1, memory_order_relaxed);
+        struct sf_nccl_coll *c = &agg->colls[n % SF_NCCL_COLL_RING];
+        uint32_t expect = 0;
+        /* ch_pending doubles as the claim: UINT32_MAX marks "being set up". */
+        if (!atomic_compare_exchange_strong_explicit(&c->ch_pending, &expect, UINT32_MAX,
+                                                     memory_order_acq_rel, memory_order_relaxed))
+            continue;
+        if (c->key != UINT32_MAX &&
+            atomic_load_explicit(&c->ch_done, memory_order_relaxed) < c->n_channels)
+            atomic_fetch_add_explicit(&agg->timing_lost, 1, memory_order_relaxed);
+        return c;
+    }
+    return NULL;
+}
+
+struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci) {
+    uint64_t bytes = ci->count * (uint64_t)sf__nccl_type_size(ci->datatype);
+    uint32_t bucket = sf__nccl_size_bucket(bytes);
+    uint32_t key = key_find(agg, ci, bucket);
+    struct sf_nccl_coll *c;
+
+    if (key == UINT32_MAX) {
+        atomic_fetch_add_explicit(&agg->dropped, 1, memory_order_relaxed);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&agg->keys[key].count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&agg->keys[key].bytes, bytes, memory_order_relaxed);
+    c = coll_claim(agg);
+    if (!c) {
+        atomic_fetch_add_explicit(&agg->dropped, 1, memory_order_relaxed);
+        return NULL;
+    }
+    c->key = key;
+    c->n_channels = ci->n_channels ? ci->n_channels : 1;
+    atomic_store_explicit(&c->ch_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->t_min, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&c->t_max, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->ch_pending, 0, memory_order_release);
+    return c;
+}
+
+bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p) {
+    const char *lo = (const char *)agg->colls, *hi = (const char *)(agg->colls + SF_NCCL_COLL_RING);
+    const char *q = p;
+    return q >= lo && q < hi && (size_t)(q - lo) % sizeof agg->colls[0] == 0;
+}
+
+struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, uint64_t gpu_start) {
+    if (!parent || !sf__nccl_is_coll(agg, parent))
+        return NULL;    /* a P2p parent, or a Coll we had to drop */
+    for (uint32_t probe = 0; probe < SF_NCCL_PROBES; probe++) {
+        uint64_t n = atomic_fetch_add_explicit(&agg->kch_next, 1, memory_order_relaxed);
+        struct sf_nccl_kch *k = &agg->kchs[n % SF_NCCL_CHILD_POOL];
+        uint32_t expect = 0;
+        if (!atomic_compare_exchange_strong_explicit(&k->in_use, &expect, 1, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            continue;
+        k->parent = parent;
+        k->start = gpu_start;
+        k->stop = 0;
+        atomic_fetch_add_explicit(&k->parent->ch_pending, 1, memory_order_relaxed);
+        return k;
+    }
+    atomic_fetch_add_explicit(&agg->dropped, 1, memory_order_relaxed);
+    return NULL;
+}
+
+void sf__nccl_kch_record_stop(struct sf_nccl_kch *k, uint64_t gpu_stop) {
+    if (k)
+        k->stop = gpu_stop;
+}
+
+static void fetch_min(_Atomic uint64_t *a, uint64_t v) {
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v < cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                             memory_order_relaxed))
+        ;
+}
+
+static void fetch_max(_Atomic uint64_t *a, uint64_t v) {
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                             memory_order_relaxed))
+        ;
+}
+
+/* The collective's GPU time on this rank is the span from its first channel's
+ * start to its last channel's stop, taken once n_channels have reported. */
+void sf__nccl_kch_stop(struct sf_nccl_kch *k) {
+    struct sf_nccl_coll *c;
+    struct sf_nccl_agg *agg;
+
+    if (!k)
+        return;
+    c = k->parent;
+    agg = c->agg;
+    if (k->stop > k->start) {
+        fetch_min(&c->t_min, k->start);
+        fetch_max(&c->t_max, k->stop);
+        if (atomic_fetch_add_explicit(&c->ch_done, 1, memory_order_acq_rel) + 1 == c->n_channels) {
+            uint64_t lo = atomic_load_explicit(&c->t_min, memory_order_relaxed);
+            uint64_t hi = atomic_load_explicit(&c->t_max, memory_order_relaxed);
+            struct sf_nccl_key *key = &agg->keys[c->key];
+            atomic_fetch_add_explicit(&key->gpu_ns, hi - lo, memory_order_relaxed);
+            atomic_fetch_add_explicit(&key->timed, 1, memory_order_relaxed);
+        }
+    }
+    atomic_fetch_sub_explicit(&c->ch_pending, 1, memory_order_release);
+    atomic_store_explicit(&k->in_use, 0, memory_order_release);
+}

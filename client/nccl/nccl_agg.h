@@ -1,0 +1,90 @@
+/*
+ * Lock-free aggregation of NCCL collectives for one communicator: fixed pools
+ * sized at init, atomics only on NCCL's threads, drop-and-count when a pool is
+ * full. Cumulative counters are never reset; the flusher ships deltas, so it
+ * never races with writers. No I/O here.
+ */
+#ifndef SF_NCCL_AGG_H
+#define SF_NCCL_AGG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SF_NCCL_MAX_KEYS      256   /* NcclBatch carries at most 256 aggregates */
+#define SF_NCCL_COLL_RING     4096  /* collectives whose kernel timing may be in flight */
+#define SF_NCCL_CHILD_POOL    4096  /* kernel-channel events in flight */
+#define SF_NCCL_PROBES        16    /* bounded search for a free slot */
+#define SF_NCCL_NAME_LEN      32
+
+/* Handle kinds: the first byte of every handle we give NCCL. */
+enum sf_nccl_kind { SF_NCCL_H_GROUP = 1, SF_NCCL_H_COLL, SF_NCCL_H_PROXY_OP, SF_NCCL_H_KERNEL_CH };
+
+struct sf_nccl_key {
+    _Atomic uint64_t hash;          /* 0: empty; claimed by CAS */
+    _Atomic uint32_t published;     /* the strings below are written */
+    char collective[SF_NCCL_NAME_LEN + 1], datatype[SF_NCCL_NAME_LEN + 1];
+    char algorithm[SF_NCCL_NAME_LEN + 1], protocol[SF_NCCL_NAME_LEN + 1];
+    uint32_t size_bucket;
+    int32_t stage;                  /* enclosing stage id, -1 unknown */
+    _Atomic uint64_t count, bytes, gpu_ns, timed;
+};
+
+struct sf_nccl_agg;
+
+struct sf_nccl_tag { uint8_t kind; struct sf_nccl_agg *agg; };
+
+struct sf_nccl_coll {
+    uint8_t kind;
+    struct sf_nccl_agg *agg;
+    uint32_t key;                   /* index into keys, or UINT32_MAX */
+    uint32_t n_channels;            /* kernel channels that complete its timing */
+    _Atomic uint32_t ch_pending, ch_done;
+    _Atomic uint64_t t_min, t_max;
+};
+
+struct sf_nccl_kch {
+    uint8_t kind;
+    _Atomic uint32_t in_use;
+    struct sf_nccl_coll *parent;
+    uint64_t start, stop;
+};
+
+struct sf_nccl_agg {
+    struct sf_nccl_tag group_tag, proxy_tag;
+    _Atomic uint64_t coll_next;
+    _Atomic uint64_t kch_next;
+    _Atomic uint64_t groups;        /* top-level Group events seen to stop */
+    _Atomic uint64_t dropped;       /* events dropped: a pool or the key table full */
+    _Atomic uint64_t timing_lost;   /* collectives whose kernel timing never completed */
+    struct sf_nccl_key keys[SF_NCCL_MAX_KEYS];
+    struct sf_nccl_coll colls[SF_NCCL_COLL_RING];
+    struct sf_nccl_kch kchs[SF_NCCL_CHILD_POOL];
+};
+
+/* What a collective is, as read from an event descriptor. */
+struct sf_nccl_coll_info {
+    const char *func, *datatype, *algo, *proto;
+    uint64_t count;
+    uint32_t n_channels;
+    int32_t stage;
+};
+
+void sf__nccl_agg_init(struct sf_nccl_agg *agg);
+/* Element size of an NCCL datatype name ("ncclFloat32"), 0 when unknown. */
+unsigned sf__nccl_type_size(const char *datatype);
+/* floor(log2(bytes)), 0 for bytes <= 1. */
+uint32_t sf__nccl_size_bucket(uint64_t bytes);
+
+/* Counts the collective and returns its handle, or NULL when no slot was free
+ * (the counts still land; only its kernel timing is dropped). */
+struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci);
+/* A kernel channel under parent (NULL parent or a full pool: NULL, counted). */
+struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, uint64_t gpu_start);
+void sf__nccl_kch_record_stop(struct sf_nccl_kch *k, uint64_t gpu_stop);
+void sf__nccl_kch_stop(struct sf_nccl_kch *k);
+
+/* Whether p is one of agg's collective handles. */
+bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p);
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * Flusher of the NCCL plugin: one thread per process that ships each live
+ * communicator's counter deltas to the local sfd as NcclBatch datagrams over
+ * the client transport (channel 1), attributed to the trainer's step and
+ * enclosing stage. It owns the registry and the socket; it never runs on
+ * NCCL's event path, and a slow or absent daemon only delays shipping.
+ */
+#define _GNU_SOURCE
+#include "nccl_ship.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "cuda_events.h"
+#include "ingest.pb-c.h"
+#include "transport.h"
+
+#define FLUSH_PERIOD_NS_DEFAULT  (20 * INT64_C(1000000))
+#define IDLE_FLUSH_NS            (1000 * INT64_C(1000000))
+#define BEACON_RETRY_NS          (2000 * INT64_C(1000000))
+#define DEFAULT_SOCKET           "/run/stagefrontier/ingest.sock"
+#define FALLBACK_STAGE           "model.backward_cpu_wall"
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
+static struct sf_nccl_comm *reg_head;
+static pthread_t flusher;
+static bool flusher_running, flusher_stop;
+
+/* Flusher state, guarded by reg_lock. */
+static struct {
+    bool configured, can_ship;
+    int64_t period_ns;
+    uint64_t groups_per_step;
+    char job_id[129], host[256];
+    struct sf__schema schema;
+    struct sf__hello_info hello;
+    sf__transport tr;
+    uint8_t hello_buf[SF__MAX_DATAGRAM];
+    uint8_t out_buf[SF__MAX_DATAGRAM];
+    int64_t last_step;              /* step observed at the previous tick */
+    int64_t last_ship_ns;
+    int64_t beacon_retry_ns;
+    struct sf__nccl_ship_stats stats;
+} st;
+
+static _Atomic(struct sf_side_beacon *) beacon;
+
+/* ---- the beacon libsfclient publishes ------------------------------------ */
+
+struct beacon_search { struct sf_side_beacon *found; const void *self_base; };
+
+static int beacon_visit(struct dl_phdr_info *info, size_t size, void *arg) {
+    struct beacon_search *bs = arg;
+    void *h, *sym;
+    (void)size;
+    if ((const void *)info->dlpi_addr == bs->self_base)
+        return 0;   /* our own copy of libsfclient's objects is never published */
+    h = dlopen(info->dlpi_name && *info->dlpi_name ? info->dlpi_name : NULL,
+               RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    sym = dlsym(h, "sf_side_beacon");
+    if (sym) {
+        struct sf_side_beacon *b = sym;
+        Dl_info di;
+        if (b->magic == SF_SIDE_BEACON_MAGIC && b->version == SF_SIDE_BEACON_VERSION &&
+            dladdr(sym, &di) && di.dli_fbase != bs->self_base) {
+            bs->found = b;
+            return 1;   /* keep h open: the beacon must stay mapped */
+        }
+    }
+    dlclose(h);
+    return 0;
+}
+
+/* libsfclient may sit in an object loaded RTLD_LOCAL (a Python extension), so
+ * the global scope is not enough: ask every loaded object by its own handle. */
+static void beacon_lookup(void) {
+    struct beacon_search bs = { NULL, NULL };
+    Dl_info di;
+    if (atomic_load(&beacon))
+        return;
+    if (dladdr((void *)beacon_lookup, &di))
+        bs.self_base = di.dli_fbase;
+    dl_iterate_phdr(beacon_visit, &bs);
+    if (bs.found)
+        atomic_store(&beacon, bs.found);
+}
+
+int32_t sf__nccl_current_stage(void) {
+    struct sf_side_beacon *b = atomic_load_explicit(&beacon, memory_order_acquire);
+    return b ? atomic_load_explicit(&b->stage, memory_order_relaxed) : -1;
+}
+
+static int64_t current_step(const struct sf_nccl_comm *comm) {
+    struct sf_side_beacon *b = atomic_load_explicit(&beacon, memory_order_acquire);
+    int64_t s;
+    if (b) {
+        s = atomic_load_explicit(&b->step, memory_order_relaxed);
+        return s < 0 ? 0 : s;
+    }
+    /* No libsfclient in the process: count top-level NCCL groups. */
+    return (int64_t)(atomic_load_explicit(&comm->agg.groups, memory_order_relaxed) /
+                     st.groups_per_step);
+}
+
+/* The enclosing stage's name for a key: the published name of the stage that
+ * was open when the collective was issued; otherwise all-reduce defaults to
+ * the backward stage (where data-parallel gradient reduction is issued) and
+ * other collectives stay unattributed (""). */
+static const char *stage_name(int32_t stage, const char *collective) {
+    struct sf_side_beacon *b = atomic_load_explicit(&beacon, memory_order_acquire);
+    if (b && stage >= 0 &&
+        (uint32_t)stage < atomic_load_explicit(&b->n_names, memory_order_acquire))
+        return b->names[stage];
+    return strcmp(collective, "AllReduce") == 0 ? FALLBACK_STAGE : "";
+}
+
+/* ---- configuration from the environment ---------------------------------- */
+
+static long env_long(const char *name, long dflt, long lo, long hi) {
+    const char *v = getenv(name);
+    char *end;
+    long x;
+    if (!v || !*v)
+        return dflt;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    return (errno || *end || x < lo || x > hi) ? dflt : x;
+}
+
+static const char *job_id_env(void) {
+    const char *names[] = { "SF_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID" };
+    for (size_t i = 0; i < 3; i++)
+        if (getenv(names[i]) && *getenv(names[i]))
+            return getenv(names[i]);
+    return NULL;
+}
+
+static void configure(const struct sf_nccl_comm *first) {
+    const char *job = job_id_env(), *sock = getenv("SF_SOCKET");
+    long rank = env_long("RANK", -1, 0, 262143);
+    long world = env_long("WORLD_SIZE", -1, 1, 262144);
+
+    st.configured = true;
+    st.period_ns = env_long("SF_NCCL_FLUSH_MS", 20, 1, 60000) * INT64_C(1000000);
+    st.groups_per_step = (uint64_t)env_long("SF_NCCL_GROUPS_PER_STEP", 1, 1, 1 << 20);
+    st.last_step = -1;
+    if (rank < 0 || world < 0) {    /* no launcher: the first communicator's view */
+        rank = first->rank;
+        world = first->n_ranks;
+    }
+    if (!job || strlen(job) >= sizeof st.job_id || rank < 0 || world < 1 || rank >= world ||
+        sf__schema_build(&st.schema, NULL, NULL, 0, 1) < 0)
+        return;                     /* nowhere to ship: count only */
+    memcpy(st.job_id, job, strlen(job) + 1);
+    gethostname(st.host, sizeof st.host - 1);
+    st.hello = (struct sf__hello_info){
+        .job_id = st.job_id, .rank = (uint32_t)rank, .world_size = (uint32_t)world,
+        .local_rank = (uint32_t)env_long("LOCAL_RANK", 0, 0, 262143), .host = st.host,
+        .pid = (uint32_t)getpid(), .n_stages = st.schema.n, .stage_names = st.schema.names,
+        .stage_groups = st.schema.groups, .schema_hash = st.schema.hash,
+        .schema_version = SF_CLIENT_SCHEMA_VERSION, .accumulation = 1,
+        .channel = SF__CHANNEL_NCCL,
+    };
+    if (sf__transport_init(&st.tr, sock && *sock ? sock : DEFAULT_SOCKET, &st.hello,
+                           st.hello_buf) < 0) {
+        sf__schema_free(&st.schema);
+        return;
+    }
+    st.can_ship = true;
+}
+
+/* ---- flushing ------------------------------------------------------------ */
+
+struct delta { uint64_t count, bytes, gpu_ns, timed; };
+
+static bool key_delta(const struct sf_nccl_comm *comm, uint32_t i, struct delta *d) {
+    const struct sf_nccl_key *k = &comm->agg.keys[i];
+    if (!atomic_load_explicit(&k->published, memory_order_acquire))
+        return false;
+    d->count = atomic_load_explicit(&k->count, memory_order_relaxed) - comm->sent[i].count;
+    d->bytes = atomic_load_explicit(&k->bytes, memory_order_relaxed) - comm->sent[i].bytes;
+    d->gpu_ns = atomic_load_explicit(&k->gpu_ns, memory_order_relaxed) - comm->sent[i].gpu_ns;
+    d->timed = atomic_load_explicit(&k->timed, memory_order_relaxed) - comm->sent[i].timed;
+    return d->count || d->timed;
+}
+
+/* Ships one NcclBatch for the keys of comm whose enclosing stage name is
+ * stage; marks them sent only when the datagram went out, so a full socket or
+ * an absent daemon delays figures instead of losing them. */
+static int ship_stage(struct sf_nccl_comm *comm, const char *stage, int64_t step,
+                      uint64_t dropped, bool *ret_dropped_sent, int64_t now) {
+    static Stagefrontier__NcclAggregate aggs[SF_NCCL_MAX_KEYS];
+    static Stagefrontier__NcclAggregate *aptr[SF_NCCL_MAX_KEYS];
+    static uint32_t idx[SF_NCCL_MAX_KEYS];
+    static struct delta deltas[SF_NCCL_MAX_KEYS];
+    Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    size_t n = 0;
+    int r;
+
+    for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
+        const struct sf_nccl_key *k = &comm->agg.keys[i];
+        if (!key_delta(comm, i, &deltas[n]) || strcmp(stage_name(k->stage, k->collective), stage))
+            continue;
+        stagefrontier__nccl_aggregate__init(&aggs[n]);
+        aggs[n].collective = (char *)k->collective;
+        aggs[n].datatype = (char *)k->datatype;
+        aggs[n].algorithm = (char *)k->algorithm;
+        aggs[n].protocol = (char *)k->protocol;
+        aggs[n].has_size_bucket = aggs[n].has_count = aggs[n].has_bytes = 1;
+        aggs[n].size_bucket = k->size_bucket;
+        aggs[n].count = deltas[n].count;
+        aggs[n].bytes = deltas[n].bytes;
+        aggs[n].has_gpu_time_ns = aggs[n].has_timed_count = deltas[n].timed > 0;
+        aggs[n].gpu_time_ns = deltas[n].gpu_ns;
+        aggs[n].timed_count = deltas[n].timed;
+        aptr[n] = &aggs[n];
+        idx[n++] = i;
+    }
+    if (n == 0)
+        return 0;
+    b.step = step;
+    b.comm_name = comm->name;
+    b.has_comm_hash = b.has_comm_ranks = b.has_comm_nodes = 1;
+    b.comm_hash = comm->comm_hash;
+    b.comm_ranks = comm->n_ranks;
+    b.comm_nodes = comm->n_nodes;
+    b.enclosing_stage = (char *)stage;
+    b.n_aggregates = n;
+    b.aggregates = aptr;
+    if (!*ret_dropped_sent) {
+        b.has_dropped_events = 1;
+        b.dropped_events = dropped - comm->dropped_sent;
+    }
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
+    m.nccl = &b;
+    r = sf__transport_send_message(&st.tr, &m, st.out_buf, sizeof st.out_buf, now);
+    if (r < 0) {
+        st.stats.batches_lost++;
+        return r;
+    }
+    st.stats.batches_sent++;
+    for (size_t j = 0; j < n; j++) {
+        uint32_t i = idx[j];
+        comm->sent[i].count += deltas[j].count;
+        comm->sent[i].bytes += deltas[j].bytes;
+        comm->sent[i].gpu_ns += deltas[j].gpu_ns;
+        comm->sent[i].timed += deltas[j].timed;
+    }
+    if (!*ret_dropped_sent) {
+        comm->dropped_sent = dropped;
+        *ret_dropped_sent = true;
+    }
+    return 0;
+}
+
+static void flush_comm(struct sf_nccl_comm *comm, int64_t step, int64_t now) {
+    const char *stages[SF_NCCL_MAX_KEYS];
+    size_t n_stages = 0;
+    uint64_t dropped = atomic_load_explicit(&comm->agg.dropped, memory_order_relaxed);
+    bool dropped_sent = dropped == comm->dropped_sent;
+    struct delta d;
+
+    for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
+        const struct sf_nccl_key *k = &comm->agg.keys[i];
+        const char *s;
+        size_t j;
+        if (!key_delta(comm, i, &d))
+            continue;
+        s = stage_name(k->stage, k->collective);
+        for (j = 0; j < n_stages && strcmp(stages[j], s); j++)
+            ;
+        if (j == n_stages)
+            stages[n_stages++] = s;
+    }
+    for (size_t j = 0; j < n_stages; j++)
+        if (ship_stage(comm, stages[j], step, dropped, &dropped_sent, now) < 0)
+            break;   /* try again at the next tick */
+}
+
+/* Called with reg_lock held. Collectives counted since the previous tick were
+ * issued, up to the cadence, in the step observed at that tick: they ship
+ * under it when the step moves on, after an idle second, or at the end. */
+static void flush_all(bool force) {
+    int64_t now = sf__now_ns(), step;
+
+    if (!st.can_ship || !reg_head)
+        return;
+    if (!atomic_load(&beacon) && now >= st.beacon_retry_ns) {
+        beacon_lookup();
+        st.beacon_retry_ns = now + BEACON_RETRY_NS;
+    }
+    step = current_step(reg_head);
+    if (st.last_step < 0)
+        st.last_step = step;
+    if (!force && step == st.last_step && now - st.last_ship_ns < IDLE_FLUSH_NS)
+        return;
+    st.stats.flushes++;
+    if (sf__transport_connect(&st.tr, now) < 0 && !sf__transport_connected(&st.tr))
+        goto out;
+    for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
+        flush_comm(c, st.last_step, now);
+out:
+    st.last_ship_ns = now;
+    st.last_step = step;
+}
+
+static void *flusher_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&reg_lock);
+    while (!flusher_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += st.period_ns % 1000000000;
+        ts.tv_sec += st.period_ns / 1000000000 + ts.tv_nsec / 1000000000;
+        ts.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&reg_cond, &reg_lock, &ts);
+        if (!flusher_stop)
+            flush_all(false);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return NULL;
+}
+
+int sf__nccl_ship_register(struct sf_nccl_comm *comm) {
+    pthread_condattr_t ca;
+    int r = 0;
+
+    pthread_mutex_lock(&reg_lock);
+    if (!st.configured) {
+        configure(comm);
+        beacon_lookup();
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_destroy(&reg_cond);
+        pthread_cond_init(&reg_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    comm->next = reg_head;
+    reg_head = comm;
+    if (st.can_ship && !flusher_running) {
+        flusher_stop = false;
+        r = -pthread_create(&flusher, NULL, flusher_main, NULL);
+        flusher_running = r == 0;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return r;
+}
+
+void sf__nccl_ship_unregister(struct sf_nccl_comm *comm) {
+    bool join = false;
+    pthread_t t;
+
+    pthread_mutex_lock(&reg_lock);
+    /* A last flush so a communicator destroyed mid-window still reports. */
+    if (st.can_ship && sf__transport_connect(&st.tr, sf__now_ns()) >= 0) {
+        int64_t step = current_step(comm);
+        flush_comm(comm, st.last_step >= 0 && st.last_step < step ? st.last_step : step,
+                   sf__now_ns());
+    }
+    for (struct sf_nccl_comm **p = &reg_head; *p; p = &(*p)->next)
+        if (*p == comm) {
+            *p = comm->next;
+            break;
+        }
+    if (!reg_head && flusher_running) {
+        flusher_stop = true;
+        pthread_cond_signal(&reg_cond);
+        join = true;
+        t = flusher;
+        flusher_running = false;
+        sf__transport_close(&st.tr);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (join)
+        pthread_join(t, NULL);
+}
+
+void sf__nccl_ship_stats(struct sf__nccl_ship_stats *ret) {
+    pthread_mutex_lock(&reg_lock);
+    *ret = st.stats;
+    pthread_mutex_unlock(&reg_lock);
+}

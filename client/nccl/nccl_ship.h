@@ -1,0 +1,40 @@
+/*
+ * Shipping of the NCCL plugin's aggregates: a registry of live communicators,
+ * one flusher thread per process that turns counter deltas into NcclBatch
+ * datagrams on a channel-1 connection to the local sfd, and the step/stage
+ * attribution. Runs only on its own thread or at init/finalize, never on
+ * NCCL's event path.
+ */
+#ifndef SF_NCCL_SHIP_H
+#define SF_NCCL_SHIP_H
+
+#include <stdint.h>
+
+#include "nccl_agg.h"
+
+struct sf_nccl_comm {
+    struct sf_nccl_agg agg;          /* first: handles point into it */
+    uint64_t comm_hash;
+    char name[129];
+    uint32_t n_ranks, n_nodes;
+    int rank;
+    /* Owned by the flusher (under the registry lock): what was shipped. */
+    struct { uint64_t count, bytes, gpu_ns, timed; } sent[SF_NCCL_MAX_KEYS];
+    uint64_t dropped_sent;
+    uint64_t groups_at_flush;
+    struct sf_nccl_comm *next;
+};
+
+/* The enclosing stage id now (-1 unknown): read on NCCL's thread. */
+int32_t sf__nccl_current_stage(void);
+
+/* Registers a communicator (starting the flusher with the first) or, at
+ * finalize, flushes it a last time and unregisters it (stopping the flusher
+ * with the last). -errno on failure; the plugin then still counts. */
+int  sf__nccl_ship_register(struct sf_nccl_comm *comm);
+void sf__nccl_ship_unregister(struct sf_nccl_comm *comm);
+
+struct sf__nccl_ship_stats { uint64_t batches_sent, batches_lost, flushes; };
+void sf__nccl_ship_stats(struct sf__nccl_ship_stats *ret);
+
+#endif

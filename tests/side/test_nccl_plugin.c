@@ -1,0 +1,462 @@
+/*
+ * Harness for libnccl-profiler-stagefrontier.so: dlopens the built plugin,
+ * finds ncclProfiler_v5 and ncclProfiler_v4, and drives them as NCCL does
+ * (Group -> Coll -> ProxyOp -> ProxyStep, KernelCh with GPU timestamps),
+ * with and without kernel timing and past pool exhaustion. A test-owned
+ * SEQPACKET socket plays sfd: the decoded NcclBatch totals are asserted.
+ * Mode "beacon" also exports a published step/stage beacon, as libsfclient
+ * would; mode "fallback" leaves it unpublished.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cuda_events.h"
+#include "ingest.pb-c.h"
+#include "nccl_profiler_abi.h"
+
+#define SF_NCCL_KEYS 256   /* the plugin's key table */
+
+/* Found by the plugin through dlsym on this executable (linked -rdynamic).
+ * Its magic stays 0, so invalid, unless the mode is "beacon". */
+__attribute__((visibility("default"))) struct sf_side_beacon sf_side_beacon;
+
+static bool beacon_mode;
+static char dir[64], sock_path[108];
+static const sf_nccl_profiler_v5 *v5;
+static const sf_nccl_profiler_v4 *v4;
+
+/* ---- the fake sfd --------------------------------------------------------- */
+
+#define MAX_ROWS 1024
+struct row {
+    char comm[129], stage[65], coll[33], dt[33], algo[33], proto[33];
+    uint32_t bucket;
+    uint64_t count, bytes, gpu_ns, timed;
+};
+
+static struct {
+    int listen_fd;
+    pthread_t thread;
+    int hellos, hello_channel, batches, bad;
+    uint32_t hello_rank, hello_world;
+    char hello_job[129];
+    uint64_t dropped;
+    int64_t min_step, max_step;
+    size_t n_rows;
+    struct row rows[MAX_ROWS];
+} srv;
+
+static void add_batch(const Stagefrontier__NcclBatch *b) {
+    srv.batches++;
+    if (b->step < srv.min_step) srv.min_step = b->step;
+    if (b->step > srv.max_step) srv.max_step = b->step;
+    if (b->has_dropped_events)
+        srv.dropped += b->dropped_events;
+    for (size_t i = 0; i < b->n_aggregates; i++) {
+        const Stagefrontier__NcclAggregate *a = b->aggregates[i];
+        struct row key = { .bucket = a->size_bucket };
+        size_t j;
+        snprintf(key.comm, sizeof key.comm, "%s", b->comm_name ? b->comm_name : "");
+        snprintf(key.stage, sizeof key.stage, "%s", b->enclosing_stage ? b->enclosing_stage : "");
+        snprintf(key.coll, sizeof key.coll, "%s", a->collective);
+        snprintf(key.dt, sizeof key.dt, "%s", a->datatype ? a->datatype : "");
+        snprintf(key.algo, sizeof key.algo, "%s", a->algorithm ? a->algorithm : "");
+        snprintf(key.proto, sizeof key.proto, "%s", a->protocol ? a->protocol : "");
+        for (j = 0; j < srv.n_rows; j++) {
+            struct row *r = &srv.rows[j];
+            if (!strcmp(r->comm, key.comm) && !strcmp(r->stage, key.stage) &&
+                !strcmp(r->coll, key.coll) && !strcmp(r->dt, key.dt) &&
+                !strcmp(r->algo, key.algo) && !strcmp(r->proto, key.proto) &&
+                r->bucket == key.bucket)
+                break;
+        }
+        if (j == srv.n_rows) {
+            if (srv.n_rows == MAX_ROWS) { srv.bad++; continue; }
+            srv.rows[srv.n_rows++] = key;
+        }
+        srv.rows[j].count += a->count;
+        srv.rows[j].bytes += a->bytes;
+        srv.rows[j].gpu_ns += a->gpu_time_ns;
+        srv.rows[j].timed += a->timed_count;
+    }
+}
+
+/* Reads datagrams until the plugin closes its connection (after the last
+ * communicator's finalize). A generous overall timeout only fails the test. */
+static void *server_main(void *arg) {
+    static uint8_t buf[1 << 17];
+    struct pollfd p = { .fd = srv.listen_fd, .events = POLLIN };
+    int fd;
+    (void)arg;
+    if (poll(&p, 1, 60000) != 1 || (fd = accept(srv.listen_fd, NULL, NULL)) < 0) {
+        srv.bad++;
+        return NULL;
+    }
+    for (;;) {
+        ssize_t n;
+        Stagefrontier__ClientMessage *m;
+        p = (struct pollfd){ .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 60000) != 1) { srv.bad++; break; }
+        n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+        m = stagefrontier__client_message__unpack(NULL, (size_t)n, buf);
+        if (!m) { srv.bad++; continue; }
+        if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO) {
+            srv.hellos++;
+            srv.hello_channel = m->hello->has_channel ? (int)m->hello->channel : 0;
+            srv.hello_rank = m->hello->rank;
+            srv.hello_world = m->hello->world_size;
+            snprintf(srv.hello_job, sizeof srv.hello_job, "%s", m->hello->job_id);
+        } else if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL) {
+            add_batch(m->nccl);
+        } else {
+            srv.bad++;
+        }
+        stagefrontier__client_message__free_unpacked(m, NULL);
+    }
+    close(fd);
+    return NULL;
+}
+
+static const struct row *find_row(const char *comm, const char *stage, const char *coll,
+                                  const char *algo, uint32_t bucket) {
+    for (size_t j = 0; j < srv.n_rows; j++) {
+        const struct row *r = &srv.rows[j];
+        if (!strcmp(r->comm, comm) && !strcmp(r->stage, stage) && !strcmp(r->coll, coll) &&
+            !strcmp(r->algo, algo) && r->bucket == bucket)
+            return r;
+    }
+    return NULL;
+}
+
+/* ---- driving the plugin as NCCL does ------------------------------------- */
+
+static void *start5(void *ctx, sf_nccl_descr_v5 *d) {
+    void *h = (void *)1;   /* NCCL hands in garbage; the plugin must set it */
+    assert_int_equal(v5->start_event(ctx, &h, d), ncclSuccess);
+    return h;
+}
+
+static void stop(void *h) {
+    if (h)
+        assert_int_equal(v5->stop_event(h), ncclSuccess);
+}
+
+/* One kernel channel under parent, from gpu_start to gpu_stop. */
+static void kernel_channel5(void *ctx, void *parent, uint8_t ch, uint64_t t0, uint64_t t1) {
+    sf_nccl_descr_v5 d = { .type = SF_NCCL_EV_KERNEL_CH, .parent = parent };
+    sf_nccl_state_args a = { .kernel_ch = { t1 } };
+    void *k;
+    d.kernel_ch.channel = ch;
+    d.kernel_ch.gpu_timer_start = t0;
+    k = start5(ctx, &d);
+    if (k)
+        assert_int_equal(v5->record_event_state(k, SF_NCCL_STATE_KERNEL_CH_STOP, &a), ncclSuccess);
+    stop(k);
+}
+
+/* Group -> Coll (stopped at enqueue) -> ProxyOp -> ProxyStep, then the
+ * kernel channels report later, as the proxy thread sees them finish. */
+static void collective5(void *ctx, const char *func, const char *dt, size_t count,
+                        const char *algo, uint8_t n_channels, uint64_t t0, uint64_t span) {
+    sf_nccl_descr_v5 g = { .type = SF_NCCL_EV_GROUP };
+    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL };
+    sf_nccl_descr_v5 op = { .type = SF_NCCL_EV_PROXY_OP };
+    sf_nccl_descr_v5 ps = { .type = SF_NCCL_EV_PROXY_STEP };
+    void *gh, *ch, *oh, *sh;
+
+    gh = start5(ctx, &g);
+    c.coll = (struct sf_nccl_coll_v5){ .func = func, .count = count, .datatype = dt,
+                                       .n_channels = n_channels, .algo = algo,
+                                       .proto = "SIMPLE", .parent_group = gh };
+    ch = start5(ctx, &c);
+    stop(ch);                     /* enqueued: not complete, must not count GPU time */
+    op.parent = ch;
+    op.proxy_op.channel = 0;
+    oh = start5(ctx, &op);
+    ps.parent = oh;
+    sh = start5(ctx, &ps);
+    stop(sh);
+    for (uint8_t k = 0; k < (span ? n_channels : 0); k++)
+        kernel_channel5(ctx, ch, k, t0 + k, t0 + span - (n_channels - 1 - k));
+    stop(oh);
+    stop(gh);
+}
+
+static void *init5(const char *name, uint64_t id) {
+    void *ctx = NULL;
+    int mask = 0;
+    assert_int_equal(v5->init(&ctx, id, &mask, name, 1, 2, 0, NULL), ncclSuccess);
+    assert_non_null(ctx);
+    assert_true(mask & SF_NCCL_EV_COLL);
+    assert_true(mask & SF_NCCL_EV_KERNEL_CH);
+    assert_true(mask & SF_NCCL_EV_PROXY_OP);
+    return ctx;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_symbols(void **state) {
+    void *lib = *state;
+    (void)state;
+    assert_non_null(v5);
+    assert_non_null(v4);
+    assert_string_equal(v5->name, "stagefrontier");
+    assert_null(dlsym(lib, "sf__nccl_coll_start"));   /* only the two versioned symbols */
+    assert_null(dlsym(lib, "sf_side_beacon"));
+    assert_null(dlsym(lib, "sf_client_open"));
+    assert_null(dlsym(lib, "ncclProfiler_v3"));
+}
+
+#define HELD 4096   /* the plugin's collective ring and kernel-channel pool */
+
+/* Pools full: 4096 collectives each hold one kernel channel in flight, so
+ * the ring has no free slot (10 collectives lose their timing handle) and the
+ * channel pool is empty (5 channels dropped). Counts still land; once the
+ * channels finish, timing resumes. */
+static void exhaust_pools(void) {
+    static void *held[HELD], *colls[HELD];
+    void *x = init5("comm-x", 0x77);
+    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL }, k = { .type = SF_NCCL_EV_KERNEL_CH };
+    sf_nccl_state_args a = { .kernel_ch = { 0 } };
+    void *extra;
+
+    c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1, .datatype = "ncclInt8",
+                                       .n_channels = 1, .algo = "RING", .proto = "LL" };
+    for (int i = 0; i < HELD; i++) {
+        void *ch = start5(x, &c);
+        assert_non_null(ch);
+        stop(ch);
+        colls[i] = ch;
+        k.parent = ch;
+        k.kernel_ch.gpu_timer_start = 100;
+        held[i] = start5(x, &k);
+        assert_non_null(held[i]);
+    }
+    for (int i = 0; i < 10; i++) {
+        void *ch = start5(x, &c);
+        assert_null(ch);                  /* dropped: every ring slot is in flight */
+        k.parent = ch;
+        assert_null(start5(x, &k));       /* no parent, nothing to time */
+    }
+    k.parent = colls[0];
+    for (int i = 0; i < 5; i++)
+        assert_null(start5(x, &k));       /* dropped: the channel pool is empty */
+    for (int i = 0; i < HELD; i++) {
+        a.kernel_ch.gpu_timer = 150;
+        assert_int_equal(v5->record_event_state(held[i], SF_NCCL_STATE_KERNEL_CH_STOP, &a), ncclSuccess);
+        stop(held[i]);
+    }
+    extra = start5(x, &c);
+    assert_non_null(extra);               /* pools drained: back to normal */
+    stop(extra);
+    kernel_channel5(x, extra, 0, 1000, 1050);
+    assert_int_equal(v5->finalize(x), ncclSuccess);
+}
+
+/* More distinct keys than the table holds: 44 of 300 dropped, counted. */
+static void exhaust_keys(void) {
+    void *kc = init5("comm-k", 0x88);
+    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL };
+    char algo[16];
+    for (int i = 0; i < 300; i++) {
+        snprintf(algo, sizeof algo, "A%d", i);
+        c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1, .datatype = "ncclInt8",
+                                           .n_channels = 1, .algo = algo, .proto = "LL" };
+        stop(start5(kc, &c));
+    }
+    assert_int_equal(v5->finalize(kc), ncclSuccess);
+}
+
+#define N_ALLREDUCE 40
+#define SPAN_NS 250000u
+
+static void test_drive_and_ship(void **state) {
+    void *a, *b, *c4 = NULL;
+    int mask4 = 0;
+    (void)state;
+
+    a = init5("comm-a", 0xa11);
+    b = init5("comm-b", 0xb22);
+    assert_int_equal(v4->init(&c4, &mask4, "comm-v4", 0xc44, 2, 8, 3, NULL), ncclSuccess);
+    assert_true(mask4 & SF_NCCL_EV_KERNEL_CH);
+
+    if (beacon_mode)
+        atomic_store(&sf_side_beacon.stage, 2);
+    /* Kernel timing present: two channels, span SPAN_NS each. 1 Mi floats = 2^22 bytes. */
+    for (int i = 0; i < N_ALLREDUCE; i++) {
+        if (beacon_mode)
+            atomic_store(&sf_side_beacon.step, 100 + i / 10);
+        collective5(a, "AllReduce", "ncclFloat32", 1u << 20, "RING", 2,
+                    UINT64_C(1000000000) + (uint64_t)i * 1000000, SPAN_NS);
+    }
+    if (beacon_mode)
+        atomic_store(&sf_side_beacon.stage, -1);
+    /* Kernel timing absent: counted, no GPU time. 1000 bf16 = 2000 bytes, bucket 10. */
+    for (int i = 0; i < 7; i++)
+        collective5(a, "AllGather", "ncclBfloat16", 1000, "RING", 1, 0, 0);
+    /* Another communicator, and a channel that never reports: timing incomplete. */
+    collective5(b, "AllReduce", "ncclFloat64", 3, "TREE", 4, 5000, 0);
+
+    /* v4: the Coll's parent is the Group itself. */
+    {
+        sf_nccl_descr_v4 g = { .type = SF_NCCL_EV_GROUP }, c = { .type = SF_NCCL_EV_COLL };
+        sf_nccl_descr_v4 k = { .type = SF_NCCL_EV_KERNEL_CH };
+        sf_nccl_state_args sa = { .kernel_ch = { 9000 } };
+        void *gh = NULL, *ch = NULL, *kh = NULL;
+        assert_int_equal(v4->start_event(c4, &gh, &g), ncclSuccess);
+        c.parent = gh;
+        c.coll = (struct sf_nccl_coll_v4){ .func = "ReduceScatter", .count = 256,
+                                           .datatype = "ncclInt32", .n_channels = 1,
+                                           .algo = "RING", .proto = "LL" };
+        assert_int_equal(v4->start_event(c4, &ch, &c), ncclSuccess);
+        assert_int_equal(v4->stop_event(ch), ncclSuccess);
+        k.parent = ch;
+        k.kernel_ch.gpu_timer_start = 1000;
+        assert_int_equal(v4->start_event(c4, &kh, &k), ncclSuccess);
+        assert_non_null(kh);
+        assert_int_equal(v4->record_event_state(kh, SF_NCCL_STATE_KERNEL_CH_STOP, &sa), ncclSuccess);
+        assert_int_equal(v4->stop_event(kh), ncclSuccess);
+        assert_int_equal(v4->stop_event(gh), ncclSuccess);
+    }
+
+    exhaust_pools();
+    exhaust_keys();
+    assert_int_equal(v5->finalize(b), ncclSuccess);
+    assert_int_equal(v4->finalize(c4), ncclSuccess);
+    assert_int_equal(v5->finalize(a), ncclSuccess);
+    assert_int_equal(pthread_join(srv.thread, NULL), 0);
+
+    assert_int_equal(srv.bad, 0);
+    assert_true(srv.hellos >= 1);
+    assert_int_equal(srv.hello_channel, 1);
+    assert_string_equal(srv.hello_job, "job-side");
+    assert_int_equal(srv.hello_rank, 1);
+    assert_int_equal(srv.hello_world, 4);
+    assert_int_equal(srv.dropped, 15 + 44);
+
+    const char *ar_stage = beacon_mode ? "my.custom_stage" : "model.backward_cpu_wall";
+    const struct row *r = find_row("comm-a", ar_stage, "AllReduce", "RING", 22);
+    assert_non_null(r);
+    assert_string_equal(r->dt, "ncclFloat32");
+    assert_string_equal(r->proto, "SIMPLE");
+    assert_int_equal(r->count, N_ALLREDUCE);
+    assert_int_equal(r->bytes, (uint64_t)N_ALLREDUCE << 22);
+    assert_int_equal(r->timed, N_ALLREDUCE);
+    assert_int_equal(r->gpu_ns, (uint64_t)N_ALLREDUCE * SPAN_NS);
+
+    r = find_row("comm-a", "", "AllGather", "RING", 10);   /* unattributed: not an all-reduce */
+    assert_non_null(r);
+    assert_int_equal(r->count, 7);
+    assert_int_equal(r->bytes, 7 * 2000);
+    assert_int_equal(r->timed, 0);
+    assert_int_equal(r->gpu_ns, 0);
+
+    r = find_row("comm-b", "model.backward_cpu_wall", "AllReduce", "TREE", 4);
+    assert_non_null(r);
+    assert_int_equal(r->count, 1);
+    assert_int_equal(r->bytes, 24);
+    assert_int_equal(r->timed, 0);
+
+    r = find_row("comm-v4", "", "ReduceScatter", "RING", 10);
+    assert_non_null(r);
+    assert_int_equal(r->count, 1);
+    assert_int_equal(r->bytes, 1024);
+    assert_int_equal(r->timed, 1);
+    assert_int_equal(r->gpu_ns, 8000);
+
+    r = find_row("comm-x", "model.backward_cpu_wall", "AllReduce", "RING", 0);
+    assert_non_null(r);
+    assert_int_equal(r->count, HELD + 10 + 1);
+    assert_int_equal(r->timed, HELD + 1);
+    assert_int_equal(r->gpu_ns, (uint64_t)HELD * 50 + 50);
+
+    size_t keys_k = 0;
+    uint64_t count_k = 0;
+    for (size_t j = 0; j < srv.n_rows; j++)
+        if (!strcmp(srv.rows[j].comm, "comm-k")) {
+            keys_k++;
+            count_k += srv.rows[j].count;
+        }
+    assert_int_equal(keys_k, SF_NCCL_KEYS);
+    assert_int_equal(count_k, SF_NCCL_KEYS);
+
+    if (beacon_mode) {    /* collectives ran in steps 100..103; 99 was open first */
+        assert_true(srv.min_step >= 99);
+        assert_true(srv.max_step <= 103);
+    }
+}
+
+static int setup(void **state) {
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    void *lib;
+
+    snprintf(dir, sizeof dir, "/tmp/sf-nccl-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(sock_path, sizeof sock_path, "%s/ingest.sock", dir);
+    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+    srv.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (srv.listen_fd < 0 || bind(srv.listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        listen(srv.listen_fd, 4) < 0)
+        return -1;
+    srv.min_step = INT64_MAX;
+    srv.max_step = INT64_MIN;
+    if (pthread_create(&srv.thread, NULL, server_main, NULL) != 0)
+        return -1;
+    setenv("SF_SOCKET", sock_path, 1);
+    setenv("SF_JOB_ID", "job-side", 1);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    setenv("SF_NCCL_FLUSH_MS", "2", 1);
+    if (beacon_mode) {
+        const char *names[] = { "data.next_wait", "model.fwd_loss_cpu_wall", "my.custom_stage" };
+        for (int i = 0; i < 3; i++)
+            snprintf(sf_side_beacon.names[i], sizeof sf_side_beacon.names[i], "%s", names[i]);
+        atomic_store(&sf_side_beacon.n_names, 3);
+        atomic_store(&sf_side_beacon.step, 99);
+        atomic_store(&sf_side_beacon.stage, -1);
+        sf_side_beacon.version = SF_SIDE_BEACON_VERSION;
+        sf_side_beacon.magic = SF_SIDE_BEACON_MAGIC;
+    }
+    lib = dlopen(NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return -1;
+    v5 = dlsym(lib, "ncclProfiler_v5");
+    v4 = dlsym(lib, "ncclProfiler_v4");
+    *state = lib;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    close(srv.listen_fd);
+    unlink(sock_path);
+    rmdir(dir);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_symbols),
+        cmocka_unit_test(test_drive_and_ship),
+    };
+    beacon_mode = argc > 1 && strcmp(argv[1], "beacon") == 0;
+    return cmocka_run_group_tests_name(beacon_mode ? "nccl_plugin_beacon" : "nccl_plugin_fallback",
+                                       tests, setup, teardown);
+}
