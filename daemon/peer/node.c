@@ -371,7 +371,7 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
     Stagefrontier__Report *m = stagefrontier__report__unpack(NULL, msg->payload_len, msg->payload);
     size_t n = m ? strnlen(m->job_id, SFD_PEER_JOB_MAX + 1) : 0;
     if (m == NULL || !sfd_peer_job_id_valid(m->job_id, n) || m->window < 0 ||
-        strlen(m->json) > SFD_PEER_REPORT_MAX || m->root_id == 0) {
+        m->merged.len == 0 || m->root_id == 0) {
         node->c.rejected_decode++;
         goto out;
     }
@@ -381,9 +381,11 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
     if (node->elect.role == SFD_ELECT_ROOT) {
         if (sfd_peer_report_find(node, &key) == NULL)
             node->c.reports_adopted++;
-        sfd_peer_root_publish(node, &key, m->root_id, m->root_term, m->json);
-    } else {
-        sfd_peer_report_store(node, &key, m->root_id, m->root_term, m->json);
+        sfd_peer_root_publish(node, &key, m->root_id, m->root_term, m->merged.data,
+                              m->merged.len, NULL);
+    } else if (sfd_peer_report_store(node, &key, m->root_id, m->root_term, m->merged.data,
+                                     m->merged.len, NULL) < 0) {
+        node->c.rejected_decode++;
     }
 out:
     stagefrontier__report__free_unpacked(m, NULL);

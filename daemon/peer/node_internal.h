@@ -68,7 +68,8 @@ typedef struct sfd_peer_report {
     sfd_window_key key;
     uint32_t root_id;
     uint64_t root_term;
-    char *json;
+    uint8_t *packed;            /* the merged summary, packed Summary */
+    size_t len;
     struct sfd_peer_report *next;
 } sfd_peer_report;
 
@@ -126,12 +127,14 @@ void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
 void sfd_peer_root_tick(sfd_peer_node *node, uint64_t now);
 void sfd_peer_root_drop_all(sfd_peer_node *node);
 void sfd_peer_root_publish(sfd_peer_node *node, const sfd_window_key *key,
-                           uint32_t root_id, uint64_t term, const char *json);
+                           uint32_t root_id, uint64_t term, const uint8_t *packed,
+                           size_t len, const sf_summary *merged);
 const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node,
                                             const sfd_window_key *key);
 /* Stores a report once per key and hands it to the host; 1 when new. */
 int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
-                          uint32_t root_id, uint64_t term, const char *json);
+                          uint32_t root_id, uint64_t term, const uint8_t *packed,
+                          size_t len, const sf_summary *merged);
 int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r);
 void sfd_peer_reports_free(sfd_peer_node *node);
 void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key);

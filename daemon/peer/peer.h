@@ -24,7 +24,6 @@
 #define SFD_PEER_ID_MAX         0x7fffffffu
 #define SFD_PEER_JOB_MAX        128
 #define SFD_PEER_PENDING_MAX    32          /* window keys in a root heartbeat */
-#define SFD_PEER_REPORT_MAX     (8u << 20)  /* report JSON text */
 
 /* ---- frame.c: u32 big-endian length prefix, hard cap -------------------- */
 
@@ -233,13 +232,11 @@ enum sfd_peer_log { SFD_PEER_LOG_ERR = 3, SFD_PEER_LOG_WARNING = 4,
 
 typedef struct sfd_peer_hooks {
     void *ctx;
-    /* Root only: the report JSON of a merged window, malloc'd. The summary
-     * stays owned by the peer layer. */
-    int (*report)(void *ctx, const sfd_window_key *key, const sf_summary *merged,
-                  char **ret_json);
-    /* Every node, once per window key: a report reached this node. */
+    /* Every node, once per window key: the root closed the window with this
+     * merged summary (its meta carries the root's downgrade flags). The host
+     * computes and stores the report; the summary stays the peer layer's. */
     void (*deliver)(void *ctx, const sfd_window_key *key, uint32_t root_id,
-                    uint64_t root_term, const char *json);
+                    uint64_t root_term, const sf_summary *merged);
     void (*log)(void *ctx, int priority, const char *msg);
 } sfd_peer_hooks;
 

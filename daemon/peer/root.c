@@ -24,7 +24,7 @@ static void report_free(sfd_peer_report *r)
 {
     if (r == NULL)
         return;
-    free(r->json);
+    free(r->packed);
     free(r);
 }
 
@@ -78,16 +78,34 @@ static void pending_remove(sfd_peer_node *node, const sfd_window_key *key)
     }
 }
 
+/* Stores the report of a window once; `merged` may be NULL, then it is
+ * decoded from `packed` (a member receiving the root's push). */
 int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
-                          uint32_t root_id, uint64_t term, const char *json)
+                          uint32_t root_id, uint64_t term, const uint8_t *packed,
+                          size_t len, const sf_summary *merged)
 {
     if (sfd_peer_report_find(node, key) != NULL)
         return 0;
+    sf_summary *decoded = NULL;
+    sfd_window_key inner;
+    if (merged == NULL) {
+        int rc = sfd_peer_summary_unpack(packed, len, &decoded, &inner, NULL);
+        if (rc < 0)
+            return rc;
+        if (!sfd_window_key_equal(&inner, key)) {
+            sf_summary_free(decoded);
+            return -EBADMSG;
+        }
+        merged = decoded;
+    }
     sfd_peer_report *r = calloc(1, sizeof *r);
-    if (r == NULL || (r->json = strdup(json)) == NULL) {
+    if (r == NULL || (r->packed = malloc(len ? len : 1)) == NULL) {
         free(r);
+        sf_summary_free(decoded);
         return -ENOMEM;
     }
+    memcpy(r->packed, packed, len);
+    r->len = len;
     r->key = *key;
     r->root_id = root_id;
     r->root_term = term;
@@ -95,10 +113,12 @@ int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
     node->reports = r;
     if (++node->n_reports > SFD_PEER_REPORTS_KEPT)
         evict_oldest_report(node);
+    /* Deliver first: `merged` may be the pending window's own summary. */
+    if (node->hooks.deliver != NULL)
+        node->hooks.deliver(node->hooks.ctx, key, root_id, term, merged);
+    sf_summary_free(decoded);
     sfd_peer_retained_drop_key(node, key);
     pending_remove(node, key);
-    if (node->hooks.deliver != NULL)
-        node->hooks.deliver(node->hooks.ctx, key, root_id, term, json);
     return 1;
 }
 
@@ -110,7 +130,8 @@ int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_repo
     m.segment = r->key.segment;
     m.root_id = r->root_id;
     m.root_term = r->root_term;
-    m.json = r->json;
+    m.merged.data = r->packed;
+    m.merged.len = r->len;
     return sfd_peer_send(node, dest, STAGEFRONTIER__PEER_ENVELOPE__TYPE__REPORT, &m.base);
 }
 
@@ -123,9 +144,10 @@ static void push_report(sfd_peer_node *node, const sfd_peer_report *r)
 /* Stores a report (computed here or adopted from a member that already had
  * it) and pushes it to every member. */
 void sfd_peer_root_publish(sfd_peer_node *node, const sfd_window_key *key,
-                           uint32_t root_id, uint64_t term, const char *json)
+                           uint32_t root_id, uint64_t term, const uint8_t *packed,
+                           size_t len, const sf_summary *merged)
 {
-    if (sfd_peer_report_store(node, key, root_id, term, json) <= 0)
+    if (sfd_peer_report_store(node, key, root_id, term, packed, len, merged) <= 0)
         return;
     const sfd_peer_report *r = sfd_peer_report_find(node, key);
     if (r != NULL)
@@ -139,17 +161,19 @@ static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
         p->s->meta.flags |= SF_WIN_LATE_SUMMARY;
         node->c.windows_late++;
     }
-    char *json = NULL;
-    int r = node->hooks.report ? node->hooks.report(node->hooks.ctx, &key, p->s, &json) : -ENOSYS;
-    if (r < 0 || json == NULL) {
-        sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: report of %s window %lld failed: %s",
+    uint8_t *packed = NULL;
+    size_t len = 0;
+    int r = sfd_peer_summary_pack(p->s, key.job, false, node->cfg.node_id, &packed, &len);
+    if (r < 0) {
+        sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: %s window %lld cannot be packed: %s",
                       key.job, (long long)key.window, strerror(-r));
         pending_remove(node, &key);
         return;
     }
     node->c.reports_computed++;
-    sfd_peer_root_publish(node, &key, node->cfg.node_id, node->elect.term, json);
-    free(json);
+    /* p is freed by the publish (the window is no longer pending). */
+    sfd_peer_root_publish(node, &key, node->cfg.node_id, node->elect.term, packed, len, p->s);
+    free(packed);
     pending_remove(node, &key);
 }
 
