@@ -81,7 +81,8 @@ static PyObject *stagectx_exit(StageContext *s, PyObject *const *args, Py_ssize_
 {
     (void)args;
     (void)nargs;
-    if (s->h->c != NULL)
+    /* An unknown name was counted once, at enter. */
+    if (s->h->c != NULL && s->id >= 0)
         sf_stage_end(s->h->c, s->id);
     Py_RETURN_FALSE;
 }
