@@ -245,6 +245,60 @@ def test_disabled_and_absent():
         pass
 
 
+def test_fork_and_loader_workers():
+    lst = Listener()
+    rec = sf.Recorder(job_id="py-fork", socket=lst.path, rank=0, world_size=1)
+    lst.accept()
+    check(lst.recv()[0] == "hello", "hello")
+    before = rec.stats()["send_syscalls"]
+    pid = os.fork()
+    if pid == 0:
+        # The inherited client must stay silent: no send as the parent rank.
+        for i in range(5):
+            with rec.step(1000 + i):
+                with rec.stage("data.next_wait"):
+                    pass
+        rec.flush()
+        st = rec.stats()
+        rec.close()
+        os._exit(0 if st["send_syscalls"] == before and not st["connected"] else 1)
+    _, status = os.waitpid(pid, 0)
+    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "child exited cleanly")
+
+    n = 6
+    try:
+        import torch.utils.data as tud
+        # Forked DataLoader workers inherit the Recorder and tear it down at exit.
+        loader = tud.DataLoader(list(range(2 * n)), batch_size=2, num_workers=2)
+        print("DataLoader with 2 forked workers")
+    except ImportError:
+        loader = [[2 * i, 2 * i + 1] for i in range(n)]
+    for batch in rec.data(loader):
+        with rec.step():
+            with rec.stage("model.fwd_loss_cpu_wall"):
+                pass
+    rec.close()     # drains, then closes: the stream ends after our records
+    steps = []
+    while True:
+        try:
+            buf = lst.conn.recv(1 << 17)
+        except socket.timeout:
+            check(False, "stream did not end")
+        if not buf:
+            break
+        msg = decode(buf)
+        check(msg[0] == "batch", "only batches after the hello")
+        steps.extend(r["step"] for r in msg[1])
+    check(steps == list(range(n)), "only the parent's steps arrive: %r" % steps)
+    lst.sock.setblocking(False)
+    try:
+        lst.sock.accept()
+        check(False, "a forked copy opened a second connection")
+    except BlockingIOError:
+        pass
+    lst.close()
+
+
 if __name__ == "__main__":
     for name in ("SF_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "RANK", "WORLD_SIZE",
                  "SF_DISABLE"):
@@ -252,4 +306,5 @@ if __name__ == "__main__":
     test_default_schema_records()
     test_custom_schema_and_misuse()
     test_disabled_and_absent()
+    test_fork_and_loader_workers()
     print("ok")
