@@ -38,7 +38,7 @@ static bool flusher_running, flusher_stop;
 
 /* Flusher state, guarded by reg_lock. */
 static struct {
-    bool configured, can_ship;
+    bool configured, can_ship, schema_from_beacon;
     int64_t period_ns;
     uint64_t groups_per_step;
     char job_id[129], host[256];
@@ -160,25 +160,73 @@ static void configure(const struct sf_nccl_comm *first) {
         rank = first->rank;
         world = first->n_ranks;
     }
-    if (!job || strlen(job) >= sizeof st.job_id || rank < 0 || world < 1 || rank >= world ||
-        sf__schema_build(&st.schema, NULL, NULL, 0, 1) < 0)
+    if (!job || strlen(job) >= sizeof st.job_id || rank < 0 || world < 1 || rank >= world)
         return;                     /* nowhere to ship: count only */
     memcpy(st.job_id, job, strlen(job) + 1);
     gethostname(st.host, sizeof st.host - 1);
     st.hello = (struct sf__hello_info){
         .job_id = st.job_id, .rank = (uint32_t)rank, .world_size = (uint32_t)world,
         .local_rank = (uint32_t)env_long("LOCAL_RANK", 0, 0, 262143), .host = st.host,
-        .pid = (uint32_t)getpid(), .n_stages = st.schema.n, .stage_names = st.schema.names,
-        .stage_groups = st.schema.groups, .schema_hash = st.schema.hash,
-        .schema_version = SF_CLIENT_SCHEMA_VERSION, .accumulation = 1,
-        .channel = SF__CHANNEL_NCCL,
+        .pid = (uint32_t)getpid(), .schema_version = SF_CLIENT_SCHEMA_VERSION,
+        .accumulation = 1, .channel = SF__CHANNEL_NCCL,
     };
     if (sf__transport_init(&st.tr, sock && *sock ? sock : DEFAULT_SOCKET, &st.hello,
-                           st.hello_buf) < 0) {
-        sf__schema_free(&st.schema);
+                           st.hello_buf) < 0)
         return;
-    }
     st.can_ship = true;
+}
+
+/* "x@k" -> k + 1 microsteps, else 1. */
+static uint32_t accumulation_of(const char *name) {
+    const char *at = strrchr(name, '@');
+    unsigned long k;
+    char *end;
+    if (!at || !at[1])
+        return 1;
+    k = strtoul(at + 1, &end, 10);
+    return *end || k >= 64 ? 1 : (uint32_t)k + 1;
+}
+
+/* The channel-1 Hello mirrors the trainer's schema, so sfd sees one shape
+ * per job: the names libsfclient published, with the default group rule and
+ * the accumulation their @k suffixes imply. Without libsfclient in the
+ * process, the default six stages. Settled before the first connect. */
+static bool hello_schema(void) {
+    struct sf_side_beacon *b = atomic_load(&beacon);
+    const char *names[SF_SIDE_MAX_STAGES];
+    struct sf__schema s;
+    uint32_t n = b ? atomic_load_explicit(&b->n_names, memory_order_acquire) : 0, acc = 1;
+
+    if (st.schema.n && (st.schema_from_beacon || !b || n < 2))
+        return true;
+    if (n >= 2 && n <= SF_SIDE_MAX_STAGES) {
+        for (uint32_t i = 0; i < n; i++) {
+            names[i] = b->names[i];
+            if (accumulation_of(names[i]) > acc)
+                acc = accumulation_of(names[i]);
+        }
+        if (sf__schema_build(&s, names, NULL, n, acc) == 0) {
+            sf__schema_free(&st.schema);
+            st.schema = s;
+            st.schema_from_beacon = true;
+        }
+    }
+    if (!st.schema.n && sf__schema_build(&st.schema, NULL, NULL, 0, 1) < 0)
+        return false;
+    st.hello.n_stages = st.schema.n;
+    st.hello.stage_names = st.schema.names;
+    st.hello.stage_groups = st.schema.groups;
+    st.hello.schema_hash = st.schema.hash;
+    st.hello.accumulation = st.schema_from_beacon ? acc : 1;
+    return true;
+}
+
+static int connect_now(int64_t now) {
+    if (sf__transport_connected(&st.tr))
+        return 0;
+    if (!hello_schema())
+        return -ENOMEM;
+    return sf__transport_connect(&st.tr, now);
 }
 
 /* ---- flushing ------------------------------------------------------------ */
@@ -308,7 +356,7 @@ static void flush_all(bool force) {
     if (!force && step == st.last_step && now - st.last_ship_ns < IDLE_FLUSH_NS)
         return;
     st.stats.flushes++;
-    if (sf__transport_connect(&st.tr, now) < 0 && !sf__transport_connected(&st.tr))
+    if (connect_now(now) < 0)
         goto out;
     for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
         flush_comm(c, st.last_step, now);
@@ -340,8 +388,8 @@ int sf__nccl_ship_register(struct sf_nccl_comm *comm) {
 
     pthread_mutex_lock(&reg_lock);
     if (!st.configured) {
-        configure(comm);
         beacon_lookup();
+        configure(comm);
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_destroy(&reg_cond);
@@ -365,7 +413,7 @@ void sf__nccl_ship_unregister(struct sf_nccl_comm *comm) {
 
     pthread_mutex_lock(&reg_lock);
     /* A last flush so a communicator destroyed mid-window still reports. */
-    if (st.can_ship && sf__transport_connect(&st.tr, sf__now_ns()) >= 0) {
+    if (st.can_ship && connect_now(sf__now_ns()) >= 0) {
         int64_t step = current_step(comm);
         flush_comm(comm, st.last_step >= 0 && st.last_step < step ? st.last_step : step,
                    sf__now_ns());

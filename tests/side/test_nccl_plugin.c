@@ -52,7 +52,8 @@ static struct {
     int listen_fd;
     pthread_t thread;
     int hellos, hello_channel, batches, bad;
-    uint32_t hello_rank, hello_world;
+    uint32_t hello_rank, hello_world, hello_stages;
+    char hello_last_stage[65];
     char hello_job[129];
     uint64_t dropped;
     int64_t min_step, max_step;
@@ -121,6 +122,10 @@ static void *server_main(void *arg) {
             srv.hello_channel = m->hello->has_channel ? (int)m->hello->channel : 0;
             srv.hello_rank = m->hello->rank;
             srv.hello_world = m->hello->world_size;
+            srv.hello_stages = (uint32_t)m->hello->n_stage_names;
+            if (m->hello->n_stage_names)
+                snprintf(srv.hello_last_stage, sizeof srv.hello_last_stage, "%s",
+                         m->hello->stage_names[m->hello->n_stage_names - 1]);
             snprintf(srv.hello_job, sizeof srv.hello_job, "%s", m->hello->job_id);
         } else if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL) {
             add_batch(m->nccl);
@@ -348,6 +353,9 @@ static void test_drive_and_ship(void **state) {
     assert_string_equal(srv.hello_job, "job-side");
     assert_int_equal(srv.hello_rank, 1);
     assert_int_equal(srv.hello_world, 4);
+    /* The Hello mirrors the trainer's published schema, else the default one. */
+    assert_int_equal(srv.hello_stages, beacon_mode ? 3 : 6);
+    assert_string_equal(srv.hello_last_stage, beacon_mode ? "my.custom_stage" : "step.other_cpu_wall");
     assert_int_equal(srv.dropped, 15 + 44);
 
     const char *ar_stage = beacon_mode ? "my.custom_stage" : "model.backward_cpu_wall";
