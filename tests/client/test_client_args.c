@@ -221,29 +221,28 @@ static void open_env_fraction_malformed(void **s)
     unsetenv("SF_EVENT_SAMPLE");
 }
 
-static void null_client_calls(void **s)
-{
-    (void)s;
-    sf_client_stats st;
-    assert_int_equal(sf_step_begin(NULL, 0), -EINVAL);
-    assert_int_equal(sf_step_end(NULL), -EINVAL);
-    assert_int_equal(sf_stage_begin(NULL, 0), -EINVAL);
-    assert_int_equal(sf_stage_end(NULL, 0), -EINVAL);
-    assert_int_equal(sf_charge_data_wait(NULL, 0, 1), -EINVAL);
-    assert_int_equal(sf_probe_begin(NULL, "p"), -EINVAL);
-    assert_int_equal(sf_probe_end(NULL, "p"), -EINVAL);
-    assert_int_equal(sf_client_flush(NULL), -EINVAL);
-    assert_int_equal(sf_client_get_stats(NULL, &st), -EINVAL);
-    assert_int_equal(sf_stage_id(NULL, "data.next_wait"), -EINVAL);
-    sf_client_close(NULL);  /* accepted */
-}
+/* A NULL client is refused by every function; close accepts it. */
+static void step_begin_null(void **s) { (void)s; assert_int_equal(sf_step_begin(NULL, 0), -EINVAL); }
+static void step_end_null(void **s) { (void)s; assert_int_equal(sf_step_end(NULL), -EINVAL); }
+static void stage_begin_null(void **s) { (void)s; assert_int_equal(sf_stage_begin(NULL, 0), -EINVAL); }
+static void stage_end_null(void **s) { (void)s; assert_int_equal(sf_stage_end(NULL, 0), -EINVAL); }
+static void charge_null(void **s) { (void)s; assert_int_equal(sf_charge_data_wait(NULL, 0, 1), -EINVAL); }
+static void probe_begin_null(void **s) { (void)s; assert_int_equal(sf_probe_begin(NULL, "p"), -EINVAL); }
+static void probe_end_null(void **s) { (void)s; assert_int_equal(sf_probe_end(NULL, "p"), -EINVAL); }
+static void flush_null(void **s) { (void)s; assert_int_equal(sf_client_flush(NULL), -EINVAL); }
+static void stats_null_client(void **s) { (void)s; sf_client_stats st; assert_int_equal(sf_client_get_stats(NULL, &st), -EINVAL); }
+static void stage_id_null_client(void **s) { (void)s; assert_int_equal(sf_stage_id(NULL, "data.next_wait"), -EINVAL); }
+static void stage_count_null(void **s) { (void)s; assert_int_equal(sf_stage_count(NULL), -EINVAL); }
+static void close_null(void **s) { (void)s; sf_client_close(NULL); }
 
 static void stats_null_ret(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_client_get_stats(c, NULL), -EINVAL); sf_client_close(c); }
 static void stage_id_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_stage_id(c, NULL), -EINVAL); sf_client_close(c); }
 static void stage_id_unknown(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_stage_id(c, "nope"), -ENOENT); sf_client_close(c); }
 static void charge_negative_step(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, -1, 5), -EINVAL); sf_client_close(c); }
 static void charge_negative_ns(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, 0, -5), -EINVAL); sf_client_close(c); }
-static void probe_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_begin(c, NULL), -EINVAL); assert_int_equal(sf_probe_end(c, NULL), -EINVAL); sf_client_close(c); }
+static void probe_begin_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_begin(c, NULL), -EINVAL); sf_client_close(c); }
+static void probe_end_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_end(c, NULL), -EINVAL); sf_client_close(c); }
+static void charge_too_long(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, 0, (INT64_C(1) << 42) + 1), -EINVAL); sf_client_close(c); }
 static void probe_empty_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_begin(c, ""), -EINVAL); sf_client_close(c); }
 
 static void probe_name_too_long(void **s)
@@ -329,8 +328,10 @@ int main(void)
         T(open_accumulation_too_big), T(open_accumulation_too_many_stages),
         T(open_buffer_too_big), T(open_batch_too_big), T(open_fraction_negative),
         T(open_fraction_above_one), T(open_fraction_nan), T(open_env_fraction_malformed),
-        T(null_client_calls), T(stats_null_ret), T(stage_id_null_name), T(stage_id_unknown),
-        T(charge_negative_step), T(charge_negative_ns), T(probe_null_name),
+        T(step_begin_null), T(step_end_null), T(stage_begin_null), T(stage_end_null),
+        T(charge_null), T(probe_begin_null), T(probe_end_null), T(flush_null),
+        T(stats_null_client), T(stage_id_null_client), T(stage_count_null), T(close_null), T(stats_null_ret), T(stage_id_null_name), T(stage_id_unknown),
+        T(charge_negative_step), T(charge_negative_ns), T(probe_begin_null_name), T(probe_end_null_name), T(charge_too_long),
         T(probe_empty_name), T(probe_name_too_long), T(disabled_option), T(disabled_env),
         T(env_resolution),
     };
