@@ -237,6 +237,21 @@ def test_disabled_and_absent():
     check(st["steps"] == 20 and st["records_dropped"] == 20 and not st["connected"],
           "absent daemon: drops counted %r" % st)
     rec.close()
+    os.environ.update(SF_JOB_ID="from-env", SF_SOCKET=os.path.join(d, "none.sock"),
+                      RANK="1", WORLD_SIZE="3")
+    rec = sf.Recorder()     # everything from the environment
+    with rec.step():
+        pass
+    check(rec.stats()["steps"] == 1, "Recorder() from the environment")
+    rec.close()
+    os.environ["RANK"] = "3"
+    try:
+        sf.Recorder()
+        check(False, "rank >= world size accepted")
+    except ValueError:
+        pass
+    for name in ("SF_JOB_ID", "SF_SOCKET", "RANK", "WORLD_SIZE"):
+        del os.environ[name]
     os.rmdir(d)
     try:
         sf.Recorder(job_id="bad id", socket="/x")
