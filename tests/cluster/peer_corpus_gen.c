@@ -1,0 +1,113 @@
+/*
+ * Writes the seed corpora of the peer fuzz targets: sealed frames of every
+ * message type and packed summaries (mergeable and dense). Run by hand:
+ * peer_corpus_gen tests/fuzz/corpus
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer.h"
+
+static const sfd_peer_key fuzz_key = {{0x5f}};
+
+static void put(const char *dir, const char *name, uint8_t lead, const uint8_t *p, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        exit(1);
+    if (lead != 0xff)
+        fputc(lead, f);
+    fwrite(p, 1, n, f);
+    fclose(f);
+}
+
+static sf_summary *sample(bool dense)
+{
+    sf_schema sc;
+    sf_schema_init_default(&sc, 1);
+    sf_window_meta meta = {.index = 3, .first_step = 320, .last_step = 419, .world_size = 4};
+    int64_t d[4 * 3 * 6];
+    sf_row rows[12];
+    for (int i = 0; i < 12; i++) {
+        for (int s = 0; s < 6; s++)
+            d[i * 6 + s] = 2000000 * (i % 4 + 1) + 37 * s + 1000 * (i / 4);
+        rows[i] = (sf_row){.step = 320 + i / 4, .rank = (uint32_t)(i % 4), .d = &d[i * 6],
+                           .role = i % 2 ? "x" : ""};
+    }
+    sf_summary *s = NULL;
+    sf_summary_build(&sc, &meta, rows, 12, dense, &s);
+    sf_schema_clear(&sc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    char fr[4096], su[4096];
+    snprintf(fr, sizeof fr, "%s/fuzz_peer_frame", argv[1]);
+    snprintf(su, sizeof su, "%s/fuzz_peer_summary", argv[1]);
+    for (int dense = 0; dense < 2; dense++) {
+        sf_summary *s = sample(dense);
+        uint8_t *buf;
+        size_t len;
+        sfd_peer_summary_pack(s, "job-7", dense, 2, &buf, &len);
+        put(su, dense ? "dense" : "mergeable", 0xff, buf, len);
+        sfd_peer_msg m = {.from = 2, .dest = 1, .epoch = 9, .seq = 4, .term = 2,
+                          .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__SUMMARY,
+                          .payload = buf, .payload_len = len};
+        uint8_t *frame;
+        size_t flen;
+        sfd_peer_seal(&fuzz_key, &m, &frame, &flen);
+        put(fr, dense ? "summary_dense" : "summary", 0, frame, flen);
+        Stagefrontier__Report r = STAGEFRONTIER__REPORT__INIT;
+        r.job_id = "job-7";
+        r.window = 3;
+        r.root_id = 1;
+        r.root_term = 2;
+        r.merged.data = buf;
+        r.merged.len = len;
+        uint8_t *rb;
+        size_t rl;
+        sfd_peer_pack(&r.base, &rb, &rl);
+        put(fr, dense ? "report_payload_dense" : "report_payload", 1, rb, rl);
+        free(rb);
+        free(frame);
+        free(buf);
+        sf_summary_free(s);
+    }
+    Stagefrontier__Heartbeat hb = STAGEFRONTIER__HEARTBEAT__INIT;
+    Stagefrontier__WindowKey k = STAGEFRONTIER__WINDOW_KEY__INIT, *kp = &k;
+    k.job_id = "job-7";
+    k.window = 3;
+    hb.node_id = 2;
+    hb.term = 2;
+    hb.has_root_id = hb.has_is_root = true;
+    hb.root_id = 2;
+    hb.is_root = true;
+    hb.n_pending = 1;
+    hb.pending = &kp;
+    uint8_t *b;
+    size_t l;
+    sfd_peer_pack(&hb.base, &b, &l);
+    put(fr, "heartbeat_payload", 1, b, l);
+    sfd_peer_msg m = {.from = 2, .dest = 1, .epoch = 9, .seq = 5, .term = 2,
+                      .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__HEARTBEAT,
+                      .payload = b, .payload_len = l};
+    uint8_t *frame;
+    size_t flen;
+    sfd_peer_seal(&fuzz_key, &m, &frame, &flen);
+    put(fr, "heartbeat", 0, frame, flen);
+    free(frame);
+    free(b);
+    Stagefrontier__RootClaim c = STAGEFRONTIER__ROOT_CLAIM__INIT;
+    c.candidate_id = 1;
+    c.term = 4;
+    sfd_peer_pack(&c.base, &b, &l);
+    put(fr, "claim_payload", 1, b, l);
+    free(b);
+    return 0;
+}

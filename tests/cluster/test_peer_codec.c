@@ -1,0 +1,264 @@
+/*
+ * Unit tests of the summary codec: a round trip through the wire form is
+ * byte-identical and report-identical, node summaries merged after the trip
+ * give exactly the single-process report of the whole window, and every
+ * malformed field is refused.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "peer.h"
+
+#define WORLD 8
+#define STEPS 24
+#define S 6
+
+typedef struct fixture {
+    sf_schema schema;
+    sf_window_meta meta;
+    sf_gates gates;
+    int64_t d[STEPS * WORLD * S];
+    sf_row rows[STEPS * WORLD];
+    size_t n_rows;
+} fixture;
+
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005u + 1442695040888963407u;
+    return *x >> 33;
+}
+
+static fixture *fixture_new(void)
+{
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(sf_schema_init_default(&f->schema, 1), 0);
+    sf_gates_default(&f->gates);
+    f->meta = (sf_window_meta){.index = 0, .first_step = 20, .last_step = 119,
+                               .world_size = WORLD};
+    uint64_t x = 42;
+    for (uint32_t t = 0; t < STEPS; t++) {
+        for (uint32_t r = 0; r < WORLD; r++) {
+            int64_t *d = &f->d[(t * WORLD + r) * S];
+            for (uint32_t s = 0; s < S; s++)
+                d[s] = 1000000 + (int64_t)(lcg(&x) % 5000000);
+            if (r == 5)
+                d[0] += 20000000;   /* a slow data loader on rank 5 */
+            sf_row *row = &f->rows[f->n_rows++];
+            *row = (sf_row){.step = 20 + t, .rank = r, .d = d, .role = r < 4 ? "a" : "b"};
+        }
+    }
+    return f;
+}
+
+static void fixture_free(fixture *f)
+{
+    sf_schema_clear(&f->schema);
+    free(f);
+}
+
+/* Summary of the ranks in [lo, hi] only. */
+static sf_summary *node_summary(fixture *f, uint32_t lo, uint32_t hi, bool dense)
+{
+    sf_row sel[STEPS * WORLD];
+    size_t n = 0;
+    for (size_t i = 0; i < f->n_rows; i++)
+        if (f->rows[i].rank >= lo && f->rows[i].rank <= hi)
+            sel[n++] = f->rows[i];
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&f->schema, &f->meta, sel, n, dense, &s), 0);
+    return s;
+}
+
+static sf_summary *round_trip(const sf_summary *s)
+{
+    uint8_t *buf = NULL, *buf2 = NULL;
+    size_t len = 0, len2 = 0;
+    assert_int_equal(sfd_peer_summary_pack(s, "job-1", false, 1, &buf, &len), 0);
+    sf_summary *out = NULL;
+    sfd_window_key key;
+    bool resent = true;
+    assert_int_equal(sfd_peer_summary_unpack(buf, len, &out, &key, &resent), 0);
+    assert_string_equal(key.job, "job-1");
+    assert_int_equal(key.window, s->meta.index);
+    assert_false(resent);
+    /* decoding then encoding again gives the same bytes */
+    assert_int_equal(sfd_peer_summary_pack(out, "job-1", false, 1, &buf2, &len2), 0);
+    assert_int_equal(len, len2);
+    assert_memory_equal(buf, buf2, len);
+    free(buf);
+    free(buf2);
+    return out;
+}
+
+static void assert_units_equal(const sf_unit_figures *a, const sf_unit_figures *b)
+{
+    assert_int_equal(a->advance_ns, b->advance_ns);
+    assert_int_equal(a->max_ns, b->max_ns);
+    assert_int_equal(a->mean_ns, b->mean_ns);
+    assert_int_equal(a->spread_ns, b->spread_ns);
+    assert_int_equal(a->slowest_rank_ns, b->slowest_rank_ns);
+    assert_int_equal(a->rank0_ns, b->rank0_ns);
+    assert_int_equal(a->lag_ns, b->lag_ns);
+    assert_int_equal(a->gain_rank_median_ns, b->gain_rank_median_ns);
+    assert_int_equal(a->gain_cohort_median_ns, b->gain_cohort_median_ns);
+    assert_int_equal(a->leader_rank, b->leader_rank);
+    assert_int_equal(a->leader_steps, b->leader_steps);
+}
+
+static void assert_reports_equal(const sf_report *a, const sf_report *b)
+{
+    assert_true(a->exposed_total_ns == b->exposed_total_ns);
+    assert_int_equal(a->steps, b->steps);
+    assert_int_equal(a->ranks, b->ranks);
+    assert_int_equal(a->missing_ranks, b->missing_ranks);
+    assert_int_equal(a->labels, b->labels);
+    assert_int_equal(a->downgrades, b->downgrades);
+    assert_int_equal(a->n_routing, b->n_routing);
+    assert_int_equal(a->n_suspects, b->n_suspects);
+    for (uint32_t i = 0; i < a->schema.n_stages; i++)
+        assert_units_equal(&a->stages[i], &b->stages[i]);
+    for (uint32_t i = 0; i < a->schema.n_groups; i++)
+        assert_units_equal(&a->groups[i], &b->groups[i]);
+    for (uint32_t i = 0; i < a->n_routing; i++)
+        assert_int_equal(a->routing_order[i], b->routing_order[i]);
+}
+
+static void check_merge_exact(bool dense)
+{
+    fixture *f = fixture_new();
+    sf_summary *full = node_summary(f, 0, WORLD - 1, dense);
+    sf_summary *parts[3] = {node_summary(f, 0, 2, dense), node_summary(f, 3, 5, dense),
+                            node_summary(f, 6, 7, dense)};
+    sf_summary *wire[3];
+    for (int i = 0; i < 3; i++)
+        wire[i] = round_trip(parts[i]);
+    /* merge in a different order than built: merging is commutative */
+    sf_summary *m = NULL;
+    assert_int_equal(sf_summary_clone(wire[2], &m), 0);
+    assert_int_equal(sf_summary_merge(m, wire[0]), 0);
+    assert_int_equal(sf_summary_merge(m, wire[1]), 0);
+    assert_int_equal(sf_summary_merge(m, wire[1]), -EALREADY);
+    assert_int_equal(sf_summary_covered_ranks(m), WORLD);
+    sf_report *ra = NULL, *rb = NULL;
+    assert_int_equal(sf_report_compute(full, &f->gates, &ra), 0);
+    assert_int_equal(sf_report_compute(m, &f->gates, &rb), 0);
+    assert_reports_equal(ra, rb);
+    assert_true(ra->stages[0].advance_ns > 0);
+    assert_int_equal(ra->stages[0].leader_rank, 5);
+    sf_report_free(ra);
+    sf_report_free(rb);
+    sf_summary_free(m);
+    for (int i = 0; i < 3; i++) {
+        sf_summary_free(parts[i]);
+        sf_summary_free(wire[i]);
+    }
+    sf_summary_free(full);
+    fixture_free(f);
+}
+
+static void test_merge_exact_dense(void **state)
+{
+    (void)state;
+    check_merge_exact(true);
+}
+
+static void test_merge_exact_mergeable(void **state)
+{
+    (void)state;
+    check_merge_exact(false);
+}
+
+typedef void (*mutator)(Stagefrontier__Summary *m);
+
+static void m_dmax_len(Stagefrontier__Summary *m) { m->steps[0]->n_dmax--; }
+static void m_top2_rank(Stagefrontier__Summary *m) { m->steps[1]->top2_ranks[0] = WORLD; }
+static void m_hash(Stagefrontier__Summary *m) { m->schema_hash ^= 1; }
+static void m_world(Stagefrontier__Summary *m) { m->world_size = 0; }
+static void m_flags(Stagefrontier__Summary *m) { m->flags = 0x100; }
+static void m_order(Stagefrontier__Summary *m) { m->steps[1]->step = m->steps[0]->step; }
+static void m_cov(Stagefrontier__Summary *m) { m->coverage[1] = WORLD; }
+static void m_cov_odd(Stagefrontier__Summary *m) { m->n_coverage = 1; }
+static void m_neg(Stagefrontier__Summary *m) { m->steps[0]->dmin[2] = -1; }
+static void m_big(Stagefrontier__Summary *m) { m->steps[0]->dmax[2] = SF_MAX_DURATION_NS + 1; }
+static void m_job(Stagefrontier__Summary *m) { m->job_id = "bad job"; }
+static void m_clip(Stagefrontier__Summary *m) { m->steps[0]->n_clipped_end = 0; }
+static void m_dense_len(Stagefrontier__Summary *m) { m->dense->n_d--; }
+static void m_dense_present(Stagefrontier__Summary *m) { m->dense->present.data[0] = 7; }
+static void m_roles(Stagefrontier__Summary *m) { m->n_roles = SF_MAX_ROLES + 1; }
+
+static void test_hostile_fields(void **state)
+{
+    (void)state;
+    static const mutator muts[] = {m_dmax_len, m_top2_rank, m_hash, m_world, m_flags, m_order,
+                                   m_cov, m_cov_odd, m_neg, m_big, m_job, m_clip, m_dense_len,
+                                   m_dense_present, m_roles};
+    fixture *f = fixture_new();
+    sf_summary *s = node_summary(f, 0, 3, true);
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        Stagefrontier__Summary *m = NULL;
+        assert_int_equal(sfd_peer_summary_encode(s, "job-1", &m), 0);
+        /* copies of the arrays we mutate, so the summary stays intact */
+        int64_t *dmin = malloc(S * sizeof *dmin), *dmax = malloc(S * sizeof *dmax);
+        uint8_t *present = malloc(m->dense->present.len);
+        memcpy(dmin, m->steps[0]->dmin, S * sizeof *dmin);
+        memcpy(dmax, m->steps[0]->dmax, S * sizeof *dmax);
+        memcpy(present, m->dense->present.data, m->dense->present.len);
+        m->steps[0]->dmin = dmin;
+        m->steps[0]->dmax = dmax;
+        m->dense->present.data = present;
+        size_t roles = m->n_roles;
+        char *many[SF_MAX_ROLES + 1];
+        if (muts[i] == m_roles) {
+            for (int k = 0; k <= SF_MAX_ROLES; k++)
+                many[k] = "r";
+            m->roles = many;
+        }
+        (void)roles;
+        muts[i](m);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(sfd_peer_pack(&m->base, &buf, &len), 0);
+        sf_summary *out = NULL;
+        int r = sfd_peer_summary_unpack(buf, len, &out, NULL, NULL);
+        if (r != -EBADMSG)
+            print_error("mutator %zu accepted (%d)\n", i, r);
+        assert_int_equal(r, -EBADMSG);
+        assert_null(out);
+        free(buf);
+        free(dmin);
+        free(dmax);
+        free(present);
+        sfd_peer_summary_msg_free(m);
+    }
+    /* garbage and truncation */
+    uint8_t junk[64];
+    memset(junk, 0xff, sizeof junk);
+    sf_summary *out = NULL;
+    assert_int_equal(sfd_peer_summary_unpack(junk, sizeof junk, &out, NULL, NULL), -EBADMSG);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(sfd_peer_summary_pack(s, "job-1", false, 1, &buf, &len), 0);
+    for (size_t cut = 0; cut < len; cut += len / 17 + 1)
+        assert_true(sfd_peer_summary_unpack(buf, cut, &out, NULL, NULL) < 0);
+    free(buf);
+    sf_summary_free(s);
+    fixture_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_exact_dense),
+        cmocka_unit_test(test_merge_exact_mergeable),
+        cmocka_unit_test(test_hostile_fields),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
