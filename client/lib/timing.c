@@ -88,6 +88,8 @@ static void end_step(sf_client *c, int64_t now)
         close_stage(c, now);
     int64_t wall = now - c->step_t0 + c->cur_extra_wall;
     queue_record(c, wall);
+    /* Reset here, not at begin: the begin's own clock read may set it. */
+    c->cur_flags = 0;
     c->in_step = false;
     c->steps++;
     sf__batch_maybe_send(c, now);
@@ -103,7 +105,6 @@ static void start_step(sf_client *c, int64_t step, int64_t now)
     c->nested_ignored = 0;
     memset(c->cur, 0, sizeof *c->cur * c->n_stages);
     c->cur_violations = 0;
-    c->cur_flags = 0;
     c->cur_extra_wall = 0;
     take_pending_wait(c);
     sf__side_publish_step(step);
