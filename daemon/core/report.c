@@ -178,6 +178,10 @@ static int rank_evidence_alloc(sf_report *r, uint32_t n)
     }
     for (size_t i = 0; i < (size_t)n * S; i++)
         gaps[i] = SF_NULL_NS;
+    /* Element 0 always holds the two arrays, even for an empty list, so
+     * sf_report_free finds them. */
+    r->rank_evidence[0].leader_steps = counts;
+    r->rank_evidence[0].median_gap_ns = gaps;
     for (uint32_t i = 0; i < n; i++) {
         r->rank_evidence[i].leader_steps = counts + (size_t)i * S;
         r->rank_evidence[i].median_gap_ns = gaps + (size_t)i * S;
@@ -203,7 +207,9 @@ static int rank_evidence_build(sf_report *r, const sf_summary *s, const struct w
     uint32_t slot = 0;
     for (uint32_t i = 0; s->dense && i < n; i++) {
         r->rank_evidence[i].rank = s->dense->ranks[i];
-        r->rank_evidence[i].role = s->dense->roles[i];
+        r->rank_evidence[i].role = strdup(s->dense->roles[i]);   /* outlives the summary */
+        if (r->rank_evidence[i].role == NULL)
+            return -ENOMEM;
     }
     for (size_t i = 0; i < w->n_leads;) {
         size_t j = i;
@@ -442,6 +448,8 @@ void sf_report_free(sf_report *r)
     if (r == NULL)
         return;
     if (r->rank_evidence) {
+        for (uint32_t i = 0; i < r->n_rank_evidence; i++)
+            free((char *)r->rank_evidence[i].role);
         free(r->rank_evidence[0].leader_steps);
         free(r->rank_evidence[0].median_gap_ns);
     }

@@ -289,7 +289,7 @@ typedef struct sf_unit_figures {
 
 typedef struct sf_rank_evidence {
     uint32_t rank;
-    const char *role;           /* NULL when unknown (mergeable mode) */
+    const char *role;           /* owned copy; NULL when unknown (mergeable mode) */
     uint32_t *leader_steps;     /* [S] */
     int64_t *median_gap_ns;     /* [S], SF_NULL_NS when it never led */
     int64_t mean_slack_ns;      /* SF_NULL_NS in mergeable mode */
