@@ -16,6 +16,7 @@
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
+#include "side_evidence.h"
 
 #define READS_PER_EVENT 64
 
@@ -472,6 +473,8 @@ static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
     /* Side evidence only: counted, never part of the accounting. */
     d->ctr.nccl_batches++;
     c->job->nccl_batches++;
+    if (sfd_side_add(&c->job->side, &c->job->gates, c->job->segment, c->rank, b) < 0)
+        sfd_log(SFD_LOG_WARNING, c->job->id, "NCCL side evidence not stored: out of memory");
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sfd.h"
+#include "side_evidence.h"
 
 struct sfd_job *sfd_job_find(struct sfd *d, const char *id)
 {
@@ -111,6 +112,7 @@ void sfd_job_free(struct sfd_job *job)
     for (uint32_t i = 0; i < job->n_roles; i++)
         free(job->roles[i]);
     free(job->ranks);
+    sfd_side_free(job->side);
     sf_schema_clear(&job->schema);
     free(job);
 }

@@ -18,6 +18,7 @@
 #include "report_json.h"
 #include "report_text.h"
 #include "sfd.h"
+#include "side_evidence.h"
 
 bool sfd_query_is_operator(struct sfd *d, uid_t uid, gid_t gid)
 {
@@ -162,7 +163,8 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
     return 0;
 }
 
-static int report_text(const sf_report **v, size_t n, bool text, char **ret, size_t *ret_len)
+static int report_text(const struct sfd_job *j, const sf_report **v, size_t n, bool text,
+                       char **ret, size_t *ret_len)
 {
     if (text) {
         char *buf = NULL;
@@ -171,8 +173,11 @@ static int report_text(const sf_report **v, size_t n, bool text, char **ret, siz
         if (f == NULL)
             return -ENOMEM;
         int r = 0;
-        for (size_t i = 0; i < n && r >= 0; i++)
+        for (size_t i = 0; i < n && r >= 0; i++) {
             r = sf_report_write_text(v[i], f);
+            if (r >= 0)
+                r = sfd_side_write_text(j->side, v[i], f);
+        }
         fclose(f);
         if (r < 0) {
             free(buf);
@@ -186,6 +191,8 @@ static int report_text(const sf_report **v, size_t n, bool text, char **ret, siz
     for (size_t i = 0; i < n; i++) {
         json_t *o;
         int r = sf_report_to_json(v[i], &o);
+        if (r >= 0 && (r = sfd_side_annotate_json(j->side, v[i], o)) < 0)
+            json_decref(o);
         if (r < 0) {
             json_decref(a);
             return r;
@@ -317,7 +324,7 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
             *ret_err = has_window ? "unknown window" : "no window closed yet";
             return r;
         }
-        r = report_text(v, n, q->has_format && q->format == 1, ret, ret_len);
+        r = report_text(j, v, n, q->has_format && q->format == 1, ret, ret_len);
         free(v);
         return r;
     }

@@ -18,6 +18,7 @@ struct Stagefrontier__ClientMessage;
 struct Stagefrontier__Hello;
 struct Stagefrontier__RecordBatch;
 struct Stagefrontier__NcclBatch;
+struct sfd_side;                /* side_evidence.h */
 
 #define SFD_PATH_MAX 108            /* sun_path */
 #define SFD_JOB_ID_MAX 128
@@ -151,6 +152,7 @@ struct sfd_job {
     struct sfd_stored *stored;  /* ring of keep_windows, oldest first */
     uint32_t n_stored, cap_stored;
     uint64_t records, dropped, rejected, nccl_batches;
+    struct sfd_side *side;      /* NCCL side evidence (side_evidence.c) */
     uint64_t last_active_ms;
     struct sfd_job *next;
 };

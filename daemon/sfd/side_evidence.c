@@ -1,0 +1,348 @@
+/*
+ * NCCL side evidence in sfd: files validated NcclBatch aggregates by (segment,
+ * window) with hard bounds, and renders them beside the report (JSON and the
+ * human view). It never touches the accounting, the windows' rows or any
+ * socket; a batch only ever adds to counters.
+ */
+#include "side_evidence.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ingest.pb-c.h"
+
+#define NAME_MAX_LEN  32
+#define STAGE_MAX_LEN SF_MAX_NAME_LEN
+#define COMM_MAX_LEN  128
+
+struct side_comm {
+    char name[COMM_MAX_LEN + 1];
+    uint64_t hash;
+    uint32_t ranks, nodes;
+};
+
+struct side_row {
+    uint16_t comm;
+    char stage[STAGE_MAX_LEN + 1];
+    char coll[NAME_MAX_LEN + 1], dtype[NAME_MAX_LEN + 1];
+    char algo[NAME_MAX_LEN + 1], proto[NAME_MAX_LEN + 1];
+    uint32_t bucket;
+    uint64_t count, bytes, gpu_ns, timed;
+};
+
+struct side_window {
+    bool used;
+    uint32_t segment;
+    int64_t index;
+    uint64_t seq;               /* age, for eviction */
+    uint64_t batches, dropped_events;
+    uint32_t n_comms, n_rows;
+    struct side_comm comms[SFD_SIDE_COMMS];
+    struct side_row *rows;      /* [SFD_SIDE_ROWS], allocated with the window */
+};
+
+struct sfd_side {
+    struct side_window win[SFD_SIDE_WINDOWS];
+    uint64_t seq;
+    uint32_t rows_total;
+    struct sfd_side_stats stats;
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+}
+
+static void window_clear(struct sfd_side *side, struct side_window *w) {
+    side->rows_total -= w->n_rows;
+    free(w->rows);
+    memset(w, 0, sizeof *w);
+}
+
+/* The window for (segment, index): found, or a free slot, or the oldest one
+ * evicted (counted). NULL only when memory runs out. */
+static struct side_window *window_get(struct sfd_side *side, uint32_t segment, int64_t index) {
+    struct side_window *free_slot = NULL, *oldest = NULL;
+    for (size_t i = 0; i < SFD_SIDE_WINDOWS; i++) {
+        struct side_window *w = &side->win[i];
+        if (w->used && w->segment == segment && w->index == index)
+            return w;
+        if (!w->used && !free_slot)
+            free_slot = w;
+        if (w->used && (!oldest || w->seq < oldest->seq))
+            oldest = w;
+    }
+    if (!free_slot) {
+        window_clear(side, oldest);
+        side->stats.windows_evicted++;
+        free_slot = oldest;
+    }
+    free_slot->rows = calloc(SFD_SIDE_ROWS, sizeof *free_slot->rows);
+    if (!free_slot->rows)
+        return NULL;
+    free_slot->used = true;
+    free_slot->segment = segment;
+    free_slot->index = index;
+    free_slot->seq = ++side->seq;
+    return free_slot;
+}
+
+static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch *b) {
+    const char *name = b->comm_name ? b->comm_name : "";
+    uint64_t hash = b->has_comm_hash ? b->comm_hash : 0;
+    for (uint32_t i = 0; i < w->n_comms; i++)
+        if (w->comms[i].hash == hash && strncmp(w->comms[i].name, name, COMM_MAX_LEN) == 0)
+            return (int)i;
+    if (w->n_comms == SFD_SIDE_COMMS)
+        return -ENOSPC;
+    struct side_comm *c = &w->comms[w->n_comms];
+    copy_str(c->name, sizeof c->name, name);
+    c->hash = hash;
+    c->ranks = b->has_comm_ranks ? b->comm_ranks : 0;
+    c->nodes = b->has_comm_nodes ? b->comm_nodes : 0;
+    return (int)w->n_comms++;
+}
+
+static bool row_matches(const struct side_row *r, int comm, const char *stage,
+                        const Stagefrontier__NcclAggregate *a) {
+    return r->comm == comm && r->bucket == (a->has_size_bucket ? a->size_bucket : 0) &&
+           !strncmp(r->stage, stage, STAGE_MAX_LEN) &&
+           !strncmp(r->coll, a->collective, NAME_MAX_LEN) &&
+           !strncmp(r->dtype, a->datatype ? a->datatype : "", NAME_MAX_LEN) &&
+           !strncmp(r->algo, a->algorithm ? a->algorithm : "", NAME_MAX_LEN) &&
+           !strncmp(r->proto, a->protocol ? a->protocol : "", NAME_MAX_LEN);
+}
+
+/* Ranks of a node report the same keys, so rows are summed over ranks. */
+static int row_add(struct sfd_side *side, struct side_window *w, int comm, const char *stage,
+                   const Stagefrontier__NcclAggregate *a) {
+    struct side_row *r = NULL;
+    for (uint32_t i = 0; i < w->n_rows && !r; i++)
+        if (row_matches(&w->rows[i], comm, stage, a))
+            r = &w->rows[i];
+    if (!r) {
+        if (w->n_rows == SFD_SIDE_ROWS || side->rows_total >= SFD_SIDE_ROWS_PER_JOB)
+            return -ENOSPC;
+        r = &w->rows[w->n_rows++];
+        side->rows_total++;
+        r->comm = (uint16_t)comm;
+        copy_str(r->stage, sizeof r->stage, stage);
+        copy_str(r->coll, sizeof r->coll, a->collective);
+        copy_str(r->dtype, sizeof r->dtype, a->datatype);
+        copy_str(r->algo, sizeof r->algo, a->algorithm);
+        copy_str(r->proto, sizeof r->proto, a->protocol);
+        r->bucket = a->has_size_bucket ? a->size_bucket : 0;
+    }
+    r->count = sat_add(r->count, a->has_count ? a->count : 0);
+    r->bytes = sat_add(r->bytes, a->has_bytes ? a->bytes : 0);
+    r->gpu_ns = sat_add(r->gpu_ns, a->has_gpu_time_ns ? a->gpu_time_ns : 0);
+    r->timed = sat_add(r->timed, a->has_timed_count ? a->timed_count : 0);
+    return 0;
+}
+
+int sfd_side_add(struct sfd_side **side, const sf_gates *gates, uint32_t segment,
+                 uint32_t rank, const struct Stagefrontier__NcclBatch *b) {
+    struct sfd_side *s = *side;
+    struct side_window *w;
+    const char *stage = b->enclosing_stage ? b->enclosing_stage : "";
+    int64_t index;
+    int comm;
+
+    (void)rank;   /* rows are node sums; the rank is not needed for them */
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s)
+            return -ENOMEM;
+        *side = s;
+    }
+    s->stats.batches++;
+    index = sf_window_index(b->step, gates->warmup_steps, gates->window_steps);
+    if (index < 0) {
+        s->stats.warmup_batches++;
+        return 0;
+    }
+    w = window_get(s, segment, index);
+    if (!w)
+        return -ENOMEM;
+    w->batches++;
+    w->dropped_events = sat_add(w->dropped_events, b->has_dropped_events ? b->dropped_events : 0);
+    comm = comm_get(w, b);
+    if (comm < 0) {
+        s->stats.rows_refused += b->n_aggregates;
+        return 0;
+    }
+    for (size_t i = 0; i < b->n_aggregates; i++)
+        if (row_add(s, w, comm, stage, b->aggregates[i]) < 0)
+            s->stats.rows_refused++;
+    return 0;
+}
+
+void sfd_side_free(struct sfd_side *side) {
+    if (!side)
+        return;
+    for (size_t i = 0; i < SFD_SIDE_WINDOWS; i++)
+        free(side->win[i].rows);
+    free(side);
+}
+
+void sfd_side_get_stats(const struct sfd_side *side, struct sfd_side_stats *ret) {
+    if (side)
+        *ret = side->stats;
+    else
+        memset(ret, 0, sizeof *ret);
+}
+
+static const struct side_window *window_of(const struct sfd_side *side, const sf_report *r) {
+    if (!side)
+        return NULL;
+    for (size_t i = 0; i < SFD_SIDE_WINDOWS; i++) {
+        const struct side_window *w = &side->win[i];
+        if (w->used && w->segment == r->meta.segment && w->index == r->meta.index)
+            return w;
+    }
+    return NULL;
+}
+
+/* ---- JSON ----------------------------------------------------------------- */
+
+static json_t *row_json(const struct side_window *w, const struct side_row *r) {
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:I}",
+                     "communicator", w->comms[r->comm].name, "collective", r->coll,
+                     "datatype", r->dtype, "algorithm", r->algo, "protocol", r->proto,
+                     "size_bucket", (json_int_t)r->bucket,
+                     "count", (json_int_t)(r->count > INT64_MAX ? INT64_MAX : r->count),
+                     "bytes", (json_int_t)(r->bytes > INT64_MAX ? INT64_MAX : r->bytes),
+                     "gpu_time_s", r->timed ? json_real((double)r->gpu_ns / 1e9) : json_null(),
+                     "timed_count", (json_int_t)(r->timed > INT64_MAX ? INT64_MAX : r->timed));
+}
+
+/* Totals of the rows a stage enclosed. */
+struct totals { uint64_t count, bytes, gpu_ns, timed; };
+
+static struct totals stage_totals(const struct side_window *w, const char *stage) {
+    struct totals t = { 0 };
+    for (uint32_t i = 0; i < w->n_rows; i++) {
+        const struct side_row *r = &w->rows[i];
+        if (strcmp(r->stage, stage))
+            continue;
+        t.count = sat_add(t.count, r->count);
+        t.bytes = sat_add(t.bytes, r->bytes);
+        t.gpu_ns = sat_add(t.gpu_ns, r->gpu_ns);
+        t.timed = sat_add(t.timed, r->timed);
+    }
+    return t;
+}
+
+static json_t *totals_json(const struct totals *t) {
+    return json_pack("{s:I, s:I, s:o, s:I}",
+                     "count", (json_int_t)(t->count > INT64_MAX ? INT64_MAX : t->count),
+                     "bytes", (json_int_t)(t->bytes > INT64_MAX ? INT64_MAX : t->bytes),
+                     "gpu_time_s", t->timed ? json_real((double)t->gpu_ns / 1e9) : json_null(),
+                     "timed_count", (json_int_t)(t->timed > INT64_MAX ? INT64_MAX : t->timed));
+}
+
+static json_t *side_json(const struct side_window *w) {
+    json_t *comms = json_array(), *rows = json_array();
+    if (!comms || !rows)
+        goto fail;
+    for (uint32_t i = 0; i < w->n_comms; i++) {
+        char hash[19];
+        snprintf(hash, sizeof hash, "0x%016" PRIx64, w->comms[i].hash);
+        if (json_array_append_new(comms, json_pack("{s:s, s:s, s:I, s:I}", "name",
+                                  w->comms[i].name, "hash", hash,
+                                  "ranks", (json_int_t)w->comms[i].ranks,
+                                  "nodes", (json_int_t)w->comms[i].nodes)) < 0)
+            goto fail;
+    }
+    for (uint32_t i = 0; i < w->n_rows; i++) {
+        json_t *r = row_json(w, &w->rows[i]);
+        if (!r || json_object_set_new(r, "enclosing_stage", json_string(w->rows[i].stage)) < 0 ||
+            json_array_append_new(rows, r) < 0)
+            goto fail;
+    }
+    return json_pack("{s:{s:I, s:I, s:o, s:o}}", "nccl",
+                     "batches", (json_int_t)(w->batches > INT64_MAX ? INT64_MAX : w->batches),
+                     "dropped_events",
+                     (json_int_t)(w->dropped_events > INT64_MAX ? INT64_MAX : w->dropped_events),
+                     "communicators", comms, "collectives", rows);
+fail:
+    json_decref(comms);
+    json_decref(rows);
+    return NULL;
+}
+
+int sfd_side_annotate_json(const struct sfd_side *side, const sf_report *report, json_t *window) {
+    const struct side_window *w = window_of(side, report);
+    json_t *stages, *o;
+    size_t i;
+
+    if (!w || w->n_rows == 0)
+        return 0;
+    o = side_json(w);
+    if (!o || json_object_set_new(window, "side_evidence", o) < 0)
+        return -ENOMEM;
+    stages = json_object_get(window, "stages");
+    json_array_foreach(stages, i, o) {
+        const char *name = json_string_value(json_object_get(o, "name"));
+        struct totals t;
+        if (!name)
+            continue;
+        t = stage_totals(w, name);
+        if (t.count && json_object_set_new(o, "nccl", totals_json(&t)) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* ---- the human view -------------------------------------------------------- */
+
+static void write_rows_of(const struct side_window *w, const char *stage, FILE *out) {
+    for (uint32_t i = 0; i < w->n_rows; i++) {
+        const struct side_row *r = &w->rows[i];
+        if (strcmp(r->stage, stage))
+            continue;
+        fprintf(out, "    %-14s %-13s %s/%s  2^%u B  x%" PRIu64 "  %.1f MiB", r->coll, r->dtype,
+                r->algo[0] ? r->algo : "-", r->proto[0] ? r->proto : "-", r->bucket, r->count,
+                (double)r->bytes / (1024.0 * 1024.0));
+        if (r->timed)
+            fprintf(out, "  gpu %.3f ms over %" PRIu64 " timed", (double)r->gpu_ns / 1e6, r->timed);
+        else
+            fprintf(out, "  gpu n/a");
+        fprintf(out, "  [%s, %u ranks, %u nodes]\n", w->comms[r->comm].name[0] ?
+                w->comms[r->comm].name : "(unnamed)", w->comms[r->comm].ranks,
+                w->comms[r->comm].nodes);
+    }
+}
+
+int sfd_side_write_text(const struct sfd_side *side, const sf_report *report, FILE *out) {
+    const struct side_window *w = window_of(side, report);
+    const char *seen[SFD_SIDE_ROWS];
+    size_t n_seen = 0;
+
+    if (!w || w->n_rows == 0)
+        return 0;
+    fprintf(out, "NCCL side evidence (collectives enqueued; GPU time from kernel timestamps"
+                 " where NCCL offers them):\n");
+    if (w->dropped_events)
+        fprintf(out, "  plugin dropped %" PRIu64 " events (pools full)\n", w->dropped_events);
+    for (uint32_t i = 0; i < w->n_rows; i++) {
+        const char *stage = w->rows[i].stage;
+        size_t j;
+        for (j = 0; j < n_seen && strcmp(seen[j], stage); j++)
+            ;
+        if (j < n_seen)
+            continue;
+        seen[n_seen++] = stage;
+        fprintf(out, "  in %s:\n", stage[0] ? stage : "(no enclosing stage)");
+        write_rows_of(w, stage, out);
+    }
+    return ferror(out) ? -EIO : 0;
+}
