@@ -137,8 +137,8 @@ int sf_gates_set(sf_gates *gates, const char *key, const char *value)
     return -ENOENT;
 }
 
-const char *sf_gates_describe(const sf_gates *gates, size_t i, double *ret_number,
-                              const char **ret_text)
+const char *sf_gates_describe(const sf_gates *gates, size_t i, enum sf_gate_type *ret_type,
+                              double *ret_number, const char **ret_text)
 {
     if (gates == NULL || i >= sizeof gate_keys / sizeof gate_keys[0])
         return NULL;
@@ -148,15 +148,19 @@ const char *sf_gates_describe(const sf_gates *gates, size_t i, double *ret_numbe
     switch (g->kind) {
     case GATE_RATIO:
     case GATE_SECONDS:
+        *ret_type = SF_GATE_NUMBER;
         *ret_number = *(const double *)field;
         break;
     case GATE_COUNT:
+        *ret_type = SF_GATE_COUNT;
         *ret_number = *(const uint32_t *)field;
         break;
     case GATE_BOOL:
+        *ret_type = SF_GATE_BOOL;
         *ret_number = *(const bool *)field ? 1 : 0;
         break;
     case GATE_NAME:
+        *ret_type = SF_GATE_NAME;
         *ret_number = NAN;
         *ret_text = field;
         break;

@@ -136,15 +136,15 @@ static json_t *exact_json(const sf_report *r)
 json_t *sf_gates_to_json(const sf_gates *gates)
 {
     json_t *o = json_object();
+    enum sf_gate_type type;
     double number;
     const char *text, *key;
-    for (size_t i = 0; (key = sf_gates_describe(gates, i, &number, &text)) != NULL; i++) {
-        if (text)
-            json_object_set_new(o, key, json_string(text));
-        else if (key[0] == 'm' && key[1] == 'o')   /* model_fit: the one boolean gate */
-            json_object_set_new(o, key, json_boolean(number != 0));
-        else
-            json_object_set_new(o, key, json_real(number));
+    for (size_t i = 0; (key = sf_gates_describe(gates, i, &type, &number, &text)) != NULL; i++) {
+        json_t *v = type == SF_GATE_NAME    ? json_string(text)
+                    : type == SF_GATE_BOOL  ? json_boolean(number != 0)
+                    : type == SF_GATE_COUNT ? json_integer((json_int_t)number)
+                                            : json_real(number);
+        json_object_set_new(o, key, v);
     }
     return o;
 }
@@ -195,5 +195,5 @@ int sf_report_to_json(const sf_report *r, json_t **ret)
 
 char *sf_report_array_dumps(json_t *array)
 {
-    return json_dumps(array, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    return json_dumps(array, JSON_INDENT(2) | JSON_PRESERVE_ORDER | SF_JSON_REAL_PRECISION);
 }

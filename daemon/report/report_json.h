@@ -8,6 +8,10 @@
 #include <jansson.h>
 #include <stagefrontier/accounting.h>
 
+/* Seconds come from integer ns, so 15 significant digits print them exactly
+ * ("8.0201", not "8.0200999999999993"); live and replay share this setting. */
+#define SF_JSON_REAL_PRECISION JSON_REAL_PRECISION(15)
+
 /* Builds the window object. The caller owns *ret (json_decref). */
 int sf_report_to_json(const sf_report *report, json_t **ret);
 /* The gates in force as a JSON object (also used by recording headers). */

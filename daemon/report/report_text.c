@@ -71,6 +71,8 @@ static void write_names(const sf_report *r, FILE *out, const char *title, uint32
 static const char *label_name_of(int i) { return sf_label_name((enum sf_label)i); }
 static const char *downgrade_name_of(int i) { return sf_downgrade_name((enum sf_downgrade)i); }
 
+/* The suggestion names the leading unit's leader when there is one, then
+ * whatever makes the reading less certain. */
 static void write_next(const sf_report *r, FILE *out)
 {
     if (r->n_routing == 0) {
@@ -78,20 +80,26 @@ static void write_next(const sf_report *r, FILE *out)
         return;
     }
     const sf_unit_figures *lead = &r->groups[r->routing_order[0]];
-    fprintf(out, "next: ");
-    if (has_label(r, SF_LABEL_CO_CRITICAL) && r->n_co_critical > 1) {
-        fprintf(out, "profile");
+    const char *target = target_of(lead->name);
+    char what[2 * SF_MAX_NAME_LEN + 8];
+    if (target == lead->name)
+        snprintf(what, sizeof what, "%s", lead->name);
+    else
+        snprintf(what, sizeof what, "%s (%s)", target, lead->name);
+    if (lead->leader_rank != SF_NO_RANK)
+        fprintf(out, "next: profile rank %u's %s", lead->leader_rank, what);
+    else
+        fprintf(out, "next: profile the %s across ranks", what);
+    if (has_label(r, SF_LABEL_CO_CRITICAL)) {
+        fprintf(out, "; co-critical with");
+        int n = 0;
         for (uint32_t i = 0; i < r->n_co_critical; i++)
-            fprintf(out, "%s %s", i ? " and" : "", r->schema.group_names[r->co_critical[i]]);
-        fprintf(out, " together: the reading is ambiguous");
-    } else if (lead->leader_rank != SF_NO_RANK) {
-        fprintf(out, "profile rank %u's %s (%s)", lead->leader_rank, target_of(lead->name),
-                lead->name);
-    } else {
-        fprintf(out, "profile the %s (%s) across ranks", target_of(lead->name), lead->name);
+            if (r->co_critical[i] != r->routing_order[0])
+                fprintf(out, "%s %s", n++ ? "," : "", r->schema.group_names[r->co_critical[i]]);
+        fprintf(out, ", so check %s too", n > 1 ? "them" : "it");
     }
     if (has_label(r, SF_LABEL_TELEMETRY_LIMITED))
-        fprintf(out, "; telemetry is limited, see the downgrades");
+        fprintf(out, "; telemetry is limited (see downgrades)");
     fprintf(out, "\n");
 }
 

@@ -223,11 +223,12 @@ typedef struct sf_gates {
 } sf_gates;
 
 void sf_gates_default(sf_gates *ret);
+enum sf_gate_type { SF_GATE_NUMBER, SF_GATE_COUNT, SF_GATE_BOOL, SF_GATE_NAME };
 /* Enumerates the gate keys in table order, i from 0; NULL past the end. Sets
- * *ret_number to a numeric or boolean (0/1) gate's value, or *ret_text to a
- * name gate's value (and *ret_number to NaN). */
-const char *sf_gates_describe(const sf_gates *gates, size_t i, double *ret_number,
-                              const char **ret_text);
+ * *ret_type, and *ret_number to a number, count or boolean (0/1) gate's
+ * value, or *ret_text to a name gate's value (and *ret_number to NaN). */
+const char *sf_gates_describe(const sf_gates *gates, size_t i, enum sf_gate_type *ret_type,
+                              double *ret_number, const char **ret_text);
 /* Sets one gate from its config key and text value: -ENOENT for an unknown
  * key, -EINVAL for a malformed or out-of-range value. */
 int sf_gates_set(sf_gates *gates, const char *key, const char *value);

@@ -62,10 +62,12 @@ static void every_key_round_trips(void **state)
     sf_gates g, h;
     sf_gates_default(&g);
     sf_gates_default(&h);
+    enum sf_gate_type type;
     double number;
     const char *text, *key;
     size_t n = 0;
-    for (size_t i = 0; (key = sf_gates_describe(&g, i, &number, &text)) != NULL; i++, n++) {
+    for (size_t i = 0; (key = sf_gates_describe(&g, i, &type, &number, &text)) != NULL; i++, n++) {
+        assert_true((type == SF_GATE_NAME) == (text != NULL));
         char buf[80];
         if (text)
             snprintf(buf, sizeof buf, "%s", text);
