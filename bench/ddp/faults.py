@@ -6,6 +6,7 @@ how large it is. It must not time anything itself: all timing goes through the
 stagefrontier binding in train.py.
 """
 
+import random
 import time
 
 import torch
@@ -33,9 +34,7 @@ CONTROL_STAGE = {"callback_host": "callbacks.cpu_wall"}
 
 def faulty_rank(seed, world_size):
     """The hidden rank, chosen by seed (never announced to the accounting)."""
-    g = torch.Generator()
-    g.manual_seed(0x5F00 + seed)
-    return int(torch.randint(world_size, (1,), generator=g).item())
+    return random.Random("sf-hidden-rank-%d" % seed).randrange(world_size)
 
 
 def _spin(seconds):

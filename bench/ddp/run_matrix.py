@@ -1,0 +1,364 @@
+#!/usr/bin/python3
+"""The real-workload evaluation: DDP fault matrix, baselines, A/B/A, scope
+checks and overhead, against a real sfd. Prints markdown tables.
+
+Owns the experiment plan and the tables. Jobs run through sfharness.py, and
+every routing figure comes from the live report of sfd (routing.py scores
+it). Raw windows go to --out (JSON Lines) so the tables can be rebuilt with
+--tables-from without rerunning.
+
+  /usr/bin/python3 bench/ddp/run_matrix.py --build build all --out ddp.jsonl
+  /usr/bin/python3 bench/ddp/run_matrix.py --build build matrix --seeds 3
+  /usr/bin/python3 bench/ddp/run_matrix.py --tables-from ddp.jsonl
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import faults  # noqa: E402
+import routing  # noqa: E402
+import sfharness  # noqa: E402
+
+FAULT_ROWS = ["data_wait", "backward_compute", "backward_comm", "forward_host",
+              "callback_barrier"]
+CONTROL_ROWS = ["callback_host", "none"]
+
+
+def log(msg):
+    sys.stderr.write("[%s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stderr.flush()
+
+
+class Recorder(object):
+    """Appends one JSON object per run to the --out file."""
+
+    def __init__(self, path):
+        self.path = path
+        self.records = []
+
+    def add(self, rec):
+        self.records.append(rec)
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+
+def job_name(kind, *parts):
+    return "%s-%s-%d" % (kind, "-".join(str(p) for p in parts), os.getpid())
+
+
+def run_one(build, sfd, kind, fault, seed, mag, ranks, extra=(), steps=100, warmup=20,
+            want_windows=1):
+    job = job_name(kind, fault, seed, mag, ranks, *[a.strip("-") for a in extra])
+    args = ["--ranks", str(ranks), "--fault", fault, "--seed", str(seed), "--magnitude",
+            str(mag), "--warmup", str(warmup), "--steps", str(steps)] + list(extra)
+    t0 = time.monotonic()
+    res = sfharness.train(build, job, args, sf_socket=sfd.ingest)
+    wins = sfd.windows(job, want_windows)
+    log("%s %s seed %d mag %.2f ranks %d: %.1f s, hidden rank %d" %
+        (kind, fault, seed, mag, ranks, time.monotonic() - t0, res["hidden_rank"]))
+    return {"kind": kind, "fault": fault, "seed": seed, "magnitude": mag, "ranks": ranks,
+            "extra": list(extra), "job": job, "result": res, "windows": wins}
+
+
+def measured_window(rec, index=0):
+    for w in rec["windows"]:
+        if w["window"]["index"] == index and \
+                "window_partial" not in (w.get("downgrade_reasons") or []):
+            return w
+    return None
+
+
+# ---------------------------------------------------------------------------
+# experiments
+
+def do_matrix(build, out, a):
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=a.steps) as sfd:
+        for ranks in a.ranks:
+            for seed in range(1, a.seeds + 1):
+                for fault in FAULT_ROWS + CONTROL_ROWS:
+                    mags = [0.0] if fault == "none" else a.magnitudes
+                    for mag in mags:
+                        try:
+                            out.add(run_one(build, sfd, "matrix", fault, seed, mag, ranks,
+                                            steps=a.steps))
+                        except Exception as e:  # a failed run is a row, not an abort
+                            log("FAILED %s seed %d mag %s ranks %d: %s" %
+                                (fault, seed, mag, ranks, e))
+                            out.add({"kind": "matrix", "fault": fault, "seed": seed,
+                                     "magnitude": mag, "ranks": ranks, "error": str(e)})
+
+
+def do_aba(build, out, a):
+    per = 60
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=per) as sfd:
+        for fault in ["data_wait", "callback_barrier"]:
+            for seed in range(1, a.aba_seeds + 1):
+                out.add(run_one(build, sfd, "aba", fault, seed, 1.0, 4, extra=["--phases", "ABA"],
+                                steps=3 * per, want_windows=3))
+
+
+def do_scope(build, out, a):
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=a.steps) as sfd:
+        for fault in ["data_wait", "backward_comm", "callback_host", "none"]:
+            for seed in range(1, a.scope_seeds + 1):
+                mag = 0.0 if fault == "none" else 0.5
+                out.add(run_one(build, sfd, "accum4", fault, seed, mag, 4,
+                                extra=["--accumulation", "4"], steps=a.steps))
+                out.add(run_one(build, sfd, "zero", fault, seed, mag, 4, extra=["--zero"],
+                                steps=a.steps))
+
+
+def do_overhead(build, out, a):
+    nosfd_dir = tempfile.mkdtemp(prefix="sf-nosfd-")
+    absent = os.path.join(nosfd_dir, "ingest.sock")   # nothing listens here
+    settings = ["off", "on_sfd", "on_nosfd"]
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=a.overhead_steps) as sfd:
+        for block in range(a.blocks):
+            # Rotate the order inside each block so no setting always runs
+            # first (page cache, thermal and neighbour drift cancel out).
+            order = settings[block % 3:] + settings[:block % 3]
+            thr = {}
+            for s in order:
+                job = job_name("ovh", block, s)
+                args = ["--ranks", str(a.overhead_ranks), "--steps", str(a.overhead_steps),
+                        "--instrument", "off" if s == "off" else "on"]
+                sock = sfd.ingest if s == "on_sfd" else absent
+                res = sfharness.train(build, job, args, sf_socket=sock)
+                thr[s] = res["steps_per_s"]
+            log("overhead block %d: %s" % (block, ", ".join("%s %.2f" % (k, thr[k])
+                                                              for k in settings)))
+            out.add({"kind": "overhead", "block": block, "order": order, "steps_per_s": thr,
+                     "ranks": a.overhead_ranks, "steps": a.overhead_steps})
+    os.rmdir(nosfd_dir)
+
+
+# ---------------------------------------------------------------------------
+# tables
+
+def pct(k, n):
+    return "%d/%d" % (k, n) if n else "-"
+
+
+def tables_matrix(recs):
+    lines = []
+    runs = [r for r in recs if r.get("kind") == "matrix"]
+    failed = [r for r in runs if "error" in r]
+    ok = [r for r in runs if "error" not in r and measured_window(r)]
+    fault_runs = [r for r in ok if r["fault"] in FAULT_ROWS]
+    for ranks in sorted({r["ranks"] for r in ok}):
+        sub = [r for r in fault_runs if r["ranks"] == ranks]
+        outs = [routing.score(measured_window(r), faults.FAULTS[r["fault"]],
+                              routing.tau_of(measured_window(r))) for r in sub]
+        lines.append("")
+        lines.append("**Table 4, %d ranks** (all sync-bounded fault rows, all magnitudes and seeds)"
+                     % ranks)
+        lines.append("")
+        lines += routing.table4(outs)
+    for ranks in sorted({r["ranks"] for r in ok}):
+        mags = sorted({r["magnitude"] for r in fault_runs if r["ranks"] == ranks})
+        for mag in mags:
+            sub = [r for r in fault_runs if r["ranks"] == ranks and r["magnitude"] == mag]
+            outs = [routing.score(measured_window(r), faults.FAULTS[r["fault"]],
+                                  routing.tau_of(measured_window(r))) for r in sub]
+            lines.append("")
+            lines.append("**Table 4, %d ranks, magnitude %.2f x median step**" % (ranks, mag))
+            lines.append("")
+            lines += routing.table4(outs)
+    lines.append("")
+    lines.append("**StageFrontier per row** (top-1 / top-2 / candidate hit over seeds; share of "
+                 "the seeded stage, mean; labels seen)")
+    lines.append("")
+    lines.append("| ranks | row | magnitude | runs | top-1 | top-2 | hit | mean set | seeded share "
+                 "| leading stage(s) | labels |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for ranks in sorted({r["ranks"] for r in ok}):
+        for fault in FAULT_ROWS:
+            for mag in sorted({r["magnitude"] for r in fault_runs if r["fault"] == fault}):
+                sub = [r for r in fault_runs if r["ranks"] == ranks and r["fault"] == fault
+                       and r["magnitude"] == mag]
+                if not sub:
+                    continue
+                exp = faults.FAULTS[fault]
+                sc = [routing.score(measured_window(r), exp)["StageFrontier"] for r in sub]
+                ws = [measured_window(r) for r in sub]
+                shares = [routing.share(w, routing.group_of(w, exp)) for w in ws]
+                leads = _counts(s["order"][0] for s in sc)
+                labels = _counts(l for w in ws for l in w.get("labels", []))
+                lines.append("| %d | %s | %.2f | %d | %s | %s | %s | %.1f | %.2f | %s | %s |" % (
+                    ranks, fault, mag, len(sub), pct(sum(s["top1"] for s in sc), len(sc)),
+                    pct(sum(s["top2"] for s in sc), len(sc)),
+                    pct(sum(s["hit"] for s in sc), len(sc)),
+                    statistics.mean(s["size"] for s in sc), statistics.mean(shares), leads,
+                    labels))
+    lines += tables_controls(ok)
+    if failed:
+        lines.append("")
+        lines.append("Failed runs: " + "; ".join("%s seed %s mag %s ranks %s: %s" % (
+            r["fault"], r["seed"], r["magnitude"], r["ranks"], r["error"][:120]) for r in failed))
+    return lines
+
+
+def _counts(items):
+    c = {}
+    for i in items:
+        c[i] = c.get(i, 0) + 1
+    return ", ".join("%s x%d" % (k, v) for k, v in sorted(c.items(), key=lambda kv: -kv[1]))
+
+
+def tables_controls(ok):
+    lines = ["", "**Controls.** callback_host: runs where `callbacks.cpu_wall` enters the "
+             "candidate set, per method (StageFrontier: its routing set). none: runs with a "
+             "strong label (direct_exposure, sync_wait_dependent, likely_sync_wait).", "",
+             "| ranks | row | magnitude | runs | " +
+             " | ".join(m for m, _ in routing.METHODS) + " | strong labels | routing set(s) |",
+             "|---|---|---|---|" + "---|" * len(routing.METHODS) + "---|---|"]
+    for ranks in sorted({r["ranks"] for r in ok}):
+        for fault in CONTROL_ROWS:
+            for mag in sorted({r["magnitude"] for r in ok if r["fault"] == fault}):
+                sub = [r for r in ok if r["ranks"] == ranks and r["fault"] == fault
+                       and r["magnitude"] == mag]
+                if not sub:
+                    continue
+                ws = [measured_window(r) for r in sub]
+                cells = []
+                for m, _ in routing.METHODS:
+                    n = sum("callbacks.cpu_wall" in routing.score(w, None)[m]["set"] for w in ws)
+                    cells.append(pct(n, len(ws)))
+                strong = sum(bool(routing.strong_labels(w)) for w in ws)
+                sets = _counts("{" + ", ".join(w.get("routing_set", [])) + "}" for w in ws)
+                lines.append("| %d | %s | %.2f | %d | %s | %s | %s |" % (
+                    ranks, fault, mag, len(sub), " | ".join(cells), pct(strong, len(ws)), sets))
+    return lines
+
+
+def tables_aba(recs):
+    runs = [r for r in recs if r.get("kind") == "aba"]
+    if not runs:
+        return []
+    lines = ["", "**A/B/A removed-injection check** (4 ranks, magnitude 1.0, 60-step windows: "
+             "A = fault off, B = on, A = off)", "",
+             "| row | seed | window | phase | mean exposed step (ms) | seeded-stage share | "
+             "routing set | labels |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        exp = faults.FAULTS[r["fault"]]
+        for i, phase in enumerate("ABA"):
+            w = measured_window(r, i)
+            if w is None:
+                lines.append("| %s | %d | %d | %s | missing | | | |" % (r["fault"], r["seed"], i,
+                                                                      phase))
+                continue
+            steps = w["window"]["steps"] or 1
+            lines.append("| %s | %d | %d | %s | %.1f | %.2f | %s | %s |" % (
+                r["fault"], r["seed"], i, phase, 1000.0 * w["exposed_total_s"] / steps,
+                routing.share(w, routing.group_of(w, exp)), ", ".join(w.get("routing_set", [])),
+                ", ".join(w.get("labels", []))))
+    return lines
+
+
+def tables_scope(recs):
+    runs = [r for r in recs if r.get("kind") in ("accum4", "zero")]
+    if not runs:
+        return []
+    lines = ["", "**Scope checks** (4 ranks, magnitude 0.5; accum4 = gradient accumulation "
+             "factor 4 with no_sync and @k stages, figures per reporting group; zero = "
+             "ZeroRedundancyOptimizer)", "",
+             "| setting | row | seed | routing order (top 3) | routing set | seeded top-2 | "
+             "callbacks routed | labels |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        w = measured_window(r)
+        if w is None:
+            lines.append("| %s | %s | %d | missing window | | | | |" % (r["kind"], r["fault"],
+                                                                       r["seed"]))
+            continue
+        exp = faults.FAULTS.get(r["fault"])
+        sc = routing.score(w, exp)["StageFrontier"]
+        lines.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (
+            r["kind"], r["fault"], r["seed"], ", ".join(sc["order"][:3]),
+            ", ".join(sc["set"]), "-" if exp is None else ("yes" if sc["top2"] else "NO"),
+            "yes" if "callbacks.cpu_wall" in sc["set"] else "no",
+            ", ".join(w.get("labels", []))))
+    return lines
+
+
+def bootstrap_ci(xs, iters=10000, seed=7):
+    rng = random.Random(seed)
+    n = len(xs)
+    means = sorted(sum(rng.choice(xs) for _ in range(n)) / n for _ in range(iters))
+    return means[int(0.025 * iters)], means[int(0.975 * iters) - 1]
+
+
+def tables_overhead(recs):
+    blocks = [r for r in recs if r.get("kind") == "overhead"]
+    if not blocks:
+        return []
+    lines = ["", "**Overhead** (%d paired blocks, %d ranks, %d measured steps per run; "
+             "throughput = measured steps / wall time on rank 0)" % (
+                 len(blocks), blocks[0]["ranks"], blocks[0]["steps"]), "",
+             "| setting | mean steps/s | throughput ratio vs off (mean of paired blocks) | "
+             "bootstrap 95 % CI | overhead (point) |", "|---|---|---|---|---|"]
+    off = [b["steps_per_s"]["off"] for b in blocks]
+    lines.append("| off | %.2f | 1 | | |" % statistics.mean(off))
+    for s in ("on_sfd", "on_nosfd"):
+        ratios = [b["steps_per_s"][s] / b["steps_per_s"]["off"] for b in blocks]
+        lo, hi = bootstrap_ci(ratios)
+        m = statistics.mean(ratios)
+        lines.append("| %s | %.2f | %.4f | [%.4f, %.4f] | %.2f %% |" % (
+            s, statistics.mean(b["steps_per_s"][s] for b in blocks), m, lo, hi,
+            100.0 * (1.0 - m)))
+    return lines
+
+
+def all_tables(recs):
+    return tables_matrix(recs) + tables_aba(recs) + tables_scope(recs) + tables_overhead(recs)
+
+
+def main():
+    p = argparse.ArgumentParser(description="DDP fault matrix against a real sfd")
+    p.add_argument("what", nargs="?", default="all",
+                   choices=["all", "matrix", "aba", "scope", "overhead"])
+    p.add_argument("--build", default=os.environ.get("SF_BUILD_DIR", "build"))
+    p.add_argument("--out", default=None, help="append raw runs here (JSON Lines)")
+    p.add_argument("--tables-from", default=None, help="print tables from a JSON Lines file")
+    p.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--magnitudes", type=float, nargs="+", default=[0.2, 0.5, 1.0])
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--aba-seeds", type=int, default=2)
+    p.add_argument("--scope-seeds", type=int, default=2)
+    p.add_argument("--blocks", type=int, default=8)
+    p.add_argument("--overhead-ranks", type=int, default=4)
+    p.add_argument("--overhead-steps", type=int, default=200)
+    a = p.parse_args()
+
+    if a.tables_from:
+        with open(a.tables_from) as f:
+            recs = [json.loads(l) for l in f if l.strip()]
+        print("\n".join(all_tables(recs)))
+        return 0
+    if not sfharness.has_torch():
+        log("python3-torch (with Gloo) is not importable by /usr/bin/python3; nothing to run")
+        return 77
+    build = sfharness.Build(a.build)
+    out = Recorder(a.out)
+    t0 = time.monotonic()
+    steps = {"matrix": do_matrix, "aba": do_aba, "scope": do_scope, "overhead": do_overhead}
+    for name in (["matrix", "aba", "scope", "overhead"] if a.what == "all" else [a.what]):
+        log("== %s" % name)
+        steps[name](build, out, a)
+    log("total %.0f s" % (time.monotonic() - t0))
+    print("\n".join(all_tables(out.records)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
