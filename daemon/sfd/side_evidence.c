@@ -55,9 +55,12 @@ static uint64_t sat_add(uint64_t a, uint64_t b) {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* Names come from clients: anything outside printable ASCII becomes '?',
+ * so the report JSON (UTF-8 only) and the terminal view stay well formed. */
 static void copy_str(char *dst, size_t cap, const char *src) {
     size_t n = src ? strnlen(src, cap - 1) : 0;
-    memcpy(dst, src ? src : "", n);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
     dst[n] = '\0';
 }
 
@@ -96,50 +99,55 @@ static struct side_window *window_get(struct sfd_side *side, uint32_t segment, i
 }
 
 static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch *b) {
-    const char *name = b->comm_name ? b->comm_name : "";
+    char name[COMM_MAX_LEN + 1];
     uint64_t hash = b->has_comm_hash ? b->comm_hash : 0;
+    copy_str(name, sizeof name, b->comm_name);
     for (uint32_t i = 0; i < w->n_comms; i++)
-        if (w->comms[i].hash == hash && strncmp(w->comms[i].name, name, COMM_MAX_LEN) == 0)
+        if (w->comms[i].hash == hash && strcmp(w->comms[i].name, name) == 0)
             return (int)i;
     if (w->n_comms == SFD_SIDE_COMMS)
         return -ENOSPC;
     struct side_comm *c = &w->comms[w->n_comms];
-    copy_str(c->name, sizeof c->name, name);
+    memcpy(c->name, name, sizeof name);
     c->hash = hash;
     c->ranks = b->has_comm_ranks ? b->comm_ranks : 0;
     c->nodes = b->has_comm_nodes ? b->comm_nodes : 0;
     return (int)w->n_comms++;
 }
 
-static bool row_matches(const struct side_row *r, int comm, const char *stage,
-                        const Stagefrontier__NcclAggregate *a) {
-    return r->comm == comm && r->bucket == (a->has_size_bucket ? a->size_bucket : 0) &&
-           !strncmp(r->stage, stage, STAGE_MAX_LEN) &&
-           !strncmp(r->coll, a->collective, NAME_MAX_LEN) &&
-           !strncmp(r->dtype, a->datatype ? a->datatype : "", NAME_MAX_LEN) &&
-           !strncmp(r->algo, a->algorithm ? a->algorithm : "", NAME_MAX_LEN) &&
-           !strncmp(r->proto, a->protocol ? a->protocol : "", NAME_MAX_LEN);
+/* The row key of an aggregate, its names sanitized as they will be stored. */
+static void row_key(struct side_row *k, int comm, const char *stage,
+                    const Stagefrontier__NcclAggregate *a) {
+    memset(k, 0, sizeof *k);
+    k->comm = (uint16_t)comm;
+    copy_str(k->stage, sizeof k->stage, stage);
+    copy_str(k->coll, sizeof k->coll, a->collective);
+    copy_str(k->dtype, sizeof k->dtype, a->datatype);
+    copy_str(k->algo, sizeof k->algo, a->algorithm);
+    copy_str(k->proto, sizeof k->proto, a->protocol);
+    k->bucket = a->has_size_bucket ? a->size_bucket : 0;
+}
+
+static bool same_key(const struct side_row *r, const struct side_row *k) {
+    return r->comm == k->comm && r->bucket == k->bucket && !strcmp(r->stage, k->stage) &&
+           !strcmp(r->coll, k->coll) && !strcmp(r->dtype, k->dtype) &&
+           !strcmp(r->algo, k->algo) && !strcmp(r->proto, k->proto);
 }
 
 /* Ranks of a node report the same keys, so rows are summed over ranks. */
 static int row_add(struct sfd_side *side, struct side_window *w, int comm, const char *stage,
                    const Stagefrontier__NcclAggregate *a) {
-    struct side_row *r = NULL;
+    struct side_row k, *r = NULL;
+    row_key(&k, comm, stage, a);
     for (uint32_t i = 0; i < w->n_rows && !r; i++)
-        if (row_matches(&w->rows[i], comm, stage, a))
+        if (same_key(&w->rows[i], &k))
             r = &w->rows[i];
     if (!r) {
         if (w->n_rows == SFD_SIDE_ROWS || side->rows_total >= SFD_SIDE_ROWS_PER_JOB)
             return -ENOSPC;
         r = &w->rows[w->n_rows++];
         side->rows_total++;
-        r->comm = (uint16_t)comm;
-        copy_str(r->stage, sizeof r->stage, stage);
-        copy_str(r->coll, sizeof r->coll, a->collective);
-        copy_str(r->dtype, sizeof r->dtype, a->datatype);
-        copy_str(r->algo, sizeof r->algo, a->algorithm);
-        copy_str(r->proto, sizeof r->proto, a->protocol);
-        r->bucket = a->has_size_bucket ? a->size_bucket : 0;
+        *r = k;
     }
     r->count = sat_add(r->count, a->has_count ? a->count : 0);
     r->bytes = sat_add(r->bytes, a->has_bytes ? a->bytes : 0);
