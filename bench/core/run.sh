@@ -1,0 +1,59 @@
+#!/bin/sh
+# Accounting-core benchmark: builds bench_core when needed, then times it and
+# the NumPy reference side by side on the same matrices (bench_core --dump),
+# checks that both computed the same figures, and prints the ratios against
+# the targets (frontier pass >= 1e9 cells/s, full report >= 20x NumPy).
+# Environment: BUILD (build directory, default build-bench), REPS (best of).
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-$root/build-bench}
+reps=${REPS:-5}
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$root" -B "$build" >/dev/null
+fi
+cmake --build "$build" -j2 --target bench_core >/dev/null
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sf_bench_core.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+echo "== C core (bench_core, best of $reps)"
+"$build/bench/core/bench_core" --dump "$tmp" --tsv "$tmp/c.tsv" --reps "$reps"
+echo "== NumPy reference ($(/usr/bin/python3 -c 'import numpy; print("numpy", numpy.__version__)'), best of 3)"
+/usr/bin/python3 "$root/bench/core/numpy_reference.py" --bench "$tmp" --tsv "$tmp/n.tsv" --reps 3
+echo "== side by side"
+exec /usr/bin/python3 - "$tmp/c.tsv" "$tmp/n.tsv" "$root/bench/core" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+from numpy_reference import LABELS
+
+def load(path):
+    out = {}
+    for line in open(path):
+        f = line.rstrip("\n").split("\t")
+        out[int(f[1])] = f
+    return out
+
+c, n = load(sys.argv[1]), load(sys.argv[2])
+ok = True
+print(f"{'ranks x steps x stages':<22} {'frontier C c/s':>15} {'NumPy c/s':>11} {'C/NumPy':>8}"
+      f" {'report C ms':>12} {'NumPy ms':>10} {'NumPy/C':>8}")
+for ranks in sorted(c):
+    fc, fn = c[ranks], n[ranks]
+    T, S = int(fc[2]), int(fc[3])
+    cells = ranks * T * S
+    front_c, front_n = float(fc[4]), float(fn[4])
+    rep_c, rep_n = float(fc[6]), float(fn[6])
+    c_labels = ",".join(name for i, name in enumerate(LABELS) if int(fc[13]) >> i & 1)
+    same = fc[9:13] == fn[7:11] and c_labels == fn[11]
+    ok &= same
+    print(f"{f'{ranks} x {T} x {S}':<22} {cells / front_c:>15.3e} {cells / front_n:>11.3e}"
+          f" {front_n / front_c:>8.1f} {rep_c * 1e3:>12.3f} {rep_n * 1e3:>10.3f}"
+          f" {rep_n / rep_c:>8.2f}{'' if same else '  FIGURES DIFFER'}")
+    print(f"{'':<22} frontier >= 1e9 c/s: {'met' if cells / front_c >= 1e9 else 'missed'};"
+          f" report >= 20x NumPy: {'met' if rep_n / rep_c >= 20 else 'missed'};"
+          f" C report = dense build {float(fc[7]) * 1e3:.3f} ms + compute {float(fc[8]) * 1e3:.3f} ms")
+print("figures (exposed time, advances, both gains, labels): "
+      + ("identical in C and NumPy" if ok else "C and NumPy DISAGREE"))
+sys.exit(0 if ok else 1)
+PY
