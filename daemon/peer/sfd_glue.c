@@ -1,0 +1,158 @@
+/*
+ * sfd's side of the peer layer: reads the [peer] config, starts the node on
+ * sfd's loop, hands each closed window's summary to it (instead of the local
+ * report), and turns every merged summary the root publishes into a report
+ * in the job's store, computed with the job's own gates. It must not reach
+ * into windows beyond sfd's public seams (sfd.h).
+ */
+#include <errno.h>
+#include <ini.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer.h"
+#include "sfd.h"
+#include "sfd_peer.h"
+
+typedef struct glue {
+    struct sfd *d;
+    sfd_peer_node *node;
+    sfd_peer_config cfg;
+    bool any_key;
+    char err[256];
+} glue;
+
+static int on_kv(void *user, const char *section, const char *key, const char *value)
+{
+    glue *g = user;
+    if (strcmp(section, "peer") != 0 && strcmp(section, "cluster") != 0)
+        return 1;
+    g->any_key = true;
+    int r = sfd_peer_config_set(&g->cfg, key, value);
+    if (r < 0 && g->err[0] == '\0')
+        snprintf(g->err, sizeof g->err, "[%s] %s = %s: %s", section, key, value,
+                 r == -ENOENT ? "unknown key" : "invalid value");
+    return 1;
+}
+
+static int on_summary(struct sfd *d, struct sfd_job *job, sf_summary *summary, void *userdata)
+{
+    (void)d;
+    glue *g = userdata;
+    int r = sfd_peer_submit(g->node, job->id, summary);
+    if (r < 0 && r != -EALREADY)
+        sfd_log(SFD_LOG_WARNING, job->id, "window summary not handed to the cluster: %s",
+                strerror(-r));
+    return r;
+}
+
+static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint64_t term,
+                    const sf_summary *merged)
+{
+    glue *g = ctx;
+    struct sfd_job *job = sfd_job_find(g->d, key->job);
+    if (job == NULL) {
+        sfd_log(SFD_LOG_INFO, key->job, "report of window %lld for a job not on this node",
+                (long long)key->window);
+        return;
+    }
+    sf_report *report = NULL;
+    int r = sf_report_compute(merged, &job->gates, &report);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, job->id, "window %lld: cluster report failed: %s",
+                (long long)key->window, strerror(-r));
+        return;
+    }
+    r = sfd_job_store_report(job, report);
+    sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: cluster report from root %u term %llu%s",
+            (long long)key->window, key->segment, root_id, (unsigned long long)term,
+            r < 0 ? " (window not kept here)" : "");
+}
+
+static void log_hook(void *ctx, int priority, const char *msg)
+{
+    (void)ctx;
+    sfd_log(priority, NULL, "%s", msg);
+}
+
+static void glue_free(void *ctx)
+{
+    glue *g = ctx;
+    sfd_peer_config_clear(&g->cfg);
+    free(g);
+}
+
+int sfd_peer_attach(struct sfd *d, const char *config_path)
+{
+    if (config_path == NULL)
+        return 0;
+    glue *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return -ENOMEM;
+    g->d = d;
+    sfd_peer_config_init(&g->cfg);
+    int r = ini_parse(config_path, on_kv, g);
+    if (r != 0 || g->err[0] != '\0') {
+        sfd_log(SFD_LOG_ERR, NULL, "peer config %s: %s", config_path,
+                g->err[0] ? g->err : "cannot be parsed");
+        glue_free(g);
+        return -EINVAL;
+    }
+    if (!g->any_key) {
+        glue_free(g);
+        return 0;
+    }
+    sfd_peer_key key;
+    if ((r = sfd_peer_config_validate(&g->cfg)) < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "peer config: node_id, peers and cluster_key_file are "
+                                   "required, node_id among the peers, and "
+                                   "failure_timeout_ms >= 2 * heartbeat_ms");
+        goto fail;
+    }
+    if ((r = sfd_peer_key_load(g->cfg.key_file, &key)) < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "cluster key %s: %s%s", g->cfg.key_file, strerror(-r),
+                r == -EPERM ? " (mode must be 0600 or 0400)" : r == -EINVAL ? " (need 32 bytes)" : "");
+        goto fail;
+    }
+    sfd_peer_hooks hooks = {.ctx = g, .deliver = deliver, .log = log_hook};
+    r = sfd_peer_node_new(d->loop, &g->cfg, &key, &hooks, &g->node);
+    if (r == 0)
+        r = sfd_peer_node_start(g->node, d->peer_fd);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "peer layer: cannot start: %s", strerror(-r));
+        if (g->node != NULL) {
+            sfd_peer_node_close(g->node, glue_free, g);
+            return r;
+        }
+        goto fail;
+    }
+    d->peer_fd = -1;    /* the node's listener owns it now */
+    d->on_summary = on_summary;
+    d->on_summary_data = g;
+    d->peers_status = sfd_peer_status_text;
+    sfd_log(SFD_LOG_NOTICE, NULL, "peer layer: node %u of %u members", g->cfg.node_id,
+            g->cfg.n_members);
+    return 0;
+fail:
+    glue_free(g);
+    return r;
+}
+
+void sfd_peer_detach(struct sfd *d)
+{
+    if (d->on_summary != on_summary)
+        return;
+    glue *g = d->on_summary_data;
+    d->on_summary = NULL;
+    d->on_summary_data = NULL;
+    d->peers_status = NULL;
+    sfd_peer_node_close(g->node, glue_free, g);
+}
+
+int sfd_peer_status_text(struct sfd *d, char **ret_text)
+{
+    if (d->on_summary != on_summary)
+        return -ENOENT;
+    glue *g = d->on_summary_data;
+    return sfd_peer_status_json(g->node, ret_text);
+}

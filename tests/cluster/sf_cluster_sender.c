@@ -1,0 +1,176 @@
+/*
+ * Test sender for the cluster tests: plays a range of ranks of one job into
+ * one sfd over its ingest socket (one SOCK_SEQPACKET connection per rank,
+ * a hello, then one batch per step), with deterministic durations, and
+ * writes the same records as wide CSV for `sfctl replay`.
+ *
+ * usage: sf_cluster_sender SOCKET JOB WORLD FIRST_RANK LAST_RANK STEPS SEED CSV_OUT
+ *        [SLOW_RANK] [GATE_FILE]
+ * With GATE_FILE, it waits before each step until the file holds a number
+ * greater than or equal to that step (the test paces it without sleeps).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <stagefrontier/accounting.h>
+
+#include "ingest.pb-c.h"
+
+#define S 6
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdu;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53u;
+    x ^= x >> 33;
+    return x;
+}
+
+static int64_t duration(uint64_t seed, int64_t step, uint32_t rank, uint32_t s, uint32_t slow)
+{
+    int64_t d = 200000 + (int64_t)(mix(seed ^ ((uint64_t)step << 24) ^ ((uint64_t)rank << 8) ^ s) % 3000000);
+    if (rank == slow && s == 0)
+        d += 4000000;
+    return d;
+}
+
+static int send_msg(int fd, const Stagefrontier__ClientMessage *m)
+{
+    uint8_t buf[65536];
+    size_t n = stagefrontier__client_message__get_packed_size(m);
+    if (n > sizeof buf)
+        return -EMSGSIZE;
+    stagefrontier__client_message__pack(m, buf);
+    for (;;) {
+        if (send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n)
+            return 0;
+        if (errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
+            return -errno;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, 100);
+    }
+}
+
+static int open_rank(const char *path, const char *job, uint32_t world, uint32_t rank,
+                     const sf_schema *sc)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        perror("connect");
+        exit(1);
+    }
+    Stagefrontier__Hello h = STAGEFRONTIER__HELLO__INIT;
+    h.protocol_version = 1;
+    h.job_id = (char *)job;
+    h.rank = rank;
+    h.world_size = world;
+    h.n_stage_names = S;
+    h.stage_names = (char **)sc->names;
+    h.schema_hash = sc->hash;
+    h.has_schema_version = true;
+    h.schema_version = sc->version;
+    h.has_pid = true;
+    h.pid = (uint32_t)getpid();
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    if (send_msg(fd, &m) < 0)
+        exit(1);
+    return fd;
+}
+
+static void wait_gate(const char *gate, int64_t step)
+{
+    for (;;) {
+        FILE *f = fopen(gate, "r");
+        long long v = -1;
+        if (f != NULL) {
+            if (fscanf(f, "%lld", &v) != 1)
+                v = -1;
+            fclose(f);
+        }
+        if (v >= step)
+            return;
+        poll(NULL, 0, 20);  /* the gate file is the test's pacing signal */
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 9) {
+        fprintf(stderr, "usage: %s SOCKET JOB WORLD FIRST LAST STEPS SEED CSV [SLOW] [GATE]\n",
+                argv[0]);
+        return 2;
+    }
+    const char *path = argv[1], *job = argv[2];
+    uint32_t world = (uint32_t)atoi(argv[3]), first = (uint32_t)atoi(argv[4]);
+    uint32_t last = (uint32_t)atoi(argv[5]);
+    int64_t steps = atoll(argv[6]);
+    uint64_t seed = strtoull(argv[7], NULL, 10);
+    uint32_t slow = argc > 9 ? (uint32_t)atoi(argv[9]) : UINT32_MAX;
+    const char *gate = argc > 10 ? argv[10] : NULL;
+    sf_schema sc;
+    if (sf_schema_init_default(&sc, 1) < 0)
+        return 1;
+    FILE *csv = fopen(argv[8], "w");
+    if (csv == NULL)
+        return 1;
+    int fds[1024];
+    uint32_t n = last - first + 1;
+    if (n > 1024)
+        return 2;
+    for (uint32_t i = 0; i < n; i++)
+        fds[i] = open_rank(path, job, world, first + i, &sc);
+    for (int64_t t = 0; t < steps; t++) {
+        if (gate != NULL)
+            wait_gate(gate, t);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t rank = first + i;
+            int64_t d[S];
+            fprintf(csv, "%lld,%u", (long long)t, rank);
+            for (uint32_t s = 0; s < S; s++) {
+                d[s] = duration(seed, t, rank, s, slow);
+                fprintf(csv, ",%lld.%09lld", (long long)(d[s] / 1000000000),
+                        (long long)(d[s] % 1000000000));
+            }
+            fputc('\n', csv);
+            Stagefrontier__StepRecord rec = STAGEFRONTIER__STEP_RECORD__INIT, *rp = &rec;
+            rec.step = t;
+            rec.n_durations_ns = S;
+            rec.durations_ns = d;
+            Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+            b.n_records = 1;
+            b.records = &rp;
+            b.schema_hash = sc.hash;
+            Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+            m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+            m.batch = &b;
+            /* A killed daemon is part of some tests: its ranks' records
+             * are lost, like a real client's drops, and the sender goes on. */
+            if (fds[i] >= 0 && send_msg(fds[i], &m) < 0) {
+                close(fds[i]);
+                fds[i] = -1;
+            }
+        }
+    }
+    fclose(csv);
+    /* Hold the connections until told to go, so no window closes early. */
+    char c;
+    if (read(0, &c, 1) < 0)
+        return 1;
+    for (uint32_t i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    sf_schema_clear(&sc);
+    return 0;
+}
