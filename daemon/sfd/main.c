@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "sfd.h"
+#include "sfd_peer.h"         /* peer layer */
 #ifdef SFD_HAVE_PROM_EXPORT
 #include "prom_export.h"
 #endif
@@ -208,6 +209,7 @@ static void shutdown_begin(struct sfd *d)
     sfd_log(SFD_LOG_NOTICE, NULL, "shutting down");
     sfd_listener_close(&d->ingest);
     sfd_listener_close(&d->query);
+    sfd_peer_detach(d);             /* peer layer */
     sfd_conns_close_all(d);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         sfd_window_close_all(j, SF_WIN_PARTIAL);
@@ -384,6 +386,8 @@ int main(int argc, char **argv)
     d.loop = &loop;
     d.start_ms = uv_now(&loop);
     r = start(&d);
+    if (r == 0)                     /* peer layer: multi-node mode when [peer] is set */
+        r = sfd_peer_attach(&d, d.flags.config ? d.flags.config : loaded ? DEFAULT_CONFIG : NULL);
     if (r == 0) {
         uv_run(&loop, UV_RUN_DEFAULT);
         rc = 0;

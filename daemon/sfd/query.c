@@ -303,6 +303,10 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
     case STAGEFRONTIER__QUERY_REQUEST__KIND__JOBS:
         return dump_json(jobs_json(d, uid, op), ret, ret_len);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__PEERS:
+        if (d->peers_status != NULL && d->peers_status(d, ret) == 0) {  /* peer layer */
+            *ret_len = strlen(*ret);
+            return 0;
+        }
         return dump_json(json_pack("{s:s, s:s, s:I, s:[]}", "mode", "single", "role", "single",
                                    "term", (json_int_t)0, "peers"), ret, ret_len);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RANKS:

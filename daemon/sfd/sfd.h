@@ -315,6 +315,8 @@ struct sfd {
      * of the local report computation. */
     sfd_summary_hook on_summary;
     void *on_summary_data;
+    /* Peer layer (daemon/peer): the PEERS answer in multi-node mode. */
+    int (*peers_status)(struct sfd *d, char **ret_text);
 };
 
 uint64_t sfd_now_ms(const struct sfd *d);
