@@ -8,6 +8,7 @@
 
 #include "sfctl.h"
 #include "sfctl_live.h"
+#include "peers.h"           /* peer layer: sfctl peers */
 
 struct sfctl_command {
     const char *name;
@@ -25,7 +26,7 @@ static const struct sfctl_command commands[] = {
       "redraw the report as windows close" },
     { "record", sfctl_cmd_record, "JOB [-o FILE]", "JSON Lines dump of the kept windows" },
     { "replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording" },
-    { "peers", sfctl_cmd_peers, "[--json]", "cluster membership (single node: its status)" },
+    { "peers", sfctl_cmd_peers_view, "[--json]", "members, root, term, heartbeats, summaries in flight" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

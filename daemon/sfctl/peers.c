@@ -1,0 +1,108 @@
+/*
+ * `sfctl peers [--json]`: members, the root, the term, each member's last
+ * heartbeat and the summaries in flight, from the PEERS query of one sfd.
+ * Output only; it must not change anything on the daemon.
+ */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "peers.h"
+#include "sfctl.h"
+#include "sfctl_live.h"
+
+static long long num(json_t *o, const char *key)
+{
+    return json_integer_value(json_object_get(o, key));
+}
+
+static void print_member(json_t *m, long long root)
+{
+    char addr[300], hb[32];
+    snprintf(addr, sizeof addr, "%s:%lld", json_string_value(json_object_get(m, "host")),
+             num(m, "port"));
+    json_t *ago = json_object_get(m, "last_heartbeat_ms_ago");
+    if (json_is_true(json_object_get(m, "self")))
+        snprintf(hb, sizeof hb, "(this node)");
+    else if (json_is_integer(ago))
+        snprintf(hb, sizeof hb, "%.2f s ago", (double)json_integer_value(ago) / 1000.0);
+    else
+        snprintf(hb, sizeof hb, "never");
+    printf("%c%6lld  %-24s %-5s %-9s %-15s %9lld %6lld\n", num(m, "id") == root ? '*' : ' ',
+           num(m, "id"), addr, json_is_true(json_object_get(m, "live")) ? "yes" : "no",
+           json_is_true(json_object_get(m, "connected")) ? "yes" : "no", hb,
+           num(m, "summaries_in_flight"), num(m, "term"));
+}
+
+static int print_view(json_t *o)
+{
+    json_t *members = json_object_get(o, "members");
+    if (!json_is_array(members)) {
+        printf("single node: no peers configured\n");
+        return SFCTL_EXIT_OK;
+    }
+    long long root = num(o, "root");
+    printf("node %lld (%s), ", num(o, "node_id"), json_string_value(json_object_get(o, "role")));
+    if (root != 0)
+        printf("root %lld", root);
+    else
+        printf("no root (no majority reachable)");
+    printf(", term %lld, summaries in flight %lld, windows collecting %lld\n", num(o, "term"),
+           num(o, "summaries_in_flight"), num(o, "windows_pending"));
+    printf(" %6s  %-24s %-5s %-9s %-15s %9s %6s\n", "ID", "ADDRESS", "LIVE", "CONNECTED",
+           "LAST_HEARTBEAT", "IN_FLIGHT", "TERM");
+    size_t i;
+    json_t *m;
+    json_array_foreach(members, i, m)
+        print_member(m, root);
+    json_t *c = json_object_get(o, "counters");
+    printf("rejected: mac %lld, replay %lld, stale term %lld, decode %lld, frame %lld; "
+           "merge conflicts %lld\n", num(c, "rejected_mac"), num(c, "rejected_replay"),
+           num(c, "rejected_stale_term"), num(c, "rejected_decode"), num(c, "rejected_frame"),
+           num(c, "merge_conflicts"));
+    return SFCTL_EXIT_OK;
+}
+
+int sfctl_cmd_peers_view(int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    bool js = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
+        if (c != 'j') {
+            fprintf(stderr, "usage: sfctl peers [--json]\n");
+            return SFCTL_EXIT_USAGE;
+        }
+        js = true;
+    }
+    if (optind != argc) {
+        fprintf(stderr, "usage: sfctl peers [--json]\n");
+        return SFCTL_EXIT_USAGE;
+    }
+    struct sfctl_request req = {.kind = SFCTL_Q_PEERS, .window = -1};
+    char *text = NULL;
+    size_t len = 0;
+    int ex = sfctl_query(&req, &text, &len);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    if (js) {
+        printf("%.*s\n", (int)len, text);
+        free(text);
+        return SFCTL_EXIT_OK;
+    }
+    json_error_t err;
+    json_t *o = json_loadb(text, len, 0, &err);
+    free(text);
+    if (o == NULL) {
+        fprintf(stderr, "sfctl: malformed answer from sfd: %s\n", err.text);
+        return SFCTL_EXIT_INTERNAL;
+    }
+    ex = print_view(o);
+    json_decref(o);
+    return ex;
+}
