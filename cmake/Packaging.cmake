@@ -16,8 +16,23 @@ set(_sf_stage ${PROJECT_BINARY_DIR}/sf-install)
 
 install(FILES ${_sf_src}/sysusers.d/stagefrontier.conf DESTINATION ${SF_SYSUSERSDIR} COMPONENT daemon)
 install(FILES ${_sf_src}/tmpfiles.d/stagefrontier.conf DESTINATION ${SF_TMPFILESDIR} COMPONENT daemon)
-install(FILES ${PROJECT_SOURCE_DIR}/docs/man/sfd.8 DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT daemon)
-install(FILES ${PROJECT_SOURCE_DIR}/docs/man/sfctl.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT daemon)
+
+# Man pages are installed compressed, as Debian policy asks; -n keeps the
+# archives reproducible (no name or time stamp inside).
+find_program(SF_GZIP gzip REQUIRED)
+set(_sf_man_out)
+foreach(_page sfd.8 sfctl.1)
+  string(REGEX REPLACE ".*\\." "" _sec ${_page})
+  add_custom_command(OUTPUT ${_sf_stage}/man/${_page}.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_sf_stage}/man
+    COMMAND ${SF_GZIP} -9nc ${PROJECT_SOURCE_DIR}/docs/man/${_page} > ${_sf_stage}/man/${_page}.gz
+    DEPENDS ${PROJECT_SOURCE_DIR}/docs/man/${_page}
+    COMMENT "Compressing ${_page}")
+  list(APPEND _sf_man_out ${_sf_stage}/man/${_page}.gz)
+  install(FILES ${_sf_stage}/man/${_page}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man${_sec}
+          COMPONENT daemon)
+endforeach()
+add_custom_target(sf_manpages ALL DEPENDS ${_sf_man_out})
 
 # Units and the config name absolute paths, so they are rewritten at install
 # time for the prefix actually used (cmake --install --prefix, or /usr when
@@ -61,6 +76,7 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "per-step stage telemetry for distributed 
 set(CPACK_PACKAGE_DESCRIPTION "sfd, the node daemon that turns per-rank stage durations of training jobs into an exact frontier accounting, with sfctl, the client library and the systemd units.")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_INSTALL_PREFIX /usr)
 # Install with DESTDIR and the real prefix, so the install-time rewrite above
 # sees /usr, not the staging directory.
 set(CPACK_SET_DESTDIR ON)
