@@ -383,9 +383,14 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
             node->c.reports_adopted++;
         sfd_peer_root_publish(node, &key, m->root_id, m->root_term, m->merged.data,
                               m->merged.len, NULL);
-    } else if (sfd_peer_report_store(node, &key, m->root_id, m->root_term, m->merged.data,
-                                     m->merged.len, NULL) < 0) {
-        node->c.rejected_decode++;
+    } else {
+        int r = sfd_peer_report_store(node, &key, m->root_id, m->root_term, m->merged.data,
+                                      m->merged.len, NULL);
+        const sfd_peer_report *rep = r > 0 ? sfd_peer_report_find(node, &key) : NULL;
+        if (r < 0)
+            node->c.rejected_decode++;
+        else if (rep != NULL)
+            sfd_peer_report_relay(node, rep);
     }
 out:
     stagefrontier__report__free_unpacked(m, NULL);

@@ -137,6 +137,7 @@ int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
                           size_t len, const sf_summary *merged);
 int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r);
 void sfd_peer_reports_free(sfd_peer_node *node);
+void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r);
 void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key);
 
 #endif

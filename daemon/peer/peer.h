@@ -198,6 +198,9 @@ uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now);
 uint32_t sfd_peer_tree_parent(const sfd_elect *e, uint64_t now, uint32_t fanout);
 /* Number of live members whose parent is self. */
 uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanout);
+/* Ids of those children (at most `max`); returns how many were written. */
+uint32_t sfd_peer_tree_child_ids(const sfd_elect *e, uint64_t now, uint32_t fanout,
+                                 uint32_t *ret_ids, uint32_t max);
 
 /* ---- codec.c: sf_summary <-> Summary ------------------------------------ */
 

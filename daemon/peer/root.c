@@ -135,10 +135,31 @@ int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_repo
     return sfd_peer_send(node, dest, STAGEFRONTIER__PEER_ENVELOPE__TYPE__REPORT, &m.base);
 }
 
+/* Reports travel down the fan-in tree: each node sends them to its own
+ * children, so the root sends `fanout` copies, not one per member. A member
+ * missed by a stale view still gets its report: it keeps resending its
+ * summary, and the root answers a summary of a reported window with the
+ * report. With a fanout of at least the member count this is a star. */
+void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r)
+{
+    uint64_t now = sfd_peer_now(node);
+    if (sfd_elect_root(&node->elect, now) == 0)
+        return;
+    uint32_t ids[256];
+    uint32_t fanout = node->cfg.fanout < 256 ? node->cfg.fanout : 256;
+    if (node->cfg.fanout >= node->cfg.n_members) {
+        for (uint32_t i = 0; i < node->n_links; i++)
+            sfd_peer_report_send(node, node->links[i].id, r);
+        return;
+    }
+    uint32_t n = sfd_peer_tree_child_ids(&node->elect, now, fanout, ids, 256);
+    for (uint32_t i = 0; i < n; i++)
+        sfd_peer_report_send(node, ids[i], r);
+}
+
 static void push_report(sfd_peer_node *node, const sfd_peer_report *r)
 {
-    for (uint32_t i = 0; i < node->n_links; i++)
-        sfd_peer_report_send(node, node->links[i].id, r);
+    sfd_peer_report_relay(node, r);
 }
 
 /* Stores a report (computed here or adopted from a member that already had

@@ -54,6 +54,22 @@ uint32_t sfd_peer_tree_parent(const sfd_elect *e, uint64_t now, uint32_t fanout)
     return at_position(e, now, root, (p - 1) / fanout);
 }
 
+uint32_t sfd_peer_tree_child_ids(const sfd_elect *e, uint64_t now, uint32_t fanout,
+                                 uint32_t *ret_ids, uint32_t max)
+{
+    uint32_t n = sfd_peer_tree_children(e, now, fanout);
+    uint32_t root = sfd_elect_root(e, now);
+    if (n == 0)
+        return 0;
+    if (fanout == 0)
+        fanout = 1;
+    int64_t first = position(e, now, root, e->self) * (int64_t)fanout + 1;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n && k < max; i++)
+        ret_ids[k++] = at_position(e, now, root, first + i);
+    return k;
+}
+
 uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanout)
 {
     uint32_t root = sfd_elect_root(e, now);

@@ -3,7 +3,7 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, failover, partition, split, hostile
+scenarios: exact, tree, failover, partition, split, hostile
 
 Every wait polls a real condition (a query answer, a log line, a file) under
 a generous overall timeout that only fails the test. Network namespaces are
@@ -341,8 +341,8 @@ def once_per_window(nodes, windows):
 
 # ---- scenarios ---------------------------------------------------------------
 
-def scenario_exact(build):
-    c = Cluster(build, 4)
+def scenario_exact(build, fanout=8):
+    c = Cluster(build, 4, fanout=fanout)
     try:
         c.start()
         c.wait_root(1)
@@ -369,12 +369,22 @@ def scenario_exact(build):
         check(rc == 0 and "root 1, term" in out and out.count("\n") >= 6,
               "sfctl peers: %r" % out)
         print(out)
-        print("exact: %d fields compared over %d windows" % (total, len(windows)))
+        if fanout < 4:
+            fwd = sum(n.peers()["counters"]["summaries_received"] for n in c.nodes[1:])
+            check(fwd > 0, "no summary went through an inner node of the tree")
+        print("exact (fanout %d): %d fields compared over %d windows"
+              % (fanout, total, len(windows)))
     except Exception:
         c.dump_logs()
         raise
     finally:
         c.close()
+
+
+def scenario_tree(build):
+    """The same exactness through a fan-in tree of fanout 1 (a chain): inner
+    nodes merge their children's summaries and relay the reports down."""
+    scenario_exact(build, fanout=1)
 
 
 def scenario_failover(build):
