@@ -271,6 +271,22 @@ class Cluster:
         arr = json.loads(r.stdout)
         return {w["window"]["index"]: w for w in arr if w["window"]["index"] in windows}
 
+    def stop_checked(self):
+        """Stops every running daemon with SIGTERM and checks it exited
+        cleanly, with no sanitizer report in its log."""
+        self.finish_senders()
+        for n in self.all:
+            if n.proc is None or n.proc.returncode is not None:
+                continue
+            n.stop()
+            check(n.proc.returncode == 0, "node %d exited with %d" % (n.id, n.proc.returncode))
+        for n in self.all:
+            if n.proc is None or not os.path.exists(n.log):
+                continue
+            log = n.log_text()
+            for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+                check(bad not in log, "node %d: %s in its log" % (n.id, bad))
+
     def close(self):
         self.finish_senders()
         for n in self.all:
@@ -372,6 +388,7 @@ def scenario_exact(build, fanout=8):
         if fanout < 4:
             fwd = sum(n.peers()["counters"]["summaries_received"] for n in c.nodes[1:])
             check(fwd > 0, "no summary went through an inner node of the tree")
+        c.stop_checked()
         print("exact (fanout %d): %d fields compared over %d windows"
               % (fanout, total, len(windows)))
     except Exception:
@@ -431,6 +448,7 @@ def scenario_failover(build):
               "window 0, before the failover, is downgraded")
         resent = survivors[0].peers()["counters"]["summaries_resent"]
         check(resent >= 1, "node 2 resent nothing after the failover")
+        c.stop_checked()
         print("failover: new root in %.2f s, %d summaries resent" % (took, resent))
     except Exception:
         c.dump_logs()
@@ -508,6 +526,7 @@ def scenario_partition(build):
         c.wait(lambda: cut.peers()["summaries_in_flight"] == 0, "node 3 to empty its retained set")
         once_per_window(c.nodes, [0, 1, 2, 3])
         check(cut.proc.poll() is None, "node 3 restarted")
+        c.stop_checked()
         print("partition: node 3 held %s summaries while cut" % bool(held))
     except Exception:
         c.dump_logs()
@@ -545,6 +564,7 @@ def scenario_split(build):
         set_gate(gate, steps)
         reports_everywhere(c, c.nodes, job, [0, 1, 2])
         once_per_window(c.nodes, [0, 1, 2])
+        c.stop_checked()
         print("split: only the majority had a root")
     except Exception:
         c.dump_logs()
@@ -579,6 +599,7 @@ def scenario_hostile(build):
         log = root.log_text()
         for what in ("wrong MAC", "replayed message", "stale term", "oversized"):
             check(what in log, "no log line about a %s" % what)
+        c.stop_checked()
         print("hostile: %r" % {k: cnt[k] for k in cnt if k.startswith("rejected")})
     except Exception:
         c.dump_logs()
