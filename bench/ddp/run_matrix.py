@@ -67,7 +67,16 @@ def run_one(build, sfd, kind, fault, seed, mag, ranks, extra=(), steps=100, warm
     log("%s %s seed %d mag %.2f ranks %d: %.1f s, hidden rank %d" %
         (kind, fault, seed, mag, ranks, time.monotonic() - t0, res["hidden_rank"]))
     return {"kind": kind, "fault": fault, "seed": seed, "magnitude": mag, "ranks": ranks,
-            "extra": list(extra), "job": job, "result": res, "windows": wins}
+            "extra": list(extra), "job": job, "result": res, "windows": [trim(w) for w in wins]}
+
+
+KEEP = ("window", "exposed_total_s", "stages", "groups", "routing_set", "co_critical_stages",
+        "labels", "downgrade_reasons", "suspect_ranks", "gates")
+
+
+def trim(window):
+    """The fields the tables use (the per-rank section is dropped)."""
+    return {k: window[k] for k in KEEP if k in window}
 
 
 def measured_window(rec, index=0):
