@@ -467,10 +467,9 @@ int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta,
     if (gates == NULL)
         return -EINVAL;
     sf_summary *s = NULL;
-    int rc = sf_distinct_ranks(rows, n_rows);
-    if (rc < 0)
-        return rc;
-    rc = sf_summary_build(schema, meta, rows, n_rows, (uint32_t)rc <= gates->dense_max_ranks, &s);
+    /* Dense by world size, as sfd decides it, so live and replay agree. */
+    bool dense = meta != NULL && meta->world_size <= gates->dense_max_ranks;
+    int rc = sf_summary_build(schema, meta, rows, n_rows, dense, &s);
     if (rc < 0)
         return rc;
     rc = sf_report_compute(s, gates, ret);

@@ -336,7 +336,8 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates,
                       sf_report **ret);
 void sf_report_free(sf_report *report);
 
-/* Convenience: the dense report of a full window. */
+/* Convenience: the report of a full window, dense when the window's world
+ * size is at most gates->dense_max_ranks (the rule sfd applies too). */
 int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta,
                         const sf_row *rows, size_t n_rows, const sf_gates *gates,
                         sf_report **ret);

@@ -308,6 +308,35 @@ static void groups_sum_members(void **state)
     sf_schema_clear(&schema);
 }
 
+/* Above dense_max_ranks the dense-only figures are null, never approximated,
+ * and the exactness map says so. */
+static void mergeable_mode_nulls_dense_only_figures(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, 10, 4, 4, four);
+    for (uint32_t rk = 0; rk < 3; rk++)
+        set_rank(&f, rk, (int64_t[]){1, 1, 11, 0});
+    set_rank(&f, 3, (int64_t[]){10, 1, 2, 0});
+    f.gates.dense_max_ranks = 3;
+    sf_report *r = compute(&f, 40);
+    assert_false(r->dense);
+    assert_int_equal(r->stages[0].gain_cohort_median_ns, SF_NULL_NS);
+    assert_int_equal(r->n_rank_evidence, 1);            /* only the rank that led */
+    assert_int_equal(r->rank_evidence[0].rank, 3);
+    assert_null(r->rank_evidence[0].role);
+    assert_int_equal(r->rank_evidence[0].mean_slack_ns, SF_NULL_NS);
+    assert_false(sf_report_field_exact(r, "gain_cohort_median_s"));
+    assert_true(sf_report_field_exact(r, "advance_s"));
+    assert_int_equal(r->stages[0].advance_ns, 100 * MS);  /* the frontier itself is exact */
+    f.gates.dense_max_ranks = 4;
+    r = compute(&f, 40);
+    assert_true(r->dense && sf_report_field_exact(r, "gain_cohort_median_s"));
+    assert_int_equal(r->n_rank_evidence, 4);
+    assert_int_equal(r->rank_evidence[0].mean_slack_ns, 9 * MS / 2);   /* (9 + 9 + 0 + 0) / 4 */
+    fixture_clear(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +351,7 @@ int main(void)
         cmocka_unit_test(single_rank_and_share_floor),
         cmocka_unit_test(accumulation_without_microsteps_is_ambiguous),
         cmocka_unit_test(groups_sum_members),
+        cmocka_unit_test(mergeable_mode_nulls_dense_only_figures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
