@@ -62,7 +62,7 @@ def run_one(build, sfd, kind, fault, seed, mag, ranks, extra=(), steps=100, warm
     args = ["--ranks", str(ranks), "--fault", fault, "--seed", str(seed), "--magnitude",
             str(mag), "--warmup", str(warmup), "--steps", str(steps)] + list(extra)
     t0 = time.monotonic()
-    res = sfharness.train(build, job, args, sf_socket=sfd.ingest)
+    res = sfharness.train(build, job, args, sf_socket=sfd.ingest, timeout=600)
     wins = sfd.windows(job, want_windows)
     log("%s %s seed %d mag %.2f ranks %d: %.1f s, hidden rank %d" %
         (kind, fault, seed, mag, ranks, time.monotonic() - t0, res["hidden_rank"]))
@@ -93,8 +93,8 @@ def measured_window(rec, index=0):
 def do_matrix(build, out, a):
     with sfharness.Sfd(build, warmup_steps=20, window_steps=a.steps) as sfd:
         for ranks in a.ranks:
-            for seed in range(1, a.seeds + 1):
-                for fault in FAULT_ROWS + CONTROL_ROWS:
+            for seed in a.seed_list or range(1, a.seeds + 1):
+                for fault in a.rows:
                     mags = [0.0] if fault == "none" else a.magnitudes
                     for mag in mags:
                         try:
@@ -161,7 +161,10 @@ def pct(k, n):
 def tables_matrix(recs):
     lines = []
     runs = [r for r in recs if r.get("kind") == "matrix"]
-    failed = [r for r in runs if "error" in r]
+    cell = lambda r: (r["fault"], r["seed"], r["magnitude"], r["ranks"])  # noqa: E731
+    done = {cell(r) for r in runs if "error" not in r}
+    # A failed cell that a later rerun filled is not a failure of the matrix.
+    failed = [r for r in runs if "error" in r and cell(r) not in done]
     ok = [r for r in runs if "error" not in r and measured_window(r)]
     fault_runs = [r for r in ok if r["fault"] in FAULT_ROWS]
     for ranks in sorted({r["ranks"] for r in ok}):
@@ -340,6 +343,10 @@ def main():
     p.add_argument("--tables-from", default=None, help="print tables from a JSON Lines file")
     p.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed-list", type=int, nargs="+", default=None,
+                   help="exact seeds (overrides --seeds), e.g. to rerun failed cells")
+    p.add_argument("--rows", nargs="+", default=FAULT_ROWS + CONTROL_ROWS,
+                   choices=FAULT_ROWS + CONTROL_ROWS)
     p.add_argument("--magnitudes", type=float, nargs="+", default=[0.2, 0.5, 1.0])
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--aba-seeds", type=int, default=2)
