@@ -16,6 +16,12 @@ const char *const fixture_groups[FIXTURE_STAGES] = {
 
 int fixture_report(int64_t index, unsigned slow, int64_t extra_ns, sf_report **ret)
 {
+    return fixture_report_floor(index, slow, extra_ns, -1, ret);
+}
+
+int fixture_report_floor(int64_t index, unsigned slow, int64_t extra_ns, double share_floor_s,
+                         sf_report **ret)
+{
     static const int64_t base_ns[FIXTURE_STAGES] = {1000000, 4000000, 3000000, 2000000, 100000};
     int64_t d[FIXTURE_STEPS * FIXTURE_RANKS][FIXTURE_STAGES];
     sf_row rows[FIXTURE_STEPS * FIXTURE_RANKS];
@@ -31,6 +37,8 @@ int fixture_report(int64_t index, unsigned slow, int64_t extra_ns, sf_report **r
     sf_gates_default(&gates);
     gates.warmup_steps = 0;
     gates.window_steps = FIXTURE_STEPS;
+    if (share_floor_s >= 0)
+        gates.share_floor_s = share_floor_s;
 
     sf_window_meta meta = {
         .index = index,

@@ -463,6 +463,30 @@ static void test_failure_keeps_previous(void **state)
     remove_dir(dir);
 }
 
+/* Below the share floor the core leaves shares undefined (NaN) and the
+ * routing set empty: the file says NaN, has no routing series, and stays
+ * valid. */
+static void test_undefined_shares(void **state)
+{
+    (void)state;
+    char *dir = make_dir(), *text;
+    sf_report *rep = NULL;
+
+    assert_int_equal(fixture_report_floor(5, 0, 20000000, 1e6, &rep), 0);
+    assert_int_equal(rep->n_routing, 0);
+    struct sfd_prom_job job = {.job_id = "tiny", .latest = rep, .dropped = 0, .rejected = 0};
+    assert_int_equal(sfd_prom_write(dir, &job, 1, "single", 0), 0);
+    assert_int_equal(promtool_check(dir), 0);
+    text = read_export(dir);
+    assert_non_null(strstr(text, "\nstagefrontier_job_stage_share{job_id=\"tiny\",stage=\"data.next_wait\","
+                                 "group=\"data.next_wait\"} NaN\n"));
+    assert_null(strstr(text, "stagefrontier_job_routing_info"));
+    assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"tiny\"}") == 5);
+    free(text);
+    sf_report_free(rep);
+    remove_dir(dir);
+}
+
 static void test_arguments(void **state)
 {
     (void)state;
@@ -499,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_atomic_rename),
         cmocka_unit_test(test_failure_keeps_previous),
+        cmocka_unit_test(test_undefined_shares),
         cmocka_unit_test(test_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
