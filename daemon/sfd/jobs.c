@@ -91,13 +91,6 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
     return 0;
 }
 
-static void stored_clear(struct sfd_stored *s)
-{
-    sfd_rows_free(&s->rows);
-    sf_report_free(s->report);
-    memset(s, 0, sizeof(*s));
-}
-
 void sfd_job_free(struct sfd_job *job)
 {
     if (job == NULL)
@@ -107,7 +100,7 @@ void sfd_job_free(struct sfd_job *job)
         free(job->open[i]);
     }
     for (uint32_t i = 0; i < job->n_stored; i++)
-        stored_clear(&job->stored[i]);
+        sfd_stored_clear(&job->stored[i]);
     free(job->stored);
     for (uint32_t i = 0; i < job->n_roles; i++)
         free(job->roles[i]);

@@ -18,78 +18,8 @@
 
 #include "sfd.h"
 #include "sfd_peer.h"         /* peer layer */
-#ifdef SFD_HAVE_PROM_EXPORT
-#include "prom_export.h"
-#endif
 
 #define DEFAULT_CONFIG "/etc/stagefrontier/sfd.conf"
-
-uint64_t sfd_now_ms(const struct sfd *d)
-{
-    return uv_now(d->loop);
-}
-
-int sfd_ensure_rxbuf(struct sfd *d)
-{
-    size_t want = (size_t)d->cfg.frame_max_bytes + 1;
-    if (d->rxcap == want)
-        return 0;
-    uint8_t *b = realloc(d->rxbuf, want);
-    if (b == NULL)
-        return -ENOMEM;
-    d->rxbuf = b;
-    d->rxcap = want;
-    return 0;
-}
-
-/* ---- timers ------------------------------------------------------------- */
-
-static void on_tick(uv_timer_t *t)
-{
-    struct sfd *d = t->data;
-    uint64_t now = sfd_now_ms(d);
-    uint64_t next = sfd_windows_tick(d, now);
-    if (next != 0)
-        uv_timer_start(&d->tick, on_tick, next > now ? next - now : 1, 0);
-}
-
-void sfd_arm_tick(struct sfd *d)
-{
-    /* New deadlines are now + grace, never earlier than an armed one. */
-    if (!uv_is_active((uv_handle_t *)&d->tick) && !d->stopping)
-        uv_timer_start(&d->tick, on_tick, d->cfg.window_grace_ms, 0);
-}
-
-static void prom_flush(struct sfd *d)
-{
-#ifdef SFD_HAVE_PROM_EXPORT
-    if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
-        return;
-    struct sfd_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
-    if (v == NULL)
-        return;
-    size_t n = 0;
-    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-        v[n++] = (struct sfd_prom_job){ j->id, sfd_job_latest_report(j), j->dropped, j->rejected };
-    int r = sfd_prom_write(d->cfg.prom_dir, v, n, "single", 0);
-    if (r < 0)
-        sfd_log(SFD_LOG_WARNING, NULL, "prometheus export to %s: %s", d->cfg.prom_dir,
-                strerror(-r));
-    free(v);
-#endif
-    d->prom_dirty = false;
-}
-
-static void on_prom(uv_timer_t *t)
-{
-    prom_flush(t->data);
-}
-
-void sfd_after_window(struct sfd *d)
-{
-    /* The export is written at most once a second, by its timer. */
-    d->prom_dirty = true;
-}
 
 /* ---- config and reload ------------------------------------------------------ */
 
@@ -147,12 +77,7 @@ too_long:
 
 static void resize_kept(struct sfd_job *j, uint32_t keep)
 {
-    while (j->n_stored > keep) {
-        sfd_rows_free(&j->stored[0].rows);
-        sf_report_free(j->stored[0].report);
-        memmove(j->stored, j->stored + 1, (j->n_stored - 1) * sizeof(*j->stored));
-        j->n_stored--;
-    }
+    sfd_job_trim_kept(j, keep);
     struct sfd_stored *s = realloc(j->stored, keep * sizeof(*s));
     if (s == NULL)
         return;
@@ -188,7 +113,7 @@ static void reload(struct sfd *d)
         j->gates = g;
         resize_kept(j, cfg.keep_windows);
     }
-    uv_timer_start(&d->tick, on_tick, 0, 0);
+    sfd_tick_now(d);
     sfd_log(SFD_LOG_NOTICE, NULL, "configuration reloaded");
 }
 
@@ -213,7 +138,7 @@ static void shutdown_begin(struct sfd *d)
     sfd_conns_close_all(d);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         sfd_window_close_all(j, SF_WIN_PARTIAL);
-    prom_flush(d);
+    sfd_prom_flush(d);
     close_handle((uv_handle_t *)&d->tick);
     close_handle((uv_handle_t *)&d->status_timer);
     close_handle((uv_handle_t *)&d->watchdog_timer);
@@ -302,15 +227,9 @@ static int start(struct sfd *d)
         sfd_log(SFD_LOG_ERR, NULL, "query socket %s: %s", d->cfg.query_path, strerror(-r));
         return r;
     }
-    uv_timer_init(d->loop, &d->tick);
-    d->tick.data = d;
-    uv_timer_init(d->loop, &d->prom_timer);
-    d->prom_timer.data = d;
-    if (d->cfg.prom_dir[0] != '\0') {
-        uv_timer_start(&d->prom_timer, on_prom, 1000, 1000);
-        d->prom_dirty = true;
-    }
-    uv_unref((uv_handle_t *)&d->prom_timer);
+    r = sfd_timers_init(d);
+    if (r < 0)
+        return r;
     uv_signal_t *sigs[] = { &d->sig_term, &d->sig_int, &d->sig_hup };
     int nums[] = { SIGTERM, SIGINT, SIGHUP };
     for (int i = 0; i < 3; i++) {

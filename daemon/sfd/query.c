@@ -219,26 +219,47 @@ static int append_line(FILE *f, json_t *o)
     return r;
 }
 
+static int cmp_stored(const void *a, const void *b)
+{
+    const struct sfd_stored *x = *(const struct sfd_stored *const *)a;
+    const struct sfd_stored *y = *(const struct sfd_stored *const *)b;
+    if (x->meta.segment != y->meta.segment)
+        return x->meta.segment < y->meta.segment ? -1 : 1;
+    if (x->meta.index != y->meta.index)
+        return x->meta.index < y->meta.index ? -1 : 1;
+    return 0;
+}
+
+/* The kept windows in (segment, index) order, the order reports are listed
+ * in, so a replay of the dump lists its windows the same way. */
 static int record_text(const struct sfd_job *j, char **ret, size_t *ret_len)
 {
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (f == NULL)
+    const struct sfd_stored **order = calloc(j->n_stored ? j->n_stored : 1, sizeof(*order));
+    if (order == NULL)
         return -ENOMEM;
+    for (uint32_t i = 0; i < j->n_stored; i++)
+        order[i] = &j->stored[i];
+    qsort(order, j->n_stored, sizeof(*order), cmp_stored);
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL) {
+        free(order);
+        return -ENOMEM;
+    }
     int r = append_line(f, sf_recording_header(j->id, &j->schema, j->world_size, &j->gates));
     for (uint32_t i = 0; i < j->n_stored && r >= 0; i++) {
-        const struct sfd_stored *s = &j->stored[i];
-        sf_row *view;
+        const struct sfd_stored *s = order[i];
+        sf_row *view = NULL;
         r = sfd_rows_view(j, &s->rows, &view);
         for (size_t k = 0; k < s->rows.n && r >= 0; k++)
             r = append_line(f, sf_recording_row(&view[k], &j->schema));
-        if (r >= 0)
-            free(view);
+        free(view);
         if (r >= 0)
             r = append_line(f, sf_recording_window(&s->meta));
     }
     fclose(f);
+    free(order);
     if (r < 0) {
         free(buf);
         return r;

@@ -129,6 +129,7 @@ struct sfd_stored {
     sf_window_meta meta;
     struct sfd_rows rows;
     sf_report *report;          /* NULL until the report is ready */
+    sf_summary *summary;        /* kept while report may point into it */
 };
 
 struct sfd_job {
@@ -190,6 +191,9 @@ int sfd_job_store_report(struct sfd_job *job, sf_report *report);
 /* Runs deadlines: closes overdue windows. Returns the next deadline (ms) or 0. */
 uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms);
 void sfd_rows_free(struct sfd_rows *rows);
+void sfd_stored_clear(struct sfd_stored *s);
+/* Drops the oldest kept windows until at most keep remain. */
+void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep);
 /* A view of stored rows as sf_row (d and role pointers into rows/job). */
 int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret);
 const sf_report *sfd_job_latest_report(const struct sfd_job *job);
@@ -319,9 +323,14 @@ struct sfd {
     int (*peers_status)(struct sfd *d, char **ret_text);
 };
 
+/* ---- timers.c ----------------------------------------------------------- */
+
 uint64_t sfd_now_ms(const struct sfd *d);
-void sfd_arm_tick(struct sfd *d);
-void sfd_after_window(struct sfd *d);    /* prom export, status */
 int sfd_ensure_rxbuf(struct sfd *d);
+int sfd_timers_init(struct sfd *d);
+void sfd_arm_tick(struct sfd *d);
+void sfd_tick_now(struct sfd *d);
+void sfd_after_window(struct sfd *d);    /* marks the export dirty */
+void sfd_prom_flush(struct sfd *d);
 
 #endif

@@ -18,6 +18,23 @@ void sfd_rows_free(struct sfd_rows *rows)
     memset(rows, 0, sizeof(*rows));
 }
 
+void sfd_stored_clear(struct sfd_stored *s)
+{
+    sfd_rows_free(&s->rows);
+    sf_report_free(s->report);
+    sf_summary_free(s->summary);
+    memset(s, 0, sizeof(*s));
+}
+
+void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep)
+{
+    while (job->n_stored > keep) {
+        sfd_stored_clear(&job->stored[0]);
+        memmove(job->stored, job->stored + 1, (job->n_stored - 1) * sizeof(*job->stored));
+        job->n_stored--;
+    }
+}
+
 static int rows_push(struct sfd_rows *rows, uint32_t n_stages, const struct sfd_rec *rec,
                      const int64_t *d)
 {
@@ -220,16 +237,11 @@ static void remove_open(struct sfd_job *job, struct sfd_window *w)
 /* Moves a closed window's rows and meta into the ring of kept windows. */
 static struct sfd_stored *store_rows(struct sfd_job *job, struct sfd_window *w)
 {
-    if (job->n_stored == job->cap_stored) {
-        sfd_rows_free(&job->stored[0].rows);
-        sf_report_free(job->stored[0].report);
-        memmove(job->stored, job->stored + 1, (job->cap_stored - 1) * sizeof(*job->stored));
-        job->n_stored--;
-    }
+    sfd_job_trim_kept(job, job->cap_stored - 1);
     struct sfd_stored *s = &job->stored[job->n_stored++];
+    memset(s, 0, sizeof(*s));
     s->meta = w->meta;
     s->rows = w->rows;
-    s->report = NULL;
     memset(&w->rows, 0, sizeof(w->rows));
     return s;
 }
@@ -273,6 +285,11 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
         goto out;
     }
     r = sfd_job_store_report(job, report);
+    if (r == 0) {
+        /* The report's rank roles point into the summary's dense rows. */
+        s->summary = summary;
+        summary = NULL;
+    }
 out:
     sf_summary_free(summary);
     free(view);

@@ -1,0 +1,105 @@
+/*
+ * sfd timers: the window deadline tick and the throttled Prometheus export.
+ * The tick only asks windows.c which windows are due; the export only hands
+ * the latest reports to prom_export.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfd.h"
+#ifdef SFD_HAVE_PROM_EXPORT
+#include "prom_export.h"
+#endif
+
+uint64_t sfd_now_ms(const struct sfd *d)
+{
+    return uv_now(d->loop);
+}
+
+int sfd_ensure_rxbuf(struct sfd *d)
+{
+    size_t want = (size_t)d->cfg.frame_max_bytes + 1;
+    if (d->rxcap == want)
+        return 0;
+    uint8_t *b = realloc(d->rxbuf, want);
+    if (b == NULL)
+        return -ENOMEM;
+    d->rxbuf = b;
+    d->rxcap = want;
+    return 0;
+}
+
+/* ---- timers ------------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t)
+{
+    struct sfd *d = t->data;
+    uint64_t now = sfd_now_ms(d);
+    uint64_t next = sfd_windows_tick(d, now);
+    if (next != 0)
+        uv_timer_start(&d->tick, on_tick, next > now ? next - now : 1, 0);
+}
+
+void sfd_arm_tick(struct sfd *d)
+{
+    /* New deadlines are now + grace, never earlier than an armed one. */
+    if (!uv_is_active((uv_handle_t *)&d->tick) && !d->stopping)
+        uv_timer_start(&d->tick, on_tick, d->cfg.window_grace_ms, 0);
+}
+
+void sfd_prom_flush(struct sfd *d)
+{
+#ifdef SFD_HAVE_PROM_EXPORT
+    if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
+        return;
+    struct sfd_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
+    if (v == NULL)
+        return;
+    size_t n = 0;
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
+        v[n++] = (struct sfd_prom_job){ j->id, sfd_job_latest_report(j), j->dropped, j->rejected };
+    int r = sfd_prom_write(d->cfg.prom_dir, v, n, "single", 0);
+    if (r < 0)
+        sfd_log(SFD_LOG_WARNING, NULL, "prometheus export to %s: %s", d->cfg.prom_dir,
+                strerror(-r));
+    free(v);
+#endif
+    d->prom_dirty = false;
+}
+
+static void on_prom(uv_timer_t *t)
+{
+    sfd_prom_flush(t->data);
+}
+
+void sfd_after_window(struct sfd *d)
+{
+    /* The export is written at most once a second, by its timer. */
+    d->prom_dirty = true;
+}
+
+void sfd_tick_now(struct sfd *d)
+{
+    if (d->tick.loop != NULL && !d->stopping)
+        uv_timer_start(&d->tick, on_tick, 0, 0);
+}
+
+int sfd_timers_init(struct sfd *d)
+{
+    int r = uv_timer_init(d->loop, &d->tick);
+    if (r < 0)
+        return r;
+    d->tick.data = d;
+    r = uv_timer_init(d->loop, &d->prom_timer);
+    if (r < 0)
+        return r;
+    d->prom_timer.data = d;
+    if (d->cfg.prom_dir[0] != '\0') {
+        uv_timer_start(&d->prom_timer, on_prom, 1000, 1000);
+        d->prom_dirty = true;
+    }
+    uv_unref((uv_handle_t *)&d->prom_timer);
+    return 0;
+}

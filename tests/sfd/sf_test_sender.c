@@ -1,0 +1,513 @@
+/*
+ * Test and benchmark sender for sfd's ingest socket, built on protobuf-c the
+ * way a client frames its messages. Normal mode streams deterministic step
+ * records like a client (non-blocking sends, drops counted, reconnect with
+ * hello generation); hostile modes send one kind of bad input and report
+ * whether the daemon closed the connection. Never part of the product.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ingest.pb-c.h"
+#include "stagefrontier/accounting.h"
+
+struct opts {
+    const char *socket, *job, *mode, *role;
+    uint32_t rank, world, batch, acc, storm, hold_ms;
+    int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
+    int64_t slow_rank, slow_stage, slow_ns, size;
+    bool bench;
+};
+
+struct sender {
+    struct opts o;
+    sf_schema schema;
+    int fd;
+    uint32_t generation;
+    int64_t last_sent;          /* last step handed to the daemon */
+    uint64_t sent, dropped, reconnects;
+    int64_t drop_first, drop_last;  /* pending drop range, -1: none */
+    uint64_t extra_drops;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
+static int connect_to(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+static int send_msg(int fd, const Stagefrontier__ClientMessage *m, bool dontwait)
+{
+    size_t len = stagefrontier__client_message__get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (buf == NULL)
+        return -ENOMEM;
+    stagefrontier__client_message__pack(m, buf);
+    ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | (dontwait ? MSG_DONTWAIT : 0));
+    free(buf);
+    return w == (ssize_t)len ? 0 : -errno;
+}
+
+static void fill_hello(const struct sender *s, Stagefrontier__Hello *h, uint32_t world,
+                       uint64_t hash)
+{
+    stagefrontier__hello__init(h);
+    h->protocol_version = 1;
+    h->job_id = (char *)s->o.job;
+    h->rank = s->o.rank;
+    h->world_size = world;
+    h->has_pid = true;
+    h->pid = (uint32_t)getpid();
+    h->host = (char *)"testhost";
+    h->n_stage_names = s->schema.n_stages;
+    h->stage_names = (char **)s->schema.names;
+    h->schema_hash = hash;
+    h->has_schema_version = true;
+    h->schema_version = s->schema.version;
+    h->has_accumulation = true;
+    h->accumulation = s->schema.accumulation;
+    h->role = (char *)s->o.role;
+    if (s->generation > 0) {
+        h->has_connection_generation = true;
+        h->connection_generation = s->generation;
+        h->has_last_sent_step = true;
+        h->last_sent_step = s->last_sent;
+    }
+}
+
+static int send_hello(struct sender *s, int fd, uint32_t world, uint64_t hash)
+{
+    Stagefrontier__Hello h;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    fill_hello(s, &h, world, hash);
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    return send_msg(fd, &m, false);
+}
+
+/* Deterministic durations: a base per stage, a small per-rank/step jitter,
+ * and the injected slow stage on one rank. */
+static void durations(const struct sender *s, int64_t step, int64_t *d)
+{
+    uint32_t n = s->schema.n_stages;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)step * 2654435761u ^ (uint64_t)(s->o.rank + 1) * 40503u ^ i * 97u;
+        d[i] = 1000000 + (int64_t)(i + 1) * 500000 + (int64_t)(x % 100000);
+    }
+    d[n - 1] = 100000;  /* small residual */
+    if ((int64_t)s->o.rank == s->o.slow_rank && s->o.slow_stage >= 0 &&
+        s->o.slow_stage < (int64_t)n - 1)
+        d[s->o.slow_stage] += s->o.slow_ns;
+}
+
+static int do_connect(struct sender *s)
+{
+    int fd = connect_to(s->o.socket);
+    if (fd < 0)
+        return fd;
+    int r = send_hello(s, fd, s->o.world, s->schema.hash);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    s->fd = fd;
+    return 0;
+}
+
+/* Sends one batch of steps [first, first + n); on failure the records count
+ * as dropped and the connection is dropped for a later reconnect. */
+static void send_batch(struct sender *s, int64_t first, uint32_t n)
+{
+    uint32_t S = s->schema.n_stages;
+    Stagefrontier__StepRecord recs[1024], *ptrs[1024];
+    int64_t d[1024][SF_MAX_STAGES];
+    Stagefrontier__EventSample ev[1024];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t step = first + i;
+        if (step == s->o.skip_step)
+            continue;
+        stagefrontier__step_record__init(&recs[k]);
+        durations(s, step, d[k]);
+        recs[k].step = step;
+        recs[k].n_durations_ns = S;
+        recs[k].durations_ns = d[k];
+        int64_t wall = 0;
+        for (uint32_t j = 0; j < S; j++)
+            wall += d[k][j];
+        recs[k].has_step_wall_ns = true;
+        recs[k].step_wall_ns = wall;
+        if (step == s->o.violation_step) {
+            recs[k].has_violations = true;
+            recs[k].violations = 2;
+        }
+        stagefrontier__event_sample__init(&ev[k]);
+        ev[k].state = STAGEFRONTIER__EVENT_SAMPLE__STATE__NONE;
+        recs[k].event = &ev[k];
+        ptrs[k] = &recs[k];
+        k++;
+    }
+    if (k == 0)
+        return;
+    if (first <= s->o.fake_drop_step && s->o.fake_drop_step < first + n) {
+        /* pretend the client lost one record of this range earlier */
+        s->extra_drops++;
+        s->drop_first = s->drop_first < 0 ? s->o.fake_drop_step : s->drop_first;
+        s->drop_last = s->o.fake_drop_step;
+    }
+    if (s->fd < 0 && do_connect(s) == 0)
+        s->reconnects += s->generation > 0;
+    Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+    b.n_records = k;
+    b.records = ptrs;
+    b.schema_hash = s->schema.hash;
+    b.has_dropped_total = true;
+    b.dropped_total = s->dropped + s->extra_drops;
+    if (s->drop_first >= 0) {
+        b.has_dropped_first_step = b.has_dropped_last_step = true;
+        b.dropped_first_step = s->drop_first;
+        b.dropped_last_step = s->drop_last;
+    }
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+    m.batch = &b;
+    int r = s->fd >= 0 ? send_msg(s->fd, &m, true) : -ENOTCONN;
+    if (r == 0) {
+        s->sent += k;
+        s->last_sent = first + n - 1;
+        s->drop_first = s->drop_last = -1;
+        return;
+    }
+    s->dropped += k;
+    if (s->drop_first < 0)
+        s->drop_first = first;
+    s->drop_last = first + n - 1;
+    if (r != -EAGAIN && s->fd >= 0) {
+        close(s->fd);
+        s->fd = -1;
+        s->generation++;
+    }
+}
+
+/* Tells the test driver we are in position, then waits for it to close stdin. */
+static void hold_until_eof(const char *what)
+{
+    char b[64];
+    printf("%s\n", what);
+    fflush(stdout);
+    while (read(STDIN_FILENO, b, sizeof(b)) > 0)
+        ;
+}
+
+static int run_normal(struct sender *s)
+{
+    s->fd = -1;
+    s->drop_first = s->drop_last = -1;
+    s->last_sent = s->o.start - 1;
+    if (do_connect(s) < 0) {
+        s->generation = 1;   /* daemon absent: records drop until it appears */
+    }
+    int64_t t0 = now_ns();
+    int64_t end = s->o.start + s->o.steps;
+    for (int64_t step = s->o.start; step < end; step += s->o.batch) {
+        uint32_t n = (uint32_t)(end - step < s->o.batch ? end - step : s->o.batch);
+        if (s->o.step_us > 0)
+            usleep((useconds_t)(s->o.step_us * n));
+        send_batch(s, step, n);
+    }
+    int64_t t1 = now_ns();
+    if (s->o.hold_ms > 0)
+        hold_until_eof("holding");
+    if (s->fd >= 0)
+        close(s->fd);
+    printf("steps=%lld sent=%llu dropped=%llu reconnects=%llu seconds=%.6f\n",
+           (long long)s->o.steps, (unsigned long long)s->sent, (unsigned long long)s->dropped,
+           (unsigned long long)s->reconnects, (double)(t1 - t0) / 1e9);
+    return 0;
+}
+
+/* 0 when the daemon closes the connection within 10 s, 3 otherwise. */
+static int expect_closed(int fd)
+{
+    char b[64];
+    struct pollfd p = { fd, POLLIN, 0 };
+    int64_t deadline = now_ns() + INT64_C(10000000000);
+    while (now_ns() < deadline) {
+        if (poll(&p, 1, 1000) > 0) {
+            ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN))
+                return 0;
+        }
+    }
+    return 3;
+}
+
+static int run_hostile(struct sender *s)
+{
+    const char *m = s->o.mode;
+    int fd = connect_to(s->o.socket);
+    if (fd < 0) {
+        fprintf(stderr, "connect: %s\n", strerror(-fd));
+        return 2;
+    }
+    s->fd = fd;
+    if (!strcmp(m, "garbage")) {
+        uint8_t g[300];
+        for (size_t i = 0; i < sizeof(g); i++)
+            g[i] = (uint8_t)(i * 37 + 11) | 0x80;
+        send(fd, g, sizeof(g), MSG_NOSIGNAL);
+    } else if (!strcmp(m, "truncated") || !strcmp(m, "midbatch")) {
+        Stagefrontier__Hello h;
+        Stagefrontier__ClientMessage msg = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+        fill_hello(s, &h, s->o.world, s->schema.hash);
+        msg.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+        msg.hello = &h;
+        if (!strcmp(m, "midbatch")) {
+            send_msg(fd, &msg, false);
+            s->o.steps = 8;
+            /* half a batch datagram, then the client goes away */
+            Stagefrontier__StepRecord r = STAGEFRONTIER__STEP_RECORD__INIT;
+            int64_t d[SF_MAX_STAGES];
+            durations(s, s->o.start, d);
+            Stagefrontier__StepRecord *rp = &r;
+            r.step = s->o.start;
+            r.n_durations_ns = s->schema.n_stages;
+            r.durations_ns = d;
+            Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+            b.n_records = 1;
+            b.records = &rp;
+            b.schema_hash = s->schema.hash;
+            msg.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+            msg.batch = &b;
+        }
+        uint8_t buf[8192];
+        size_t len = stagefrontier__client_message__pack(&msg, buf);
+        send(fd, buf, len / 2, MSG_NOSIGNAL);
+        if (!strcmp(m, "midbatch")) {
+            close(fd);
+            return 0;
+        }
+    } else if (!strcmp(m, "oversized")) {
+        size_t n = (size_t)s->o.size;
+        uint8_t *b = calloc(1, n);
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+        free(b);
+        if (w < 0) {
+            fprintf(stderr, "oversized send: %s\n", strerror(errno));
+            return 2;
+        }
+    } else if (!strcmp(m, "badhash")) {
+        send_hello(s, fd, s->o.world, s->schema.hash ^ 0x5a5a);
+    } else if (!strcmp(m, "batchhash")) {
+        send_hello(s, fd, s->o.world, s->schema.hash);
+        s->schema.hash ^= 1;
+        s->fd = fd;
+        send_batch(s, s->o.start, 1);
+    } else if (!strcmp(m, "hello")) {
+        /* a plain hello: duplicate rank, world-size conflict, other uid */
+        send_hello(s, fd, s->o.world, s->schema.hash);
+    } else {
+        fprintf(stderr, "unknown mode %s\n", m);
+        return 2;
+    }
+    int r = expect_closed(fd);
+    printf("closed=%s\n", r == 0 ? "yes" : "no");
+    close(fd);
+    return r;
+}
+
+/* Opens many connections, each with a hello of its own rank, and holds them.
+ * Prints how many the daemon kept open. */
+static int run_storm(struct sender *s)
+{
+    uint32_t n = s->o.storm;
+    int *fds = calloc(n, sizeof(int));
+    uint32_t ok = 0, refused = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        fds[i] = connect_to(s->o.socket);
+        if (fds[i] < 0) {
+            refused++;
+            continue;
+        }
+        s->o.rank = i % s->o.world;
+        send_hello(s, fds[i], s->o.world, s->schema.hash);
+    }
+    /* The test checks the daemon's counters, then closes our stdin. */
+    hold_until_eof("ready");
+    uint32_t closed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (fds[i] < 0)
+            continue;
+        char b;
+        ssize_t r = recv(fds[i], &b, 1, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN))
+            closed++;
+        else
+            ok++;
+        close(fds[i]);
+    }
+    free(fds);
+    printf("storm=%u open=%u closed=%u refused=%u\n", n, ok, closed, refused);
+    return 0;
+}
+
+static void write_file(const char *dir, const char *name, const uint8_t *b, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (f != NULL) {
+        fwrite(b, 1, n, f);
+        fclose(f);
+    }
+}
+
+/* Writes seed frames for the ingest fuzz target into the --job directory. */
+static int run_seeds(struct sender *s)
+{
+    static uint8_t buf[1 << 16];
+    Stagefrontier__Hello h;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    const char *dir = s->o.job;
+    s->o.job = "seed-job";
+    s->o.role = "trainer";
+    fill_hello(s, &h, 4, s->schema.hash);
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    size_t n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello", buf, n);
+    write_file(dir, "hello_truncated", buf, n / 2);
+    h.schema_hash ^= 1;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_badhash", buf, n);
+
+    Stagefrontier__StepRecord r[3], *rp[3];
+    int64_t d[3][SF_MAX_STAGES];
+    Stagefrontier__EventSample ev = STAGEFRONTIER__EVENT_SAMPLE__INIT;
+    ev.state = STAGEFRONTIER__EVENT_SAMPLE__STATE__READY;
+    ev.has_cpu_ns = ev.has_gpu_ns = true;
+    ev.cpu_ns = 5000;
+    ev.gpu_ns = 4000;
+    for (int i = 0; i < 3; i++) {
+        stagefrontier__step_record__init(&r[i]);
+        durations(s, i, d[i]);
+        r[i].step = i;
+        r[i].n_durations_ns = s->schema.n_stages;
+        r[i].durations_ns = d[i];
+        r[i].has_violations = i == 1;
+        r[i].violations = 1;
+        r[i].event = i == 2 ? &ev : NULL;
+        rp[i] = &r[i];
+    }
+    Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+    b.n_records = 3;
+    b.records = rp;
+    b.schema_hash = s->schema.hash;
+    b.has_dropped_total = b.has_dropped_first_step = b.has_dropped_last_step = true;
+    b.dropped_total = 2;
+    b.dropped_first_step = 0;
+    b.dropped_last_step = 1;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+    m.batch = &b;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "batch", buf, n);
+    d[0][0] = -5;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "batch_negative", buf, n);
+    return 0;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+    static const struct option opts[] = {
+        { "socket", 1, NULL, 's' }, { "job", 1, NULL, 'j' }, { "rank", 1, NULL, 'r' },
+        { "world", 1, NULL, 'w' }, { "steps", 1, NULL, 'n' }, { "start", 1, NULL, 'S' },
+        { "batch", 1, NULL, 'b' }, { "mode", 1, NULL, 'm' }, { "step-us", 1, NULL, 'u' },
+        { "skip-step", 1, NULL, 'k' }, { "violation-step", 1, NULL, 'v' },
+        { "fake-drop-step", 1, NULL, 'd' }, { "slow-rank", 1, NULL, 'R' },
+        { "slow-stage", 1, NULL, 'T' }, { "slow-ns", 1, NULL, 'N' }, { "size", 1, NULL, 'z' },
+        { "storm", 1, NULL, 'x' }, { "hold", 0, NULL, 'H' }, { "role", 1, NULL, 'o' },
+        { "accumulation", 1, NULL, 'a' }, { NULL, 0, NULL, 0 },
+    };
+    *o = (struct opts){ .job = "job", .mode = "normal", .role = "", .world = 1, .batch = 16,
+                        .acc = 1, .steps = 100, .skip_step = -1, .violation_step = -1,
+                        .fake_drop_step = -1, .slow_rank = -1, .slow_stage = -1, .size = 0 };
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        long long v = optarg ? strtoll(optarg, NULL, 10) : 0;
+        switch (c) {
+        case 's': o->socket = optarg; break;
+        case 'j': o->job = optarg; break;
+        case 'm': o->mode = optarg; break;
+        case 'o': o->role = optarg; break;
+        case 'r': o->rank = (uint32_t)v; break;
+        case 'w': o->world = (uint32_t)v; break;
+        case 'n': o->steps = v; break;
+        case 'S': o->start = v; break;
+        case 'b': o->batch = v < 1 ? 1 : v > 1024 ? 1024 : (uint32_t)v; break;
+        case 'u': o->step_us = v; break;
+        case 'k': o->skip_step = v; break;
+        case 'v': o->violation_step = v; break;
+        case 'd': o->fake_drop_step = v; break;
+        case 'R': o->slow_rank = v; break;
+        case 'T': o->slow_stage = v; break;
+        case 'N': o->slow_ns = v; break;
+        case 'z': o->size = v; break;
+        case 'x': o->storm = (uint32_t)v; break;
+        case 'H': o->hold_ms = 1; break;
+        case 'a': o->acc = (uint32_t)v; break;
+        default: return -EINVAL;
+        }
+    }
+    return o->socket ? 0 : -EINVAL;
+}
+
+int main(int argc, char **argv)
+{
+    struct sender s = { .fd = -1 };
+    if (parse(argc, argv, &s.o) < 0) {
+        fprintf(stderr, "usage: sf_test_sender --socket PATH [--job ID --rank R --world W "
+                        "--steps N --mode MODE ...]\n");
+        return 2;
+    }
+    if (sf_schema_init_default(&s.schema, s.o.acc) < 0)
+        return 2;
+    int r;
+    if (!strcmp(s.o.mode, "normal"))
+        r = run_normal(&s);
+    else if (!strcmp(s.o.mode, "seeds"))
+        r = run_seeds(&s);
+    else if (!strcmp(s.o.mode, "storm"))
+        r = run_storm(&s);
+    else
+        r = run_hostile(&s);
+    fflush(stdout);
+    sf_schema_clear(&s.schema);
+    return r;
+}

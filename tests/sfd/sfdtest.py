@@ -1,0 +1,193 @@
+"""Helpers for sfd's black-box tests: a real sfd in a private temporary
+directory, sender processes, sfctl calls, and waiting on real conditions
+(a socket that answers, a counter that moved) with generous overall timeouts
+that only ever fail a test."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SFD = os.environ["SFD"]
+SFCTL = os.environ["SFCTL"]
+SENDER = os.environ["SF_TEST_SENDER"]
+TIMEOUT = float(os.environ.get("SF_TEST_TIMEOUT", "60"))
+
+
+FAILED = []
+
+
+def fail(msg):
+    FAILED.append(msg)
+    print("FAIL:", msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def wait_for(pred, what, timeout=TIMEOUT, interval=0.02):
+    """Polls pred() until it returns a true value; fails the test after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            fail("timed out waiting for " + what)
+        time.sleep(interval)
+
+
+class Sfd:
+    def __init__(self, conf="", name="sfd", env=None, extra_args=(), start=True):
+        self.dir = tempfile.mkdtemp(prefix="sfdtest-")
+        os.chmod(self.dir, 0o755)
+        self.run = os.path.join(self.dir, "run")
+        self.ingest = os.path.join(self.run, "ingest.sock")
+        self.query = os.path.join(self.run, "query.sock")
+        self.conf = os.path.join(self.dir, "sfd.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        self.log = open(os.path.join(self.dir, name + ".log"), "w")
+        self.env = dict(os.environ)
+        self.env.pop("NOTIFY_SOCKET", None)
+        self.env.pop("WATCHDOG_USEC", None)
+        self.env.update(env or {})
+        self.extra = list(extra_args)
+        self.proc = None
+        if start:
+            self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [SFD, "--config", self.conf, "--runtime-dir", self.run, "--foreground",
+             "--log-level", "info"] + self.extra,
+            stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        wait_for(self.answers, "sfd query socket")
+        return self
+
+    def answers(self):
+        if self.proc.poll() is not None:
+            fail("sfd exited early with %s; log %s" % (self.proc.returncode, self.log.name))
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(self.query)
+            s.close()
+            return True
+        except OSError:
+            return False
+
+    def pid(self):
+        return self.proc.pid
+
+    def sfctl(self, *args, check_rc=0, user=None):
+        cmd = [SFCTL, "--socket", self.query] + list(args)
+        if user:
+            cmd = ["setpriv", "--reuid=" + user, "--regid=nogroup", "--clear-groups"] + cmd
+        p = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT)
+        if check_rc is not None and p.returncode != check_rc:
+            fail("sfctl %s: rc %d (want %d): %s" % (" ".join(args), p.returncode, check_rc,
+                                                     p.stderr.decode()))
+        return p
+
+    def status(self):
+        return json.loads(self.sfctl("status", "--json").stdout)
+
+    def rejected(self, reason):
+        return self.status()["rejected"][reason]
+
+    def jobs(self):
+        return {j["job_id"]: j for j in json.loads(self.sfctl("jobs", "--json").stdout)}
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            fail("sfd did not stop on signal %d" % sig)
+        return rc
+
+    def close(self, keep=False):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        if not keep and not FAILED:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def logtext(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+
+def sender_args(sfd, **kw):
+    args = [SENDER, "--socket", sfd.ingest]
+    for k, v in kw.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            args.append(flag)
+        else:
+            args += [flag, str(v)]
+    return args
+
+
+def send(sfd, user=None, **kw):
+    """Runs a sender to completion; returns (rc, parsed key=value output)."""
+    args = sender_args(sfd, **kw)
+    if user:
+        args = ["setpriv", "--reuid=" + user, "--regid=nogroup", "--clear-groups"] + args
+    p = subprocess.run(args, capture_output=True, timeout=TIMEOUT * 2)
+    return p.returncode, parse_kv(p.stdout.decode()), p
+
+
+def spawn(sfd, **kw):
+    """Starts a sender with a stdin pipe (for --hold / storm)."""
+    return subprocess.Popen(sender_args(sfd, **kw), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def parse_kv(text):
+    out = {}
+    for tok in text.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    return out
+
+
+def run_job(sfd, job, world, steps, start=0, batch=16, extra=None):
+    """Runs one sender per rank concurrently; returns their parsed outputs."""
+    extra = extra or {}
+    procs = []
+    for r in range(world):
+        kw = dict(job=job, rank=r, world=world, steps=steps, start=start, batch=batch)
+        kw.update(extra.get(r, {}))
+        kw.update(extra.get("all", {}))
+        procs.append(subprocess.Popen(sender_args(sfd, **kw), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE))
+    outs = []
+    for p in procs:
+        o, e = p.communicate(timeout=TIMEOUT * 4)
+        if p.returncode != 0:
+            fail("sender rc %d: %s" % (p.returncode, e.decode()))
+        outs.append(parse_kv(o.decode()))
+    return outs
+
+
+def vm_rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
