@@ -102,6 +102,7 @@ void sfd_conn_close(struct sfd_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     d->n_conns--;
+    d->n_query_conns -= c->query;
     uv_poll_stop(&c->poll);
     uv_close((uv_handle_t *)&c->poll, on_conn_closed);
 }
@@ -182,6 +183,7 @@ static int conn_add(struct sfd *d, int fd, bool query)
         d->conns->prev = c;
     d->conns = c;
     d->n_conns++;
+    d->n_query_conns += query;
     d->ctr.connections_accepted++;
     uv_poll_start(&c->poll, UV_READABLE, on_conn_io);
     return 0;
@@ -204,7 +206,10 @@ static void on_accept(uv_poll_t *h, int status, int events)
                 count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
             return;     /* EAGAIN, or out of descriptors: the backlog waits */
         }
-        if (d->n_conns >= d->cfg.max_connections) {
+        /* Query connections have a small reserve of their own, so a storm of
+         * clients never locks operators out. */
+        if (query ? d->n_query_conns >= SFD_MAX_QUERY_CONNS
+                  : d->n_conns - d->n_query_conns >= d->cfg.max_connections) {
             count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
             close(fd);
             continue;

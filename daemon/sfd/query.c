@@ -52,9 +52,7 @@ static json_t *status_json(struct sfd *d)
         json_object_set_new(rej, sfd_reject_name(i), json_integer((json_int_t)d->ctr.rejected[i]));
         total += d->ctr.rejected[i];
     }
-    uint32_t nq = 0;
-    for (struct sfd_conn *c = d->conns; c != NULL; c = c->next)
-        nq += c->query;
+    uint32_t nq = d->n_query_conns;
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
                      "mode", "single",
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),

@@ -28,6 +28,7 @@ struct sfd_side;                /* side_evidence.h */
 #define SFD_MAX_OPEN_WINDOWS 64     /* open windows per job */
 #define SFD_FRAME_MAX_CAP (16u << 20)
 #define SFD_QUERY_REQ_MAX 4096
+#define SFD_MAX_QUERY_CONNS 64      /* beyond max_connections, for operators */
 #define SFD_QUERY_CHUNK (48u * 1024)
 
 /* ---- config.c ------------------------------------------------------------ */
@@ -305,7 +306,7 @@ struct sfd {
     int peer_fd;                /* socket-activated "peer", for the multi-node layer */
     uv_signal_t sig_term, sig_int, sig_hup;
     struct sfd_conn *conns;
-    uint32_t n_conns;
+    uint32_t n_conns, n_query_conns;
     struct sfd_job *jobs;
     uint32_t n_jobs;
     struct sfd_counters ctr;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -347,6 +348,11 @@ static int run_hostile(struct sender *s)
 static int run_storm(struct sender *s)
 {
     uint32_t n = s->o.storm;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     int *fds = calloc(n, sizeof(int));
     uint32_t ok = 0, refused = 0;
     for (uint32_t i = 0; i < n; i++) {

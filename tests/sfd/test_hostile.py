@@ -1,0 +1,84 @@
+"""Hostile input on the ingest socket: each case is a counted rejection,
+visible in `sfctl status`, that closes only the offending connection while
+the daemon and the other clients carry on. Also the query access rules."""
+
+import json
+
+from sfdtest import Sfd, check, send, spawn, wait_for
+
+CONF = """[sfd]
+window_grace_ms = 500
+[limits]
+frame_max_bytes = 4096
+[gates]
+warmup_steps = 0
+window_steps = 10
+"""
+
+
+def expect_reject(sfd, reason, **kw):
+    before = sfd.rejected(reason)
+    user = kw.pop("user", None)
+    rc, out, p = send(sfd, user=user, **kw)
+    check(rc == 0 and out.get("closed") == "yes",
+          "%s: connection not closed (rc %d, %s %s)" % (reason, rc, out, p.stderr.decode()))
+    wait_for(lambda: sfd.rejected(reason) == before + 1, "counter %s to move" % reason)
+
+
+def main():
+    sfd = Sfd(CONF)
+    try:
+        holder = spawn(sfd, job="h", rank=0, world=2, steps=5, hold=True)
+        check(holder.stdout.readline().strip() == b"holding", "holder did not start")
+
+        expect_reject(sfd, "undecodable_frame", mode="garbage")
+        expect_reject(sfd, "undecodable_frame", mode="truncated", job="t")
+        expect_reject(sfd, "oversized_frame", mode="oversized", size=8192)
+        expect_reject(sfd, "schema_hash", mode="badhash", job="bh")
+        expect_reject(sfd, "schema_hash", mode="batchhash", job="bb")
+        expect_reject(sfd, "invalid_field", mode="hello", job="iv", rank=5, world=2)
+        expect_reject(sfd, "invalid_field", mode="hello", job="bad/id")
+        expect_reject(sfd, "duplicate_rank", mode="hello", job="h", rank=0, world=2)
+        expect_reject(sfd, "world_size_conflict", mode="hello", job="h", rank=1, world=3)
+        expect_reject(sfd, "uid_mismatch", mode="hello", job="h", rank=1, world=2,
+                      user="nobody")
+
+        # A client that goes away in the middle of a batch datagram.
+        before = sfd.rejected("undecodable_frame")
+        rc, _, _ = send(sfd, mode="midbatch", job="mb", world=1)
+        check(rc == 0, "midbatch sender failed")
+        wait_for(lambda: sfd.rejected("undecodable_frame") == before + 1, "midbatch counted")
+
+        # The daemon is up and the held rank is still connected and counted.
+        st = sfd.status()
+        check(st["rejected_total"] == 11, "rejections not visible: %s" % st["rejected"])
+        text = sfd.sfctl("status").stdout.decode()
+        check("uid_mismatch" in text and "duplicate_rank" in text, "status text: " + text)
+        jobs = sfd.jobs()
+        check(jobs["h"]["connected_ranks"] == 1, "holder lost: %s" % jobs["h"])
+        check(jobs["h"]["records"] == 5, "holder records: %s" % jobs["h"])
+
+        # Rank 1 of h joins properly: the job completes its window.
+        rc, out, _ = send(sfd, job="h", rank=1, world=2, steps=5)
+        check(rc == 0 and out["sent"] == "5", "rank 1 of h: %s" % out)
+
+        # Query access: another user sees none of root's jobs and is denied a
+        # root job's report, but sees its own job.
+        rc, out, _ = send(sfd, user="nobody", job="nb", rank=0, world=1, steps=3)
+        check(rc == 0, "nobody's own job failed")
+        mine = json.loads(sfd.sfctl("jobs", "--json", user="nobody").stdout)
+        check([j["job_id"] for j in mine] == ["nb"], "nobody sees %s" % mine)
+        sfd.sfctl("ranks", "h", user="nobody", check_rc=6)
+        sfd.sfctl("report", "h", user="nobody", check_rc=6)
+        sfd.sfctl("ranks", "nb", user="nobody")
+        check(len(sfd.jobs()) >= 3, "root must see every job")
+
+        holder.stdin.close()
+        check(holder.wait(timeout=60) == 0, "holder failed")
+        check(sfd.stop() == 0, "sfd did not exit cleanly")
+    finally:
+        sfd.close()
+    print("ok")
+
+
+main()
