@@ -3,6 +3,8 @@
  * already loaded (RTLD_NOLOAD, never a second runtime), records event pairs
  * around sampled forward regions on the legacy default stream and polls them
  * at later safe points. It must never synchronize, block or allocate per step.
+ * At its end sits the side-evidence beacon (open step and stage) that the NCCL
+ * plugin reads: the other half of the side channels' contact with the trainer.
  */
 #define _GNU_SOURCE
 #include "cuda_events.h"

@@ -77,13 +77,19 @@ static void *start_common(struct sf_nccl_comm *comm, uint64_t type, void *parent
     }
 }
 
+/* Every handle we give NCCL starts with its kind byte; reading it as a
+ * uint8_t is valid whatever the handle's struct. */
+static uint8_t kind_of(const void *handle) {
+    return *(const uint8_t *)handle;
+}
+
 static ncclResult_t stop_event(void *handle) {
-    const struct sf_nccl_tag *tag = handle;
     if (!handle)
         return ncclSuccess;
-    switch (tag->kind) {
+    switch (kind_of(handle)) {
     case SF_NCCL_H_GROUP:
-        atomic_fetch_add_explicit(&tag->agg->groups, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&((struct sf_nccl_tag *)handle)->agg->groups, 1,
+                                  memory_order_relaxed);
         break;
     case SF_NCCL_H_KERNEL_CH:
         sf__nccl_kch_stop(handle);
@@ -97,8 +103,8 @@ static ncclResult_t stop_event(void *handle) {
 
 static ncclResult_t record_state(void *handle, sf_nccl_event_state_t state,
                                  sf_nccl_state_args *args) {
-    const struct sf_nccl_tag *tag = handle;
-    if (handle && args && tag->kind == SF_NCCL_H_KERNEL_CH && state == SF_NCCL_STATE_KERNEL_CH_STOP)
+    if (handle && args && kind_of(handle) == SF_NCCL_H_KERNEL_CH &&
+        state == SF_NCCL_STATE_KERNEL_CH_STOP)
         sf__nccl_kch_record_stop(handle, args->kernel_ch.gpu_timer);
     return ncclSuccess;
 }
