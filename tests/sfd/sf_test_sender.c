@@ -25,6 +25,7 @@
 struct opts {
     const char *socket, *job, *mode, *role;
     uint32_t rank, world, batch, acc, storm, hold_ms;
+    int64_t pause_every;
     int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
     int64_t slow_rank, slow_stage, slow_ns, size;
     bool bench;
@@ -226,6 +227,16 @@ static void hold_until_eof(const char *what)
         ;
 }
 
+/* Test-driven phases: report the step reached, then wait for a line (or EOF). */
+static void wait_line(int64_t step)
+{
+    char b;
+    printf("paused %lld\n", (long long)step);
+    fflush(stdout);
+    while (read(STDIN_FILENO, &b, 1) == 1 && b != '\n')
+        ;
+}
+
 static int run_normal(struct sender *s)
 {
     s->fd = -1;
@@ -240,6 +251,8 @@ static int run_normal(struct sender *s)
         uint32_t n = (uint32_t)(end - step < s->o.batch ? end - step : s->o.batch);
         if (s->o.step_us > 0)
             usleep((useconds_t)(s->o.step_us * n));
+        if (s->o.pause_every > 0 && step > s->o.start && (step - s->o.start) % s->o.pause_every == 0)
+            wait_line(step);
         send_batch(s, step, n);
     }
     int64_t t1 = now_ns();
@@ -459,7 +472,8 @@ static int parse(int argc, char **argv, struct opts *o)
         { "fake-drop-step", 1, NULL, 'd' }, { "slow-rank", 1, NULL, 'R' },
         { "slow-stage", 1, NULL, 'T' }, { "slow-ns", 1, NULL, 'N' }, { "size", 1, NULL, 'z' },
         { "storm", 1, NULL, 'x' }, { "hold", 0, NULL, 'H' }, { "role", 1, NULL, 'o' },
-        { "accumulation", 1, NULL, 'a' }, { NULL, 0, NULL, 0 },
+        { "accumulation", 1, NULL, 'a' }, { "pause-every", 1, NULL, 'P' },
+        { NULL, 0, NULL, 0 },
     };
     *o = (struct opts){ .job = "job", .mode = "normal", .role = "", .world = 1, .batch = 16,
                         .acc = 1, .steps = 100, .skip_step = -1, .violation_step = -1,
@@ -488,6 +502,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'x': o->storm = (uint32_t)v; break;
         case 'H': o->hold_ms = 1; break;
         case 'a': o->acc = (uint32_t)v; break;
+        case 'P': o->pause_every = v; break;
         default: return -EINVAL;
         }
     }

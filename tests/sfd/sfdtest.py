@@ -115,6 +115,11 @@ class Sfd:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             fail("sfd did not stop on signal %d" % sig)
+        log = self.logtext()
+        for bad in ("summary failed", "report failed", "live handles", "ERROR: AddressSanitizer",
+                    "runtime error"):
+            if bad in log:
+                fail("sfd log has %r (see %s)" % (bad, self.log.name))
         return rc
 
     def close(self, keep=False):
