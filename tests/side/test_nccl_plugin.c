@@ -459,11 +459,38 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* SF_DISABLE=1: the plugin asks NCCL for no events, and calls that come
+ * anyway (a NULL context) are answered with NULL handles. */
+static void test_disabled(void **state) {
+    void *lib = dlopen(NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL), *ctx = (void *)1, *h = (void *)1;
+    const sf_nccl_profiler_v5 *p;
+    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL };
+    int mask = -1;
+    (void)state;
+    assert_non_null(lib);
+    p = dlsym(lib, "ncclProfiler_v5");
+    assert_non_null(p);
+    setenv("SF_DISABLE", "1", 1);
+    assert_int_equal(p->init(&ctx, 1, &mask, "off", 1, 1, 0, NULL), ncclSuccess);
+    unsetenv("SF_DISABLE");
+    assert_int_equal(mask, 0);
+    assert_null(ctx);
+    c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1, .datatype = "ncclInt8" };
+    assert_int_equal(p->start_event(ctx, &h, &c), ncclSuccess);
+    assert_null(h);
+    assert_int_equal(p->stop_event(NULL), ncclSuccess);
+    assert_int_equal(p->finalize(ctx), ncclSuccess);
+    dlclose(lib);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_symbols),
         cmocka_unit_test(test_drive_and_ship),
     };
+    const struct CMUnitTest disabled[] = { cmocka_unit_test(test_disabled) };
+    if (argc > 1 && strcmp(argv[1], "disabled") == 0)
+        return cmocka_run_group_tests_name("nccl_plugin_disabled", disabled, NULL, NULL);
     beacon_mode = argc > 1 && strcmp(argv[1], "beacon") == 0;
     return cmocka_run_group_tests_name(beacon_mode ? "nccl_plugin_beacon" : "nccl_plugin_fallback",
                                        tests, setup, teardown);
