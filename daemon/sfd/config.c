@@ -206,12 +206,12 @@ int sfd_config_parse_string(struct sfd_config *cfg, const char *text, char *err,
 
 int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
 {
-    if (sf_gates_validate(&cfg->gates) < 0) {
-        snprintf(err, errlen, "[gates]: inconsistent gate values");
-        return -EINVAL;
-    }
     if (cfg->gates.window_steps == 0 || cfg->gates.window_steps > SF_MAX_WINDOW_STEPS) {
         snprintf(err, errlen, "[gates] window_steps must be 1..%d", SF_MAX_WINDOW_STEPS);
+        return -EINVAL;
+    }
+    if (sf_gates_validate(&cfg->gates) < 0) {
+        snprintf(err, errlen, "[gates]: inconsistent gate values");
         return -EINVAL;
     }
     if (cfg->runtime_dir[0] != '/' && cfg->runtime_dir[0] != '\0' &&

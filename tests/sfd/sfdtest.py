@@ -65,12 +65,13 @@ class Sfd:
         if start:
             self.start()
 
-    def start(self):
+    def start(self, wait=True):
         self.proc = subprocess.Popen(
             [SFD, "--config", self.conf, "--runtime-dir", self.run, "--foreground",
              "--log-level", "info"] + self.extra,
             stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
-        wait_for(self.answers, "sfd query socket")
+        if wait:
+            wait_for(self.answers, "sfd query socket")
         return self
 
     def answers(self):
@@ -107,9 +108,11 @@ class Sfd:
         return {j["job_id"]: j for j in json.loads(self.sfctl("jobs", "--json").stdout)}
 
     def stop(self, sig=signal.SIGTERM):
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(sig)
+        """Sends sig (None: only waits) and returns the exit status."""
+        if self.proc is None:
+            return None
+        if sig is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
         try:
             rc = self.proc.wait(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
