@@ -277,8 +277,8 @@ static int ship_stage(struct sf_nccl_comm *comm, const char *stage, int64_t step
         aptr[n] = &aggs[n];
         idx[n++] = i;
     }
-    if (n == 0)
-        return 0;
+    if (n == 0 && *ret_dropped_sent)
+        return 0;   /* an empty batch only carries drops nobody has shipped */
     b.step = step;
     b.comm_name = comm->name;
     b.has_comm_hash = b.has_comm_ranks = b.has_comm_nodes = 1;
@@ -335,7 +335,11 @@ static void flush_comm(struct sf_nccl_comm *comm, int64_t step, int64_t now) {
     }
     for (size_t j = 0; j < n_stages; j++)
         if (ship_stage(comm, stages[j], step, dropped, &dropped_sent, now) < 0)
-            break;   /* try again at the next tick */
+            return;   /* try again at the next tick */
+    /* Drops with nothing else to ship (a full key table) still reach sfd:
+     * every delta went out above, so this batch has no aggregates. */
+    if (!dropped_sent)
+        ship_stage(comm, "", step, dropped, &dropped_sent, now);
 }
 
 /* Called with reg_lock held. Collectives counted since the previous tick were
