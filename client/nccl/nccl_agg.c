@@ -147,9 +147,21 @@ bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p) {
     return q >= lo && q < hi && (size_t)(q - lo) % sizeof agg->colls[0] == 0;
 }
 
+/* Takes a reference on a collective's slot, unless the slot is being set up
+ * for a newer collective (a very late channel of an old one): then no. */
+static bool coll_ref(struct sf_nccl_coll *c) {
+    uint32_t v = atomic_load_explicit(&c->ch_pending, memory_order_acquire);
+    do {
+        if (v == UINT32_MAX)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&c->ch_pending, &v, v + 1,
+                                                    memory_order_acq_rel, memory_order_acquire));
+    return true;
+}
+
 struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, uint64_t gpu_start) {
     if (!parent || !sf__nccl_is_coll(agg, parent))
-        return NULL;    /* a P2p parent, or a Coll we had to drop */
+        return NULL;    /* a Coll we had to drop, or not one of ours */
     for (uint32_t probe = 0; probe < SF_NCCL_PROBES; probe++) {
         uint64_t n = atomic_fetch_add_explicit(&agg->kch_next, 1, memory_order_relaxed);
         struct sf_nccl_kch *k = &agg->kchs[n % SF_NCCL_CHILD_POOL];
@@ -157,10 +169,13 @@ struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, ui
         if (!atomic_compare_exchange_strong_explicit(&k->in_use, &expect, 1, memory_order_acq_rel,
                                                      memory_order_relaxed))
             continue;
+        if (!coll_ref(parent)) {
+            atomic_store_explicit(&k->in_use, 0, memory_order_release);
+            break;
+        }
         k->parent = parent;
         k->start = gpu_start;
         k->stop = 0;
-        atomic_fetch_add_explicit(&k->parent->ch_pending, 1, memory_order_relaxed);
         return k;
     }
     atomic_fetch_add_explicit(&agg->dropped, 1, memory_order_relaxed);
