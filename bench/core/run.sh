@@ -61,7 +61,8 @@ for ranks in sorted(c):
           f" {front_n / front_c:>8.1f} {rep_c * 1e3:>12.3f} {rep_n * 1e3:>10.3f}"
           f" {rep_n / rep_c:>8.2f}{'' if same else '  FIGURES DIFFER'}")
     print(f"{'':<22} frontier >= 1e9 c/s: {'met' if cells / front_c >= 1e9 else 'missed'}"
-          f" (a plain read of the matrix: {cells / float(fc[15]):.3e} int64/s);"
+          f" (a plain read of the matrix: {cells / float(fc[15]):.3e} int64/s;"
+          f" sf_summary_build, mergeable: {cells / float(fc[5]):.3e} c/s);"
           f" report >= 20x NumPy: {'met' if rep_n / rep_c >= 20 else 'missed'};"
           f" C report = dense build {float(fc[7]) * 1e3:.3f} ms + compute {float(fc[8]) * 1e3:.3f} ms;"
           f" the two median passes alone {float(fc[14]) * 1e3:.3f} ms"
