@@ -55,6 +55,14 @@ def case_matrices():
     d[:, 1, 0] += 300 * MS                              # a dominant, directly exposed stage
     cases.append(("dominant_slow_data", d))
     cases.append(("all_zero", np.zeros((4, 3, 6), dtype=np.int64)))
+    d = quantized(rng, 1, 5, 1, 5 * MS)
+    cases.append(("single_step", d))
+    for i in range(12):                                 # random shapes
+        T, R = int(rng.integers(1, 25)), int(rng.integers(2, 40))
+        d = quantized(rng, T, R, int(rng.choice([1, MS // 4, MS])), int(rng.integers(2, 12)))
+        slow = int(rng.integers(0, R))
+        d[rng.random(T) < rng.random(), slow, int(rng.integers(0, 5))] += int(rng.integers(1, 60)) * MS
+        cases.append((f"random_{i}", d))
     return cases
 
 
