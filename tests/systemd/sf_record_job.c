@@ -50,7 +50,7 @@ static int run_rank(const char *socket, const char *job, int rank, int world, in
         for (int s = 0; s < n_explicit; s++) {
             sf_stage_begin(c, s);
             /* The workload: a stage that is slower on the last rank. */
-            sleep_us(s == slow && rank == world - 1 ? 4000 : 200);
+            sleep_us(s == slow && rank == world - 1 ? 40000 : 200);
             sf_stage_end(c, s);
         }
         sf_step_end(c);

