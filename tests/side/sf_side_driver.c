@@ -4,6 +4,8 @@
  * plugin exactly as NCCL would for a data-parallel all-reduce (Group -> Coll
  * -> ProxyOp, two kernel channels with GPU timestamps). Both reach the real
  * sfd: step records on channel 0, the plugin's aggregates on channel 1.
+ * With SF_TEST_CUDART (a CUDA runtime double) and SF_EVENT_SAMPLE set, the
+ * CUDA-event forward channel samples the forward stage too.
  * Usage: sf_side_driver PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS
  */
 #define _GNU_SOURCE
@@ -70,6 +72,12 @@ int main(int argc, char **argv) {
     steps = strtol(argv[2], NULL, 10);
     per_step = strtol(argv[3], NULL, 10);
     span = strtoull(argv[4], NULL, 10);
+    /* A CUDA runtime the "framework" loaded before the client opens: the
+     * test's runtime double, when SF_TEST_CUDART names it. */
+    if (getenv("SF_TEST_CUDART") && !dlopen(getenv("SF_TEST_CUDART"), RTLD_NOW | RTLD_GLOBAL)) {
+        fprintf(stderr, "runtime double: %s\n", dlerror());
+        return 1;
+    }
     if (sf_client_open_env(&c) < 0) {
         fprintf(stderr, "sf_client_open_env failed\n");
         return 1;

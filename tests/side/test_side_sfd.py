@@ -41,8 +41,12 @@ def main():
                                stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_for("sfd sockets", lambda: os.path.exists(ingest) and os.path.exists(query))
+            # Both channels: the plugin, and CUDA-event samples of every
+            # forward against the runtime double (1 ms of device time for a
+            # forward that takes well under a microsecond on the host).
             env = dict(os.environ, SF_SOCKET=ingest, SF_JOB_ID="side-job", RANK="0",
-                       WORLD_SIZE="1", LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2")
+                       WORLD_SIZE="1", LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2",
+                       SF_TEST_CUDART=os.environ["SF_FAKE_CUDART"], SF_EVENT_SAMPLE="1")
             out = subprocess.run([DRIVER, PLUGIN, str(STEPS), str(PER_STEP), str(SPAN_NS)],
                                  env=env, capture_output=True, text=True, timeout=60)
             if out.returncode != 0:
@@ -89,6 +93,15 @@ def main():
                 assert "nccl" not in stages["model.fwd_loss_cpu_wall"]
                 # Side evidence never enters the accounting.
                 assert abs(sum(s["advance_s"] for s in w["stages"]) - w["exposed_total_s"]) < 1e-6
+            # The CUDA-event samples reached the accounting: R >= 0.5 by
+            # construction, so the forward labels follow the routing (DESIGN 1).
+            for w in ws:
+                fwd_routed = "model.fwd_loss_cpu_wall" in w["routing_set"]
+                bwd_leads = w["routing_set"][:1] == ["model.backward_cpu_wall"]
+                labels = set(w["labels"])
+                assert ("forward_spillover_suspected" in labels) == (bwd_leads and not fwd_routed), w
+                assert ("forward_device_supported" in labels) == fwd_routed, w
+                assert "forward_event_scope_limited" not in labels, w
             text = sfctl(query, "report", "side-job", "--last", str(n_windows))
             assert text.returncode == 0, text.stderr
             assert "NCCL side evidence" in text.stdout, text.stdout
