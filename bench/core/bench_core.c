@@ -313,6 +313,10 @@ static void tsv_list(FILE *f, const int64_t *v, uint32_t n)
         fprintf(f, "%s%" PRId64, i ? "," : "", v[i]);
 }
 
+/* One line per shape, tab-separated, for run.sh: "c", ranks, steps, stages,
+ * then seconds (frontier, mergeable summary, report, dense build, compute),
+ * exposed ns, advances, rank-median gains, cohort-median gains (comma lists
+ * in ns), the label bit set, then seconds (median passes, plain read). */
 static void tsv_write(FILE *f, const struct shape *sh, const struct result *res)
 {
     const sf_report *r = res->report;
@@ -423,7 +427,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             return -EINVAL;
         i++;
     }
-    return o->reps >= 1 && o->reps <= 1000 ? 0 : -EINVAL;
+    bool known = o->only_ranks == 0;
+    for (size_t i = 0; i < N_SHAPES; i++)
+        known |= shapes[i].ranks == o->only_ranks;
+    return known && o->reps >= 1 && o->reps <= 1000 ? 0 : -EINVAL;
 }
 
 int main(int argc, char **argv)
