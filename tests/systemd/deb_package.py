@@ -32,6 +32,27 @@ EXPECTED = [
     'usr/share/man/man1/sfctl.1.gz',
 ]
 JOB, WORLD, STEPS, WINDOW = 'deb-job', 2, 8, 4
+PY_JOB = 'deb-py'
+
+# One rank through the packaged Python binding, as a trainer would use it.
+PY_RANK = """
+import sys, time, stagefrontier
+rec = stagefrontier.Recorder(job_id=sys.argv[2], socket=sys.argv[1], rank=0,
+                             world_size=1, local_rank=0)
+for t in range(4):
+    with rec.step():
+        with rec.stage('data.next_wait'):
+            time.sleep(0.001)
+        with rec.stage('model.fwd_loss_cpu_wall'):
+            pass
+deadline = time.monotonic() + 60
+while rec.stats()['records_sent'] < 4 and time.monotonic() < deadline:
+    rec.flush()
+    time.sleep(0.01)
+sent = rec.stats()['records_sent']
+rec.close()
+sys.exit(0 if sent == 4 else 1)
+"""
 
 
 def run(cmd, **kw):
@@ -118,6 +139,20 @@ def config_from(path, overrides):
     return ''.join(out)
 
 
+def run_python_rank(root, ingest, env):
+    """The packaged module, found where Debian's python3 looks (the install
+    directory inside the extracted tree)."""
+    mods = glob.glob(os.path.join(root, 'usr/lib/python3*/**/stagefrontier*.so'), recursive=True)
+    assert len(mods) == 1, mods
+    env = dict(env, PYTHONPATH=os.path.dirname(mods[0]))
+    # A sanitizer build of the module needs its runtime loaded first.
+    for line in run(['ldd', mods[0]]).splitlines():
+        if 'libasan' in line and '=>' in line:
+            env['LD_PRELOAD'] = line.split('=>')[1].split()[0]
+            env['ASAN_OPTIONS'] = (env.get('ASAN_OPTIONS', '') + ':detect_leaks=0').lstrip(':')
+    run(['/usr/bin/python3', '-c', PY_RANK, ingest, PY_JOB], env=env)
+
+
 def run_extracted(root, tmp, record):
     sfd = os.path.join(root, 'usr/sbin/sfd')
     sfctl = os.path.join(root, 'usr/bin/sfctl')
@@ -158,6 +193,9 @@ def run_extracted(root, tmp, record):
         w = h.wait_for('the last window', last_window, proc=proc)
         assert w['window']['ranks'] == WORLD, w['window']
         assert 'data.next_wait' in w['routing_set'][:2], w['routing_set']
+        run_python_rank(root, ingest, env)
+        h.wait_for('the Python job', lambda: PY_JOB in h.sfctl(sfctl, query, 'jobs', env=env)[1],
+                   proc=proc)
         rc, out, err = h.sfctl(sfctl, query, 'report', 'no-such-job', env=env)
         assert rc == 5, f'unknown job gave {rc}'
         proc.send_signal(signal.SIGTERM)
