@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Our own minimal view of the runtime ABI: cudaError_t is an int-sized enum,
  * events and streams are opaque pointers. We never link libcudart. */
@@ -53,6 +54,7 @@ struct sf_cuda_channel {
     bool pool_ready;            /* events are created once, on first use */
     bool pool_failed;
     int device;                 /* device the pool's events belong to */
+    pid_t pid;                  /* process that opened the channel */
     struct sf_cuda_slot slots[SF__CUDA_POOL_PAIRS];
     struct sf__cuda_stats stats;
 };
@@ -139,6 +141,7 @@ int sf__cuda_channel_open(double sample_fraction, sf_cuda_channel **ret) {
         goto fail;
     }
     ch->lib = lib;
+    ch->pid = getpid();
     ch->all_steps = sample_fraction >= 1.0;
     ch->threshold = fraction_threshold(sample_fraction);
     *ret = ch;
@@ -188,10 +191,14 @@ fail:
 void sf__cuda_channel_close(sf_cuda_channel *ch) {
     if (!ch)
         return;
-    /* Destroying an event whose work is still queued is legal: the runtime
-     * releases it once the work completes. No synchronize here either. */
-    pool_destroy(ch);
-    dlclose(ch->lib);
+    /* In a forked child the parent's CUDA state is unusable (calls may fail
+     * or hang): leave the events and the handle alone, free only our memory. */
+    if (ch->pid == getpid()) {
+        /* Destroying an event whose work is still queued is legal: the
+         * runtime releases it once the work completes. No synchronize. */
+        pool_destroy(ch);
+        dlclose(ch->lib);
+    }
     free(ch);
 }
 

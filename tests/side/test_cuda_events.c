@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -227,6 +229,30 @@ static void test_abandoned_begin(void **state) {
     sf__cuda_channel_close(ch);
 }
 
+/* A child forked with a live channel must not touch the parent's CUDA state
+ * when it closes its copy: no event destroyed, no handle closed. */
+static void test_close_in_forked_child(void **state) {
+    sf_cuda_channel *ch = open_all();
+    struct sf__event_sample s;
+    int status = -1;
+    pid_t pid;
+    (void)state;
+    assert_int_equal(forward_and_poll(ch, 1, 10, 1, &s), 1);   /* the pool exists */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        uint64_t destroyed = ctl->destroyed;
+        sf__cuda_channel_close(ch);
+        _exit(ctl->destroyed == destroyed ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    uint64_t destroyed = ctl->destroyed;
+    sf__cuda_channel_close(ch);                                 /* the parent's own close does */
+    assert_int_equal(ctl->destroyed - destroyed, 2 * SF__CUDA_POOL_PAIRS);
+}
+
 /* ---- no runtime in the process -------------------------------------------- */
 
 static int count_cudart(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -274,6 +300,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_deterministic_sampling, setup),
         cmocka_unit_test_setup(test_pool_bounded, setup),
         cmocka_unit_test_setup(test_abandoned_begin, setup),
+        cmocka_unit_test_setup(test_close_in_forked_child, setup),
     };
     if (argc > 1 && strcmp(argv[1], "nolib") == 0)
         return cmocka_run_group_tests_name("cuda_events_nolib", nolib, NULL, NULL);
