@@ -5,12 +5,18 @@ job records through the passed ingest socket, sfctl reads the report through
 the passed query socket, sfd notifies READY/STATUS/WATCHDOG on a socket the
 test owns, and the Prometheus export follows the closed windows.
 
+Run as root, sfd gets what sfd.service gives it: another uid (User=), no
+capabilities (CapabilityBoundingSet=), no_new_privs (NoNewPrivileges=) and
+umask 077 (UMask=), through setpriv.
+
 usage: socket_activation.py SRC SFD SFCTL RECORD_JOB [PROMTOOL]
 """
 import json
 import os
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -49,8 +55,20 @@ def main():
            '-E', f'NOTIFY_SOCKET={notify.path}', '-E', 'WATCHDOG_USEC=200000']
     for k, v in h.sanitizer_env().items():
         cmd += ['-E', f'{k}={v}']
+    unprivileged = os.geteuid() == 0 and shutil.which('setpriv') is not None
+    if unprivileged:
+        nobody = 65534
+        cmd += ['setpriv', f'--reuid={nobody}', f'--regid={nobody}', '--clear-groups',
+                '--no-new-privs', '--inh-caps=-all', '--bounding-set=-all', '--']
+        os.chmod(tmp, 0o755)
+        os.chmod(conf, 0o644)
+        os.chown(prom, nobody, nobody)
+        os.chmod(notify.path, 0o777)
+    else:
+        print('not root: sfd keeps the test\'s uid and capabilities')
     cmd += [sfd, '--config', conf, '--foreground']
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: os.umask(0o077))
     ok = False
     try:
         h.wait_for('the activation sockets',
@@ -69,6 +87,11 @@ def main():
         ready = h.wait_for('READY=1', lambda: notify.lines('READY=1'), proc=proc)
         assert ready[0][0] == proc.pid, ready      # sent by sfd, exec'd in place
         assert os.path.realpath(f'/proc/{proc.pid}/exe') == os.path.realpath(sfd)
+        if unprivileged:
+            st = open(f'/proc/{proc.pid}/status').read()
+            assert re.search(r'^Uid:\s+65534\s', st, re.M), st
+            assert re.search(r'^CapBnd:\s+0+$', st, re.M), st
+            assert re.search(r'^NoNewPrivs:\s+1$', st, re.M), st
         status = h.wait_for('STATUS=', lambda: notify.lines('STATUS='), proc=proc)
         assert 'jobs' in status[-1][1], status
 
@@ -77,6 +100,9 @@ def main():
         h.wait_for('the export of the last window',
                    lambda: os.path.exists(prom_file) and want in open(prom_file).read(),
                    proc=proc)
+
+        # Readable by node_exporter's user despite UMask=0077.
+        assert stat.S_IMODE(os.stat(prom_file).st_mode) == 0o644
 
         rc, out, err = h.sfctl(sfctl, query, 'report', JOB, '--json')
         assert rc == 0, f'sfctl report: rc {rc}\n{err}'
