@@ -3,6 +3,7 @@
 
 usage: unit_checks.py verify   SRC SFD   systemd-analyze verify on the units
        unit_checks.py security SRC       offline exposure score <= 2.0, as documented
+       unit_checks.py keys     SRC       sfd.conf lists exactly the keys sfd parses
        unit_checks.py man      SRC SFD [SFCTL]  man pages render without warnings and
                                          document every flag and config key
 
@@ -194,12 +195,44 @@ def man(src, sfd):
     print(f'man pages OK; sfd(8) documents {len(keys)} keys and flags {flags}')
 
 
+# Where each section's keys are parsed, and how a key appears there.
+KEY_SOURCES = [
+    ('sfd/limits', 'daemon/sfd/config.c', r'!strcmp\(k, "([a-z_]+)"\)'),
+    ('gates', 'daemon/core/gates.c', r'GATE\(([a-z_]+), GATE_'),
+    ('peer', 'daemon/peer/config.c', r'strcmp\(key, "([a-z_]+)"\) == 0'),
+]
+
+
+def keys(src):
+    """Every key the parsers accept appears in the shipped sfd.conf, in its
+    section, and the file lists no key that no parser accepts."""
+    shipped = {}
+    for section, key in conf_keys(os.path.join(src, 'systemd', 'sfd.conf')):
+        shipped.setdefault(section, set()).add(key)
+    checked = 0
+    for sections, path, pattern in KEY_SOURCES:
+        full = os.path.join(src, path)
+        if not os.path.exists(full):
+            print(f'{path} not present: its keys are not checked')
+            continue
+        parsed = set(re.findall(pattern, open(full).read()))
+        assert parsed, f'no keys found in {path}: the pattern is stale'
+        listed = set().union(*(shipped.get(s, set()) for s in sections.split('/')))
+        if parsed != listed:
+            sys.exit(f'{path} and sfd.conf [{sections}] differ: only parsed '
+                     f'{sorted(parsed - listed)}, only listed {sorted(listed - parsed)}')
+        checked += len(parsed)
+    print(f'sfd.conf lists all {checked} keys the parsers accept')
+
+
 def main():
     mode, src = sys.argv[1], sys.argv[2]
     if mode == 'verify':
         verify(src, sys.argv[3])
     elif mode == 'security':
         security(src)
+    elif mode == 'keys':
+        keys(src)
     elif mode == 'man':
         man(src, sys.argv[3])
     else:
