@@ -386,6 +386,21 @@ static void *flusher_main(void *arg) {
     return NULL;
 }
 
+/* Trainers often exit without destroying their communicators, so NCCL never
+ * calls finalize: ship what the last tick left behind. Registered from this
+ * object, so glibc also runs it if the plugin is unloaded first (by then no
+ * communicator is left and it does nothing). */
+static void exit_flush(void) {
+    int64_t now = sf__now_ns();
+    pthread_mutex_lock(&reg_lock);
+    if (st.can_ship && reg_head && connect_now(now) >= 0) {
+        int64_t step = current_step(reg_head);
+        for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
+            flush_comm(c, st.last_step >= 0 && st.last_step < step ? st.last_step : step, now);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
 int sf__nccl_ship_register(struct sf_nccl_comm *comm) {
     pthread_condattr_t ca;
     int r = 0;
@@ -394,6 +409,7 @@ int sf__nccl_ship_register(struct sf_nccl_comm *comm) {
     if (!st.configured) {
         beacon_lookup();
         configure(comm);
+        atexit(exit_flush);
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_destroy(&reg_cond);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -410,9 +411,8 @@ static void test_drive_and_ship(void **state) {
     }
 }
 
-static int setup(void **state) {
+static int setup_server(void) {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    void *lib;
 
     snprintf(dir, sizeof dir, "/tmp/sf-nccl-XXXXXX");
     if (!mkdtemp(dir))
@@ -432,6 +432,14 @@ static int setup(void **state) {
     setenv("RANK", "1", 1);
     setenv("WORLD_SIZE", "4", 1);
     setenv("SF_NCCL_FLUSH_MS", "2", 1);
+    return 0;
+}
+
+static int setup(void **state) {
+    void *lib;
+
+    if (setup_server() < 0)
+        return -1;
     if (beacon_mode) {
         const char *names[] = { "data.next_wait", "model.fwd_loss_cpu_wall", "my.custom_stage" };
         for (int i = 0; i < 3; i++)
@@ -483,14 +491,53 @@ static void test_disabled(void **state) {
     dlclose(lib);
 }
 
+/* A trainer that exits without destroying its communicator: NCCL never
+ * calls finalize, and the last collectives still reach sfd. The trainer is a
+ * forked child; this process plays sfd. */
+static void test_exit_without_finalize(void **state) {
+    pid_t pid;
+    int status = -1;
+    (void)state;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        void *ctx;
+        /* No flusher tick before exit: only the exit handler can ship. */
+        setenv("SF_NCCL_FLUSH_MS", "60000", 1);
+        v5 = dlsym(dlopen(NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL), "ncclProfiler_v5");
+        if (!v5)
+            _exit(3);
+        ctx = init5("comm-exit", 0xe);
+        for (int i = 0; i < 5; i++)
+            collective5(ctx, "AllReduce", "ncclFloat32", 256, "RING", 1, 0, 0);
+        exit(0);   /* atexit handlers run; no finalize */
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(pthread_join(srv.thread, NULL), 0);   /* EOF: the child is gone */
+    assert_int_equal(srv.bad, 0);
+    const struct row *r = find_row("comm-exit", "model.backward_cpu_wall", "AllReduce", "RING", 10);
+    assert_non_null(r);
+    assert_int_equal(r->count, 5);
+}
+
+static int setup_exit(void **state) {
+    (void)state;
+    return setup_server();
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_symbols),
         cmocka_unit_test(test_drive_and_ship),
     };
     const struct CMUnitTest disabled[] = { cmocka_unit_test(test_disabled) };
+    const struct CMUnitTest at_exit[] = { cmocka_unit_test(test_exit_without_finalize) };
     if (argc > 1 && strcmp(argv[1], "disabled") == 0)
         return cmocka_run_group_tests_name("nccl_plugin_disabled", disabled, NULL, NULL);
+    if (argc > 1 && strcmp(argv[1], "atexit") == 0)
+        return cmocka_run_group_tests_name("nccl_plugin_atexit", at_exit, setup_exit, teardown);
     beacon_mode = argc > 1 && strcmp(argv[1], "beacon") == 0;
     return cmocka_run_group_tests_name(beacon_mode ? "nccl_plugin_beacon" : "nccl_plugin_fallback",
                                        tests, setup, teardown);
