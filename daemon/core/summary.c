@@ -193,16 +193,8 @@ static int cmp_step_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-static int cmp_rank_step(const void *a, const void *b)
-{
-    const sf_row *x = *(const sf_row *const *)a, *y = *(const sf_row *const *)b;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    return (x->step > y->step) - (x->step < y->step);
-}
-
-/* Sorted views of the rows; the common case (already in order) costs one
- * pass. */
+/* A view of the rows sorted by (step, rank); the common case, rows already
+ * in that order, costs one pass. */
 static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, const void *),
                        const sf_row ***ret)
 {
@@ -226,61 +218,123 @@ static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, co
 struct rank_info {
     uint32_t n;
     uint32_t *ranks;            /* distinct, ascending */
+    uint32_t *slot_of;          /* [max rank + 1]: rank -> slot, a table not a search */
     int64_t *baseline;          /* [n][S] rank-median per stage */
-    const char **roles;         /* [n], first role seen */
+    const char **roles;         /* [n], the role of the rank's lowest step */
 };
 
 static void rank_info_clear(struct rank_info *ri)
 {
     free(ri->ranks);
+    free(ri->slot_of);
     free(ri->baseline);
     free((void *)ri->roles);
 }
 
-static int rank_info_build(const sf_schema *schema, const sf_row **by_rank, size_t n_rows,
-                           struct rank_info *ri)
+/* Slots in ascending rank order, from a presence table: O(rows + max rank). */
+static int assign_slots(const sf_row **rows, size_t n_rows, struct rank_info *ri)
+{
+    uint32_t max_rank = 0;
+    for (size_t i = 0; i < n_rows; i++)
+        if (rows[i]->rank > max_rank)
+            max_rank = rows[i]->rank;
+    ri->slot_of = malloc(((size_t)max_rank + 1) * sizeof *ri->slot_of);
+    ri->ranks = malloc((n_rows ? n_rows : 1) * sizeof *ri->ranks);
+    if (ri->slot_of == NULL || ri->ranks == NULL)
+        return -ENOMEM;
+    memset(ri->slot_of, 0xff, ((size_t)max_rank + 1) * sizeof *ri->slot_of);
+    for (size_t i = 0; i < n_rows; i++)
+        ri->slot_of[rows[i]->rank] = 0;
+    for (uint32_t r = 0; n_rows && r <= max_rank; r++)
+        if (ri->slot_of[r] == 0) {
+            ri->slot_of[r] = ri->n;
+            ri->ranks[ri->n++] = r;
+        }
+    return 0;
+}
+
+/* Rows arrive step by step, medians need rank by rank. A block of ranks at a
+ * time is gathered (ranks ascend within each step, so one cursor per step
+ * walks forward), keeping the transpose inside the cache. */
+struct gather {
+    const sf_row **rows;        /* sorted by (step, rank) */
+    size_t n_rows;
+    size_t *cursor;             /* per step: the next row not yet gathered */
+    size_t *step_end;           /* per step: one past its last row */
+    uint32_t n_steps;
+};
+
+static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint32_t S,
+                              uint32_t lo, uint32_t hi, int64_t *values, uint32_t *count)
+{
+    memset(count, 0, (hi - lo) * sizeof *count);
+    for (uint32_t t = 0; t < g->n_steps; t++)
+        for (size_t i = g->cursor[t]; i < g->step_end[t]; i = ++g->cursor[t]) {
+            const sf_row *row = g->rows[i];
+            uint32_t slot = ri->slot_of[row->rank];
+            if (slot >= hi)
+                break;
+            uint32_t at = count[slot - lo]++;
+            int64_t *v = &values[(size_t)(slot - lo) * S * g->n_steps];
+            for (uint32_t k = 0; k < S; k++)
+                v[(size_t)k * g->n_steps + at] = row->d[k];
+            if (at == 0)  /* steps ascend: the first row is the rank's lowest step */
+                ri->roles[slot] = row->role ? row->role : "";
+        }
+    for (uint32_t slot = lo; slot < hi; slot++)
+        for (uint32_t k = 0; k < S; k++)
+            ri->baseline[(size_t)slot * S + k] = sf_median_i64(
+                &values[((size_t)(slot - lo) * S + k) * g->n_steps], count[slot - lo]);
+    return hi;
+}
+
+static int rank_medians(const sf_schema *schema, const sf_row **rows, size_t n_rows,
+                        uint32_t n_steps, struct rank_info *ri)
 {
     uint32_t S = schema->n_stages;
-    size_t cap = n_rows ? n_rows : 1;
+    uint32_t block = (uint32_t)((1u << 16) / ((size_t)S * (n_steps ? n_steps : 1)));
+    block = block ? block : 1;
+    struct gather g = {.rows = rows, .n_rows = n_rows, .n_steps = n_steps};
+    g.cursor = malloc((n_steps ? n_steps : 1) * sizeof *g.cursor);
+    g.step_end = malloc((n_steps ? n_steps : 1) * sizeof *g.step_end);
+    int64_t *values = malloc((size_t)block * S * (n_steps ? n_steps : 1) * sizeof *values);
+    uint32_t *count = malloc(block * sizeof *count);
+    int r = -ENOMEM;
+    if (!g.cursor || !g.step_end || !values || !count)
+        goto out;
+    for (size_t i = 0, t = 0; i < n_rows; i++) {
+        if (i == 0 || rows[i]->step != rows[i - 1]->step)
+            g.cursor[t++] = i;
+        g.step_end[t - 1] = i + 1;
+    }
+    for (uint32_t lo = 0; lo < ri->n;)
+        lo = block_medians(&g, ri, S, lo, lo + block < ri->n ? lo + block : ri->n, values, count);
+    r = 0;
+out:
+    free(g.cursor);
+    free(g.step_end);
+    free(values);
+    free(count);
+    return r;
+}
+
+static int rank_info_build(const sf_schema *schema, const sf_row **rows, size_t n_rows,
+                           uint32_t n_steps, struct rank_info *ri)
+{
     memset(ri, 0, sizeof *ri);
-    ri->ranks = malloc(cap * sizeof *ri->ranks);
-    ri->baseline = malloc(cap * S * sizeof *ri->baseline);
-    ri->roles = malloc(cap * sizeof *ri->roles);
-    int64_t *scratch = malloc(cap * sizeof *scratch);
-    if (!ri->ranks || !ri->baseline || !ri->roles || !scratch) {
-        free(scratch);
-        rank_info_clear(ri);
+    int r = assign_slots(rows, n_rows, ri);
+    if (r < 0)
+        return r;
+    ri->baseline = malloc((ri->n ? ri->n : 1) * schema->n_stages * sizeof *ri->baseline);
+    ri->roles = malloc((ri->n ? ri->n : 1) * sizeof *ri->roles);
+    if (ri->baseline == NULL || ri->roles == NULL)
         return -ENOMEM;
-    }
-    for (size_t i = 0; i < n_rows;) {
-        size_t j = i;
-        while (j < n_rows && by_rank[j]->rank == by_rank[i]->rank)
-            j++;
-        uint32_t slot = ri->n++;
-        ri->ranks[slot] = by_rank[i]->rank;
-        ri->roles[slot] = by_rank[i]->role ? by_rank[i]->role : "";
-        for (uint32_t k = 0; k < S; k++) {
-            for (size_t m = i; m < j; m++)
-                scratch[m - i] = by_rank[m]->d[k];
-            ri->baseline[(size_t)slot * S + k] = sf_median_i64(scratch, j - i);
-        }
-        i = j;
-    }
-    free(scratch);
-    return 0;
+    return rank_medians(schema, rows, n_rows, n_steps, ri);
 }
 
 static uint32_t rank_slot(const struct rank_info *ri, uint32_t rank)
 {
-    uint32_t lo = 0, hi = ri->n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (ri->ranks[mid] < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return ri->slot_of[rank];
 }
 
 static int coverage_from_ranks(sf_summary *s, const struct rank_info *ri)
@@ -421,7 +475,7 @@ int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta,
 {
     if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
         return -EINVAL;
-    const sf_row **by_step = NULL, **by_rank = NULL;
+    const sf_row **by_step = NULL;
     struct rank_info ri = {0};
     sf_summary *s = NULL;
     int r = sorted_view(rows, n_rows, cmp_step_rank, &by_step);
@@ -435,8 +489,7 @@ int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta,
         r = -E2BIG;
         goto out;
     }
-    if ((r = sorted_view(rows, n_rows, cmp_rank_step, &by_rank)) < 0 ||
-        (r = rank_info_build(schema, by_rank, n_rows, &ri)) < 0 ||
+    if ((r = rank_info_build(schema, by_step, n_rows, n_steps, &ri)) < 0 ||
         (r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
         (r = coverage_from_ranks(s, &ri)) < 0 ||
         (r = fold_rows(s, &ri, by_step, n_rows)) < 0)
@@ -449,7 +502,6 @@ out:
     sf_summary_free(s);
     rank_info_clear(&ri);
     free(by_step);
-    free(by_rank);
     return r;
 }
 

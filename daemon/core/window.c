@@ -75,10 +75,27 @@ static void swap_i64(int64_t *a, int64_t *b)
 
 /* Quickselect: after it, values[k] holds the k-th smallest and everything
  * before it is no larger. Median of three keeps sorted input linear. */
+static void insertion_sort(int64_t *v, size_t lo, size_t hi)
+{
+    for (size_t i = lo + 1; i <= hi; i++) {
+        int64_t x = v[i];
+        size_t j = i;
+        while (j > lo && v[j - 1] > x) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+}
+
 static void select_kth(int64_t *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n - 1;
     while (hi > lo) {
+        if (hi - lo < 24) {       /* small ranges: sorting beats partitioning */
+            insertion_sort(v, lo, hi);
+            return;
+        }
         size_t mid = lo + (hi - lo) / 2;
         if (v[mid] < v[lo])
             swap_i64(&v[mid], &v[lo]);
