@@ -45,19 +45,22 @@ install(CODE "
   else()
     set(_etc \"\${_prefix}/${CMAKE_INSTALL_SYSCONFDIR}\")
   endif()
-  file(MAKE_DIRECTORY \"${_sf_stage}\")
+  # Staging per destination: installs to other places may run at once, and
+  # two installs to the same place write the same text.
+  string(MD5 _tag \"\$ENV{DESTDIR}|\${_prefix}\")
+  set(_dir \"${_sf_stage}/units-\${_tag}\")
+  file(MAKE_DIRECTORY \"\${_dir}\")
+  set(_unit_files)
   foreach(_unit ${_sf_units})
     file(READ \"${_sf_src}/\${_unit}\" _text)
     string(REPLACE \"/usr/sbin/sfd\" \"\${_prefix}/${SF_SFD_INSTALL_DIR}/sfd\" _text \"\${_text}\")
     string(REPLACE \"/etc/stagefrontier\" \"\${_etc}/stagefrontier\" _text \"\${_text}\")
-    file(WRITE \"${_sf_stage}/\${_unit}\" \"\${_text}\")
-  endforeach()
-  set(_unit_files)
-  foreach(_unit ${_sf_units})
-    list(APPEND _unit_files \"${_sf_stage}/\${_unit}\")
+    file(WRITE \"\${_dir}/\${_unit}\" \"\${_text}\")
+    list(APPEND _unit_files \"\${_dir}/\${_unit}\")
   endforeach()
   file(INSTALL DESTINATION \"\${_prefix}/${SF_SYSTEMD_UNITDIR}\" TYPE FILE
        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES \${_unit_files})
+  file(REMOVE_RECURSE \"\${_dir}\")
   # An operator's edited config is never overwritten by cmake --install.
   if(EXISTS \"\$ENV{DESTDIR}\${_etc}/stagefrontier/sfd.conf\")
     message(STATUS \"Keeping: \$ENV{DESTDIR}\${_etc}/stagefrontier/sfd.conf\")

@@ -3,6 +3,7 @@
 
 usage: unit_checks.py verify   SRC SFD   systemd-analyze verify on the units
        unit_checks.py security SRC       offline exposure score <= 2.0, as documented
+       unit_checks.py install  SRC BUILD cmake --install layout for two prefixes
        unit_checks.py keys     SRC       sfd.conf lists exactly the keys sfd parses
        unit_checks.py man      SRC SFD [SFCTL]  man pages render without warnings and
                                          document every flag and config key
@@ -225,12 +226,42 @@ def keys(src):
     print(f'sfd.conf lists all {checked} keys the parsers accept')
 
 
+def install(build):
+    """cmake --install of the files around the binaries, for two prefixes,
+    staged with DESTDIR: the units name the prefix's binary and config, /usr
+    keeps its config in /etc, and an edited config survives a reinstall."""
+    cmake = need('cmake')
+    with tempfile.TemporaryDirectory(prefix='sfinst.') as tmp:
+        for prefix, etc in (('/opt/sf', '/opt/sf/etc'), ('/usr', '/etc')):
+            dest = os.path.join(tmp, prefix.strip('/').replace('/', '_'))
+            env = dict(os.environ, DESTDIR=dest)
+            cmd = [cmake, '--install', build, '--prefix', prefix, '--component', 'daemon']
+            subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)
+            unitdir = dest + prefix + '/lib/systemd/system'
+            svc = open(os.path.join(unitdir, 'sfd.service')).read()
+            want = f'ExecStart={prefix}/sbin/sfd --config {etc}/stagefrontier/sfd.conf '
+            assert want in svc, f'{want!r} not in the installed unit'
+            for f in ('sfd.socket', 'sfd-query.socket'):
+                assert os.path.exists(os.path.join(unitdir, f)), f
+            for f in ('lib/sysusers.d/stagefrontier.conf', 'lib/tmpfiles.d/stagefrontier.conf',
+                      'share/man/man8/sfd.8.gz', 'share/man/man1/sfctl.1.gz'):
+                assert os.path.exists(os.path.join(dest + prefix, f)), f
+            conf = dest + etc + '/stagefrontier/sfd.conf'
+            with open(conf, 'a') as f:
+                f.write('# edited by the operator\n')
+            subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=300)
+            assert open(conf).read().endswith('# edited by the operator\n'), 'config overwritten'
+    print('cmake --install: /opt/sf and /usr layouts OK, edited config kept')
+
+
 def main():
     mode, src = sys.argv[1], sys.argv[2]
     if mode == 'verify':
         verify(src, sys.argv[3])
     elif mode == 'security':
         security(src)
+    elif mode == 'install':
+        install(sys.argv[3])
     elif mode == 'keys':
         keys(src)
     elif mode == 'man':
