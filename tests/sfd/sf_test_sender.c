@@ -26,6 +26,7 @@ struct opts {
     const char *socket, *job, *mode, *role;
     uint32_t rank, world, batch, acc, storm, hold_ms;
     int64_t pause_every;
+    double rate;                /* records/s, 0: as fast as possible */
     int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
     int64_t slow_rank, slow_stage, slow_ns, size;
     bool bench;
@@ -227,6 +228,15 @@ static void hold_until_eof(const char *what)
         ;
 }
 
+/* Waits until `at` seconds after t0 (absolute pacing, no drift). */
+static void pace(int64_t t0, double at)
+{
+    int64_t due = t0 + (int64_t)(at * 1e9);
+    struct timespec ts = { due / 1000000000, due % 1000000000 };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
 /* Test-driven phases: report the step reached, then wait for a line (or EOF). */
 static void wait_line(int64_t step)
 {
@@ -251,6 +261,8 @@ static int run_normal(struct sender *s)
         uint32_t n = (uint32_t)(end - step < s->o.batch ? end - step : s->o.batch);
         if (s->o.step_us > 0)
             usleep((useconds_t)(s->o.step_us * n));
+        if (s->o.rate > 0)
+            pace(t0, (double)(step - s->o.start) / s->o.rate);
         if (s->o.pause_every > 0 && step > s->o.start && (step - s->o.start) % s->o.pause_every == 0)
             wait_line(step);
         send_batch(s, step, n);
@@ -473,6 +485,7 @@ static int parse(int argc, char **argv, struct opts *o)
         { "slow-stage", 1, NULL, 'T' }, { "slow-ns", 1, NULL, 'N' }, { "size", 1, NULL, 'z' },
         { "storm", 1, NULL, 'x' }, { "hold", 0, NULL, 'H' }, { "role", 1, NULL, 'o' },
         { "accumulation", 1, NULL, 'a' }, { "pause-every", 1, NULL, 'P' },
+        { "rate", 1, NULL, 'Q' },
         { NULL, 0, NULL, 0 },
     };
     *o = (struct opts){ .job = "job", .mode = "normal", .role = "", .world = 1, .batch = 16,
@@ -503,6 +516,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'H': o->hold_ms = 1; break;
         case 'a': o->acc = (uint32_t)v; break;
         case 'P': o->pause_every = v; break;
+        case 'Q': o->rate = strtod(optarg, NULL); break;
         default: return -EINVAL;
         }
     }
