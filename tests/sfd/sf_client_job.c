@@ -1,0 +1,73 @@
+/*
+ * One rank of a small synthetic job driven through libsfclient: timed stages
+ * with real sleeps, one rank slow in a chosen stage. Used by the sfd tests
+ * that exercise the real client against the real daemon.
+ * usage: sf_client_job SOCKET JOB RANK WORLD STEPS SLOW_RANK SLOW_STAGE SLOW_US
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "stagefrontier/client.h"
+
+static void sleep_us(long us)
+{
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 9) {
+        fprintf(stderr, "usage: sf_client_job SOCKET JOB RANK WORLD STEPS SLOW_RANK SLOW_STAGE "
+                        "SLOW_US\n");
+        return 2;
+    }
+    sf_client_options o;
+    sf_client_options_init(&o);
+    o.socket_path = argv[1];
+    o.job_id = argv[2];
+    o.rank = atoi(argv[3]);
+    o.world_size = atoi(argv[4]);
+    o.local_rank = o.rank;
+    o.batch_records = 8;
+    long steps = atol(argv[5]);
+    int slow_rank = atoi(argv[6]), slow_stage = atoi(argv[7]);
+    long slow_us = atol(argv[8]);
+    sf_client *c;
+    int r = sf_client_open(&o, &c);
+    if (r < 0) {
+        fprintf(stderr, "sf_client_open: %d\n", r);
+        return 1;
+    }
+    int n = sf_stage_count(c);
+    for (long s = 0; s < steps; s++) {
+        sf_step_begin(c, -1);
+        for (int st = 0; st < n - 1; st++) {
+            sf_stage_begin(c, st);
+            sleep_us(100 + (o.rank == slow_rank && st == slow_stage ? slow_us : 0));
+            sf_stage_end(c, st);
+        }
+        sf_step_end(c);
+    }
+    sf_client_stats stats;
+    /* Hand the tail of the ring to the daemon: flush until all is sent or
+     * dropped (each flush is one non-blocking attempt). */
+    for (int i = 0; i < 10000; i++) {
+        sf_client_get_stats(c, &stats);
+        if (stats.records_sent + stats.records_dropped >= (uint64_t)steps)
+            break;
+        sf_client_flush(c);
+        sleep_us(1000);
+    }
+    sf_client_get_stats(c, &stats);
+    printf("steps=%llu sent=%llu dropped=%llu violations=%llu reconnects=%llu\n",
+           (unsigned long long)stats.steps, (unsigned long long)stats.records_sent,
+           (unsigned long long)stats.records_dropped, (unsigned long long)stats.violations,
+           (unsigned long long)stats.reconnects);
+    sf_client_close(c);
+    return 0;
+}
