@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nccl_agg.h"
+#include "nccl_beacon.h"
 #include "nccl_profiler_abi.h"
 #include "nccl_ship.h"
 

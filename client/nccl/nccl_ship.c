@@ -2,15 +2,14 @@
  * Flusher of the NCCL plugin: one thread per process that ships each live
  * communicator's counter deltas to the local sfd as NcclBatch datagrams over
  * the client transport (channel 1), attributed to the trainer's step and
- * enclosing stage. It owns the registry and the socket; it never runs on
- * NCCL's event path, and a slow or absent daemon only delays shipping.
+ * enclosing stage (nccl_beacon.c). It owns the registry and the socket; it
+ * never runs on NCCL's event path, and a slow or absent daemon only delays
+ * shipping.
  */
 #define _GNU_SOURCE
 #include "nccl_ship.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,15 +19,13 @@
 #include <unistd.h>
 
 #include "client_internal.h"
-#include "cuda_events.h"
 #include "ingest.pb-c.h"
+#include "nccl_beacon.h"
 #include "transport.h"
 
-#define FLUSH_PERIOD_NS_DEFAULT  (20 * INT64_C(1000000))
 #define IDLE_FLUSH_NS            (1000 * INT64_C(1000000))
 #define BEACON_RETRY_NS          (2000 * INT64_C(1000000))
 #define DEFAULT_SOCKET           "/run/stagefrontier/ingest.sock"
-#define FALLBACK_STAGE           "model.backward_cpu_wall"
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
@@ -53,77 +50,13 @@ static struct {
     struct sf__nccl_ship_stats stats;
 } st;
 
-static _Atomic(struct sf_side_beacon *) beacon;
-
-/* ---- the beacon libsfclient publishes ------------------------------------ */
-
-struct beacon_search { struct sf_side_beacon *found; const void *self_base; };
-
-static int beacon_visit(struct dl_phdr_info *info, size_t size, void *arg) {
-    struct beacon_search *bs = arg;
-    void *h, *sym;
-    (void)size;
-    if ((const void *)info->dlpi_addr == bs->self_base)
-        return 0;   /* our own copy of libsfclient's objects is never published */
-    h = dlopen(info->dlpi_name && *info->dlpi_name ? info->dlpi_name : NULL,
-               RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-        return 0;
-    sym = dlsym(h, "sf_side_beacon");
-    if (sym) {
-        struct sf_side_beacon *b = sym;
-        Dl_info di;
-        if (b->magic == SF_SIDE_BEACON_MAGIC && b->version == SF_SIDE_BEACON_VERSION &&
-            dladdr(sym, &di) && di.dli_fbase != bs->self_base) {
-            bs->found = b;
-            return 1;   /* keep h open: the beacon must stay mapped */
-        }
-    }
-    dlclose(h);
-    return 0;
-}
-
-/* libsfclient may sit in an object loaded RTLD_LOCAL (a Python extension), so
- * the global scope is not enough: ask every loaded object by its own handle. */
-static void beacon_lookup(void) {
-    struct beacon_search bs = { NULL, NULL };
-    Dl_info di;
-    if (atomic_load(&beacon))
-        return;
-    if (dladdr((void *)beacon_lookup, &di))
-        bs.self_base = di.dli_fbase;
-    dl_iterate_phdr(beacon_visit, &bs);
-    if (bs.found)
-        atomic_store(&beacon, bs.found);
-}
-
-int32_t sf__nccl_current_stage(void) {
-    struct sf_side_beacon *b = atomic_load_explicit(&beacon, memory_order_acquire);
-    return b ? atomic_load_explicit(&b->stage, memory_order_relaxed) : -1;
-}
-
 static int64_t current_step(const struct sf_nccl_comm *comm) {
-    struct sf_side_beacon *b = atomic_load_explicit(&beacon, memory_order_acquire);
-    int64_t s;
-    if (b) {
-        s = atomic_load_explicit(&b->step, memory_order_relaxed);
-        return s < 0 ? 0 : s;
-    }
+    int64_t s = sf__nccl_beacon_step();
+    if (s >= 0)
+        return s;
     /* No libsfclient in the process: count top-level NCCL groups. */
     return (int64_t)(atomic_load_explicit(&comm->agg.groups, memory_order_relaxed) /
                      st.groups_per_step);
-}
-
-/* The enclosing stage's name for a key: the published name of the stage that
- * was open when the collective was issued; otherwise all-reduce defaults to
- * the backward stage (where data-parallel gradient reduction is issued) and
- * other collectives stay unattributed (""). */
-static const char *stage_name(int32_t stage, const char *collective) {
-    struct sf_side_beacon *b = atomic_load_explicit(&beacon, memory_order_acquire);
-    if (b && stage >= 0 &&
-        (uint32_t)stage < atomic_load_explicit(&b->n_names, memory_order_acquire))
-        return b->names[stage];
-    return strcmp(collective, "AllReduce") == 0 ? FALLBACK_STAGE : "";
 }
 
 /* ---- configuration from the environment ---------------------------------- */
@@ -192,7 +125,7 @@ static uint32_t accumulation_of(const char *name) {
  * the accumulation their @k suffixes imply. Without libsfclient in the
  * process, the default six stages. Settled before the first connect. */
 static bool hello_schema(void) {
-    struct sf_side_beacon *b = atomic_load(&beacon);
+    struct sf_side_beacon *b = sf__nccl_beacon();
     const char *names[SF_SIDE_MAX_STAGES];
     struct sf__schema s;
     uint32_t n = b ? atomic_load_explicit(&b->n_names, memory_order_acquire) : 0, acc = 1;
@@ -260,7 +193,8 @@ static int ship_stage(struct sf_nccl_comm *comm, const char *stage, int64_t step
 
     for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
         const struct sf_nccl_key *k = &comm->agg.keys[i];
-        if (!key_delta(comm, i, &deltas[n]) || strcmp(stage_name(k->stage, k->collective), stage))
+        if (!key_delta(comm, i, &deltas[n]) ||
+            strcmp(sf__nccl_stage_name(k->stage, k->collective), stage))
             continue;
         stagefrontier__nccl_aggregate__init(&aggs[n]);
         aggs[n].collective = (char *)k->collective;
@@ -327,7 +261,7 @@ static void flush_comm(struct sf_nccl_comm *comm, int64_t step, int64_t now) {
         size_t j;
         if (!key_delta(comm, i, &d))
             continue;
-        s = stage_name(k->stage, k->collective);
+        s = sf__nccl_stage_name(k->stage, k->collective);
         for (j = 0; j < n_stages && strcmp(stages[j], s); j++)
             ;
         if (j == n_stages)
@@ -350,8 +284,8 @@ static void flush_all(bool force) {
 
     if (!st.can_ship || !reg_head)
         return;
-    if (!atomic_load(&beacon) && now >= st.beacon_retry_ns) {
-        beacon_lookup();
+    if (!sf__nccl_beacon() && now >= st.beacon_retry_ns) {
+        sf__nccl_beacon_lookup();
         st.beacon_retry_ns = now + BEACON_RETRY_NS;
     }
     step = current_step(reg_head);
@@ -407,7 +341,7 @@ int sf__nccl_ship_register(struct sf_nccl_comm *comm) {
 
     pthread_mutex_lock(&reg_lock);
     if (!st.configured) {
-        beacon_lookup();
+        sf__nccl_beacon_lookup();
         configure(comm);
         atexit(exit_flush);
         pthread_condattr_init(&ca);

@@ -25,9 +25,6 @@ struct sf_nccl_comm {
     struct sf_nccl_comm *next;
 };
 
-/* The enclosing stage id now (-1 unknown): read on NCCL's thread. */
-int32_t sf__nccl_current_stage(void);
-
 /* Registers a communicator (starting the flusher with the first) or, at
  * finalize, flushes it a last time and unregisters it (stopping the flusher
  * with the last). -errno on failure; the plugin then still counts. */

@@ -1,0 +1,26 @@
+/*
+ * The NCCL plugin's view of the trainer: the step and ordered stage that
+ * libsfclient publishes in its beacon (client/lib/cuda_events.h), found among
+ * the process's loaded objects. Reads are lock-free and fit NCCL's threads;
+ * the lookup itself runs only at init and on the flusher thread.
+ */
+#ifndef SF_NCCL_BEACON_H
+#define SF_NCCL_BEACON_H
+
+#include <stdint.h>
+
+#include "cuda_events.h"
+
+/* Searches the loaded objects for a valid beacon once found, keeps it. */
+void sf__nccl_beacon_lookup(void);
+/* The beacon, or NULL while none was found. */
+struct sf_side_beacon *sf__nccl_beacon(void);
+/* The open ordered stage id, -1 when none or no beacon. */
+int32_t sf__nccl_current_stage(void);
+/* The open step (>= 0), or -1 without a beacon. */
+int64_t sf__nccl_beacon_step(void);
+/* The enclosing stage's name for a stage id recorded at enqueue: the published
+ * name; otherwise "model.backward_cpu_wall" for an AllReduce, else "". */
+const char *sf__nccl_stage_name(int32_t stage, const char *collective);
+
+#endif
