@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -263,6 +264,15 @@ int sfd_listener_open(struct sfd *d, struct sfd_listener *l, const char *path, m
         l->created = false;
     }
     snprintf(l->path, sizeof(l->path), "%s", path);
+    if (!l->created) {
+        /* name the socket systemd passed, for the logs */
+        struct sockaddr_un sa;
+        socklen_t len = sizeof(sa);
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_family == AF_UNIX &&
+            len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] != '\0')
+            snprintf(l->path, sizeof(l->path), "%.*s",
+                     (int)(len - offsetof(struct sockaddr_un, sun_path)), sa.sun_path);
+    }
     int r = uv_poll_init(d->loop, &l->poll, fd);
     if (r < 0) {
         if (l->created) {

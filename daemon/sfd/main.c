@@ -240,8 +240,9 @@ static int start(struct sfd *d)
     r = sfd_notify_start(d);
     if (r < 0)
         return r;
-    sfd_log(SFD_LOG_NOTICE, NULL, "listening: ingest %s, query %s%s", d->cfg.ingest_path,
-            d->cfg.query_path, fi >= 0 ? " (socket activated)" : "");
+    sfd_log(SFD_LOG_NOTICE, NULL, "listening: ingest %s%s, query %s%s", d->ingest.path,
+            fi >= 0 ? " (socket activated)" : "", d->query.path,
+            fq >= 0 ? " (socket activated)" : "");
     sfd_notify_ready(d);
     return 0;
 }

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,35 @@ static struct sfd_window *find_open(struct sfd_job *job, int64_t index)
     return NULL;
 }
 
+static struct sfd_window *oldest_open(struct sfd_job *job)
+{
+    struct sfd_window *o = NULL;
+    for (uint32_t i = 0; i < job->n_open; i++)
+        if (o == NULL || job->open[i]->meta.index < o->meta.index)
+            o = job->open[i];
+    return o;
+}
+
+/* Under pressure (too many open windows, or max_pending_steps rows) the
+ * oldest open window closes now, as if its deadline had passed, instead of
+ * refusing the newer records: the laggard ranks become its downgrade. Only
+ * windows older than `index` are closed. Returns true when room was made. */
+static bool make_room(struct sfd_job *job, int64_t index, size_t rows_needed)
+{
+    bool closed = false;
+    while (job->n_open >= SFD_MAX_OPEN_WINDOWS ||
+           (rows_needed && job->pending_rows + rows_needed > job->sfd->cfg.max_pending_steps)) {
+        struct sfd_window *o = oldest_open(job);
+        if (o == NULL || o->meta.index >= index)
+            return closed && job->n_open < SFD_MAX_OPEN_WINDOWS &&
+                   (!rows_needed ||
+                    job->pending_rows + rows_needed <= job->sfd->cfg.max_pending_steps);
+        sfd_window_close(job, o, 0);
+        closed = true;
+    }
+    return true;
+}
+
 /* The open window of an index, opened on demand unless it already closed. */
 static struct sfd_window *get_window(struct sfd_job *job, int64_t index, enum sfd_reject *ret_why)
 {
@@ -93,7 +123,7 @@ static struct sfd_window *get_window(struct sfd_job *job, int64_t index, enum sf
         *ret_why = SFD_REJ_LATE;
         return NULL;
     }
-    if (job->n_open >= SFD_MAX_OPEN_WINDOWS) {
+    if (job->n_open >= SFD_MAX_OPEN_WINDOWS && !make_room(job, index, 0)) {
         *ret_why = SFD_REJ_PENDING;
         return NULL;
     }
@@ -147,7 +177,7 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
     struct sfd_window *w = get_window(job, index, ret_why);
     if (w == NULL)
         return -ENOSPC;
-    if (job->pending_rows >= job->sfd->cfg.max_pending_steps) {
+    if (job->pending_rows >= job->sfd->cfg.max_pending_steps && !make_room(job, index, 1)) {
         w->meta.rejected_records++;
         *ret_why = SFD_REJ_PENDING;
         return -ENOSPC;
