@@ -68,6 +68,7 @@ static uint32_t key_find(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info
     h = fnv1a(h, ci->proto);
     h = (h ^ bucket) * UINT64_C(0x100000001b3);
     h = (h ^ (uint32_t)ci->stage) * UINT64_C(0x100000001b3);
+    h = (h ^ (uint64_t)(ci->step & 1)) * UINT64_C(0x100000001b3);
     if (h == 0)
         h = 1;
     for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
@@ -86,6 +87,7 @@ static uint32_t key_find(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info
             copy_name(k->protocol, ci->proto);
             k->size_bucket = bucket;
             k->stage = ci->stage;
+            k->epoch = (uint32_t)(ci->step & 1);
             atomic_store_explicit(&k->published, 1, memory_order_release);
             return idx;
         }
@@ -93,6 +95,13 @@ static uint32_t key_find(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info
             return idx;
     }
     return UINT32_MAX;
+}
+
+static void fetch_max_i64(_Atomic int64_t *a, int64_t v) {
+    int64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                             memory_order_relaxed))
+        ;
 }
 
 /* A ring slot is busy only while a kernel channel of its collective is in
@@ -125,6 +134,7 @@ struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct s
         atomic_fetch_add_explicit(&agg->dropped, 1, memory_order_relaxed);
         return NULL;
     }
+    fetch_max_i64(&agg->keys[key].last_step, ci->step);
     atomic_fetch_add_explicit(&agg->keys[key].count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&agg->keys[key].bytes, bytes, memory_order_relaxed);
     c = coll_claim(agg);

@@ -2,7 +2,9 @@
  * Lock-free aggregation of NCCL collectives for one communicator: fixed pools
  * sized at init, atomics only on NCCL's threads, drop-and-count when a pool is
  * full. Cumulative counters are never reset; the flusher ships deltas, so it
- * never races with writers. No I/O here.
+ * never races with writers. Keys are split by step parity and remember their
+ * latest step, so a flush that comes after a step change still ships each
+ * step's collectives under their own step. No I/O here.
  */
 #ifndef SF_NCCL_AGG_H
 #define SF_NCCL_AGG_H
@@ -27,6 +29,8 @@ struct sf_nccl_key {
     char algorithm[SF_NCCL_NAME_LEN + 1], protocol[SF_NCCL_NAME_LEN + 1];
     uint32_t size_bucket;
     int32_t stage;                  /* enclosing stage id, -1 unknown */
+    uint32_t epoch;                 /* parity of the steps counted here */
+    _Atomic int64_t last_step;      /* latest step counted here */
     _Atomic uint64_t count, bytes, gpu_ns, timed;
 };
 
@@ -68,6 +72,7 @@ struct sf_nccl_coll_info {
     uint64_t count;
     uint32_t n_channels;
     int32_t stage;
+    int64_t step;                   /* the trainer's step at enqueue, >= 0 */
 };
 
 void sf__nccl_agg_init(struct sf_nccl_agg *agg);

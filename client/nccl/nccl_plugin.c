@@ -62,12 +62,15 @@ static ncclResult_t comm_finalize(void *context) {
 
 /* Shared by both versions once the descriptor is read. */
 static void *start_common(struct sf_nccl_comm *comm, uint64_t type, void *parent,
-                          const struct sf_nccl_coll_info *ci, uint64_t gpu_start) {
+                          struct sf_nccl_coll_info *ci, uint64_t gpu_start) {
     switch (type) {
     case SF_NCCL_EV_GROUP:
         return &comm->agg.group_tag;
     case SF_NCCL_EV_COLL:
     case SF_NCCL_EV_P2P:
+        /* Step and stage as the trainer stands while NCCL enqueues. */
+        ci->stage = sf__nccl_current_stage();
+        ci->step = sf__nccl_step_now(&comm->agg);
         return sf__nccl_coll_start(&comm->agg, ci);
     case SF_NCCL_EV_PROXY_OP:
         return &comm->agg.proxy_tag;
@@ -119,7 +122,7 @@ static ncclResult_t v5_init(void **context, uint64_t comm_id, int *mask, const c
 }
 
 static ncclResult_t v5_start(void *context, void **handle, sf_nccl_descr_v5 *d) {
-    struct sf_nccl_coll_info ci = { .stage = -1 };
+    struct sf_nccl_coll_info ci = { 0 };
     uint64_t gpu_start = 0;
 
     if (!handle)
@@ -128,13 +131,12 @@ static ncclResult_t v5_start(void *context, void **handle, sf_nccl_descr_v5 *d) 
     if (!context || !d)
         return ncclSuccess;
     if (d->type == SF_NCCL_EV_COLL) {
-        ci = (struct sf_nccl_coll_info){ d->coll.func, d->coll.datatype, d->coll.algo,
-                                         d->coll.proto, d->coll.count, d->coll.n_channels,
-                                         sf__nccl_current_stage() };
+        ci = (struct sf_nccl_coll_info){ .func = d->coll.func, .datatype = d->coll.datatype,
+                                         .algo = d->coll.algo, .proto = d->coll.proto,
+                                         .count = d->coll.count, .n_channels = d->coll.n_channels };
     } else if (d->type == SF_NCCL_EV_P2P) {
-        ci = (struct sf_nccl_coll_info){ d->p2p.func, d->p2p.datatype, NULL, NULL,
-                                         d->p2p.count, d->p2p.n_channels,
-                                         sf__nccl_current_stage() };
+        ci = (struct sf_nccl_coll_info){ .func = d->p2p.func, .datatype = d->p2p.datatype,
+                                         .count = d->p2p.count, .n_channels = d->p2p.n_channels };
     } else if (d->type == SF_NCCL_EV_KERNEL_CH) {
         gpu_start = d->kernel_ch.gpu_timer_start;
     }
@@ -160,7 +162,7 @@ static ncclResult_t v4_init(void **context, int *mask, const char *name, uint64_
 }
 
 static ncclResult_t v4_start(void *context, void **handle, sf_nccl_descr_v4 *d) {
-    struct sf_nccl_coll_info ci = { .stage = -1 };
+    struct sf_nccl_coll_info ci = { 0 };
     uint64_t gpu_start = 0;
 
     if (!handle)
@@ -169,13 +171,12 @@ static ncclResult_t v4_start(void *context, void **handle, sf_nccl_descr_v4 *d) 
     if (!context || !d)
         return ncclSuccess;
     if (d->type == SF_NCCL_EV_COLL) {
-        ci = (struct sf_nccl_coll_info){ d->coll.func, d->coll.datatype, d->coll.algo,
-                                         d->coll.proto, d->coll.count, d->coll.n_channels,
-                                         sf__nccl_current_stage() };
+        ci = (struct sf_nccl_coll_info){ .func = d->coll.func, .datatype = d->coll.datatype,
+                                         .algo = d->coll.algo, .proto = d->coll.proto,
+                                         .count = d->coll.count, .n_channels = d->coll.n_channels };
     } else if (d->type == SF_NCCL_EV_P2P) {
-        ci = (struct sf_nccl_coll_info){ d->p2p.func, d->p2p.datatype, NULL, NULL,
-                                         d->p2p.count, d->p2p.n_channels,
-                                         sf__nccl_current_stage() };
+        ci = (struct sf_nccl_coll_info){ .func = d->p2p.func, .datatype = d->p2p.datatype,
+                                         .count = d->p2p.count, .n_channels = d->p2p.n_channels };
     } else if (d->type == SF_NCCL_EV_KERNEL_CH) {
         gpu_start = d->kernel_ch.gpu_timer_start;
     }

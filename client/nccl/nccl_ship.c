@@ -50,13 +50,15 @@ static struct {
     struct sf__nccl_ship_stats stats;
 } st;
 
-static int64_t current_step(const struct sf_nccl_comm *comm) {
+/* groups_per_step is written once, at the first init, before NCCL can send
+ * that communicator any event; afterwards it is only read. */
+int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg) {
     int64_t s = sf__nccl_beacon_step();
+    uint64_t per = st.groups_per_step ? st.groups_per_step : 1;
     if (s >= 0)
         return s;
     /* No libsfclient in the process: count top-level NCCL groups. */
-    return (int64_t)(atomic_load_explicit(&comm->agg.groups, memory_order_relaxed) /
-                     st.groups_per_step);
+    return (int64_t)(atomic_load_explicit(&agg->groups, memory_order_relaxed) / per);
 }
 
 /* ---- configuration from the environment ---------------------------------- */
@@ -164,37 +166,55 @@ static int connect_now(int64_t now) {
 
 /* ---- flushing ------------------------------------------------------------ */
 
-struct delta { uint64_t count, bytes, gpu_ns, timed; };
+/* What one key has to ship, read once per flush: its step first, then the
+ * counters (a key is counted after its step is raised), so a delta is never
+ * shipped under a step older than the one its newest collective ran in. */
+struct pending {
+    uint32_t key;
+    int64_t step;
+    const char *stage;
+    uint64_t count, bytes, gpu_ns, timed;
+};
 
-static bool key_delta(const struct sf_nccl_comm *comm, uint32_t i, struct delta *d) {
-    const struct sf_nccl_key *k = &comm->agg.keys[i];
-    if (!atomic_load_explicit(&k->published, memory_order_acquire))
-        return false;
-    d->count = atomic_load_explicit(&k->count, memory_order_relaxed) - comm->sent[i].count;
-    d->bytes = atomic_load_explicit(&k->bytes, memory_order_relaxed) - comm->sent[i].bytes;
-    d->gpu_ns = atomic_load_explicit(&k->gpu_ns, memory_order_relaxed) - comm->sent[i].gpu_ns;
-    d->timed = atomic_load_explicit(&k->timed, memory_order_relaxed) - comm->sent[i].timed;
-    return d->count || d->timed;
+static size_t snapshot(const struct sf_nccl_comm *comm, struct pending *out) {
+    size_t n = 0;
+    for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
+        const struct sf_nccl_key *k = &comm->agg.keys[i];
+        struct pending *p = &out[n];
+        if (!atomic_load_explicit(&k->published, memory_order_acquire))
+            continue;
+        p->key = i;
+        p->step = atomic_load_explicit(&k->last_step, memory_order_acquire);
+        p->count = atomic_load_explicit(&k->count, memory_order_relaxed) - comm->sent[i].count;
+        p->bytes = atomic_load_explicit(&k->bytes, memory_order_relaxed) - comm->sent[i].bytes;
+        p->gpu_ns = atomic_load_explicit(&k->gpu_ns, memory_order_relaxed) - comm->sent[i].gpu_ns;
+        p->timed = atomic_load_explicit(&k->timed, memory_order_relaxed) - comm->sent[i].timed;
+        p->stage = sf__nccl_stage_name(k->stage, k->collective);
+        if (p->count || p->timed)
+            n++;
+    }
+    return n;
 }
 
-/* Ships one NcclBatch for the keys of comm whose enclosing stage name is
- * stage; marks them sent only when the datagram went out, so a full socket or
- * an absent daemon delays figures instead of losing them. */
-static int ship_stage(struct sf_nccl_comm *comm, const char *stage, int64_t step,
-                      uint64_t dropped, bool *ret_dropped_sent, int64_t now) {
+/* Ships one NcclBatch: the pending keys of one (stage, step). Keys are marked
+ * sent only when the datagram went out, so a full socket or an absent daemon
+ * delays figures instead of losing them. With no key (drops only), an empty
+ * batch carries the drops. */
+static int ship_group(struct sf_nccl_comm *comm, const struct pending *pend, size_t n_pend,
+                      const char *stage, int64_t step, uint64_t dropped, bool *ret_dropped_sent,
+                      int64_t now) {
     static Stagefrontier__NcclAggregate aggs[SF_NCCL_MAX_KEYS];
     static Stagefrontier__NcclAggregate *aptr[SF_NCCL_MAX_KEYS];
-    static uint32_t idx[SF_NCCL_MAX_KEYS];
-    static struct delta deltas[SF_NCCL_MAX_KEYS];
+    static const struct pending *used[SF_NCCL_MAX_KEYS];
     Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     size_t n = 0;
     int r;
 
-    for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
-        const struct sf_nccl_key *k = &comm->agg.keys[i];
-        if (!key_delta(comm, i, &deltas[n]) ||
-            strcmp(sf__nccl_stage_name(k->stage, k->collective), stage))
+    for (size_t j = 0; j < n_pend; j++) {
+        const struct pending *p = &pend[j];
+        const struct sf_nccl_key *k = &comm->agg.keys[p->key];
+        if (p->step != step || strcmp(p->stage, stage))
             continue;
         stagefrontier__nccl_aggregate__init(&aggs[n]);
         aggs[n].collective = (char *)k->collective;
@@ -203,16 +223,16 @@ static int ship_stage(struct sf_nccl_comm *comm, const char *stage, int64_t step
         aggs[n].protocol = (char *)k->protocol;
         aggs[n].has_size_bucket = aggs[n].has_count = aggs[n].has_bytes = 1;
         aggs[n].size_bucket = k->size_bucket;
-        aggs[n].count = deltas[n].count;
-        aggs[n].bytes = deltas[n].bytes;
-        aggs[n].has_gpu_time_ns = aggs[n].has_timed_count = deltas[n].timed > 0;
-        aggs[n].gpu_time_ns = deltas[n].gpu_ns;
-        aggs[n].timed_count = deltas[n].timed;
+        aggs[n].count = p->count;
+        aggs[n].bytes = p->bytes;
+        aggs[n].has_gpu_time_ns = aggs[n].has_timed_count = p->timed > 0;
+        aggs[n].gpu_time_ns = p->gpu_ns;
+        aggs[n].timed_count = p->timed;
         aptr[n] = &aggs[n];
-        idx[n++] = i;
+        used[n++] = p;
     }
     if (n == 0 && *ret_dropped_sent)
-        return 0;   /* an empty batch only carries drops nobody has shipped */
+        return 0;
     b.step = step;
     b.comm_name = comm->name;
     b.has_comm_hash = b.has_comm_ranks = b.has_comm_nodes = 1;
@@ -235,11 +255,11 @@ static int ship_stage(struct sf_nccl_comm *comm, const char *stage, int64_t step
     }
     st.stats.batches_sent++;
     for (size_t j = 0; j < n; j++) {
-        uint32_t i = idx[j];
-        comm->sent[i].count += deltas[j].count;
-        comm->sent[i].bytes += deltas[j].bytes;
-        comm->sent[i].gpu_ns += deltas[j].gpu_ns;
-        comm->sent[i].timed += deltas[j].timed;
+        const struct pending *p = used[j];
+        comm->sent[p->key].count += p->count;
+        comm->sent[p->key].bytes += p->bytes;
+        comm->sent[p->key].gpu_ns += p->gpu_ns;
+        comm->sent[p->key].timed += p->timed;
     }
     if (!*ret_dropped_sent) {
         comm->dropped_sent = dropped;
@@ -248,37 +268,34 @@ static int ship_stage(struct sf_nccl_comm *comm, const char *stage, int64_t step
     return 0;
 }
 
-static void flush_comm(struct sf_nccl_comm *comm, int64_t step, int64_t now) {
-    const char *stages[SF_NCCL_MAX_KEYS];
-    size_t n_stages = 0;
+/* One batch per (enclosing stage, step) that has something to ship. */
+static void flush_comm(struct sf_nccl_comm *comm, int64_t now) {
+    static struct pending pend[SF_NCCL_MAX_KEYS];
+    static bool done[SF_NCCL_MAX_KEYS];
     uint64_t dropped = atomic_load_explicit(&comm->agg.dropped, memory_order_relaxed);
     bool dropped_sent = dropped == comm->dropped_sent;
-    struct delta d;
+    size_t n = snapshot(comm, pend);
 
-    for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
-        const struct sf_nccl_key *k = &comm->agg.keys[i];
-        const char *s;
-        size_t j;
-        if (!key_delta(comm, i, &d))
+    memset(done, 0, sizeof done);
+    for (size_t j = 0; j < n; j++) {
+        if (done[j])
             continue;
-        s = sf__nccl_stage_name(k->stage, k->collective);
-        for (j = 0; j < n_stages && strcmp(stages[j], s); j++)
-            ;
-        if (j == n_stages)
-            stages[n_stages++] = s;
-    }
-    for (size_t j = 0; j < n_stages; j++)
-        if (ship_stage(comm, stages[j], step, dropped, &dropped_sent, now) < 0)
+        for (size_t i = j; i < n; i++)
+            if (pend[i].step == pend[j].step && !strcmp(pend[i].stage, pend[j].stage))
+                done[i] = true;
+        if (ship_group(comm, pend, n, pend[j].stage, pend[j].step, dropped, &dropped_sent,
+                       now) < 0)
             return;   /* try again at the next tick */
-    /* Drops with nothing else to ship (a full key table) still reach sfd:
-     * every delta went out above, so this batch has no aggregates. */
+    }
+    /* Drops with nothing else to ship (a full key table) still reach sfd. */
     if (!dropped_sent)
-        ship_stage(comm, "", step, dropped, &dropped_sent, now);
+        ship_group(comm, pend, 0, "", sf__nccl_step_now(&comm->agg), dropped, &dropped_sent,
+                   now);
 }
 
-/* Called with reg_lock held. Collectives counted since the previous tick were
- * issued, up to the cadence, in the step observed at that tick: they ship
- * under it when the step moves on, after an idle second, or at the end. */
+/* Called with reg_lock held. Every key ships under its own latest step, so
+ * the cadence only decides batch sizes: a flush when the trainer's step moves
+ * on, after an idle second, or at the end. */
 static void flush_all(bool force) {
     int64_t now = sf__now_ns(), step;
 
@@ -288,7 +305,7 @@ static void flush_all(bool force) {
         sf__nccl_beacon_lookup();
         st.beacon_retry_ns = now + BEACON_RETRY_NS;
     }
-    step = current_step(reg_head);
+    step = sf__nccl_step_now(&reg_head->agg);
     if (st.last_step < 0)
         st.last_step = step;
     if (!force && step == st.last_step && now - st.last_ship_ns < IDLE_FLUSH_NS)
@@ -297,7 +314,7 @@ static void flush_all(bool force) {
     if (connect_now(now) < 0)
         goto out;
     for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
-        flush_comm(c, st.last_step, now);
+        flush_comm(c, now);
 out:
     st.last_ship_ns = now;
     st.last_step = step;
@@ -327,11 +344,9 @@ static void *flusher_main(void *arg) {
 static void exit_flush(void) {
     int64_t now = sf__now_ns();
     pthread_mutex_lock(&reg_lock);
-    if (st.can_ship && reg_head && connect_now(now) >= 0) {
-        int64_t step = current_step(reg_head);
+    if (st.can_ship && reg_head && connect_now(now) >= 0)
         for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
-            flush_comm(c, st.last_step >= 0 && st.last_step < step ? st.last_step : step, now);
-    }
+            flush_comm(c, now);
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -367,11 +382,8 @@ void sf__nccl_ship_unregister(struct sf_nccl_comm *comm) {
 
     pthread_mutex_lock(&reg_lock);
     /* A last flush so a communicator destroyed mid-window still reports. */
-    if (st.can_ship && connect_now(sf__now_ns()) >= 0) {
-        int64_t step = current_step(comm);
-        flush_comm(comm, st.last_step >= 0 && st.last_step < step ? st.last_step : step,
-                   sf__now_ns());
-    }
+    if (st.can_ship && connect_now(sf__now_ns()) >= 0)
+        flush_comm(comm, sf__now_ns());
     for (struct sf_nccl_comm **p = &reg_head; *p; p = &(*p)->next)
         if (*p == comm) {
             *p = comm->next;

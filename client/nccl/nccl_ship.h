@@ -25,6 +25,10 @@ struct sf_nccl_comm {
     struct sf_nccl_comm *next;
 };
 
+/* The trainer's step now, >= 0: the published one, else the communicator's
+ * top-level NCCL groups / SF_NCCL_GROUPS_PER_STEP. Lock-free. */
+int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg);
+
 /* Registers a communicator (starting the flusher with the first) or, at
  * finalize, flushes it a last time and unregisters it (stopping the flusher
  * with the last). -errno on failure; the plugin then still counts. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -58,6 +59,11 @@ static struct {
     char hello_job[129];
     uint64_t dropped;
     int64_t min_step, max_step;
+    /* comm-a's all-reduce count by batch step (steps 96..111), under lock:
+     * the test waits on it to pace its steps against the plugin's flushes. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t ar_by_step[16];
     size_t n_rows;
     struct row rows[MAX_ROWS];
 } srv;
@@ -71,6 +77,13 @@ static void add_batch(const Stagefrontier__NcclBatch *b) {
     for (size_t i = 0; i < b->n_aggregates; i++) {
         const Stagefrontier__NcclAggregate *a = b->aggregates[i];
         struct row key = { .bucket = a->size_bucket };
+        if (b->comm_name && !strcmp(b->comm_name, "comm-a") &&
+            !strcmp(a->collective, "AllReduce") && b->step >= 96 && b->step < 112) {
+            pthread_mutex_lock(&srv.lock);
+            srv.ar_by_step[b->step - 96] += a->count;
+            pthread_cond_broadcast(&srv.cond);
+            pthread_mutex_unlock(&srv.lock);
+        }
         size_t j;
         snprintf(key.comm, sizeof key.comm, "%s", b->comm_name ? b->comm_name : "");
         snprintf(key.stage, sizeof key.stage, "%s", b->enclosing_stage ? b->enclosing_stage : "");
@@ -148,6 +161,22 @@ static const struct row *find_row(const char *comm, const char *stage, const cha
             return r;
     }
     return NULL;
+}
+
+/* Waits until comm-a's all-reduces of step reached the fake sfd: the plugin
+ * flushes when the trainer's step moves on. Only a timeout fails. */
+static void wait_step_shipped(int64_t step, uint64_t expect) {
+    struct timespec deadline;
+    int ok;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 30;
+    pthread_mutex_lock(&srv.lock);
+    while (!(ok = srv.ar_by_step[step - 96] >= expect))
+        if (pthread_cond_timedwait(&srv.cond, &srv.lock, &deadline) != 0)
+            break;
+    ok = srv.ar_by_step[step - 96] >= expect;
+    pthread_mutex_unlock(&srv.lock);
+    assert_true(ok);
 }
 
 /* ---- driving the plugin as NCCL does ------------------------------------- */
@@ -304,10 +333,18 @@ static void test_drive_and_ship(void **state) {
 
     if (beacon_mode)
         atomic_store(&sf_side_beacon.stage, 2);
-    /* Kernel timing present: two channels, span SPAN_NS each. 1 Mi floats = 2^22 bytes. */
+    /* Kernel timing present: two channels, span SPAN_NS each. 1 Mi floats = 2^22 bytes.
+     * With the beacon, steps 100..103 get 10 each. Two steps run back to back
+     * before the test waits for their batches: a flush that comes after the
+     * step moved on must still ship each step under its own index. */
     for (int i = 0; i < N_ALLREDUCE; i++) {
-        if (beacon_mode)
+        if (beacon_mode && i % 10 == 0) {
             atomic_store(&sf_side_beacon.step, 100 + i / 10);
+            if (i == 20) {
+                wait_step_shipped(100, 10);
+                wait_step_shipped(101, 10);
+            }
+        }
         collective5(a, "AllReduce", "ncclFloat32", 1u << 20, "RING", 2,
                     UINT64_C(1000000000) + (uint64_t)i * 1000000, SPAN_NS);
     }
@@ -405,7 +442,9 @@ static void test_drive_and_ship(void **state) {
     assert_int_equal(keys_k, SF_NCCL_KEYS);
     assert_int_equal(count_k, SF_NCCL_KEYS);
 
-    if (beacon_mode) {    /* collectives ran in steps 100..103; 99 was open first */
+    if (beacon_mode) {    /* every step's all-reduces under that step, exactly */
+        for (int64_t st = 96; st < 112; st++)
+            assert_int_equal(srv.ar_by_step[st - 96], st >= 100 && st <= 103 ? 10 : 0);
         assert_true(srv.min_step >= 99);
         assert_true(srv.max_step <= 103);
     }
@@ -423,6 +462,8 @@ static int setup_server(void) {
     if (srv.listen_fd < 0 || bind(srv.listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
         listen(srv.listen_fd, 4) < 0)
         return -1;
+    pthread_mutex_init(&srv.lock, NULL);
+    pthread_cond_init(&srv.cond, NULL);
     srv.min_step = INT64_MAX;
     srv.max_step = INT64_MIN;
     if (pthread_create(&srv.thread, NULL, server_main, NULL) != 0)
