@@ -353,6 +353,18 @@ static void test_drive_and_ship(void **state) {
     /* Kernel timing absent: counted, no GPU time. 1000 bf16 = 2000 bytes, bucket 10. */
     for (int i = 0; i < 7; i++)
         collective5(a, "AllGather", "ncclBfloat16", 1000, "RING", 1, 0, 0);
+    /* Point-to-point: a Send of 4096 bytes (bucket 12), timed by its channel. */
+    {
+        sf_nccl_descr_v5 g = { .type = SF_NCCL_EV_GROUP }, p2p = { .type = SF_NCCL_EV_P2P };
+        void *gh = start5(a, &g), *ph;
+        p2p.p2p = (struct sf_nccl_p2p_v5){ .func = "Send", .datatype = "ncclInt8", .count = 4096,
+                                           .peer = 1, .n_channels = 1, .parent_group = gh };
+        ph = start5(a, &p2p);
+        assert_non_null(ph);
+        stop(ph);
+        kernel_channel5(a, ph, 0, 7000, 7700);
+        stop(gh);
+    }
     /* Another communicator, and a channel that never reports: timing incomplete. */
     collective5(b, "AllReduce", "ncclFloat64", 3, "TREE", 4, 5000, 0);
 
@@ -412,6 +424,13 @@ static void test_drive_and_ship(void **state) {
     assert_int_equal(r->bytes, 7 * 2000);
     assert_int_equal(r->timed, 0);
     assert_int_equal(r->gpu_ns, 0);
+
+    r = find_row("comm-a", "", "Send", "", 12);              /* no algorithm for p2p */
+    assert_non_null(r);
+    assert_int_equal(r->count, 1);
+    assert_int_equal(r->bytes, 4096);
+    assert_int_equal(r->timed, 1);
+    assert_int_equal(r->gpu_ns, 700);
 
     r = find_row("comm-b", "model.backward_cpu_wall", "AllReduce", "TREE", 4);
     assert_non_null(r);
