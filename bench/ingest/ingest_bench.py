@@ -52,11 +52,19 @@ def job_counts(sfctl, query, job):
     return 0, 0
 
 
-def run_once(a, d, job, rate_total):
+def cpu_seconds(pid):
+    """User + system CPU time of a process, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(a, d, job, rate_total, sfd_pid):
     ingest = os.path.join(d, "run", "ingest.sock")
     query = os.path.join(d, "run", "query.sock")
     per = rate_total / a.senders if rate_total else 0
     procs = []
+    c0 = cpu_seconds(sfd_pid)
     t0 = time.monotonic()
     for r in range(a.senders):
         args = [a.sender, "--socket", ingest, "--job", job, "--rank", str(r), "--world",
@@ -79,9 +87,11 @@ def run_once(a, d, job, rate_total):
             break
         time.sleep(0.005)
     t1 = time.monotonic()
+    cpu = cpu_seconds(sfd_pid) - c0
     total = a.senders * a.records
     return dict(offered=rate_total, sent=sent, dropped=dropped, ingested=got, rejected=rej,
-                lost=total - got, seconds=t1 - t0, rate=got / (t1 - t0))
+                lost=total - got, seconds=t1 - t0, rate=got / (t1 - t0), cpu=cpu,
+                per_cpu=got / cpu if cpu > 0 else float("nan"))
 
 
 def main():
@@ -105,20 +115,24 @@ def main():
         wait_socket(os.path.join(d, "run", "query.sock"), sfd)
         print("%d senders x %d records, batch %d, one job of %d ranks"
               % (a.senders, a.records, a.batch, a.senders))
-        print("%12s %12s %10s %10s %10s %8s" % ("offered/s", "ingested/s", "dropped",
-                                                "rejected", "lost", "seconds"))
-        best = 0
+        print("%12s %12s %10s %10s %10s %8s %8s %14s" % ("offered/s", "ingested/s", "dropped",
+                                                        "rejected", "lost", "seconds", "sfd cpu",
+                                                        "rec/sfd-cpu-s"))
+        best = prev_ok = 0
         results = []
         for i, rate in enumerate([int(x) for x in a.rates.split(",") if x] + [0]):
-            r = run_once(a, d, "bench%d" % i, rate)
+            r = run_once(a, d, "bench%d" % i, rate, sfd.pid)
             results.append(r)
-            print("%12s %12.0f %10d %10d %10d %8.2f" % (rate or "unpaced", r["rate"],
-                                                        r["dropped"], r["rejected"], r["lost"],
-                                                        r["seconds"]))
-            if rate and r["lost"] == 0:
-                best = max(best, rate)
+            print("%12s %12.0f %10d %10d %10d %8.2f %8.2f %14.0f"
+                  % (rate or "unpaced", r["rate"], r["dropped"], r["rejected"], r["lost"],
+                     r["seconds"], r["cpu"], r["per_cpu"]))
+            if rate and r["lost"] == 0 and best == prev_ok:
+                best = rate         # every offered rate up to this one was lossless
+            prev_ok = rate if rate and r["lost"] == 0 and best == rate else -1
         unpaced = results[-1]
-        print("highest lossless offered rate: %d records/s" % best)
+        print("highest offered rate lossless at and below: %d records/s" % best)
+        print("sfd CPU cost: %.0f records per sfd CPU-second (median over the runs)"
+              % sorted(r["per_cpu"] for r in results)[len(results) // 2])
         print("unpaced: %.0f records/s ingested (%d dropped by the senders)"
               % (unpaced["rate"], unpaced["dropped"]))
     finally:
