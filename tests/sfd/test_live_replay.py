@@ -65,6 +65,15 @@ def main():
         check("incomplete_steps" in reasons(by[2]), "window 2: %s" % reasons(by[2]))
         check(not reasons(by[3]) & {"dropped_records", "contract_violations",
                                     "incomplete_steps"}, "window 3: %s" % reasons(by[3]))
+        # Many kept windows: the record and report answers span many 48 KiB
+        # chunks and more than a socket buffer, so sfd must resume sending as
+        # the reader drains.
+        run_job(sfd, "big", 24, 202, batch=64)
+        ws = live_vs_replay(sfd, "big", 16)
+        check([w["window"]["index"] for w in ws] == list(range(4, 20)), "kept windows")
+        rec = os.path.join(sfd.dir, "big.jsonl")
+        check(os.path.getsize(rec) > 256 * 1024, "record spans many chunks")
+
         check(sfd.stop() == 0, "sfd did not exit cleanly")
         check("loop closed with live handles" not in sfd.logtext(), "handles leaked")
     finally:
