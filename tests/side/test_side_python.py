@@ -4,7 +4,8 @@ Python extension (loaded RTLD_LOCAL), and NCCL (here a ctypes stand-in that
 drives the real plugin) issues collectives while Python stages are open. The
 plugin must find the published step and stage anyway: an all-gather issued in
 forward is filed under forward in the real sfd's report, all-reduces under
-backward, and the channel-1 Hello matches the job's schema."""
+backward, and the channel-1 Hello matches the job's schema. The recorder also
+samples forward with CUDA events against the runtime double."""
 import ctypes
 import json
 import os
@@ -17,6 +18,7 @@ import stagefrontier as sf
 
 SFD, SFCTL = os.environ["SFD"], os.environ["SFCTL"]
 PLUGIN, DRIVE = os.environ["SF_NCCL_PLUGIN"], os.environ["SF_NCCL_DRIVE"]
+FAKE_CUDART = os.environ["SF_FAKE_CUDART"]
 STEPS, WINDOW = 20, 10
 DEADLINE = time.monotonic() + 120
 
@@ -41,7 +43,11 @@ def main():
             wait_for("sfd sockets", lambda: os.path.exists(ingest) and os.path.exists(query))
             os.environ.update(SF_SOCKET=ingest, SF_JOB_ID="py-side", RANK="0", WORLD_SIZE="1",
                               SF_NCCL_FLUSH_MS="2")
-            rec = sf.Recorder(job_id="py-side", socket=ingest, rank=0, world_size=1)
+            # The "framework" loads its CUDA runtime first (here the double,
+            # 1 ms per sampled forward); the recorder samples every forward.
+            ctypes.CDLL(FAKE_CUDART, mode=ctypes.RTLD_GLOBAL)
+            rec = sf.Recorder(job_id="py-side", socket=ingest, rank=0, world_size=1,
+                              event_sample_fraction=1.0)
             nccl = ctypes.CDLL(DRIVE)          # RTLD_LOCAL, like NCCL
             nccl.sf_test_nccl_collective.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
                                                      ctypes.c_ulong, ctypes.c_ulonglong]
@@ -88,6 +94,15 @@ def main():
             fwd = [s for w in ws for s in w["stages"]
                    if s["name"] == "model.fwd_loss_cpu_wall" and "nccl" in s]
             assert sum(s["nccl"]["count"] for s in fwd) == STEPS
+            # CUDA-event samples from the Python recorder reached the labels:
+            # R >= 0.5 by construction, so they follow the routing (DESIGN 1).
+            for w in ws:
+                fwd_routed = "model.fwd_loss_cpu_wall" in w["routing_set"]
+                bwd_leads = w["routing_set"][:1] == ["model.backward_cpu_wall"]
+                labels = set(w["labels"])
+                assert ("forward_device_supported" in labels) == fwd_routed, w
+                assert ("forward_spillover_suspected" in labels) == (bwd_leads and not fwd_routed), w
+                assert "forward_event_scope_limited" not in labels, w
             # The channel-1 Hello carried the job's own schema: no rejection,
             # no early window close.
             status = json.loads(subprocess.run([SFCTL, "--socket", query, "status", "--json"],
