@@ -148,6 +148,19 @@ static void test_no_device(void **state) {
     assert_int_equal(ctl->created, ctl->destroyed);
 }
 
+/* A loaded object that lacks the runtime's entry points (libc here, named
+ * through the override) is unavailable, not an error and not a crash. */
+static void test_missing_symbol(void **state) {
+    sf_cuda_channel *ch = NULL;
+    (void)state;
+    setenv("SF_CUDART_SONAME", "libc.so.6", 1);
+    assert_int_equal(sf__cuda_channel_open(1.0, &ch), -ENOTSUP);
+    unsetenv("SF_CUDART_SONAME");
+    assert_null(ch);
+    assert_int_equal(sf__cuda_channel_open(1.0, &ch), 0);   /* the real double still binds */
+    sf__cuda_channel_close(ch);
+}
+
 static void test_bad_arguments(void **state) {
     sf_cuda_channel *ch = NULL;
     (void)state;
@@ -296,6 +309,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_missing, setup),
         cmocka_unit_test_setup(test_record_failure_is_missing_not_fatal, setup),
         cmocka_unit_test_setup(test_no_device, setup),
+        cmocka_unit_test_setup(test_missing_symbol, setup),
         cmocka_unit_test_setup(test_bad_arguments, setup),
         cmocka_unit_test_setup(test_deterministic_sampling, setup),
         cmocka_unit_test_setup(test_pool_bounded, setup),
