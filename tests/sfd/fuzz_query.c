@@ -40,6 +40,8 @@ static void setup(void)
             if (sfd_window_add(job, rank, &row, &why) < 0)
                 abort();
         }
+    if (sfd_job_latest_report(job) == NULL)   /* the window must have closed */
+        abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
