@@ -47,7 +47,6 @@ static struct {
     int64_t last_step;              /* step observed at the previous tick */
     int64_t last_ship_ns;
     int64_t beacon_retry_ns;
-    struct sf__nccl_ship_stats stats;
 } st;
 
 /* groups_per_step is written once, at the first init, before NCCL can send
@@ -249,11 +248,8 @@ static int ship_group(struct sf_nccl_comm *comm, const struct pending *pend, siz
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
     m.nccl = &b;
     r = sf__transport_send_message(&st.tr, &m, st.out_buf, sizeof st.out_buf, now);
-    if (r < 0) {
-        st.stats.batches_lost++;
+    if (r < 0)
         return r;
-    }
-    st.stats.batches_sent++;
     for (size_t j = 0; j < n; j++) {
         const struct pending *p = used[j];
         comm->sent[p->key].count += p->count;
@@ -310,7 +306,6 @@ static void flush_all(bool force) {
         st.last_step = step;
     if (!force && step == st.last_step && now - st.last_ship_ns < IDLE_FLUSH_NS)
         return;
-    st.stats.flushes++;
     if (connect_now(now) < 0)
         goto out;
     for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
@@ -400,10 +395,4 @@ void sf__nccl_ship_unregister(struct sf_nccl_comm *comm) {
     pthread_mutex_unlock(&reg_lock);
     if (join)
         pthread_join(t, NULL);
-}
-
-void sf__nccl_ship_stats(struct sf__nccl_ship_stats *ret) {
-    pthread_mutex_lock(&reg_lock);
-    *ret = st.stats;
-    pthread_mutex_unlock(&reg_lock);
 }

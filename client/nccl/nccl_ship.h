@@ -35,7 +35,4 @@ int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg);
 int  sf__nccl_ship_register(struct sf_nccl_comm *comm);
 void sf__nccl_ship_unregister(struct sf_nccl_comm *comm);
 
-struct sf__nccl_ship_stats { uint64_t batches_sent, batches_lost, flushes; };
-void sf__nccl_ship_stats(struct sf__nccl_ship_stats *ret);
-
 #endif
