@@ -18,10 +18,13 @@ struct gate_key {
     const char *key;
     enum gate_kind kind;
     size_t offset;
-    double max;     /* upper bound for ratios, seconds and counts */
+    double max; /* upper bound for ratios, seconds and counts */
 };
 
-#define GATE(name, kind, max) {#name, kind, offsetof(sf_gates, name), max}
+#define GATE(name, kind, max)                                                                      \
+    {                                                                                              \
+#name, kind, offsetof(sf_gates, name), max                                                 \
+    }
 static const struct gate_key gate_keys[] = {
     GATE(residual_share_max, GATE_RATIO, 1),
     GATE(overlap_share_max, GATE_RATIO, 1),

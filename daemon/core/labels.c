@@ -26,10 +26,9 @@ static const char *const label_names[SF_LABEL_COUNT] = {
 };
 
 static const char *const downgrade_names[SF_DG_COUNT] = {
-    "residual_share",       "overlap_share",          "missing_ranks",
-    "incomplete_steps",     "dropped_records",        "contract_violations",
-    "non_monotonic_time",   "late_or_failed_summary", "window_closed_early",
-    "window_partial",       "below_share_floor",      "single_rank",
+    "residual_share",      "overlap_share",       "missing_ranks",      "incomplete_steps",
+    "dropped_records",     "contract_violations", "non_monotonic_time", "late_or_failed_summary",
+    "window_closed_early", "window_partial",      "below_share_floor",  "single_rank",
 };
 
 const char *sf_label_name(enum sf_label label)
@@ -60,8 +59,14 @@ static void order_groups(const sf_report *r, int64_t (*key)(const sf_unit_figure
     }
 }
 
-static int64_t advance_key(const sf_unit_figures *u) { return u->advance_ns; }
-static int64_t spread_key(const sf_unit_figures *u) { return u->spread_ns; }
+static int64_t advance_key(const sf_unit_figures *u)
+{
+    return u->advance_ns;
+}
+static int64_t spread_key(const sf_unit_figures *u)
+{
+    return u->spread_ns;
+}
 
 static void route(sf_report *r, bool floor_ok)
 {
@@ -88,8 +93,7 @@ static bool in_routing_set(const sf_report *r, uint32_t group)
 
 /* ---- downgrades ---------------------------------------------------------- */
 
-static uint32_t downgrades(const sf_report *r, const sf_summary *s, uint32_t n_ranks,
-                           bool floor_ok)
+static uint32_t downgrades(const sf_report *r, const sf_summary *s, uint32_t n_ranks, bool floor_ok)
 {
     const sf_gates *g = &r->gates;
     uint32_t m = r->meta.flags, d = 0;
@@ -146,7 +150,7 @@ static void find_suspects(sf_report *r, uint32_t stage)
     r->suspects = calloc(r->steps ? r->steps : 1, sizeof *r->suspects);
     if (leaders == NULL || r->suspects == NULL) {
         free(leaders);
-        return;   /* suspects stay empty; the report is still exact elsewhere */
+        return; /* suspects stay empty; the report is still exact elsewhere */
     }
     for (uint32_t i = 0; i < r->steps; i++)
         if (r->step_leaders[(size_t)i * S + stage] != SF_NO_RANK)
@@ -166,7 +170,7 @@ static void find_suspects(sf_report *r, uint32_t stage)
 /* ---- labels -------------------------------------------------------------- */
 
 struct lead_view {      /* what the label rules read about the leading unit */
-    uint32_t L, second;         /* group indices; second == UINT32_MAX when absent */
+    uint32_t L, second; /* group indices; second == UINT32_MAX when absent */
     double share_l, share_2, gain_l, gain_ratio;
     double top_gain, second_gain;
     uint32_t top_gain_group, second_gain_group;
@@ -175,8 +179,8 @@ struct lead_view {      /* what the label rules read about the leading unit */
 
 static struct lead_view view_of(const sf_report *r)
 {
-    struct lead_view v = {.second = UINT32_MAX, .top_gain_group = UINT32_MAX,
-                          .second_gain_group = UINT32_MAX};
+    struct lead_view v = {
+        .second = UINT32_MAX, .top_gain_group = UINT32_MAX, .second_gain_group = UINT32_MAX};
     const sf_gates *g = &r->gates;
     v.L = r->routing_order[0];
     if (r->schema.n_groups > 1)
@@ -275,8 +279,7 @@ static uint32_t strong_labels(const sf_report *r, const struct lead_view *v)
 
 /* Forward labels need side evidence: with no event samples at all the
  * channel was off or unavailable, and no forward label is emitted. */
-static uint32_t forward_labels(const sf_report *r, const sf_summary *s,
-                               const struct lead_view *v)
+static uint32_t forward_labels(const sf_report *r, const sf_summary *s, const struct lead_view *v)
 {
     const sf_gates *g = &r->gates;
     int fwd = group_of_stage_name(r, g->forward_stage);
@@ -326,11 +329,11 @@ void sf__report_route_and_label(sf_report *r, const sf_summary *s, uint32_t n_ra
     find_suspects(r, evidence);
     r->labels |= forward_labels(r, s, &v);
     if (n_ranks < 2)
-        return;   /* one rank: no gap, so no co-critical, exposure or sync labels */
+        return; /* one rank: no gap, so no co-critical, exposure or sync labels */
     if (co_critical(r, &v))
         r->labels |= 1u << SF_LABEL_CO_CRITICAL;
-    bool strong_ok = !(r->labels & (1u << SF_LABEL_TELEMETRY_LIMITED |
-                                    1u << SF_LABEL_ROLE_AWARE_NEEDED));
+    bool strong_ok =
+        !(r->labels & (1u << SF_LABEL_TELEMETRY_LIMITED | 1u << SF_LABEL_ROLE_AWARE_NEEDED));
     if (strong_ok)
         r->labels |= strong_labels(r, &v);
 }

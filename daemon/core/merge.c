@@ -268,7 +268,7 @@ int sf_summary_merge(sf_summary *dst, const sf_summary *src)
         goto out;
     if ((r = merge_window_fields(dst, src)) < 0)
         goto out;
-    swap_step_arrays(dst, merged);  /* the old arrays leave with merged */
+    swap_step_arrays(dst, merged); /* the old arrays leave with merged */
 out:
     sf_summary_free(merged);
     return r;
@@ -287,7 +287,7 @@ int sf_summary_clone(const sf_summary *s, sf_summary **ret)
         step_copy(S, s->cand.n, &c->steps[i], &s->steps[i]);
     if ((r = merge_window_fields(c, s)) < 0)
         goto fail;
-    c->meta = s->meta;  /* the fold above added the counters to a copy of themselves */
+    c->meta = s->meta; /* the fold above added the counters to a copy of themselves */
     if (s->dense) {
         sf_summary none = {.dense = &(sf_dense){0}};
         if ((r = dense_merge(c, s, &none)) < 0)

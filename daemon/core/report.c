@@ -11,13 +11,13 @@
 
 #include "core_internal.h"
 
-struct lead {           /* one unique lead: a rank led a boundary at a step */
+struct lead { /* one unique lead: a rank led a boundary at a step */
     uint32_t rank, stage;
     int64_t gap;
 };
 
 struct work {           /* scratch of one report computation */
-    uint32_t *complete;         /* indices of complete steps in the summary */
+    uint32_t *complete; /* indices of complete steps in the summary */
     uint32_t n_complete;
     struct lead *leads;
     size_t n_leads;
@@ -73,8 +73,8 @@ static int64_t median_exposed(const sf_summary *s, const struct work *w)
 
 /* Advances, exposed time, telescoping check and the per-stage comparison
  * sums over complete steps. */
-static void frontier_sums(sf_report *r, const sf_summary *s, const struct work *w,
-                          uint32_t n_ranks, __int128 *prefix_sum)
+static void frontier_sums(sf_report *r, const sf_summary *s, const struct work *w, uint32_t n_ranks,
+                          __int128 *prefix_sum)
 {
     uint32_t S = s->schema.n_stages;
     __int128 dsum[SF_MAX_STAGES] = {0}, frontier[SF_MAX_STAGES] = {0}, residual = 0, overlap = 0,
@@ -207,7 +207,7 @@ static int rank_evidence_build(sf_report *r, const sf_summary *s, const struct w
     uint32_t slot = 0;
     for (uint32_t i = 0; s->dense && i < n; i++) {
         r->rank_evidence[i].rank = s->dense->ranks[i];
-        r->rank_evidence[i].role = strdup(s->dense->roles[i]);   /* outlives the summary */
+        r->rank_evidence[i].role = strdup(s->dense->roles[i]); /* outlives the summary */
         if (r->rank_evidence[i].role == NULL)
             return -ENOMEM;
     }
@@ -224,7 +224,7 @@ static int rank_evidence_build(sf_report *r, const sf_summary *s, const struct w
         sf_rank_evidence *e = &r->rank_evidence[slot];
         e->rank = w->leads[i].rank;
         e->leader_steps[w->leads[i].stage] = (uint32_t)(j - i);
-        size_t m = (j - i) / 2;   /* gaps are sorted within the run */
+        size_t m = (j - i) / 2; /* gaps are sorted within the run */
         int64_t lo = w->leads[i + ((j - i) % 2 ? m : m - 1)].gap, hi = w->leads[i + m].gap;
         e->median_gap_ns[w->leads[i].stage] = lo + (hi - lo) / 2;
         i = j;
@@ -380,7 +380,8 @@ static void window_counts(sf_report *r, const sf_summary *s, const struct work *
     r->merge_conflicts = s->merge_conflicts;
     r->event_samples = s->event_samples;
     r->event_ready = s->event_ready;
-    r->event_ready_ratio = s->event_samples ? (double)s->event_ready / (double)s->event_samples : NAN;
+    r->event_ready_ratio =
+        s->event_samples ? (double)s->event_ready / (double)s->event_samples : NAN;
     r->event_ratio = s->event_cpu_ns > 0 ? (double)s->event_gpu_ns / (double)s->event_cpu_ns : NAN;
 }
 
@@ -421,8 +422,8 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_repor
     r->leader_gap_tol_ns = ns_from_seconds(gates->leader_gap_tol_min_s);
     if (tol_frac > r->leader_gap_tol_ns)
         r->leader_gap_tol_ns = tol_frac;
-    bool floor_ok = w.n_complete > 0 &&
-                    r->exposed_total_ns >= (__int128)ns_from_seconds(gates->share_floor_s);
+    bool floor_ok =
+        w.n_complete > 0 && r->exposed_total_ns >= (__int128)ns_from_seconds(gates->share_floor_s);
     stage_names_and_shares(r, floor_ok);
     if ((rc = collect_leads(r, s, &w, n)) < 0)
         goto fail;
@@ -460,9 +461,8 @@ void sf_report_free(sf_report *r)
     free(r);
 }
 
-int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta,
-                        const sf_row *rows, size_t n_rows, const sf_gates *gates,
-                        sf_report **ret)
+int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                        size_t n_rows, const sf_gates *gates, sf_report **ret)
 {
     if (gates == NULL)
         return -EINVAL;

@@ -11,8 +11,8 @@
 #include <stagefrontier/accounting.h>
 
 const char *const sf_default_stage_names[6] = {
-    "data.next_wait",      "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
-    "callbacks.cpu_wall",  "optim.step_cpu_wall",     "step.other_cpu_wall",
+    "data.next_wait",     "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
+    "callbacks.cpu_wall", "optim.step_cpu_wall",     "step.other_cpu_wall",
 };
 
 /* Stage names are printable ASCII without spaces, quotes or commas, so they
@@ -55,7 +55,8 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
 static uint64_t schema_hash(const sf_schema *s)
 {
     unsigned char version[4] = {(unsigned char)s->version, (unsigned char)(s->version >> 8),
-                                (unsigned char)(s->version >> 16), (unsigned char)(s->version >> 24)};
+                                (unsigned char)(s->version >> 16),
+                                (unsigned char)(s->version >> 24)};
     uint64_t h = fnv1a(UINT64_C(0xcbf29ce484222325), version, sizeof version);
     for (uint32_t i = 0; i < s->n_stages; i++) {
         h = fnv1a(h, s->names[i], strlen(s->names[i]) + 1);
@@ -81,7 +82,7 @@ static void index_groups(sf_schema *s)
         while (g < s->n_groups && strcmp(s->group_names[g], s->groups[i]) != 0)
             g++;
         if (g == s->n_groups)
-            s->group_names[s->n_groups++] = s->groups[i];  /* a view, not owned */
+            s->group_names[s->n_groups++] = s->groups[i]; /* a view, not owned */
         s->group_of[i] = g;
     }
 }
@@ -97,9 +98,8 @@ void sf_schema_clear(sf_schema *schema)
     memset(schema, 0, sizeof *schema);
 }
 
-int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages,
-                   const char *const *names, const char *const *groups,
-                   uint32_t accumulation)
+int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const char *const *names,
+                   const char *const *groups, uint32_t accumulation)
 {
     if (ret == NULL || names == NULL || n_stages < 1 || n_stages > SF_MAX_STAGES ||
         accumulation < 1 || accumulation > SF_MAX_ACCUMULATION)

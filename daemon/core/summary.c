@@ -67,8 +67,8 @@ static void step_reset(sf_summary *s, uint32_t i)
     st->residual_sum = st->overlap_sum = st->end_sum = 0;
 }
 
-int sf_summary_alloc(const sf_schema *schema, const sf_window_meta *meta,
-                     uint32_t n_steps, sf_summary **ret)
+int sf_summary_alloc(const sf_schema *schema, const sf_window_meta *meta, uint32_t n_steps,
+                     sf_summary **ret)
 {
     if (schema == NULL || meta == NULL || ret == NULL || n_steps > SF_MAX_WINDOW_STEPS)
         return -EINVAL;
@@ -217,10 +217,10 @@ static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, co
 
 struct rank_info {
     uint32_t n;
-    uint32_t *ranks;            /* distinct, ascending */
-    uint32_t *slot_of;          /* [max rank + 1]: rank -> slot, a table not a search */
-    int64_t *baseline;          /* [n][S] rank-median per stage */
-    const char **roles;         /* [n], the role of the rank's lowest step */
+    uint32_t *ranks;    /* distinct, ascending */
+    uint32_t *slot_of;  /* [max rank + 1]: rank -> slot, a table not a search */
+    int64_t *baseline;  /* [n][S] rank-median per stage */
+    const char **roles; /* [n], the role of the rank's lowest step */
 };
 
 static void rank_info_clear(struct rank_info *ri)
@@ -257,15 +257,15 @@ static int assign_slots(const sf_row **rows, size_t n_rows, struct rank_info *ri
  * time is gathered (ranks ascend within each step, so one cursor per step
  * walks forward), keeping the transpose inside the cache. */
 struct gather {
-    const sf_row **rows;        /* sorted by (step, rank) */
+    const sf_row **rows; /* sorted by (step, rank) */
     size_t n_rows;
-    size_t *cursor;             /* per step: the next row not yet gathered */
-    size_t *step_end;           /* per step: one past its last row */
+    size_t *cursor;   /* per step: the next row not yet gathered */
+    size_t *step_end; /* per step: one past its last row */
     uint32_t n_steps;
 };
 
-static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint32_t S,
-                              uint32_t lo, uint32_t hi, int64_t *values, uint32_t *count)
+static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint32_t S, uint32_t lo,
+                              uint32_t hi, int64_t *values, uint32_t *count)
 {
     memset(count, 0, (hi - lo) * sizeof *count);
     for (uint32_t t = 0; t < g->n_steps; t++)
@@ -278,7 +278,7 @@ static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint
             int64_t *v = &values[(size_t)(slot - lo) * S * g->n_steps];
             for (uint32_t k = 0; k < S; k++)
                 v[(size_t)k * g->n_steps + at] = row->d[k];
-            if (at == 0)  /* steps ascend: the first row is the rank's lowest step */
+            if (at == 0) /* steps ascend: the first row is the rank's lowest step */
                 ri->roles[slot] = row->role ? row->role : "";
         }
     for (uint32_t slot = lo; slot < hi; slot++)
@@ -424,7 +424,8 @@ static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_
         int r = sf_row_validate(by_step[i], schema);
         if (r < 0)
             return r;
-        if (i && by_step[i]->step == by_step[i - 1]->step && by_step[i]->rank == by_step[i - 1]->rank)
+        if (i && by_step[i]->step == by_step[i - 1]->step &&
+            by_step[i]->rank == by_step[i - 1]->rank)
             return -EEXIST;
     }
     return 0;
@@ -469,9 +470,8 @@ static int fold_rows(sf_summary *s, const struct rank_info *ri, const sf_row **b
     return 0;
 }
 
-int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta,
-                     const sf_row *rows, size_t n_rows, bool dense,
-                     sf_summary **ret)
+int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                     size_t n_rows, bool dense, sf_summary **ret)
 {
     if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
         return -EINVAL;
@@ -491,8 +491,7 @@ int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta,
     }
     if ((r = rank_info_build(schema, by_step, n_rows, n_steps, &ri)) < 0 ||
         (r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
-        (r = coverage_from_ranks(s, &ri)) < 0 ||
-        (r = fold_rows(s, &ri, by_step, n_rows)) < 0)
+        (r = coverage_from_ranks(s, &ri)) < 0 || (r = fold_rows(s, &ri, by_step, n_rows)) < 0)
         goto out;
     if (dense && (r = dense_build(s, &ri, by_step, n_rows)) < 0)
         goto out;

@@ -21,8 +21,8 @@ int64_t sf_window_index(int64_t step, int64_t warmup_steps, int64_t window_steps
     return floor_div(step - warmup_steps, window_steps);
 }
 
-void sf_window_range(int64_t index, int64_t warmup_steps, int64_t window_steps,
-                     int64_t *ret_first, int64_t *ret_last)
+void sf_window_range(int64_t index, int64_t warmup_steps, int64_t window_steps, int64_t *ret_first,
+                     int64_t *ret_last)
 {
     *ret_first = warmup_steps + index * window_steps;
     *ret_last = *ret_first + window_steps - 1;
@@ -42,8 +42,8 @@ int sf_row_validate(const sf_row *row, const sf_schema *schema)
     if (row->event_state > SF_EVENT_MISSING)
         return -EINVAL;
     if (row->event_state != SF_EVENT_NONE &&
-        (row->event_cpu_ns < 0 || row->event_cpu_ns > SF_MAX_DURATION_NS ||
-         row->event_gpu_ns < 0 || row->event_gpu_ns > SF_MAX_DURATION_NS))
+        (row->event_cpu_ns < 0 || row->event_cpu_ns > SF_MAX_DURATION_NS || row->event_gpu_ns < 0 ||
+         row->event_gpu_ns > SF_MAX_DURATION_NS))
         return -ERANGE;
     return 0;
 }
@@ -92,7 +92,7 @@ static void select_kth(int64_t *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n - 1;
     while (hi > lo) {
-        if (hi - lo < 24) {       /* small ranges: sorting beats partitioning */
+        if (hi - lo < 24) { /* small ranges: sorting beats partitioning */
             insertion_sort(v, lo, hi);
             return;
         }

@@ -17,10 +17,14 @@ static bool has_label(const sf_report *r, enum sf_label l)
 /* What an operator profiles for a stage, by its name. */
 static const char *target_of(const char *group)
 {
-    static const struct { const char *prefix, *target; } targets[] = {
-        {"data", "input pipeline"},      {"model.fwd", "forward pass"},
+    static const struct {
+        const char *prefix, *target;
+    } targets[] = {
+        {"data", "input pipeline"},
+        {"model.fwd", "forward pass"},
         {"model.backward", "backward pass and gradient communication"},
-        {"callbacks", "callbacks"},      {"optim", "optimizer step"},
+        {"callbacks", "callbacks"},
+        {"optim", "optimizer step"},
         {"step.other", "untimed work between stages"},
     };
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
@@ -68,8 +72,14 @@ static void write_names(const sf_report *r, FILE *out, const char *title, uint32
     fprintf(out, "\n");
 }
 
-static const char *label_name_of(int i) { return sf_label_name((enum sf_label)i); }
-static const char *downgrade_name_of(int i) { return sf_downgrade_name((enum sf_downgrade)i); }
+static const char *label_name_of(int i)
+{
+    return sf_label_name((enum sf_label)i);
+}
+static const char *downgrade_name_of(int i)
+{
+    return sf_downgrade_name((enum sf_downgrade)i);
+}
 
 /* The suggestion names the leading unit's leader when there is one, then
  * whatever makes the reading less certain. */
@@ -105,8 +115,8 @@ static void write_next(const sf_report *r, FILE *out)
 
 static void write_table(const sf_report *r, FILE *out)
 {
-    fprintf(out, "%-28s %7s %11s %11s %11s %11s %7s %7s\n", "stage", "share", "advance_s",
-            "max_s", "mean_s", "spread_s", "gain", "leader");
+    fprintf(out, "%-28s %7s %11s %11s %11s %11s %7s %7s\n", "stage", "share", "advance_s", "max_s",
+            "mean_s", "spread_s", "gain", "leader");
     for (uint32_t k = 0; k < r->schema.n_stages; k++) {
         const sf_unit_figures *u = &r->stages[k];
         char leader[16] = "-";

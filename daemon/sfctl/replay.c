@@ -36,11 +36,10 @@ struct window_job {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: sfctl replay [--json] [--window-steps N] [--warmup-steps N] [--tau X]\n"
-            "                    [--gates FILE] FILE\n"
-            "FILE is a wide CSV (step,rank,<stages...>,<residual>[,step_wall], seconds) or a\n"
-            "JSON Lines recording from `sfctl record`; - reads standard input.\n");
+    fprintf(out, "usage: sfctl replay [--json] [--window-steps N] [--warmup-steps N] [--tau X]\n"
+                 "                    [--gates FILE] FILE\n"
+                 "FILE is a wide CSV (step,rank,<stages...>,<residual>[,step_wall], seconds) or a\n"
+                 "JSON Lines recording from `sfctl record`; - reads standard input.\n");
 }
 
 /* ---- options and gates --------------------------------------------------- */
@@ -48,9 +47,12 @@ static void usage(FILE *out)
 static int parse_opts(int argc, char **argv, struct replay_opts *o)
 {
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},         {"window-steps", required_argument, NULL, 'w'},
-        {"warmup-steps", required_argument, NULL, 'u'}, {"tau", required_argument, NULL, 't'},
-        {"gates", required_argument, NULL, 'g'},  {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, 'j'},
+        {"window-steps", required_argument, NULL, 'w'},
+        {"warmup-steps", required_argument, NULL, 'u'},
+        {"tau", required_argument, NULL, 't'},
+        {"gates", required_argument, NULL, 'g'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     optind = 0;
@@ -58,16 +60,23 @@ static int parse_opts(int argc, char **argv, struct replay_opts *o)
     while ((c = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
         const char *key = c == 'w' ? "window_steps" : c == 'u' ? "warmup_steps" : "tau";
         switch (c) {
-        case 'j': o->json = true; break;
-        case 'g': o->gates_path = optarg; break;
+        case 'j':
+            o->json = true;
+            break;
+        case 'g':
+            o->gates_path = optarg;
+            break;
         case 'w':
         case 'u':
         case 't':
             o->flag_keys[o->n_flags] = key;
             o->flag_values[o->n_flags++] = optarg;
             break;
-        case 'h': usage(stdout); return 1;
-        default: return -EINVAL;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            return -EINVAL;
         }
         if (o->n_flags == 8)
             return -EINVAL;
@@ -205,12 +214,14 @@ static int group_open_rows(struct replay_part *p, const sf_gates *g, uint32_t se
     for (size_t i = 0; i < count;) {
         int64_t index = sf_window_index(rows[i].step, g->warmup_steps, g->window_steps);
         size_t j = i;
-        while (j < count && sf_window_index(rows[j].step, g->warmup_steps, g->window_steps) == index)
+        while (j < count &&
+               sf_window_index(rows[j].step, g->warmup_steps, g->window_steps) == index)
             j++;
         if (index >= 0) {
-            struct window_job job = {.part = p, .first_row = p->open_first_row + i, .n_rows = j - i};
-            job.meta = (sf_window_meta){.index = index, .segment = segment,
-                                        .world_size = p->world_size};
+            struct window_job job = {
+                .part = p, .first_row = p->open_first_row + i, .n_rows = j - i};
+            job.meta =
+                (sf_window_meta){.index = index, .segment = segment, .world_size = p->world_size};
             sf_window_range(index, g->warmup_steps, g->window_steps, &job.meta.first_step,
                             &job.meta.last_step);
             if (j == count && rows[j - 1].step < job.meta.last_step)
@@ -265,8 +276,8 @@ static int assemble_windows(struct replay_input *in, const sf_gates *g, struct w
 
 /* ---- output -------------------------------------------------------------- */
 
-static int report_window(const struct window_job *job, const sf_gates *g, bool json,
-                         json_t *array, const char *path)
+static int report_window(const struct window_job *job, const sf_gates *g, bool json, json_t *array,
+                         const char *path)
 {
     sf_report *report = NULL;
     int r = sf_report_from_rows(&job->part->schema, &job->meta, job->part->rows + job->first_row,
@@ -328,7 +339,7 @@ int sfctl_cmd_replay(int argc, char **argv)
     sf_gates gates, probe;
     sf_gates_default(&gates);
     probe = gates;
-    if (apply_gates(&o, &probe) < 0)      /* fail fast on bad flags before reading */
+    if (apply_gates(&o, &probe) < 0) /* fail fast on bad flags before reading */
         return SFCTL_EXIT_USAGE;
     struct replay_input in = {0};
     struct window_job *jobs = NULL;

@@ -21,18 +21,18 @@ struct replay_part {
     sf_schema schema;
     uint32_t world_size;
     sf_row *rows;
-    int64_t *durations;         /* rows[i].d points into this after loading */
-    char **roles;               /* owned role strings, one per row (may be NULL) */
+    int64_t *durations; /* rows[i].d points into this after loading */
+    char **roles;       /* owned role strings, one per row (may be NULL) */
     size_t n_rows, cap_rows;
     struct replay_window *windows;
     size_t n_windows, cap_windows;
-    size_t open_first_row;      /* rows from here on are not yet in a window line */
+    size_t open_first_row; /* rows from here on are not yet in a window line */
 };
 
 struct replay_input {
     struct replay_part *parts;
     size_t n_parts;
-    bool has_gates;             /* a header carried gates */
+    bool has_gates; /* a header carried gates */
     sf_gates gates;
 };
 
@@ -43,7 +43,9 @@ int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, 
                      size_t errlen);
 void sfctl_replay_input_clear(struct replay_input *in);
 
-/* Shared by both readers. */
+/* Shared by both readers. Writes "LINE:COL: message" into err; returns -EINVAL. */
+int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *role);
 int sfctl_part_finish(struct replay_part *p);
 struct replay_part *sfctl_input_add_part(struct replay_input *in);

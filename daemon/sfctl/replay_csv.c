@@ -5,7 +5,6 @@
  * line and column, and nothing is guessed.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,21 +14,10 @@
 
 struct csv_line {
     char *fields[CSV_MAX_FIELDS];
-    size_t columns[CSV_MAX_FIELDS];     /* 1-based character column of each field */
+    size_t columns[CSV_MAX_FIELDS]; /* 1-based character column of each field */
     size_t n;
     bool too_many;
 };
-
-static int fail(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%zu:%zu: %s", line, col, msg);
-    return -EINVAL;
-}
 
 static char *trim(char *s)
 {
@@ -106,23 +94,27 @@ static int parse_header(struct csv_line *h, struct replay_part *p, struct csv_he
                         char *err, size_t errlen)
 {
     if (h->too_many)
-        return fail(err, errlen, 1, 1, "too many columns (at most %d stages)", SF_MAX_STAGES);
+        return sfctl_fail_at(err, errlen, 1, 1, "too many columns (at most %d stages)",
+                             SF_MAX_STAGES);
     if (h->n < 3 || strcmp(h->fields[0], "step") != 0 || strcmp(h->fields[1], "rank") != 0)
-        return fail(err, errlen, 1, 1,
-                    "header must be step,rank,<stage 1>,...,<residual>[,step_wall]");
+        return sfctl_fail_at(err, errlen, 1, 1,
+                             "header must be step,rank,<stage 1>,...,<residual>[,step_wall]");
     struct csv_header hd = {.n_fields = h->n};
     hd.has_wall = strcmp(h->fields[h->n - 1], "step_wall") == 0;
     hd.n_stages = (uint32_t)(h->n - 2 - hd.has_wall);
     const char *const *names = (const char *const *)&h->fields[2];
     if (hd.n_stages == 0 || !is_residual_name(names[hd.n_stages - 1]))
-        return fail(err, errlen, 1, h->columns[h->n - 1 - hd.has_wall],
-                    "missing residual column: the last stage column must be step.other_cpu_wall "
-                    "(or a name ending in \"residual\")");
+        return sfctl_fail_at(
+            err, errlen, 1, h->columns[h->n - 1 - hd.has_wall],
+            "missing residual column: the last stage column must be step.other_cpu_wall "
+            "(or a name ending in \"residual\")");
     int r = sf_schema_init(&p->schema, 1, hd.n_stages, names, NULL,
                            accumulation_of(names, hd.n_stages));
     if (r < 0)
-        return fail(err, errlen, 1, h->columns[2], "invalid stage names (empty, duplicate, "
-                    "longer than %d bytes, or with spaces, quotes or commas)", SF_MAX_NAME_LEN);
+        return sfctl_fail_at(err, errlen, 1, h->columns[2],
+                             "invalid stage names (empty, duplicate, "
+                             "longer than %d bytes, or with spaces, quotes or commas)",
+                             SF_MAX_NAME_LEN);
     *ret = hd;
     return 0;
 }
@@ -149,28 +141,29 @@ static int duration_field(const struct csv_line *l, size_t f, const char *name, 
     };
     enum seconds_error e = sfctl_parse_seconds(l->fields[f], ret);
     if (e != SECONDS_OK)
-        return fail(err, errlen, line, l->columns[f], "%s (%s): \"%s\"", reasons[e], name,
-                    l->fields[f]);
+        return sfctl_fail_at(err, errlen, line, l->columns[f], "%s (%s): \"%s\"", reasons[e], name,
+                             l->fields[f]);
     if (*ret > max)
-        return fail(err, errlen, line, l->columns[f],
-                    "%s (%s): \"%s\" exceeds the bound of %.0f s", "value too large", name,
-                    l->fields[f], (double)max / 1e9);
+        return sfctl_fail_at(err, errlen, line, l->columns[f],
+                             "%s (%s): \"%s\" exceeds the bound of %.0f s", "value too large", name,
+                             l->fields[f], (double)max / 1e9);
     return 0;
 }
 
-static int parse_row(const struct csv_line *l, const struct csv_header *hd,
-                     struct replay_part *p, size_t line, char *err, size_t errlen)
+static int parse_row(const struct csv_line *l, const struct csv_header *hd, struct replay_part *p,
+                     size_t line, char *err, size_t errlen)
 {
     if (l->too_many || l->n != hd->n_fields)
-        return fail(err, errlen, line, 1, "ragged row: expected %zu fields, found %s%zu",
-                    hd->n_fields, l->too_many ? "more than " : "", l->n);
+        return sfctl_fail_at(err, errlen, line, 1, "ragged row: expected %zu fields, found %s%zu",
+                             hd->n_fields, l->too_many ? "more than " : "", l->n);
     long long step, rank;
     if (parse_integer(l->fields[0], 0, INT64_MAX / 2, &step) < 0)
-        return fail(err, errlen, line, l->columns[0], "step must be a non-negative integer: \"%s\"",
-                    l->fields[0]);
+        return sfctl_fail_at(err, errlen, line, l->columns[0],
+                             "step must be a non-negative integer: \"%s\"", l->fields[0]);
     if (parse_integer(l->fields[1], 0, SF_MAX_RANKS - 1, &rank) < 0)
-        return fail(err, errlen, line, l->columns[1], "rank must be an integer in [0, %u): \"%s\"",
-                    SF_MAX_RANKS, l->fields[1]);
+        return sfctl_fail_at(err, errlen, line, l->columns[1],
+                             "rank must be an integer in [0, %u): \"%s\"", SF_MAX_RANKS,
+                             l->fields[1]);
     int64_t d[SF_MAX_STAGES], explicit_sum = 0;
     for (uint32_t s = 0; s < hd->n_stages; s++) {
         int r = duration_field(l, 2 + s, p->schema.names[s], line, SF_MAX_DURATION_NS, &d[s], err,
@@ -183,8 +176,8 @@ static int parse_row(const struct csv_line *l, const struct csv_header *hd,
     sf_row row = {.step = step, .rank = (uint32_t)rank, .d = d};
     if (hd->has_wall) {
         int64_t wall;
-        int r = duration_field(l, l->n - 1, "step_wall", line,
-                               SF_MAX_DURATION_NS * SF_MAX_STAGES, &wall, err, errlen);
+        int r = duration_field(l, l->n - 1, "step_wall", line, SF_MAX_DURATION_NS * SF_MAX_STAGES,
+                               &wall, err, errlen);
         if (r < 0)
             return r;
         row.overlap_ns = explicit_sum > wall ? explicit_sum - wall : 0;
@@ -221,9 +214,9 @@ static int check_duplicates(const struct replay_part *p, const size_t *lines, ch
     int r = 0;
     for (size_t i = 1; i < p->n_rows && r == 0; i++)
         if (keys[i].step == keys[i - 1].step && keys[i].rank == keys[i - 1].rank)
-            r = fail(err, errlen, keys[i].line, 1,
-                     "duplicate (step %lld, rank %u): first seen on line %zu",
-                     (long long)keys[i].step, keys[i].rank, keys[i - 1].line);
+            r = sfctl_fail_at(err, errlen, keys[i].line, 1,
+                              "duplicate (step %lld, rank %u): first seen on line %zu",
+                              (long long)keys[i].step, keys[i].rank, keys[i - 1].line);
     free(keys);
     return r;
 }
@@ -278,7 +271,7 @@ int sfctl_read_csv(FILE *in, struct replay_input *ret, char *err, size_t errlen)
             break;
     }
     if (r == 0 && got <= 0)
-        r = fail(err, errlen, line + 1, 1, "empty file");
+        r = sfctl_fail_at(err, errlen, line + 1, 1, "empty file");
     if (r == 0) {
         split_line(text, &header);
         r = parse_header(&header, p, &hd, err, errlen);
@@ -286,7 +279,7 @@ int sfctl_read_csv(FILE *in, struct replay_input *ret, char *err, size_t errlen)
     if (r == 0)
         r = read_rows(in, p, &hd, &line, &lines, err, errlen);
     if (r == 0 && p->n_rows == 0)
-        r = fail(err, errlen, line + 1, 1, "no data rows after the header");
+        r = sfctl_fail_at(err, errlen, line + 1, 1, "no data rows after the header");
     if (r == 0)
         r = check_duplicates(p, lines, err, errlen);
     free(text);

@@ -5,11 +5,25 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <stdio.h>
+
 #include "replay.h"
+
+int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
+{
+    char msg[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(err, errlen, "%zu:%zu: %s", line, col, msg);
+    return -EINVAL;
+}
 
 struct replay_part *sfctl_input_add_part(struct replay_input *in)
 {
@@ -116,7 +130,7 @@ static enum seconds_error split_decimal(const char *t, char *digits, size_t cap,
         if (!isdigit((unsigned char)*t))
             break;
         any = true;
-        if (n == 0 && *t == '0') {      /* leading zeros carry no digits */
+        if (n == 0 && *t == '0') { /* leading zeros carry no digits */
             exp -= dot;
             continue;
         }
@@ -124,8 +138,8 @@ static enum seconds_error split_decimal(const char *t, char *digits, size_t cap,
             digits[n++] = *t;
             exp -= dot;
         } else if (!dot) {
-            exp++;                       /* integer digits past the cap only scale */
-        }                                /* fraction digits past the cap are dropped */
+            exp++; /* integer digits past the cap only scale */
+        }          /* fraction digits past the cap are dropped */
     }
     if (!any)
         return SECONDS_NOT_A_NUMBER;
@@ -158,7 +172,7 @@ enum seconds_error sfctl_parse_seconds(const char *text, int64_t *ret_ns)
     enum seconds_error e = split_decimal(text, digits, sizeof digits, &n, &exp);
     if (e != SECONDS_OK)
         return e;
-    exp += 9;                            /* seconds -> ns */
+    exp += 9; /* seconds -> ns */
     if (n == 0) {
         *ret_ns = 0;
         return SECONDS_OK;
@@ -168,11 +182,11 @@ enum seconds_error sfctl_parse_seconds(const char *text, int64_t *ret_ns)
     if ((long)n + exp > 19)
         return SECONDS_BEYOND_INT64;
     unsigned __int128 v = 0;
-    long keep = (long)n + exp;           /* integer digits of the ns value */
+    long keep = (long)n + exp; /* integer digits of the ns value */
     for (long i = 0; i < keep; i++)
         v = v * 10 + (unsigned)(i < (long)n ? digits[i] - '0' : 0);
     if (keep >= 0 && keep < (long)n && digits[keep] >= '5')
-        v++;                             /* round half up: durations are >= 0 */
+        v++; /* round half up: durations are >= 0 */
     if (v > INT64_MAX)
         return SECONDS_BEYOND_INT64;
     *ret_ns = (int64_t)v;

@@ -5,7 +5,6 @@
  * the writer and the reader cannot drift apart.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,17 +14,6 @@
 #include "replay.h"
 
 #define JSONL_MAX_LINE (1u << 20)
-
-static int fail(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
-{
-    char msg[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%zu:%zu: %s", line, col, msg);
-    return -EINVAL;
-}
 
 static int add_window(struct replay_part *p, const sf_window_meta *meta)
 {
@@ -45,7 +33,7 @@ static int add_window(struct replay_part *p, const sf_window_meta *meta)
 
 struct jsonl_state {
     struct replay_input *input;
-    struct replay_part *part;   /* the segment rows go to; NULL before a header */
+    struct replay_part *part; /* the segment rows go to; NULL before a header */
     sf_gates gates;
 };
 
@@ -57,7 +45,7 @@ static int on_header(struct jsonl_state *st, json_t *obj, size_t line, char *err
         return -ENOMEM;
     st->part = NULL;
     if (sf_recording_parse_header(obj, &p->schema, &p->world_size, &st->gates, why, sizeof why) < 0)
-        return fail(err, errlen, line, 1, "header: %s", why);
+        return sfctl_fail_at(err, errlen, line, 1, "header: %s", why);
     st->part = p;
     st->input->has_gates = st->input->has_gates || json_object_get(obj, "gates") != NULL;
     st->input->gates = st->gates;
@@ -70,12 +58,12 @@ static int on_row(struct jsonl_state *st, json_t *obj, size_t line, char *err, s
     int64_t d[SF_MAX_STAGES];
     sf_row row;
     if (st->part == NULL)
-        return fail(err, errlen, line, 1, "row before any header");
+        return sfctl_fail_at(err, errlen, line, 1, "row before any header");
     if (sf_recording_parse_row(obj, &st->part->schema, &row, d, why, sizeof why) < 0)
-        return fail(err, errlen, line, 1, "row: %s", why);
+        return sfctl_fail_at(err, errlen, line, 1, "row: %s", why);
     if (row.rank >= st->part->world_size)
-        return fail(err, errlen, line, 1, "row: rank %u is not below the world size %u", row.rank,
-                    st->part->world_size);
+        return sfctl_fail_at(err, errlen, line, 1, "row: rank %u is not below the world size %u",
+                             row.rank, st->part->world_size);
     return sfctl_part_add_row(st->part, &row, row.role);
 }
 
@@ -84,24 +72,23 @@ static int on_window(struct jsonl_state *st, json_t *obj, size_t line, char *err
     char why[200];
     sf_window_meta meta;
     if (st->part == NULL)
-        return fail(err, errlen, line, 1, "window before any header");
+        return sfctl_fail_at(err, errlen, line, 1, "window before any header");
     if (sf_recording_parse_window(obj, &meta, why, sizeof why) < 0)
-        return fail(err, errlen, line, 1, "window: %s", why);
+        return sfctl_fail_at(err, errlen, line, 1, "window: %s", why);
     return add_window(st->part, &meta);
 }
 
-static int on_line(struct jsonl_state *st, const char *text, size_t line, char *err,
-                   size_t errlen)
+static int on_line(struct jsonl_state *st, const char *text, size_t line, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *obj = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (obj == NULL)
-        return fail(err, errlen, line, (size_t)(je.column > 0 ? je.column : 1), "invalid JSON: %s",
-                    je.text);
+        return sfctl_fail_at(err, errlen, line, (size_t)(je.column > 0 ? je.column : 1),
+                             "invalid JSON: %s", je.text);
     const char *type = json_string_value(json_object_get(obj, "type"));
     int r;
     if (!json_is_object(obj) || type == NULL)
-        r = fail(err, errlen, line, 1, "each line must be an object with a \"type\"");
+        r = sfctl_fail_at(err, errlen, line, 1, "each line must be an object with a \"type\"");
     else if (strcmp(type, "header") == 0)
         r = on_header(st, obj, line, err, errlen);
     else if (strcmp(type, "row") == 0)
@@ -109,7 +96,7 @@ static int on_line(struct jsonl_state *st, const char *text, size_t line, char *
     else if (strcmp(type, "window") == 0)
         r = on_window(st, obj, line, err, errlen);
     else
-        r = fail(err, errlen, line, 1, "unknown line type \"%s\"", type);
+        r = sfctl_fail_at(err, errlen, line, 1, "unknown line type \"%s\"", type);
     json_decref(obj);
     return r;
 }
@@ -125,7 +112,7 @@ static bool is_blank(const char *s)
 static int check_parts(const struct replay_input *in, size_t line, char *err, size_t errlen)
 {
     if (in->n_parts == 0)
-        return fail(err, errlen, line + 1, 1, "empty file: no header line");
+        return sfctl_fail_at(err, errlen, line + 1, 1, "empty file: no header line");
     size_t rows = 0;
     for (size_t i = 0; i < in->n_parts; i++) {
         rows += in->parts[i].n_rows;
@@ -133,7 +120,7 @@ static int check_parts(const struct replay_input *in, size_t line, char *err, si
         if (n < 0)
             return n;
     }
-    return rows ? 0 : fail(err, errlen, line + 1, 1, "no rows after the header");
+    return rows ? 0 : sfctl_fail_at(err, errlen, line + 1, 1, "no rows after the header");
 }
 
 int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, char *err,
@@ -148,7 +135,7 @@ int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, 
     while (r == 0 && (n = getline(&text, &cap, in)) > 0) {
         line++;
         if ((size_t)n > JSONL_MAX_LINE)
-            r = fail(err, errlen, line, 1, "line longer than %u bytes", JSONL_MAX_LINE);
+            r = sfctl_fail_at(err, errlen, line, 1, "line longer than %u bytes", JSONL_MAX_LINE);
         else if (!is_blank(text))
             r = on_line(&st, text, line, err, errlen);
     }

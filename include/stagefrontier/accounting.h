@@ -24,16 +24,16 @@ extern "C" {
 /* Hard bounds. They keep every per-step sum inside int64 without checks on
  * the hot merge path: SF_MAX_RANKS * SF_MAX_DURATION_NS < 2^61, and a prefix
  * is at most SF_MAX_STAGES * SF_MAX_DURATION_NS < 2^48. */
-#define SF_MAX_STAGES        64
-#define SF_MAX_RANKS         (1u << 18)
-#define SF_MAX_DURATION_NS   (INT64_C(1) << 42) /* about 73 minutes per stage */
-#define SF_MAX_WINDOW_STEPS  16384 /* window sums of prefixes stay below 2^62 */
-#define SF_MAX_NAME_LEN      64
-#define SF_MAX_ROLES         16
-#define SF_MAX_ACCUMULATION  64
+#define SF_MAX_STAGES 64
+#define SF_MAX_RANKS (1u << 18)
+#define SF_MAX_DURATION_NS (INT64_C(1) << 42) /* about 73 minutes per stage */
+#define SF_MAX_WINDOW_STEPS 16384             /* window sums of prefixes stay below 2^62 */
+#define SF_MAX_NAME_LEN 64
+#define SF_MAX_ROLES 16
+#define SF_MAX_ACCUMULATION 64
 
 #define SF_NO_RANK UINT32_MAX
-#define SF_NULL_NS INT64_MIN   /* an undefined duration figure (JSON null) */
+#define SF_NULL_NS INT64_MIN /* an undefined duration figure (JSON null) */
 
 /* ---- schema ----------------------------------------------------------- */
 
@@ -42,22 +42,21 @@ extern "C" {
 typedef struct sf_schema {
     uint32_t version;
     uint32_t n_stages;
-    uint32_t accumulation;      /* gradient accumulation factor K >= 1 */
-    bool microstep_indexed;     /* some stage name carries an @k suffix */
-    uint64_t hash;              /* FNV-1a over version, names and groups */
+    uint32_t accumulation;  /* gradient accumulation factor K >= 1 */
+    bool microstep_indexed; /* some stage name carries an @k suffix */
+    uint64_t hash;          /* FNV-1a over version, names and groups */
     char *names[SF_MAX_STAGES];
     char *groups[SF_MAX_STAGES];
     /* Reporting groups in order of first appearance. */
     uint32_t n_groups;
     char *group_names[SF_MAX_STAGES];
-    uint32_t group_of[SF_MAX_STAGES];   /* stage -> group index */
+    uint32_t group_of[SF_MAX_STAGES]; /* stage -> group index */
 } sf_schema;
 
 /* Copies names; groups may be NULL or hold NULL/"" entries. -EINVAL on an
  * empty, oversized, duplicate or malformed name list. */
-int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages,
-                   const char *const *names, const char *const *groups,
-                   uint32_t accumulation);
+int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const char *const *names,
+                   const char *const *groups, uint32_t accumulation);
 /* The default six stages, or their @k expansion when accumulation > 1. */
 int sf_schema_init_default(sf_schema *ret, uint32_t accumulation);
 void sf_schema_clear(sf_schema *schema);
@@ -73,35 +72,35 @@ extern const char *const sf_default_stage_names[6];
 enum sf_event_state { SF_EVENT_NONE = 0, SF_EVENT_READY = 1, SF_EVENT_MISSING = 2 };
 
 /* Row flags: contract violations the client counted for this step. */
-#define SF_ROW_VIOLATION      (1u << 0)
-#define SF_ROW_NON_MONOTONIC  (1u << 1)
+#define SF_ROW_VIOLATION (1u << 0)
+#define SF_ROW_NON_MONOTONIC (1u << 1)
 
 /* One (step, rank) record. d points at n_stages durations, residual last. */
 typedef struct sf_row {
     int64_t step;
     uint32_t rank;
     uint32_t flags;
-    int64_t overlap_ns;         /* max(0, sum explicit - step_wall), >= 0 */
+    int64_t overlap_ns; /* max(0, sum explicit - step_wall), >= 0 */
     const int64_t *d;
-    const char *role;           /* NULL counts as "" */
-    uint8_t event_state;        /* enum sf_event_state */
-    int64_t event_cpu_ns;       /* CPU-wall forward of the sampled step */
-    int64_t event_gpu_ns;       /* CUDA-event forward, when ready */
+    const char *role;     /* NULL counts as "" */
+    uint8_t event_state;  /* enum sf_event_state */
+    int64_t event_cpu_ns; /* CPU-wall forward of the sampled step */
+    int64_t event_gpu_ns; /* CUDA-event forward, when ready */
 } sf_row;
 
 /* Window-level flags, set by whoever assembled the window. */
-#define SF_WIN_CLOSED_EARLY   (1u << 0)
-#define SF_WIN_PARTIAL        (1u << 1)
-#define SF_WIN_LATE_SUMMARY   (1u << 2)
-#define SF_WIN_NON_MONOTONIC  (1u << 3)
+#define SF_WIN_CLOSED_EARLY (1u << 0)
+#define SF_WIN_PARTIAL (1u << 1)
+#define SF_WIN_LATE_SUMMARY (1u << 2)
+#define SF_WIN_NON_MONOTONIC (1u << 3)
 
 typedef struct sf_window_meta {
     int64_t index;
     uint32_t segment;
-    int64_t first_step;         /* first step index of the window's range */
-    int64_t last_step;          /* last step index of the range (inclusive) */
+    int64_t first_step; /* first step index of the window's range */
+    int64_t last_step;  /* last step index of the range (inclusive) */
     uint32_t world_size;
-    uint32_t flags;             /* SF_WIN_* */
+    uint32_t flags; /* SF_WIN_* */
     uint64_t dropped_records;
     uint64_t contract_violations;
     uint64_t rejected_records;
@@ -110,8 +109,8 @@ typedef struct sf_window_meta {
 /* Window index of a step: floor((step - warmup) / window_steps), or -1 for a
  * warmup step. */
 int64_t sf_window_index(int64_t step, int64_t warmup_steps, int64_t window_steps);
-void sf_window_range(int64_t index, int64_t warmup_steps, int64_t window_steps,
-                     int64_t *ret_first, int64_t *ret_last);
+void sf_window_range(int64_t index, int64_t warmup_steps, int64_t window_steps, int64_t *ret_first,
+                     int64_t *ret_last);
 
 /* Checks one row against the schema and the bounds: -EINVAL/-ERANGE. */
 int sf_row_validate(const sf_row *row, const sf_schema *schema);
@@ -122,70 +121,71 @@ int sf_row_validate(const sf_row *row, const sf_schema *schema);
  * more than one member. */
 typedef struct sf_candidate_set {
     uint32_t n;
-    uint32_t n_stage;           /* the first n_stage candidates are stages */
+    uint32_t n_stage; /* the first n_stage candidates are stages */
     uint64_t member_mask[SF_MAX_STAGES * 2];
 } sf_candidate_set;
 
 typedef struct sf_top2 {
-    int64_t v1, v2;             /* v1 >= v2; v2 = INT64_MIN when absent */
-    uint32_t r1, r2;            /* ranks; SF_NO_RANK when absent */
+    int64_t v1, v2;  /* v1 >= v2; v2 = INT64_MIN when absent */
+    uint32_t r1, r2; /* ranks; SF_NO_RANK when absent */
 } sf_top2;
 
 /* Per-step data. Arrays are views into sf_summary storage, sized by S and C. */
 typedef struct sf_step_summary {
     int64_t step;
-    uint32_t n_ranks;           /* ranks contributing to this step */
-    sf_top2 *prefix_top2;       /* [S] boundaries 1..S */
-    int64_t *dmax, *dmin, *dsum;/* [S] per stage over ranks */
+    uint32_t n_ranks;            /* ranks contributing to this step */
+    sf_top2 *prefix_top2;        /* [S] boundaries 1..S */
+    int64_t *dmax, *dmin, *dsum; /* [S] per stage over ranks */
     int64_t slowest_total;
     uint32_t slowest_rank;
-    int64_t *slowest_d;         /* [S] */
+    int64_t *slowest_d; /* [S] */
     bool has_rank0;
-    int64_t *rank0_d;           /* [S] */
-    int64_t *clipped_end;       /* [C] max_r of P[S] with candidate clipped to the rank median */
+    int64_t *rank0_d;     /* [S] */
+    int64_t *clipped_end; /* [C] max_r of P[S] with candidate clipped to the rank median */
     int64_t residual_sum, overlap_sum, end_sum;
 } sf_step_summary;
 
-typedef struct sf_rank_interval { uint32_t lo, hi; } sf_rank_interval; /* inclusive */
+typedef struct sf_rank_interval {
+    uint32_t lo, hi;
+} sf_rank_interval; /* inclusive */
 
 /* Dense rows, kept for jobs up to dense_max_ranks: exact cohort gains and slack. */
 typedef struct sf_dense {
     uint32_t n_ranks;
-    uint32_t *ranks;            /* sorted */
-    char **roles;               /* [n_ranks], owned */
+    uint32_t *ranks; /* sorted */
+    char **roles;    /* [n_ranks], owned */
     /* For each summary step, each rank's durations, or absent. */
-    int64_t *d;                 /* [n_steps][n_ranks][S] */
-    uint8_t *present;           /* [n_steps][n_ranks] */
+    int64_t *d;       /* [n_steps][n_ranks][S] */
+    uint8_t *present; /* [n_steps][n_ranks] */
 } sf_dense;
 
 typedef struct sf_summary {
     sf_schema schema;
     sf_window_meta meta;
     sf_candidate_set cand;
-    uint32_t n_steps;           /* sorted by step */
+    uint32_t n_steps; /* sorted by step */
     sf_step_summary *steps;
     uint32_t n_roles;
-    char *roles[SF_MAX_ROLES];  /* sorted set; "" for unset */
-    bool roles_overflow;        /* more distinct roles than SF_MAX_ROLES */
+    char *roles[SF_MAX_ROLES]; /* sorted set; "" for unset */
+    bool roles_overflow;       /* more distinct roles than SF_MAX_ROLES */
     uint64_t event_samples, event_ready;
     int64_t event_cpu_ns, event_gpu_ns; /* over ready samples */
     uint32_t n_intervals;
     sf_rank_interval *coverage; /* sorted, disjoint, coalesced */
     uint64_t merge_conflicts;
     uint64_t rows_seen;
-    uint64_t violation_rows;    /* rows flagged SF_ROW_VIOLATION */
-    uint64_t non_monotonic_rows;/* rows flagged SF_ROW_NON_MONOTONIC */
-    sf_dense *dense;            /* NULL in mergeable mode */
-    int64_t *storage;           /* backing store for the step arrays */
+    uint64_t violation_rows;     /* rows flagged SF_ROW_VIOLATION */
+    uint64_t non_monotonic_rows; /* rows flagged SF_ROW_NON_MONOTONIC */
+    sf_dense *dense;             /* NULL in mergeable mode */
+    int64_t *storage;            /* backing store for the step arrays */
     sf_top2 *top2_storage;
 } sf_summary;
 
 /* Builds the summary of one node's rows for one window (or the whole window
  * when the caller holds every row). Rows may come in any order; duplicate
  * (step, rank) pairs are -EEXIST, invalid rows -EINVAL/-ERANGE. */
-int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta,
-                     const sf_row *rows, size_t n_rows, bool dense,
-                     sf_summary **ret);
+int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                     size_t n_rows, bool dense, sf_summary **ret);
 void sf_summary_free(sf_summary *s);
 int sf_summary_clone(const sf_summary *s, sf_summary **ret);
 
@@ -199,8 +199,8 @@ uint64_t sf_summary_covered_ranks(const sf_summary *s);
 
 /* Allocates empty step arrays for the given step indices (used by decoders
  * of the wire form). */
-int sf_summary_alloc(const sf_schema *schema, const sf_window_meta *meta,
-                     uint32_t n_steps, sf_summary **ret);
+int sf_summary_alloc(const sf_schema *schema, const sf_window_meta *meta, uint32_t n_steps,
+                     sf_summary **ret);
 
 /* ---- gates ------------------------------------------------------------ */
 
@@ -274,57 +274,59 @@ const char *sf_downgrade_name(enum sf_downgrade reason);
 /* Figures of one stage or one reporting group. Durations are window sums in
  * ns; ratios are NaN where undefined (reported as null). */
 typedef struct sf_unit_figures {
-    const char *name;           /* view into the report's schema */
+    const char *name; /* view into the report's schema */
     const char *group;
     int64_t advance_ns, max_ns, mean_ns, spread_ns, slowest_rank_ns;
-    int64_t rank0_ns;           /* SF_NULL_NS when rank 0 is not in the window */
-    int64_t lag_ns;             /* stages: sum over steps of F - mean_r P; groups: INT64_MIN (null) */
-    int64_t delta_lag_ns;       /* advance - mean: positive when the frontier outruns the average rank */
+    int64_t rank0_ns;     /* SF_NULL_NS when rank 0 is not in the window */
+    int64_t lag_ns;       /* stages: sum over steps of F - mean_r P; groups: INT64_MIN (null) */
+    int64_t delta_lag_ns; /* advance - mean: positive when the frontier outruns the average rank */
     int64_t gain_rank_median_ns;
-    int64_t gain_cohort_median_ns;   /* SF_NULL_NS in mergeable mode */
+    int64_t gain_cohort_median_ns; /* SF_NULL_NS in mergeable mode */
     double share, gain;
-    uint32_t leader_rank;       /* SF_NO_RANK when none */
+    uint32_t leader_rank; /* SF_NO_RANK when none */
     uint32_t leader_steps;
-    uint32_t evidence_stage;    /* stage whose leader evidence this unit uses */
+    uint32_t evidence_stage; /* stage whose leader evidence this unit uses */
 } sf_unit_figures;
 
 typedef struct sf_rank_evidence {
     uint32_t rank;
-    const char *role;           /* owned copy; NULL when unknown (mergeable mode) */
-    uint32_t *leader_steps;     /* [S] */
-    int64_t *median_gap_ns;     /* [S], SF_NULL_NS when it never led */
-    int64_t mean_slack_ns;      /* SF_NULL_NS in mergeable mode */
+    const char *role;       /* owned copy; NULL when unknown (mergeable mode) */
+    uint32_t *leader_steps; /* [S] */
+    int64_t *median_gap_ns; /* [S], SF_NULL_NS when it never led */
+    int64_t mean_slack_ns;  /* SF_NULL_NS in mergeable mode */
 } sf_rank_evidence;
 
-typedef struct sf_suspect { uint32_t rank, steps; } sf_suspect;
+typedef struct sf_suspect {
+    uint32_t rank, steps;
+} sf_suspect;
 
 typedef struct sf_report {
     sf_schema schema;
     sf_window_meta meta;
     sf_gates gates;
     bool dense;
-    uint32_t steps;             /* complete steps in the accounting */
-    uint32_t ranks;             /* ranks seen */
+    uint32_t steps; /* complete steps in the accounting */
+    uint32_t ranks; /* ranks seen */
     uint32_t missing_ranks;
     uint32_t incomplete_steps;
-    int64_t first_step, last_step;   /* of the complete steps, -1 if none */
+    int64_t first_step, last_step; /* of the complete steps, -1 if none */
     bool rank0_present;
     __int128 exposed_total_ns;
     int64_t telescoping_max_abs_err_ns;
     int64_t leader_gap_tol_ns;
     double residual_share, overlap_share;
-    double leader_switch_rate;  /* at the leading unit */
+    double leader_switch_rate; /* at the leading unit */
     uint64_t event_samples, event_ready;
-    double event_ready_ratio, event_ratio;  /* NaN when undefined */
+    double event_ready_ratio, event_ratio; /* NaN when undefined */
     sf_unit_figures stages[SF_MAX_STAGES];
     sf_unit_figures groups[SF_MAX_STAGES];
-    uint32_t routing_order[SF_MAX_STAGES];  /* group indices */
-    uint32_t n_routing;         /* routing set length (0 below the share floor) */
+    uint32_t routing_order[SF_MAX_STAGES]; /* group indices */
+    uint32_t n_routing;                    /* routing set length (0 below the share floor) */
     uint32_t n_co_critical;
-    uint32_t co_critical[4];    /* group indices, schema order */
-    uint32_t *step_leaders;     /* [steps][S] unique leader per complete step, or SF_NO_RANK */
-    uint32_t labels;            /* bit set of enum sf_label */
-    uint32_t downgrades;        /* bit set of enum sf_downgrade */
+    uint32_t co_critical[4]; /* group indices, schema order */
+    uint32_t *step_leaders;  /* [steps][S] unique leader per complete step, or SF_NO_RANK */
+    uint32_t labels;         /* bit set of enum sf_label */
+    uint32_t downgrades;     /* bit set of enum sf_downgrade */
     uint32_t n_suspects;
     sf_suspect *suspects;
     uint32_t n_rank_evidence;
@@ -332,15 +334,13 @@ typedef struct sf_report {
     uint64_t dropped_records, contract_violations, rejected_records, merge_conflicts;
 } sf_report;
 
-int sf_report_compute(const sf_summary *summary, const sf_gates *gates,
-                      sf_report **ret);
+int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_report **ret);
 void sf_report_free(sf_report *report);
 
 /* Convenience: the report of a full window, dense when the window's world
  * size is at most gates->dense_max_ranks (the rule sfd applies too). */
-int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta,
-                        const sf_row *rows, size_t n_rows, const sf_gates *gates,
-                        sf_report **ret);
+int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                        size_t n_rows, const sf_gates *gates, sf_report **ret);
 
 /* Exactness of report fields in a given mode. */
 bool sf_report_field_exact(const sf_report *report, const char *field);

@@ -16,8 +16,8 @@
 struct matrix {
     uint32_t steps, ranks, stages;
     int64_t first_step;
-    int64_t *d;         /* [steps][ranks][stages] */
-    sf_row *rows;       /* [steps * ranks] */
+    int64_t *d;   /* [steps][ranks][stages] */
+    sf_row *rows; /* [steps * ranks] */
 };
 
 static inline uint64_t splitmix64(uint64_t *state)
@@ -42,8 +42,8 @@ static inline void matrix_bind_rows(struct matrix *m)
 {
     for (uint32_t t = 0; t < m->steps; t++)
         for (uint32_t r = 0; r < m->ranks; r++)
-            m->rows[(size_t)t * m->ranks + r] = (sf_row){
-                .step = m->first_step + t, .rank = r, .d = cell(m, t, r)};
+            m->rows[(size_t)t * m->ranks + r] =
+                (sf_row){.step = m->first_step + t, .rank = r, .d = cell(m, t, r)};
 }
 
 static inline struct matrix matrix_new(uint32_t steps, uint32_t ranks, uint32_t stages)
@@ -74,8 +74,8 @@ static inline void matrix_free(struct matrix *m)
 
 static inline sf_window_meta meta_for(uint32_t world)
 {
-    return (sf_window_meta){.index = 0, .first_step = 0, .last_step = SF_MAX_WINDOW_STEPS - 1,
-                            .world_size = world};
+    return (sf_window_meta){
+        .index = 0, .first_step = 0, .last_step = SF_MAX_WINDOW_STEPS - 1, .world_size = world};
 }
 
 /* Stage names s0, s1, ... with the last one the residual. */

@@ -44,8 +44,8 @@ static sf_report *compute(struct fixture *f, size_t n_rows)
 {
     sf_report_free(f->report);
     f->report = NULL;
-    assert_int_equal(sf_report_from_rows(&f->schema, &f->meta, f->m.rows, n_rows, &f->gates,
-                                         &f->report), 0);
+    assert_int_equal(
+        sf_report_from_rows(&f->schema, &f->meta, f->m.rows, n_rows, &f->gates, &f->report), 0);
     return f->report;
 }
 
@@ -56,10 +56,17 @@ static void fixture_clear(struct fixture *f)
     sf_schema_clear(&f->schema);
 }
 
-static bool has_label(const sf_report *r, enum sf_label l) { return (r->labels >> l) & 1u; }
-static bool has_reason(const sf_report *r, enum sf_downgrade d) { return (r->downgrades >> d) & 1u; }
+static bool has_label(const sf_report *r, enum sf_label l)
+{
+    return (r->labels >> l) & 1u;
+}
+static bool has_reason(const sf_report *r, enum sf_downgrade d)
+{
+    return (r->downgrades >> d) & 1u;
+}
 
-static const char *const three[] = {"data.next_wait", "model.backward_cpu_wall", "step.other_cpu_wall"};
+static const char *const three[] = {"data.next_wait", "model.backward_cpu_wall",
+                                    "step.other_cpu_wall"};
 static const char *const four[] = {"data.next_wait", "model.fwd_loss_cpu_wall",
                                    "model.backward_cpu_wall", "step.other_cpu_wall"};
 
@@ -81,7 +88,7 @@ static void displacement_example(void **state)
     assert_int_equal(r->stages[0].max_ns + r->stages[1].max_ns + r->stages[2].max_ns, 7 * MS);
     assert_int_equal(r->stages[0].mean_ns, 5 * MS / 3);
     assert_int_equal(r->stages[1].mean_ns, 1 * MS);
-    assert_int_equal(r->stages[2].mean_ns, 7 * MS / 3);   /* the three sum to 5 ms, less rounding */
+    assert_int_equal(r->stages[2].mean_ns, 7 * MS / 3); /* the three sum to 5 ms, less rounding */
     assert_int_equal(r->stages[0].leader_rank, 0);
     assert_int_equal(r->routing_order[0], 0);
     fixture_clear(&f);
@@ -114,10 +121,10 @@ static void sync_wait_routes_data(void **state)
     assert_int_equal(r->stages[0].gain_rank_median_ns, 0);
     assert_false(has_label(r, SF_LABEL_DIRECT_EXPOSURE));
     assert_true(has_label(r, SF_LABEL_CO_CRITICAL));
-    f.gates.model_fit = true;                    /* with a workload model: sync-wait dependent */
+    f.gates.model_fit = true; /* with a workload model: sync-wait dependent */
     r = compute(&f, 40);
     assert_true(has_label(r, SF_LABEL_SYNC_WAIT_DEPENDENT));
-    assert_true(has_label(r, SF_LABEL_LIKELY_SYNC_WAIT));   /* advance 100 > mean 32.5 */
+    assert_true(has_label(r, SF_LABEL_LIKELY_SYNC_WAIT)); /* advance 100 > mean 32.5 */
     fixture_clear(&f);
 }
 
@@ -149,11 +156,11 @@ static void two_stage_tie(void **state)
         set_rank(&f, rk, (int64_t[]){5, 5, 0});
     sf_report *r = compute(&f, 12);
     assert_true(r->stages[0].share == 0.5 && r->stages[1].share == 0.5);
-    assert_int_equal(r->routing_order[0], 0);    /* ties in schema order */
+    assert_int_equal(r->routing_order[0], 0); /* ties in schema order */
     assert_int_equal(r->routing_order[1], 1);
     assert_int_equal(r->n_routing, 2);
     assert_true(has_label(r, SF_LABEL_CO_CRITICAL));
-    assert_int_equal(r->stages[0].leader_rank, SF_NO_RANK);  /* shared maxima: no unique leader */
+    assert_int_equal(r->stages[0].leader_rank, SF_NO_RANK); /* shared maxima: no unique leader */
     fixture_clear(&f);
 }
 
@@ -169,7 +176,7 @@ static void roles_need_role_aware_reading(void **state)
         f.m.rows[i].role = f.m.rows[i].rank == 3 ? "generator" : "trainer";
     sf_report *r = compute(&f, 40);
     assert_true(has_label(r, SF_LABEL_ROLE_AWARE_NEEDED));
-    assert_false(has_label(r, SF_LABEL_DIRECT_EXPOSURE));    /* suppressed */
+    assert_false(has_label(r, SF_LABEL_DIRECT_EXPOSURE)); /* suppressed */
     assert_string_equal(r->rank_evidence[3].role, "generator");
     fixture_clear(&f);
 }
@@ -222,8 +229,8 @@ static void missing_rank_and_incomplete_step(void **state)
     set_rank(&f, 0, (int64_t[]){3, 1, 0});
     set_rank(&f, 1, (int64_t[]){1, 1, 0});
     set_rank(&f, 2, (int64_t[]){1, 1, 0});
-    f.meta.world_size = 4;                       /* rank 3 never reported */
-    sf_report *r = compute(&f, 8);               /* the last step lacks rank 2 */
+    f.meta.world_size = 4;         /* rank 3 never reported */
+    sf_report *r = compute(&f, 8); /* the last step lacks rank 2 */
     assert_int_equal(r->missing_ranks, 1);
     assert_int_equal(r->incomplete_steps, 1);
     assert_int_equal(r->steps, 2);
@@ -243,8 +250,8 @@ static void single_rank_and_share_floor(void **state)
     assert_true(has_reason(r, SF_DG_SINGLE_RANK));
     assert_false(has_label(r, SF_LABEL_CO_CRITICAL));
     assert_int_equal(r->stages[0].leader_rank, SF_NO_RANK);
-    assert_int_equal(r->n_routing, 2);           /* 75 % < tau, then backward */
-    f.gates.share_floor_s = 1.0;                 /* 12 ms of exposure is below a 1 s floor */
+    assert_int_equal(r->n_routing, 2); /* 75 % < tau, then backward */
+    f.gates.share_floor_s = 1.0;       /* 12 ms of exposure is below a 1 s floor */
     r = compute(&f, 3);
     assert_true(has_reason(r, SF_DG_BELOW_SHARE_FLOOR));
     assert_true(isnan(r->stages[0].share) && isnan(r->stages[0].gain));
@@ -269,7 +276,7 @@ static void accumulation_without_microsteps_is_ambiguous(void **state)
     assert_true(expanded.microstep_indexed);
     assert_int_equal(expanded.n_stages, 9);
     assert_int_equal(expanded.n_groups, 6);
-    assert_string_equal(expanded.groups[3], "data.next_wait");   /* data.next_wait@1 */
+    assert_string_equal(expanded.groups[3], "data.next_wait"); /* data.next_wait@1 */
     sf_schema_clear(&expanded);
 }
 
@@ -322,18 +329,18 @@ static void mergeable_mode_nulls_dense_only_figures(void **state)
     sf_report *r = compute(&f, 40);
     assert_false(r->dense);
     assert_int_equal(r->stages[0].gain_cohort_median_ns, SF_NULL_NS);
-    assert_int_equal(r->n_rank_evidence, 1);            /* only the rank that led */
+    assert_int_equal(r->n_rank_evidence, 1); /* only the rank that led */
     assert_int_equal(r->rank_evidence[0].rank, 3);
     assert_null(r->rank_evidence[0].role);
     assert_int_equal(r->rank_evidence[0].mean_slack_ns, SF_NULL_NS);
     assert_false(sf_report_field_exact(r, "gain_cohort_median_s"));
     assert_true(sf_report_field_exact(r, "advance_s"));
-    assert_int_equal(r->stages[0].advance_ns, 100 * MS);  /* the frontier itself is exact */
+    assert_int_equal(r->stages[0].advance_ns, 100 * MS); /* the frontier itself is exact */
     f.gates.dense_max_ranks = 4;
     r = compute(&f, 40);
     assert_true(r->dense && sf_report_field_exact(r, "gain_cohort_median_s"));
     assert_int_equal(r->n_rank_evidence, 4);
-    assert_int_equal(r->rank_evidence[0].mean_slack_ns, 9 * MS / 2);   /* (9 + 9 + 0 + 0) / 4 */
+    assert_int_equal(r->rank_evidence[0].mean_slack_ns, 9 * MS / 2); /* (9 + 9 + 0 + 0) / 4 */
     fixture_clear(&f);
 }
 

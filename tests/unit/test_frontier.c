@@ -14,7 +14,8 @@ static sf_summary *summarize(struct matrix *m, const sf_schema *schema)
 {
     sf_window_meta meta = meta_for(m->ranks);
     sf_summary *s = NULL;
-    assert_int_equal(sf_summary_build(schema, &meta, m->rows, (size_t)m->steps * m->ranks, true, &s), 0);
+    assert_int_equal(
+        sf_summary_build(schema, &meta, m->rows, (size_t)m->steps * m->ranks, true, &s), 0);
     return s;
 }
 
@@ -24,7 +25,8 @@ static sf_report *report_of(struct matrix *m, const sf_schema *schema)
     sf_gates_default(&g);
     sf_window_meta meta = meta_for(m->ranks);
     sf_report *r = NULL;
-    assert_int_equal(sf_report_from_rows(schema, &meta, m->rows, (size_t)m->steps * m->ranks, &g, &r), 0);
+    assert_int_equal(
+        sf_report_from_rows(schema, &meta, m->rows, (size_t)m->steps * m->ranks, &g, &r), 0);
     return r;
 }
 
@@ -101,17 +103,18 @@ static void max_overcounts_mean_undercounts(void **state)
     (void)state;
     for (uint64_t seed = 100; seed < 140; seed++) {
         uint64_t st = seed;
-        uint32_t stages = 1 + (uint32_t)rand_below(&st, 12), ranks = 1 + (uint32_t)rand_below(&st, 20);
+        uint32_t stages = 1 + (uint32_t)rand_below(&st, 12),
+                 ranks = 1 + (uint32_t)rand_below(&st, 20);
         struct matrix m = matrix_random(seed, 10, ranks, stages, seed % 3 ? 1000000 : 3);
         sf_schema schema;
         numbered_schema(&schema, stages);
         __int128 e, mx, nmean;
         comparison_sums(&m, &schema, &e, &mx, &nmean);
         uint32_t bound = ranks < stages ? ranks : stages;
-        assert_true(e <= mx && mx <= (__int128)bound * e);          /* Proposition 1 */
-        assert_true(e <= nmean && nmean <= (__int128)ranks * e);    /* Proposition 2, times n */
+        assert_true(e <= mx && mx <= (__int128)bound * e);       /* Proposition 1 */
+        assert_true(e <= nmean && nmean <= (__int128)ranks * e); /* Proposition 2, times n */
         sf_report *r = report_of(&m, &schema);
-        __int128 reported = 0;   /* each reported mean is its exact sum over n, toward zero */
+        __int128 reported = 0; /* each reported mean is its exact sum over n, toward zero */
         for (uint32_t k = 0; k < stages; k++)
             reported += r->stages[k].mean_ns;
         assert_true(reported * ranks <= nmean && nmean < (reported + stages) * ranks);
@@ -139,12 +142,12 @@ static void bounds_are_tight(void **state)
     memset(m.d, 0, 9 * sizeof *m.d);
     cell(&m, 0, 0)[0] = D;
     comparison_sums(&m, &schema, &e, &mx, &nmean);
-    assert_true(e == D && nmean == e);                    /* mean sum = E / n */
+    assert_true(e == D && nmean == e); /* mean sum = E / n */
     for (uint32_t r = 0; r < 3; r++)
         for (uint32_t k = 0; k < 3; k++)
             cell(&m, 0, r)[k] = D;
     comparison_sums(&m, &schema, &e, &mx, &nmean);
-    assert_true(mx == e && nmean == 3 * e);               /* max sum = E, mean sum = E */
+    assert_true(mx == e && nmean == 3 * e); /* max sum = E, mean sum = E */
     matrix_free(&m);
     sf_schema_clear(&schema);
 }
@@ -153,7 +156,8 @@ static void slack_identity_holds(void **state)
 {
     (void)state;
     for (uint64_t seed = 200; seed < 230; seed++) {
-        struct matrix m = matrix_random(seed, 6, 1 + (uint32_t)(seed % 9), 5, seed % 2 ? 50 : 1000000);
+        struct matrix m =
+            matrix_random(seed, 6, 1 + (uint32_t)(seed % 9), 5, seed % 2 ? 50 : 1000000);
         sf_schema schema;
         numbered_schema(&schema, 5);
         sf_summary *s = summarize(&m, &schema);
@@ -165,7 +169,7 @@ static void slack_identity_holds(void **state)
                     int64_t p_prev = 0;
                     for (uint32_t j = 0; j < k; j++)
                         p_prev += cell(&m, t, r)[j];
-                    int64_t slack = f_prev - p_prev;         /* sigma[t,r,k-1] >= 0 */
+                    int64_t slack = f_prev - p_prev; /* sigma[t,r,k-1] >= 0 */
                     assert_true(slack >= 0);
                     if (cell(&m, t, r)[k] - slack > best)
                         best = cell(&m, t, r)[k] - slack;
@@ -216,17 +220,17 @@ static void median_follows_the_design(void **state)
     int64_t odd[] = {5, 1, 3};
     assert_int_equal(sf_median_i64(odd, 3), 3);
     int64_t even[] = {4, 1, 2, 9};
-    assert_int_equal(sf_median_i64(even, 4), 3);          /* 2 + (4 - 2) / 2 */
+    assert_int_equal(sf_median_i64(even, 4), 3); /* 2 + (4 - 2) / 2 */
     int64_t toward_zero[] = {1, 2};
-    assert_int_equal(sf_median_i64(toward_zero, 2), 1);   /* 1 + 1/2 rounds toward zero */
+    assert_int_equal(sf_median_i64(toward_zero, 2), 1); /* 1 + 1/2 rounds toward zero */
     int64_t big[] = {INT64_MAX - 1, INT64_MAX};
-    assert_int_equal(sf_median_i64(big, 2), INT64_MAX - 1);  /* no overflow */
+    assert_int_equal(sf_median_i64(big, 2), INT64_MAX - 1); /* no overflow */
     uint64_t st = 9;
     int64_t v[1001], sorted[1001];
     for (int i = 0; i < 1001; i++)
         v[i] = rand_below(&st, 50);
     memcpy(sorted, v, sizeof v);
-    for (int i = 1; i < 1001; i++)   /* insertion sort as an independent reference */
+    for (int i = 1; i < 1001; i++) /* insertion sort as an independent reference */
         for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
             int64_t x = sorted[j];
             sorted[j] = sorted[j - 1];

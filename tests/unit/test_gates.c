@@ -51,7 +51,7 @@ static void keys_parse_and_validate(void **state)
     assert_int_equal(sf_gates_set(&g, "model_fit", "maybe"), -EINVAL);
     assert_int_equal(sf_gates_set(&g, "no_such_gate", "1"), -ENOENT);
     assert_int_equal(sf_gates_set(NULL, "tau", "1"), -EINVAL);
-    assert_true(g.tau == 0.9);                  /* failed sets change nothing */
+    assert_true(g.tau == 0.9); /* failed sets change nothing */
     g.window_steps = 0;
     assert_int_equal(sf_gates_validate(&g), -EINVAL);
 }

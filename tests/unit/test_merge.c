@@ -72,7 +72,7 @@ static void run_case(uint64_t seed, bool dense)
     for (uint32_t r = 0; r < ranks; r++)
         node_of[r] = (uint32_t)rand_below(&st, nodes);
     for (size_t i = 0; i < (size_t)steps * ranks; i++)
-        dropped[i] = rand_below(&st, 20) == 0;   /* leaves incomplete steps behind */
+        dropped[i] = rand_below(&st, 20) == 0; /* leaves incomplete steps behind */
     sf_schema schema;
     numbered_schema(&schema, stages);
     sf_window_meta meta = meta_for(ranks + (uint32_t)rand_below(&st, 2));
@@ -85,7 +85,7 @@ static void run_case(uint64_t seed, bool dense)
         if (n == 0)
             continue;
         sf_window_meta node_meta = meta;
-        node_meta.dropped_records = node;     /* counters add up across nodes */
+        node_meta.dropped_records = node; /* counters add up across nodes */
         drops += node;
         assert_int_equal(sf_summary_build(&schema, &node_meta, rows, n, dense, &pool[n_pool++]), 0);
     }
@@ -101,7 +101,8 @@ static void run_case(uint64_t seed, bool dense)
     assert_int_equal(sf_summary_build(&schema, &meta, rows, all, dense, &whole), 0);
     char *a = report_text(merged), *b = report_text(whole);
     if (strcmp(a, b) != 0)
-        fail_msg("seed %llu dense %d:\nmerged %s\nwhole  %s", (unsigned long long)seed, dense, a, b);
+        fail_msg("seed %llu dense %d:\nmerged %s\nwhole  %s", (unsigned long long)seed, dense, a,
+                 b);
     free(a);
     free(b);
     sf_summary_free(merged);
@@ -155,14 +156,14 @@ static void resend_and_overlap_are_refused(void **state)
     assert_int_equal(sf_summary_build(&schema, &meta, rows, n, false, &mid), 0);
     assert_int_equal(sf_summary_merge(low, high), 0);
     assert_int_equal(sf_summary_covered_ranks(low), 6);
-    assert_int_equal(sf_summary_merge(low, again), -EALREADY);   /* identical resend */
-    assert_int_equal(sf_summary_merge(high, mid), -EBUSY);       /* partial overlap */
+    assert_int_equal(sf_summary_merge(low, again), -EALREADY); /* identical resend */
+    assert_int_equal(sf_summary_merge(high, mid), -EBUSY);     /* partial overlap */
     assert_int_equal(high->merge_conflicts, 1);
     sf_window_meta other = meta;
     other.index = 1;
     sf_summary *wrong = NULL;
     assert_int_equal(sf_summary_build(&schema, &other, rows, n, false, &wrong), 0);
-    assert_int_equal(sf_summary_merge(low, wrong), -EINVAL);     /* another window */
+    assert_int_equal(sf_summary_merge(low, wrong), -EINVAL); /* another window */
     sf_summary *copy = NULL;
     assert_int_equal(sf_summary_clone(low, &copy), 0);
     char *a = report_text(low), *b = report_text(copy);

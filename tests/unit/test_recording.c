@@ -43,8 +43,14 @@ static void row_round_trips(void **state)
     sf_schema s;
     assert_int_equal(sf_schema_init_default(&s, 1), 0);
     int64_t d[6] = {1, 2, 3, SF_MAX_DURATION_NS, 0, 7}, back_d[6];
-    sf_row row = {.step = 42, .rank = 7, .flags = SF_ROW_VIOLATION, .overlap_ns = 9, .d = d,
-                  .role = "trainer", .event_state = SF_EVENT_READY, .event_cpu_ns = 100,
+    sf_row row = {.step = 42,
+                  .rank = 7,
+                  .flags = SF_ROW_VIOLATION,
+                  .overlap_ns = 9,
+                  .d = d,
+                  .role = "trainer",
+                  .event_state = SF_EVENT_READY,
+                  .event_cpu_ns = 100,
                   .event_gpu_ns = 80};
     json_t *o = sf_recording_row(&row, &s);
     sf_row back;
@@ -65,9 +71,15 @@ static void row_round_trips(void **state)
 static void window_round_trips(void **state)
 {
     (void)state;
-    sf_window_meta m = {.index = 3, .segment = 1, .first_step = 320, .last_step = 419,
-                        .world_size = 16, .flags = SF_WIN_CLOSED_EARLY | SF_WIN_NON_MONOTONIC,
-                        .dropped_records = 5, .contract_violations = 2, .rejected_records = 1};
+    sf_window_meta m = {.index = 3,
+                        .segment = 1,
+                        .first_step = 320,
+                        .last_step = 419,
+                        .world_size = 16,
+                        .flags = SF_WIN_CLOSED_EARLY | SF_WIN_NON_MONOTONIC,
+                        .dropped_records = 5,
+                        .contract_violations = 2,
+                        .rejected_records = 1};
     json_t *o = sf_recording_window(&m);
     sf_window_meta back;
     char err[200];

@@ -14,7 +14,8 @@ static uint64_t reference_hash(uint32_t version, uint32_t n, const char *const *
                                const char *const *groups)
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325);
-    unsigned char v[4] = {version & 0xff, (version >> 8) & 0xff, (version >> 16) & 0xff, version >> 24};
+    unsigned char v[4] = {version & 0xff, (version >> 8) & 0xff, (version >> 16) & 0xff,
+                          version >> 24};
     for (int i = 0; i < 4; i++)
         h = (h ^ v[i]) * UINT64_C(0x100000001b3);
     for (uint32_t i = 0; i < n; i++)
@@ -123,10 +124,8 @@ static void window_index_arithmetic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(default_schema),
-        cmocka_unit_test(microsteps_group_by_parent),
-        cmocka_unit_test(explicit_groups),
-        cmocka_unit_test(bad_names_are_rejected),
+        cmocka_unit_test(default_schema),          cmocka_unit_test(microsteps_group_by_parent),
+        cmocka_unit_test(explicit_groups),         cmocka_unit_test(bad_names_are_rejected),
         cmocka_unit_test(window_index_arithmetic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
