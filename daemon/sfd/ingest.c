@@ -450,7 +450,13 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
         return -EPROTO;
     }
     d->ctr.batches++;
+    /* Drops and stray violations describe earlier steps: note them before
+     * this batch's records can complete (and close) their windows. */
     uint64_t rec_violations = 0;
+    for (size_t i = 0; i < b->n_records; i++)
+        if (b->records[i]->has_violations)
+            rec_violations += b->records[i]->violations;
+    note_counters(c, b, rec_violations);
     for (size_t i = 0; i < b->n_records; i++) {
         const Stagefrontier__StepRecord *rec = b->records[i];
         sf_row row;
@@ -459,17 +465,14 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
             count_reject(d, job, SFD_REJ_INVALID, 1, c);
             continue;
         }
-        if (rec->has_violations && rec->violations > 0) {
-            rec_violations += rec->violations;
+        if (rec->has_violations && rec->violations > 0)
             sfd_window_note_violations(job, rec->step, rec->violations);
-        }
         if (sfd_window_add(job, c->rank, &row, &why) < 0) {
             count_reject(d, job, why, 1, c);
             continue;
         }
         d->ctr.records++;
     }
-    note_counters(c, b, rec_violations);
     return 0;
 }
 

@@ -1,0 +1,227 @@
+/*
+ * Unit tests of sfd's window assembly (windows.c, jobs.c) without sockets:
+ * completeness, deadlines, late and duplicate records, drop attribution,
+ * pressure closes, segments and partial windows. Each test ends with the
+ * loop closing cleanly.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sfd.h"
+
+struct fx {
+    struct sfd d;
+    uv_loop_t loop;
+    struct sfd_job *job;
+};
+
+static int setup(void **state)
+{
+    static struct fx fx;
+    memset(&fx, 0, sizeof(fx));
+    assert_int_equal(uv_loop_init(&fx.loop), 0);
+    fx.d.loop = &fx.loop;
+    sfd_config_default(&fx.d.cfg);
+    fx.d.cfg.gates.warmup_steps = 0;
+    fx.d.cfg.gates.window_steps = 4;
+    fx.d.cfg.window_grace_ms = 100;
+    sfd_log_init(SFD_LOG_ERR);
+    assert_int_equal(sfd_timers_init(&fx.d), 0);
+
+    enum sfd_reject why;
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    assert_int_equal(sfd_job_find_or_create(&fx.d, "unit", 1000, &fx.job, &why), 0);
+    assert_int_equal(sfd_job_bind_shape(fx.job, &schema, 2), 0);
+    sf_schema_clear(&schema);
+    fx.job->n_live = 2;         /* as if both ranks were connected */
+    *state = &fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *fx = *state;
+    fx->d.stopping = true;
+    uv_close((uv_handle_t *)&fx->d.tick, NULL);
+    uv_close((uv_handle_t *)&fx->d.prom_timer, NULL);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    sfd_jobs_free_all(&fx->d);
+    assert_int_equal(uv_loop_close(&fx->loop), 0);
+    return 0;
+}
+
+static int add(struct fx *fx, uint32_t rank, int64_t step, enum sfd_reject *why)
+{
+    int64_t d[6] = { 1000 + rank * 500, 2000, 3000, 400, 500, 60 };
+    sf_row row = { .step = step, .d = d };
+    enum sfd_reject dummy;
+    return sfd_window_add(fx->job, rank, &row, why ? why : &dummy);
+}
+
+static void add_steps(struct fx *fx, uint32_t rank, int64_t first, int64_t last)
+{
+    for (int64_t s = first; s <= last; s++)
+        assert_int_equal(add(fx, rank, s, NULL), 0);
+}
+
+static void complete_window_closes_at_once(void **state)
+{
+    struct fx *fx = *state;
+    add_steps(fx, 0, 0, 3);
+    assert_int_equal(fx->job->n_stored, 0);
+    add_steps(fx, 1, 0, 3);
+    assert_int_equal(fx->job->n_stored, 1);
+    assert_int_equal(fx->job->n_open, 0);
+    const struct sfd_stored *s = &fx->job->stored[0];
+    assert_non_null(s->report);
+    assert_int_equal(s->rows.n, 8);
+    assert_int_equal(s->meta.index, 0);
+    assert_int_equal(s->meta.first_step, 0);
+    assert_int_equal(s->meta.last_step, 3);
+    assert_int_equal(s->meta.flags, 0);
+    assert_int_equal(s->report->incomplete_steps, 0);
+    assert_int_equal(fx->job->pending_rows, 0);
+}
+
+static void deadline_closes_incomplete_window(void **state)
+{
+    struct fx *fx = *state;
+    add_steps(fx, 0, 0, 4);         /* step 4 lies beyond window 0 */
+    add_steps(fx, 1, 0, 2);
+    assert_int_equal(fx->job->n_open, 2);
+    struct sfd_window *w0 = fx->job->open[0]->meta.index == 0 ? fx->job->open[0]
+                                                                : fx->job->open[1];
+    assert_true(w0->deadline_ms > 0);
+    sfd_windows_tick(&fx->d, w0->deadline_ms - 1);
+    assert_int_equal(fx->job->n_stored, 0);
+    sfd_windows_tick(&fx->d, w0->deadline_ms);
+    assert_int_equal(fx->job->n_stored, 1);
+    assert_int_equal(fx->job->stored[0].rows.n, 7);
+    assert_int_equal(fx->job->stored[0].report->incomplete_steps, 1);
+
+    enum sfd_reject why;
+    assert_int_equal(add(fx, 1, 3, &why), -ENOSPC);      /* its window closed */
+    assert_int_equal(why, SFD_REJ_LATE);
+    assert_int_equal(add(fx, 0, 4, &why), -EEXIST);      /* not after the last step */
+    assert_int_equal(why, SFD_REJ_DUPLICATE_RECORD);
+}
+
+static void drops_go_to_their_windows(void **state)
+{
+    struct fx *fx = *state;
+    add_steps(fx, 0, 0, 1);
+    sfd_window_note_drops(fx->job, 2, 9, 8);   /* windows 0 (2..3), 1 (4..7), 2 (8..9) */
+    sfd_window_note_violations(fx->job, 5, 3);
+    uint64_t dropped[3] = { 0 }, viol[3] = { 0 };
+    for (uint32_t i = 0; i < fx->job->n_open; i++) {
+        const sf_window_meta *m = &fx->job->open[i]->meta;
+        dropped[m->index] = m->dropped_records;
+        viol[m->index] = m->contract_violations;
+    }
+    assert_int_equal(dropped[0], 2);
+    assert_int_equal(dropped[1], 4);
+    assert_int_equal(dropped[2], 2);
+    assert_int_equal(viol[1], 3);
+    sfd_window_note_reconnect(fx->job, 1);      /* window 0 already counts drops */
+    sfd_window_note_reconnect(fx->job, 13);     /* window 3: at least one */
+    for (uint32_t i = 0; i < fx->job->n_open; i++) {
+        const sf_window_meta *m = &fx->job->open[i]->meta;
+        if (m->index == 0)
+            assert_int_equal(m->dropped_records, 2);
+        if (m->index == 3)
+            assert_int_equal(m->dropped_records, 1);
+    }
+}
+
+static void pressure_closes_the_oldest_window(void **state)
+{
+    struct fx *fx = *state;
+    fx->d.cfg.max_pending_steps = 4;
+    add_steps(fx, 0, 0, 3);                     /* window 0: 4 rows, rank 1 silent */
+    assert_int_equal(fx->job->pending_rows, 4);
+    add_steps(fx, 0, 4, 4);                     /* no room: window 0 closes early */
+    assert_int_equal(fx->job->n_stored, 1);
+    assert_int_equal(fx->job->stored[0].meta.index, 0);
+    assert_int_equal(fx->job->pending_rows, 1);
+    /* Within one window there is nothing older to close: refused, counted. */
+    add_steps(fx, 0, 5, 7);
+    enum sfd_reject why;
+    assert_int_equal(add(fx, 1, 4, &why), -ENOSPC);
+    assert_int_equal(why, SFD_REJ_PENDING);
+    assert_int_equal(fx->job->n_stored, 1);
+    assert_int_equal(fx->job->open[0]->meta.rejected_records, 1);
+}
+
+static void shape_change_starts_a_segment(void **state)
+{
+    struct fx *fx = *state;
+    add_steps(fx, 0, 0, 1);
+    fx->job->n_live = 1;
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    assert_int_equal(sfd_job_bind_shape(fx->job, &schema, 3), -EXDEV);  /* live: conflict */
+    fx->job->n_live = 0;
+    assert_int_equal(sfd_job_bind_shape(fx->job, &schema, 3), 0);
+    sf_schema_clear(&schema);
+    assert_int_equal(fx->job->segment, 1);
+    assert_int_equal(fx->job->n_stored, 1);
+    assert_true(fx->job->stored[0].meta.flags & SF_WIN_CLOSED_EARLY);
+    assert_int_equal(fx->job->world_size, 3);
+    /* The same index continues as the next segment. */
+    fx->job->n_live = 3;
+    add_steps(fx, 2, 0, 0);
+    assert_int_equal(fx->job->open[0]->meta.index, 0);
+    assert_int_equal(fx->job->open[0]->meta.segment, 1);
+}
+
+static void orphaned_job_closes_partial(void **state)
+{
+    struct fx *fx = *state;
+    add_steps(fx, 0, 0, 1);
+    add_steps(fx, 1, 0, 1);
+    fx->job->n_live = 0;
+    fx->job->orphan_deadline_ms = 1000;
+    sfd_windows_tick(&fx->d, 999);
+    assert_int_equal(fx->job->n_stored, 0);
+    sfd_windows_tick(&fx->d, 1000);
+    assert_int_equal(fx->job->n_stored, 1);
+    assert_true(fx->job->stored[0].meta.flags & SF_WIN_PARTIAL);
+    assert_int_equal(fx->job->n_open, 0);
+}
+
+static void kept_windows_are_bounded(void **state)
+{
+    struct fx *fx = *state;
+    for (int64_t w = 0; w < 40; w++) {
+        add_steps(fx, 0, w * 4, w * 4 + 3);
+        add_steps(fx, 1, w * 4, w * 4 + 3);
+    }
+    assert_int_equal(fx->job->n_stored, fx->d.cfg.keep_windows);
+    assert_int_equal(fx->job->stored[0].meta.index, 40 - (int)fx->d.cfg.keep_windows);
+    const sf_report *latest = sfd_job_latest_report(fx->job);
+    assert_non_null(latest);
+    assert_int_equal(latest->meta.index, 39);
+    sfd_job_trim_kept(fx->job, 3);
+    assert_int_equal(fx->job->n_stored, 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(complete_window_closes_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(deadline_closes_incomplete_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(drops_go_to_their_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(pressure_closes_the_oldest_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(shape_change_starts_a_segment, setup, teardown),
+        cmocka_unit_test_setup_teardown(orphaned_job_closes_partial, setup, teardown),
+        cmocka_unit_test_setup_teardown(kept_windows_are_bounded, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
