@@ -262,7 +262,7 @@ int sfd_peer_listen(sfd_peer_node *node, int listen_fd)
             r = uv_tcp_bind(&node->listener, (struct sockaddr *)&addr, 0);
     }
     if (r == 0)
-        r = uv_listen((uv_stream_t *)&node->listener, 128, on_connection);
+        r = uv_listen((uv_stream_t *)&node->listener, SOMAXCONN, on_connection);
     return r;
 }
 
