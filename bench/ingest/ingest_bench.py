@@ -1,10 +1,12 @@
-"""sfd ingest benchmark: N concurrent sender processes (protobuf-c batches
-over SOCK_SEQPACKET, non-blocking sends that drop on a full socket, as the
-client does) stream step records of one job into one sfd. Reports, for each
+"""sfd ingest benchmark: N concurrent sender processes stream step records
+of one job into one sfd. With --client the senders are libsfclient (its ring,
+batching and non-blocking sends); with --sender they are raw protobuf-c
+senders that drop a batch as soon as the socket is full. Reports, for each
 offered rate, the records/s sfd ingested and whether anything was lost, then
 the highest lossless rate and the unpaced throughput.
 
-usage: ingest_bench.py --sfd PATH --sender PATH [--senders 8] [--records N]
+usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
+                       [--senders 8] [--records N]
                        [--batch 64] [--rates 100000,200000,...]"""
 
 import argparse
@@ -67,14 +69,17 @@ def run_once(a, d, job, rate_total, sfd_pid):
     c0 = cpu_seconds(sfd_pid)
     t0 = time.monotonic()
     for r in range(a.senders):
-        args = [a.sender, "--socket", ingest, "--job", job, "--rank", str(r), "--world",
-                str(a.senders), "--steps", str(a.records), "--batch", str(a.batch)]
-        if per:
-            args += ["--rate", str(per)]
+        if a.client:
+            args = [a.client, ingest, job, str(r), str(a.senders), str(a.records), str(per)]
+        else:
+            args = [a.sender, "--socket", ingest, "--job", job, "--rank", str(r), "--world",
+                    str(a.senders), "--steps", str(a.records), "--batch", str(a.batch)]
+            if per:
+                args += ["--rate", str(per)]
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE))
     sent = dropped = 0
     for p in procs:
-        out = dict(kv.split("=") for kv in p.communicate()[0].decode().split())
+        out = dict(kv.split("=", 1) for kv in p.communicate()[0].decode().split() if "=" in kv)
         sent += int(out["sent"])
         dropped += int(out["dropped"])
     # Ingest is done when sfd has accounted for every record that was sent
@@ -98,12 +103,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sfd", required=True)
     ap.add_argument("--sfctl", required=True)
-    ap.add_argument("--sender", required=True)
+    ap.add_argument("--sender")
+    ap.add_argument("--client")
     ap.add_argument("--senders", type=int, default=8)
     ap.add_argument("--records", type=int, default=200000, help="per sender")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
     a = ap.parse_args()
+    if not (a.sender or a.client):
+        ap.error("--client or --sender is required")
     d = tempfile.mkdtemp(prefix="sfd-bench-")
     conf = os.path.join(d, "sfd.conf")
     with open(conf, "w") as f:
@@ -113,8 +121,9 @@ def main():
                            stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_socket(os.path.join(d, "run", "query.sock"), sfd)
-        print("%d senders x %d records, batch %d, one job of %d ranks"
-              % (a.senders, a.records, a.batch, a.senders))
+        print("%d %s senders x %d records, one job of %d ranks"
+              % (a.senders, "libsfclient" if a.client else "raw protobuf-c (batch %d)" % a.batch,
+                 a.records, a.senders))
         print("%12s %12s %10s %10s %10s %8s %8s %14s" % ("offered/s", "ingested/s", "dropped",
                                                         "rejected", "lost", "seconds", "sfd cpu",
                                                         "rec/sfd-cpu-s"))

@@ -1,5 +1,5 @@
 /*
- * sfctl's live commands: status, jobs, ranks, peers, report, watch, record.
+ * sfctl's live commands: status, jobs, ranks, report, watch, record.
  * Each parses its own arguments, asks sfd through sfctl_query and prints;
  * none computes anything the daemon did not send.
  */
@@ -192,17 +192,6 @@ int sfctl_cmd_ranks(int argc, char **argv)
     }
     json_decref(o);
     return SFCTL_EXIT_OK;
-}
-
-int sfctl_cmd_peers(int argc, char **argv)
-{
-    bool js;
-    const char *job;
-    int ex = simple_args(argc, argv, "[--json]", false, &js, &job);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
-    struct sfctl_request req = { .kind = SFCTL_Q_PEERS, .window = -1 };
-    return print_raw(&req);
 }
 
 /* ---- report, watch, record ------------------------------------------------ */

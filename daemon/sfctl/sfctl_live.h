@@ -37,6 +37,5 @@ int sfctl_cmd_report(int argc, char **argv);
 int sfctl_cmd_ranks(int argc, char **argv);
 int sfctl_cmd_watch(int argc, char **argv);
 int sfctl_cmd_record(int argc, char **argv);
-int sfctl_cmd_peers(int argc, char **argv);
 
 #endif

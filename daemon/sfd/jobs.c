@@ -73,6 +73,7 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
     job->uid = uid;
     job->gates = d->cfg.gates;
     job->closed_max = -1;
+    job->max_step = -1;
     job->cap_stored = d->cfg.keep_windows;
     job->stored = calloc(job->cap_stored, sizeof(*job->stored));
     job->roles[0] = strdup("");
@@ -172,6 +173,7 @@ int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t wo
         sfd_window_close_all(job, SF_WIN_CLOSED_EARLY);
         job->segment++;
         job->closed_max = -1;
+        job->max_step = -1;
         sfd_log(SFD_LOG_NOTICE, job->id, "shape changed: segment %u, world size %u",
                 job->segment, world_size);
     }

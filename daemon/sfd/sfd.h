@@ -25,7 +25,7 @@ struct sfd_side;                /* side_evidence.h */
 #define SFD_HOST_MAX 255
 #define SFD_ROLE_MAX 64
 #define SFD_MAX_JOB_ROLES 64        /* distinct role strings per job */
-#define SFD_MAX_OPEN_WINDOWS 64     /* open windows per job */
+#define SFD_MAX_OPEN_WINDOWS 256    /* open windows per job */
 #define SFD_FRAME_MAX_CAP (16u << 20)
 #define SFD_QUERY_REQ_MAX 4096
 #define SFD_MAX_QUERY_CONNS 64      /* beyond max_connections, for operators */
@@ -150,6 +150,8 @@ struct sfd_job {
     uint32_t n_open;
     size_t pending_rows;
     int64_t closed_max;         /* highest closed index in this segment, -1 */
+    int64_t max_step;           /* highest step seen in this segment, -1 */
+    struct sfd_window *hot;     /* the window the last record went to */
     uint64_t orphan_deadline_ms;/* close everything after the last disconnect */
     struct sfd_stored *stored;  /* ring of keep_windows, oldest first */
     uint32_t n_stored, cap_stored;

@@ -78,6 +78,8 @@ int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row
 
 static struct sfd_window *find_open(struct sfd_job *job, int64_t index)
 {
+    if (job->hot != NULL && job->hot->meta.index == index)
+        return job->hot;
     for (uint32_t i = 0; i < job->n_open; i++)
         if (job->open[i]->meta.index == index)
             return job->open[i];
@@ -138,6 +140,11 @@ static struct sfd_window *get_window(struct sfd_job *job, int64_t index, enum sf
     sf_window_range(index, job->gates.warmup_steps, job->gates.window_steps,
                     &w->meta.first_step, &w->meta.last_step);
     job->open[job->n_open++] = w;
+    if (job->max_step > w->meta.last_step) {
+        /* a rank is already past this window: its deadline runs now */
+        w->deadline_ms = sfd_now_ms(job->sfd) + job->sfd->cfg.window_grace_ms;
+        sfd_arm_tick(job->sfd);
+    }
     return w;
 }
 
@@ -199,7 +206,12 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
     rk->records++;
     rk->seen = 1;
     job->records++;
-    arm_deadlines(job, row->step);
+    job->hot = w;
+    if (row->step > job->max_step) {
+        /* only a new highest step can put windows behind it */
+        job->max_step = row->step;
+        arm_deadlines(job, row->step);
+    }
     uint64_t need = (uint64_t)job->world_size * (uint64_t)(w->meta.last_step - w->meta.first_step + 1);
     if (w->rows.n == need) {
         w->complete = true;
@@ -256,6 +268,8 @@ void sfd_window_note_reconnect(struct sfd_job *job, int64_t step)
 
 static void remove_open(struct sfd_job *job, struct sfd_window *w)
 {
+    if (job->hot == w)
+        job->hot = NULL;
     for (uint32_t i = 0; i < job->n_open; i++) {
         if (job->open[i] == w) {
             job->open[i] = job->open[--job->n_open];
