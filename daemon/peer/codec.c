@@ -226,21 +226,36 @@ static int decode_meta(const Stagefrontier__Summary *m, sf_window_meta *meta)
     return 0;
 }
 
-static bool rank_ok(uint32_t r, uint32_t world)
+/* A rank this summary covers: binary search of the (already validated,
+ * sorted, disjoint) coverage intervals. The core indexes per-rank evidence
+ * by these ranks, so a rank named anywhere must be covered. */
+static bool covered(const sf_summary *s, uint32_t r)
 {
-    return r < world;
+    uint32_t lo = 0, hi = s->n_intervals;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r < s->coverage[mid].lo)
+            hi = mid;
+        else if (r > s->coverage[mid].hi)
+            lo = mid + 1;
+        else
+            return true;
+    }
+    return false;
 }
 
 static int decode_top2(const Stagefrontier__StepSummary *o, sf_step_summary *st,
-                       size_t S, uint32_t world)
+                       size_t S, const sf_summary *s)
 {
     for (size_t k = 0; k < S; k++) {
         sf_top2 t = {o->top2[2 * k], o->top2[2 * k + 1], o->top2_ranks[2 * k],
                      o->top2_ranks[2 * k + 1]};
-        if (!in_range(t.v1, 0, PREFIX_MAX) || !rank_ok(t.r1, world))
+        if (!in_range(t.v1, 0, PREFIX_MAX) || !covered(s, t.r1))
             return -EBADMSG;
         bool absent = t.v2 == INT64_MIN && t.r2 == SF_NO_RANK;
-        if (!absent && (!in_range(t.v2, 0, t.v1) || !rank_ok(t.r2, world) || t.r2 == t.r1))
+        if (absent != (o->n_ranks == 1))
+            return -EBADMSG;
+        if (!absent && (!in_range(t.v2, 0, t.v1) || !covered(s, t.r2) || t.r2 == t.r1))
             return -EBADMSG;
         st->prefix_top2[k] = t;
     }
@@ -248,13 +263,14 @@ static int decode_top2(const Stagefrontier__StepSummary *o, sf_step_summary *st,
 }
 
 static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st,
-                       size_t S, size_t C, uint32_t world)
+                       size_t S, size_t C, const sf_summary *s, uint64_t n_covered)
 {
     if (o->n_top2 != 2 * S || o->n_top2_ranks != 2 * S || o->n_dmax != S ||
         o->n_dmin != S || o->n_dsum != S || o->n_slowest_d != S ||
         o->n_rank0_d != (o->has_rank0 ? S : 0) || o->n_clipped_end != C)
         return -EBADMSG;
-    if (o->step < 0 || o->n_ranks < 1 || o->n_ranks > world)
+    if (o->step < 0 || o->n_ranks < 1 || o->n_ranks > n_covered ||
+        (o->has_rank0 && !covered(s, 0)))
         return -EBADMSG;
     if (!durations_ok(o->dmax, S) || !durations_ok(o->dmin, S) ||
         !durations_ok(o->slowest_d, S) || !durations_ok(o->rank0_d, o->n_rank0_d))
@@ -265,11 +281,11 @@ static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st,
     for (size_t c = 0; c < C; c++)
         if (!in_range(o->clipped_end[c], 0, PREFIX_MAX))
             return -EBADMSG;
-    if (!in_range(o->slowest_total, 0, PREFIX_MAX) || !rank_ok(o->slowest_rank, world) ||
+    if (!in_range(o->slowest_total, 0, PREFIX_MAX) || !covered(s, o->slowest_rank) ||
         !in_range(o->residual_sum, 0, SUM_MAX) || !in_range(o->overlap_sum, 0, SUM_MAX) ||
         !in_range(o->end_sum, 0, SUM_MAX))
         return -EBADMSG;
-    if (decode_top2(o, st, S, world) < 0)
+    if (decode_top2(o, st, S, s) < 0)
         return -EBADMSG;
     st->step = o->step;
     st->n_ranks = o->n_ranks;
@@ -335,13 +351,25 @@ static int decode_dense(const Stagefrontier__DenseRows *o, sf_summary *s)
     uint64_t cells = (uint64_t)s->n_steps * o->n_ranks;
     if (o->n_d != cells * S || !o->has_present || o->present.len != cells)
         return -EBADMSG;
+    /* The dense ranks are exactly the covered ranks, and each step has a
+     * row for exactly the ranks it counts. */
+    if (o->n_ranks != sf_summary_covered_ranks(s))
+        return -EBADMSG;
     for (size_t i = 0; i < o->n_ranks; i++)
         if (o->ranks[i] >= world || (i > 0 && o->ranks[i] <= o->ranks[i - 1]) ||
-            !str_ok(o->roles[i], SF_MAX_NAME_LEN))
+            !covered(s, o->ranks[i]) || !str_ok(o->roles[i], SF_MAX_NAME_LEN))
             return -EBADMSG;
-    for (uint64_t i = 0; i < cells; i++)
-        if (o->present.data[i] > 1)
+    for (uint32_t t = 0; t < s->n_steps; t++) {
+        uint32_t present = 0;
+        for (size_t r = 0; r < o->n_ranks; r++) {
+            uint8_t p = o->present.data[(size_t)t * o->n_ranks + r];
+            if (p > 1)
+                return -EBADMSG;
+            present += p;
+        }
+        if (present != s->steps[t].n_ranks)
             return -EBADMSG;
+    }
     if (!durations_ok(o->d, o->n_d))
         return -EBADMSG;
     sf_dense *d = calloc(1, sizeof *d);
@@ -367,17 +395,17 @@ static int decode_dense(const Stagefrontier__DenseRows *o, sf_summary *s)
 static int decode_body(const Stagefrontier__Summary *m, sf_summary *s)
 {
     size_t S = s->schema.n_stages, C = s->cand.n;
+    int r = decode_coverage(m, s);
+    if (r < 0)
+        return r;
+    uint64_t n_covered = sf_summary_covered_ranks(s);
     for (size_t i = 0; i < m->n_steps; i++) {
         if (i > 0 && m->steps[i]->step <= m->steps[i - 1]->step)
             return -EBADMSG;
-        int r = decode_step(m->steps[i], &s->steps[i], S, C, m->world_size);
-        if (r < 0)
+        if ((r = decode_step(m->steps[i], &s->steps[i], S, C, s, n_covered)) < 0)
             return r;
     }
-    int r = decode_roles(m, s);
-    if (r < 0)
-        return r;
-    if ((r = decode_coverage(m, s)) < 0)
+    if ((r = decode_roles(m, s)) < 0)
         return r;
     if ((m->has_event_cpu_ns && m->event_cpu_ns < 0) ||
         (m->has_event_gpu_ns && m->event_gpu_ns < 0) || m->event_ready > m->event_samples)

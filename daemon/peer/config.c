@@ -18,7 +18,7 @@ void sfd_peer_config_init(sfd_peer_config *cfg)
     cfg->fanout = 8;
     cfg->summary_deadline_ms = 3000;
     cfg->tree_hold_ms = 100;
-    cfg->retained_max = 4096;
+    cfg->retained_max = 512;
 }
 
 void sfd_peer_config_clear(sfd_peer_config *cfg)

@@ -13,7 +13,7 @@
 
 #define SFD_PEER_WRITE_QUEUE_MAX (64u << 20)
 #define SFD_PEER_REPORTS_KEPT    1024
-#define SFD_PEER_PENDING_KEPT    4096
+#define SFD_PEER_PENDING_KEPT    256     /* windows a root collects at once */
 
 typedef struct sfd_peer_conn {
     uv_tcp_t tcp;

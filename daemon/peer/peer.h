@@ -111,7 +111,7 @@ typedef struct sfd_peer_config {
     uint32_t fanout;            /* 8 */
     uint32_t summary_deadline_ms; /* 3000 */
     uint32_t tree_hold_ms;      /* 100: a parent's wait for its children */
-    uint32_t retained_max;      /* summaries a node keeps for resend, 4096 */
+    uint32_t retained_max;      /* summaries a node keeps for resend, 512 */
 } sfd_peer_config;
 
 void sfd_peer_config_init(sfd_peer_config *cfg);

@@ -235,6 +235,8 @@ void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
     if (done != NULL) {
         if (from != node->cfg.node_id)
             sfd_peer_report_send(node, from, done);
+        else
+            sfd_peer_retained_drop_key(node, key);     /* our own, already reported */
         return;
     }
     sfd_peer_pending *p = pending_find(node, key);
