@@ -2,7 +2,9 @@
  * One rank of a small synthetic job driven through libsfclient: timed stages
  * with real sleeps, one rank slow in a chosen stage. Used by the sfd tests
  * that exercise the real client against the real daemon.
- * usage: sf_client_job SOCKET JOB RANK WORLD STEPS SLOW_RANK SLOW_STAGE SLOW_US
+ * usage: sf_client_job SOCKET JOB RANK WORLD STEPS SLOW_RANK SLOW_STAGE SLOW_US [BASE_US FLUSH]
+ * BASE_US (default 100) is each stage's sleep; FLUSH 0 skips the final wait
+ * for the ring to drain (for a daemon that is stopped).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,7 +23,7 @@ static void sleep_us(long us)
 
 int main(int argc, char **argv)
 {
-    if (argc != 9) {
+    if (argc != 9 && argc != 11) {
         fprintf(stderr, "usage: sf_client_job SOCKET JOB RANK WORLD STEPS SLOW_RANK SLOW_STAGE "
                         "SLOW_US\n");
         return 2;
@@ -37,6 +39,8 @@ int main(int argc, char **argv)
     long steps = atol(argv[5]);
     int slow_rank = atoi(argv[6]), slow_stage = atoi(argv[7]);
     long slow_us = atol(argv[8]);
+    long base_us = argc == 11 ? atol(argv[9]) : 100;
+    int flush = argc == 11 ? atoi(argv[10]) : 1;
     sf_client *c;
     int r = sf_client_open(&o, &c);
     if (r < 0) {
@@ -48,7 +52,9 @@ int main(int argc, char **argv)
         sf_step_begin(c, -1);
         for (int st = 0; st < n - 1; st++) {
             sf_stage_begin(c, st);
-            sleep_us(100 + (o.rank == slow_rank && st == slow_stage ? slow_us : 0));
+            long us = base_us + (o.rank == slow_rank && st == slow_stage ? slow_us : 0);
+            if (us > 0)
+                sleep_us(us);
             sf_stage_end(c, st);
         }
         sf_step_end(c);
@@ -56,7 +62,7 @@ int main(int argc, char **argv)
     sf_client_stats stats;
     /* Hand the tail of the ring to the daemon: flush until all is sent or
      * dropped (each flush is one non-blocking attempt). */
-    for (int i = 0; i < 10000; i++) {
+    for (int i = 0; flush && i < 10000; i++) {
         sf_client_get_stats(c, &stats);
         if (stats.records_sent + stats.records_dropped >= (uint64_t)steps)
             break;

@@ -1,10 +1,12 @@
 """libsfclient against the real sfd: four client processes with one rank
 slow in data.next_wait; every record arrives, every window closes complete,
 the route names the slow stage and rank, and the live report equals the
-replay of its recording."""
+replay of its recording. Then a stopped daemon: the client completes every
+step and counts its drops once its ring and the socket buffer are full."""
 
 import json
 import os
+import signal
 import subprocess
 
 from sfdtest import SFCTL, Sfd, check, fail, parse_kv, wait_for
@@ -49,6 +51,19 @@ def main():
         p = subprocess.run([SFCTL, "replay", "--json", rec], capture_output=True, timeout=60)
         if p.returncode != 0 or p.stdout != live:
             fail("replay of the client job differs from the live report")
+
+        sfd.proc.send_signal(signal.SIGSTOP)
+        steps = 30000
+        p = subprocess.run([CLIENT, sfd.ingest, "stopped", "0", "1", str(steps), "-1", "0", "0",
+                            "0", "0"], capture_output=True, timeout=300)
+        sfd.proc.send_signal(signal.SIGCONT)
+        check(p.returncode == 0, "client failed against a stopped sfd: %s" % p.stderr.decode())
+        st = parse_kv(p.stdout.decode())
+        check(st["steps"] == str(steps), "client steps: %s" % st)
+        check(int(st["dropped"]) > 0, "ring and socket buffer full: drops counted: %s" % st)
+        check(int(st["sent"]) + int(st["dropped"]) <= steps, "client counters: %s" % st)
+        wait_for(lambda: sfd.jobs().get("stopped", {}).get("records", 0) >= int(st["sent"]),
+                 "sfd to drain what the client sent")
         check(sfd.stop() == 0, "sfd did not exit cleanly")
     finally:
         sfd.close()
