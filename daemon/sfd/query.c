@@ -20,22 +20,36 @@
 #include "sfd.h"
 #include "side_evidence.h"
 
-bool sfd_query_is_operator(struct sfd *d, uid_t uid, gid_t gid)
+/* The peer's supplementary groups as the kernel saw them at connect time
+ * (SO_PEERGROUPS); 0 when unavailable. */
+static int peer_groups(int fd, gid_t *groups, int cap)
 {
+    socklen_t len = (socklen_t)(cap * (int)sizeof(gid_t));
+    if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+        return -errno;
+    return (int)(len / sizeof(gid_t));
+}
+
+bool sfd_query_is_operator(struct sfd *d, int fd, uid_t uid, gid_t gid)
+{
+    gid_t groups[256];
     if (uid == 0)
         return true;
     if (!d->have_operators_gid)
         return false;
     if (gid == d->operators_gid)
         return true;
-    struct passwd pw, *res = NULL;
-    char buf[4096];
-    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL)
-        return false;
-    gid_t groups[256];
-    int n = 256;
-    if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
-        return false;
+    int n = peer_groups(fd, groups, 256);
+    if (n < 0) {
+        /* Older kernels: the group database's view of the user. */
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+        if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL)
+            return false;
+        n = 256;
+        if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
+            return false;
+    }
     for (int i = 0; i < n; i++)
         if (groups[i] == d->operators_gid)
             return true;
@@ -435,7 +449,7 @@ int sfd_query_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
         return -EPROTO;
     }
     d->ctr.query_requests++;
-    bool op = sfd_query_is_operator(d, c->uid, c->gid);
+    bool op = sfd_query_is_operator(d, c->fd, c->uid, c->gid);
     char *text = NULL;
     size_t n = 0;
     const char *err = NULL;

@@ -272,7 +272,7 @@ void sfd_query_writable(struct sfd_conn *c);
  * the handler and the fuzz target). ret_text is malloc'd. */
 int sfd_query_answer(struct sfd *d, uid_t uid, bool operator_, const uint8_t *req, size_t len,
                      char **ret_text, size_t *ret_len, const char **ret_err);
-bool sfd_query_is_operator(struct sfd *d, uid_t uid, gid_t gid);
+bool sfd_query_is_operator(struct sfd *d, int fd, uid_t uid, gid_t gid);
 
 /* ---- notify.c ------------------------------------------------------------ */
 

@@ -3,8 +3,10 @@ visible in `sfctl status`, that closes only the offending connection while
 the daemon and the other clients carry on. Also the query access rules."""
 
 import json
+import signal
+import subprocess
 
-from sfdtest import Sfd, check, send, spawn, wait_for
+from sfdtest import SFCTL, Sfd, check, send, spawn, wait_for
 
 CONF = """[sfd]
 window_grace_ms = 500
@@ -72,6 +74,23 @@ def main():
         sfd.sfctl("report", "h", user="nobody", check_rc=6)
         sfd.sfctl("ranks", "nb", user="nobody")
         check(len(sfd.jobs()) >= 3, "root must see every job")
+
+        # Operators: members of operators_group (primary or supplementary)
+        # see every job. Reload with the group set to nogroup.
+        with open(sfd.conf, "a") as f:
+            f.write("\n[sfd]\noperators_group = nogroup\n")
+        sfd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in sfd.logtext(), "reload")
+        seen = json.loads(sfd.sfctl("jobs", "--json", user="nobody").stdout)
+        check(len(seen) >= 3, "operator (primary group) sees every job: %s" % seen)
+        p = subprocess.run(["setpriv", "--reuid=nobody", "--regid=daemon", "--groups=nogroup",
+                            SFCTL, "--socket", sfd.query, "ranks", "h"], capture_output=True,
+                           timeout=60)
+        check(p.returncode == 0, "operator (supplementary group) denied: %s" % p.stderr)
+        p = subprocess.run(["setpriv", "--reuid=nobody", "--regid=daemon", "--clear-groups",
+                            SFCTL, "--socket", sfd.query, "ranks", "h"], capture_output=True,
+                           timeout=60)
+        check(p.returncode == 6, "non-operator allowed: rc %d" % p.returncode)
 
         holder.stdin.close()
         check(holder.wait(timeout=60) == 0, "holder failed")
