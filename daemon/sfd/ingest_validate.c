@@ -12,6 +12,8 @@
 #define SFD_PROTOCOL_VERSION 1
 #define MAX_BATCH_RECORDS 1024
 #define MAX_NCCL_AGGREGATES 256
+/* Step indices stay far from int64 overflow in window arithmetic. */
+#define MAX_STEP (INT64_C(1) << 62)
 
 static int reject(enum sfd_reject *ret_why, enum sfd_reject why)
 {
@@ -96,7 +98,7 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
     uint32_t acc = h->has_accumulation ? h->accumulation : 1;
     if (acc < 1 || acc > SF_MAX_ACCUMULATION)
         return reject(ret_why, SFD_REJ_INVALID);
-    if (h->has_last_sent_step && h->last_sent_step < -1)
+    if (h->has_last_sent_step && (h->last_sent_step < -1 || h->last_sent_step >= MAX_STEP))
         return reject(ret_why, SFD_REJ_INVALID);
 
     sf_schema s;
@@ -124,7 +126,7 @@ static bool duration_ok(int64_t v)
 static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages,
                            enum sfd_reject *ret_why)
 {
-    if (r->step < 0 || r->n_durations_ns != n_stages)
+    if (r->step < 0 || r->step >= MAX_STEP || r->n_durations_ns != n_stages)
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < r->n_durations_ns; i++)
         if (!duration_ok(r->durations_ns[i]))
@@ -155,7 +157,8 @@ int sfd_validate_batch(const Stagefrontier__RecordBatch *b, uint32_t n_stages,
     if (b->has_dropped_first_step != b->has_dropped_last_step)
         return reject(ret_why, SFD_REJ_INVALID);
     if (b->has_dropped_first_step &&
-        (b->dropped_first_step < 0 || b->dropped_last_step < b->dropped_first_step))
+        (b->dropped_first_step < 0 || b->dropped_last_step < b->dropped_first_step ||
+         b->dropped_last_step >= MAX_STEP))
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < b->n_records; i++) {
         int r = validate_record(b->records[i], n_stages, ret_why);
@@ -167,7 +170,7 @@ int sfd_validate_batch(const Stagefrontier__RecordBatch *b, uint32_t n_stages,
 
 int sfd_validate_nccl(const Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why)
 {
-    if (b->step < 0 || b->n_aggregates > MAX_NCCL_AGGREGATES)
+    if (b->step < 0 || b->step >= MAX_STEP || b->n_aggregates > MAX_NCCL_AGGREGATES)
         return reject(ret_why, SFD_REJ_INVALID);
     if (!str_ok(b->comm_name, 0, 128) || !str_ok(b->enclosing_stage, 0, SF_MAX_NAME_LEN))
         return reject(ret_why, SFD_REJ_INVALID);
