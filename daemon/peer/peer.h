@@ -118,7 +118,7 @@ void sfd_peer_config_init(sfd_peer_config *cfg);
 void sfd_peer_config_clear(sfd_peer_config *cfg);
 /* Sets one key ("node_id", "peers", "cluster_key_file", "heartbeat_ms",
  * "failure_timeout_ms", "fanout", "summary_deadline_ms", "tree_hold_ms",
- * "listen"): -ENOENT unknown key, -EINVAL bad value. */
+ * "retained_max", "listen"): -ENOENT unknown key, -EINVAL bad value. */
 int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value);
 /* Checks the whole config once every key is set. */
 int sfd_peer_config_validate(const sfd_peer_config *cfg);
