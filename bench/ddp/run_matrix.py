@@ -13,6 +13,7 @@ it). Raw windows go to --out (JSON Lines) so the tables can be rebuilt with
 """
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -191,7 +192,7 @@ def tables_matrix(recs):
                  "the seeded stage, mean; labels seen)")
     lines.append("")
     lines.append("| ranks | row | magnitude | runs | top-1 | top-2 | hit | mean set | seeded share "
-                 "| leading stage(s) | labels |")
+                 "| first two routed | labels |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for ranks in sorted({r["ranks"] for r in ok}):
         for fault in FAULT_ROWS:
@@ -204,7 +205,8 @@ def tables_matrix(recs):
                 sc = [routing.score(measured_window(r), exp)["StageFrontier"] for r in sub]
                 ws = [measured_window(r) for r in sub]
                 shares = [routing.share(w, routing.group_of(w, exp)) for w in ws]
-                leads = _counts(s["order"][0] for s in sc)
+                leads = _counts("%s > %s" % (_short(s["order"][0]), _short(s["order"][1]))
+                                for s in sc)
                 labels = _counts(l for w in ws for l in w.get("labels", []))
                 lines.append("| %d | %s | %.2f | %d | %s | %s | %s | %.1f | %.2f | %s | %s |" % (
                     ranks, fault, mag, len(sub), pct(sum(s["top1"] for s in sc), len(sc)),
@@ -212,6 +214,7 @@ def tables_matrix(recs):
                     pct(sum(s["hit"] for s in sc), len(sc)),
                     statistics.mean(s["size"] for s in sc), statistics.mean(shares), leads,
                     labels))
+    lines += tables_shares(ok)
     lines += tables_controls(ok)
     if failed:
         lines.append("")
@@ -220,11 +223,52 @@ def tables_matrix(recs):
     return lines
 
 
+def _short(name):
+    return name.split(".")[0] if not name.startswith("model.") else name.split(".")[1].split("_")[0]
+
+
 def _counts(items):
     c = {}
     for i in items:
         c[i] = c.get(i, 0) + 1
     return ", ".join("%s x%d" % (k, v) for k, v in sorted(c.items(), key=lambda kv: -kv[1]))
+
+
+SHARE_COLS = ["data.next_wait", "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
+              "callbacks.cpu_wall"]
+
+
+def tables_shares(ok):
+    """Where the window's time went, per row: the data that explains misses."""
+    lines = ["", "**Where the time went** (mean over seeds: window share per stage; the seeded "
+             "stage's advance over the injected delay summed over the window's steps; mean "
+             "exposed step; clean median step; delay)", "",
+             "| ranks | row | magnitude | data | fwd | bwd | callbacks | seeded advance / "
+             "injected | exposed step (ms) | median step (ms) | delay (ms) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    cells = {}
+    for r in ok:
+        cells.setdefault((r["ranks"], r["fault"], r["magnitude"]), []).append(r)
+    for (ranks, fault, mag) in sorted(cells, key=lambda k: (k[0], (FAULT_ROWS + CONTROL_ROWS)
+                                                           .index(k[1]), k[2])):
+        rs = cells[(ranks, fault, mag)]
+        ws = [measured_window(r) for r in rs]
+        sh = [statistics.mean(routing.share(w, c) for w in ws) for c in SHARE_COLS]
+        exp = faults.FAULTS[fault]
+        ratio = "-"
+        if exp is not None:
+            vals = []
+            for r, w in zip(rs, ws):
+                adv = [u["advance_s"] for u in routing.units(w)
+                       if u["name"] == routing.group_of(w, exp)][0]
+                vals.append(adv / (w["window"]["steps"] * r["result"]["delay_s"]))
+            ratio = "%.2f" % statistics.mean(vals)
+        lines.append("| %d | %s | %.2f | %s | %s | %.1f | %.1f | %.1f |" % (
+            ranks, fault, mag, " | ".join("%.2f" % x for x in sh), ratio,
+            statistics.mean(1000 * w["exposed_total_s"] / w["window"]["steps"] for w in ws),
+            statistics.mean(1000 * r["result"]["median_step_s"] for r in rs),
+            statistics.mean(1000 * r["result"]["delay_s"] for r in rs)))
+    return lines
 
 
 def tables_controls(ok):
@@ -357,7 +401,8 @@ def main():
     a = p.parse_args()
 
     if a.tables_from:
-        with open(a.tables_from) as f:
+        opener = gzip.open if a.tables_from.endswith(".gz") else open
+        with opener(a.tables_from, "rt") as f:
             recs = [json.loads(l) for l in f if l.strip()]
         print("\n".join(all_tables(recs)))
         return 0
