@@ -14,8 +14,10 @@
  * usage: sf_bench_summaries [--ranks N] [--ranks-per-node R] [--steps T]
  *                           [--windows W] [--fanout F] [--mode tree|direct|both]
  */
+#define _GNU_SOURCE     /* pipe2 */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -136,6 +138,7 @@ static void sizes(const opts *o)
 /* ---- the root, in a child process -------------------------------------- */
 
 static sf_gates gates;
+static int commit_pipe[2];      /* root -> generator: the window index of each final report */
 
 static void root_deliver(void *ctx, const sfd_window_key *k, uint32_t root, uint64_t term,
                          const sf_summary *merged)
@@ -147,6 +150,9 @@ static void root_deliver(void *ctx, const sfd_window_key *k, uint32_t root, uint
     sf_report *r = NULL;          /* what sfd does with it: the report */
     if (sf_report_compute(merged, &gates, &r) == 0)
         sf_report_free(r);
+    int64_t w = k->window;
+    if (write(commit_pipe[1], &w, sizeof w) != sizeof w)
+        _exit(1);
 }
 
 static sfd_peer_config make_config(uint32_t n_nodes, uint16_t root_port, uint16_t gen_port,
@@ -229,6 +235,7 @@ typedef struct gen {
     uint32_t reports_seen, reports_want;
     double first_report;
     uint32_t writes_pending;
+    int64_t committed;          /* last window the root made final */
     double last_write;
     uint64_t bytes_sent;
 } gen;
@@ -321,8 +328,19 @@ static int on_root_frame(void *ctx, uint8_t *body, uint32_t len)
     } else if (m.type == T(REPORT)) {
         Stagefrontier__Report *r = stagefrontier__report__unpack(NULL, m.payload_len, m.payload);
         if (r != NULL && r->window == g->want_window) {
-            if (g->reports_seen++ == 0)
+            if (g->reports_seen++ == 0) {
                 g->first_report = now_s();
+                /* Every member gets the report (down the tree) and tells the
+                 * root it holds it; a majority of those makes it final. */
+                for (uint32_t i = 0; i < g->n; i++) {
+                    Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
+                    a.job_id = r->job_id;
+                    a.window = r->window;
+                    a.segment = r->segment;
+                    a.has_report = a.report = true;
+                    synth_send_msg(g, &g->nodes[i], T(SUMMARY_ACK), &a.base);
+                }
+            }
         }
         stagefrontier__report__free_unpacked(r, NULL);
     }
@@ -402,7 +420,14 @@ static bool all_connected(gen *g)
     }
     return g->connected == g->n && g->root_ready;
 }
-static bool reports_in(gen *g) { return g->reports_seen >= g->reports_want && g->writes_pending == 0; }
+static bool reports_in(gen *g)
+{
+    int64_t w;
+    while (read(commit_pipe[0], &w, sizeof w) == sizeof w)
+        g->committed = w;
+    return g->reports_seen >= g->reports_want && g->writes_pending == 0 &&
+           g->committed == g->want_window;
+}
 
 /* Frames the root receives for one window: every node's own summary
  * (direct), or what its direct children send in the tree. */
@@ -473,9 +498,11 @@ static int run_mode(const opts *o, bool tree)
         return 1;
     uint16_t root_port = ntohs(a.sin_port);
 
+    if (pipe2(commit_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+        return 1;
     uv_loop_t loop;
     uv_loop_init(&loop);
-    gen g = {.loop = &loop, .n = n, .want_window = -1};
+    gen g = {.loop = &loop, .n = n, .want_window = -1, .committed = -1};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     g.epoch = (uint64_t)ts.tv_sec * 1000000u + 1;
@@ -571,6 +598,8 @@ static int run_mode(const opts *o, bool tree)
     pump_loop = NULL;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    close(commit_pipe[0]);
+    close(commit_pipe[1]);
     sf_schema_clear(&sc);
     return 0;   /* the generator's handles die with the process */
 }

@@ -31,6 +31,11 @@ static uint32_t majority(const sfd_elect *e)
     return e->n_members / 2 + 1;
 }
 
+uint32_t sfd_elect_majority(const sfd_elect *e)
+{
+    return majority(e);
+}
+
 /* A candidate that has not won in this time gives up and may retry. */
 static uint64_t candidate_timeout(const sfd_elect *e)
 {

@@ -68,8 +68,10 @@ static void root_changed(sfd_peer_node *node, uint32_t root)
     node->c.root_changes++;
     sfd_peer_logf(node, SFD_PEER_LOG_NOTICE, "peer: root is now %u (term %llu)", root,
                   (unsigned long long)node->elect.term);
-    if (root != node->cfg.node_id)
+    if (root != node->cfg.node_id) {
         sfd_peer_root_drop_all(node);
+        sfd_peer_reports_drop_tentative(node);
+    }
 }
 
 static void apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now)
@@ -192,7 +194,7 @@ int sfd_peer_submit(sfd_peer_node *node, const char *job, sf_summary *s)
     }
     sfd_window_key key = {.window = s->meta.index, .segment = s->meta.segment};
     strcpy(key.job, job);
-    if (sfd_peer_report_find(node, &key) != NULL) {
+    if (sfd_peer_report_committed(node, &key)) {
         sf_summary_free(s);
         return -EALREADY;
     }
@@ -288,7 +290,7 @@ static void on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t 
             continue;
         memcpy(key.job, k->job_id, n + 1);
         const sfd_peer_report *r = sfd_peer_report_find(node, &key);
-        if (r != NULL)
+        if (r != NULL && r->committed)
             sfd_peer_report_send(node, msg->from, r);
     }
 out:
@@ -323,13 +325,16 @@ static void on_vote(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
     stagefrontier__root_vote__free_unpacked(m, NULL);
 }
 
-static void send_ack(sfd_peer_node *node, uint32_t to, const sfd_window_key *key, int status)
+static void send_ack(sfd_peer_node *node, uint32_t to, const sfd_window_key *key, int status,
+                     bool report)
 {
     Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
     a.job_id = (char *)key->job;
     a.window = key->window;
     a.segment = key->segment;
     a.status = status;
+    a.has_report = report;
+    a.report = report;
     sfd_peer_send(node, to, T(SUMMARY_ACK), &a.base);
 }
 
@@ -361,7 +366,7 @@ static void on_summary(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t no
         forward_child(node, &key, s, resent);
         route_retained(node, now);
     }
-    send_ack(node, msg->from, &key, 0);
+    send_ack(node, msg->from, &key, 0, false);
 }
 
 static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
@@ -387,13 +392,33 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
         int r = sfd_peer_report_store(node, &key, m->root_id, m->root_term, m->merged.data,
                                       m->merged.len, NULL);
         const sfd_peer_report *rep = r > 0 ? sfd_peer_report_find(node, &key) : NULL;
+        uint32_t root = sfd_elect_root(&node->elect, now);
         if (r < 0)
             node->c.rejected_decode++;
-        else if (rep != NULL)
+        else if (root != 0 && root != node->cfg.node_id)
+            send_ack(node, root, &key, 0, true);   /* we hold it: counts toward final */
+        if (rep != NULL)
             sfd_peer_report_relay(node, rep);
     }
 out:
     stagefrontier__report__free_unpacked(m, NULL);
+}
+
+static void on_ack(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
+{
+    if (stale(node, msg, now, "an acknowledgement"))
+        return;
+    Stagefrontier__SummaryAck *a =
+        stagefrontier__summary_ack__unpack(NULL, msg->payload_len, msg->payload);
+    size_t n = a ? strnlen(a->job_id, SFD_PEER_JOB_MAX + 1) : 0;
+    if (a == NULL || !sfd_peer_job_id_valid(a->job_id, n) || a->window < 0) {
+        node->c.rejected_decode++;
+    } else if (a->report) {
+        sfd_window_key key = {.window = a->window, .segment = a->segment};
+        memcpy(key.job, a->job_id, n + 1);
+        sfd_peer_report_acked(node, &key, msg->from);
+    }
+    stagefrontier__summary_ack__free_unpacked(a, NULL);
 }
 
 void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
@@ -406,7 +431,7 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
     case T(ROOT_VOTE): on_vote(node, msg, now); break;
     case T(SUMMARY): on_summary(node, msg, now); break;
     case T(REPORT): on_report(node, msg, now); break;
-    case T(SUMMARY_ACK): if (!stale(node, msg, now, "an acknowledgement")) {} break;
+    case T(SUMMARY_ACK): on_ack(node, msg, now); break;
     default: break;     /* QUERY_FORWARD: answered from pushed reports instead */
     }
 }

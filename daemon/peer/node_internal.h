@@ -70,6 +70,12 @@ typedef struct sfd_peer_report {
     uint64_t root_term;
     uint8_t *packed;            /* the merged summary, packed Summary */
     size_t len;
+    /* A root's own report is final (delivered, summaries dropped) once a
+     * majority holds it; until then it is tentative and dies with the
+     * root's term. Reports received from a root are final on arrival. */
+    bool committed;
+    uint32_t n_acks;
+    uint32_t *acks;             /* member ids that acknowledged it */
     struct sfd_peer_report *next;
 } sfd_peer_report;
 
@@ -138,6 +144,9 @@ int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
 int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r);
 void sfd_peer_reports_free(sfd_peer_node *node);
 void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r);
+bool sfd_peer_report_committed(const sfd_peer_node *node, const sfd_window_key *key);
+void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from);
+void sfd_peer_reports_drop_tentative(sfd_peer_node *node);
 void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key);
 
 #endif

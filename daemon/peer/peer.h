@@ -186,6 +186,7 @@ void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
 int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
                       sfd_elect_out *out);
 bool sfd_elect_is_live(const sfd_elect *e, uint64_t now, uint32_t id);
+uint32_t sfd_elect_majority(const sfd_elect *e);
 uint32_t sfd_elect_live_count(const sfd_elect *e, uint64_t now);
 /* The root in force (0: none). */
 uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now);

@@ -24,6 +24,7 @@ static void report_free(sfd_peer_report *r)
 {
     if (r == NULL)
         return;
+    free(r->acks);
     free(r->packed);
     free(r);
 }
@@ -78,8 +79,54 @@ static void pending_remove(sfd_peer_node *node, const sfd_window_key *key)
     }
 }
 
-/* Stores the report of a window once; `merged` may be NULL, then it is
- * decoded from `packed` (a member receiving the root's push). */
+static sfd_peer_report *report_insert(sfd_peer_node *node, const sfd_window_key *key,
+                                      uint32_t root_id, uint64_t term, const uint8_t *packed,
+                                      size_t len)
+{
+    sfd_peer_report *r = calloc(1, sizeof *r);
+    if (r == NULL || (r->packed = malloc(len ? len : 1)) == NULL) {
+        free(r);
+        return NULL;
+    }
+    memcpy(r->packed, packed, len);
+    r->len = len;
+    r->key = *key;
+    r->root_id = root_id;
+    r->root_term = term;
+    r->next = node->reports;
+    node->reports = r;
+    if (++node->n_reports > SFD_PEER_REPORTS_KEPT)
+        evict_oldest_report(node);
+    return r;
+}
+
+/* Makes a report final: the host gets it, once, and the summaries of its
+ * window are dropped. `merged` may be NULL: it is decoded from the packed
+ * form then. */
+static int report_commit(sfd_peer_node *node, sfd_peer_report *r, const sf_summary *merged)
+{
+    sf_summary *decoded = NULL;
+    if (merged == NULL) {
+        int rc = sfd_peer_summary_unpack(r->packed, r->len, &decoded, NULL, NULL);
+        if (rc < 0)
+            return rc;
+        merged = decoded;
+    }
+    sfd_window_key key = r->key;
+    r->committed = true;
+    free(r->acks);
+    r->acks = NULL;
+    /* Deliver first: `merged` may be the pending window's own summary. */
+    if (node->hooks.deliver != NULL)
+        node->hooks.deliver(node->hooks.ctx, &key, r->root_id, r->root_term, merged);
+    sf_summary_free(decoded);
+    sfd_peer_retained_drop_key(node, &key);
+    pending_remove(node, &key);
+    return 1;
+}
+
+/* Stores a final report of a window once; `merged` may be NULL, then it is
+ * decoded (and validated) from `packed` first. */
 int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
                           uint32_t root_id, uint64_t term, const uint8_t *packed,
                           size_t len, const sf_summary *merged)
@@ -98,28 +145,53 @@ int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
         }
         merged = decoded;
     }
-    sfd_peer_report *r = calloc(1, sizeof *r);
-    if (r == NULL || (r->packed = malloc(len ? len : 1)) == NULL) {
-        free(r);
-        sf_summary_free(decoded);
-        return -ENOMEM;
-    }
-    memcpy(r->packed, packed, len);
-    r->len = len;
-    r->key = *key;
-    r->root_id = root_id;
-    r->root_term = term;
-    r->next = node->reports;
-    node->reports = r;
-    if (++node->n_reports > SFD_PEER_REPORTS_KEPT)
-        evict_oldest_report(node);
-    /* Deliver first: `merged` may be the pending window's own summary. */
-    if (node->hooks.deliver != NULL)
-        node->hooks.deliver(node->hooks.ctx, key, root_id, term, merged);
+    sfd_peer_report *r = report_insert(node, key, root_id, term, packed, len);
+    int rc = r ? report_commit(node, r, merged) : -ENOMEM;
     sf_summary_free(decoded);
-    sfd_peer_retained_drop_key(node, key);
-    pending_remove(node, key);
-    return 1;
+    return rc;
+}
+
+bool sfd_peer_report_committed(const sfd_peer_node *node, const sfd_window_key *key)
+{
+    const sfd_peer_report *r = sfd_peer_report_find(node, key);
+    return r != NULL && r->committed;
+}
+
+static void maybe_commit(sfd_peer_node *node, sfd_peer_report *r)
+{
+    if (!r->committed && r->n_acks + 1 >= sfd_elect_majority(&node->elect))
+        report_commit(node, r, NULL);
+}
+
+void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from)
+{
+    sfd_peer_report *r = (sfd_peer_report *)sfd_peer_report_find(node, key);
+    if (r == NULL || r->committed || r->acks == NULL || node->elect.role != SFD_ELECT_ROOT)
+        return;
+    for (uint32_t i = 0; i < r->n_acks; i++)
+        if (r->acks[i] == from)
+            return;
+    if (r->n_acks < node->cfg.n_members)
+        r->acks[r->n_acks++] = from;
+    maybe_commit(node, r);
+}
+
+/* A root that steps down forgets what no majority confirmed: its members
+ * still hold those summaries and the next root reports the window, or
+ * adopts the report from a member that has it. */
+void sfd_peer_reports_drop_tentative(sfd_peer_node *node)
+{
+    sfd_peer_report **p = &node->reports;
+    while (*p != NULL) {
+        sfd_peer_report *r = *p;
+        if (!r->committed) {
+            *p = r->next;
+            node->n_reports--;
+            report_free(r);
+        } else {
+            p = &r->next;
+        }
+    }
 }
 
 int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r)
@@ -192,9 +264,16 @@ static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
         return;
     }
     node->c.reports_computed++;
-    /* p is freed by the publish (the window is no longer pending). */
-    sfd_peer_root_publish(node, &key, node->cfg.node_id, node->elect.term, packed, len, p->s);
+    /* Tentative until a majority holds it: pushed now, final on the acks. */
+    sfd_peer_report *rep = report_insert(node, &key, node->cfg.node_id, node->elect.term,
+                                         packed, len);
     free(packed);
+    if (rep == NULL || (rep->acks = calloc(node->cfg.n_members, sizeof *rep->acks)) == NULL) {
+        pending_remove(node, &key);
+        return;
+    }
+    push_report(node, rep);
+    maybe_commit(node, rep);    /* frees p when it commits: a one-member cluster */
     pending_remove(node, &key);
 }
 
@@ -235,7 +314,7 @@ void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
     if (done != NULL) {
         if (from != node->cfg.node_id)
             sfd_peer_report_send(node, from, done);
-        else
+        else if (done->committed)
             sfd_peer_retained_drop_key(node, key);     /* our own, already reported */
         return;
     }
