@@ -236,6 +236,7 @@ typedef struct gen {
     double first_report;
     uint32_t writes_pending;
     int64_t committed;          /* last window the root made final */
+    double committed_at;
     double last_write;
     uint64_t bytes_sent;
 } gen;
@@ -423,8 +424,10 @@ static bool all_connected(gen *g)
 static bool reports_in(gen *g)
 {
     int64_t w;
-    while (read(commit_pipe[0], &w, sizeof w) == sizeof w)
+    while (read(commit_pipe[0], &w, sizeof w) == sizeof w) {
         g->committed = w;
+        g->committed_at = now_s();
+    }
     return g->reports_seen >= g->reports_want && g->writes_pending == 0 &&
            g->committed == g->want_window;
 }
@@ -547,9 +550,9 @@ static int run_mode(const opts *o, bool tree)
     sf_schema_init_default(&sc, 1);
     printf("%s: %u ranks, %u nodes x %u ranks, %u steps/window, fanout %u\n",
            tree ? "tree" : "direct", o->ranks, n, o->per_node, o->steps, fanout);
-    printf("%8s %10s %12s %14s %14s\n", "window", "frames", "bytes", "root_cpu_ms",
-           "report_ms");
-    double cpu_sum = 0, lat_sum = 0;
+    printf("%8s %10s %12s %14s %14s %14s\n", "window", "frames", "bytes", "root_cpu_ms",
+           "report_ms", "final_ms");
+    double cpu_sum = 0, lat_sum = 0, fin_sum = 0;
     for (uint32_t w = 0; w < o->windows; w++) {
         sf_summary **frames;
         uint32_t *from, k;
@@ -581,10 +584,12 @@ static int run_mode(const opts *o, bool tree)
         double cpu_ms = (double)(cpu1 - cpu0) / 1e6, lat_ms = (g.first_report - g.last_write) * 1e3;
         if (lat_ms < 0)
             lat_ms = 0;     /* the report came before the last write's callback ran */
-        printf("%8u %10u %12llu %14.1f %14.1f\n", w, k,
-               (unsigned long long)(g.bytes_sent - bytes0), cpu_ms, lat_ms);
+        double fin_ms = (g.committed_at - g.last_write) * 1e3;
+        printf("%8u %10u %12llu %14.1f %14.1f %14.1f\n", w, k,
+               (unsigned long long)(g.bytes_sent - bytes0), cpu_ms, lat_ms, fin_ms);
         cpu_sum += cpu_ms;
         lat_sum += lat_ms;
+        fin_sum += fin_ms;
     }
     /* The root's idle cost of membership (heartbeats in and out), per second. */
     uint64_t c0 = cpu_ns(pid);
@@ -592,9 +597,10 @@ static int run_mode(const opts *o, bool tree)
     while (now_s() - t0 < 1.0)
         uv_run(&loop, UV_RUN_ONCE);
     double idle = (double)(cpu_ns(pid) - c0) / 1e6 / (now_s() - t0);
-    printf("%s mean: root cpu %.1f ms/window, report %.1f ms after the last summary; "
-           "idle root cpu %.1f ms/s (heartbeats of %u members)\n\n",
-           tree ? "tree" : "direct", cpu_sum / o->windows, lat_sum / o->windows, idle, n + 1);
+    printf("%s mean: root cpu %.1f ms/window, report pushed %.1f ms and final %.1f ms after "
+           "the last summary; idle root cpu %.1f ms/s (heartbeats of %u members)\n\n",
+           tree ? "tree" : "direct", cpu_sum / o->windows, lat_sum / o->windows,
+           fin_sum / o->windows, idle, n + 1);
     pump_loop = NULL;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
