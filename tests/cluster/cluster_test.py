@@ -3,7 +3,7 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, tree, failover, partition, split, hostile
+scenarios: exact, tree, failover, partition, partition_root, split, hostile
 
 Every wait polls a real condition (a query answer, a log line, a file) under
 a generous overall timeout that only fails the test. Network namespaces are
@@ -488,7 +488,7 @@ def set_gate(gate, step):
     os.rename(gate + ".tmp", gate)
 
 
-def scenario_partition(build):
+def scenario_partition(build, cut_id=3):
     c = netns_cluster(build, 3)
     try:
         c.start()
@@ -500,39 +500,49 @@ def scenario_partition(build):
         for i, n in enumerate(c.nodes):
             c.send(n, job, world, 3 * i, 3 * i + 2, steps, seed=9, gate=gate)
         reports_everywhere(c, c.nodes, job, [0])
-        cut = c.nodes[2]
-        c.cut(3, True)
-        # the cut node loses its root, and never claims one itself
-        c.wait(lambda: (cut.peers() or {}).get("root") == 0, "node 3 to lose its root")
+        cut = c.nodes[cut_id - 1]
+        rest = [n for n in c.nodes if n is not cut]
+        c.cut(cut_id, True)
+        # the cut node loses its root (a cut root steps down), never claims
+        # one, and the rest agree on the lowest id among them
+        c.wait(lambda: (cut.peers() or {}).get("root") == 0, "node %d to lose its root" % cut_id)
+        c.wait_root(rest[0].id, rest)
         set_gate(gate, WARMUP + 3 * WINDOW + 2)
-        majority = c.nodes[:2]
-        reports_everywhere(c, majority, job, [1, 2])
+        reports_everywhere(c, rest, job, [1, 2])
         held = c.wait(lambda: (cut.peers() or {}).get("summaries_in_flight", 0) > 0,
-                      "node 3 to hold its summaries")
+                      "node %d to hold its summaries" % cut_id)
         for _ in range(20):
             p = cut.peers()
-            check(p["role"] != "root" and p["root"] == 0, "node 3 claimed a root while cut")
+            check(p["role"] != "root" and p["root"] == 0,
+                  "node %d claimed a root while cut" % cut_id)
             time.sleep(0.05)
         for w in (1, 2):
-            r = majority[0].report(job, w)
+            r = rest[0].report(job, w)
             check("late_or_failed_summary" in r["downgrade_reasons"] and
                   r["window"]["missing_ranks"] == 3, "window %d while cut: %r" % (w, r["window"]))
-        c.cut(3, False)
+        c.cut(cut_id, False)
         # after the heal: no restart, the retained summaries are delivered and
         # answered, and the cut node has every report
         c.wait_root(1)
         set_gate(gate, steps)
         reports_everywhere(c, c.nodes, job, [0, 1, 2, 3])
-        c.wait(lambda: cut.peers()["summaries_in_flight"] == 0, "node 3 to empty its retained set")
+        c.wait(lambda: cut.peers()["summaries_in_flight"] == 0,
+               "node %d to empty its retained set" % cut_id)
         once_per_window(c.nodes, [0, 1, 2, 3])
-        check(cut.proc.poll() is None, "node 3 restarted")
+        check(cut.proc.poll() is None, "node %d restarted" % cut_id)
         c.stop_checked()
-        print("partition: node 3 held %s summaries while cut" % bool(held))
+        print("partition: node %d held %s summaries while cut" % (cut_id, bool(held)))
     except Exception:
         c.dump_logs()
         raise
     finally:
         c.close()
+
+
+def scenario_partition_root(build):
+    """The root itself is cut off: it steps down, the majority elects the
+    next id, and after the heal every node has one report per window."""
+    scenario_partition(build, cut_id=1)
 
 
 def scenario_split(build):
