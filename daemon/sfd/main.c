@@ -114,6 +114,7 @@ static void reload(struct sfd *d)
         resize_kept(j, cfg.keep_windows);
     }
     sfd_tick_now(d);
+    sfd_prom_reconfigure(d);
     sfd_log(SFD_LOG_NOTICE, NULL, "configuration reloaded");
 }
 

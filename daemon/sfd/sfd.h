@@ -335,5 +335,7 @@ void sfd_arm_tick(struct sfd *d);
 void sfd_tick_now(struct sfd *d);
 void sfd_after_window(struct sfd *d);    /* marks the export dirty */
 void sfd_prom_flush(struct sfd *d);
+/* Starts or stops the export timer to match cfg.prom_dir (start, reload). */
+void sfd_prom_reconfigure(struct sfd *d);
 
 #endif

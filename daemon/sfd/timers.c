@@ -96,10 +96,19 @@ int sfd_timers_init(struct sfd *d)
     if (r < 0)
         return r;
     d->prom_timer.data = d;
+    uv_unref((uv_handle_t *)&d->prom_timer);
+    sfd_prom_reconfigure(d);
+    return 0;
+}
+
+void sfd_prom_reconfigure(struct sfd *d)
+{
+    if (d->prom_timer.loop == NULL || d->stopping)
+        return;
     if (d->cfg.prom_dir[0] != '\0') {
         uv_timer_start(&d->prom_timer, on_prom, 1000, 1000);
-        d->prom_dirty = true;
+        d->prom_dirty = true;   /* write the new directory at once */
+    } else {
+        uv_timer_stop(&d->prom_timer);
     }
-    uv_unref((uv_handle_t *)&d->prom_timer);
-    return 0;
 }

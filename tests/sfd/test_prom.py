@@ -4,6 +4,7 @@ promtool accepts it when promtool is installed."""
 
 import os
 import shutil
+import signal
 import subprocess
 
 from sfdtest import Sfd, check, run_job, wait_for
@@ -36,6 +37,16 @@ def main():
             p = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
                                capture_output=True, timeout=60)
             check(p.returncode == 0, "promtool: %s" % (p.stdout + p.stderr).decode())
+
+        # A reload can move the export to another directory.
+        prom2 = os.path.join(sfd.dir, "prom2")
+        os.mkdir(prom2)
+        with open(sfd.conf, "w") as f:
+            f.write("[sfd]\nprom_dir = %s\n[gates]\nwarmup_steps = 0\nwindow_steps = 10\n"
+                    % prom2)
+        sfd.proc.send_signal(signal.SIGHUP)
+        path = os.path.join(prom2, "stagefrontier.prom")
+        wait_for(exported, "the export in the reloaded prom_dir")
         check(sfd.stop() == 0, "sfd did not exit cleanly")
     finally:
         sfd.close()
