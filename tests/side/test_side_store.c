@@ -38,7 +38,7 @@ static void batch_init(struct batch *x, int64_t step, const char *comm, const ch
     x->b.enclosing_stage = (char *)stage;
     for (size_t i = 0; i < n; i++) {
         stagefrontier__nccl_aggregate__init(&x->a[i]);
-        snprintf(x->names[i], sizeof x->names[i], "C%zu", i);
+        snprintf(x->names[i], sizeof x->names[i], "C%u", (unsigned)(i % 1000));
         x->a[i].collective = x->names[i];
         x->a[i].has_count = x->a[i].has_bytes = 1;
         x->a[i].count = count;
