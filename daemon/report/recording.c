@@ -127,7 +127,7 @@ static int parse_schema(json_t *obj, sf_schema *ret, char *err, size_t errlen)
         return fail(err, errlen, "\"schema\" must be an object");
     const char *names[SF_MAX_STAGES], *groups[SF_MAX_STAGES];
     uint32_t n = 0, n_groups = 0;
-    json_int_t version, accumulation;
+    json_int_t version = 0, accumulation = 0;
     int r = string_list(json_object_get(obj, "stages"), "stages", names, SF_MAX_STAGES, &n, err,
                         errlen);
     if (r < 0 || (r = get_int(obj, "version", 0, UINT32_MAX, true, 1, &version, err, errlen)) < 0 ||
@@ -174,7 +174,7 @@ static int parse_gates(json_t *obj, sf_gates *gates, char *err, size_t errlen)
 int sf_recording_parse_header(json_t *obj, sf_schema *ret_schema, uint32_t *ret_world_size,
                               sf_gates *gates, char *err, size_t errlen)
 {
-    json_int_t world;
+    json_int_t world = 0;
     sf_gates g = *gates;
     int r = get_int(obj, "world_size", 1, SF_MAX_RANKS, false, 0, &world, err, errlen);
     if (r < 0 || (r = parse_gates(json_object_get(obj, "gates"), &g, err, errlen)) < 0 ||
@@ -195,7 +195,7 @@ static int parse_event(json_t *ev, sf_row *row, char *err, size_t errlen)
         s++;
     if (state == NULL || s > SF_EVENT_MISSING)
         return fail(err, errlen, "\"event.state\" must be none, ready or missing");
-    json_int_t cpu, gpu;
+    json_int_t cpu = 0, gpu = 0;
     int r = get_int(ev, "cpu_ns", 0, SF_MAX_DURATION_NS, true, 0, &cpu, err, errlen);
     if (r < 0 || (r = get_int(ev, "gpu_ns", 0, SF_MAX_DURATION_NS, true, 0, &gpu, err, errlen)) < 0)
         return r;
@@ -209,7 +209,7 @@ int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row
                            char *err, size_t errlen)
 {
     sf_row row = {.d = d};
-    json_int_t step, rank, flags, overlap;
+    json_int_t step = 0, rank = 0, flags = 0, overlap = 0;
     int r = get_int(obj, "step", 0, INT64_MAX, false, 0, &step, err, errlen);
     if (r < 0 ||
         (r = get_int(obj, "rank", 0, SF_MAX_RANKS - 1, false, 0, &rank, err, errlen)) < 0 ||
@@ -263,7 +263,7 @@ static int parse_window_flags(json_t *arr, uint32_t *ret, char *err, size_t errl
 int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, size_t errlen)
 {
     sf_window_meta m = {0};
-    json_int_t index, segment, first, last, world, dropped, violations, rejected;
+    json_int_t index = 0, segment = 0, first = 0, last = 0, world = 0, dropped = 0, violations = 0, rejected = 0;
     int r = get_int(obj, "index", 0, INT64_MAX / 2, false, 0, &index, err, errlen);
     if (r < 0 || (r = get_int(obj, "segment", 0, UINT32_MAX, true, 0, &segment, err, errlen)) < 0 ||
         (r = get_int(obj, "first_step", 0, INT64_MAX / 2, false, 0, &first, err, errlen)) < 0 ||

@@ -130,7 +130,6 @@ struct sfd_stored {
     sf_window_meta meta;
     struct sfd_rows rows;
     sf_report *report;          /* NULL until the report is ready */
-    sf_summary *summary;        /* kept while report may point into it */
 };
 
 struct sfd_job {

@@ -23,7 +23,6 @@ void sfd_stored_clear(struct sfd_stored *s)
 {
     sfd_rows_free(&s->rows);
     sf_report_free(s->report);
-    sf_summary_free(s->summary);
     memset(s, 0, sizeof(*s));
 }
 
@@ -329,11 +328,6 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
         goto out;
     }
     r = sfd_job_store_report(job, report);
-    if (r == 0) {
-        /* The report's rank roles point into the summary's dense rows. */
-        s->summary = summary;
-        summary = NULL;
-    }
 out:
     sf_summary_free(summary);
     free(view);
