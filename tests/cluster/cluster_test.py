@@ -448,6 +448,13 @@ def scenario_failover(build):
               "window 0, before the failover, is downgraded")
         resent = survivors[0].peers()["counters"]["summaries_resent"]
         check(resent >= 1, "node 2 resent nothing after the failover")
+        # the killed node restarts with a new boot epoch: accepted, not taken
+        # for a replay, and as the lowest id it becomes root again
+        c.nodes[0].start()
+        c.wait_root(1)
+        for n in c.nodes[1:]:
+            check(n.peers()["counters"]["rejected_replay"] == 0,
+                  "node %d took the restarted node for a replay" % n.id)
         c.stop_checked()
         print("failover: new root in %.2f s, %d summaries resent" % (took, resent))
     except Exception:
