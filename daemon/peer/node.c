@@ -68,10 +68,10 @@ static void root_changed(sfd_peer_node *node, uint32_t root)
     node->c.root_changes++;
     sfd_peer_logf(node, SFD_PEER_LOG_NOTICE, "peer: root is now %u (term %llu)", root,
                   (unsigned long long)node->elect.term);
-    if (root != node->cfg.node_id) {
+    if (root != node->cfg.node_id)
         sfd_peer_root_drop_all(node);
-        sfd_peer_reports_drop_tentative(node);
-    }
+    else
+        sfd_peer_reports_repropose(node);
 }
 
 static void apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now)
@@ -290,7 +290,7 @@ static void on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t 
             continue;
         memcpy(key.job, k->job_id, n + 1);
         const sfd_peer_report *r = sfd_peer_report_find(node, &key);
-        if (r != NULL && r->committed)
+        if (r != NULL)
             sfd_peer_report_send(node, msg->from, r);
     }
 out:
@@ -383,21 +383,29 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
     sfd_window_key key = {.window = m->window, .segment = m->segment};
     memcpy(key.job, m->job_id, n + 1);
     node->c.reports_received++;
+    bool final = m->has_final && m->final;
+    bool had = sfd_peer_report_find(node, &key) != NULL;
+    int r = sfd_peer_report_receive(node, &key, m->root_id, m->root_term, m->merged.data,
+                                    m->merged.len, final);
+    if (r < 0) {
+        node->c.rejected_decode++;
+        goto out;
+    }
+    sfd_peer_report *rep = (sfd_peer_report *)sfd_peer_report_find(node, &key);
     if (node->elect.role == SFD_ELECT_ROOT) {
-        if (sfd_peer_report_find(node, &key) == NULL)
+        /* Handed back by a member that holds it: this root adopts it rather
+         * than report the window a second time. */
+        if (!had)
             node->c.reports_adopted++;
-        sfd_peer_root_publish(node, &key, m->root_id, m->root_term, m->merged.data,
-                              m->merged.len, NULL);
+        if (rep != NULL && !rep->committed)
+            sfd_peer_report_propose(node, rep);
+        else if (r > 0 && rep != NULL)
+            sfd_peer_report_relay(node, rep);
     } else {
-        int r = sfd_peer_report_store(node, &key, m->root_id, m->root_term, m->merged.data,
-                                      m->merged.len, NULL);
-        const sfd_peer_report *rep = r > 0 ? sfd_peer_report_find(node, &key) : NULL;
         uint32_t root = sfd_elect_root(&node->elect, now);
-        if (r < 0)
-            node->c.rejected_decode++;
-        else if (root != 0 && root != node->cfg.node_id)
+        if (!final && root != 0 && root != node->cfg.node_id)
             send_ack(node, root, &key, 0, true);   /* we hold it: counts toward final */
-        if (rep != NULL)
+        if (r > 0 && rep != NULL)
             sfd_peer_report_relay(node, rep);
     }
 out:

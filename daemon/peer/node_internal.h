@@ -132,21 +132,17 @@ void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
                           const sf_summary *s, bool resent, uint32_t from);
 void sfd_peer_root_tick(sfd_peer_node *node, uint64_t now);
 void sfd_peer_root_drop_all(sfd_peer_node *node);
-void sfd_peer_root_publish(sfd_peer_node *node, const sfd_window_key *key,
-                           uint32_t root_id, uint64_t term, const uint8_t *packed,
-                           size_t len, const sf_summary *merged);
+int sfd_peer_report_receive(sfd_peer_node *node, const sfd_window_key *key, uint32_t root_id,
+                            uint64_t term, const uint8_t *packed, size_t len, bool final);
+void sfd_peer_report_propose(sfd_peer_node *node, sfd_peer_report *r);
 const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node,
                                             const sfd_window_key *key);
-/* Stores a report once per key and hands it to the host; 1 when new. */
-int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
-                          uint32_t root_id, uint64_t term, const uint8_t *packed,
-                          size_t len, const sf_summary *merged);
 int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r);
 void sfd_peer_reports_free(sfd_peer_node *node);
 void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r);
 bool sfd_peer_report_committed(const sfd_peer_node *node, const sfd_window_key *key);
 void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from);
-void sfd_peer_reports_drop_tentative(sfd_peer_node *node);
+void sfd_peer_reports_repropose(sfd_peer_node *node);
 void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key);
 
 #endif

@@ -125,28 +125,43 @@ static int report_commit(sfd_peer_node *node, sfd_peer_report *r, const sf_summa
     return 1;
 }
 
-/* Stores a final report of a window once; `merged` may be NULL, then it is
- * decoded (and validated) from `packed` first. */
-int sfd_peer_report_store(sfd_peer_node *node, const sfd_window_key *key,
-                          uint32_t root_id, uint64_t term, const uint8_t *packed,
-                          size_t len, const sf_summary *merged)
+/* A report reaching this node (pushed, relayed, or handed back): a
+ * proposal is held, a final one is delivered. A later proposal of a higher
+ * term, or a final one, replaces a proposal held. Returns 1 when something
+ * changed (the caller relays it), 0 when not, or a negative errno. */
+int sfd_peer_report_receive(sfd_peer_node *node, const sfd_window_key *key, uint32_t root_id,
+                            uint64_t term, const uint8_t *packed, size_t len, bool final)
 {
-    if (sfd_peer_report_find(node, key) != NULL)
+    sfd_peer_report *r = (sfd_peer_report *)sfd_peer_report_find(node, key);
+    if (r != NULL && (r->committed || (!final && term <= r->root_term)))
         return 0;
     sf_summary *decoded = NULL;
     sfd_window_key inner;
-    if (merged == NULL) {
-        int rc = sfd_peer_summary_unpack(packed, len, &decoded, &inner, NULL);
-        if (rc < 0)
-            return rc;
-        if (!sfd_window_key_equal(&inner, key)) {
-            sf_summary_free(decoded);
-            return -EBADMSG;
-        }
-        merged = decoded;
+    int rc = sfd_peer_summary_unpack(packed, len, &decoded, &inner, NULL);
+    if (rc < 0)
+        return rc;
+    if (!sfd_window_key_equal(&inner, key)) {
+        sf_summary_free(decoded);
+        return -EBADMSG;
     }
-    sfd_peer_report *r = report_insert(node, key, root_id, term, packed, len);
-    int rc = r ? report_commit(node, r, merged) : -ENOMEM;
+    if (r != NULL) {
+        uint8_t *copy = malloc(len ? len : 1);
+        if (copy == NULL) {
+            sf_summary_free(decoded);
+            return -ENOMEM;
+        }
+        memcpy(copy, packed, len);
+        free(r->packed);
+        r->packed = copy;
+        r->len = len;
+        r->root_id = root_id;
+        r->root_term = term;
+        r->n_acks = 0;
+    } else if ((r = report_insert(node, key, root_id, term, packed, len)) == NULL) {
+        sf_summary_free(decoded);
+        return -ENOMEM;
+    }
+    rc = final ? report_commit(node, r, decoded) : 1;
     sf_summary_free(decoded);
     return rc;
 }
@@ -157,10 +172,20 @@ bool sfd_peer_report_committed(const sfd_peer_node *node, const sfd_window_key *
     return r != NULL && r->committed;
 }
 
+static void push_report(sfd_peer_node *node, const sfd_peer_report *r);
+
+/* Final once a majority (the root included) holds it: delivered here, and
+ * announced down the tree so the members deliver it too. */
 static void maybe_commit(sfd_peer_node *node, sfd_peer_report *r)
 {
-    if (!r->committed && r->n_acks + 1 >= sfd_elect_majority(&node->elect))
-        report_commit(node, r, NULL);
+    if (r->committed || r->n_acks + 1 < sfd_elect_majority(&node->elect))
+        return;
+    sfd_window_key key = r->key;
+    if (report_commit(node, r, NULL) < 0)
+        return;
+    const sfd_peer_report *done = sfd_peer_report_find(node, &key);
+    if (done != NULL)
+        push_report(node, done);
 }
 
 void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from)
@@ -176,21 +201,29 @@ void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint3
     maybe_commit(node, r);
 }
 
-/* A root that steps down forgets what no majority confirmed: its members
- * still hold those summaries and the next root reports the window, or
- * adopts the report from a member that has it. */
-void sfd_peer_reports_drop_tentative(sfd_peer_node *node)
+/* Puts a held proposal (computed here, handed back by a member, or held
+ * from an earlier root) to the members' vote as this root's. */
+void sfd_peer_report_propose(sfd_peer_node *node, sfd_peer_report *r)
 {
-    sfd_peer_report **p = &node->reports;
-    while (*p != NULL) {
-        sfd_peer_report *r = *p;
-        if (!r->committed) {
-            *p = r->next;
-            node->n_reports--;
-            report_free(r);
-        } else {
-            p = &r->next;
-        }
+    if (r->committed || node->elect.role != SFD_ELECT_ROOT)
+        return;
+    if (r->acks == NULL && (r->acks = calloc(node->cfg.n_members, sizeof *r->acks)) == NULL)
+        return;
+    r->n_acks = 0;
+    push_report(node, r);
+    maybe_commit(node, r);
+}
+
+/* A new root puts every proposal it holds to the vote again: a report an
+ * earlier root proposed survives that root, so no window gets a second. */
+void sfd_peer_reports_repropose(sfd_peer_node *node)
+{
+    sfd_peer_report *r = node->reports;
+    while (r != NULL) {
+        sfd_peer_report *next = r->next;    /* a commit may drop others' entries */
+        if (!r->committed)
+            sfd_peer_report_propose(node, r);
+        r = next;
     }
 }
 
@@ -204,6 +237,8 @@ int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_repo
     m.root_term = r->root_term;
     m.merged.data = r->packed;
     m.merged.len = r->len;
+    m.has_final = true;
+    m.final = r->committed;
     return sfd_peer_send(node, dest, STAGEFRONTIER__PEER_ENVELOPE__TYPE__REPORT, &m.base);
 }
 
@@ -234,22 +269,14 @@ static void push_report(sfd_peer_node *node, const sfd_peer_report *r)
     sfd_peer_report_relay(node, r);
 }
 
-/* Stores a report (computed here or adopted from a member that already had
- * it) and pushes it to every member. */
-void sfd_peer_root_publish(sfd_peer_node *node, const sfd_window_key *key,
-                           uint32_t root_id, uint64_t term, const uint8_t *packed,
-                           size_t len, const sf_summary *merged)
-{
-    if (sfd_peer_report_store(node, key, root_id, term, packed, len, merged) <= 0)
-        return;
-    const sfd_peer_report *r = sfd_peer_report_find(node, key);
-    if (r != NULL)
-        push_report(node, r);
-}
 
 static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
 {
     sfd_window_key key = p->key;
+    if (sfd_peer_report_find(node, &key) != NULL) {
+        pending_remove(node, &key);     /* decided already: a proposal is held */
+        return;
+    }
     if (sf_summary_covered_ranks(p->s) < p->s->meta.world_size || p->late) {
         p->s->meta.flags |= SF_WIN_LATE_SUMMARY;
         node->c.windows_late++;
@@ -268,12 +295,8 @@ static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
     sfd_peer_report *rep = report_insert(node, &key, node->cfg.node_id, node->elect.term,
                                          packed, len);
     free(packed);
-    if (rep == NULL || (rep->acks = calloc(node->cfg.n_members, sizeof *rep->acks)) == NULL) {
-        pending_remove(node, &key);
-        return;
-    }
-    push_report(node, rep);
-    maybe_commit(node, rep);    /* frees p when it commits: a one-member cluster */
+    if (rep != NULL)
+        sfd_peer_report_propose(node, rep);  /* frees p if it commits at once */
     pending_remove(node, &key);
 }
 
