@@ -152,6 +152,36 @@ def do_overhead(build, out, a):
     os.rmdir(nosfd_dir)
 
 
+def do_interleaved(build, out, a):
+    """Overhead inside one job: blocks rotate the three settings (train.py
+    --interleave), so the pairs share process placement and neighbours."""
+    nosfd_dir = tempfile.mkdtemp(prefix="sf-nosfd-")
+    absent = os.path.join(nosfd_dir, "ingest.sock")
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=100) as sfd:
+        for run in range(a.interleaved_runs):
+            job = job_name("ovi", run)
+            steps = 3 * a.interleaved_triples * a.block_steps
+            args = ["--ranks", str(a.overhead_ranks), "--steps", str(steps), "--interleave",
+                    str(a.block_steps), "--absent-socket", absent]
+            res = sfharness.train(build, job, args, sf_socket=sfd.ingest, timeout=600)
+            log("interleaved run %d: %d blocks" % (run, len(res["blocks"])))
+            out.add({"kind": "interleaved", "run": run, "ranks": a.overhead_ranks,
+                     "block_steps": a.block_steps, "blocks": res["blocks"]})
+    os.rmdir(nosfd_dir)
+
+
+def do_stepcost(build, out, a):
+    """The binding's own cost per training step (step_cost.py), next to sfd."""
+    import subprocess
+    with sfharness.Sfd(build) as sfd:
+        r = subprocess.run([sfharness.PYTHON, os.path.join(HERE, "step_cost.py")],
+                           env=build.env({"SF_SOCKET": sfd.ingest}), stdout=subprocess.PIPE,
+                           universal_newlines=True, timeout=600, check=True)
+    res = json.loads(r.stdout)
+    log("step cost: %s" % res)
+    out.add({"kind": "stepcost", "result": res})
+
+
 # ---------------------------------------------------------------------------
 # tables
 
@@ -167,6 +197,8 @@ def tables_matrix(recs):
     # A failed cell that a later rerun filled is not a failure of the matrix.
     failed = [r for r in runs if "error" in r and cell(r) not in done]
     ok = [r for r in runs if "error" not in r and measured_window(r)]
+    if not runs:
+        return lines
     fault_runs = [r for r in ok if r["fault"] in FAULT_ROWS]
     for ranks in sorted({r["ranks"] for r in ok}):
         sub = [r for r in fault_runs if r["ranks"] == ranks]
@@ -374,14 +406,70 @@ def tables_overhead(recs):
     return lines
 
 
+def tables_interleaved(recs):
+    runs = [r for r in recs if r.get("kind") == "interleaved"]
+    if not runs:
+        return []
+    # One pair unit = one triple of adjacent blocks (off, on_sfd, on_nosfd in
+    # rotated order) inside one run.
+    triples = []
+    for r in runs:
+        bl = r["blocks"]
+        for i in range(0, len(bl) - 2, 3):
+            t = {b["setting"]: b["steps"] / b["elapsed_s"] for b in bl[i:i + 3]}
+            if len(t) == 3:
+                triples.append(t)
+    lines = ["", "**Overhead, interleaved in one job** (%d runs, %d ranks, %d triples of "
+             "%d-step blocks; each triple runs off, on with sfd and on without sfd "
+             "back to back in rotated order)" % (len(runs), runs[0]["ranks"], len(triples),
+                                                 runs[0]["block_steps"]), "",
+             "| setting | mean steps/s | throughput ratio vs off (mean of paired triples) | "
+             "bootstrap 95 % CI | overhead (point) |", "|---|---|---|---|---|"]
+    lines.append("| off | %.2f | 1 | | |" % statistics.mean(t["off"] for t in triples))
+    for s in ("on_sfd", "on_nosfd"):
+        ratios = [t[s] / t["off"] for t in triples]
+        lo, hi = bootstrap_ci(ratios)
+        m = statistics.mean(ratios)
+        lines.append("| %s | %.2f | %.4f | [%.4f, %.4f] | %.2f %% |" % (
+            s, statistics.mean(t[s] for t in triples), m, lo, hi, 100.0 * (1.0 - m)))
+    return lines
+
+
+def tables_stepcost(recs):
+    runs = [r["result"] for r in recs if r.get("kind") == "stepcost"]
+    if not runs:
+        return []
+    res = runs[-1]
+    # The job's step time from the same file's clean or overhead runs, if any.
+    steps = [1.0 / b["steps_per_s"]["off"] for b in recs if b.get("kind") == "overhead"]
+    steps += [b["elapsed_s"] / b["steps"] for r in recs if r.get("kind") == "interleaved"
+              for b in r["blocks"] if b["setting"] == "off"]
+    step_s = statistics.median(steps) if steps else None
+    lines = ["", "**Instrumentation cost per step, measured alone** (step_cost.py: the job's "
+             "per-step binding calls in a tight loop, %d iterations per setting, median of "
+             "rounds; records sent %s, dropped %s)" % (res["iterations"], res["sent"],
+                                                       res["dropped"]), "",
+             "| setting | us per step | added us per step | share of the job's median step "
+             "(%s) |" % ("%.1f ms" % (1000 * step_s) if step_s else "n/a"),
+             "|---|---|---|---|"]
+    for s in ("off", "on_sfd", "on_nosfd"):
+        add = res[s] - res["off"]
+        lines.append("| %s | %.2f | %.2f | %s |" % (
+            s, 1e6 * res[s], 1e6 * add,
+            "%.4f %%" % (100.0 * add / step_s) if step_s else "n/a"))
+    return lines
+
+
 def all_tables(recs):
-    return tables_matrix(recs) + tables_aba(recs) + tables_scope(recs) + tables_overhead(recs)
+    return (tables_matrix(recs) + tables_aba(recs) + tables_scope(recs) +
+            tables_overhead(recs) + tables_interleaved(recs) + tables_stepcost(recs))
 
 
 def main():
     p = argparse.ArgumentParser(description="DDP fault matrix against a real sfd")
     p.add_argument("what", nargs="?", default="all",
-                   choices=["all", "matrix", "aba", "scope", "overhead"])
+                   choices=["all", "matrix", "aba", "scope", "overhead", "interleaved",
+                            "stepcost"])
     p.add_argument("--build", default=os.environ.get("SF_BUILD_DIR", "build"))
     p.add_argument("--out", default=None, help="append raw runs here (JSON Lines)")
     p.add_argument("--tables-from", default=None, help="print tables from a JSON Lines file")
@@ -398,6 +486,9 @@ def main():
     p.add_argument("--blocks", type=int, default=8)
     p.add_argument("--overhead-ranks", type=int, default=4)
     p.add_argument("--overhead-steps", type=int, default=200)
+    p.add_argument("--interleaved-runs", type=int, default=3)
+    p.add_argument("--interleaved-triples", type=int, default=10)
+    p.add_argument("--block-steps", type=int, default=20)
     a = p.parse_args()
 
     if a.tables_from:
@@ -412,8 +503,11 @@ def main():
     build = sfharness.Build(a.build)
     out = Recorder(a.out)
     t0 = time.monotonic()
-    steps = {"matrix": do_matrix, "aba": do_aba, "scope": do_scope, "overhead": do_overhead}
-    for name in (["matrix", "aba", "scope", "overhead"] if a.what == "all" else [a.what]):
+    steps = {"matrix": do_matrix, "aba": do_aba, "scope": do_scope, "overhead": do_overhead,
+             "interleaved": do_interleaved, "stepcost": do_stepcost}
+    for name in (["matrix", "aba", "scope", "overhead", "interleaved", "stepcost"]
+                 if a.what == "all"
+                 else [a.what]):
         log("== %s" % name)
         steps[name](build, out, a)
     log("total %.0f s" % (time.monotonic() - t0))

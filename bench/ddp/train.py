@@ -44,6 +44,11 @@ def parse_args(argv=None):
     p.add_argument("--accumulation", type=int, default=1)
     p.add_argument("--zero", action="store_true", help="ZeroRedundancyOptimizer")
     p.add_argument("--instrument", choices=["on", "off"], default="on")
+    p.add_argument("--interleave", type=int, default=0, metavar="STEPS",
+                   help="overhead mode: rotate off / on with sfd / on without sfd in "
+                        "blocks of STEPS measured steps inside this one job")
+    p.add_argument("--absent-socket", default=None,
+                   help="with --interleave: an ingest path nothing listens on")
     p.add_argument("--job-id", default=None)
     p.add_argument("--csv", default=None, help="directory for per-rank CSVs")
     p.add_argument("--result", default=None, help="rank 0 writes a JSON summary here")
@@ -326,7 +331,11 @@ def run_rank(args):
     nphase = max(1, len(args.phases))
     per_phase = -(-args.steps // nphase)
 
-    if K == 1:
+    if args.interleave:
+        recs, iters = interleaved_recorders(args, inj.wrap_loader(loader))
+        rec, batches = recs["off"], iters["off"]
+        blocks = []
+    elif K == 1:
         batches = iter(rec.data(inj.wrap_loader(loader)))
     else:
         # Each micro-batch fetch is its own accumulation-indexed stage.
@@ -347,6 +356,13 @@ def run_rank(args):
         if step >= args.warmup:
             phase = args.phases[min((step - args.warmup) // per_phase, nphase - 1)]
             inj.active = (phase == "B")
+            if args.interleave and (step - args.warmup) % args.interleave == 0:
+                setting = block_setting((step - args.warmup) // args.interleave)
+                close_block(dist, blocks)
+                blocks.append({"setting": setting, "steps": 0, "t0": time.perf_counter()})
+                rec, batches = recs[setting], iters[setting]
+            if args.interleave:
+                blocks[-1]["steps"] += 1
         t0 = time.perf_counter()
         if K == 1:
             xb, yb = next(batches)
@@ -378,6 +394,10 @@ def run_rank(args):
         ctx.__exit__(None, None, None)
         walls.append(time.perf_counter() - t0)
 
+    if args.interleave:
+        close_block(dist, blocks)
+        for r in recs.values():
+            r.close()
     dist.barrier()
     elapsed = time.perf_counter() - t_measure
     rec.close()
@@ -393,6 +413,8 @@ def run_rank(args):
                "steps_per_s": args.steps / elapsed,
                "loss_first": losses[0], "loss_last": statistics.mean(losses[-10:]),
                "instrument": args.instrument, "accumulation": K, "zero": args.zero}
+        if args.interleave:
+            res["blocks"] = blocks
         line = json.dumps(res)
         if args.result:
             with open(args.result, "w") as f:
@@ -406,6 +428,40 @@ def run_rank(args):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+SETTINGS = ["off", "on_sfd", "on_nosfd"]
+
+
+def block_setting(b):
+    """Blocks come in triples; each triple rotates the order of the three
+    settings so that none always runs first (drift and neighbours cancel)."""
+    triple, pos = divmod(b, 3)
+    return SETTINGS[(pos + triple) % 3]
+
+
+def close_block(dist, blocks):
+    """Aligns the ranks, then closes the open block's wall time."""
+    dist.barrier()
+    if blocks and "elapsed_s" not in blocks[-1]:
+        blocks[-1]["elapsed_s"] = time.perf_counter() - blocks[-1].pop("t0")
+
+
+def interleaved_recorders(args, loader):
+    """Three instrumentations of one job: none, a Recorder on sfd's socket
+    (SF_SOCKET), and a Recorder on a socket nothing listens on. They share
+    one underlying batch stream; each wraps it with its own data timing."""
+    import stagefrontier as sf
+    shared = iter(loader)
+
+    def feed():
+        while True:
+            yield next(shared)
+
+    recs = {"off": NullRecorder(), "on_sfd": sf.Recorder(),
+            "on_nosfd": sf.Recorder(socket=args.absent_socket)}
+    iters = {k: iter(r.data(feed())) for k, r in recs.items()}
+    return recs, iters
 
 
 class _nullctx(object):
