@@ -195,7 +195,10 @@ int sfd_peer_submit(sfd_peer_node *node, const char *job, sf_summary *s)
     sfd_window_key key = {.window = s->meta.index, .segment = s->meta.segment};
     strcpy(key.job, job);
     if (sfd_peer_report_committed(node, &key)) {
+        /* The window closed here after its report arrived (this node was
+         * late or cut off): the host stores the report now. */
         sf_summary_free(s);
+        sfd_peer_report_redeliver(node, &key);
         return -EALREADY;
     }
     sfd_peer_retained *r = calloc(1, sizeof *r);

@@ -143,6 +143,7 @@ void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r);
 bool sfd_peer_report_committed(const sfd_peer_node *node, const sfd_window_key *key);
 void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from);
 void sfd_peer_reports_repropose(sfd_peer_node *node);
+void sfd_peer_report_redeliver(sfd_peer_node *node, const sfd_window_key *key);
 void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key);
 
 #endif

@@ -166,6 +166,19 @@ int sfd_peer_report_receive(sfd_peer_node *node, const sfd_window_key *key, uint
     return rc;
 }
 
+/* Hands a final report to the host again, for a window the host closed
+ * after the report had arrived. */
+void sfd_peer_report_redeliver(sfd_peer_node *node, const sfd_window_key *key)
+{
+    const sfd_peer_report *r = sfd_peer_report_find(node, key);
+    sf_summary *s = NULL;
+    if (r == NULL || !r->committed || node->hooks.deliver == NULL ||
+        sfd_peer_summary_unpack(r->packed, r->len, &s, NULL, NULL) < 0)
+        return;
+    node->hooks.deliver(node->hooks.ctx, key, r->root_id, r->root_term, s);
+    sf_summary_free(s);
+}
+
 bool sfd_peer_report_committed(const sfd_peer_node *node, const sfd_window_key *key)
 {
     const sfd_peer_report *r = sfd_peer_report_find(node, key);

@@ -64,9 +64,12 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
         return;
     }
     r = sfd_job_store_report(job, report);
-    sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: cluster report from root %u term %llu%s",
-            (long long)key->window, key->segment, root_id, (unsigned long long)term,
-            r < 0 ? " (window not kept here)" : "");
+    if (r < 0)      /* handed over again once this node closes the window */
+        sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: report of root %u came before the "
+                "window closed here", (long long)key->window, key->segment, root_id);
+    else
+        sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: cluster report from root %u term %llu",
+                (long long)key->window, key->segment, root_id, (unsigned long long)term);
 }
 
 static void log_hook(void *ctx, int priority, const char *msg)
