@@ -46,16 +46,33 @@ static int on_summary(struct sfd *d, struct sfd_job *job, sf_summary *summary, v
     return r;
 }
 
+/* A job with no ranks on this node: known from its cluster reports alone, so
+ * that any node can answer for the cluster. */
+static int adopt_remote_job(struct sfd *d, const char *id, const sf_summary *merged,
+                            struct sfd_job **ret)
+{
+    enum sfd_reject why;
+    struct sfd_job *job = NULL;
+    int r = sfd_job_find_or_create(d, id, SFD_UID_REMOTE, &job, &why);
+    if (r == 0)
+        r = sfd_job_bind_shape(job, &merged->schema, merged->meta.world_size);
+    if (r < 0) {
+        sfd_log(SFD_LOG_WARNING, id, "cluster report of a job not on this node dropped: %s",
+                strerror(-r));
+        return r;
+    }
+    *ret = job;
+    return 0;
+}
+
 static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint64_t term,
                     const sf_summary *merged)
 {
     glue *g = ctx;
     struct sfd_job *job = sfd_job_find(g->d, key->job);
-    if (job == NULL) {
-        sfd_log(SFD_LOG_INFO, key->job, "report of window %lld for a job not on this node",
-                (long long)key->window);
+    bool remote = job == NULL || job->uid == SFD_UID_REMOTE;
+    if (job == NULL && adopt_remote_job(g->d, key->job, merged, &job) < 0)
         return;
-    }
     sf_report *report = NULL;
     int r = sf_report_compute(merged, &job->gates, &report);
     if (r < 0) {
@@ -63,7 +80,7 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
                 (long long)key->window, strerror(-r));
         return;
     }
-    r = sfd_job_store_report(job, report);
+    r = remote ? sfd_job_store_remote_report(job, report) : sfd_job_store_report(job, report);
     if (r < 0)      /* handed over again once this node closes the window */
         sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: report of root %u came before the "
                 "window closed here", (long long)key->window, key->segment, root_id);

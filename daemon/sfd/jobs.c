@@ -46,6 +46,8 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
 {
     struct sfd_job *job = sfd_job_find(d, id);
     if (job != NULL) {
+        if (job->uid == SFD_UID_REMOTE && job->n_live == 0)
+            job->uid = uid;     /* known from cluster reports until now: the first rank adopts it */
         if (job->uid != uid) {
             *ret_why = SFD_REJ_UID;
             return -EPERM;

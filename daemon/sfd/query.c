@@ -262,6 +262,8 @@ static int record_text(const struct sfd_job *j, char **ret, size_t *ret_len)
     int r = append_line(f, sf_recording_header(j->id, &j->schema, j->world_size, &j->gates));
     for (uint32_t i = 0; i < j->n_stored && r >= 0; i++) {
         const struct sfd_stored *s = order[i];
+        if (s->remote)
+            continue;   /* its rows are on other nodes: nothing of it to replay here */
         sf_row *view = NULL;
         r = sfd_rows_view(j, &s->rows, &view);
         for (size_t k = 0; k < s->rows.n && r >= 0; k++)

@@ -130,7 +130,12 @@ struct sfd_stored {
     sf_window_meta meta;
     struct sfd_rows rows;
     sf_report *report;          /* NULL until the report is ready */
+    bool remote;                /* a cluster report of ranks on other nodes: no rows here */
 };
+
+/* Owner of a job this node knows only from cluster reports: no uid matches
+ * it, so only root and operators see it, and the first local rank adopts it. */
+#define SFD_UID_REMOTE ((uid_t)-1)
 
 struct sfd_job {
     struct sfd *sfd;
@@ -190,6 +195,9 @@ void sfd_window_close_all(struct sfd_job *job, uint32_t flags);
 /* Stores a report for a closed window; takes ownership of report. A report
  * can come from the local core or from elsewhere (a peer layer). */
 int sfd_job_store_report(struct sfd_job *job, sf_report *report);
+/* Stores a cluster report of a job with no ranks on this node, as a kept
+ * window without rows. */
+int sfd_job_store_remote_report(struct sfd_job *job, sf_report *report);
 /* Runs deadlines: closes overdue windows. Returns the next deadline (ms) or 0. */
 uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms);
 void sfd_rows_free(struct sfd_rows *rows);

@@ -346,21 +346,47 @@ void sfd_window_close_all(struct sfd_job *job, uint32_t flags)
     }
 }
 
+static struct sfd_stored *kept_window(struct sfd_job *job, const sf_window_meta *meta)
+{
+    for (uint32_t i = job->n_stored; i-- > 0;)
+        if (job->stored[i].meta.index == meta->index &&
+            job->stored[i].meta.segment == meta->segment)
+            return &job->stored[i];
+    return NULL;
+}
+
+static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *report)
+{
+    sf_report_free(s->report);
+    s->report = report;
+    sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u report ready", (long long)s->meta.index,
+            s->meta.segment);
+    sfd_after_window(job->sfd);
+}
+
 int sfd_job_store_report(struct sfd_job *job, sf_report *report)
 {
-    for (uint32_t i = job->n_stored; i-- > 0;) {
-        struct sfd_stored *s = &job->stored[i];
-        if (s->meta.index == report->meta.index && s->meta.segment == report->meta.segment) {
-            sf_report_free(s->report);
-            s->report = report;
-            sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u report ready",
-                    (long long)s->meta.index, s->meta.segment);
-            sfd_after_window(job->sfd);
-            return 0;
-        }
+    struct sfd_stored *s = kept_window(job, &report->meta);
+    if (s == NULL) {
+        sf_report_free(report);     /* its window was already evicted */
+        return -ENOENT;
     }
-    sf_report_free(report);     /* its window was already evicted */
-    return -ENOENT;
+    attach_report(job, s, report);
+    return 0;
+}
+
+int sfd_job_store_remote_report(struct sfd_job *job, sf_report *report)
+{
+    struct sfd_stored *s = kept_window(job, &report->meta);
+    if (s == NULL) {
+        sfd_job_trim_kept(job, job->cap_stored - 1);
+        s = &job->stored[job->n_stored++];
+        memset(s, 0, sizeof(*s));
+        s->meta = report->meta;
+        s->remote = true;
+    }
+    attach_report(job, s, report);
+    return 0;
 }
 
 const sf_report *sfd_job_latest_report(const struct sfd_job *job)
