@@ -98,9 +98,10 @@ class Injector:
 
         module.register_forward_pre_hook(fwd_pre)
 
-        # Backward compute: extra CPU work in a backward hook of the first
-        # layer, which runs last in backward, before the final bucket's
-        # allreduce can start.
+        # Backward compute: extra CPU work in a full backward hook of the
+        # model. Its input (token ids) needs no gradient, so the hook fires
+        # once the output's gradient exists: at the start of backward, before
+        # any gradient bucket is ready for its allreduce.
         def bwd_hook(_mod, _gin, _gout):
             if self._on("backward_compute") and self._bwd_pending:
                 self._bwd_pending = False
