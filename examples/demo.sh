@@ -77,6 +77,12 @@ if [[ ${DEMO_WORKLOAD:-} != c ]] &&
     echo "demo: training a small transformer, $ranks ranks under DDP (Gloo), fault '$fault'" \
          "on a hidden rank, 20 warmup + 100 measured steps"
     export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
+    # A sanitized build's binding loads only with the ASan runtime preloaded.
+    pyenv=$(sed -n 's/^SF_PYTHON_TEST_ENV:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+    if [[ -n $pyenv ]]; then
+        IFS=';' read -r -a pyenv_vars <<<"$pyenv"
+        export "${pyenv_vars[@]}"
+    fi
     $py "$repo/bench/ddp/train.py" --ranks "$ranks" --fault "$fault" --seed "$seed" \
         --magnitude "$magnitude" --warmup 20 --steps 100 --job-id "$job" \
         --result "$run/result.json"
