@@ -200,4 +200,8 @@ def has_torch():
 
 
 if __name__ == "__main__":
-    sys.exit("import this module; see run_matrix.py")
+    # The one command-line use: merge train.py --csv output for sfctl replay.
+    if len(sys.argv) == 4 and sys.argv[1] == "merge-csv":
+        merge_csv(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    sys.exit("usage: sfharness.py merge-csv CSV_DIR OUT.csv (otherwise import this module)")
