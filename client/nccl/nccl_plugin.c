@@ -113,6 +113,33 @@ static ncclResult_t record_state(void *handle, sf_nccl_event_state_t state,
     return ncclSuccess;
 }
 
+/* The v5 and v4 descriptors differ in layout, not in the fields read here:
+ * one body, instantiated for each version's type. */
+#define SF_NCCL_DEFINE_START(fn, descr_t)                                                        \
+    static ncclResult_t fn(void *context, void **handle, descr_t *d) {                          \
+        struct sf_nccl_coll_info ci = { 0 };                                                    \
+        uint64_t gpu_start = 0;                                                                 \
+        if (!handle)                                                                            \
+            return ncclInvalidArgument;                                                         \
+        *handle = NULL;                                                                         \
+        if (!context || !d)                                                                     \
+            return ncclSuccess;                                                                 \
+        if (d->type == SF_NCCL_EV_COLL) {                                                       \
+            ci = (struct sf_nccl_coll_info){ .func = d->coll.func, .datatype = d->coll.datatype, \
+                                             .algo = d->coll.algo, .proto = d->coll.proto,       \
+                                             .count = d->coll.count,                             \
+                                             .n_channels = d->coll.n_channels };                 \
+        } else if (d->type == SF_NCCL_EV_P2P) {                                                 \
+            ci = (struct sf_nccl_coll_info){ .func = d->p2p.func, .datatype = d->p2p.datatype,   \
+                                             .count = d->p2p.count,                              \
+                                             .n_channels = d->p2p.n_channels };                  \
+        } else if (d->type == SF_NCCL_EV_KERNEL_CH) {                                           \
+            gpu_start = d->kernel_ch.gpu_timer_start;                                           \
+        }                                                                                       \
+        *handle = start_common(context, d->type, d->parent, &ci, gpu_start);                    \
+        return ncclSuccess;                                                                     \
+    }
+
 /* ---- v5 ------------------------------------------------------------------- */
 
 static ncclResult_t v5_init(void **context, uint64_t comm_id, int *mask, const char *name,
@@ -121,28 +148,7 @@ static ncclResult_t v5_init(void **context, uint64_t comm_id, int *mask, const c
     return comm_init(context, mask, name, comm_id, n_nodes, n_ranks, rank);
 }
 
-static ncclResult_t v5_start(void *context, void **handle, sf_nccl_descr_v5 *d) {
-    struct sf_nccl_coll_info ci = { 0 };
-    uint64_t gpu_start = 0;
-
-    if (!handle)
-        return ncclInvalidArgument;
-    *handle = NULL;
-    if (!context || !d)
-        return ncclSuccess;
-    if (d->type == SF_NCCL_EV_COLL) {
-        ci = (struct sf_nccl_coll_info){ .func = d->coll.func, .datatype = d->coll.datatype,
-                                         .algo = d->coll.algo, .proto = d->coll.proto,
-                                         .count = d->coll.count, .n_channels = d->coll.n_channels };
-    } else if (d->type == SF_NCCL_EV_P2P) {
-        ci = (struct sf_nccl_coll_info){ .func = d->p2p.func, .datatype = d->p2p.datatype,
-                                         .count = d->p2p.count, .n_channels = d->p2p.n_channels };
-    } else if (d->type == SF_NCCL_EV_KERNEL_CH) {
-        gpu_start = d->kernel_ch.gpu_timer_start;
-    }
-    *handle = start_common(context, d->type, d->parent, &ci, gpu_start);
-    return ncclSuccess;
-}
+SF_NCCL_DEFINE_START(v5_start, sf_nccl_descr_v5)
 
 SF_NCCL_EXPORT const sf_nccl_profiler_v5 ncclProfiler_v5 = {
     .name = "stagefrontier",
@@ -161,28 +167,7 @@ static ncclResult_t v4_init(void **context, int *mask, const char *name, uint64_
     return comm_init(context, mask, name, comm_hash, n_nodes, n_ranks, rank);
 }
 
-static ncclResult_t v4_start(void *context, void **handle, sf_nccl_descr_v4 *d) {
-    struct sf_nccl_coll_info ci = { 0 };
-    uint64_t gpu_start = 0;
-
-    if (!handle)
-        return ncclInvalidArgument;
-    *handle = NULL;
-    if (!context || !d)
-        return ncclSuccess;
-    if (d->type == SF_NCCL_EV_COLL) {
-        ci = (struct sf_nccl_coll_info){ .func = d->coll.func, .datatype = d->coll.datatype,
-                                         .algo = d->coll.algo, .proto = d->coll.proto,
-                                         .count = d->coll.count, .n_channels = d->coll.n_channels };
-    } else if (d->type == SF_NCCL_EV_P2P) {
-        ci = (struct sf_nccl_coll_info){ .func = d->p2p.func, .datatype = d->p2p.datatype,
-                                         .count = d->p2p.count, .n_channels = d->p2p.n_channels };
-    } else if (d->type == SF_NCCL_EV_KERNEL_CH) {
-        gpu_start = d->kernel_ch.gpu_timer_start;
-    }
-    *handle = start_common(context, d->type, d->parent, &ci, gpu_start);
-    return ncclSuccess;
-}
+SF_NCCL_DEFINE_START(v4_start, sf_nccl_descr_v4)
 
 SF_NCCL_EXPORT const sf_nccl_profiler_v4 ncclProfiler_v4 = {
     .name = "stagefrontier",
