@@ -3,7 +3,7 @@
 # fault injected on one hidden rank reports to a private sfd; the live report
 # must route the injected stage within its top two.
 #
-#   ./examples/demo.sh [BUILD_DIR]        (or SF_BUILD_DIR=...; default ./build)
+#   bench/ddp/demo.sh [BUILD_DIR]        (or SF_BUILD_DIR=...; default ./build)
 #
 # Environment knobs: DEMO_FAULT (data_wait | forward_host | backward_compute |
 # backward_comm | callback_barrier; default data_wait), DEMO_SEED (picks the
@@ -15,7 +15,7 @@
 # 2 on a setup error.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-${SF_BUILD_DIR:-$repo/build}}
 fault=${DEMO_FAULT:-data_wait}
 seed=${DEMO_SEED:-3}

@@ -1,6 +1,6 @@
 /*
  * sf_sync_workload: a multi-process stand-in for a data-parallel training job,
- * used by examples/demo.sh where python3-torch is absent. N forked ranks run
+ * used by bench/ddp/demo.sh where python3-torch is absent. N forked ranks run
  * the default stages; backward ends in a real process-shared barrier (the
  * allreduce), and one hidden rank, chosen by seed, carries an injected delay.
  * It times only through libsfclient and computes no accounting itself.
