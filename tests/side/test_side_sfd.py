@@ -9,109 +9,75 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
-SFD, SFCTL = os.environ["SFD"], os.environ["SFCTL"]
+from sidetest import CONF, WINDOW, check_forward_labels, nccl_rows, sfdtest, windows
+
 DRIVER, PLUGIN = os.environ["SF_SIDE_DRIVER"], os.environ["SF_NCCL_PLUGIN"]
-STEPS, PER_STEP, SPAN_NS, WINDOW = 30, 4, 100000, 10
-DEADLINE = time.monotonic() + 120
-
-
-def wait_for(what, pred):
-    while not pred():
-        if time.monotonic() > DEADLINE:
-            sys.exit(f"FAIL: timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def sfctl(q, *args):
-    return subprocess.run([SFCTL, "--socket", q, *args], capture_output=True, text=True,
-                          timeout=60)
+STEPS, PER_STEP, SPAN_NS = 30, 4, 100000
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="sf-side-") as tmp:
-        ingest, query = os.path.join(tmp, "ingest.sock"), os.path.join(tmp, "query.sock")
-        conf = os.path.join(tmp, "sfd.conf")
-        with open(conf, "w") as f:
-            f.write(f"[gates]\nwarmup_steps = 0\nwindow_steps = {WINDOW}\n")
-        log = open(os.path.join(tmp, "sfd.log"), "w")
-        sfd = subprocess.Popen([SFD, "-c", conf, "-r", tmp, "-i", ingest, "-q", query],
-                               stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for("sfd sockets", lambda: os.path.exists(ingest) and os.path.exists(query))
-            # Both channels: the plugin, and CUDA-event samples of every
-            # forward against the runtime double (1 ms of device time for a
-            # forward that takes well under a microsecond on the host).
-            env = dict(os.environ, SF_SOCKET=ingest, SF_JOB_ID="side-job", RANK="0",
-                       WORLD_SIZE="1", LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2",
-                       SF_TEST_CUDART=os.environ["SF_FAKE_CUDART"], SF_EVENT_SAMPLE="1")
-            out = subprocess.run([DRIVER, PLUGIN, str(STEPS), str(PER_STEP), str(SPAN_NS)],
-                                 env=env, capture_output=True, text=True, timeout=60)
-            if out.returncode != 0:
-                sys.exit(f"FAIL: driver: {out.stderr}")
-            issued = json.loads(out.stdout)["collectives"]
-            n_windows = STEPS // WINDOW
+    sfd = sfdtest.Sfd(CONF)
+    try:
+        # Both channels: the plugin, and CUDA-event samples of every
+        # forward against the runtime double (1 ms of device time for a
+        # forward that takes well under a microsecond on the host).
+        env = dict(os.environ, SF_SOCKET=sfd.ingest, SF_JOB_ID="side-job", RANK="0",
+                   WORLD_SIZE="1", LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2",
+                   SF_TEST_CUDART=os.environ["SF_FAKE_CUDART"], SF_EVENT_SAMPLE="1")
+        out = subprocess.run([DRIVER, PLUGIN, str(STEPS), str(PER_STEP), str(SPAN_NS)],
+                             env=env, capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            sys.exit(f"FAIL: driver: {out.stderr}")
+        issued = json.loads(out.stdout)["collectives"]
+        n_windows = STEPS // WINDOW
 
-            def windows():
-                r = sfctl(query, "report", "side-job", "--last", str(n_windows), "--json")
-                return json.loads(r.stdout) if r.returncode == 0 else []
+        def shipped(ws):
+            return sum(row["count"] for row in nccl_rows(ws))
 
-            def shipped(ws):
-                return sum(row["count"] for w in ws
-                           for row in w.get("side_evidence", {}).get("nccl", {})
-                           .get("collectives", []))
+        # Windows close as the rank reports its steps; the plugin's batches
+        # may land a moment later. Wait until every collective is filed.
+        def complete():
+            ws = windows(sfd, "side-job", n_windows)
+            return len(ws) == n_windows and shipped(ws) == issued
 
-            # Windows close as the rank reports its steps; the plugin's batches
-            # may land a moment later. Wait until every collective is filed.
-            wait_for("all windows with their side evidence",
-                     lambda: len(windows()) == n_windows and shipped(windows()) == issued)
-            ws = windows()
-            assert shipped(ws) == issued, (shipped(ws), issued)
-            with_side = [w for w in ws if "side_evidence" in w]
-            assert with_side, "no window carries side evidence"
-            for w in with_side:
-                nccl = w["side_evidence"]["nccl"]
-                assert [c["name"] for c in nccl["communicators"]] == ["ddp-comm"], nccl
-                assert nccl["communicators"][0]["ranks"] == 1
-                assert nccl["dropped_events"] == 0
-                total = 0
-                for row in nccl["collectives"]:
-                    # All-reduce issued inside backward, attributed there by
-                    # the step/stage libsfclient published.
-                    assert row["enclosing_stage"] == "model.backward_cpu_wall", row
-                    assert (row["collective"], row["datatype"], row["algorithm"],
-                            row["protocol"]) == ("AllReduce", "ncclBfloat16", "RING", "SIMPLE")
-                    assert row["size_bucket"] == 19          # 2^18 bf16 = 2^19 bytes
-                    assert row["bytes"] == row["count"] << 19
-                    assert row["timed_count"] == row["count"]
-                    assert abs(row["gpu_time_s"] - row["count"] * SPAN_NS / 1e9) < 1e-9
-                    total += row["count"]
-                stages = {s["name"]: s for s in w["stages"]}
-                assert stages["model.backward_cpu_wall"]["nccl"]["count"] == total
-                assert "nccl" not in stages["model.fwd_loss_cpu_wall"]
-                # Side evidence never enters the accounting.
-                assert abs(sum(s["advance_s"] for s in w["stages"]) - w["exposed_total_s"]) < 1e-6
-            # The CUDA-event samples reached the accounting: R >= 0.5 by
-            # construction, so the forward labels follow the routing (DESIGN 1).
-            for w in ws:
-                fwd_routed = "model.fwd_loss_cpu_wall" in w["routing_set"]
-                bwd_leads = w["routing_set"][:1] == ["model.backward_cpu_wall"]
-                labels = set(w["labels"])
-                assert ("forward_spillover_suspected" in labels) == (bwd_leads and not fwd_routed), w
-                assert ("forward_device_supported" in labels) == fwd_routed, w
-                assert "forward_event_scope_limited" not in labels, w
-            text = sfctl(query, "report", "side-job", "--last", str(n_windows))
-            assert text.returncode == 0, text.stderr
-            assert "NCCL side evidence" in text.stdout, text.stdout
-            assert "in model.backward_cpu_wall:" in text.stdout, text.stdout
-            status = json.loads(sfctl(query, "status", "--json").stdout)
-            assert status.get("nccl_batches", 0) > 0 or "nccl_batches" in json.dumps(status)
-        finally:
-            sfd.terminate()
-            sfd.wait(timeout=30)
-            log.close()
+        sfdtest.wait_for(complete, "all windows with their side evidence")
+        ws = windows(sfd, "side-job", n_windows)
+        assert shipped(ws) == issued, (shipped(ws), issued)
+        with_side = [w for w in ws if "side_evidence" in w]
+        assert with_side, "no window carries side evidence"
+        for w in with_side:
+            nccl = w["side_evidence"]["nccl"]
+            assert [c["name"] for c in nccl["communicators"]] == ["ddp-comm"], nccl
+            assert nccl["communicators"][0]["ranks"] == 1
+            assert nccl["dropped_events"] == 0
+            total = 0
+            for row in nccl["collectives"]:
+                # All-reduce issued inside backward, attributed there by
+                # the step/stage libsfclient published.
+                assert row["enclosing_stage"] == "model.backward_cpu_wall", row
+                assert (row["collective"], row["datatype"], row["algorithm"],
+                        row["protocol"]) == ("AllReduce", "ncclBfloat16", "RING", "SIMPLE")
+                assert row["size_bucket"] == 19          # 2^18 bf16 = 2^19 bytes
+                assert row["bytes"] == row["count"] << 19
+                assert row["timed_count"] == row["count"]
+                assert abs(row["gpu_time_s"] - row["count"] * SPAN_NS / 1e9) < 1e-9
+                total += row["count"]
+            stages = {s["name"]: s for s in w["stages"]}
+            assert stages["model.backward_cpu_wall"]["nccl"]["count"] == total
+            assert "nccl" not in stages["model.fwd_loss_cpu_wall"]
+            # Side evidence never enters the accounting.
+            assert abs(sum(s["advance_s"] for s in w["stages"]) - w["exposed_total_s"]) < 1e-6
+        # The CUDA-event samples reached the accounting.
+        check_forward_labels(ws)
+        text = sfd.sfctl("report", "side-job", "--last", str(n_windows)).stdout.decode()
+        assert "NCCL side evidence" in text, text
+        assert "in model.backward_cpu_wall:" in text, text
+        status = sfd.status()
+        assert status.get("nccl_batches", 0) > 0 or "nccl_batches" in json.dumps(status)
+        assert sfd.stop() == 0
+    finally:
+        sfd.close()
     print("PASS")
 
 
