@@ -3,89 +3,66 @@
 client carries on (every call returns, no SIGPIPE), counts its drops, and
 after a restart reconnects with a new hello and delivers again.
 
-Usage: test_client_sfd_restart.py SFD SFCTL
-Waits are on real conditions (a socket file, client counters) with an
-overall deadline; the short sleep inside each step is the training work.
+Runs through the shared sfd test harness (tests/sfd/sfdtest.py; SFD and SFCTL
+in the environment). Waits are on real conditions (the query socket, client
+counters) with an overall deadline; the short sleep inside each step is the
+training work.
 """
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 
-import stagefrontier as sf
-
-DEADLINE_S = 60.0
-
-
-def fail(what):
-    print("FAIL:", what)
-    sys.exit(1)
-
-
-def start_sfd(sfd, d):
-    log = open(os.path.join(d, "sfd.log"), "ab")
-    return subprocess.Popen([sfd, "--config", os.path.join(d, "sfd.conf"), "--runtime-dir", d,
-                             "--foreground"], stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_for(cond, what, step=None):
-    end = time.monotonic() + DEADLINE_S
-    while not cond():
-        if time.monotonic() > end:
-            fail("timed out waiting for " + what)
-        if step:
-            step()
-        else:
-            time.sleep(0.01)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sfd"))
+import sfdtest  # noqa: E402  (path set above)
+import stagefrontier as sf  # noqa: E402
 
 
 def main():
-    sfd, sfctl = sys.argv[1], sys.argv[2]
-    d = tempfile.mkdtemp(prefix="sfclient-sfd-")
-    open(os.path.join(d, "sfd.conf"), "w").close()
-    sock = os.path.join(d, "ingest.sock")
-    daemon = start_sfd(sfd, d)
-    wait_for(lambda: os.path.exists(sock), "the ingest socket")
+    daemon = sfdtest.Sfd()
+    try:
+        rec = sf.Recorder(job_id="client-restart", socket=daemon.ingest, rank=0, world_size=1)
+        steps = [0]
 
-    rec = sf.Recorder(job_id="client-restart", socket=sock, rank=0, world_size=1)
-    steps = [0]
+        def step():
+            with rec.step():
+                with rec.stage("model.fwd_loss_cpu_wall"):
+                    time.sleep(0.001)
+            rec.flush()
+            steps[0] += 1
 
-    def step():
-        with rec.step():
-            with rec.stage("model.fwd_loss_cpu_wall"):
-                time.sleep(0.001)
-        rec.flush()
-        steps[0] += 1
+        def training_until(cond):
+            """A wait predicate that trains one step per poll."""
+            return lambda: (step(), cond())[1]
 
-    wait_for(lambda: rec.stats()["records_sent"] >= 20, "records delivered", step)
-    os.kill(daemon.pid, signal.SIGKILL)
-    daemon.wait()
-    wait_for(lambda: not rec.stats()["connected"], "the client to notice", step)
-    for _ in range(50):
-        step()
-    st = rec.stats()
-    if st["records_dropped"] == 0:
-        fail("no drops counted while the daemon was down: %r" % st)
-    sent_before = st["records_sent"]
+        sfdtest.wait_for(training_until(lambda: rec.stats()["records_sent"] >= 20),
+                         "records delivered", interval=0)
+        os.kill(daemon.pid(), signal.SIGKILL)
+        daemon.proc.wait()
+        sfdtest.wait_for(training_until(lambda: not rec.stats()["connected"]),
+                         "the client to notice", interval=0)
+        for _ in range(50):
+            step()
+        st = rec.stats()
+        sfdtest.check(st["records_dropped"] > 0,
+                      "no drops counted while the daemon was down: %r" % st)
+        sent_before = st["records_sent"]
 
-    daemon = start_sfd(sfd, d)
-    wait_for(lambda: rec.stats()["reconnects"] >= 1, "the reconnect", step)
-    wait_for(lambda: rec.stats()["records_sent"] > sent_before + 20, "delivery after restart",
-             step)
-    st = rec.stats()
-    if st["steps"] != steps[0] or st["connects"] != 2:
-        fail("counters %r after %d steps" % (st, steps[0]))
-    rec.close()
-    out = subprocess.run([sfctl, "--socket", os.path.join(d, "query.sock"), "jobs"],
-                         capture_output=True, text=True, timeout=30)
-    if out.returncode != 0 or "client-restart" not in out.stdout:
-        fail("sfctl jobs: rc %d\n%s%s" % (out.returncode, out.stdout, out.stderr))
-    daemon.send_signal(signal.SIGTERM)
-    if daemon.wait(timeout=30) != 0:
-        fail("sfd exit status %d" % daemon.returncode)
-    print("ok: %d steps, %r" % (steps[0], st))
+        daemon.start(wait=False)
+        sfdtest.wait_for(training_until(lambda: rec.stats()["reconnects"] >= 1),
+                         "the reconnect", interval=0)
+        sfdtest.wait_for(training_until(lambda: rec.stats()["records_sent"] > sent_before + 20),
+                         "delivery after restart", interval=0)
+        st = rec.stats()
+        sfdtest.check(st["steps"] == steps[0] and st["connects"] == 2,
+                      "counters %r after %d steps" % (st, steps[0]))
+        rec.close()
+        out = daemon.sfctl("jobs").stdout.decode()
+        sfdtest.check("client-restart" in out, "sfctl jobs: %s" % out)
+        sfdtest.check(daemon.stop() == 0, "sfd exit status %s" % daemon.proc.returncode)
+        print("ok: %d steps, %r" % (steps[0], st))
+    finally:
+        daemon.close()
 
 
 if __name__ == "__main__":
