@@ -3,8 +3,6 @@
  * heartbeat and the summaries in flight, from the PEERS query of one sfd.
  * Output only; it must not change anything on the daemon.
  */
-#include <getopt.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +36,9 @@ static void print_member(json_t *m, long long root)
            num(m, "summaries_in_flight"), num(m, "term"));
 }
 
-static int print_view(json_t *o)
+static int print_view(json_t *o, const char *job)
 {
+    (void)job;
     json_t *members = json_object_get(o, "members");
     if (!json_is_array(members)) {
         printf("single node: no peers configured\n");
@@ -69,40 +68,5 @@ static int print_view(json_t *o)
 
 int sfctl_cmd_peers_view(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
-    bool js = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
-        if (c != 'j') {
-            fprintf(stderr, "usage: sfctl peers [--json]\n");
-            return SFCTL_EXIT_USAGE;
-        }
-        js = true;
-    }
-    if (optind != argc) {
-        fprintf(stderr, "usage: sfctl peers [--json]\n");
-        return SFCTL_EXIT_USAGE;
-    }
-    struct sfctl_request req = {.kind = SFCTL_Q_PEERS, .window = -1};
-    char *text = NULL;
-    size_t len = 0;
-    int ex = sfctl_query(&req, &text, &len);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
-    if (js) {
-        printf("%.*s\n", (int)len, text);
-        free(text);
-        return SFCTL_EXIT_OK;
-    }
-    json_error_t err;
-    json_t *o = json_loadb(text, len, 0, &err);
-    free(text);
-    if (o == NULL) {
-        fprintf(stderr, "sfctl: malformed answer from sfd: %s\n", err.text);
-        return SFCTL_EXIT_INTERNAL;
-    }
-    ex = print_view(o);
-    json_decref(o);
-    return ex;
+    return sfctl_show(argc, argv, "[--json]", false, SFCTL_Q_PEERS, print_view);
 }

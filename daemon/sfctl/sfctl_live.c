@@ -95,20 +95,29 @@ static long long num(json_t *o, const char *key)
     return json_integer_value(json_object_get(o, key));
 }
 
-int sfctl_cmd_status(int argc, char **argv)
+int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfctl_kind kind,
+               int (*show)(json_t *answer, const char *job))
 {
     bool js;
     const char *job;
-    int ex = simple_args(argc, argv, "[--json]", false, &js, &job);
+    int ex = simple_args(argc, argv, usage, need_job, &js, &job);
     if (ex != SFCTL_EXIT_OK)
         return ex;
-    struct sfctl_request req = { .kind = SFCTL_Q_STATUS, .window = -1 };
+    struct sfctl_request req = { .kind = kind, .job_id = job, .window = -1 };
     if (js)
         return print_raw(&req);
     json_t *o;
     ex = fetch_json(&req, &o);
     if (ex != SFCTL_EXIT_OK)
         return ex;
+    ex = show(o, job);
+    json_decref(o);
+    return ex;
+}
+
+static int show_status(json_t *o, const char *job)
+{
+    (void)job;
     printf("sfd (%s), up %llds\n", json_string_value(json_object_get(o, "mode")),
            num(o, "uptime_s"));
     printf("  connections  %lld (query %lld, accepted since start %lld)\n",
@@ -124,24 +133,17 @@ int sfctl_cmd_status(int argc, char **argv)
     json_object_foreach(json_object_get(o, "rejected"), k, v)
         if (json_integer_value(v) > 0)
             printf("    %-22s %lld\n", k, (long long)json_integer_value(v));
-    json_decref(o);
     return SFCTL_EXIT_OK;
 }
 
-int sfctl_cmd_jobs(int argc, char **argv)
+int sfctl_cmd_status(int argc, char **argv)
 {
-    bool js;
-    const char *job;
-    int ex = simple_args(argc, argv, "[--json]", false, &js, &job);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
-    struct sfctl_request req = { .kind = SFCTL_Q_JOBS, .window = -1 };
-    if (js)
-        return print_raw(&req);
-    json_t *a;
-    ex = fetch_json(&req, &a);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
+    return sfctl_show(argc, argv, "[--json]", false, SFCTL_Q_STATUS, show_status);
+}
+
+static int show_jobs(json_t *a, const char *job)
+{
+    (void)job;
     printf("%-24s %6s %11s %4s %7s %6s %10s %8s %8s\n", "JOB", "UID", "RANKS", "SEG", "WINDOWS",
            "LATEST", "RECORDS", "DROPPED", "REJECTED");
     size_t i;
@@ -159,24 +161,16 @@ int sfctl_cmd_jobs(int argc, char **argv)
     }
     if (json_array_size(a) == 0)
         printf("(no jobs)\n");
-    json_decref(a);
     return SFCTL_EXIT_OK;
 }
 
-int sfctl_cmd_ranks(int argc, char **argv)
+int sfctl_cmd_jobs(int argc, char **argv)
 {
-    bool js;
-    const char *job;
-    int ex = simple_args(argc, argv, "JOB [--json]", true, &js, &job);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
-    struct sfctl_request req = { .kind = SFCTL_Q_RANKS, .job_id = job, .window = -1 };
-    if (js)
-        return print_raw(&req);
-    json_t *o;
-    ex = fetch_json(&req, &o);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
+    return sfctl_show(argc, argv, "[--json]", false, SFCTL_Q_JOBS, show_jobs);
+}
+
+static int show_ranks(json_t *o, const char *job)
+{
     printf("job %s, world size %lld, segment %lld\n", job, num(o, "world_size"),
            num(o, "segment"));
     printf("%6s %9s %8s %-16s %-12s %10s %10s\n", "RANK", "CONNECTED", "PID", "HOST", "ROLE",
@@ -190,8 +184,12 @@ int sfctl_cmd_ranks(int argc, char **argv)
                json_string_value(json_object_get(r, "role")), num(r, "records"),
                num(r, "last_step"));
     }
-    json_decref(o);
     return SFCTL_EXIT_OK;
+}
+
+int sfctl_cmd_ranks(int argc, char **argv)
+{
+    return sfctl_show(argc, argv, "JOB [--json]", true, SFCTL_Q_RANKS, show_ranks);
 }
 
 /* ---- report, watch, record ------------------------------------------------ */

@@ -6,8 +6,11 @@
 #ifndef SFCTL_LIVE_H
 #define SFCTL_LIVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #define SFCTL_DEFAULT_SOCKET "/run/stagefrontier/query.sock"
 
@@ -30,6 +33,12 @@ void sfctl_set_socket_path(const char *path);
  * sfctl.h; on SFCTL_EXIT_OK *ret_text (NUL-terminated, malloc'd) holds the
  * answer. On failure a clear message has been printed to stderr. */
 int sfctl_query(const struct sfctl_request *req, char **ret_text, size_t *ret_len);
+
+/* The shape of the plain live commands: parse [JOB] [--json] (JOB required
+ * when need_job), send one query of the given kind, then print the answer
+ * as it came (--json) or through show(). Returns an exit code of sfctl.h. */
+int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfctl_kind kind,
+               int (*show)(json_t *answer, const char *job));
 
 int sfctl_cmd_status(int argc, char **argv);
 int sfctl_cmd_jobs(int argc, char **argv);
