@@ -114,12 +114,8 @@ static int check_parts(const struct replay_input *in, size_t line, char *err, si
     if (in->n_parts == 0)
         return sfctl_fail_at(err, errlen, line + 1, 1, "empty file: no header line");
     size_t rows = 0;
-    for (size_t i = 0; i < in->n_parts; i++) {
+    for (size_t i = 0; i < in->n_parts; i++)
         rows += in->parts[i].n_rows;
-        int n = sf_distinct_ranks(in->parts[i].rows, in->parts[i].n_rows);
-        if (n < 0)
-            return n;
-    }
     return rows ? 0 : sfctl_fail_at(err, errlen, line + 1, 1, "no rows after the header");
 }
 

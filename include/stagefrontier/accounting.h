@@ -345,7 +345,7 @@ int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta, con
 /* Exactness of report fields in a given mode. */
 bool sf_report_field_exact(const sf_report *report, const char *field);
 
-/* Number of distinct ranks among rows (the dense-mode test), or -errno. */
+/* Number of distinct ranks among rows (a CSV file's world size), or -errno. */
 int sf_distinct_ranks(const sf_row *rows, size_t n_rows);
 
 /* Integer-ns median of a multiset, lo + (hi - lo) / 2 for even counts.
