@@ -12,6 +12,7 @@
 #include <stagefrontier/client.h>
 
 #include "cuda_events.h"
+#include "side_beacon.h"
 #include "transport.h"
 
 #define SF__DEFAULT_BUFFER   4096u

@@ -3,8 +3,6 @@
  * already loaded (RTLD_NOLOAD, never a second runtime), records event pairs
  * around sampled forward regions on the legacy default stream and polls them
  * at later safe points. It must never synchronize, block or allocate per step.
- * At its end sits the side-evidence beacon (open step and stage) that the NCCL
- * plugin reads: the other half of the side channels' contact with the trainer.
  */
 #define _GNU_SOURCE
 #include "cuda_events.h"
@@ -322,35 +320,4 @@ void sf__cuda_channel_stats(const sf_cuda_channel *ch, struct sf__cuda_stats *re
     if (!ch || !ret)
         return;
     *ret = ch->stats;
-}
-
-/* ---- side-evidence beacon ---------------------------------------------- */
-
-/* Exported by name (default visibility) so that the NCCL plugin can find it
- * with dlsym on libsfclient's own handle. */
-__attribute__((visibility("default")))
-struct sf_side_beacon sf_side_beacon = {
-    .magic = SF_SIDE_BEACON_MAGIC, .version = SF_SIDE_BEACON_VERSION,
-    .step = -1, .stage = -1, .n_names = 0,
-};
-
-void sf__side_publish_schema(uint32_t n, const char *const *names) {
-    static atomic_flag claimed = ATOMIC_FLAG_INIT;
-
-    if (!names || n == 0 || n > SF_SIDE_MAX_STAGES || atomic_flag_test_and_set(&claimed))
-        return;
-    for (uint32_t i = 0; i < n; i++) {
-        size_t len = names[i] ? strnlen(names[i], SF_SIDE_NAME_LEN) : 0;
-        memcpy(sf_side_beacon.names[i], names[i] ? names[i] : "", len);
-        sf_side_beacon.names[i][len] = '\0';
-    }
-    atomic_store_explicit(&sf_side_beacon.n_names, n, memory_order_release);
-}
-
-void sf__side_publish_step(int64_t step) {
-    atomic_store_explicit(&sf_side_beacon.step, step, memory_order_relaxed);
-}
-
-void sf__side_publish_stage(int32_t stage_id) {
-    atomic_store_explicit(&sf_side_beacon.stage, stage_id, memory_order_relaxed);
 }

@@ -1,6 +1,6 @@
 /*
  * The NCCL plugin's view of the trainer: the step and ordered stage that
- * libsfclient publishes in its beacon (client/lib/cuda_events.h), found among
+ * libsfclient publishes in its beacon (client/lib/side_beacon.h), found among
  * the process's loaded objects. Reads are lock-free and fit NCCL's threads;
  * the lookup itself runs only at init and on the flusher thread.
  */
@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "cuda_events.h"
+#include "side_beacon.h"
 
 /* Searches the loaded objects for a valid beacon once found, keeps it. */
 void sf__nccl_beacon_lookup(void);

@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "cuda_events.h"
+#include "side_beacon.h"
 #include "ingest.pb-c.h"
 #include "nccl_profiler_abi.h"
 
