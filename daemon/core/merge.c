@@ -218,7 +218,6 @@ static int merge_window_fields(sf_summary *dst, const sf_summary *src)
     dst->event_cpu_ns += src->event_cpu_ns;
     dst->event_gpu_ns += src->event_gpu_ns;
     dst->merge_conflicts += src->merge_conflicts;
-    dst->rows_seen += src->rows_seen;
     dst->violation_rows += src->violation_rows;
     dst->non_monotonic_rows += src->non_monotonic_rows;
     dst->roles_overflow |= src->roles_overflow;

@@ -433,7 +433,6 @@ static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_
 
 static void fold_window_sums(sf_summary *s, const sf_row *row)
 {
-    s->rows_seen++;
     if (row->flags & SF_ROW_VIOLATION)
         s->violation_rows++;
     if (row->flags & SF_ROW_NON_MONOTONIC)

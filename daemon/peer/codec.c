@@ -117,9 +117,8 @@ static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
     m->event_ready = s->event_ready;
     m->event_cpu_ns = s->event_cpu_ns;
     m->event_gpu_ns = s->event_gpu_ns;
-    m->has_merge_conflicts = m->has_rows_seen = true;
+    m->has_merge_conflicts = true;
     m->merge_conflicts = s->merge_conflicts;
-    m->rows_seen = s->rows_seen;
 }
 
 int sfd_peer_summary_encode(const sf_summary *s, const char *job,
@@ -415,7 +414,6 @@ static int decode_body(const Stagefrontier__Summary *m, sf_summary *s)
     s->event_cpu_ns = m->event_cpu_ns;
     s->event_gpu_ns = m->event_gpu_ns;
     s->merge_conflicts = m->merge_conflicts;
-    s->rows_seen = m->rows_seen;
     if (m->dense != NULL)
         return decode_dense(m->dense, s);
     return 0;

@@ -173,7 +173,6 @@ typedef struct sf_summary {
     uint32_t n_intervals;
     sf_rank_interval *coverage; /* sorted, disjoint, coalesced */
     uint64_t merge_conflicts;
-    uint64_t rows_seen;
     uint64_t violation_rows;     /* rows flagged SF_ROW_VIOLATION */
     uint64_t non_monotonic_rows; /* rows flagged SF_ROW_NON_MONOTONIC */
     sf_dense *dense;             /* NULL in mergeable mode */
