@@ -21,6 +21,21 @@
 #define SF_NCCL_ACTIVATION (SF_NCCL_EV_GROUP | SF_NCCL_EV_COLL | SF_NCCL_EV_P2P | \
                             SF_NCCL_EV_PROXY_OP | SF_NCCL_EV_KERNEL_CH)
 
+/* NCCL's logger levels and subsystem bits (nccl.h does not declare them). */
+#define SF_NCCL_LOG_INFO 3
+#define SF_NCCL_LOG_INIT 1UL
+
+/* One INFO line through NCCL's own logger: only NCCL hands init a logger, so
+ * the line in NCCL_DEBUG=INFO output proves NCCL itself loaded the plugin,
+ * and says which interface version it chose (tests/gpu/run.sh checks it). */
+static void log_init(sf_nccl_logger_t log, int version, const char *name, uint64_t hash,
+                     int n_ranks, int rank) {
+    if (log)
+        log(SF_NCCL_LOG_INFO, SF_NCCL_LOG_INIT, __FILE__, __LINE__,
+            "stagefrontier profiler: init v%d comm %s hash 0x%016llx rank %d of %d", version,
+            name ? name : "", (unsigned long long)hash, rank, n_ranks);
+}
+
 static ncclResult_t comm_init(void **context, int *mask, const char *name, uint64_t hash,
                               int n_nodes, int n_ranks, int rank) {
     struct sf_nccl_comm *comm;
@@ -144,7 +159,7 @@ static ncclResult_t record_state(void *handle, sf_nccl_event_state_t state,
 
 static ncclResult_t v5_init(void **context, uint64_t comm_id, int *mask, const char *name,
                             int n_nodes, int n_ranks, int rank, sf_nccl_logger_t log) {
-    (void)log;
+    log_init(log, 5, name, comm_id, n_ranks, rank);
     return comm_init(context, mask, name, comm_id, n_nodes, n_ranks, rank);
 }
 
@@ -163,7 +178,7 @@ SF_NCCL_EXPORT const sf_nccl_profiler_v5 ncclProfiler_v5 = {
 
 static ncclResult_t v4_init(void **context, int *mask, const char *name, uint64_t comm_hash,
                             int n_nodes, int n_ranks, int rank, sf_nccl_logger_t log) {
-    (void)log;
+    log_init(log, 4, name, comm_hash, n_ranks, rank);
     return comm_init(context, mask, name, comm_hash, n_nodes, n_ranks, rank);
 }
 

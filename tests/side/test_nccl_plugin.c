@@ -551,6 +551,48 @@ static void test_disabled(void **state) {
     dlclose(lib);
 }
 
+/* NCCL's logger, as the plugin sees it: the last INFO line it wrote. */
+static char logged[256];
+static int logged_level;
+
+static void capture_log(int level, unsigned long flags, const char *file, int line,
+                        const char *fmt, ...) {
+    va_list ap;
+    (void)flags;
+    (void)file;
+    (void)line;
+    logged_level = level;
+    va_start(ap, fmt);
+    vsnprintf(logged, sizeof logged, fmt, ap);
+    va_end(ap);
+}
+
+/* init says through NCCL's logger which interface version NCCL chose: the
+ * GPU check reads this line to prove NCCL itself loaded the plugin. */
+static void test_init_logs_version(void **state) {
+    void *lib = dlopen(NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL), *ctx = NULL;
+    const sf_nccl_profiler_v5 *p5;
+    const sf_nccl_profiler_v4 *p4;
+    int mask = 0;
+    (void)state;
+    assert_non_null(lib);
+    p5 = dlsym(lib, "ncclProfiler_v5");
+    p4 = dlsym(lib, "ncclProfiler_v4");
+    assert_non_null(p5);
+    assert_non_null(p4);
+    assert_int_equal(p5->init(&ctx, 0x5, &mask, "log-v5", 1, 2, 1, capture_log), ncclSuccess);
+    assert_int_equal(logged_level, 3);
+    assert_string_equal(logged,
+                        "stagefrontier profiler: init v5 comm log-v5 hash 0x0000000000000005 rank 1 of 2");
+    assert_int_equal(p5->finalize(ctx), ncclSuccess);
+    ctx = NULL;
+    assert_int_equal(p4->init(&ctx, &mask, "log-v4", 0x4, 1, 1, 0, capture_log), ncclSuccess);
+    assert_string_equal(logged,
+                        "stagefrontier profiler: init v4 comm log-v4 hash 0x0000000000000004 rank 0 of 1");
+    assert_int_equal(p4->finalize(ctx), ncclSuccess);
+    dlclose(lib);
+}
+
 /* A trainer that exits without destroying its communicator: NCCL never
  * calls finalize, and the last collectives still reach sfd. The trainer is a
  * forked child; this process plays sfd. */
@@ -592,7 +634,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_symbols),
         cmocka_unit_test(test_drive_and_ship),
     };
-    const struct CMUnitTest disabled[] = { cmocka_unit_test(test_disabled) };
+    const struct CMUnitTest disabled[] = { cmocka_unit_test(test_disabled),
+                                           cmocka_unit_test(test_init_logs_version) };
     const struct CMUnitTest at_exit[] = { cmocka_unit_test(test_exit_without_finalize) };
     if (argc > 1 && strcmp(argv[1], "disabled") == 0)
         return cmocka_run_group_tests_name("nccl_plugin_disabled", disabled, NULL, NULL);
