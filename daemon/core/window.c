@@ -66,21 +66,63 @@ int sf_distinct_ranks(const sf_row *rows, size_t n_rows)
     return n;
 }
 
-static void swap_i64(int64_t *a, int64_t *b)
+/* ---- selection ------------------------------------------------------------
+ * Medians dominate the report's cost, and a classic quickselect spends most
+ * of it on mispredicted branches: whether a value is below the pivot is a
+ * coin flip the predictor cannot learn. The partitions below are branchless
+ * (Lomuto with an unconditional swap and a store index that advances by the
+ * comparison's result), so the loop's only branch is its own bound. */
+
+/* Moves the values of v[0..n) below p to the front; returns their count. */
+static size_t partition_below(int64_t *v, size_t n, int64_t p)
 {
-    int64_t t = *a;
-    *a = *b;
-    *b = t;
+    size_t s = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t x = v[i];
+        v[i] = v[s];
+        v[s] = x;
+        s += (size_t)(x < p);
+    }
+    return s;
 }
 
-/* Quickselect: after it, values[k] holds the k-th smallest and everything
- * before it is no larger. Median of three keeps sorted input linear. */
-static void insertion_sort(int64_t *v, size_t lo, size_t hi)
+/* The same for values not above p. */
+static size_t partition_not_above(int64_t *v, size_t n, int64_t p)
 {
-    for (size_t i = lo + 1; i <= hi; i++) {
+    size_t s = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t x = v[i];
+        v[i] = v[s];
+        v[s] = x;
+        s += (size_t)(x <= p);
+    }
+    return s;
+}
+
+static int64_t median3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t lo = a < b ? a : b, hi = a < b ? b : a;
+    return c < lo ? lo : c > hi ? hi : c;
+}
+
+/* Median of three, or of three medians of three (Tukey's ninther) on large
+ * ranges, so sorted, reversed and organ-pipe inputs stay linear. */
+static int64_t choose_pivot(const int64_t *v, size_t n)
+{
+    size_t m = n / 2, e = n - 1;
+    if (n < 128)
+        return median3(v[0], v[m], v[e]);
+    size_t d = n / 8;
+    return median3(median3(v[0], v[d], v[2 * d]), median3(v[m - d], v[m], v[m + d]),
+                   median3(v[e - 2 * d], v[e - d], v[e]));
+}
+
+static void insertion_sort(int64_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
         int64_t x = v[i];
         size_t j = i;
-        while (j > lo && v[j - 1] > x) {
+        while (j > 0 && v[j - 1] > x) {
             v[j] = v[j - 1];
             j--;
         }
@@ -88,43 +130,59 @@ static void insertion_sort(int64_t *v, size_t lo, size_t hi)
     }
 }
 
+static void sift_down(int64_t *v, size_t n, size_t i)
+{
+    for (size_t c; (c = 2 * i + 1) < n; i = c) {
+        if (c + 1 < n && v[c + 1] > v[c])
+            c++;
+        if (v[i] >= v[c])
+            return;
+        int64_t t = v[i];
+        v[i] = v[c];
+        v[c] = t;
+    }
+}
+
+/* The fallback that bounds hostile inputs at O(n log n). */
+static void heap_sort(int64_t *v, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(v, n, i);
+    for (size_t end = n; end > 1; end--) {
+        int64_t t = v[0];
+        v[0] = v[end - 1];
+        v[end - 1] = t;
+        sift_down(v, end - 1, 0);
+    }
+}
+
+/* After it, values[k] holds the k-th smallest and everything before it is no
+ * larger. Each round splits [lo, hi) into below, equal to and above the
+ * pivot, so runs of equal values (idle stages, all zero) end it at once. A
+ * range that has not shrunk fast enough is sorted by heap sort instead. */
 static void select_kth(int64_t *v, size_t n, size_t k)
 {
-    size_t lo = 0, hi = n - 1;
-    while (hi > lo) {
-        if (hi - lo < 24) { /* small ranges: sorting beats partitioning */
-            insertion_sort(v, lo, hi);
+    size_t lo = 0, hi = n;
+    unsigned rounds = 16;
+    for (size_t m = n; m > 1; m >>= 1)
+        rounds += 2;
+    while (hi - lo > 24) {
+        if (rounds-- == 0) {
+            heap_sort(v + lo, hi - lo);
             return;
         }
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < v[lo])
-            swap_i64(&v[mid], &v[lo]);
-        if (v[hi] < v[lo])
-            swap_i64(&v[hi], &v[lo]);
-        if (v[hi] < v[mid])
-            swap_i64(&v[hi], &v[mid]);
-        int64_t pivot = v[mid];
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot)
-                i++;
-            while (v[j] > pivot)
-                j--;
-            if (i <= j) {
-                swap_i64(&v[i], &v[j]);
-                i++;
-                if (j == 0)
-                    break;
-                j--;
-            }
+        int64_t p = choose_pivot(v + lo, hi - lo);
+        size_t below = lo + partition_below(v + lo, hi - lo, p);
+        if (k < below) {
+            hi = below;
+            continue;
         }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
+        size_t equal = below + partition_not_above(v + below, hi - below, p);
+        if (k < equal)
             return;
+        lo = equal;
     }
+    insertion_sort(v + lo, hi - lo);
 }
 
 int64_t sf_median_i64(int64_t *values, size_t n)

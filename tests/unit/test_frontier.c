@@ -239,6 +239,47 @@ static void median_follows_the_design(void **state)
     assert_int_equal(sf_median_i64(v, 1001), sorted[500]);
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Shapes that defeat naive pivots or partitions: sorted, reversed, organ
+ * pipe, all equal, two values, sawtooth and seeded random. */
+static int64_t shaped_value(int shape, size_t i, size_t n, uint64_t *st)
+{
+    switch (shape) {
+    case 0: return (int64_t)i;
+    case 1: return (int64_t)(n - i);
+    case 2: return (int64_t)(i < n / 2 ? i : n - i);
+    case 3: return 7;
+    case 4: return (int64_t)(i % 2);
+    case 5: return (int64_t)(i % 17);
+    default: return (int64_t)rand_below(st, 1000000) - 500000;
+    }
+}
+
+/* The selection behind every median: for each shape and every size up to
+ * 300 (plus a few large ones), the median equals the one read off a sort. */
+static void median_matches_a_sort_on_every_shape(void **state)
+{
+    (void)state;
+    enum { MAX_N = 5000 };
+    static int64_t v[MAX_N], sorted[MAX_N];
+    static const size_t large[] = {1000, 1023, 4096, MAX_N};
+    uint64_t st = 42;
+    for (int shape = 0; shape < 7; shape++)
+        for (size_t n = 1; n <= 300 + sizeof large / sizeof large[0]; n++) {
+            size_t len = n <= 300 ? n : large[n - 301];
+            for (size_t i = 0; i < len; i++)
+                v[i] = sorted[i] = shaped_value(shape, i, len, &st);
+            qsort(sorted, len, sizeof *sorted, cmp_i64);
+            int64_t lo = sorted[(len - 1) / 2], hi = sorted[len / 2];
+            assert_int_equal(sf_median_i64(v, len), lo + (hi - lo) / 2);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +289,7 @@ int main(void)
         cmocka_unit_test(slack_identity_holds),
         cmocka_unit_test(bounded_error_moves_frontier_boundedly),
         cmocka_unit_test(median_follows_the_design),
+        cmocka_unit_test(median_matches_a_sort_on_every_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
