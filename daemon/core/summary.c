@@ -142,43 +142,82 @@ void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
     }
 }
 
-/* Adds one rank's durations to a step. baseline holds the rank's median per
- * stage (the clip level for the rank-median gain). */
-static void step_add_row(sf_summary *s, sf_step_summary *st, const sf_row *row,
-                         const int64_t *baseline)
+/* One step's accumulators, local to the fold so that nothing the compiler
+ * sees can alias the rows' durations: they stay in registers or L1 while a
+ * step's rows stream by, and are stored into the summary once per step. */
+struct step_acc {
+    sf_top2 top2[SF_MAX_STAGES];
+    int64_t dmax[SF_MAX_STAGES], dmin[SF_MAX_STAGES], dsum[SF_MAX_STAGES];
+    int64_t clipped[2 * SF_MAX_STAGES];
+};
+
+static inline __attribute__((always_inline)) void
+acc_start(struct step_acc *a, const sf_step_summary *st, uint32_t S, uint32_t C)
 {
-    uint32_t S = s->schema.n_stages;
+    for (uint32_t k = 0; k < S; k++) {
+        a->top2[k] = st->prefix_top2[k];
+        a->dmax[k] = st->dmax[k];
+        a->dmin[k] = st->dmin[k];
+        a->dsum[k] = st->dsum[k];
+    }
+    for (uint32_t c = 0; c < C; c++)
+        a->clipped[c] = st->clipped_end[c];
+}
+
+static inline __attribute__((always_inline)) void
+acc_store(const struct step_acc *a, sf_step_summary *st, uint32_t S, uint32_t C)
+{
+    for (uint32_t k = 0; k < S; k++) {
+        st->prefix_top2[k] = a->top2[k];
+        st->dmax[k] = a->dmax[k];
+        st->dmin[k] = a->dmin[k];
+        st->dsum[k] = a->dsum[k];
+    }
+    for (uint32_t c = 0; c < C; c++)
+        st->clipped_end[c] = a->clipped[c];
+}
+
+/* Adds one rank's durations to a step. baseline holds the rank's median per
+ * stage (the clip level for the rank-median gain). Always inlined, so that
+ * callers passing a constant S get the stage loops unrolled. The first S
+ * candidates are the single stages (candidates_init), so their cut is one
+ * saving; only group candidates walk their member masks. */
+static inline __attribute__((always_inline)) void
+step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_step_summary *st,
+               const sf_row *row, const int64_t *restrict baseline, uint32_t S)
+{
+    const int64_t *restrict d = row->d;
     int64_t p = 0;
     int64_t saving[SF_MAX_STAGES];
     for (uint32_t k = 0; k < S; k++) {
-        int64_t d = row->d[k];
-        p += d;
-        sf__top2_insert(&st->prefix_top2[k], p, row->rank);
-        if (d > st->dmax[k])
-            st->dmax[k] = d;
-        if (d < st->dmin[k])
-            st->dmin[k] = d;
-        st->dsum[k] += d;
-        saving[k] = d > baseline[k] ? d - baseline[k] : 0;
+        p += d[k];
+        sf__top2_insert(&a->top2[k], p, row->rank);
+        a->dmax[k] = d[k] > a->dmax[k] ? d[k] : a->dmax[k];
+        a->dmin[k] = d[k] < a->dmin[k] ? d[k] : a->dmin[k];
+        a->dsum[k] += d[k];
+        saving[k] = d[k] > baseline[k] ? d[k] - baseline[k] : 0;
     }
-    for (uint32_t c = 0; c < s->cand.n; c++) {
+    for (uint32_t c = 0; c < S; c++) {
+        int64_t end = p - saving[c];
+        a->clipped[c] = end > a->clipped[c] ? end : a->clipped[c];
+    }
+    for (uint32_t c = S; c < cand->n; c++) {
         int64_t cut = 0;
-        for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
+        for (uint64_t m = cand->member_mask[c]; m; m &= m - 1)
             cut += saving[__builtin_ctzll(m)];
-        if (p - cut > st->clipped_end[c])
-            st->clipped_end[c] = p - cut;
+        a->clipped[c] = p - cut > a->clipped[c] ? p - cut : a->clipped[c];
     }
     if (p > st->slowest_total || (p == st->slowest_total && row->rank < st->slowest_rank)) {
         st->slowest_total = p;
         st->slowest_rank = row->rank;
-        memcpy(st->slowest_d, row->d, S * sizeof *row->d);
+        memcpy(st->slowest_d, d, S * sizeof *d);
     }
     if (row->rank == 0) {
         st->has_rank0 = true;
-        memcpy(st->rank0_d, row->d, S * sizeof *row->d);
+        memcpy(st->rank0_d, d, S * sizeof *d);
     }
     st->n_ranks++;
-    st->residual_sum += row->d[S - 1];
+    st->residual_sum += d[S - 1];
     st->overlap_sum += row->overlap_ns;
     st->end_sum += p;
 }
@@ -447,19 +486,44 @@ static void fold_window_sums(sf_summary *s, const sf_row *row)
     }
 }
 
+/* Every row into its step, in (step, rank) order, one step at a time;
+ * inlined per stage count. */
+static inline __attribute__((always_inline)) void
+fold_rows_s(sf_summary *s, const struct rank_info *ri, const sf_row **by_step, size_t n_rows,
+            uint32_t S)
+{
+    uint32_t C = s->cand.n;
+    struct step_acc acc;
+    for (size_t i = 0, step_i = 0; i < n_rows; step_i++) {
+        sf_step_summary *st = &s->steps[step_i];
+        st->step = by_step[i]->step;
+        acc_start(&acc, st, S, C);
+        for (; i < n_rows && by_step[i]->step == st->step; i++) {
+            const int64_t *baseline = &ri->baseline[(size_t)rank_slot(ri, by_step[i]->rank) * S];
+            step_add_row_s(&s->cand, &acc, st, by_step[i], baseline, S);
+            fold_window_sums(s, by_step[i]);
+        }
+        acc_store(&acc, st, S, C);
+    }
+}
+
+/* The default schema has six stages; arrival splits add one or two. */
 static int fold_rows(sf_summary *s, const struct rank_info *ri, const sf_row **by_step,
                      size_t n_rows)
 {
-    uint32_t S = s->schema.n_stages;
-    uint32_t step_i = 0;
-    for (size_t i = 0; i < n_rows; i++) {
-        const sf_row *row = by_step[i];
-        if (i && row->step != by_step[i - 1]->step)
-            step_i++;
-        s->steps[step_i].step = row->step;
-        const int64_t *baseline = &ri->baseline[(size_t)rank_slot(ri, row->rank) * S];
-        step_add_row(s, &s->steps[step_i], row, baseline);
-        fold_window_sums(s, row);
+    switch (s->schema.n_stages) {
+    case 6:
+        fold_rows_s(s, ri, by_step, n_rows, 6);
+        break;
+    case 7:
+        fold_rows_s(s, ri, by_step, n_rows, 7);
+        break;
+    case 8:
+        fold_rows_s(s, ri, by_step, n_rows, 8);
+        break;
+    default:
+        fold_rows_s(s, ri, by_step, n_rows, s->schema.n_stages);
+        break;
     }
     for (uint32_t i = 0; i < ri->n; i++) {
         int r = sf__roles_add(s, ri->roles[i]);
