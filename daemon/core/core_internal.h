@@ -5,7 +5,32 @@
 #ifndef SF_CORE_INTERNAL_H
 #define SF_CORE_INTERNAL_H
 
+#include <errno.h>
+
 #include <stagefrontier/accounting.h>
+
+/* window.c: the bounds of one row (sf_row_validate), inlined where rows are
+ * checked in bulk. The durations are checked with one branch per row: a
+ * negative duration, read as unsigned, is above the cap too. */
+static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
+{
+    if (row->step < 0 || row->rank >= SF_MAX_RANKS)
+        return -ERANGE;
+    uint64_t over = 0;
+    for (uint32_t s = 0; s < n_stages; s++)
+        over |= (uint64_t)((uint64_t)row->d[s] > (uint64_t)SF_MAX_DURATION_NS);
+    if (over)
+        return -ERANGE;
+    if (row->overlap_ns < 0 || row->overlap_ns > SF_MAX_DURATION_NS * SF_MAX_STAGES)
+        return -ERANGE;
+    if (row->event_state > SF_EVENT_MISSING)
+        return -EINVAL;
+    if (row->event_state != SF_EVENT_NONE &&
+        (row->event_cpu_ns < 0 || row->event_cpu_ns > SF_MAX_DURATION_NS || row->event_gpu_ns < 0 ||
+         row->event_gpu_ns > SF_MAX_DURATION_NS))
+        return -ERANGE;
+    return 0;
+}
 
 /* summary.c */
 void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank);

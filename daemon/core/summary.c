@@ -460,7 +460,9 @@ static uint32_t count_steps(const sf_row **by_step, size_t n_rows)
 static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_rows)
 {
     for (size_t i = 0; i < n_rows; i++) {
-        int r = sf_row_validate(by_step[i], schema);
+        if (by_step[i]->d == NULL)
+            return -EINVAL;
+        int r = sf__row_check(by_step[i], schema->n_stages);
         if (r < 0)
             return r;
         if (i && by_step[i]->step == by_step[i - 1]->step &&

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include <stagefrontier/accounting.h>
+#include "core_internal.h"
 
 static int64_t floor_div(int64_t a, int64_t b)
 {
@@ -32,20 +32,7 @@ int sf_row_validate(const sf_row *row, const sf_schema *schema)
 {
     if (row == NULL || schema == NULL || row->d == NULL)
         return -EINVAL;
-    if (row->step < 0 || row->rank >= SF_MAX_RANKS)
-        return -ERANGE;
-    for (uint32_t s = 0; s < schema->n_stages; s++)
-        if (row->d[s] < 0 || row->d[s] > SF_MAX_DURATION_NS)
-            return -ERANGE;
-    if (row->overlap_ns < 0 || row->overlap_ns > SF_MAX_DURATION_NS * SF_MAX_STAGES)
-        return -ERANGE;
-    if (row->event_state > SF_EVENT_MISSING)
-        return -EINVAL;
-    if (row->event_state != SF_EVENT_NONE &&
-        (row->event_cpu_ns < 0 || row->event_cpu_ns > SF_MAX_DURATION_NS || row->event_gpu_ns < 0 ||
-         row->event_gpu_ns > SF_MAX_DURATION_NS))
-        return -ERANGE;
-    return 0;
+    return sf__row_check(row, schema->n_stages);
 }
 
 int sf_distinct_ranks(const sf_row *rows, size_t n_rows)

@@ -194,6 +194,14 @@ static void duplicate_rows_are_rejected(void **state)
     cell(&m, 0, 1)[0] = SF_MAX_DURATION_NS + 1;
     assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
     assert_null(s);
+    cell(&m, 0, 1)[0] = -1; /* negative: out of range as well, in any stage */
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
+    cell(&m, 0, 1)[0] = 0;
+    cell(&m, 1, 1)[2] = INT64_MIN;
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
+    cell(&m, 1, 1)[2] = SF_MAX_DURATION_NS; /* the cap itself is allowed */
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), 0);
+    sf_summary_free(s);
     sf_schema_clear(&schema);
     matrix_free(&m);
 }
