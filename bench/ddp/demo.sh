@@ -61,7 +61,8 @@ cat >"$run/sfd.conf" <<EOF
 warmup_steps = 20
 window_steps = 100
 EOF
-"$sfd" --runtime-dir "$run" --foreground --config "$run/sfd.conf" >"$run/sfd.log" 2>&1 &
+"$sfd" --runtime-dir "$run" --state-dir "$run/state" --foreground --config "$run/sfd.conf" \
+    >"$run/sfd.log" 2>&1 &
 sfd_pid=$!
 for _ in $(seq 1 300); do
     [[ -S $run/ingest.sock && -S $run/query.sock ]] && break

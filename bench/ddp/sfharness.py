@@ -83,7 +83,8 @@ class Sfd(object):
     def __enter__(self):
         self.logf = open(self.log_path, "w")
         self.proc = subprocess.Popen([self.build.sfd, "--runtime-dir", self.dir, "--foreground",
-                                      "--config", self.config],
+                                      "--config", self.config, "--state-dir",
+                                      os.path.join(self.dir, "state")],
                                      stdout=self.logf, stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(self.ingest) and os.path.exists(self.query), 30,
                  "sfd sockets", self.proc)

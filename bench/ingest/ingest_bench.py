@@ -117,7 +117,8 @@ def main():
     with open(conf, "w") as f:
         f.write(CONF)
     log = open(os.path.join(d, "sfd.log"), "w")
-    sfd = subprocess.Popen([a.sfd, "--config", conf, "--runtime-dir", os.path.join(d, "run")],
+    sfd = subprocess.Popen([a.sfd, "--config", conf, "--runtime-dir", os.path.join(d, "run"),
+                            "--state-dir", os.path.join(d, "state")],
                            stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_socket(os.path.join(d, "run", "query.sock"), sfd)

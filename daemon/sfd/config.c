@@ -26,6 +26,8 @@ void sfd_config_default(struct sfd_config *ret)
     memset(ret, 0, sizeof(*ret));
     snprintf(ret->runtime_dir, sizeof(ret->runtime_dir), "/run/stagefrontier");
     snprintf(ret->operators_group, sizeof(ret->operators_group), "stagefrontier");
+    snprintf(ret->state_dir, sizeof(ret->state_dir), "/var/lib/stagefrontier");
+    ret->max_history_mb = 128;
     sf_gates_default(&ret->gates);
     ret->max_jobs = 64;
     ret->max_connections = 4096;
@@ -104,6 +106,10 @@ static int set_sfd_key(struct sfd_config *c, const char *k, const char *v)
         return set_str(c->query_path, sizeof(c->query_path), v);
     if (!strcmp(k, "prom_dir"))
         return set_str(c->prom_dir, sizeof(c->prom_dir), v);
+    if (!strcmp(k, "state_dir"))
+        return set_str(c->state_dir, sizeof(c->state_dir), v);
+    if (!strcmp(k, "max_history_mb"))
+        return set_u32(&c->max_history_mb, v, 0, 1u << 20);
     if (!strcmp(k, "operators_group"))
         return set_str(c->operators_group, sizeof(c->operators_group), v);
     if (!strcmp(k, "window_grace_ms"))
@@ -217,6 +223,10 @@ int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
     if (cfg->runtime_dir[0] != '/' && cfg->runtime_dir[0] != '\0' &&
         cfg->runtime_dir[0] != '.') {
         snprintf(err, errlen, "runtime_dir must be a path");
+        return -EINVAL;
+    }
+    if (cfg->state_dir[0] != '/' && cfg->state_dir[0] != '\0' && cfg->state_dir[0] != '.') {
+        snprintf(err, errlen, "state_dir must be a path");
         return -EINVAL;
     }
     return 0;

@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "history.h"
 #include "sfd.h"
 #include "sfd_peer.h"         /* peer layer */
 
@@ -52,6 +53,8 @@ static int load_config(struct sfd_config *cfg, const struct sfd_flags *f, bool *
         snprintf(cfg->ingest_path, sizeof(cfg->ingest_path), "%s", f->ingest);
     if (f->query)
         snprintf(cfg->query_path, sizeof(cfg->query_path), "%s", f->query);
+    if (f->state_dir)
+        snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s", f->state_dir);
     if (f->log_level) {
         int l = sfd_log_level_parse(f->log_level);
         if (l < 0) {
@@ -95,8 +98,10 @@ static void reload(struct sfd *d)
         sfd_log(SFD_LOG_ERR, NULL, "reload: invalid configuration, keeping the running one");
         return;
     }
-    /* Socket paths and the runtime directory need a restart. */
+    /* Socket paths, the runtime and state directories need a restart. */
     memcpy(cfg.runtime_dir, d->cfg.runtime_dir, sizeof(cfg.runtime_dir));
+    memcpy(cfg.state_dir, d->cfg.state_dir, sizeof(cfg.state_dir));
+    cfg.max_history_mb = d->cfg.max_history_mb;
     memcpy(cfg.ingest_path, d->cfg.ingest_path, sizeof(cfg.ingest_path));
     memcpy(cfg.query_path, d->cfg.query_path, sizeof(cfg.query_path));
     d->cfg = cfg;
@@ -228,6 +233,9 @@ static int start(struct sfd *d)
         sfd_log(SFD_LOG_ERR, NULL, "query socket %s: %s", d->cfg.query_path, strerror(-r));
         return r;
     }
+    r = sfd_history_start(d);   /* restores recent reports before anything is accepted */
+    if (r < 0)
+        return r;
     r = sfd_timers_init(d);
     if (r < 0)
         return r;
@@ -251,7 +259,8 @@ static int start(struct sfd *d)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sfd [--config FILE] [--runtime-dir DIR] [--ingest PATH] [--query PATH]\n"
-               "           [--foreground] [--log-level err|warning|notice|info|debug]\n");
+               "           [--state-dir DIR] [--foreground]\n"
+               "           [--log-level err|warning|notice|info|debug]\n");
 }
 
 static int parse_flags(int argc, char **argv, struct sfd_flags *f)
@@ -261,18 +270,20 @@ static int parse_flags(int argc, char **argv, struct sfd_flags *f)
         { "runtime-dir", required_argument, NULL, 'r' },
         { "ingest", required_argument, NULL, 'i' },
         { "query", required_argument, NULL, 'q' },
+        { "state-dir", required_argument, NULL, 's' },
         { "foreground", no_argument, NULL, 'f' },
         { "log-level", required_argument, NULL, 'l' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "c:r:i:q:fl:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:r:i:q:s:fl:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': f->config = optarg; break;
         case 'r': f->runtime_dir = optarg; break;
         case 'i': f->ingest = optarg; break;
         case 'q': f->query = optarg; break;
+        case 's': f->state_dir = optarg; break;
         case 'f': break;    /* sfd always runs in the foreground */
         case 'l': f->log_level = optarg; break;
         case 'h': usage(stdout); exit(0);
@@ -317,6 +328,7 @@ int main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
     if (d.peer_fd >= 0)
         close(d.peer_fd);
+    sfd_history_stop(&d);           /* the reports of the windows closed at shutdown */
     sfd_jobs_free_all(&d);
     free(d.rxbuf);
     r = uv_loop_close(&loop);

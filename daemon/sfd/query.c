@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "history.h"
 #include "query.pb-c.h"
 #include "recording.h"
 #include "report_json.h"
@@ -67,7 +68,18 @@ static json_t *status_json(struct sfd *d)
         total += d->ctr.rejected[i];
     }
     uint32_t nq = d->n_query_conns;
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+    struct sfd_history_stats h;
+    sfd_history_get_stats(d, &h);
+    json_t *history = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                                "enabled", h.enabled, "written", (json_int_t)h.written,
+                                "write_errors", (json_int_t)h.write_errors,
+                                "queue_dropped", (json_int_t)h.queue_dropped,
+                                "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
+                                "restore_errors", (json_int_t)h.restore_errors,
+                                "open_errors", (json_int_t)h.open_errors,
+                                "bytes", (json_int_t)h.bytes);
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+                     "s:o}",
                      "mode", "single",
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
                      "connections", (json_int_t)(d->n_conns - nq),
@@ -82,7 +94,7 @@ static json_t *status_json(struct sfd *d)
                      "windows_closed", (json_int_t)d->ctr.windows_closed,
                      "query_requests", (json_int_t)d->ctr.query_requests,
                      "rejected_total", (json_int_t)total,
-                     "rejected", rej);
+                     "rejected", rej, "history", history);
 }
 
 static json_t *job_json(const struct sfd_job *j)

@@ -19,6 +19,7 @@ struct Stagefrontier__Hello;
 struct Stagefrontier__RecordBatch;
 struct Stagefrontier__NcclBatch;
 struct sfd_side;                /* side_evidence.h */
+struct sfd_history;             /* history.h */
 
 #define SFD_PATH_MAX 108            /* sun_path */
 #define SFD_JOB_ID_MAX 128
@@ -41,10 +42,12 @@ struct sfd_config {
     char ingest_path[SFD_PATH_MAX];
     char query_path[SFD_PATH_MAX];
     char prom_dir[4096];
+    char state_dir[4096];       /* durable history (history.c); empty: off */
     char operators_group[64];
     sf_gates gates;
     uint32_t max_jobs, max_connections, max_ranks, max_pending_steps;
     uint32_t frame_max_bytes, keep_windows;
+    uint32_t max_history_mb;    /* bound of the history store; 0: off */
     uint64_t window_grace_ms, status_interval_ms;
     bool watchdog;
     int log_level;
@@ -130,7 +133,8 @@ struct sfd_stored {
     sf_window_meta meta;
     struct sfd_rows rows;
     sf_report *report;          /* NULL until the report is ready */
-    bool remote;                /* a cluster report of ranks on other nodes: no rows here */
+    bool remote;                /* no rows here: a cluster report of ranks on other
+                                 * nodes, or a report restored from history */
 };
 
 /* Owner of a job this node knows only from cluster reports: no uid matches
@@ -298,7 +302,7 @@ void sfd_log(int level, const char *job, const char *fmt, ...);
 /* ---- the daemon context (main.c) ----------------------------------------- */
 
 struct sfd_flags {
-    const char *config, *runtime_dir, *ingest, *query, *log_level;
+    const char *config, *runtime_dir, *ingest, *query, *log_level, *state_dir;
 };
 
 typedef int (*sfd_summary_hook)(struct sfd *d, struct sfd_job *job, sf_summary *summary,
@@ -329,6 +333,7 @@ struct sfd {
      * of the local report computation. */
     sfd_summary_hook on_summary;
     void *on_summary_data;
+    struct sfd_history *history;    /* history.c; NULL while history is off */
     /* Peer layer (daemon/peer): the PEERS answer in multi-node mode. */
     int (*peers_status)(struct sfd *d, char **ret_text);
 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "history.h"
 #include "sfd.h"
 
 void sfd_rows_free(struct sfd_rows *rows)
@@ -362,6 +363,7 @@ static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *
     sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u report ready", (long long)s->meta.index,
             s->meta.segment);
     sfd_after_window(job->sfd);
+    sfd_history_put_report(job->sfd, job, report);
 }
 
 int sfd_job_store_report(struct sfd_job *job, sf_report *report)

@@ -67,13 +67,14 @@ class Node:
     def write_conf(self, members):
         peers = ",".join("%d@%s:%d" % (m.id, m.host, m.port) for m in members)
         with open(self.conf, "w") as f:
-            f.write("[sfd]\nruntime_dir = %s\ningest_socket = %s\nquery_socket = %s\n"
+            f.write("[sfd]\nruntime_dir = %s\nstate_dir = %s/state\ningest_socket = %s\n"
+                    "query_socket = %s\n"
                     "window_grace_ms = 300\nkeep_windows = 64\nlog_level = info\n"
                     "[gates]\nwarmup_steps = %d\nwindow_steps = %d\n"
                     "[peer]\nnode_id = %d\npeers = %s\ncluster_key_file = %s\n"
                     "heartbeat_ms = %d\nfailure_timeout_ms = %d\nsummary_deadline_ms = %d\n"
                     "fanout = %d\n"
-                    % (self.dir, self.ingest, self.query, WARMUP, WINDOW, self.id, peers,
+                    % (self.dir, self.dir, self.ingest, self.query, WARMUP, WINDOW, self.id, peers,
                        self.c.key, HB_MS, FT_MS, DEADLINE_MS, self.c.fanout))
 
     def start(self):

@@ -53,6 +53,7 @@ class Sfd:
         self.ingest = os.path.join(self.run, "ingest.sock")
         self.query = os.path.join(self.run, "query.sock")
         self.conf = os.path.join(self.dir, "sfd.conf")
+        self.state = os.path.join(self.dir, "state")    # history: private to each test
         with open(self.conf, "w") as f:
             f.write(conf)
         self.log = open(os.path.join(self.dir, name + ".log"), "w")
@@ -67,8 +68,8 @@ class Sfd:
 
     def start(self, wait=True):
         self.proc = subprocess.Popen(
-            [SFD, "--config", self.conf, "--runtime-dir", self.run, "--foreground",
-             "--log-level", "info"] + self.extra,
+            [SFD, "--config", self.conf, "--runtime-dir", self.run, "--state-dir", self.state,
+             "--foreground", "--log-level", "info"] + self.extra,
             stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
         if wait:
             wait_for(self.answers, "sfd query socket")

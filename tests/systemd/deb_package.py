@@ -171,7 +171,8 @@ def run_extracted(root, tmp, record):
     query = os.path.join(rundir, 'query.sock')
     ingest = os.path.join(rundir, 'ingest.sock')
     log = open(os.path.join(tmp, 'sfd.log'), 'wb')
-    proc = subprocess.Popen([sfd, '--config', conf, '--runtime-dir', rundir, '--foreground'],
+    proc = subprocess.Popen([sfd, '--config', conf, '--runtime-dir', rundir, '--foreground',
+                             '--state-dir', os.path.join(tmp, 'state')],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     ok = False
     try:

@@ -94,7 +94,8 @@ def main():
     trace = os.path.join(tmp, 'trace')
     env = dict(os.environ)
     env['ASAN_OPTIONS'] = (env.get('ASAN_OPTIONS', '') + ':detect_leaks=0').lstrip(':')
-    sfd_cmd = [sfd, '--config', conf, '--runtime-dir', run, '--foreground']
+    sfd_cmd = [sfd, '--config', conf, '--runtime-dir', run, '--foreground',
+               '--state-dir', os.path.join(tmp, 'state')]
     log = open(os.path.join(tmp, 'sfd.log'), 'wb')
     proc = subprocess.Popen(['strace', '-f', '-qq', '-o', trace] + sfd_cmd,
                             stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -1,0 +1,559 @@
+/*
+ * The report codec of the history store: a versioned little-endian encoding
+ * of every sf_report field, so a report read back renders the same bytes.
+ * Pure: no I/O, no sfd state. The decoder treats the bytes as hostile (a
+ * corrupt or foreign file) and bounds every count by the buffer and schema.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "history.h"
+
+#define CODEC_MAGIC 0x31525453u /* "STR1" */
+#define STR_MAX 4096
+
+/* ---- encoder --------------------------------------------------------------- */
+
+struct enc {
+    uint8_t *buf;
+    size_t len, cap;
+    bool oom;
+};
+
+static void put_bytes(struct enc *e, const void *p, size_t n)
+{
+    if (e->oom)
+        return;
+    if (e->len + n > e->cap) {
+        size_t cap = e->cap ? e->cap : 1024;
+        while (cap < e->len + n)
+            cap *= 2;
+        uint8_t *b = realloc(e->buf, cap);
+        if (b == NULL) {
+            e->oom = true;
+            return;
+        }
+        e->buf = b;
+        e->cap = cap;
+    }
+    memcpy(e->buf + e->len, p, n);
+    e->len += n;
+}
+
+static void put_u64(struct enc *e, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(e, b, 8);
+}
+
+static void put_u32(struct enc *e, uint32_t v)
+{
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(e, b, 4);
+}
+
+static void put_i64(struct enc *e, int64_t v) { put_u64(e, (uint64_t)v); }
+
+static void put_f64(struct enc *e, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    put_u64(e, bits);
+}
+
+static void put_str(struct enc *e, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    put_u32(e, (uint32_t)n);
+    put_bytes(e, s ? s : "", n);
+}
+
+static void put_schema(struct enc *e, const sf_schema *s)
+{
+    put_u32(e, s->version);
+    put_u32(e, s->n_stages);
+    put_u32(e, s->accumulation);
+    put_u64(e, s->hash);
+    for (uint32_t i = 0; i < s->n_stages; i++) {
+        put_str(e, s->names[i]);
+        put_str(e, s->groups[i]);
+    }
+}
+
+static void put_meta(struct enc *e, const sf_window_meta *m)
+{
+    put_i64(e, m->index);
+    put_u32(e, m->segment);
+    put_i64(e, m->first_step);
+    put_i64(e, m->last_step);
+    put_u32(e, m->world_size);
+    put_u32(e, m->flags);
+    put_u64(e, m->dropped_records);
+    put_u64(e, m->contract_violations);
+    put_u64(e, m->rejected_records);
+}
+
+/* Gates by key, through the core's own table, so a gate added later is
+ * carried without a codec change. */
+static void put_gates(struct enc *e, const sf_gates *g)
+{
+    enum sf_gate_type type;
+    double number;
+    const char *text, *key;
+    uint32_t n = 0;
+    while (sf_gates_describe(g, n, &type, &number, &text) != NULL)
+        n++;
+    put_u32(e, n);
+    for (size_t i = 0; (key = sf_gates_describe(g, i, &type, &number, &text)) != NULL; i++) {
+        char value[64];
+        if (type == SF_GATE_NAME)
+            snprintf(value, sizeof value, "%s", text);
+        else if (type == SF_GATE_BOOL)
+            snprintf(value, sizeof value, "%s", number != 0 ? "true" : "false");
+        else if (type == SF_GATE_COUNT)
+            snprintf(value, sizeof value, "%.0f", number);
+        else
+            snprintf(value, sizeof value, "%.17g", number);
+        put_str(e, key);
+        put_str(e, value);
+    }
+}
+
+static void put_unit(struct enc *e, const sf_unit_figures *u)
+{
+    const int64_t v[] = { u->advance_ns, u->max_ns, u->mean_ns, u->spread_ns,
+                          u->slowest_rank_ns, u->rank0_ns, u->lag_ns, u->delta_lag_ns,
+                          u->gain_rank_median_ns, u->gain_cohort_median_ns };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        put_i64(e, v[i]);
+    put_f64(e, u->share);
+    put_f64(e, u->gain);
+    put_u32(e, u->leader_rank);
+    put_u32(e, u->leader_steps);
+    put_u32(e, u->evidence_stage);
+}
+
+static void put_evidence(struct enc *e, const sf_report *r)
+{
+    uint32_t S = r->schema.n_stages;
+    put_u32(e, r->n_rank_evidence);
+    for (uint32_t i = 0; i < r->n_rank_evidence; i++) {
+        const sf_rank_evidence *ev = &r->rank_evidence[i];
+        put_u32(e, ev->rank);
+        put_u32(e, ev->role != NULL);
+        put_str(e, ev->role);
+        put_i64(e, ev->mean_slack_ns);
+        for (uint32_t k = 0; k < S; k++) {
+            put_u32(e, ev->leader_steps[k]);
+            put_i64(e, ev->median_gap_ns[k]);
+        }
+    }
+}
+
+static void put_body(struct enc *e, const sf_report *r)
+{
+    put_u32(e, r->dense);
+    put_u32(e, r->steps);
+    put_u32(e, r->ranks);
+    put_u32(e, r->missing_ranks);
+    put_u32(e, r->incomplete_steps);
+    put_i64(e, r->first_step);
+    put_i64(e, r->last_step);
+    put_u32(e, r->rank0_present);
+    put_u64(e, (uint64_t)(unsigned __int128)r->exposed_total_ns);
+    put_u64(e, (uint64_t)((unsigned __int128)r->exposed_total_ns >> 64));
+    put_i64(e, r->telescoping_max_abs_err_ns);
+    put_i64(e, r->leader_gap_tol_ns);
+    put_f64(e, r->residual_share);
+    put_f64(e, r->overlap_share);
+    put_f64(e, r->leader_switch_rate);
+    put_u64(e, r->event_samples);
+    put_u64(e, r->event_ready);
+    put_f64(e, r->event_ready_ratio);
+    put_f64(e, r->event_ratio);
+    for (uint32_t k = 0; k < r->schema.n_stages; k++)
+        put_unit(e, &r->stages[k]);
+    for (uint32_t g = 0; g < r->schema.n_groups; g++)
+        put_unit(e, &r->groups[g]);
+    for (uint32_t g = 0; g < r->schema.n_groups; g++)
+        put_u32(e, r->routing_order[g]);
+    put_u32(e, r->n_routing);
+    put_u32(e, r->n_co_critical);
+    for (uint32_t i = 0; i < r->n_co_critical; i++)
+        put_u32(e, r->co_critical[i]);
+    size_t cells = (size_t)r->steps * r->schema.n_stages;
+    for (size_t i = 0; i < cells; i++)
+        put_u32(e, r->step_leaders[i]);
+    put_u32(e, r->labels);
+    put_u32(e, r->downgrades);
+    put_u32(e, r->n_suspects);
+    for (uint32_t i = 0; i < r->n_suspects; i++) {
+        put_u32(e, r->suspects[i].rank);
+        put_u32(e, r->suspects[i].steps);
+    }
+    put_evidence(e, r);
+    put_u64(e, r->dropped_records);
+    put_u64(e, r->contract_violations);
+    put_u64(e, r->rejected_records);
+    put_u64(e, r->merge_conflicts);
+}
+
+int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
+{
+    struct enc e = { 0 };
+    if (report == NULL || ret == NULL || ret_len == NULL)
+        return -EINVAL;
+    put_u32(&e, CODEC_MAGIC);
+    put_schema(&e, &report->schema);
+    put_meta(&e, &report->meta);
+    put_gates(&e, &report->gates);
+    put_body(&e, report);
+    if (e.oom) {
+        free(e.buf);
+        return -ENOMEM;
+    }
+    *ret = e.buf;
+    *ret_len = e.len;
+    return 0;
+}
+
+/* ---- decoder --------------------------------------------------------------- */
+
+struct dec {
+    const uint8_t *p;
+    size_t left;
+    bool bad;
+};
+
+static bool take(struct dec *d, void *out, size_t n)
+{
+    if (d->bad || d->left < n) {
+        d->bad = true;
+        memset(out, 0, n);
+        return false;
+    }
+    memcpy(out, d->p, n);
+    d->p += n;
+    d->left -= n;
+    return true;
+}
+
+static uint64_t get_u64(struct dec *d)
+{
+    uint8_t b[8];
+    uint64_t v = 0;
+    take(d, b, 8);
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static uint32_t get_u32(struct dec *d)
+{
+    uint8_t b[4];
+    uint32_t v = 0;
+    take(d, b, 4);
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static int64_t get_i64(struct dec *d) { return (int64_t)get_u64(d); }
+
+static double get_f64(struct dec *d)
+{
+    uint64_t bits = get_u64(d);
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+static bool get_bool(struct dec *d)
+{
+    uint32_t v = get_u32(d);
+    if (v > 1)
+        d->bad = true;
+    return v == 1;
+}
+
+/* A malloc'd NUL-terminated copy; NULL (and d->bad) on a bad length or an
+ * embedded NUL. */
+static char *get_str(struct dec *d)
+{
+    uint32_t n = get_u32(d);
+    if (d->bad || n > STR_MAX || n > d->left) {
+        d->bad = true;
+        return NULL;
+    }
+    if (memchr(d->p, '\0', n) != NULL) {
+        d->bad = true;
+        return NULL;
+    }
+    char *s = strndup((const char *)d->p, n);
+    if (s == NULL)
+        d->bad = true;
+    d->p += n;
+    d->left -= n;
+    return s;
+}
+
+static int get_schema(struct dec *d, sf_schema *ret)
+{
+    char *names[SF_MAX_STAGES] = { 0 }, *groups[SF_MAX_STAGES] = { 0 };
+    uint32_t version = get_u32(d), n = get_u32(d), acc = get_u32(d);
+    uint64_t hash = get_u64(d);
+    int r = -EINVAL;
+    if (d->bad || n < 1 || n > SF_MAX_STAGES)
+        return -EINVAL;
+    for (uint32_t i = 0; i < n; i++) {
+        names[i] = get_str(d);
+        groups[i] = get_str(d);
+    }
+    if (!d->bad)
+        r = sf_schema_init(ret, version, n, (const char *const *)names,
+                           (const char *const *)groups, acc);
+    for (uint32_t i = 0; i < n; i++) {
+        free(names[i]);
+        free(groups[i]);
+    }
+    if (r == 0 && ret->hash != hash) {
+        sf_schema_clear(ret);
+        r = -EINVAL;
+    }
+    return r;
+}
+
+static void get_meta(struct dec *d, sf_window_meta *m)
+{
+    m->index = get_i64(d);
+    m->segment = get_u32(d);
+    m->first_step = get_i64(d);
+    m->last_step = get_i64(d);
+    m->world_size = get_u32(d);
+    m->flags = get_u32(d);
+    m->dropped_records = get_u64(d);
+    m->contract_violations = get_u64(d);
+    m->rejected_records = get_u64(d);
+}
+
+static int get_gates(struct dec *d, sf_gates *g)
+{
+    sf_gates_default(g);
+    uint32_t n = get_u32(d);
+    if (n > 256)
+        return -EINVAL;
+    for (uint32_t i = 0; i < n && !d->bad; i++) {
+        char *key = get_str(d), *value = get_str(d);
+        int r = d->bad ? -EINVAL : sf_gates_set(g, key, value);
+        free(key);
+        free(value);
+        if (r < 0)
+            return -EINVAL;
+    }
+    return d->bad || sf_gates_validate(g) < 0 ? -EINVAL : 0;
+}
+
+static void get_unit(struct dec *d, sf_unit_figures *u)
+{
+    int64_t *v[] = { &u->advance_ns, &u->max_ns, &u->mean_ns, &u->spread_ns,
+                     &u->slowest_rank_ns, &u->rank0_ns, &u->lag_ns, &u->delta_lag_ns,
+                     &u->gain_rank_median_ns, &u->gain_cohort_median_ns };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        *v[i] = get_i64(d);
+    u->share = get_f64(d);
+    u->gain = get_f64(d);
+    u->leader_rank = get_u32(d);
+    u->leader_steps = get_u32(d);
+    u->evidence_stage = get_u32(d);
+}
+
+/* Units point into the report's own schema, as the core sets them. */
+static int get_units(struct dec *d, sf_report *r)
+{
+    const sf_schema *s = &r->schema;
+    for (uint32_t k = 0; k < s->n_stages; k++) {
+        get_unit(d, &r->stages[k]);
+        r->stages[k].name = s->names[k];
+        r->stages[k].group = s->groups[k];
+        if (r->stages[k].evidence_stage >= s->n_stages)
+            return -EINVAL;
+    }
+    for (uint32_t g = 0; g < s->n_groups; g++) {
+        get_unit(d, &r->groups[g]);
+        r->groups[g].name = s->group_names[g];
+        r->groups[g].group = s->group_names[g];
+        if (r->groups[g].evidence_stage >= s->n_stages)
+            return -EINVAL;
+    }
+    return d->bad ? -EINVAL : 0;
+}
+
+static int get_routing(struct dec *d, sf_report *r)
+{
+    uint32_t G = r->schema.n_groups;
+    for (uint32_t g = 0; g < G; g++)
+        if ((r->routing_order[g] = get_u32(d)) >= G)
+            return -EINVAL;
+    r->n_routing = get_u32(d);
+    r->n_co_critical = get_u32(d);
+    if (r->n_routing > G || r->n_co_critical > 4 || r->n_co_critical > G)
+        return -EINVAL;
+    for (uint32_t i = 0; i < r->n_co_critical; i++)
+        if ((r->co_critical[i] = get_u32(d)) >= G)
+            return -EINVAL;
+    return d->bad ? -EINVAL : 0;
+}
+
+static int get_step_leaders(struct dec *d, sf_report *r)
+{
+    size_t cells = (size_t)r->steps * r->schema.n_stages;
+    if (r->steps > SF_MAX_WINDOW_STEPS || cells > d->left / 4)
+        return -EINVAL;
+    r->step_leaders = malloc((cells ? cells : 1) * sizeof *r->step_leaders);
+    if (r->step_leaders == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < cells; i++)
+        r->step_leaders[i] = get_u32(d);
+    return d->bad ? -EINVAL : 0;
+}
+
+static int get_suspects(struct dec *d, sf_report *r)
+{
+    uint32_t n = get_u32(d);
+    if (d->bad || n > d->left / 8)
+        return -EINVAL;
+    r->suspects = calloc(n ? n : 1, sizeof *r->suspects);
+    if (r->suspects == NULL)
+        return -ENOMEM;
+    r->n_suspects = n;
+    for (uint32_t i = 0; i < n; i++) {
+        r->suspects[i].rank = get_u32(d);
+        r->suspects[i].steps = get_u32(d);
+    }
+    return d->bad ? -EINVAL : 0;
+}
+
+/* The arrays of every rank share two blocks, as sf_report_free expects. */
+static int get_evidence(struct dec *d, sf_report *r)
+{
+    uint32_t S = r->schema.n_stages, n = get_u32(d);
+    /* each entry is at least rank, has_role, role length, slack, S cells */
+    size_t min_entry = 4 + 4 + 4 + 8 + (size_t)S * 12;
+    if (d->bad || n > SF_MAX_RANKS || n > d->left / min_entry)
+        return -EINVAL;
+    r->rank_evidence = calloc(n ? n : 1, sizeof *r->rank_evidence);
+    uint32_t *counts = calloc((size_t)(n ? n : 1) * S, sizeof *counts);
+    int64_t *gaps = calloc((size_t)(n ? n : 1) * S, sizeof *gaps);
+    if (r->rank_evidence == NULL || counts == NULL || gaps == NULL) {
+        free(counts);
+        free(gaps);
+        return -ENOMEM;
+    }
+    r->rank_evidence[0].leader_steps = counts;
+    r->rank_evidence[0].median_gap_ns = gaps;
+    r->n_rank_evidence = n;
+    for (uint32_t i = 0; i < n && !d->bad; i++) {
+        sf_rank_evidence *ev = &r->rank_evidence[i];
+        ev->leader_steps = counts + (size_t)i * S;
+        ev->median_gap_ns = gaps + (size_t)i * S;
+        ev->rank = get_u32(d);
+        bool has_role = get_bool(d);
+        char *role = get_str(d);
+        if (has_role)
+            ev->role = role;
+        else
+            free(role);
+        ev->mean_slack_ns = get_i64(d);
+        for (uint32_t k = 0; k < S; k++) {
+            ev->leader_steps[k] = get_u32(d);
+            ev->median_gap_ns[k] = get_i64(d);
+        }
+    }
+    return d->bad ? -EINVAL : 0;
+}
+
+static int get_head(struct dec *d, sf_report *r)
+{
+    r->dense = get_bool(d);
+    r->steps = get_u32(d);
+    r->ranks = get_u32(d);
+    r->missing_ranks = get_u32(d);
+    r->incomplete_steps = get_u32(d);
+    r->first_step = get_i64(d);
+    r->last_step = get_i64(d);
+    r->rank0_present = get_bool(d);
+    uint64_t lo = get_u64(d), hi = get_u64(d);
+    r->exposed_total_ns = (__int128)((unsigned __int128)hi << 64 | lo);
+    r->telescoping_max_abs_err_ns = get_i64(d);
+    r->leader_gap_tol_ns = get_i64(d);
+    r->residual_share = get_f64(d);
+    r->overlap_share = get_f64(d);
+    r->leader_switch_rate = get_f64(d);
+    r->event_samples = get_u64(d);
+    r->event_ready = get_u64(d);
+    r->event_ready_ratio = get_f64(d);
+    r->event_ratio = get_f64(d);
+    return d->bad ? -EINVAL : 0;
+}
+
+static int get_body(struct dec *d, sf_report *r)
+{
+    int rc = get_head(d, r);
+    if (rc == 0)
+        rc = get_units(d, r);
+    if (rc == 0)
+        rc = get_routing(d, r);
+    if (rc == 0)
+        rc = get_step_leaders(d, r);
+    if (rc < 0)
+        return rc;
+    r->labels = get_u32(d);
+    r->downgrades = get_u32(d);
+    if (r->labels >> SF_LABEL_COUNT || r->downgrades >> SF_DG_COUNT)
+        return -EINVAL;
+    rc = get_suspects(d, r);
+    if (rc == 0)
+        rc = get_evidence(d, r);
+    if (rc < 0)
+        return rc;
+    r->dropped_records = get_u64(d);
+    r->contract_violations = get_u64(d);
+    r->rejected_records = get_u64(d);
+    r->merge_conflicts = get_u64(d);
+    return d->bad || d->left != 0 ? -EINVAL : 0;
+}
+
+int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
+{
+    struct dec d = { buf, len, false };
+    if (buf == NULL || ret == NULL)
+        return -EINVAL;
+    if (get_u32(&d) != CODEC_MAGIC || d.bad)
+        return -EINVAL;
+    sf_report *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    int rc = get_schema(&d, &r->schema);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    get_meta(&d, &r->meta);
+    rc = d.bad ? -EINVAL : get_gates(&d, &r->gates);
+    if (rc == 0)
+        rc = get_body(&d, r);
+    if (rc < 0) {
+        sf_report_free(r);
+        return rc;
+    }
+    *ret = r;
+    return 0;
+}
