@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "history.h"
 #include "sfd.h"
@@ -20,6 +21,7 @@
 #define QUEUE_MAX 1024
 /* Records committed per transaction. */
 #define BATCH_MAX 64
+#define ERROR_LOG_INTERVAL_S 60
 
 struct item {
     uint32_t kind, segment;
@@ -39,12 +41,19 @@ struct sfd_history {
     struct item queue[QUEUE_MAX];   /* ring */
     size_t head, n;
     struct sfd_history_stats stats; /* under lock */
-    bool error_logged;              /* a write error was logged; no more until a success */
+    uint64_t last_error_log_s;      /* writer thread only */
 };
 
 static struct sfd_history_stats off_stats;  /* counters while history is off */
 
 /* ---- writer thread ----------------------------------------------------------- */
+
+static uint64_t monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec + 1;     /* never 0: 0 means "never logged" */
+}
 
 static size_t take_batch(struct sfd_history *h, struct item *out)
 {
@@ -73,23 +82,22 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
     if (r >= 0)
         sfd_store_used_bytes(h->store, &used);
     pthread_mutex_lock(&h->lock);
-    bool log_error = r < 0 && !h->error_logged, log_ok = r >= 0 && h->error_logged;
     if (r < 0) {
         h->stats.write_errors += n;
-        h->error_logged = true;
     } else {
         h->stats.written += n;
         h->stats.evicted += evicted;
         h->stats.bytes = used;
-        h->error_logged = false;
     }
+    uint64_t errors = h->stats.write_errors;
     pthread_mutex_unlock(&h->lock);
-    /* One line per run of failures: a full disk must not flood the journal. */
-    if (log_error)
-        sfd_log(SFD_LOG_ERR, NULL, "history: write failed (%s); records are counted in "
-                "history.write_errors until writes succeed again", strerror(-r));
-    if (log_ok)
-        sfd_log(SFD_LOG_NOTICE, NULL, "history: writes succeed again");
+    /* At most one line a minute: a full disk must not flood the journal. */
+    uint64_t now = monotonic_s();
+    if (r < 0 && (h->last_error_log_s == 0 || now >= h->last_error_log_s + ERROR_LOG_INTERVAL_S)) {
+        h->last_error_log_s = now;
+        sfd_log(SFD_LOG_ERR, NULL, "history: write failed (%s); %llu records lost so far, "
+                "counted in history.write_errors", strerror(-r), (unsigned long long)errors);
+    }
     for (size_t i = 0; i < n; i++)
         free(batch[i].body);
 }

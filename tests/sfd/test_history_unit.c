@@ -1,0 +1,260 @@
+/*
+ * Unit tests of sfd's history store without the daemon: the report codec
+ * round trip (the same JSON and text bytes), corrupt and truncated bodies,
+ * the max_history_mb bound (oldest rows evicted, pages in use and the file
+ * stay under it), an oversized record, and the bounded startup read.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "history.h"
+#include "report_json.h"
+#include "report_text.h"
+
+/* A real report of a 3-rank window of 8 steps with a slow rank. */
+static sf_report *make_report(int64_t index)
+{
+    sf_schema schema;
+    sf_gates gates;
+    sf_gates_default(&gates);
+    gates.warmup_steps = 0;
+    gates.window_steps = 8;
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    uint32_t S = schema.n_stages, world = 3, steps = 8;
+    sf_window_meta meta = { .index = index, .segment = 1, .world_size = world };
+    sf_window_range(index, 0, 8, &meta.first_step, &meta.last_step);
+    sf_row *rows = calloc(world * steps, sizeof(*rows));
+    int64_t *d = calloc((size_t)world * steps * S, sizeof(*d));
+    assert_non_null(rows);
+    assert_non_null(d);
+    for (uint32_t i = 0; i < world * steps; i++) {
+        int64_t *di = d + (size_t)i * S;
+        for (uint32_t k = 0; k < S; k++)
+            di[k] = 1000000 + 1000 * k + (i % world == 2 && k == 2 ? 3000000 : 0);
+        rows[i] = (sf_row){ .step = meta.first_step + i / world, .rank = i % world, .d = di,
+                            .role = i % world ? "worker" : "chief" };
+    }
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_from_rows(&schema, &meta, rows, world * steps, &gates, &r), 0);
+    free(rows);
+    free(d);
+    sf_schema_clear(&schema);
+    return r;
+}
+
+static char *render(const sf_report *r)
+{
+    json_t *o = NULL, *a = json_array();
+    assert_int_equal(sf_report_to_json(r, &o), 0);
+    json_array_append_new(a, o);
+    char *js = sf_report_array_dumps(a);
+    json_decref(a);
+    char *text = NULL, *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(sf_report_write_text(r, f) < 0, 0);
+    fclose(f);
+    assert_true(asprintf(&out, "%s\n--\n%s", js, text) > 0);
+    free(js);
+    free(text);
+    return out;
+}
+
+static void round_trip_renders_the_same_bytes(void **state)
+{
+    (void)state;
+    sf_report *r = make_report(5), *back = NULL;
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
+    assert_int_equal(sfd_report_unpack(buf, len, &back), 0);
+    char *a = render(r), *b = render(back);
+    assert_string_equal(a, b);
+    assert_int_equal(back->meta.index, 5);
+    assert_int_equal(back->n_rank_evidence, r->n_rank_evidence);
+    assert_true(back->n_rank_evidence > 0);
+    free(a);
+    free(b);
+    free(buf);
+    sf_report_free(back);
+    sf_report_free(r);
+}
+
+static void corrupt_bodies_are_refused(void **state)
+{
+    (void)state;
+    sf_report *r = make_report(0), *back = NULL;
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
+    for (size_t n = 0; n < len; n++)    /* every truncation */
+        assert_int_equal(sfd_report_unpack(buf, n, &back), -EINVAL);
+    uint8_t *longer = malloc(len + 1);
+    memcpy(longer, buf, len);
+    longer[len] = 0;
+    assert_int_equal(sfd_report_unpack(longer, len + 1, &back), -EINVAL);  /* trailing byte */
+    buf[0] ^= 0xff;                                                     /* wrong magic */
+    assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL);
+    free(longer);
+    free(buf);
+    sf_report_free(r);
+}
+
+struct tmp {
+    char dir[64], path[128];
+};
+
+static void tmp_store(struct tmp *t)
+{
+    snprintf(t->dir, sizeof t->dir, "/tmp/sfd-history-unit-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    snprintf(t->path, sizeof t->path, "%s/%s", t->dir, SFD_HISTORY_FILE);
+}
+
+static void tmp_remove(struct tmp *t)
+{
+    char p[160];
+    static const char *const suffix[] = { "", "-wal", "-shm" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", t->path, suffix[i]);
+        unlink(p);
+    }
+    rmdir(t->dir);
+}
+
+static int put_one(struct sfd_store *s, const char *job, int64_t window, size_t size,
+                   uint64_t *evicted)
+{
+    uint8_t *body = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        body[i] = (uint8_t)(i * 131 + (size_t)window);
+    struct sfd_store_key k = { SFD_HISTORY_REPORT, 1000, job, 0, window };
+    const uint8_t *bodies[1] = { body };
+    int r = sfd_store_put(s, &k, bodies, &size, 1, evicted);
+    free(body);
+    return r;
+}
+
+struct seen {
+    int64_t windows[64];
+    char jobs[64][16];
+    size_t n;
+};
+
+static int collect(void *ctx, const struct sfd_store_key *key, const uint8_t *body, size_t len)
+{
+    struct seen *s = ctx;
+    (void)body;
+    (void)len;
+    if (s->n < 64) {
+        snprintf(s->jobs[s->n], sizeof s->jobs[0], "%s", key->job);
+        s->windows[s->n++] = key->window;
+    }
+    return 0;
+}
+
+/* 600 records of 4 KiB into a 512 KiB store: the oldest go, the newest stay,
+ * and neither the pages in use nor the file ever pass the bound by more than
+ * the pages of one transaction. */
+static void the_bound_evicts_the_oldest(void **state)
+{
+    (void)state;
+    const uint64_t max = 512u << 10;
+    struct tmp t;
+    struct sfd_store *s;
+    const char *err;
+    uint64_t evicted = 0, used, count;
+    tmp_store(&t);
+    assert_int_equal(sfd_store_open(t.path, max, &s, &err), 0);
+    for (int64_t w = 0; w < 600; w++) {
+        assert_int_equal(put_one(s, "bound", w, 4096, &evicted), 1);
+        assert_int_equal(sfd_store_used_bytes(s, &used), 0);
+        assert_true(used <= max);
+    }
+    assert_true(evicted > 400);
+    assert_int_equal(sfd_store_count(s, &count), 0);
+    assert_int_equal(count + evicted, 600);
+    struct seen seen = { .n = 0 };
+    assert_int_equal(sfd_store_recent(s, SFD_HISTORY_REPORT, 4, 3, collect, &seen), 0);
+    assert_int_equal(seen.n, 3);
+    assert_int_equal(seen.windows[0], 599);
+    assert_int_equal(seen.windows[2], 597);
+    sfd_store_close(s);
+    struct stat st;
+    assert_int_equal(stat(t.path, &st), 0);
+    assert_true((uint64_t)st.st_size <= max + (64u << 10));
+    tmp_remove(&t);
+}
+
+static void an_oversized_record_is_refused(void **state)
+{
+    (void)state;
+    struct tmp t;
+    struct sfd_store *s;
+    const char *err;
+    uint64_t evicted = 0, count;
+    tmp_store(&t);
+    assert_int_equal(sfd_store_open(t.path, 64u << 10, &s, &err), 0);
+    assert_int_equal(put_one(s, "small", 0, 1000, &evicted), 1);
+    assert_int_equal(put_one(s, "huge", 1, 128u << 10, &evicted), -ENOSPC);
+    assert_int_equal(sfd_store_count(s, &count), 0);
+    assert_int_equal(count, 1);     /* the failed batch left nothing, took nothing */
+    sfd_store_close(s);
+    tmp_remove(&t);
+}
+
+/* Jobs come most recently written first, each with its newest records. */
+static void the_startup_read_is_bounded(void **state)
+{
+    (void)state;
+    struct tmp t;
+    struct sfd_store *s;
+    const char *err;
+    uint64_t evicted = 0;
+    tmp_store(&t);
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), 0);
+    const char *jobs[] = { "a", "b", "c" };
+    for (int64_t w = 0; w < 10; w++)
+        for (int j = 0; j < 3; j++)
+            assert_int_equal(put_one(s, jobs[j], w, 100, &evicted), 1);
+    assert_int_equal(put_one(s, "a", 3, 100, &evicted), 1);    /* rewrite: "a" is newest */
+    struct seen seen = { .n = 0 };
+    assert_int_equal(sfd_store_recent(s, SFD_HISTORY_REPORT, 2, 4, collect, &seen), 0);
+    assert_int_equal(seen.n, 8);
+    assert_string_equal(seen.jobs[0], "a");
+    assert_int_equal(seen.windows[0], 9);
+    assert_string_equal(seen.jobs[4], "c");
+    assert_int_equal(seen.windows[7], 6);
+    assert_int_equal(evicted, 0);
+    sfd_store_close(s);
+    /* Reopening finds the same rows. */
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), 0);
+    uint64_t count;
+    assert_int_equal(sfd_store_count(s, &count), 0);
+    assert_int_equal(count, 30);
+    sfd_store_close(s);
+    tmp_remove(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(round_trip_renders_the_same_bytes),
+        cmocka_unit_test(corrupt_bodies_are_refused),
+        cmocka_unit_test(the_bound_evicts_the_oldest),
+        cmocka_unit_test(an_oversized_record_is_refused),
+        cmocka_unit_test(the_startup_read_is_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
