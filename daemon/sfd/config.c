@@ -108,8 +108,6 @@ static int set_sfd_key(struct sfd_config *c, const char *k, const char *v)
         return set_str(c->prom_dir, sizeof(c->prom_dir), v);
     if (!strcmp(k, "state_dir"))
         return set_str(c->state_dir, sizeof(c->state_dir), v);
-    if (!strcmp(k, "max_history_mb"))
-        return set_u32(&c->max_history_mb, v, 0, 1u << 20);
     if (!strcmp(k, "operators_group"))
         return set_str(c->operators_group, sizeof(c->operators_group), v);
     if (!strcmp(k, "window_grace_ms"))
@@ -142,6 +140,8 @@ static int set_limit_key(struct sfd_config *c, const char *k, const char *v)
         return set_u32(&c->frame_max_bytes, v, 512, SFD_FRAME_MAX_CAP);
     if (!strcmp(k, "keep_windows"))
         return set_u32(&c->keep_windows, v, 1, 4096);
+    if (!strcmp(k, "max_history_mb"))
+        return set_u32(&c->max_history_mb, v, 0, 1u << 20);
     return -ENOENT;
 }
 

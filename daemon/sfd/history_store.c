@@ -6,9 +6,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "history.h"
 
@@ -133,9 +136,28 @@ static int configure(struct sfd_store *s, const char **ret_err)
     return 0;
 }
 
+/* The store holds every user's reports: only sfd's user may read it, with
+ * or without systemd's UMask. SQLite gives the -wal and -shm files the mode
+ * of the main file. */
+static int create_private(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int r = fstat(fd, &st) == 0 && (st.st_mode & 077) && fchmod(fd, 0600) < 0 ? -errno : 0;
+    close(fd);
+    return r;
+}
+
 int sfd_store_open(const char *path, uint64_t max_bytes, struct sfd_store **ret,
                    const char **ret_err)
 {
+    int r = create_private(path);
+    if (r < 0) {
+        *ret_err = "cannot create the file";
+        return r;
+    }
     struct sfd_store *s = calloc(1, sizeof(*s));
     *ret_err = "out of memory";
     if (s == NULL)
@@ -144,7 +166,7 @@ int sfd_store_open(const char *path, uint64_t max_bytes, struct sfd_store **ret,
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);
-    int r = rc == SQLITE_OK ? 0 : errno_of(rc);
+    r = rc == SQLITE_OK ? 0 : errno_of(rc);
     if (r == 0)     /* another process on the same file: wait on the writer thread, briefly */
         sqlite3_busy_timeout(s->db, 1000);
     if (r < 0)

@@ -74,6 +74,8 @@ def main():
                                 for x in lines) else None
 
         prom_before = wait_for(exported_last, "the export of the last window")
+        mode = os.stat(os.path.join(sfd.state, "history.sqlite")).st_mode
+        check(mode & 0o077 == 0, "the store is private to sfd's user: %o" % mode)
         uid_before = sfd.jobs()["h1"]["uid"]
         check(uid_before == int(OWNER), "owner uid %s" % uid_before)
 

@@ -41,13 +41,15 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix='sfsa.')
     run, prom = os.path.join(tmp, 'run'), os.path.join(tmp, 'prom')
+    state = os.path.join(tmp, 'state')
     os.mkdir(run)
     os.mkdir(prom)
+    os.mkdir(state, 0o700)
     ingest, query = os.path.join(run, 'ingest.sock'), os.path.join(run, 'query.sock')
     conf = os.path.join(tmp, 'sfd.conf')
     with open(conf, 'w') as f:
         f.write(h.shipped_config(src, {
-            'runtime_dir': run, 'prom_dir': prom, 'status_interval_ms': '100',
+            'runtime_dir': run, 'prom_dir': prom, 'state_dir': state, 'status_interval_ms': '100',
             'warmup_steps': '0', 'window_steps': str(WINDOW), 'log_level': 'debug'}))
     notify = h.Notify(os.path.join(tmp, 'notify.sock'))
     log = open(os.path.join(tmp, 'sfd.log'), 'wb')
@@ -63,6 +65,7 @@ def main():
         os.chmod(tmp, 0o755)
         os.chmod(conf, 0o644)
         os.chown(prom, nobody, nobody)
+        os.chown(state, nobody, nobody)
         os.chmod(notify.path, 0o777)
     else:
         print('not root: sfd keeps the test\'s uid and capabilities')
@@ -117,6 +120,15 @@ def main():
 
         rc, out, err = h.sfctl(sfctl, query, 'jobs')
         assert rc == 0 and JOB in out, f'sfctl jobs: rc {rc}\n{out}{err}'
+
+        # The history store works as the service user, private despite its reports.
+        def history():
+            rc, out, err = h.sfctl(sfctl, query, 'status', '--json')
+            return json.loads(out)['history'] if rc == 0 else {}
+        h.wait_for('the reports in the history store',
+                   lambda: history().get('written', 0) >= STEPS // WINDOW, proc=proc)
+        store = os.path.join(state, 'history.sqlite')
+        assert stat.S_IMODE(os.stat(store).st_mode) == 0o600, oct(os.stat(store).st_mode)
 
         # sfd served the passed sockets: it never bound new ones.
         assert (os.stat(ingest).st_ino, os.stat(query).st_ino) == inode

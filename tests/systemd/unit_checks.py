@@ -224,6 +224,25 @@ def keys(src):
                      f'{sorted(parsed - listed)}, only listed {sorted(listed - parsed)}')
         checked += len(parsed)
     print(f'sfd.conf lists all {checked} keys the parsers accept')
+    state_dir(src)
+
+
+def state_dir(src):
+    """The default state_dir (history store) is where the unit's
+    StateDirectory= puts it, and the unit can write there."""
+    unit = open(os.path.join(src, 'systemd', 'sfd.service')).read()
+    conf = open(os.path.join(src, 'systemd', 'sfd.conf')).read()
+    unit_dir = re.search(r'^StateDirectory=(\S+)$', unit, re.M)
+    conf_dir = re.search(r'^#state_dir = (\S+)$', conf, re.M)
+    if not unit_dir or not conf_dir:
+        sys.exit('sfd.service has no StateDirectory= or sfd.conf no state_dir')
+    if conf_dir.group(1) != '/var/lib/' + unit_dir.group(1):
+        sys.exit(f'state_dir {conf_dir.group(1)} is not the unit\'s StateDirectory= '
+                 f'/var/lib/{unit_dir.group(1)}')
+    config_c = open(os.path.join(src, 'daemon', 'sfd', 'config.c')).read()
+    if f'"{conf_dir.group(1)}"' not in config_c:
+        sys.exit(f'config.c does not default state_dir to {conf_dir.group(1)}')
+    print(f'state_dir {conf_dir.group(1)} = StateDirectory={unit_dir.group(1)}')
 
 
 def install(build):
