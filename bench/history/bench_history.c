@@ -140,6 +140,8 @@ struct stall {
     struct sfd_store *inline_store;
     uint32_t per_tick;
     uint64_t last_ns, worst_gap_ns, worst_put_ns, puts, ticks;
+    uint64_t *gaps, *put_ns;     /* samples, for the 99th percentiles */
+    size_t n_gaps, n_puts, cap;
     double until;
     uv_timer_t timer;
 };
@@ -164,6 +166,8 @@ static void on_tick(uv_timer_t *t)
     uint64_t now = uv_hrtime();
     if (st->last_ns != 0 && now - st->last_ns > st->worst_gap_ns)
         st->worst_gap_ns = now - st->last_ns;
+    if (st->last_ns != 0 && st->n_gaps < st->cap)
+        st->gaps[st->n_gaps++] = now - st->last_ns;
     st->ticks++;
     for (uint32_t i = 0; i < st->per_tick && st->mode != MODE_OFF; i++) {
         uint64_t a = uv_hrtime();
@@ -175,11 +179,27 @@ static void on_tick(uv_timer_t *t)
         uint64_t b = uv_hrtime();
         if (b - a > st->worst_put_ns)
             st->worst_put_ns = b - a;
+        if (st->n_puts < st->cap)
+            st->put_ns[st->n_puts++] = b - a;
         st->puts++;
     }
     st->last_ns = uv_hrtime();
     if (now_s() >= st->until)
         uv_timer_stop(t);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double p99_ms(uint64_t *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof(*v), cmp_u64);
+    return (double)v[(n * 99) / 100] / 1e6;
 }
 
 static void stall_run(const char *dir, sf_report *report, enum mode mode, uint32_t per_tick,
@@ -208,6 +228,11 @@ static void stall_run(const char *dir, sf_report *report, enum mode mode, uint32
         if (sfd_store_open(p, 64u << 20, &st.inline_store, &err) < 0)
             exit(1);
     }
+    st.cap = (size_t)(secs * 1000 * (per_tick + 1)) + 1024;
+    st.gaps = calloc(st.cap, sizeof(*st.gaps));
+    st.put_ns = calloc(st.cap, sizeof(*st.put_ns));
+    if (st.gaps == NULL || st.put_ns == NULL)
+        exit(1);
     uv_timer_init(&loop, &st.timer);
     st.timer.data = &st;
     st.until = now_s() + secs;
@@ -225,10 +250,12 @@ static void stall_run(const char *dir, sf_report *report, enum mode mode, uint32
     sfd_jobs_free_all(&d);
     uv_loop_close(&loop);
     clear_store(dir);
-    printf("%-15s %9.0f %12.3f %12.3f %9llu %9llu",
-           names[mode], (double)st.puts / secs, (double)st.worst_gap_ns / 1e6,
-           (double)st.worst_put_ns / 1e6, (unsigned long long)st.puts,
-           (unsigned long long)st.ticks);
+    printf("%-15s %9.0f %8.3f %8.3f %8.3f %8.3f %8llu",
+           names[mode], (double)st.puts / secs, p99_ms(st.gaps, st.n_gaps),
+           (double)st.worst_gap_ns / 1e6, p99_ms(st.put_ns, st.n_puts),
+           (double)st.worst_put_ns / 1e6, (unsigned long long)st.ticks);
+    free(st.gaps);
+    free(st.put_ns);
     if (mode == MODE_THREAD)
         printf("   queue_dropped %llu, drain at stop %.3f s",
                (unsigned long long)hs.queue_dropped, drain);
@@ -263,7 +290,8 @@ int main(int argc, char **argv)
     printf("store, max_history_mb = 8      %11.0f %9.1f   (%llu evicted)\n", a,
            a * (double)len / 1e6, (unsigned long long)ev);
 
-    printf("\nloop stall, 1 ms timer     reports/s  worst gap ms  worst put ms      puts     ticks\n");
+    printf("\nloop stall, 1 ms timer: gap between ticks and time in one put, in ms\n");
+    printf("mode            reports/s  gap p99    worst  put p99    worst    ticks\n");
     for (uint32_t per_tick = 1; per_tick <= 16; per_tick *= 16) {
         printf("-- %u reports per tick\n", per_tick);
         stall_run(dir, report, MODE_OFF, per_tick, secs);
