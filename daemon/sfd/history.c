@@ -2,11 +2,14 @@
  * sfd's durable history: the writer thread and its bounded queue, which keep
  * every SQLite call off the event loop, and the startup restore of recent
  * reports into the job table. The loop only encodes a report and appends it
- * to the queue under a short lock; it never waits on the disk.
+ * to a single-producer ring with atomics; it takes no lock and never waits.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,19 +35,24 @@ struct item {
     size_t len;
 };
 
-struct sfd_history {
-    struct sfd_store *store;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    bool stop;
-    struct item queue[QUEUE_MAX];   /* ring */
-    size_t head, n;
-    struct sfd_history_stats stats; /* under lock */
-    uint64_t last_error_log_s;      /* writer thread only */
+/* Counters the writer moves while the loop reads them. */
+struct live_stats {
+    _Atomic uint64_t written, write_errors, queue_dropped, evicted, bytes;
 };
 
-static struct sfd_history_stats off_stats;  /* counters while history is off */
+struct sfd_history {
+    struct sfd_store *store;        /* NULL: history off, counters only */
+    pthread_t thread;
+    sem_t wake;                     /* one post per queued record, and one to stop */
+    atomic_bool stop;
+    /* Single producer (the loop) and single consumer (the writer): head and
+     * tail only grow; tail - head records are queued. */
+    struct item queue[QUEUE_MAX];
+    _Atomic size_t head, tail;
+    struct live_stats live;
+    struct sfd_history_stats stats; /* set before the writer starts, then read-only */
+    uint64_t last_error_log_s;      /* writer thread only */
+};
 
 /* ---- writer thread ----------------------------------------------------------- */
 
@@ -57,12 +65,14 @@ static uint64_t monotonic_s(void)
 
 static size_t take_batch(struct sfd_history *h, struct item *out)
 {
+    size_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    size_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
     size_t n = 0;
-    while (h->n > 0 && n < BATCH_MAX) {
-        out[n++] = h->queue[h->head];
-        h->head = (h->head + 1) % QUEUE_MAX;
-        h->n--;
+    while (head + n != tail && n < BATCH_MAX) {
+        out[n] = h->queue[(head + n) % QUEUE_MAX];
+        n++;
     }
+    atomic_store_explicit(&h->head, head + n, memory_order_release);
     return n;
 }
 
@@ -79,97 +89,104 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
         lens[i] = batch[i].len;
     }
     int r = sfd_store_put(h->store, keys, bodies, lens, n, &evicted);
-    if (r >= 0)
-        sfd_store_used_bytes(h->store, &used);
-    pthread_mutex_lock(&h->lock);
-    if (r < 0) {
-        h->stats.write_errors += n;
-    } else {
-        h->stats.written += n;
-        h->stats.evicted += evicted;
-        h->stats.bytes = used;
+    for (size_t i = 0; i < n; i++)
+        free(batch[i].body);
+    if (r >= 0) {
+        if (sfd_store_used_bytes(h->store, &used) == 0)
+            atomic_store(&h->live.bytes, used);
+        atomic_fetch_add(&h->live.written, n);
+        atomic_fetch_add(&h->live.evicted, evicted);
+        return;
     }
-    uint64_t errors = h->stats.write_errors;
-    pthread_mutex_unlock(&h->lock);
+    uint64_t errors = atomic_fetch_add(&h->live.write_errors, n) + n;
     /* At most one line a minute: a full disk must not flood the journal. */
     uint64_t now = monotonic_s();
-    if (r < 0 && (h->last_error_log_s == 0 || now >= h->last_error_log_s + ERROR_LOG_INTERVAL_S)) {
+    if (h->last_error_log_s == 0 || now >= h->last_error_log_s + ERROR_LOG_INTERVAL_S) {
         h->last_error_log_s = now;
         sfd_log(SFD_LOG_ERR, NULL, "history: write failed (%s); %llu records lost so far, "
                 "counted in history.write_errors", strerror(-r), (unsigned long long)errors);
     }
-    for (size_t i = 0; i < n; i++)
-        free(batch[i].body);
 }
 
 static void *writer_main(void *arg)
 {
     struct sfd_history *h = arg;
-    static __thread struct item batch[BATCH_MAX];
-    pthread_mutex_lock(&h->lock);
+    struct item batch[BATCH_MAX];
     for (;;) {
-        while (h->n == 0 && !h->stop)
-            pthread_cond_wait(&h->wake, &h->lock);
-        if (h->n == 0 && h->stop)
-            break;
         size_t n = take_batch(h, batch);
-        pthread_mutex_unlock(&h->lock);
-        write_batch(h, batch, n);
-        pthread_mutex_lock(&h->lock);
+        if (n > 0) {
+            write_batch(h, batch, n);
+            continue;
+        }
+        if (atomic_load(&h->stop))
+            break;      /* stop is set before its post: the queue was drained after it */
+        while (sem_wait(&h->wake) < 0 && errno == EINTR)
+            ;
     }
-    pthread_mutex_unlock(&h->lock);
     return NULL;
 }
 
 /* ---- start and stop ---------------------------------------------------------- */
 
-static void history_off(const char *dir, const char *what, int err)
+static void history_off(struct sfd_history *h, const char *path, const char *what, int err)
 {
-    off_stats.open_errors++;
+    h->stats.open_errors++;
     sfd_log(SFD_LOG_WARNING, NULL, "history off: %s: %s: %s; reports are kept in memory only",
-            dir, what, strerror(err));
+            path, what, strerror(err));
 }
 
 static void restore(struct sfd *d, struct sfd_history *h);
 
-int sfd_history_start(struct sfd *d)
+/* The writer gets no signals: the loop's thread handles them all. */
+static int start_writer(struct sfd_history *h)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = pthread_create(&h->thread, NULL, writer_main, h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return r;
+}
+
+static void open_store(struct sfd *d, struct sfd_history *h)
 {
     char path[sizeof(d->cfg.state_dir) + sizeof(SFD_HISTORY_FILE) + 1];
     const char *what = NULL;
-    struct sfd_store *store = NULL;
-    if (d->cfg.state_dir[0] == '\0' || d->cfg.max_history_mb == 0)
-        return 0;   /* switched off in the configuration */
     if (mkdir(d->cfg.state_dir, 0700) < 0 && errno != EEXIST) {
-        history_off(d->cfg.state_dir, "cannot create the directory", errno);
-        return 0;
+        history_off(h, d->cfg.state_dir, "cannot create the directory", errno);
+        return;
     }
     snprintf(path, sizeof path, "%s/%s", d->cfg.state_dir, SFD_HISTORY_FILE);
-    int r = sfd_store_open(path, (uint64_t)d->cfg.max_history_mb << 20, &store, &what);
+    int r = sfd_store_open(path, (uint64_t)d->cfg.max_history_mb << 20, &h->store, &what);
     if (r < 0) {
-        history_off(path, what, -r);
-        return 0;
+        history_off(h, path, what, -r);
+        return;
     }
-    struct sfd_history *h = calloc(1, sizeof(*h));
-    if (h == NULL) {
-        sfd_store_close(store);
-        return -ENOMEM;
-    }
-    h->store = store;
-    h->stats.enabled = true;
-    pthread_mutex_init(&h->lock, NULL);
-    pthread_cond_init(&h->wake, NULL);
     restore(d, h);  /* before the writer exists: the store has one user at a time */
-    r = pthread_create(&h->thread, NULL, writer_main, h);
+    r = start_writer(h);
     if (r != 0) {
-        sfd_store_close(store);
-        pthread_mutex_destroy(&h->lock);
-        pthread_cond_destroy(&h->wake);
+        sfd_store_close(h->store);
+        h->store = NULL;
+        history_off(h, path, "cannot start the writer thread", r);
+        return;
+    }
+    h->stats.enabled = true;
+    sfd_log(SFD_LOG_INFO, NULL, "history: %s, at most %u MB", path, d->cfg.max_history_mb);
+}
+
+int sfd_history_start(struct sfd *d)
+{
+    if (d->cfg.state_dir[0] == '\0' || d->cfg.max_history_mb == 0)
+        return 0;   /* switched off in the configuration */
+    struct sfd_history *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return -ENOMEM;
+    if (sem_init(&h->wake, 0, 0) < 0) {
         free(h);
-        history_off(path, "cannot start the writer thread", r);
-        return 0;
+        return -errno;
     }
     d->history = h;
-    sfd_log(SFD_LOG_INFO, NULL, "history: %s, at most %u MB", path, d->cfg.max_history_mb);
+    open_store(d, h);   /* on failure h stays, off, to count it */
     return 0;
 }
 
@@ -178,14 +195,13 @@ void sfd_history_stop(struct sfd *d)
     struct sfd_history *h = d ? d->history : NULL;
     if (h == NULL)
         return;
-    pthread_mutex_lock(&h->lock);
-    h->stop = true;
-    pthread_cond_signal(&h->wake);
-    pthread_mutex_unlock(&h->lock);
-    pthread_join(h->thread, NULL);  /* writes what is queued, then returns */
-    sfd_store_close(h->store);
-    pthread_mutex_destroy(&h->lock);
-    pthread_cond_destroy(&h->wake);
+    if (h->store != NULL) {
+        atomic_store(&h->stop, true);
+        sem_post(&h->wake);
+        pthread_join(h->thread, NULL);  /* writes what is queued, then returns */
+        sfd_store_close(h->store);
+    }
+    sem_destroy(&h->wake);
     free(h);
     d->history = NULL;
 }
@@ -194,12 +210,15 @@ void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
 {
     struct sfd_history *h = d->history;
     if (h == NULL) {
-        *ret = off_stats;
+        memset(ret, 0, sizeof(*ret));
         return;
     }
-    pthread_mutex_lock(&h->lock);
     *ret = h->stats;
-    pthread_mutex_unlock(&h->lock);
+    ret->written = atomic_load_explicit(&h->live.written, memory_order_relaxed);
+    ret->write_errors = atomic_load_explicit(&h->live.write_errors, memory_order_relaxed);
+    ret->queue_dropped = atomic_load_explicit(&h->live.queue_dropped, memory_order_relaxed);
+    ret->evicted = atomic_load_explicit(&h->live.evicted, memory_order_relaxed);
+    ret->bytes = atomic_load_explicit(&h->live.bytes, memory_order_relaxed);
 }
 
 /* ---- the loop's side ----------------------------------------------------------- */
@@ -209,28 +228,24 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
     struct sfd_history *h = d->history;
     uint8_t *body;
     size_t len;
-    if (h == NULL)
+    if (h == NULL || h->store == NULL)
         return;
+    size_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+    size_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    if (tail - head == QUEUE_MAX) {
+        atomic_fetch_add_explicit(&h->live.queue_dropped, 1, memory_order_relaxed);
+        return;
+    }
     if (sfd_report_pack(report, &body, &len) < 0) {
-        pthread_mutex_lock(&h->lock);
-        h->stats.write_errors++;
-        pthread_mutex_unlock(&h->lock);
+        atomic_fetch_add_explicit(&h->live.write_errors, 1, memory_order_relaxed);
         return;
     }
-    pthread_mutex_lock(&h->lock);
-    if (h->n == QUEUE_MAX) {
-        h->stats.queue_dropped++;
-        pthread_mutex_unlock(&h->lock);
-        free(body);
-        return;
-    }
-    struct item *it = &h->queue[(h->head + h->n) % QUEUE_MAX];
+    struct item *it = &h->queue[tail % QUEUE_MAX];
     *it = (struct item){ SFD_HISTORY_REPORT, report->meta.segment, job->uid,
                          report->meta.index, "", body, len };
     snprintf(it->job, sizeof it->job, "%s", job->id);
-    h->n++;
-    pthread_cond_signal(&h->wake);
-    pthread_mutex_unlock(&h->lock);
+    atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
+    sem_post(&h->wake);
 }
 
 /* ---- restore ------------------------------------------------------------------- */

@@ -333,7 +333,7 @@ struct sfd {
      * of the local report computation. */
     sfd_summary_hook on_summary;
     void *on_summary_data;
-    struct sfd_history *history;    /* history.c; NULL while history is off */
+    struct sfd_history *history;    /* history.c; NULL when switched off in the config */
     /* Peer layer (daemon/peer): the PEERS answer in multi-node mode. */
     int (*peers_status)(struct sfd *d, char **ret_text);
 };
