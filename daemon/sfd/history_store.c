@@ -18,6 +18,8 @@
 /* Bumped on an incompatible change of the table; an older file is dropped
  * and started afresh rather than misread. */
 #define STORE_SCHEMA_VERSION 1
+#define STR_(x) #x
+#define STR(x) STR_(x)
 /* Rows deleted per eviction round, so one round frees a useful amount. */
 #define EVICT_BATCH 32
 
@@ -36,35 +38,38 @@ static const char *const schema_sql =
     " UNIQUE (kind, uid, job, segment, window));"
     "CREATE INDEX IF NOT EXISTS records_job ON records (uid, job, id);";
 
+/* The single integer a statement answers. */
+static int query_int64(struct sfd_store *s, const char *sql, int64_t *ret)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -EIO;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *ret = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : -EIO;
+}
+
 int sfd_store_used_bytes(struct sfd_store *s, uint64_t *ret)
 {
-    static const char *const q[] = { "PRAGMA page_count", "PRAGMA freelist_count",
-                                     "PRAGMA page_size" };
-    int64_t v[3];
-    for (int i = 0; i < 3; i++) {
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(s->db, q[i], -1, &st, NULL) != SQLITE_OK)
-            return -EIO;
-        int rc = sqlite3_step(st);
-        v[i] = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-        sqlite3_finalize(st);
-        if (v[i] < 0)
-            return -EIO;
-    }
-    *ret = (uint64_t)(v[0] - v[1]) * (uint64_t)v[2];
+    int64_t pages, free_pages, page_size;
+    if (query_int64(s, "PRAGMA page_count", &pages) < 0 ||
+        query_int64(s, "PRAGMA freelist_count", &free_pages) < 0 ||
+        query_int64(s, "PRAGMA page_size", &page_size) < 0 || pages < free_pages ||
+        free_pages < 0 || page_size <= 0)
+        return -EIO;
+    *ret = (uint64_t)(pages - free_pages) * (uint64_t)page_size;
     return 0;
 }
 
 int sfd_store_count(struct sfd_store *s, uint64_t *ret)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM records", -1, &st, NULL) != SQLITE_OK)
-        return -EIO;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        *ret = (uint64_t)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : -EIO;
+    int64_t n;
+    int r = query_int64(s, "SELECT count(*) FROM records", &n);
+    if (r == 0)
+        *ret = (uint64_t)n;
+    return r;
 }
 
 static int errno_of(int rc)
@@ -88,31 +93,20 @@ static int exec(struct sfd_store *s, const char *sql)
     return rc == SQLITE_OK ? 0 : errno_of(rc);
 }
 
-static int user_version(struct sfd_store *s, int *ret)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return -EIO;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        *ret = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : errno_of(rc);
-}
-
 /* WAL keeps the writer from blocking readers and makes each commit one
  * sequential append; NORMAL loses at most the last commits on power loss,
  * never the file. Incremental auto-vacuum lets evictions give pages back. */
 static int configure(struct sfd_store *s, const char **ret_err)
 {
-    int version = 0, r;
+    int64_t version = 0;
+    int r;
     *ret_err = "cannot set the journal mode";
     if ((r = exec(s, "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_mode = WAL;"
                      "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = 4194304;"
                      "PRAGMA secure_delete = OFF;")) < 0)
         return r;
     *ret_err = "cannot read the schema version";
-    if ((r = user_version(s, &version)) < 0)
+    if ((r = query_int64(s, "PRAGMA user_version", &version)) < 0)
         return r;
     if (version != 0 && version != STORE_SCHEMA_VERSION) {
         *ret_err = "cannot replace a store of another schema version";
@@ -122,7 +116,7 @@ static int configure(struct sfd_store *s, const char **ret_err)
     *ret_err = "cannot create the table";
     if ((r = exec(s, schema_sql)) < 0)
         return r;
-    if ((r = exec(s, "PRAGMA user_version = 1")) < 0)
+    if ((r = exec(s, "PRAGMA user_version = " STR(STORE_SCHEMA_VERSION))) < 0)
         return r;
     *ret_err = "cannot prepare statements";
     if (sqlite3_prepare_v2(s->db,
