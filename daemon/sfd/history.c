@@ -19,9 +19,11 @@
 #include "history.h"
 #include "sfd.h"
 
-/* Records queued at most; past this a record is dropped and counted. At a
- * few KiB per report this bounds the queue to a few MiB. */
+/* Records and bytes queued at most; past either a record is dropped and
+ * counted. A report is a few KiB, up to about 100 KiB for a dense window of
+ * a thousand ranks: the byte bound is the one that holds memory down. */
 #define QUEUE_MAX 1024
+#define QUEUE_MAX_BYTES (16u << 20)
 /* Records committed per transaction. */
 #define BATCH_MAX 64
 #define ERROR_LOG_INTERVAL_S 60
@@ -49,6 +51,7 @@ struct sfd_history {
      * tail only grow; tail - head records are queued. */
     struct item queue[QUEUE_MAX];
     _Atomic size_t head, tail;
+    _Atomic size_t queued_bytes;    /* added by the loop, taken off by the writer */
     struct live_stats live;
     struct sfd_history_stats stats; /* set before the writer starts, then read-only */
     uint64_t last_error_log_s;      /* writer thread only */
@@ -67,12 +70,14 @@ static size_t take_batch(struct sfd_history *h, struct item *out)
 {
     size_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
     size_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
-    size_t n = 0;
+    size_t n = 0, bytes = 0;
     while (head + n != tail && n < BATCH_MAX) {
         out[n] = h->queue[(head + n) % QUEUE_MAX];
+        bytes += out[n].len;
         n++;
     }
     atomic_store_explicit(&h->head, head + n, memory_order_release);
+    atomic_fetch_sub_explicit(&h->queued_bytes, bytes, memory_order_relaxed);
     return n;
 }
 
@@ -240,6 +245,12 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
         atomic_fetch_add_explicit(&h->live.write_errors, 1, memory_order_relaxed);
         return;
     }
+    if (atomic_load_explicit(&h->queued_bytes, memory_order_relaxed) + len > QUEUE_MAX_BYTES) {
+        free(body);
+        atomic_fetch_add_explicit(&h->live.queue_dropped, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&h->queued_bytes, len, memory_order_relaxed);
     struct item *it = &h->queue[tail % QUEUE_MAX];
     *it = (struct item){ SFD_HISTORY_REPORT, report->meta.segment, job->uid,
                          report->meta.index, "", body, len };
