@@ -2,10 +2,12 @@
 a regular file, or a read-only file system, history is off (counted once,
 logged once) and reports are still answered from memory; on a full file
 system (a tiny tmpfs) every failed write is counted, logged once, and the
-daemon keeps answering and stops cleanly. The tmpfs cases need mount(2)
-rights and are reported as skipped without them."""
+daemon keeps answering and stops cleanly. Corrupt or foreign rows in the
+store are skipped at startup and counted, and the rest is restored. The
+tmpfs cases need mount(2) rights and are reported as skipped without them."""
 
 import os
+import sqlite3
 import subprocess
 
 from sfdtest import Sfd, check, run_job, wait_for
@@ -100,6 +102,31 @@ def read_only(path):
         raise PermissionError
 
 
+def corrupt_rows_case():
+    sfd = Sfd(CONF)
+    try:
+        run_and_report(sfd, "c", 40)
+        wait_for(lambda: history(sfd)["written"] == 4, "four reports written")
+        check(sfd.stop() == 0, "sfd did not exit cleanly")
+        db = sqlite3.connect(os.path.join(sfd.state, "history.sqlite"))
+        db.execute("UPDATE records SET body = x'00' WHERE job = 'c' AND window = 1")
+        db.execute("INSERT INTO records (kind, uid, job, segment, window, body) SELECT kind,"
+                   " uid, 'not a/valid id', segment, window, body FROM records"
+                   " WHERE job = 'c' AND window = 2")
+        db.commit()
+        db.close()
+        sfd.start()
+        h = history(sfd)
+        check(h["restored"] == 3 and h["restore_errors"] == 2, "corrupt rows counted: %s" % h)
+        check(sorted(sfd.jobs()) == ["c"], "only the valid job: %s" % sorted(sfd.jobs()))
+        sfd.sfctl("report", "c", "--window", "1", check_rc=5)
+        for w in (0, 2, 3):
+            sfd.sfctl("report", "c", "--window", str(w))
+        check(sfd.stop() == 0, "sfd did not exit cleanly after a corrupt store")
+    finally:
+        cleanup(sfd)
+
+
 def main():
     history_off_case(not_a_dir, "state_dir is a file")
     try:
@@ -107,6 +134,7 @@ def main():
     except PermissionError:
         print("read-only tmpfs: skipped (no mount rights)")
     full_disk_case()
+    corrupt_rows_case()
     print("ok")
 
 
