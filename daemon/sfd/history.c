@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -209,6 +210,18 @@ void sfd_history_stop(struct sfd *d)
     sem_destroy(&h->wake);
     free(h);
     d->history = NULL;
+}
+
+json_t *sfd_history_json(const struct sfd *d)
+{
+    struct sfd_history_stats h;
+    sfd_history_get_stats(d, &h);
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled", h.enabled,
+                     "written", (json_int_t)h.written, "write_errors", (json_int_t)h.write_errors,
+                     "queue_dropped", (json_int_t)h.queue_dropped,
+                     "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
+                     "restore_errors", (json_int_t)h.restore_errors,
+                     "open_errors", (json_int_t)h.open_errors, "bytes", (json_int_t)h.bytes);
 }
 
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)

@@ -51,6 +51,9 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
 /* Writes what is queued, stops the thread and closes the store. NULL-safe. */
 void sfd_history_stop(struct sfd *d);
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret);
+/* The counters as the STATUS answer's "history" object. */
+struct json_t;
+struct json_t *sfd_history_json(const struct sfd *d);
 
 /* ---- the SQLite store (history_store.c), no sfd state --------------------- */
 

@@ -68,18 +68,8 @@ static json_t *status_json(struct sfd *d)
         total += d->ctr.rejected[i];
     }
     uint32_t nq = d->n_query_conns;
-    struct sfd_history_stats h;
-    sfd_history_get_stats(d, &h);
-    json_t *history = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-                                "enabled", h.enabled, "written", (json_int_t)h.written,
-                                "write_errors", (json_int_t)h.write_errors,
-                                "queue_dropped", (json_int_t)h.queue_dropped,
-                                "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
-                                "restore_errors", (json_int_t)h.restore_errors,
-                                "open_errors", (json_int_t)h.open_errors,
-                                "bytes", (json_int_t)h.bytes);
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-                     "s:o}",
+    json_t *status = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
                      "mode", "single",
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
                      "connections", (json_int_t)(d->n_conns - nq),
@@ -94,7 +84,10 @@ static json_t *status_json(struct sfd *d)
                      "windows_closed", (json_int_t)d->ctr.windows_closed,
                      "query_requests", (json_int_t)d->ctr.query_requests,
                      "rejected_total", (json_int_t)total,
-                     "rejected", rej, "history", history);
+                     "rejected", rej);
+    if (status != NULL)
+        json_object_set_new(status, "history", sfd_history_json(d));
+    return status;
 }
 
 static json_t *job_json(const struct sfd_job *j)
