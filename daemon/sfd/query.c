@@ -1,8 +1,9 @@
 /*
  * sfd query socket: request decoding, access rules (root and operators_group
  * see every job, other users their own), the JSON answers, and chunked
- * non-blocking responses of at most 48 KiB, paced by the reader (RECORD and
- * RANKS are produced as they are sent, query_stream.c). Never changes job state.
+ * non-blocking responses of at most 48 KiB, paced by the reader (REPORT,
+ * RECORD and RANKS are produced as they are sent, query_stream.c). Never
+ * changes job state.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,10 +16,7 @@
 #include <unistd.h>
 
 #include "query.pb-c.h"
-#include "report_json.h"
-#include "report_text.h"
 #include "sfd.h"
-#include "side_evidence.h"
 
 /* The peer's supplementary groups as the kernel saw them at connect time
  * (SO_PEERGROUPS); 0 when unavailable. */
@@ -151,53 +149,6 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
     return 0;
 }
 
-static int report_text(const struct sfd_job *j, const sf_report **v, size_t n, bool text,
-                       char **ret, size_t *ret_len)
-{
-    if (text) {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        if (f == NULL)
-            return -ENOMEM;
-        int r = 0;
-        for (size_t i = 0; i < n && r >= 0; i++) {
-            r = sf_report_write_text(v[i], f);
-            if (r >= 0)
-                r = sfd_side_write_text(j->side, v[i], f);
-        }
-        fclose(f);
-        if (r < 0) {
-            free(buf);
-            return r;
-        }
-        *ret = buf;
-        *ret_len = len;
-        return 0;
-    }
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) {
-        json_t *o;
-        int r = sf_report_to_json(v[i], &o);
-        if (r >= 0 && (r = sfd_side_annotate_json(j->side, v[i], o)) < 0)
-            json_decref(o);
-        if (r < 0) {
-            json_decref(a);
-            return r;
-        }
-        json_array_append_new(a, o);
-    }
-    /* The canonical formatting, so `sfctl report --json` and `sfctl replay
-     * --json` print the same bytes for the same windows. */
-    char *s = sf_report_array_dumps(a);
-    json_decref(a);
-    if (s == NULL)
-        return -ENOMEM;
-    *ret = s;
-    *ret_len = strlen(s);
-    return 0;
-}
-
 static int find_job(struct sfd *d, uid_t uid, bool op, const char *id, struct sfd_job **ret,
                     const char **ret_err)
 {
@@ -242,8 +193,8 @@ static int dump_json(json_t *o, char **ret, size_t *ret_len)
     return 0;
 }
 
-/* A whole answer in *ret, or for RECORD and RANKS, whose size grows with the
- * job, a stream in *ret_stream to be produced as the reader drains it. */
+/* A whole answer in *ret, or for REPORT, RECORD and RANKS, whose size grows
+ * with the job, a stream in *ret_stream to be produced as the reader drains it. */
 static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryRequest *q,
                   char **ret, size_t *ret_len, struct sfd_qstream **ret_stream,
                   const char **ret_err)
@@ -281,7 +232,7 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
             *ret_err = has_window ? "unknown window" : "no window closed yet";
             return r;
         }
-        r = report_text(j, v, n, q->has_format && q->format == 1, ret, ret_len);
+        r = sfd_qstream_open_report(d, j, v, n, q->has_format && q->format == 1, ret_stream);
         free(v);
         return r;
     }

@@ -1,8 +1,9 @@
 /*
- * sfd streamed query answers: RECORD (a recording of the kept windows) and
- * RANKS (every rank of a job) produced a slice at a time as the reader drains
- * its socket, so no answer is ever whole in memory and the event loop spends
- * a bounded time per slice. Owns the cursor; never sends (query.c does).
+ * sfd streamed query answers: RECORD (a recording of the kept windows), RANKS
+ * (every rank of a job) and REPORT (kept windows' reports) produced a slice at
+ * a time as the reader drains its socket, so no answer is ever whole in memory
+ * and the event loop spends a bounded time per slice. Owns the cursor; never
+ * sends (query.c does).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,7 +12,10 @@
 #include <string.h>
 
 #include "recording.h"
+#include "report_json.h"
+#include "report_text.h"
 #include "sfd.h"
+#include "side_evidence.h"
 
 #define RANKS_PER_SCAN 256      /* ranks whose hosts one pass over conns finds */
 #define ITEMS_PER_CLOCK 32      /* items between deadline checks */
@@ -21,17 +25,21 @@ struct win_key {
     int64_t index;
 };
 
+enum qs_kind { QS_RECORD, QS_RANKS, QS_REPORT };
+
 struct sfd_qstream {
-    bool ranks;                 /* RANKS, else RECORD */
+    enum qs_kind kind;
+    bool text;                  /* REPORT: the human view, else the JSON array */
     const struct sfd_job *job;  /* compared, never dereferenced before found in d->jobs */
     char job_id[SFD_JOB_ID_MAX + 1];
     uid_t uid;
     uint32_t segment, world_size;
     bool started;
-    /* RECORD: kept windows in (segment, index) order when asked */
+    /* RECORD, REPORT: kept windows in (segment, index) order when asked */
     struct win_key *keys;
     size_t n_keys, key;
-    size_t row;                 /* next row of keys[key]; >0: window begun */
+    size_t row;                 /* RECORD: next row of keys[key], >0: window begun;
+                                 * REPORT: windows sent */
     /* RANKS */
     uint32_t rank;
     const char *hosts[RANKS_PER_SCAN];
@@ -47,12 +55,12 @@ void sfd_qstream_free(struct sfd_qstream *s)
     free(s);
 }
 
-static struct sfd_qstream *qstream_new(const struct sfd_job *j, bool ranks)
+static struct sfd_qstream *qstream_new(const struct sfd_job *j, enum qs_kind kind)
 {
     struct sfd_qstream *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
-    s->ranks = ranks;
+    s->kind = kind;
     s->job = j;
     snprintf(s->job_id, sizeof(s->job_id), "%s", j->id);
     s->uid = j->uid;
@@ -76,7 +84,7 @@ static int cmp_key(const void *a, const void *b)
 int sfd_qstream_open_record(struct sfd *d, const struct sfd_job *j, struct sfd_qstream **ret)
 {
     (void)d;
-    struct sfd_qstream *s = qstream_new(j, false);
+    struct sfd_qstream *s = qstream_new(j, QS_RECORD);
     if (s == NULL)
         return -ENOMEM;
     s->keys = calloc(j->n_stored ? j->n_stored : 1, sizeof(*s->keys));
@@ -96,23 +104,47 @@ int sfd_qstream_open_record(struct sfd *d, const struct sfd_job *j, struct sfd_q
 int sfd_qstream_open_ranks(struct sfd *d, const struct sfd_job *j, struct sfd_qstream **ret)
 {
     (void)d;
-    struct sfd_qstream *s = qstream_new(j, true);
+    struct sfd_qstream *s = qstream_new(j, QS_RANKS);
     if (s == NULL)
         return -ENOMEM;
     *ret = s;
     return 0;
 }
 
-/* The job as it was when asked, or NULL when it went away or changed shape:
- * a job is looked up again on every slice, never trusted across turns. */
+int sfd_qstream_open_report(struct sfd *d, const struct sfd_job *j, const sf_report *const *v,
+                            size_t n, bool text, struct sfd_qstream **ret)
+{
+    (void)d;
+    struct sfd_qstream *s = qstream_new(j, QS_REPORT);
+    if (s == NULL)
+        return -ENOMEM;
+    s->text = text;
+    s->keys = calloc(n ? n : 1, sizeof(*s->keys));
+    if (s->keys == NULL) {
+        sfd_qstream_free(s);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        s->keys[i] = (struct win_key){ v[i]->meta.segment, v[i]->meta.index };
+    s->n_keys = n;
+    *ret = s;
+    return 0;
+}
+
+/* The job as it was when asked, or NULL when it went away or (for RECORD and
+ * RANKS, whose header describes it) changed shape: a job is looked up again
+ * on every slice, never trusted across turns. */
 static const struct sfd_job *live_job(struct sfd *d, const struct sfd_qstream *s)
 {
-    for (const struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-        if (j == s->job)
-            return strcmp(j->id, s->job_id) == 0 && j->uid == s->uid &&
-                           j->segment == s->segment && j->world_size == s->world_size
-                       ? j
-                       : NULL;
+    for (const struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (j != s->job)
+            continue;
+        if (strcmp(j->id, s->job_id) != 0 || j->uid != s->uid)
+            return NULL;
+        if (s->kind != QS_REPORT && (j->segment != s->segment || j->world_size != s->world_size))
+            return NULL;
+        return j;
+    }
     return NULL;
 }
 
@@ -197,6 +229,77 @@ static int record_step(const struct sfd_job *j, struct sfd_qstream *s, struct ou
     return put_json(o, sf_recording_window(&w->meta), true);
 }
 
+/* ---- REPORT ----------------------------------------------------------------- */
+
+/* One window of the JSON array, formatted as the whole array would have it
+ * (the canonical formatting, so `sfctl report --json` and `sfctl replay
+ * --json` print the same bytes): a one-element array without its brackets. */
+static int put_report_json(const struct sfd_job *j, const sf_report *rep, bool first,
+                           struct out *o)
+{
+    json_t *obj;
+    int r = sf_report_to_json(rep, &obj);
+    if (r < 0)
+        return r;
+    if ((r = sfd_side_annotate_json(j->side, rep, obj)) < 0) {
+        json_decref(obj);
+        return r;
+    }
+    json_t *a = json_array();
+    if (a == NULL || json_array_append_new(a, obj) < 0) {
+        json_decref(a);
+        return -ENOMEM;
+    }
+    char *t = sf_report_array_dumps(a);
+    json_decref(a);
+    size_t n = t ? strlen(t) : 0;
+    if (n < 4) {    /* "[\n" element "\n]" */
+        free(t);
+        return -ENOMEM;
+    }
+    r = first ? 0 : put(o, ",\n", 2);
+    if (r == 0)
+        r = put(o, t + 2, n - 4);
+    free(t);
+    return r;
+}
+
+static int put_report_text(const struct sfd_job *j, const sf_report *rep, struct out *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL)
+        return -ENOMEM;
+    int r = sf_report_write_text(rep, f);
+    if (r >= 0)
+        r = sfd_side_write_text(j->side, rep, f);
+    fclose(f);
+    if (r >= 0)
+        r = put(o, buf, len);
+    free(buf);
+    return r < 0 ? r : 0;
+}
+
+static int report_step(const struct sfd_job *j, struct sfd_qstream *s, struct out *o)
+{
+    if (!s->started) {
+        s->started = true;
+        return s->text ? 0 : put(o, "[\n", 2);
+    }
+    if (s->key == s->n_keys) {
+        s->key++;
+        return s->text ? 0 : put(o, "\n]", 2);
+    }
+    if (s->key > s->n_keys)
+        return 1;
+    const struct sfd_stored *w = find_kept(j, &s->keys[s->key++]);
+    if (w == NULL || w->report == NULL)
+        return 0;   /* dropped since it was asked for: the answer lists the rest */
+    bool first = s->row++ == 0;
+    return s->text ? put_report_text(j, w->report, o) : put_report_json(j, w->report, first, o);
+}
+
 /* ---- RANKS ------------------------------------------------------------------ */
 
 /* Hosts of the next RANKS_PER_SCAN ranks, from one pass over the connections. */
@@ -263,7 +366,9 @@ int sfd_qstream_fill(struct sfd *d, struct sfd_qstream *s, char **buf, size_t *l
     /* Hosts are pointers into connections that may have closed since. */
     s->hosts_valid = false;
     for (unsigned n = 1; *len < want; n++) {
-        int r = s->ranks ? ranks_step(d, j, s, &o) : record_step(j, s, &o, ret_err);
+        int r = s->kind == QS_RANKS    ? ranks_step(d, j, s, &o)
+                : s->kind == QS_REPORT ? report_step(j, s, &o)
+                                       : record_step(j, s, &o, ret_err);
         if (r < 0)
             return r;
         if (r == 1) {

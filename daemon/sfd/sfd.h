@@ -310,6 +310,9 @@ bool sfd_query_is_operator(struct sfd *d, int fd, uid_t uid, gid_t gid);
 struct sfd_qstream;
 int sfd_qstream_open_record(struct sfd *d, const struct sfd_job *j, struct sfd_qstream **ret);
 int sfd_qstream_open_ranks(struct sfd *d, const struct sfd_job *j, struct sfd_qstream **ret);
+/* The reports v[0..n) (in the order given), JSON array or text view. */
+int sfd_qstream_open_report(struct sfd *d, const struct sfd_job *j, const sf_report *const *v,
+                            size_t n, bool text, struct sfd_qstream **ret);
 /* Appends to (*buf)[*len..) until *len >= want, the answer ends (*ret_done)
  * or the monotonic deadline (ns, 0: none) passes. */
 int sfd_qstream_fill(struct sfd *d, struct sfd_qstream *s, char **buf, size_t *len,
