@@ -18,7 +18,7 @@ max_connections = 256
 max_connections_per_uid = 64
 max_query_connections_per_uid = 4
 hello_timeout_ms = 600
-query_idle_timeout_ms = 3000
+query_idle_timeout_ms = 4000
 keep_windows = 2000
 [gates]
 warmup_steps = 0
@@ -45,7 +45,9 @@ def victim_trains(sfd, job):
     took = time.monotonic() - t0
     check(rc == 0 and out.get("sent") == "20", "victim trainer failed: %s %s"
           % (out, p.stderr.decode()))
-    check(took < 1.0, "victim trainer took %.2f s" % took)
+    # Exec and connect under sanitizers: the bound is loose, the lockout it
+    # guards against is forever.
+    check(took < 2.0, "victim trainer took %.2f s" % took)
     wait_for(lambda: sfd.jobs().get(job, {}).get("records") == 20, "victim's records")
 
 
