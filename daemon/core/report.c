@@ -131,8 +131,11 @@ static int collect_leads(sf_report *r, const sf_summary *s, struct work *w, uint
         const sf_step_summary *st = &s->steps[w->complete[i]];
         for (uint32_t k = 0; k < S; k++) {
             const sf_top2 *t = &st->prefix_top2[k];
-            int64_t gap = t->v1 - t->v2;
-            bool unique = n_ranks >= 2 && gap > r->leader_gap_tol_ns;
+            /* v2 stays INT64_MIN when no second rank reached the boundary
+             * (a world of one): there is no runner-up and no gap to take. */
+            bool runner_up = n_ranks >= 2 && t->v2 != INT64_MIN;
+            int64_t gap = runner_up ? t->v1 - t->v2 : 0;
+            bool unique = runner_up && gap > r->leader_gap_tol_ns;
             r->step_leaders[(size_t)i * S + k] = unique ? t->r1 : SF_NO_RANK;
             if (unique)
                 w->leads[w->n_leads++] = (struct lead){t->r1, k, gap};

@@ -35,6 +35,10 @@ void sfd_config_default(struct sfd_config *ret)
     ret->max_pending_steps = 262144;
     ret->frame_max_bytes = 1u << 20;
     ret->keep_windows = 16;
+    ret->max_connections_per_uid = 1024;
+    ret->max_query_connections_per_uid = 8;
+    ret->hello_timeout_ms = 2000;
+    ret->query_idle_timeout_ms = 5000;
     ret->window_grace_ms = 2000;
     ret->status_interval_ms = 5000;
     ret->watchdog = true;
@@ -142,6 +146,15 @@ static int set_limit_key(struct sfd_config *c, const char *k, const char *v)
         return set_u32(&c->keep_windows, v, 1, 4096);
     if (!strcmp(k, "max_history_mb"))
         return set_u32(&c->max_history_mb, v, 0, 1u << 20);
+    if (!strcmp(k, "max_connections_per_uid"))
+        return set_u32(&c->max_connections_per_uid, v, 1, 1u << 20);
+    if (!strcmp(k, "max_query_connections_per_uid"))
+        return set_u32(&c->max_query_connections_per_uid, v, 1,
+                       SFD_MAX_QUERY_CONNS - SFD_QUERY_RESERVED);
+    if (!strcmp(k, "hello_timeout_ms"))
+        return parse_u64(v, 100, 3600000, &c->hello_timeout_ms);
+    if (!strcmp(k, "query_idle_timeout_ms"))
+        return parse_u64(v, 100, 3600000, &c->query_idle_timeout_ms);
     return -ENOENT;
 }
 

@@ -39,6 +39,9 @@ static const char *const reject_names[SFD_REJ_COUNT] = {
     [SFD_REJ_DUPLICATE_RECORD] = "duplicate_record",
     [SFD_REJ_QUERY_BAD] = "query_bad_request",
     [SFD_REJ_QUERY_DENIED] = "query_denied",
+    [SFD_REJ_UID_CONNECTIONS] = "uid_connections",
+    [SFD_REJ_HELLO_TIMEOUT] = "hello_timeout",
+    [SFD_REJ_QUERY_TIMEOUT] = "query_timeout",
 };
 
 const char *sfd_reject_name(enum sfd_reject r)
@@ -46,18 +49,30 @@ const char *sfd_reject_name(enum sfd_reject r)
     return (unsigned)r < SFD_REJ_COUNT ? reject_names[r] : "unknown";
 }
 
-/* Counts a rejection; logs the first few of each reason, then every 1024th. */
-static void count_reject(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
-                         const struct sfd_conn *c)
+/* Logs the first few of each reason, then every 1024th. */
+void sfd_count_reject_from(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
+                           pid_t pid, uid_t uid)
 {
     uint64_t before = d->ctr.rejected[why];
     d->ctr.rejected[why] += n;
     if (job != NULL)
         job->rejected += n;
-    if (before < 8 || (before >> 10) != (d->ctr.rejected[why] >> 10))
-        sfd_log(SFD_LOG_WARNING, job ? job->id : NULL, "rejected (%s) from pid %d uid %u, total %llu",
-                sfd_reject_name(why), c ? (int)c->pid : -1, c ? (unsigned)c->uid : 0u,
+    if (!(before < 8 || (before >> 10) != (d->ctr.rejected[why] >> 10)))
+        return;
+    if (pid < 0)
+        sfd_log(SFD_LOG_WARNING, job ? job->id : NULL,
+                "rejected (%s) before the peer was known, total %llu", sfd_reject_name(why),
                 (unsigned long long)d->ctr.rejected[why]);
+    else
+        sfd_log(SFD_LOG_WARNING, job ? job->id : NULL,
+                "rejected (%s) from pid %d uid %u, total %llu", sfd_reject_name(why), (int)pid,
+                (unsigned)uid, (unsigned long long)d->ctr.rejected[why]);
+}
+
+static void count_reject(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
+                         const struct sfd_conn *c)
+{
+    sfd_count_reject_from(d, job, why, n, c ? c->pid : -1, c ? c->uid : 0);
 }
 
 /* ---- connections -------------------------------------------------------- */
@@ -67,6 +82,7 @@ static void on_conn_closed(uv_handle_t *h)
     struct sfd_conn *c = h->data;
     close(c->fd);
     free(c->out);
+    sfd_qstream_free(c->stream);
     free(c);
 }
 
@@ -104,6 +120,7 @@ void sfd_conn_close(struct sfd_conn *c)
         c->next->prev = c->prev;
     d->n_conns--;
     d->n_query_conns -= c->query;
+    sfd_admit_release(d, c);
     uv_poll_stop(&c->poll);
     uv_close((uv_handle_t *)&c->poll, on_conn_closed);
 }
@@ -158,21 +175,20 @@ static void on_conn_io(uv_poll_t *h, int status, int events)
     }
 }
 
-static int conn_add(struct sfd *d, int fd, bool query)
+static int conn_add(struct sfd *d, int fd, bool query, const struct ucred *cred,
+                    bool privileged)
 {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-        return -errno;
     struct sfd_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return -ENOMEM;
     c->sfd = d;
     c->fd = fd;
     c->query = query;
-    c->uid = cred.uid;
-    c->gid = cred.gid;
-    c->pid = cred.pid;
+    c->uid = cred->uid;
+    c->gid = cred->gid;
+    c->pid = cred->pid;
+    c->privileged = privileged;
+    c->accepted_ms = c->last_io_ms = sfd_now_ms(d);
     int r = uv_poll_init(d->loop, &c->poll, fd);
     if (r < 0) {
         free(c);
@@ -186,6 +202,7 @@ static int conn_add(struct sfd *d, int fd, bool query)
     d->n_conns++;
     d->n_query_conns += query;
     d->ctr.connections_accepted++;
+    sfd_admit_charge(d, c);
     uv_poll_start(&c->poll, UV_READABLE, on_conn_io);
     return 0;
 }
@@ -207,15 +224,22 @@ static void on_accept(uv_poll_t *h, int status, int events)
                 count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
             return;     /* EAGAIN, or out of descriptors: the backlog waits */
         }
-        /* Query connections have a small reserve of their own, so a storm of
-         * clients never locks operators out. */
-        if (query ? d->n_query_conns >= SFD_MAX_QUERY_CONNS
-                  : d->n_conns - d->n_query_conns >= d->cfg.max_connections) {
-            count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
+        /* The accepted socket names its peer, so a refusal names it too. */
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        bool privileged;
+        enum sfd_reject why;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+            count_reject(d, NULL, SFD_REJ_PROTOCOL, 1, NULL);
             close(fd);
             continue;
         }
-        int r = conn_add(d, fd, query);
+        if (sfd_admit(d, query, fd, cred.uid, cred.gid, &privileged, &why) < 0) {
+            sfd_count_reject_from(d, NULL, why, 1, cred.pid, cred.uid);
+            close(fd);
+            continue;
+        }
+        int r = conn_add(d, fd, query, &cred, privileged);
         if (r < 0) {
             sfd_log(SFD_LOG_WARNING, NULL, "cannot add connection: %s", strerror(-r));
             close(fd);

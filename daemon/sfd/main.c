@@ -149,6 +149,7 @@ static void shutdown_begin(struct sfd *d)
     close_handle((uv_handle_t *)&d->status_timer);
     close_handle((uv_handle_t *)&d->watchdog_timer);
     close_handle((uv_handle_t *)&d->prom_timer);
+    sfd_conn_limits_stop(d);
     close_handle((uv_handle_t *)&d->sig_term);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_hup);
@@ -249,6 +250,9 @@ static int start(struct sfd *d)
     r = sfd_notify_start(d);
     if (r < 0)
         return r;
+    r = sfd_conn_limits_start(d);
+    if (r < 0)
+        return r;
     sfd_log(SFD_LOG_NOTICE, NULL, "listening: ingest %s%s, query %s%s", d->ingest.path,
             fi >= 0 ? " (socket activated)" : "", d->query.path,
             fq >= 0 ? " (socket activated)" : "");
@@ -330,6 +334,7 @@ int main(int argc, char **argv)
         close(d.peer_fd);
     sfd_history_stop(&d);           /* the reports of the windows closed at shutdown */
     sfd_jobs_free_all(&d);
+    sfd_conn_limits_free(&d);
     free(d.rxbuf);
     r = uv_loop_close(&loop);
     if (r != 0) {

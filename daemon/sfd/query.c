@@ -1,7 +1,9 @@
 /*
  * sfd query socket: request decoding, access rules (root and operators_group
  * see every job, other users their own), the JSON answers, and chunked
- * non-blocking responses of at most 48 KiB. Never changes job state.
+ * non-blocking responses of at most 48 KiB, paced by the reader (REPORT,
+ * RECORD and RANKS are produced as they are sent, query_stream.c). Never
+ * changes job state.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,11 +17,7 @@
 
 #include "history.h"
 #include "query.pb-c.h"
-#include "recording.h"
-#include "report_json.h"
-#include "report_text.h"
 #include "sfd.h"
-#include "side_evidence.h"
 
 /* The peer's supplementary groups as the kernel saw them at connect time
  * (SO_PEERGROUPS); 0 when unavailable. */
@@ -118,30 +116,6 @@ static json_t *jobs_json(struct sfd *d, uid_t uid, bool op)
     return a;
 }
 
-static json_t *ranks_json(struct sfd *d, const struct sfd_job *j)
-{
-    const char **hosts = calloc(j->world_size ? j->world_size : 1, sizeof(*hosts));
-    if (hosts == NULL)
-        return NULL;
-    for (struct sfd_conn *c = d->conns; c != NULL; c = c->next)
-        if (c->job == j && c->channel == 0 && c->rank < j->world_size)
-            hosts[c->rank] = c->host;
-    json_t *a = json_array();
-    for (uint32_t r = 0; r < j->world_size; r++) {
-        const struct sfd_rank *rk = &j->ranks[r];
-        json_array_append_new(a, json_pack("{s:I, s:b, s:I, s:s, s:s, s:I, s:I}",
-                                           "rank", (json_int_t)r, "connected", rk->live,
-                                           "pid", (json_int_t)rk->pid,
-                                           "host", hosts[r] ? hosts[r] : "",
-                                           "role", j->roles[rk->role],
-                                           "records", (json_int_t)rk->records,
-                                           "last_step", (json_int_t)rk->last_step));
-    }
-    free(hosts);
-    return json_pack("{s:s, s:I, s:I, s:o}", "job_id", j->id, "world_size",
-                     (json_int_t)j->world_size, "segment", (json_int_t)j->segment, "ranks", a);
-}
-
 static int cmp_report(const void *a, const void *b)
 {
     const sf_report *x = *(const sf_report *const *)a, *y = *(const sf_report *const *)b;
@@ -177,114 +151,6 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
     }
     *ret = v;
     *ret_n = n;
-    return 0;
-}
-
-static int report_text(const struct sfd_job *j, const sf_report **v, size_t n, bool text,
-                       char **ret, size_t *ret_len)
-{
-    if (text) {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        if (f == NULL)
-            return -ENOMEM;
-        int r = 0;
-        for (size_t i = 0; i < n && r >= 0; i++) {
-            r = sf_report_write_text(v[i], f);
-            if (r >= 0)
-                r = sfd_side_write_text(j->side, v[i], f);
-        }
-        fclose(f);
-        if (r < 0) {
-            free(buf);
-            return r;
-        }
-        *ret = buf;
-        *ret_len = len;
-        return 0;
-    }
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) {
-        json_t *o;
-        int r = sf_report_to_json(v[i], &o);
-        if (r >= 0 && (r = sfd_side_annotate_json(j->side, v[i], o)) < 0)
-            json_decref(o);
-        if (r < 0) {
-            json_decref(a);
-            return r;
-        }
-        json_array_append_new(a, o);
-    }
-    /* The canonical formatting, so `sfctl report --json` and `sfctl replay
-     * --json` print the same bytes for the same windows. */
-    char *s = sf_report_array_dumps(a);
-    json_decref(a);
-    if (s == NULL)
-        return -ENOMEM;
-    *ret = s;
-    *ret_len = strlen(s);
-    return 0;
-}
-
-static int append_line(FILE *f, json_t *o)
-{
-    if (o == NULL)
-        return -ENOMEM;
-    int r = json_dumpf(o, f, JSON_COMPACT) == 0 && fputc('\n', f) != EOF ? 0 : -EIO;
-    json_decref(o);
-    return r;
-}
-
-static int cmp_stored(const void *a, const void *b)
-{
-    const struct sfd_stored *x = *(const struct sfd_stored *const *)a;
-    const struct sfd_stored *y = *(const struct sfd_stored *const *)b;
-    if (x->meta.segment != y->meta.segment)
-        return x->meta.segment < y->meta.segment ? -1 : 1;
-    if (x->meta.index != y->meta.index)
-        return x->meta.index < y->meta.index ? -1 : 1;
-    return 0;
-}
-
-/* The kept windows in (segment, index) order, the order reports are listed
- * in, so a replay of the dump lists its windows the same way. */
-static int record_text(const struct sfd_job *j, char **ret, size_t *ret_len)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    const struct sfd_stored **order = calloc(j->n_stored ? j->n_stored : 1, sizeof(*order));
-    if (order == NULL)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < j->n_stored; i++)
-        order[i] = &j->stored[i];
-    qsort(order, j->n_stored, sizeof(*order), cmp_stored);
-    FILE *f = open_memstream(&buf, &len);
-    if (f == NULL) {
-        free(order);
-        return -ENOMEM;
-    }
-    int r = append_line(f, sf_recording_header(j->id, &j->schema, j->world_size, &j->gates));
-    for (uint32_t i = 0; i < j->n_stored && r >= 0; i++) {
-        const struct sfd_stored *s = order[i];
-        if (s->remote)
-            continue;   /* its rows are on other nodes: nothing of it to replay here */
-        sf_row *view = NULL;
-        r = sfd_rows_view(j, &s->rows, &view);
-        for (size_t k = 0; k < s->rows.n && r >= 0; k++)
-            r = append_line(f, sf_recording_row(&view[k], &j->schema));
-        free(view);
-        if (r >= 0)
-            r = append_line(f, sf_recording_window(&s->meta));
-    }
-    fclose(f);
-    free(order);
-    if (r < 0) {
-        free(buf);
-        return r;
-    }
-    *ret = buf;
-    *ret_len = len;
     return 0;
 }
 
@@ -332,8 +198,11 @@ static int dump_json(json_t *o, char **ret, size_t *ret_len)
     return 0;
 }
 
+/* A whole answer in *ret, or for REPORT, RECORD and RANKS, whose size grows
+ * with the job, a stream in *ret_stream to be produced as the reader drains it. */
 static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryRequest *q,
-                  char **ret, size_t *ret_len, const char **ret_err)
+                  char **ret, size_t *ret_len, struct sfd_qstream **ret_stream,
+                  const char **ret_err)
 {
     struct sfd_job *j = NULL;
     int r;
@@ -351,10 +220,10 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
                                    "term", (json_int_t)0, "peers"), ret, ret_len);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RANKS:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        return r < 0 ? r : dump_json(ranks_json(d, j), ret, ret_len);
+        return r < 0 ? r : sfd_qstream_open_ranks(d, j, ret_stream);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RECORD:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        return r < 0 ? r : record_text(j, ret, ret_len);
+        return r < 0 ? r : sfd_qstream_open_record(d, j, ret_stream);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT: {
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
         if (r < 0)
@@ -368,7 +237,7 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
             *ret_err = has_window ? "unknown window" : "no window closed yet";
             return r;
         }
-        r = report_text(j, v, n, q->has_format && q->format == 1, ret, ret_len);
+        r = sfd_qstream_open_report(d, j, v, n, q->has_format && q->format == 1, ret_stream);
         free(v);
         return r;
     }
@@ -378,8 +247,9 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
     }
 }
 
-int sfd_query_answer(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size_t len,
-                     char **ret_text, size_t *ret_len, const char **ret_err)
+static int query_begin(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size_t len,
+                       char **ret_text, size_t *ret_len, struct sfd_qstream **ret_stream,
+                       const char **ret_err)
 {
     *ret_err = "bad request";
     if (len == 0 || len > SFD_QUERY_REQ_MAX)
@@ -393,12 +263,46 @@ int sfd_query_answer(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size
     if (q->has_format && q->format > 1)
         goto out;
     *ret_err = NULL;
-    r = answer(d, uid, op, q, ret_text, ret_len, ret_err);
+    r = answer(d, uid, op, q, ret_text, ret_len, ret_stream, ret_err);
     if (r < 0 && *ret_err == NULL)
         *ret_err = strerror(-r);
 out:
     stagefrontier__query_request__free_unpacked(q, NULL);
     return r;
+}
+
+int sfd_query_answer(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size_t len,
+                     char **ret_text, size_t *ret_len, const char **ret_err)
+{
+    struct sfd_qstream *st = NULL;
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    int r = query_begin(d, uid, op, req, len, &text, &n, &st, ret_err);
+    if (r < 0 || st == NULL) {
+        if (r == 0) {
+            *ret_text = text;
+            *ret_len = n;
+        }
+        return r;
+    }
+    /* No socket to pace it: produce the whole stream. */
+    bool done = false;
+    while (r == 0 && !done)
+        r = sfd_qstream_fill(d, st, &text, &n, &cap, n + SFD_QUERY_CHUNK, 0, &done, ret_err);
+    sfd_qstream_free(st);
+    if (r == 0) {
+        char *t = realloc(text, n + 1);     /* NUL-terminated, like the whole answers */
+        text = t != NULL ? t : text;
+        r = t != NULL ? 0 : -ENOMEM;
+    }
+    if (r < 0) {
+        free(text);
+        return r;
+    }
+    text[n] = '\0';
+    *ret_text = text;
+    *ret_len = n;
+    return 0;
 }
 
 /* ---- responses ------------------------------------------------------------ */
@@ -424,51 +328,104 @@ static int send_response(struct sfd_conn *c, int32_t status, const char *err, co
     return 0;
 }
 
+static void end_answer(struct sfd_conn *c)
+{
+    free(c->out);
+    c->out = NULL;
+    c->out_len = c->out_off = c->out_cap = 0;
+    sfd_qstream_free(c->stream);
+    c->stream = NULL;
+    uv_poll_start(&c->poll, UV_READABLE, c->poll.poll_cb);
+}
+
+/* Tops a streamed answer up to one chunk, moving what is unsent to the front
+ * so the buffer never grows past a chunk and one item: the output cap. */
+static int refill(struct sfd_conn *c, uint64_t deadline_ns, const char **ret_err)
+{
+    size_t left = c->out_len - c->out_off;
+    if (c->stream == NULL || left >= SFD_QUERY_CHUNK)
+        return 0;
+    if (c->out_off > 0) {
+        memmove(c->out, c->out + c->out_off, left);
+        c->out_len = left;
+        c->out_off = 0;
+    }
+    bool done;
+    int r = sfd_qstream_fill(c->sfd, c->stream, &c->out, &c->out_len, &c->out_cap,
+                             SFD_QUERY_CHUNK, deadline_ns, &done, ret_err);
+    if (r == 0 && done) {
+        sfd_qstream_free(c->stream);
+        c->stream = NULL;
+    }
+    return r;
+}
+
+/* Sends what the socket takes, producing streamed answers as it goes, for at
+ * most SFD_QUERY_TURN_NS: then the loop serves others and comes back on the
+ * next writable event. A reader that stops reading stops the producing too. */
 void sfd_query_writable(struct sfd_conn *c)
 {
-    while (c->out != NULL) {
-        size_t left = c->out_len - c->out_off;
-        size_t n = left < SFD_QUERY_CHUNK ? left : SFD_QUERY_CHUNK;
-        bool more = n < left;
-        int r = send_response(c, 0, NULL, c->out + c->out_off, n, more);
-        if (r == -EAGAIN) {
-            uv_poll_start(&c->poll, UV_READABLE | UV_WRITABLE, c->poll.poll_cb);
+    uint64_t deadline = uv_hrtime() + SFD_QUERY_TURN_NS;
+    while (c->out != NULL || c->stream != NULL) {
+        const char *err = NULL;
+        int r = refill(c, deadline, &err);
+        if (r < 0) {
+            /* Part of the answer is out: an error ends it, never a short one. */
+            end_answer(c);
+            if (send_response(c, r, err ? err : strerror(-r), NULL, 0, false) < 0)
+                sfd_conn_close(c);
             return;
         }
+        size_t left = c->out_len - c->out_off;
+        if (c->stream != NULL && left < SFD_QUERY_CHUNK)
+            goto yield;     /* the deadline came before a full chunk */
+        size_t n = left < SFD_QUERY_CHUNK ? left : SFD_QUERY_CHUNK;
+        bool more = n < left || c->stream != NULL;
+        r = send_response(c, 0, NULL, c->out ? c->out + c->out_off : "", n, more);
+        if (r == -EAGAIN)
+            goto yield;
         if (r < 0) {
             sfd_conn_close(c);
             return;
         }
         c->out_off += n;
+        c->last_io_ms = sfd_now_ms(c->sfd);
         if (!more) {
-            free(c->out);
-            c->out = NULL;
-            uv_poll_start(&c->poll, UV_READABLE, c->poll.poll_cb);
+            end_answer(c);
+            return;
         }
+        if (uv_hrtime() >= deadline)
+            goto yield;
     }
+    return;
+yield:
+    uv_poll_start(&c->poll, UV_READABLE | UV_WRITABLE, c->poll.poll_cb);
 }
 
 int sfd_query_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
 {
     struct sfd *d = c->sfd;
-    if (c->out != NULL) {   /* one request at a time */
+    if (c->out != NULL || c->stream != NULL) {   /* one request at a time */
         d->ctr.rejected[SFD_REJ_QUERY_BAD]++;
         return -EPROTO;
     }
     d->ctr.query_requests++;
+    c->last_io_ms = sfd_now_ms(d);
     bool op = sfd_query_is_operator(d, c->fd, c->uid, c->gid);
     char *text = NULL;
     size_t n = 0;
     const char *err = NULL;
-    int r = sfd_query_answer(d, c->uid, op, buf, len, &text, &n, &err);
+    struct sfd_qstream *st = NULL;
+    int r = query_begin(d, c->uid, op, buf, len, &text, &n, &st, &err);
     if (r < 0) {
         d->ctr.rejected[r == -EACCES ? SFD_REJ_QUERY_DENIED : SFD_REJ_QUERY_BAD] +=
             (r == -EACCES || r == -EINVAL);
         return send_response(c, r, err, NULL, 0, false) < 0 ? -EIO : 0;
     }
     c->out = text;
-    c->out_len = n;
+    c->out_len = c->out_cap = n;
     c->out_off = 0;
+    c->stream = st;
     sfd_query_writable(c);
     return 0;
 }

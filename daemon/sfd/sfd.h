@@ -20,6 +20,8 @@ struct Stagefrontier__RecordBatch;
 struct Stagefrontier__NcclBatch;
 struct sfd_side;                /* side_evidence.h */
 struct sfd_history;             /* history.h */
+struct sfd;
+struct sfd_job;
 
 #define SFD_PATH_MAX 108            /* sun_path */
 #define SFD_JOB_ID_MAX 128
@@ -31,6 +33,8 @@ struct sfd_history;             /* history.h */
 #define SFD_QUERY_REQ_MAX 4096
 #define SFD_MAX_QUERY_CONNS 64      /* beyond max_connections, for operators */
 #define SFD_QUERY_CHUNK (48u * 1024)
+#define SFD_QUERY_RESERVED 16       /* of SFD_MAX_QUERY_CONNS, for root and operators */
+#define SFD_QUERY_TURN_NS 2000000   /* loop time one query client gets per turn */
 
 /* ---- config.c ------------------------------------------------------------ */
 
@@ -49,6 +53,9 @@ struct sfd_config {
     uint32_t frame_max_bytes, keep_windows;
     uint32_t max_history_mb;    /* bound of the history store; 0: off */
     uint64_t window_grace_ms, status_interval_ms;
+    /* Connection fairness (conn_limits.c). */
+    uint32_t max_connections_per_uid, max_query_connections_per_uid;
+    uint64_t hello_timeout_ms, query_idle_timeout_ms;
     bool watchdog;
     int log_level;
 };
@@ -82,9 +89,16 @@ enum sfd_reject {
     SFD_REJ_DUPLICATE_RECORD,   /* step not after the rank's previous step */
     SFD_REJ_QUERY_BAD,          /* bad query request */
     SFD_REJ_QUERY_DENIED,
+    SFD_REJ_UID_CONNECTIONS,    /* a uid's share of connections is full */
+    SFD_REJ_HELLO_TIMEOUT,      /* ingest connection without a hello in time */
+    SFD_REJ_QUERY_TIMEOUT,      /* query client that stopped reading or asking */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
+/* Counts a rejection and logs it with the peer's credentials (pid < 0: the
+ * peer is unknown), rate-limited per reason. */
+void sfd_count_reject_from(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
+                           pid_t pid, uid_t uid);
 
 struct sfd_counters {
     uint64_t connections_accepted, query_requests;
@@ -210,6 +224,9 @@ void sfd_stored_clear(struct sfd_stored *s);
 void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep);
 /* A view of stored rows as sf_row (d and role pointers into rows/job). */
 int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret);
+/* One stored row as an sf_row, pointing into rows and the job's roles. */
+void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i,
+                  sf_row *ret);
 const sf_report *sfd_job_latest_report(const struct sfd_job *job);
 
 /* ---- ingest_validate.c (pure) -------------------------------------------- */
@@ -244,6 +261,8 @@ struct sfd_conn {
     uid_t uid;
     gid_t gid;
     pid_t pid;
+    bool privileged;            /* query: root or operators_group, may use reserved slots */
+    uint64_t accepted_ms, last_io_ms;
     /* ingest */
     bool hello;
     uint32_t channel;           /* 0 step records, 1 NCCL side channel */
@@ -252,9 +271,11 @@ struct sfd_conn {
     uint64_t schema_hash;
     uint64_t dropped_total, violations_total;
     char host[SFD_HOST_MAX + 1];
-    /* query */
+    /* query: out[out_off..out_len) waits to be sent; a streamed answer
+     * refills it a slice at a time (query_stream.c) */
     char *out;
-    size_t out_len, out_off;
+    size_t out_len, out_off, out_cap;
+    struct sfd_qstream *stream;
     struct sfd_conn *prev, *next;
 };
 
@@ -284,6 +305,38 @@ void sfd_query_writable(struct sfd_conn *c);
 int sfd_query_answer(struct sfd *d, uid_t uid, bool operator_, const uint8_t *req, size_t len,
                      char **ret_text, size_t *ret_len, const char **ret_err);
 bool sfd_query_is_operator(struct sfd *d, int fd, uid_t uid, gid_t gid);
+
+/* ---- query_stream.c ------------------------------------------------------ */
+
+/* A RECORD or RANKS answer produced incrementally. The cursor keeps the job's
+ * identity and shape, not a pointer it trusts: a job that goes away or
+ * changes shape mid-answer ends the stream with an error. */
+struct sfd_qstream;
+int sfd_qstream_open_record(struct sfd *d, const struct sfd_job *j, struct sfd_qstream **ret);
+int sfd_qstream_open_ranks(struct sfd *d, const struct sfd_job *j, struct sfd_qstream **ret);
+/* The reports v[0..n) (in the order given), JSON array or text view. */
+int sfd_qstream_open_report(struct sfd *d, const struct sfd_job *j, const sf_report *const *v,
+                            size_t n, bool text, struct sfd_qstream **ret);
+/* Appends to (*buf)[*len..) until *len >= want, the answer ends (*ret_done)
+ * or the monotonic deadline (ns, 0: none) passes. */
+int sfd_qstream_fill(struct sfd *d, struct sfd_qstream *s, char **buf, size_t *len,
+                     size_t *cap, size_t want, uint64_t deadline_ns, bool *ret_done,
+                     const char **ret_err);
+void sfd_qstream_free(struct sfd_qstream *s);
+
+/* ---- conn_limits.c -------------------------------------------------------- */
+
+/* Decides whether an accepted socket may stay: the global and per-uid caps,
+ * and the query slots reserved for root and operators. */
+int sfd_admit(struct sfd *d, bool query, int fd, uid_t uid, gid_t gid, bool *ret_privileged,
+              enum sfd_reject *ret_why);
+void sfd_admit_charge(struct sfd *d, const struct sfd_conn *c);
+void sfd_admit_release(struct sfd *d, const struct sfd_conn *c);
+/* The sweep closing ingest connections without a hello and idle query
+ * connections; stopped by sfd_conn_limits_stop. */
+int sfd_conn_limits_start(struct sfd *d);
+void sfd_conn_limits_stop(struct sfd *d);
+void sfd_conn_limits_free(struct sfd *d);
 
 /* ---- notify.c ------------------------------------------------------------ */
 
@@ -320,6 +373,8 @@ struct sfd {
     uv_signal_t sig_term, sig_int, sig_hup;
     struct sfd_conn *conns;
     uint32_t n_conns, n_query_conns;
+    struct sfd_uid_conns *uid_conns;    /* per-uid connection counts (conn_limits.c) */
+    uv_timer_t conn_timer;              /* hello and idle timeouts */
     struct sfd_job *jobs;
     uint32_t n_jobs;
     struct sfd_counters ctr;

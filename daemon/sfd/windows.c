@@ -57,21 +57,26 @@ static int rows_push(struct sfd_rows *rows, uint32_t n_stages, const struct sfd_
     return 0;
 }
 
+void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i,
+                  sf_row *ret)
+{
+    const struct sfd_rec *r = &rows->rec[i];
+    *ret = (sf_row){
+        .step = r->step, .rank = r->rank, .flags = r->flags, .overlap_ns = r->overlap_ns,
+        .d = rows->d + i * job->schema.n_stages,
+        .role = r->role < job->n_roles ? job->roles[r->role] : "",
+        .event_state = r->event_state, .event_cpu_ns = r->event_cpu_ns,
+        .event_gpu_ns = r->event_gpu_ns,
+    };
+}
+
 int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret)
 {
     sf_row *v = calloc(rows->n ? rows->n : 1, sizeof(*v));
     if (v == NULL)
         return -ENOMEM;
-    for (size_t i = 0; i < rows->n; i++) {
-        const struct sfd_rec *r = &rows->rec[i];
-        v[i] = (sf_row){
-            .step = r->step, .rank = r->rank, .flags = r->flags, .overlap_ns = r->overlap_ns,
-            .d = rows->d + i * job->schema.n_stages,
-            .role = r->role < job->n_roles ? job->roles[r->role] : "",
-            .event_state = r->event_state, .event_cpu_ns = r->event_cpu_ns,
-            .event_gpu_ns = r->event_gpu_ns,
-        };
-    }
+    for (size_t i = 0; i < rows->n; i++)
+        sfd_rows_row(job, rows, i, &v[i]);
     *ret = v;
     return 0;
 }

@@ -49,6 +49,31 @@ def run_verify(unit_dir, units, manpath):
     return p.returncode, ours
 
 
+def unit_value(text, key):
+    m = re.findall(r'^' + key + r'=(\S+)\s*$', text, re.M)
+    return m[-1] if m else None
+
+
+def resource_limits(src):
+    """The unit bounds memory and tasks, and its descriptor limit holds the
+    shipped max_connections plus the 64 query slots and some room; sfd cannot
+    raise it under the unit's @resources filter."""
+    text = open(os.path.join(src, 'systemd', 'sfd.service')).read()
+    conf = open(os.path.join(src, 'systemd', 'sfd.conf')).read()
+    m = re.search(r'^#max_connections = (\d+)$', conf, re.M)
+    assert m, 'sfd.conf lists no max_connections'
+    nofile = unit_value(text, 'LimitNOFILE')
+    assert nofile and nofile.isdigit(), 'sfd.service has no numeric LimitNOFILE='
+    need_fds = int(m.group(1)) + 64 + 256
+    if not need_fds <= int(nofile) <= 4 * need_fds:
+        sys.exit(f'LimitNOFILE={nofile} does not fit max_connections {m.group(1)} '
+                 f'(want {need_fds}..{4 * need_fds})')
+    for key in ('MemoryMax', 'TasksMax'):
+        v = unit_value(text, key)
+        if v is None or v in ('infinity', '0'):
+            sys.exit(f'sfd.service needs a finite {key}=')
+
+
 def verify(src, sfd):
     need('systemd-analyze')
     if not os.access(sfd, os.X_OK):
@@ -67,6 +92,7 @@ def verify(src, sfd):
         rc, ours = run_verify(units, UNITS, manpath)
         if rc != 0 or ours:
             sys.exit(f'systemd-analyze verify failed (rc {rc}):\n' + '\n'.join(ours))
+        resource_limits(src)
 
         # The check can fail: a unit with a misspelt key and a missing
         # binary must be reported.
