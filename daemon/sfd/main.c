@@ -319,6 +319,7 @@ int main(int argc, char **argv)
         close(d.peer_fd);
     sfd_jobs_free_all(&d);
     free(d.rxbuf);
+    sfd_budget_free(&d.mem);
     r = uv_loop_close(&loop);
     if (r != 0) {
         sfd_log(SFD_LOG_ERR, NULL, "loop closed with live handles: %s", uv_strerror(r));

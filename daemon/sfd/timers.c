@@ -26,6 +26,9 @@ int sfd_ensure_rxbuf(struct sfd *d)
     uint8_t *b = realloc(d->rxbuf, want);
     if (b == NULL)
         return -ENOMEM;
+    /* the daemon's own buffer: in the total, in no uid's share */
+    sfd_budget_uncharge(&d->mem, SFD_UID_DAEMON, SFD_MEM_BUFFERS, d->rxcap);
+    sfd_budget_force(&d->mem, SFD_UID_DAEMON, SFD_MEM_BUFFERS, want);
     d->rxbuf = b;
     d->rxcap = want;
     return 0;
