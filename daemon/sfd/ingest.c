@@ -317,7 +317,8 @@ static int64_t min_i64(int64_t a, int64_t b)
 
 /* Drops and totals describe steps a rank has sent: nothing past the highest
  * step it has shown (`sent`) plus one window of horizon. Steps start at 0,
- * so a rank can have dropped at most bound + 1 records in all. */
+ * so a rank can have dropped at most bound + 1 records, less those it
+ * delivered. */
 static int64_t drop_bound(const struct sfd_job *job, int64_t sent)
 {
     return (sent < 0 ? 0 : sent) + (int64_t)job->gates.window_steps;
@@ -437,14 +438,18 @@ static void note_counters(struct sfd_conn *c, const Stagefrontier__RecordBatch *
                           uint64_t rec_violations)
 {
     struct sfd_job *job = c->job;
-    int64_t first = b->records[0]->step, sent = sfd_job_rank_peek(job, c->rank)->last_step;
+    const struct sfd_rank *rk = sfd_job_rank_peek(job, c->rank);
+    int64_t first = b->records[0]->step, sent = rk->last_step;
     for (size_t i = 0; i < b->n_records; i++)
         if (b->records[i]->step > sent)
             sent = b->records[i]->step;
+    /* Each step up to the bound was either delivered or dropped. */
     int64_t bound = drop_bound(job, sent);
+    uint64_t delivered = rk->records + b->n_records;
+    uint64_t cap = (uint64_t)bound + 1 > delivered ? (uint64_t)bound + 1 - delivered : 0;
     uint64_t total = b->has_dropped_total ? b->dropped_total : 0;
-    if (total > (uint64_t)bound + 1)
-        total = (uint64_t)bound + 1;
+    if (total > cap)
+        total = cap;
     if (b->has_dropped_total)
         c->dropped_total = b->dropped_total;
     if (total > c->dropped_counted) {
