@@ -33,6 +33,17 @@ struct sfd_job *sfd_job_find(struct sfd *d, const char *id)
     return remote;
 }
 
+void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len)
+{
+    for (const struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (j != job && strcmp(j->id, job->id) == 0) {
+            snprintf(buf, len, "%u/%s", (unsigned)job->uid, job->id);
+            return;
+        }
+    }
+    snprintf(buf, len, "%s", job->id);
+}
+
 /* ---- memory charges ------------------------------------------------------- */
 
 struct sfd_budget_limits sfd_mem_limits(const struct sfd *d)

@@ -253,6 +253,10 @@ struct sfd_job *sfd_job_find(struct sfd *d, const char *id);
 int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret);
 /* Read-only view: a rank never seen reads as an unseen rank. */
 const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t rank);
+/* A job's name for outputs that carry no uid: its id, or "UID/JOB" when
+ * another uid has a job of the same id. */
+#define SFD_JOB_NAME_MAX (SFD_JOB_ID_MAX + 12)
+void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len);
 /* The budget limits of the running configuration. */
 struct sfd_budget_limits sfd_mem_limits(const struct sfd *d);
 /* Charges n bytes of kind to the job, as sfd_mem_reserve does. */

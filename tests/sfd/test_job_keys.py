@@ -4,20 +4,25 @@ job slot, a rejection is counted in the rejected uid's own job only, and the
 query side names a job shared by two uids as UID/JOB."""
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 
 from sfdtest import SFCTL, Sfd, check, sender_args, wait_for
 
 SQUATTER, OWNER = "62001", "62002"
+PROM_DIR = tempfile.mkdtemp(prefix="sfprom-")
 CONF = """[sfd]
 window_grace_ms = 500
+prom_dir = %s
 [limits]
 max_jobs = 8
 max_jobs_per_uid = 4
 [gates]
 warmup_steps = 0
 window_steps = 10
-"""
+""" % PROM_DIR
 
 
 def as_uid(uid, args):
@@ -103,12 +108,22 @@ def main():
         p = sfctl_as(sfd, SQUATTER, "report", OWNER + "/train")
         check(p.returncode == 6, "squatter reads the owner's job: rc %d" % p.returncode)
 
+        # The Prometheus export labels an id two uids use as UID/JOB.
+        def exported():
+            try:
+                with open(os.path.join(PROM_DIR, "stagefrontier.prom")) as f:
+                    return 'job_id="%s/train"' % OWNER in f.read()
+            except OSError:
+                return False
+        wait_for(exported, "owner's series labelled %s/train" % OWNER)
+
         hold.stdin.close()
         squat.stdin.close()
         check(hold.wait(timeout=60) == 0 and squat.wait(timeout=60) == 0, "squatter failed")
         check(sfd.stop() == 0, "sfd did not exit cleanly")
     finally:
         sfd.close()
+        shutil.rmtree(PROM_DIR, ignore_errors=True)
     print("ok")
 
 
