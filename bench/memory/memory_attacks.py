@@ -17,6 +17,7 @@ Prints one key=value line per attack.
 
 import argparse
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -115,6 +116,8 @@ def attack(a, name, sender_args):
     finally:
         sfd.terminate()
         sfd.wait(timeout=60)
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():
