@@ -30,6 +30,9 @@ void sfd_config_default(struct sfd_config *ret)
     ret->max_history_mb = 128;
     sf_gates_default(&ret->gates);
     ret->max_jobs = 64;
+    ret->max_jobs_per_uid = 16;
+    ret->max_memory_mb = 512;
+    ret->max_memory_per_uid_mb = 128;
     ret->max_connections = 4096;
     ret->max_ranks = SF_MAX_RANKS;
     ret->max_pending_steps = 262144;
@@ -155,6 +158,12 @@ static int set_limit_key(struct sfd_config *c, const char *k, const char *v)
         return parse_u64(v, 100, 3600000, &c->hello_timeout_ms);
     if (!strcmp(k, "query_idle_timeout_ms"))
         return parse_u64(v, 100, 3600000, &c->query_idle_timeout_ms);
+    if (!strcmp(k, "max_jobs_per_uid"))
+        return set_u32(&c->max_jobs_per_uid, v, 1, 65536);
+    if (!strcmp(k, "max_memory_mb"))
+        return set_u32(&c->max_memory_mb, v, 16, 1u << 20);
+    if (!strcmp(k, "max_memory_per_uid_mb"))
+        return set_u32(&c->max_memory_per_uid_mb, v, 1, 1u << 20);
     return -ENOENT;
 }
 
@@ -231,6 +240,10 @@ int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
     }
     if (sf_gates_validate(&cfg->gates) < 0) {
         snprintf(err, errlen, "[gates]: inconsistent gate values");
+        return -EINVAL;
+    }
+    if (cfg->max_memory_per_uid_mb > cfg->max_memory_mb) {
+        snprintf(err, errlen, "max_memory_per_uid_mb must not exceed max_memory_mb");
         return -EINVAL;
     }
     if (cfg->runtime_dir[0] != '/' && cfg->runtime_dir[0] != '\0' &&

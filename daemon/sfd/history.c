@@ -307,7 +307,7 @@ static void restore_job(struct restore_ctx *c)
     int r = world >= 1 && world <= d->cfg.max_ranks ? 0 : -ERANGE;
     if (r == 0)
         r = sfd_job_find_or_create(d, c->job_key, c->uid, &job, &why);
-    if (r == 0 && job->ranks == NULL)
+    if (r == 0 && job->rank_pages == NULL)
         r = sfd_job_bind_shape(job, &latest->schema, world);
     if (r < 0) {
         sfd_log(SFD_LOG_WARNING, c->job_key, "history: job not restored: %s", strerror(-r));
@@ -326,6 +326,7 @@ static void restore_job(struct restore_ctx *c)
         s->meta = c->reports[i]->meta;
         s->report = c->reports[i];
         s->remote = true;   /* no rows here: RECORD has nothing of it to replay */
+        sfd_stored_charge_report(job, s);
     }
     c->stats->restored += c->n;
     c->n = 0;

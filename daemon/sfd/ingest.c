@@ -30,8 +30,9 @@ static const char *const reject_names[SFD_REJ_COUNT] = {
     [SFD_REJ_DUPLICATE_RANK] = "duplicate_rank",
     [SFD_REJ_WORLD_SIZE] = "world_size_conflict",
     [SFD_REJ_SCHEMA_CONFLICT] = "schema_conflict",
-    [SFD_REJ_UID] = "uid_mismatch",
     [SFD_REJ_MAX_JOBS] = "max_jobs",
+    [SFD_REJ_MAX_JOBS_PER_UID] = "max_jobs_per_uid",
+    [SFD_REJ_MEMORY] = "memory_budget",
     [SFD_REJ_MAX_CONNECTIONS] = "max_connections",
     [SFD_REJ_MAX_RANKS] = "max_ranks",
     [SFD_REJ_PENDING] = "pending_full",
@@ -54,9 +55,9 @@ void sfd_count_reject_from(struct sfd *d, struct sfd_job *job, enum sfd_reject w
                            pid_t pid, uid_t uid)
 {
     uint64_t before = d->ctr.rejected[why];
-    d->ctr.rejected[why] += n;
+    sfd_sat_add(&d->ctr.rejected[why], n);
     if (job != NULL)
-        job->rejected += n;
+        sfd_sat_add(&job->rejected, n);
     if (!(before < 8 || (before >> 10) != (d->ctr.rejected[why] >> 10)))
         return;
     if (pid < 0)
@@ -92,8 +93,9 @@ static void detach_job(struct sfd_conn *c)
     if (job == NULL)
         return;
     struct sfd *d = c->sfd;
-    if (c->channel == 0 && c->rank < job->world_size && job->ranks[c->rank].live) {
-        job->ranks[c->rank].live = 0;
+    struct sfd_rank *rk;
+    if (c->channel == 0 && sfd_job_rank(job, c->rank, &rk) == 0 && rk->live) {
+        rk->live = 0;
         job->n_live_ranks--;
     }
     job->n_live--;
@@ -332,6 +334,20 @@ void sfd_listener_close(struct sfd_listener *l)
 
 /* ---- ingest messages -------------------------------------------------------- */
 
+static int64_t min_i64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Drops and totals describe steps a rank has sent: nothing past the highest
+ * step it has shown (`sent`) plus one window of horizon. Steps start at 0,
+ * so a rank can have dropped at most bound + 1 records, less those it
+ * delivered. */
+static int64_t drop_bound(const struct sfd_job *job, int64_t sent)
+{
+    return (sent < 0 ? 0 : sent) + (int64_t)job->gates.window_steps;
+}
+
 static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_schema *schema,
                       enum sfd_reject *why)
 {
@@ -346,11 +362,16 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         return r;
     }
     if (r < 0) {
-        *why = SFD_REJ_MAX_RANKS;
+        *why = r == -ENOMEM ? SFD_REJ_MEMORY : SFD_REJ_MAX_RANKS;
         return r;
     }
     uint32_t channel = h->has_channel ? h->channel : 0;
-    struct sfd_rank *rk = &job->ranks[h->rank];
+    struct sfd_rank *rk;
+    r = sfd_job_rank(job, h->rank, &rk);
+    if (r < 0) {
+        *why = r == -ENOMEM ? SFD_REJ_MEMORY : SFD_REJ_INVALID;
+        return r;
+    }
     if (channel == 0 && rk->live) {
         *why = SFD_REJ_DUPLICATE_RANK;
         return -EEXIST;
@@ -375,8 +396,13 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
     c->schema_hash = h->schema_hash;
     c->hello = true;
     snprintf(c->host, sizeof(c->host), "%s", h->host ? h->host : "");
+    /* A reconnect marks the window after the last step sent, if that is
+     * within a horizon of what the job has seen: a hello cannot open a window
+     * far in the future. */
     if (channel == 0 && h->has_connection_generation && h->connection_generation > 0 &&
-        h->has_last_sent_step)
+        h->has_last_sent_step &&
+        h->last_sent_step < drop_bound(job, rk->last_step > job->max_step ? rk->last_step
+                                                                          : job->max_step))
         sfd_window_note_reconnect(job, h->last_sent_step + 1);
     return 0;
 }
@@ -400,7 +426,8 @@ static int handle_hello(struct sfd_conn *c, const Stagefrontier__Hello *h)
     r = bind_hello(c, h, &schema, &why);
     sf_schema_clear(&schema);
     if (r < 0) {
-        count_reject(d, sfd_job_find(d, h->job_id), why, 1, c);
+        /* charged to the caller's own job of that id, never another uid's */
+        count_reject(d, sfd_job_lookup(d, c->uid, h->job_id), why, 1, c);
         return r;
     }
     sfd_log(SFD_LOG_DEBUG, c->job->id, "rank %u connected (pid %d, channel %u)", c->rank,
@@ -435,14 +462,28 @@ static void note_counters(struct sfd_conn *c, const Stagefrontier__RecordBatch *
                           uint64_t rec_violations)
 {
     struct sfd_job *job = c->job;
-    int64_t first = b->records[0]->step;
-    if (b->has_dropped_total && b->dropped_total > c->dropped_total) {
-        uint64_t delta = b->dropped_total - c->dropped_total;
+    const struct sfd_rank *rk = sfd_job_rank_peek(job, c->rank);
+    int64_t first = b->records[0]->step, sent = rk->last_step;
+    for (size_t i = 0; i < b->n_records; i++)
+        if (b->records[i]->step > sent)
+            sent = b->records[i]->step;
+    /* Each step up to the bound was either delivered or dropped. */
+    int64_t bound = drop_bound(job, sent);
+    uint64_t delivered = rk->records + b->n_records;
+    uint64_t cap = (uint64_t)bound + 1 > delivered ? (uint64_t)bound + 1 - delivered : 0;
+    uint64_t total = b->has_dropped_total ? b->dropped_total : 0;
+    if (total > cap)
+        total = cap;
+    if (b->has_dropped_total)
         c->dropped_total = b->dropped_total;
-        c->sfd->ctr.dropped += delta;
-        job->dropped += delta;
+    if (total > c->dropped_counted) {
+        uint64_t delta = total - c->dropped_counted;
+        c->dropped_counted = total;
+        sfd_sat_add(&c->sfd->ctr.dropped, delta);
+        sfd_sat_add(&job->dropped, delta);
         if (b->has_dropped_first_step)
-            sfd_window_note_drops(job, b->dropped_first_step, b->dropped_last_step, delta);
+            sfd_window_note_drops(job, min_i64(b->dropped_first_step, bound),
+                                  min_i64(b->dropped_last_step, bound), delta);
         else
             sfd_window_note_drops(job, first, first, delta);
     }
@@ -473,7 +514,7 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
         count_reject(d, job, SFD_REJ_INVALID, 1, c);
         return -EPROTO;
     }
-    d->ctr.batches++;
+    sfd_sat_add(&d->ctr.batches, 1);
     /* Drops and stray violations describe earlier steps: note them before
      * this batch's records can complete (and close) their windows. */
     uint64_t rec_violations = 0;

@@ -60,6 +60,31 @@ bool sfd_job_id_valid(const char *id)
     return true;
 }
 
+int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret)
+{
+    const char *slash = strchr(ref, '/');
+    struct sfd_job_ref out = { .id = ref };
+    if (slash != NULL) {
+        uint64_t uid = 0;
+        if (slash == ref || slash - ref > 10)
+            return -EINVAL;
+        for (const char *p = ref; p < slash; p++) {
+            if (*p < '0' || *p > '9')
+                return -EINVAL;
+            uid = uid * 10 + (uint64_t)(*p - '0');
+        }
+        if (uid >= (uint64_t)(uid_t)-2)     /* the daemon's own owners */
+            return -EINVAL;
+        out.has_uid = true;
+        out.uid = (uid_t)uid;
+        out.id = slash + 1;
+    }
+    if (!sfd_job_id_valid(out.id))
+        return -EINVAL;
+    *ret = out;
+    return 0;
+}
+
 static bool str_ok(const char *s, size_t lo, size_t hi)
 {
     if (s == NULL)

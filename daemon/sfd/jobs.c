@@ -1,7 +1,8 @@
 /*
- * sfd job table: creation under the max_jobs bound (evicting the oldest idle
- * job), uid ownership, schema / world-size binding and segments, role
- * interning and query visibility. Window assembly lives in windows.c.
+ * sfd job table: jobs keyed by (uid, job id), creation under max_jobs and
+ * max_jobs_per_uid (evicting the oldest idle job), schema / world-size binding
+ * and segments, per-rank pages, the job's memory charges, role interning and
+ * query visibility. Window assembly lives in windows.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,12 +12,77 @@
 #include "sfd.h"
 #include "side_evidence.h"
 
-struct sfd_job *sfd_job_find(struct sfd *d, const char *id)
+struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id)
 {
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-        if (strcmp(j->id, id) == 0)
+        if (j->uid == uid && strcmp(j->id, id) == 0)
             return j;
     return NULL;
+}
+
+struct sfd_job *sfd_job_find(struct sfd *d, const char *id)
+{
+    struct sfd_job *remote = NULL;
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (strcmp(j->id, id) != 0)
+            continue;
+        if (j->uid != SFD_UID_REMOTE)
+            return j;
+        remote = j;
+    }
+    return remote;
+}
+
+void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len)
+{
+    for (const struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (j != job && strcmp(j->id, job->id) == 0) {
+            snprintf(buf, len, "%u/%s", (unsigned)job->uid, job->id);
+            return;
+        }
+    }
+    snprintf(buf, len, "%s", job->id);
+}
+
+/* ---- memory charges ------------------------------------------------------- */
+
+struct sfd_budget_limits sfd_mem_limits(const struct sfd *d)
+{
+    return (struct sfd_budget_limits){ .total = (uint64_t)d->cfg.max_memory_mb << 20,
+                                       .per_uid = (uint64_t)d->cfg.max_memory_per_uid_mb << 20 };
+}
+
+int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
+{
+    int r = sfd_mem_reserve(job->sfd, job->uid, kind, n);
+    if (r == 0)
+        job->mem[kind] += n;
+    return r;
+}
+
+void sfd_job_force(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
+{
+    sfd_budget_force(&job->sfd->mem, job->uid, kind, n);
+    job->mem[kind] += n;
+}
+
+void sfd_job_release(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
+{
+    sfd_budget_uncharge(&job->sfd->mem, job->uid, kind, n);
+    job->mem[kind] = job->mem[kind] > n ? job->mem[kind] - n : 0;
+}
+
+uint64_t sfd_job_mem_total(const struct sfd_job *job)
+{
+    uint64_t t = 0;
+    for (int k = 0; k < SFD_MEM_KIND_COUNT; k++)
+        t += job->mem[k];
+    return t;
+}
+
+static uint64_t job_base_bytes(uint32_t keep)
+{
+    return sizeof(struct sfd_job) + (uint64_t)keep * sizeof(struct sfd_stored);
 }
 
 static void unlink_job(struct sfd *d, struct sfd_job *job)
@@ -25,52 +91,101 @@ static void unlink_job(struct sfd *d, struct sfd_job *job)
         if (*p == job) {
             *p = job->next;
             d->n_jobs--;
+            sfd_budget_job_remove(&d->mem, job->uid);
             return;
         }
     }
 }
 
-/* Oldest job with no connection and no open window, or NULL. */
-static struct sfd_job *idle_victim(struct sfd *d)
+/* Oldest job with no connection and no open window, or NULL. The uid's own
+ * idle jobs go first, so a uid filling the table forgets its own history
+ * before anyone else's. */
+static struct sfd_job *idle_victim(struct sfd *d, uid_t uid)
 {
     struct sfd_job *best = NULL;
-    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-        if (j->n_live == 0 && j->n_open == 0 &&
-            (best == NULL || j->last_active_ms < best->last_active_ms))
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (j->n_live != 0 || j->n_open != 0)
+            continue;
+        bool own = j->uid == uid, best_own = best != NULL && best->uid == uid;
+        if (best == NULL || (own && !best_own) ||
+            (own == best_own && j->last_active_ms < best->last_active_ms))
             best = j;
+    }
     return best;
+}
+
+/* A job known from cluster reports alone is adopted by its first local rank. */
+static int adopt(struct sfd *d, struct sfd_job *job, uid_t uid)
+{
+    int r = sfd_budget_move_job(&d->mem, job->uid, uid, sfd_job_mem_total(job));
+    if (r < 0)
+        return r;
+    job->uid = uid;
+    return 0;
+}
+
+static int make_table_room(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
+{
+    if (d->n_jobs < d->cfg.max_jobs)
+        return 0;
+    struct sfd_job *victim = idle_victim(d, uid);
+    if (victim == NULL) {
+        *ret_why = SFD_REJ_MAX_JOBS;
+        return -ENOSPC;
+    }
+    sfd_log(SFD_LOG_INFO, victim->id, "job table full: forgetting idle job of uid %u",
+            (unsigned)victim->uid);
+    unlink_job(d, victim);
+    sfd_job_free(victim);
+    return 0;
+}
+
+/* Counts the job in its uid's share: max_jobs_per_uid and the bytes of the
+ * job itself. Undone by unlink_job and sfd_job_free. */
+static int admit_job(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
+{
+    uint32_t cap = uid == SFD_UID_REMOTE ? d->cfg.max_jobs : d->cfg.max_jobs_per_uid;
+    int r = sfd_budget_job_add(&d->mem, uid, cap);
+    if (r < 0) {
+        *ret_why = r == -EDQUOT ? SFD_REJ_MAX_JOBS_PER_UID : SFD_REJ_MEMORY;
+        return r;
+    }
+    r = sfd_mem_reserve(d, uid, SFD_MEM_JOBS, job_base_bytes(d->cfg.keep_windows));
+    if (r < 0) {
+        sfd_budget_job_remove(&d->mem, uid);
+        *ret_why = SFD_REJ_MEMORY;
+    }
+    return r;
 }
 
 int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_job **ret,
                            enum sfd_reject *ret_why)
 {
-    struct sfd_job *job = sfd_job_find(d, id);
+    struct sfd_job *job = sfd_job_lookup(d, uid, id);
+    if (job == NULL && uid != SFD_UID_REMOTE) {
+        job = sfd_job_lookup(d, SFD_UID_REMOTE, id);
+        if (job != NULL && (job->n_live != 0 || adopt(d, job, uid) < 0))
+            job = NULL;
+    }
     if (job != NULL) {
-        if (job->uid == SFD_UID_REMOTE && job->n_live == 0)
-            job->uid = uid;     /* known from cluster reports until now: the first rank adopts it */
-        if (job->uid != uid) {
-            *ret_why = SFD_REJ_UID;
-            return -EPERM;
-        }
         *ret = job;
         return 0;
     }
-    if (d->n_jobs >= d->cfg.max_jobs) {
-        struct sfd_job *victim = idle_victim(d);
-        if (victim == NULL) {
-            *ret_why = SFD_REJ_MAX_JOBS;
-            return -ENOSPC;
-        }
-        sfd_log(SFD_LOG_INFO, victim->id, "job table full: forgetting idle job");
-        unlink_job(d, victim);
-        sfd_job_free(victim);
-    }
+    int r = make_table_room(d, uid, ret_why);
+    if (r < 0)
+        return r;
+    r = admit_job(d, uid, ret_why);
+    if (r < 0)
+        return r;
     job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        *ret_why = SFD_REJ_MAX_JOBS;
+        sfd_budget_uncharge(&d->mem, uid, SFD_MEM_JOBS, job_base_bytes(d->cfg.keep_windows));
+        sfd_budget_job_remove(&d->mem, uid);
+        *ret_why = SFD_REJ_MEMORY;
         return -ENOMEM;
     }
     job->sfd = d;
+    job->mem[SFD_MEM_JOBS] = job_base_bytes(d->cfg.keep_windows);
     snprintf(job->id, sizeof(job->id), "%s", id);
     job->uid = uid;
     job->gates = d->cfg.gates;
@@ -81,7 +196,8 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
     job->roles[0] = strdup("");
     if (job->stored == NULL || job->roles[0] == NULL) {
         sfd_job_free(job);
-        *ret_why = SFD_REJ_MAX_JOBS;
+        sfd_budget_job_remove(&d->mem, uid);
+        *ret_why = SFD_REJ_MEMORY;
         return -ENOMEM;
     }
     job->n_roles = 1;
@@ -94,6 +210,19 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
     return 0;
 }
 
+static void free_rank_pages(struct sfd_job *job)
+{
+    if (job->rank_pages == NULL)
+        return;
+    for (uint32_t p = 0; p < (job->world_size + SFD_RANK_PAGE - 1) / SFD_RANK_PAGE; p++)
+        free(job->rank_pages[p]);
+    free(job->rank_pages);
+    job->rank_pages = NULL;
+    sfd_job_release(job, SFD_MEM_RANKS, job->mem[SFD_MEM_RANKS]);
+}
+
+/* Frees a job unlinked from the table (or never linked): every byte charged
+ * to it goes back to its uid. */
 void sfd_job_free(struct sfd_job *job)
 {
     if (job == NULL)
@@ -103,11 +232,13 @@ void sfd_job_free(struct sfd_job *job)
         free(job->open[i]);
     }
     for (uint32_t i = 0; i < job->n_stored; i++)
-        sfd_stored_clear(&job->stored[i]);
+        sfd_stored_clear(job, &job->stored[i]);
     free(job->stored);
     for (uint32_t i = 0; i < job->n_roles; i++)
         free(job->roles[i]);
-    free(job->ranks);
+    free_rank_pages(job);
+    for (int k = 0; k < SFD_MEM_KIND_COUNT; k++)
+        sfd_job_release(job, (enum sfd_mem_kind)k, job->mem[k]);
     sfd_side_free(job->side);
     sf_schema_clear(&job->schema);
     free(job);
@@ -117,10 +248,9 @@ void sfd_jobs_free_all(struct sfd *d)
 {
     while (d->jobs != NULL) {
         struct sfd_job *j = d->jobs;
-        d->jobs = j->next;
+        unlink_job(d, j);
         sfd_job_free(j);
     }
-    d->n_jobs = 0;
 }
 
 int sfd_job_role(struct sfd_job *job, const char *role)
@@ -139,22 +269,59 @@ int sfd_job_role(struct sfd_job *job, const char *role)
     return (int)job->n_roles++;
 }
 
+/* A directory of page pointers sized by the world size (8 bytes per 256
+ * ranks); the pages themselves come as ranks appear. */
 static int reset_ranks(struct sfd_job *job, uint32_t world_size)
 {
-    struct sfd_rank *r = calloc(world_size, sizeof(*r));
-    if (r == NULL)
+    uint32_t n_pages = (world_size + SFD_RANK_PAGE - 1) / SFD_RANK_PAGE;
+    uint64_t bytes = (uint64_t)n_pages * sizeof(struct sfd_rank *);
+    free_rank_pages(job);
+    int r = sfd_job_reserve(job, SFD_MEM_RANKS, bytes);
+    if (r < 0)
+        return r;
+    job->rank_pages = calloc(n_pages, sizeof(*job->rank_pages));
+    if (job->rank_pages == NULL) {
+        sfd_job_release(job, SFD_MEM_RANKS, bytes);
         return -ENOMEM;
-    for (uint32_t i = 0; i < world_size; i++)
-        r[i].last_step = -1;
-    free(job->ranks);
-    job->ranks = r;
+    }
     job->world_size = world_size;
     return 0;
 }
 
+int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret)
+{
+    if (rank >= job->world_size || job->rank_pages == NULL)
+        return -ERANGE;
+    struct sfd_rank **page = &job->rank_pages[rank / SFD_RANK_PAGE];
+    if (*page == NULL) {
+        uint64_t bytes = SFD_RANK_PAGE * sizeof(struct sfd_rank);
+        int r = sfd_job_reserve(job, SFD_MEM_RANKS, bytes);
+        if (r < 0)
+            return r;
+        *page = calloc(SFD_RANK_PAGE, sizeof(struct sfd_rank));
+        if (*page == NULL) {
+            sfd_job_release(job, SFD_MEM_RANKS, bytes);
+            return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < SFD_RANK_PAGE; i++)
+            (*page)[i].last_step = -1;
+    }
+    *ret = &(*page)[rank % SFD_RANK_PAGE];
+    return 0;
+}
+
+const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t rank)
+{
+    static const struct sfd_rank unseen = { .last_step = -1 };
+    if (rank >= job->world_size || job->rank_pages == NULL)
+        return &unseen;
+    const struct sfd_rank *page = job->rank_pages[rank / SFD_RANK_PAGE];
+    return page != NULL ? &page[rank % SFD_RANK_PAGE] : &unseen;
+}
+
 int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size)
 {
-    bool fresh = job->ranks == NULL;
+    bool fresh = job->rank_pages == NULL;
     if (!fresh && job->world_size == world_size && sf_schema_equal(&job->schema, schema))
         return 0;
     if (job->n_live > 0)

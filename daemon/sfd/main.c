@@ -336,6 +336,7 @@ int main(int argc, char **argv)
     sfd_jobs_free_all(&d);
     sfd_conn_limits_free(&d);
     free(d.rxbuf);
+    sfd_budget_free(&d.mem);
     r = uv_loop_close(&loop);
     if (r != 0) {
         sfd_log(SFD_LOG_ERR, NULL, "loop closed with live handles: %s", uv_strerror(r));

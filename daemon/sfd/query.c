@@ -66,8 +66,10 @@ static json_t *status_json(struct sfd *d)
         total += d->ctr.rejected[i];
     }
     uint32_t nq = d->n_query_conns;
+    struct sfd_budget_limits lim = sfd_mem_limits(d);
+    json_t *mem = sfd_budget_json(&d->mem, &lim);
     json_t *status = json_pack(
-        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
                      "mode", "single",
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
                      "connections", (json_int_t)(d->n_conns - nq),
@@ -82,7 +84,7 @@ static json_t *status_json(struct sfd *d)
                      "windows_closed", (json_int_t)d->ctr.windows_closed,
                      "query_requests", (json_int_t)d->ctr.query_requests,
                      "rejected_total", (json_int_t)total,
-                     "rejected", rej);
+                     "rejected", rej, "memory", mem);
     if (status != NULL)
         json_object_set_new(status, "history", sfd_history_json(d));
     return status;
@@ -94,8 +96,11 @@ static json_t *job_json(const struct sfd_job *j)
     for (uint32_t i = 0; i < j->schema.n_stages; i++)
         json_array_append_new(stages, json_string(j->schema.names[i]));
     const sf_report *latest = sfd_job_latest_report(j);
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+                     "s:o}",
                      "job_id", j->id, "uid", (json_int_t)j->uid,
+                     "memory_bytes", (json_int_t)sfd_job_mem_total(j),
+                     "evicted_windows", (json_int_t)j->evicted_windows,
                      "world_size", (json_int_t)j->world_size,
                      "connected_ranks", (json_int_t)j->n_live_ranks,
                      "segment", (json_int_t)j->segment, "records", (json_int_t)j->records,
@@ -154,10 +159,37 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
     return 0;
 }
 
-static int find_job(struct sfd *d, uid_t uid, bool op, const char *id, struct sfd_job **ret,
+/* The one job an unqualified id names among all uids (root and operators),
+ * or an error naming the uids to choose from. */
+static int find_unqualified(struct sfd *d, const char *id, struct sfd_job **ret,
+                            const char **ret_err)
+{
+    static char err[160];
+    struct sfd_job *found = NULL;
+    int n = 0, len = snprintf(err, sizeof(err), "job id used by several uids, name one as UID/%s:",
+                              id);
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (strcmp(j->id, id) != 0)
+            continue;
+        found = j;
+        n++;
+        if (len > 0 && (size_t)len < sizeof(err))
+            len += snprintf(err + len, sizeof(err) - (size_t)len, " %u", (unsigned)j->uid);
+    }
+    if (n != 1) {
+        *ret_err = n == 0 ? "unknown job" : err;
+        return n == 0 ? -ENOENT : -EINVAL;
+    }
+    *ret = found;
+    return 0;
+}
+
+/* A user names their own jobs ("JOB"); root and operators name any job,
+ * "UID/JOB" where two uids use the same id. */
+static int find_job(struct sfd *d, uid_t uid, bool op, const char *ref, struct sfd_job **ret,
                     const char **ret_err)
 {
-    if (id == NULL || id[0] == '\0') {
+    if (ref == NULL || ref[0] == '\0') {
         struct sfd_job *only = NULL;
         int n = 0;
         for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
@@ -172,7 +204,14 @@ static int find_job(struct sfd *d, uid_t uid, bool op, const char *id, struct sf
         *ret = only;
         return 0;
     }
-    struct sfd_job *j = sfd_job_find(d, id);
+    struct sfd_job_ref jr;
+    if (sfd_job_ref_parse(ref, &jr) < 0) {
+        *ret_err = "bad job name";
+        return -EINVAL;
+    }
+    if (!jr.has_uid && (op || uid == 0))
+        return find_unqualified(d, jr.id, ret, ret_err);
+    struct sfd_job *j = sfd_job_lookup(d, jr.has_uid ? jr.uid : uid, jr.id);
     if (j == NULL) {
         *ret_err = "unknown job";
         return -ENOENT;
@@ -258,7 +297,8 @@ static int query_begin(struct sfd *d, uid_t uid, bool op, const uint8_t *req, si
     if (q == NULL)
         return -EINVAL;
     int r = -EINVAL;
-    if (q->job_id != NULL && q->job_id[0] != '\0' && !sfd_job_id_valid(q->job_id))
+    struct sfd_job_ref ref;
+    if (q->job_id != NULL && q->job_id[0] != '\0' && sfd_job_ref_parse(q->job_id, &ref) < 0)
         goto out;
     if (q->has_format && q->format > 1)
         goto out;

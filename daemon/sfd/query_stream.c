@@ -93,7 +93,8 @@ int sfd_qstream_open_record(struct sfd *d, const struct sfd_job *j, struct sfd_q
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < j->n_stored; i++)
-        if (!j->stored[i].remote)   /* its rows are on other nodes: nothing to replay here */
+        /* Rows on other nodes, or freed for the memory budget: nothing to replay. */
+        if (!j->stored[i].remote && !j->stored[i].rows_evicted)
             s->keys[s->n_keys++] = (struct win_key){ j->stored[i].meta.segment,
                                                      j->stored[i].meta.index };
     qsort(s->keys, s->n_keys, sizeof(*s->keys), cmp_key);
@@ -210,7 +211,7 @@ static int record_step(const struct sfd_job *j, struct sfd_qstream *s, struct ou
     if (s->key == s->n_keys)
         return 1;
     const struct sfd_stored *w = find_kept(j, &s->keys[s->key]);
-    if (w == NULL) {
+    if (w == NULL || w->rows_evicted) {   /* dropped, or its rows freed for the budget */
         if (s->row > 0) {
             *ret_err = "a window was dropped while it was being sent: read faster, or "
                        "raise keep_windows";
@@ -340,7 +341,7 @@ static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream
         return 1;
     if (!s->hosts_valid || s->rank - s->hosts_base >= RANKS_PER_SCAN)
         scan_hosts(d, j, s);
-    const struct sfd_rank *rk = &j->ranks[s->rank];
+    const struct sfd_rank *rk = sfd_job_rank_peek(j, s->rank);
     const char *host = s->hosts[s->rank - s->hosts_base];
     if (s->rank > 0 && put(o, ",", 1) < 0)
         return -ENOMEM;

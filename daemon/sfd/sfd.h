@@ -50,6 +50,8 @@ struct sfd_config {
     char operators_group[64];
     sf_gates gates;
     uint32_t max_jobs, max_connections, max_ranks, max_pending_steps;
+    uint32_t max_jobs_per_uid;
+    uint32_t max_memory_mb, max_memory_per_uid_mb;
     uint32_t frame_max_bytes, keep_windows;
     uint32_t max_history_mb;    /* bound of the history store; 0: off */
     uint64_t window_grace_ms, status_interval_ms;
@@ -80,8 +82,9 @@ enum sfd_reject {
     SFD_REJ_DUPLICATE_RANK,
     SFD_REJ_WORLD_SIZE,         /* conflicting world size while ranks are live */
     SFD_REJ_SCHEMA_CONFLICT,    /* conflicting schema/accumulation while live */
-    SFD_REJ_UID,                /* another uid writing into a job */
     SFD_REJ_MAX_JOBS,
+    SFD_REJ_MAX_JOBS_PER_UID,   /* the uid already has max_jobs_per_uid jobs */
+    SFD_REJ_MEMORY,             /* the uid's or the daemon's memory budget is spent */
     SFD_REJ_MAX_CONNECTIONS,
     SFD_REJ_MAX_RANKS,
     SFD_REJ_PENDING,            /* record beyond max_pending_steps */
@@ -108,6 +111,68 @@ struct sfd_counters {
     uint64_t rejected[SFD_REJ_COUNT];
 };
 
+/* Adds to a counter that JSON shows as a signed 64-bit integer: it stops at
+ * INT64_MAX instead of wrapping, so a hostile total never shows negative. */
+static inline void sfd_sat_add(uint64_t *counter, uint64_t n)
+{
+    uint64_t cap = (uint64_t)INT64_MAX;
+    *counter = *counter > cap - (n > cap ? cap : n) ? cap : *counter + n;
+}
+
+/* ---- budget.c ------------------------------------------------------------ */
+
+/* What the bytes hold. A new kind of per-job state (baselines, say) gets a
+ * kind here and goes through sfd_mem_reserve / sfd_job_release. */
+enum sfd_mem_kind {
+    SFD_MEM_JOBS,               /* job structs and their kept-window rings */
+    SFD_MEM_RANKS,              /* per-rank state, in pages as ranks appear */
+    SFD_MEM_WINDOWS,            /* open windows and their rows */
+    SFD_MEM_KEPT_ROWS,          /* rows of closed windows, kept for RECORD */
+    SFD_MEM_REPORTS,
+    SFD_MEM_BUFFERS,            /* the daemon's own I/O buffers */
+    SFD_MEM_KIND_COUNT
+};
+const char *sfd_mem_kind_name(enum sfd_mem_kind k);
+
+/* Owner of the daemon's own buffers: counted in the total, in no uid's share. */
+#define SFD_UID_DAEMON ((uid_t)-2)
+
+struct sfd_uid_share {
+    uid_t uid;
+    uint32_t jobs;
+    uint64_t bytes;
+};
+
+struct sfd_budget {
+    uint64_t used;
+    uint64_t by_kind[SFD_MEM_KIND_COUNT];
+    uint64_t evicted_windows;   /* kept windows that lost their rows */
+    struct sfd_uid_share *uids; /* uids with jobs or bytes */
+    uint32_t n_uids, cap_uids;
+};
+
+struct sfd_budget_limits {
+    uint64_t total, per_uid;    /* bytes */
+};
+
+struct sfd_uid_share *sfd_budget_share(const struct sfd_budget *b, uid_t uid);
+/* Counts a new job of uid: -EDQUOT at max_jobs_per_uid, -ENOMEM. */
+int sfd_budget_job_add(struct sfd_budget *b, uid_t uid, uint32_t max_jobs_per_uid);
+void sfd_budget_job_remove(struct sfd_budget *b, uid_t uid);
+/* Charges n bytes if neither limit is passed: 0, or -ENOMEM with nothing
+ * charged. */
+int sfd_budget_charge(struct sfd_budget *b, const struct sfd_budget_limits *lim, uid_t uid,
+                      enum sfd_mem_kind kind, uint64_t n);
+/* Charges memory that must stay whatever the limits (reports). */
+void sfd_budget_force(struct sfd_budget *b, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
+void sfd_budget_uncharge(struct sfd_budget *b, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
+/* A job changes owner (a cluster-only job adopted by its first local rank). */
+int sfd_budget_move_job(struct sfd_budget *b, uid_t from, uid_t to, uint64_t bytes);
+uint64_t sfd_budget_uid_bytes(const struct sfd_budget *b, uid_t uid);
+/* STATUS's "memory" object. */
+struct json_t *sfd_budget_json(const struct sfd_budget *b, const struct sfd_budget_limits *lim);
+void sfd_budget_free(struct sfd_budget *b);
+
 /* ---- jobs.c -------------------------------------------------------------- */
 
 struct sfd_rank {
@@ -118,6 +183,10 @@ struct sfd_rank {
     uint8_t live;               /* a step-record connection is open */
     uint8_t seen;
 };
+
+/* Per-rank state comes in pages of this many ranks, allocated when a rank of
+ * the page first appears, never from the declared world size alone. */
+#define SFD_RANK_PAGE 256
 
 /* Compact copy of one accepted record; durations live in the window's d[]. */
 struct sfd_rec {
@@ -131,6 +200,7 @@ struct sfd_rows {
     struct sfd_rec *rec;
     int64_t *d;                 /* n * n_stages */
     size_t n, cap;
+    uint64_t bytes;             /* allocated, as charged to the budget */
 };
 
 /* A window being assembled. */
@@ -139,6 +209,7 @@ struct sfd_window {
     struct sfd_rows rows;
     uint64_t deadline_ms;       /* 0: none armed */
     bool complete;
+    bool notice_only;           /* opened by a drop or reconnect notice, no row yet */
 };
 
 /* A closed window: the rows and meta fed to the core and, once computed or
@@ -149,6 +220,9 @@ struct sfd_stored {
     sf_report *report;          /* NULL until the report is ready */
     bool remote;                /* no rows here: a cluster report of ranks on other
                                  * nodes, or a report restored from history */
+    bool rows_evicted;          /* rows freed for the memory budget; the report stays */
+    uint64_t seq;               /* order of closing, daemon-wide: oldest evicts first */
+    uint64_t report_bytes;      /* charged for report */
 };
 
 /* Owner of a job this node knows only from cluster reports: no uid matches
@@ -165,7 +239,7 @@ struct sfd_job {
     uint32_t segment;
     uint32_t n_live;            /* live connections, all channels */
     uint32_t n_live_ranks;      /* live step-record connections */
-    struct sfd_rank *ranks;     /* [world_size] */
+    struct sfd_rank **rank_pages; /* [ceil(world_size / SFD_RANK_PAGE)], pages on demand */
     char *roles[SFD_MAX_JOB_ROLES];
     uint32_t n_roles;
     struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
@@ -178,14 +252,38 @@ struct sfd_job {
     struct sfd_stored *stored;  /* ring of keep_windows, oldest first */
     uint32_t n_stored, cap_stored;
     uint64_t records, dropped, rejected, nccl_batches;
+    uint64_t mem[SFD_MEM_KIND_COUNT];  /* bytes charged to the job's uid, by kind */
+    uint64_t evicted_windows;   /* kept windows whose rows the budget took */
     struct sfd_side *side;      /* NCCL side evidence (side_evidence.c) */
     uint64_t last_active_ms;
     struct sfd_job *next;
 };
 
+/* Jobs are keyed by (uid, job id): each uid has its own job namespace. */
 int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid,
                            struct sfd_job **ret, enum sfd_reject *ret_why);
+struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id);
+/* The job of an id whatever its uid, one with local ranks first: for the
+ * multi-node layer, whose window keys carry the id alone. */
 struct sfd_job *sfd_job_find(struct sfd *d, const char *id);
+/* The state of a rank, its page allocated (and charged) on first use:
+ * 0, -ENOMEM (budget or allocation) or -ERANGE. */
+int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret);
+/* Read-only view: a rank never seen reads as an unseen rank. */
+const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t rank);
+/* A job's name for outputs that carry no uid: its id, or "UID/JOB" when
+ * another uid has a job of the same id. */
+#define SFD_JOB_NAME_MAX (SFD_JOB_ID_MAX + 12)
+void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len);
+/* The budget limits of the running configuration. */
+struct sfd_budget_limits sfd_mem_limits(const struct sfd *d);
+/* Charges n bytes of kind to the job, as sfd_mem_reserve does. */
+int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+void sfd_job_force(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+/* Charges a stored window's report (s->report set) to its job's uid. */
+void sfd_stored_charge_report(struct sfd_job *job, struct sfd_stored *s);
+void sfd_job_release(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+uint64_t sfd_job_mem_total(const struct sfd_job *job);
 void sfd_job_free(struct sfd_job *job);
 void sfd_jobs_free_all(struct sfd *d);
 /* Interns a role string; returns its index or -ENOSPC. */
@@ -200,7 +298,8 @@ bool sfd_job_visible(const struct sfd *d, const struct sfd_job *job, uid_t uid, 
 /* Accepts one validated record of a rank into its window: 0, or a reject. */
 int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row,
                    enum sfd_reject *ret_why);
-/* Attributes client drops / violations to the windows of a step range. */
+/* Attributes client drops / violations to the windows of a step range. A
+ * window that only a notice opens never makes room by closing another. */
 void sfd_window_note_drops(struct sfd_job *job, int64_t first, int64_t last, uint64_t n);
 void sfd_window_note_violations(struct sfd_job *job, int64_t step, uint64_t n);
 /* A reconnect hello: the window holding step may have lost records. */
@@ -219,7 +318,11 @@ int sfd_job_store_remote_report(struct sfd_job *job, sf_report *report);
 /* Runs deadlines: closes overdue windows. Returns the next deadline (ms) or 0. */
 uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms);
 void sfd_rows_free(struct sfd_rows *rows);
-void sfd_stored_clear(struct sfd_stored *s);
+/* Frees a kept window's rows and report, releasing their bytes. */
+void sfd_stored_clear(struct sfd_job *job, struct sfd_stored *s);
+/* Charges n bytes to uid, first freeing that uid's oldest kept rows (never
+ * another uid's, never a report) while the budget refuses: 0 or -ENOMEM. */
+int sfd_mem_reserve(struct sfd *d, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
 /* Drops the oldest kept windows until at most keep remain. */
 void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep);
 /* A view of stored rows as sf_row (d and role pointers into rows/job). */
@@ -249,6 +352,14 @@ int sfd_validate_batch(const struct Stagefrontier__RecordBatch *b, uint32_t n_st
                        enum sfd_reject *ret_why);
 int sfd_validate_nccl(const struct Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why);
 bool sfd_job_id_valid(const char *id);
+/* A job as a query names it: "JOB", or "UID/JOB" for uid's job (a job id
+ * cannot hold '/', so the form is never ambiguous). id points into ref. */
+struct sfd_job_ref {
+    bool has_uid;
+    uid_t uid;
+    const char *id;
+};
+int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret);
 
 /* ---- ingest.c ------------------------------------------------------------ */
 
@@ -269,7 +380,8 @@ struct sfd_conn {
     struct sfd_job *job;
     uint32_t rank;
     uint64_t schema_hash;
-    uint64_t dropped_total, violations_total;
+    uint64_t dropped_total, violations_total;  /* as the client last sent them */
+    uint64_t dropped_counted;   /* of dropped_total, what passed the bound */
     char host[SFD_HOST_MAX + 1];
     /* query: out[out_off..out_len) waits to be sent; a streamed answer
      * refills it a slice at a time (query_stream.c) */
@@ -378,6 +490,8 @@ struct sfd {
     struct sfd_job *jobs;
     uint32_t n_jobs;
     struct sfd_counters ctr;
+    struct sfd_budget mem;      /* budget.c */
+    uint64_t store_seq;         /* numbers kept windows in closing order */
     uint8_t *rxbuf;             /* frame_max_bytes + 1 */
     size_t rxcap;
     uint64_t start_ms;

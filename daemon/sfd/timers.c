@@ -26,6 +26,9 @@ int sfd_ensure_rxbuf(struct sfd *d)
     uint8_t *b = realloc(d->rxbuf, want);
     if (b == NULL)
         return -ENOMEM;
+    /* the daemon's own buffer: in the total, in no uid's share */
+    sfd_budget_uncharge(&d->mem, SFD_UID_DAEMON, SFD_MEM_BUFFERS, d->rxcap);
+    sfd_budget_force(&d->mem, SFD_UID_DAEMON, SFD_MEM_BUFFERS, want);
     d->rxbuf = b;
     d->rxcap = want;
     return 0;
@@ -55,16 +58,26 @@ void sfd_prom_flush(struct sfd *d)
     if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
         return;
     struct sfd_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
-    if (v == NULL)
+    char (*names)[SFD_JOB_NAME_MAX] = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*names));
+    if (v == NULL || names == NULL) {
+        free(v);
+        free(names);
         return;
+    }
     size_t n = 0;
-    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-        v[n++] = (struct sfd_prom_job){ j->id, sfd_job_latest_report(j), j->dropped, j->rejected };
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        /* an id two uids use is labelled UID/JOB, so neither hides the other */
+        sfd_job_name(d, j, names[n], sizeof(names[n]));
+        v[n] = (struct sfd_prom_job){ names[n], sfd_job_latest_report(j), j->dropped,
+                                      j->rejected };
+        n++;
+    }
     int r = sfd_prom_write(d->cfg.prom_dir, v, n, "single", 0);
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, NULL, "prometheus export to %s: %s", d->cfg.prom_dir,
                 strerror(-r));
     free(v);
+    free(names);
 #endif
     d->prom_dirty = false;
 }

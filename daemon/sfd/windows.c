@@ -2,7 +2,8 @@
  * sfd window assembly: records grouped by window index, closing on
  * completeness or at a deadline, the "summary ready" step (sfd_window_close)
  * and the "report ready" step (sfd_job_store_report), kept apart so a peer
- * layer can take the summary instead. No sockets here.
+ * layer can take the summary instead, and the memory charges of windows, kept
+ * rows and reports with the eviction of a uid's own kept rows. No sockets here.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,36 +21,115 @@ void sfd_rows_free(struct sfd_rows *rows)
     memset(rows, 0, sizeof(*rows));
 }
 
-void sfd_stored_clear(struct sfd_stored *s)
+void sfd_stored_clear(struct sfd_job *job, struct sfd_stored *s)
 {
+    sfd_job_release(job, SFD_MEM_KEPT_ROWS, s->rows.bytes);
+    sfd_job_release(job, SFD_MEM_REPORTS, s->report_bytes);
     sfd_rows_free(&s->rows);
     sf_report_free(s->report);
     memset(s, 0, sizeof(*s));
 }
 
+/* ---- the memory budget's eviction -------------------------------------- */
+
+/* The uid's kept window with rows that closed first, over all its jobs. */
+static struct sfd_stored *oldest_kept_rows(struct sfd *d, uid_t uid, struct sfd_job **ret_job)
+{
+    struct sfd_stored *best = NULL;
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (j->uid != uid)
+            continue;
+        for (uint32_t i = 0; i < j->n_stored; i++) {
+            struct sfd_stored *s = &j->stored[i];
+            if (s->rows.bytes != 0 && (best == NULL || s->seq < best->seq)) {
+                best = s;
+                *ret_job = j;
+            }
+        }
+    }
+    return best;
+}
+
+static void evict_rows(struct sfd_job *job, struct sfd_stored *s)
+{
+    sfd_job_release(job, SFD_MEM_KEPT_ROWS, s->rows.bytes);
+    sfd_rows_free(&s->rows);
+    s->rows_evicted = true;
+    job->evicted_windows++;
+    job->sfd->mem.evicted_windows++;
+    sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: rows dropped for uid %u's memory share",
+            (long long)s->meta.index, s->meta.segment, (unsigned)job->uid);
+}
+
+int sfd_mem_reserve(struct sfd *d, uid_t uid, enum sfd_mem_kind kind, uint64_t n)
+{
+    struct sfd_budget_limits lim = sfd_mem_limits(d);
+    while (sfd_budget_charge(&d->mem, &lim, uid, kind, n) < 0) {
+        struct sfd_job *job = NULL;
+        struct sfd_stored *s = oldest_kept_rows(d, uid, &job);
+        if (s == NULL)
+            return -ENOMEM;
+        evict_rows(job, s);
+    }
+    return 0;
+}
+
+static uint64_t report_bytes(const sf_report *r)
+{
+    return sizeof(*r) + (uint64_t)r->steps * r->schema.n_stages * sizeof(uint32_t) +
+           (uint64_t)r->n_suspects * sizeof(sf_suspect) +
+           (uint64_t)r->n_rank_evidence * sizeof(sf_rank_evidence) +
+           (uint64_t)r->schema.n_stages * 2 * (SF_MAX_NAME_LEN + 1);
+}
+
+/* Reports stay whatever the share: they are what the budget protects, so
+ * their bytes are forced onto the job's uid rather than reserved. */
+void sfd_stored_charge_report(struct sfd_job *job, struct sfd_stored *s)
+{
+    s->report_bytes = report_bytes(s->report);
+    sfd_job_force(job, SFD_MEM_REPORTS, s->report_bytes);
+}
+
 void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep)
 {
     while (job->n_stored > keep) {
-        sfd_stored_clear(&job->stored[0]);
+        sfd_stored_clear(job, &job->stored[0]);
         memmove(job->stored, job->stored + 1, (job->n_stored - 1) * sizeof(*job->stored));
         job->n_stored--;
     }
 }
 
-static int rows_push(struct sfd_rows *rows, uint32_t n_stages, const struct sfd_rec *rec,
+/* Grows a window's rows, charging the new capacity to the job first. */
+static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
+{
+    uint32_t n_stages = job->schema.n_stages;
+    size_t cap = rows->cap ? rows->cap * 2 : 64;
+    uint64_t bytes = (uint64_t)cap * (sizeof(struct sfd_rec) + n_stages * sizeof(int64_t));
+    int r = sfd_job_reserve(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
+    if (r < 0)
+        return r;
+    struct sfd_rec *nr = realloc(rows->rec, cap * sizeof(*nr));
+    if (nr != NULL)
+        rows->rec = nr;
+    int64_t *nd = nr != NULL ? realloc(rows->d, cap * n_stages * sizeof(*nd)) : NULL;
+    if (nd == NULL) {
+        sfd_job_release(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
+        return -ENOMEM;
+    }
+    rows->d = nd;
+    rows->cap = cap;
+    rows->bytes = bytes;
+    return 0;
+}
+
+static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sfd_rec *rec,
                      const int64_t *d)
 {
+    uint32_t n_stages = job->schema.n_stages;
     if (rows->n == rows->cap) {
-        size_t cap = rows->cap ? rows->cap * 2 : 64;
-        struct sfd_rec *nr = realloc(rows->rec, cap * sizeof(*nr));
-        if (nr == NULL)
-            return -ENOMEM;
-        rows->rec = nr;
-        int64_t *nd = realloc(rows->d, cap * n_stages * sizeof(*nd));
-        if (nd == NULL)
-            return -ENOMEM;
-        rows->d = nd;
-        rows->cap = cap;
+        int r = rows_grow(job, rows);
+        if (r < 0)
+            return r;
     }
     rows->rec[rows->n] = *rec;
     memcpy(rows->d + rows->n * n_stages, d, n_stages * sizeof(*d));
@@ -100,15 +180,55 @@ static struct sfd_window *oldest_open(struct sfd_job *job)
     return o;
 }
 
+static void remove_open(struct sfd_job *job, struct sfd_window *w)
+{
+    if (job->hot == w)
+        job->hot = NULL;
+    for (uint32_t i = 0; i < job->n_open; i++) {
+        if (job->open[i] == w) {
+            job->open[i] = job->open[--job->n_open];
+            return;
+        }
+    }
+}
+
+/* Frees an open window that holds no row, without a report: a notice window
+ * gives way to a real one. Its counts stay in the job's totals. */
+static void discard_open(struct sfd_job *job, struct sfd_window *w)
+{
+    remove_open(job, w);
+    sfd_job_release(job, SFD_MEM_WINDOWS, sizeof(*w) + w->rows.bytes);
+    sfd_rows_free(&w->rows);
+    free(w);
+}
+
+/* The notice-only window furthest ahead, or NULL. */
+static struct sfd_window *newest_notice_window(struct sfd_job *job)
+{
+    struct sfd_window *o = NULL;
+    for (uint32_t i = 0; i < job->n_open; i++)
+        if (job->open[i]->notice_only && (o == NULL || job->open[i]->meta.index > o->meta.index))
+            o = job->open[i];
+    return o;
+}
+
 /* Under pressure (too many open windows, or max_pending_steps rows) the
  * oldest open window closes now, as if its deadline had passed, instead of
- * refusing the newer records: the laggard ranks become its downgrade. Only
- * windows older than `index` are closed. Returns true when room was made. */
+ * refusing the newer records: the laggard ranks become its downgrade. Windows
+ * that only notices opened go first, and without a report. Only windows older
+ * than `index` are closed. Returns true when room was made. */
 static bool make_room(struct sfd_job *job, int64_t index, size_t rows_needed)
 {
     bool closed = false;
     while (job->n_open >= SFD_MAX_OPEN_WINDOWS ||
            (rows_needed && job->pending_rows + rows_needed > job->sfd->cfg.max_pending_steps)) {
+        struct sfd_window *n = job->n_open >= SFD_MAX_OPEN_WINDOWS ? newest_notice_window(job)
+                                                                   : NULL;
+        if (n != NULL) {
+            discard_open(job, n);
+            closed = true;
+            continue;
+        }
         struct sfd_window *o = oldest_open(job);
         if (o == NULL || o->meta.index >= index)
             return closed && job->n_open < SFD_MAX_OPEN_WINDOWS &&
@@ -120,8 +240,10 @@ static bool make_room(struct sfd_job *job, int64_t index, size_t rows_needed)
     return true;
 }
 
-/* The open window of an index, opened on demand unless it already closed. */
-static struct sfd_window *get_window(struct sfd_job *job, int64_t index, enum sfd_reject *ret_why)
+/* The open window of an index, opened on demand unless it already closed.
+ * A notice opens one only where a slot is free: it never closes another. */
+static struct sfd_window *get_window(struct sfd_job *job, int64_t index, bool notice,
+                                     enum sfd_reject *ret_why)
 {
     struct sfd_window *w = find_open(job, index);
     if (w != NULL)
@@ -130,15 +252,21 @@ static struct sfd_window *get_window(struct sfd_job *job, int64_t index, enum sf
         *ret_why = SFD_REJ_LATE;
         return NULL;
     }
-    if (job->n_open >= SFD_MAX_OPEN_WINDOWS && !make_room(job, index, 0)) {
+    if (job->n_open >= SFD_MAX_OPEN_WINDOWS && (notice || !make_room(job, index, 0))) {
         *ret_why = SFD_REJ_PENDING;
+        return NULL;
+    }
+    if (sfd_job_reserve(job, SFD_MEM_WINDOWS, sizeof(*w)) < 0) {
+        *ret_why = SFD_REJ_MEMORY;
         return NULL;
     }
     w = calloc(1, sizeof(*w));
     if (w == NULL) {
-        *ret_why = SFD_REJ_PENDING;
+        sfd_job_release(job, SFD_MEM_WINDOWS, sizeof(*w));
+        *ret_why = SFD_REJ_MEMORY;
         return NULL;
     }
+    w->notice_only = notice;
     w->meta.index = index;
     w->meta.segment = job->segment;
     w->meta.world_size = job->world_size;
@@ -175,7 +303,12 @@ static void arm_deadlines(struct sfd_job *job, int64_t step)
 
 int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum sfd_reject *ret_why)
 {
-    struct sfd_rank *rk = &job->ranks[rank];
+    struct sfd_rank *rk;
+    int r = sfd_job_rank(job, rank, &rk);
+    if (r < 0) {
+        *ret_why = r == -ENOMEM ? SFD_REJ_MEMORY : SFD_REJ_INVALID;
+        return r;
+    }
     if (row->step <= rk->last_step) {
         *ret_why = SFD_REJ_DUPLICATE_RECORD;
         return -EEXIST;
@@ -186,7 +319,7 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         job->sfd->ctr.warmup_records++;
         return 0;
     }
-    struct sfd_window *w = get_window(job, index, ret_why);
+    struct sfd_window *w = get_window(job, index, false, ret_why);
     if (w == NULL)
         return -ENOSPC;
     if (job->pending_rows >= job->sfd->cfg.max_pending_steps && !make_room(job, index, 1)) {
@@ -199,11 +332,13 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         .event_gpu_ns = row->event_gpu_ns, .rank = rank, .flags = row->flags,
         .role = rk->role, .event_state = row->event_state,
     };
-    if (rows_push(&w->rows, job->schema.n_stages, &rec, row->d) < 0) {
+    r = rows_push(job, &w->rows, &rec, row->d);
+    if (r < 0) {
         w->meta.rejected_records++;
-        *ret_why = SFD_REJ_PENDING;
-        return -ENOMEM;
+        *ret_why = SFD_REJ_MEMORY;
+        return r;
     }
+    w->notice_only = false;
     if (row->flags & SF_ROW_NON_MONOTONIC)
         w->meta.flags |= SF_WIN_NON_MONOTONIC;
     job->pending_rows++;
@@ -247,9 +382,9 @@ void sfd_window_note_drops(struct sfd_job *job, int64_t first, int64_t last, uin
             share = left;
         left -= share;
         enum sfd_reject why;
-        struct sfd_window *w = get_window(job, k, &why);
+        struct sfd_window *w = get_window(job, k, true, &why);
         if (w != NULL)
-            w->meta.dropped_records += share;
+            sfd_sat_add(&w->meta.dropped_records, share);
     }
 }
 
@@ -257,30 +392,18 @@ void sfd_window_note_violations(struct sfd_job *job, int64_t step, uint64_t n)
 {
     enum sfd_reject why;
     int64_t k = window_of(job, step);
-    struct sfd_window *w = k >= 0 ? get_window(job, k, &why) : NULL;
+    struct sfd_window *w = k >= 0 ? get_window(job, k, true, &why) : NULL;
     if (w != NULL && n > 0)
-        w->meta.contract_violations += n;
+        sfd_sat_add(&w->meta.contract_violations, n);
 }
 
 void sfd_window_note_reconnect(struct sfd_job *job, int64_t step)
 {
     enum sfd_reject why;
     int64_t k = window_of(job, step);
-    struct sfd_window *w = k >= 0 ? get_window(job, k, &why) : NULL;
+    struct sfd_window *w = k >= 0 ? get_window(job, k, true, &why) : NULL;
     if (w != NULL && w->meta.dropped_records == 0)
         w->meta.dropped_records = 1;
-}
-
-static void remove_open(struct sfd_job *job, struct sfd_window *w)
-{
-    if (job->hot == w)
-        job->hot = NULL;
-    for (uint32_t i = 0; i < job->n_open; i++) {
-        if (job->open[i] == w) {
-            job->open[i] = job->open[--job->n_open];
-            return;
-        }
-    }
 }
 
 /* Moves a closed window's rows and meta into the ring of kept windows. */
@@ -290,7 +413,11 @@ static struct sfd_stored *store_rows(struct sfd_job *job, struct sfd_window *w)
     struct sfd_stored *s = &job->stored[job->n_stored++];
     memset(s, 0, sizeof(*s));
     s->meta = w->meta;
+    s->seq = ++job->sfd->store_seq;
     s->rows = w->rows;
+    /* the same bytes, now kept rows: the uid's share does not change */
+    sfd_job_release(job, SFD_MEM_WINDOWS, w->rows.bytes);
+    sfd_job_force(job, SFD_MEM_KEPT_ROWS, w->rows.bytes);
     memset(&w->rows, 0, sizeof(w->rows));
     return s;
 }
@@ -309,6 +436,7 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
         job->closed_max = w->meta.index;
     struct sfd_stored *s = store_rows(job, w);
     free(w);
+    sfd_job_release(job, SFD_MEM_WINDOWS, sizeof(struct sfd_window));
     d->ctr.windows_closed++;
 
     r = sfd_rows_view(job, &s->rows, &view);
@@ -363,8 +491,10 @@ static struct sfd_stored *kept_window(struct sfd_job *job, const sf_window_meta 
 
 static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *report)
 {
+    sfd_job_release(job, SFD_MEM_REPORTS, s->report_bytes);
     sf_report_free(s->report);
     s->report = report;
+    sfd_stored_charge_report(job, s);
     sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u report ready", (long long)s->meta.index,
             s->meta.segment);
     sfd_after_window(job->sfd);
@@ -390,6 +520,7 @@ int sfd_job_store_remote_report(struct sfd_job *job, sf_report *report)
         s = &job->stored[job->n_stored++];
         memset(s, 0, sizeof(*s));
         s->meta = report->meta;
+        s->seq = ++job->sfd->store_seq;
         s->remote = true;
     }
     attach_report(job, s, report);

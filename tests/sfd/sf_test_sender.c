@@ -29,6 +29,10 @@ struct opts {
     double rate;                /* records/s, 0: as fast as possible */
     int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
     int64_t slow_rank, slow_stage, slow_ns, size;
+    uint32_t stages;            /* 0: the default schema */
+    uint64_t drop_total;        /* a drop notice on the first batch (hostile totals) */
+    int64_t drop_first, drop_last;
+    bool distinct_jobs;         /* storm: each connection its own job id */
     bool bench;
 };
 
@@ -41,6 +45,8 @@ struct sender {
     uint64_t sent, dropped, reconnects;
     int64_t drop_first, drop_last;  /* pending drop range, -1: none */
     uint64_t extra_drops;
+    bool blocking;              /* memflood: every record delivered */
+    char job_buf[160];
 };
 
 static int64_t now_ns(void)
@@ -200,7 +206,7 @@ static void send_batch(struct sender *s, int64_t first, uint32_t n)
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
     m.batch = &b;
-    int r = s->fd >= 0 ? send_msg(s->fd, &m, true) : -ENOTCONN;
+    int r = s->fd >= 0 ? send_msg(s->fd, &m, !s->blocking) : -ENOTCONN;
     if (r == 0) {
         s->sent += k;
         s->last_sent = first + n - 1;
@@ -251,6 +257,12 @@ static int run_normal(struct sender *s)
 {
     s->fd = -1;
     s->drop_first = s->drop_last = -1;
+    if (s->o.drop_total > 0 || s->o.drop_first >= 0) {
+        /* a notice of drops the daemon must bound, sent with the first batch */
+        s->extra_drops = s->o.drop_total;
+        s->drop_first = s->o.drop_first;
+        s->drop_last = s->o.drop_last;
+    }
     s->last_sent = s->o.start - 1;
     if (do_connect(s) < 0) {
         s->generation = 1;   /* daemon absent: records drop until it appears */
@@ -368,6 +380,50 @@ static int run_hostile(struct sender *s)
     return r;
 }
 
+/* One process as a whole job: --world connections, one per rank, each sending
+ * --steps steps in --batch records, blocking, rank after rank. Then holds
+ * them open until stdin closes. Prints the records sent and, per rank, how
+ * many connections the daemon closed. */
+static int run_memflood(struct sender *s)
+{
+    uint32_t n = s->o.world;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    int *fds = calloc(n, sizeof(int));
+    uint32_t refused = 0;
+    s->blocking = true;
+    for (uint32_t i = 0; i < n; i++) {
+        s->o.rank = i;
+        fds[i] = connect_to(s->o.socket);
+        if (fds[i] < 0 || send_hello(s, fds[i], n, s->schema.hash) < 0)
+            refused++;
+    }
+    int64_t end = s->o.start + s->o.steps;
+    for (int64_t step = s->o.start; step < end; step += s->o.batch) {
+        uint32_t k = (uint32_t)(end - step < s->o.batch ? end - step : s->o.batch);
+        for (uint32_t i = 0; i < n; i++) {
+            if (fds[i] < 0)
+                continue;
+            s->o.rank = i;
+            s->fd = fds[i];
+            send_batch(s, step, k);
+            if (s->fd < 0)
+                fds[i] = -1;        /* the daemon closed it */
+        }
+    }
+    printf("sent=%llu refused=%u\n", (unsigned long long)s->sent, refused);
+    hold_until_eof("ready");
+    for (uint32_t i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(fds);
+    s->fd = -1;
+    return 0;
+}
+
 /* Opens many connections, each with a hello of its own rank, and holds them.
  * Prints how many the daemon kept open. */
 static int run_storm(struct sender *s)
@@ -387,7 +443,15 @@ static int run_storm(struct sender *s)
             continue;
         }
         s->o.rank = i % s->o.world;
+        if (s->o.distinct_jobs) {
+            snprintf(s->job_buf, sizeof(s->job_buf), "%.100s-%u", s->o.job, i);
+            s->o.rank = 0;
+        }
+        const char *job = s->o.job;
+        if (s->o.distinct_jobs)
+            s->o.job = s->job_buf;
         send_hello(s, fds[i], s->o.world, s->schema.hash);
+        s->o.job = job;
     }
     /* The test checks the daemon's counters, then closes our stdin. */
     hold_until_eof("ready");
@@ -485,12 +549,15 @@ static int parse(int argc, char **argv, struct opts *o)
         { "slow-stage", 1, NULL, 'T' }, { "slow-ns", 1, NULL, 'N' }, { "size", 1, NULL, 'z' },
         { "storm", 1, NULL, 'x' }, { "hold", 0, NULL, 'H' }, { "role", 1, NULL, 'o' },
         { "accumulation", 1, NULL, 'a' }, { "pause-every", 1, NULL, 'P' },
-        { "rate", 1, NULL, 'Q' },
+        { "rate", 1, NULL, 'Q' }, { "stages", 1, NULL, 'G' },
+        { "drop-total", 1, NULL, 'D' }, { "drop-first", 1, NULL, 'F' },
+        { "drop-last", 1, NULL, 'L' }, { "distinct-jobs", 0, NULL, 'J' },
         { NULL, 0, NULL, 0 },
     };
     *o = (struct opts){ .job = "job", .mode = "normal", .role = "", .world = 1, .batch = 16,
                         .acc = 1, .steps = 100, .skip_step = -1, .violation_step = -1,
-                        .fake_drop_step = -1, .slow_rank = -1, .slow_stage = -1, .size = 0 };
+                        .fake_drop_step = -1, .slow_rank = -1, .slow_stage = -1, .size = 0,
+                        .drop_first = -1, .drop_last = -1 };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long long v = optarg ? strtoll(optarg, NULL, 10) : 0;
@@ -517,10 +584,31 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'a': o->acc = (uint32_t)v; break;
         case 'P': o->pause_every = v; break;
         case 'Q': o->rate = strtod(optarg, NULL); break;
+        case 'G': o->stages = (uint32_t)v; break;
+        case 'D': o->drop_total = strtoull(optarg, NULL, 10); break;
+        case 'F': o->drop_first = v; break;
+        case 'L': o->drop_last = v; break;
+        case 'J': o->distinct_jobs = true; break;
         default: return -EINVAL;
         }
     }
     return o->socket ? 0 : -EINVAL;
+}
+
+/* The default schema, or --stages N stages named st0.. (the last residual). */
+static int init_schema(struct sender *s)
+{
+    if (s->o.stages == 0)
+        return sf_schema_init_default(&s->schema, s->o.acc);
+    if (s->o.stages < 2 || s->o.stages > SF_MAX_STAGES)
+        return -EINVAL;
+    static char names[SF_MAX_STAGES][16];
+    const char *ptrs[SF_MAX_STAGES];
+    for (uint32_t i = 0; i < s->o.stages; i++) {
+        snprintf(names[i], sizeof(names[i]), "st%u", i);
+        ptrs[i] = names[i];
+    }
+    return sf_schema_init(&s->schema, 1, s->o.stages, ptrs, NULL, s->o.acc);
 }
 
 int main(int argc, char **argv)
@@ -531,7 +619,7 @@ int main(int argc, char **argv)
                         "--steps N --mode MODE ...]\n");
         return 2;
     }
-    if (sf_schema_init_default(&s.schema, s.o.acc) < 0)
+    if (init_schema(&s) < 0)
         return 2;
     int r;
     if (!strcmp(s.o.mode, "normal"))
@@ -540,6 +628,8 @@ int main(int argc, char **argv)
         r = run_seeds(&s);
     else if (!strcmp(s.o.mode, "storm"))
         r = run_storm(&s);
+    else if (!strcmp(s.o.mode, "memflood"))
+        r = run_memflood(&s);
     else
         r = run_hostile(&s);
     fflush(stdout);

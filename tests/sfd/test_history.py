@@ -92,8 +92,10 @@ def main():
         check(len(json.loads(after["json"])) == WINDOWS, "last %d windows" % WINDOWS)
         job = sfd.jobs()["h1"]
         check(job["uid"] == int(OWNER) and job["segment"] == 0, "restored job: %s" % job)
-        # The owner's access rule holds: another uid is still denied.
-        sfd.sfctl("report", "h1", user=OTHER, check_rc=6)
+        # The owner's access rule holds: another uid naming the owner's job is
+        # still denied, and a bare id names only the caller's own (none here).
+        sfd.sfctl("report", OWNER + "/h1", user=OTHER, check_rc=6)
+        sfd.sfctl("report", "h1", user=OTHER, check_rc=5)
         check(json.loads(sfd.sfctl("jobs", "--json", user=OTHER).stdout) == [],
               "another uid sees no restored job")
         wait_for(lambda: prom_lines(path, "h1") == prom_before, "the same export lines")
