@@ -327,6 +327,36 @@ static int print_reports(const struct window_job *jobs, size_t n, const sf_gates
     return r;
 }
 
+/* Gates, windows and reports of input already read; shared with `sfctl
+ * import --replay`. Returns 0, -EINVAL or -ENOMEM. */
+static int report_input(struct replay_input *in, const struct replay_opts *o)
+{
+    sf_gates gates;
+    sf_gates_default(&gates);
+    if (in->has_gates)
+        gates = in->gates;
+    struct window_job *jobs = NULL;
+    size_t n = 0;
+    int r;
+    if ((r = apply_gates(o, &gates)) == 0 && (r = assemble_windows(in, &gates, &jobs, &n)) == 0)
+        r = print_reports(jobs, n, &gates, o);
+    free(jobs);
+    return r;
+}
+
+int sfctl_replay_report(struct replay_input *in, const char *label, bool json,
+                        const char *gates_path, const char *const *keys,
+                        const char *const *values, int n_flags)
+{
+    struct replay_opts o = {.path = label, .gates_path = gates_path, .json = json};
+    for (int i = 0; i < n_flags && i < 8; i++) {
+        o.flag_keys[i] = keys[i];
+        o.flag_values[i] = values[i];
+    }
+    o.n_flags = n_flags < 8 ? n_flags : 8;
+    return report_input(in, &o);
+}
+
 int sfctl_cmd_replay(int argc, char **argv)
 {
     struct replay_opts o = {0};
@@ -342,16 +372,10 @@ int sfctl_cmd_replay(int argc, char **argv)
     if (apply_gates(&o, &probe) < 0) /* fail fast on bad flags before reading */
         return SFCTL_EXIT_USAGE;
     struct replay_input in = {0};
-    struct window_job *jobs = NULL;
-    size_t n = 0;
     r = read_input(o.path, &gates, &in);
     if (r < 0)
         return r == -ENOMEM ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_INPUT;
-    if (in.has_gates)
-        gates = in.gates;
-    if ((r = apply_gates(&o, &gates)) == 0 && (r = assemble_windows(&in, &gates, &jobs, &n)) == 0)
-        r = print_reports(jobs, n, &gates, &o);
-    free(jobs);
+    r = report_input(&in, &o);
     sfctl_replay_input_clear(&in);
     if (r == 0)
         return SFCTL_EXIT_OK;

@@ -43,6 +43,14 @@ int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, 
                      size_t errlen);
 void sfctl_replay_input_clear(struct replay_input *in);
 
+/* The reports `sfctl replay` prints, from input already in memory (used by
+ * `sfctl import --replay`). label names the input in messages; keys/values
+ * are gate flags (window_steps, warmup_steps, tau), at most 8. Returns 0,
+ * -EINVAL (message printed) or -ENOMEM. */
+int sfctl_replay_report(struct replay_input *in, const char *label, bool json,
+                        const char *gates_path, const char *const *keys,
+                        const char *const *values, int n_flags);
+
 /* Shared by both readers. Writes "LINE:COL: message" into err; returns -EINVAL. */
 int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "import.h"
 #include "sfctl.h"
 #include "sfctl_live.h"
 #include "peers.h"           /* peer layer: sfctl peers */
@@ -26,6 +27,8 @@ static const struct sfctl_command commands[] = {
       "redraw the report as windows close" },
     { "record", sfctl_cmd_record, "JOB [-o FILE]", "JSON Lines dump of the kept windows" },
     { "replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording" },
+    { "import", sfctl_cmd_import, "kineto|nsys FILE... [-o FILE] [--replay]",
+      "stage rows from torch.profiler or Nsight Systems traces" },
     { "peers", sfctl_cmd_peers_view, "[--json]", "members, root, term, heartbeats, summaries in flight" },
 };
 

@@ -14,6 +14,7 @@ enum sfctl_exit {
     SFCTL_EXIT_NO_DAEMON = 4,    /* the daemon's socket cannot be reached */
     SFCTL_EXIT_NOT_FOUND = 5,    /* unknown job or window */
     SFCTL_EXIT_DENIED = 6,       /* the daemon refused the query */
+    SFCTL_EXIT_INCONSISTENT = 7, /* import: each file reads, but they do not fit together */
 };
 
 int sfctl_cmd_replay(int argc, char **argv);
