@@ -6,7 +6,8 @@ the loop and its stagefrontier instrumentation, plus a launcher that starts
 one process per rank (torchrun-style environment). It must not compute any
 accounting: stage records go to sfd through the binding only. With --csv the
 job also writes its own per-rank stage durations (wide replay CSV) for
-offline checks.
+offline checks; with --profile it also runs under torch.profiler (CPU) and
+writes one Chrome trace per rank for `sfctl import kineto`.
 
 Run:  PYTHONPATH=<build>/python /usr/bin/python3 bench/ddp/train.py \
           --ranks 4 --fault data_wait --seed 1 --magnitude 0.5
@@ -52,6 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--job-id", default=None)
     p.add_argument("--csv", default=None, help="directory for per-rank CSVs")
     p.add_argument("--result", default=None, help="rank 0 writes a JSON summary here")
+    p.add_argument("--profile", default=None,
+                   help="directory for per-rank torch.profiler Chrome traces (rankN.json)")
     p.add_argument("--d-model", type=int, default=32)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--seq", type=int, default=32)
@@ -270,6 +273,63 @@ class CsvTap(object):
                 f.write("%d,%d," % (first_step + i, rank) + ",".join(cells) + "\n")
 
 
+class ProfileTap(object):
+    """Wraps a recorder and marks the same work in torch.profiler's trace.
+
+    Every stage becomes a record_function range named after the stage, and
+    the batch fetch a "data.next_wait" range, so `sfctl import kineto` maps
+    them with its built-in mapping. Steps are "ProfilerStep#N" ranges (see
+    run_rank): the name Kineto's prof.step() writes, which this Debian torch
+    build (legacy profiler, no Kineto) does not emit by itself.
+    """
+
+    def __init__(self, rec, torch):
+        self.rec = rec
+        self.rf = torch.profiler.record_function
+
+    def data(self, loader):
+        inner = self.rec.data(loader)
+        rf = self.rf
+
+        class It(object):
+            def __iter__(self):
+                it = iter(inner)
+                while True:
+                    with rf("data.next_wait"):
+                        try:
+                            b = next(it)
+                        except StopIteration:
+                            return
+                    yield b
+
+        return It()
+
+    def step(self, *a):
+        return self.rec.step(*a)
+
+    def stage(self, name):
+        inner = self.rec.stage(name)
+        rf = self.rf(name)
+
+        class Ctx(object):
+            def __enter__(self):
+                inner.__enter__()
+                rf.__enter__()
+                return self
+
+            def __exit__(self, *exc):
+                rf.__exit__(*exc)
+                return inner.__exit__(*exc)
+
+        return Ctx()
+
+    def close(self):
+        self.rec.close()
+
+    def write(self, *a):
+        self.rec.write(*a)
+
+
 def stage_names(k):
     if k <= 1:
         return list(STAGES)
@@ -289,6 +349,9 @@ def make_recorder(args, rank, world):
         rec = sf.Recorder(**kw)
     if args.csv:
         rec = CsvTap(rec, names)
+    if args.profile:
+        import torch
+        rec = ProfileTap(rec, torch)
     return rec
 
 
@@ -343,6 +406,10 @@ def run_rank(args):
     walls = []
     losses = []
     t_measure = None
+    prof = None
+    if args.profile:
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        prof.__enter__()
     for step in range(total):
         if step == args.warmup:
             # Agree on the clean median step, then arm the fault on the
@@ -364,6 +431,10 @@ def run_rank(args):
             if args.interleave:
                 blocks[-1]["steps"] += 1
         t0 = time.perf_counter()
+        prof_step = None
+        if prof is not None:
+            prof_step = torch.profiler.record_function("ProfilerStep#%d" % step)
+            prof_step.__enter__()
         if K == 1:
             xb, yb = next(batches)
         ctx = rec.step()
@@ -392,6 +463,8 @@ def run_rank(args):
             opt.step()
             opt.zero_grad(set_to_none=True)
         ctx.__exit__(None, None, None)
+        if prof_step is not None:
+            prof_step.__exit__(None, None, None)
         walls.append(time.perf_counter() - t0)
 
     if args.interleave:
@@ -401,6 +474,13 @@ def run_rank(args):
     dist.barrier()
     elapsed = time.perf_counter() - t_measure
     rec.close()
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        os.makedirs(args.profile, exist_ok=True)
+        prof.export_chrome_trace(os.path.join(args.profile, "rank%d.json" % rank))
+        # Exports take unequal times: leave together, or a rank's exit breaks
+        # the Gloo connections of ranks still writing.
+        dist.barrier()
     if args.csv:
         os.makedirs(args.csv, exist_ok=True)
         rec.write(os.path.join(args.csv, "rank%d.csv" % rank), rank, 0)

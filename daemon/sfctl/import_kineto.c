@@ -18,6 +18,7 @@
 
 struct gz_source {
     gzFile gz;
+    const char *path;
 };
 
 static ssize_t gz_read(void *ctx, void *buf, size_t len, char *err, size_t errlen)
@@ -27,6 +28,9 @@ static ssize_t gz_read(void *ctx, void *buf, size_t len, char *err, size_t errle
     int code = Z_OK;
     const char *msg = gzerror(s->gz, &code);
     if (n < 0 || (code != Z_OK && code != Z_BUF_ERROR) || (n == 0 && code == Z_BUF_ERROR)) {
+        size_t plen = strlen(s->path); /* zlib prefixes its message with the path */
+        if (strncmp(msg, s->path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+            msg += plen + 2;
         snprintf(err, errlen, "gzip: %s", code == Z_ERRNO ? strerror(errno) : msg);
         return -EIO;
     }
@@ -62,7 +66,7 @@ int sfctl_import_kineto_read(const char *path, struct step_acc *acc,
         return -e;
     }
     gzbuffer(gz, 1 << 17);
-    struct gz_source src = {gz};
+    struct gz_source src = {gz, path};
     struct kineto_ctx k = {.acc = acc};
     struct trace_meta meta;
     int r = trace_json_read(gz_read, &src, on_event, &k, &meta, err, errlen);
