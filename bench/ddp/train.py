@@ -407,9 +407,6 @@ def run_rank(args):
     losses = []
     t_measure = None
     prof = None
-    if args.profile:
-        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-        prof.__enter__()
     for step in range(total):
         if step == args.warmup:
             # Agree on the clean median step, then arm the fault on the
@@ -420,6 +417,10 @@ def run_rank(args):
             inj.arm(args.magnitude * median_step, K)
             dist.barrier()
             t_measure = time.perf_counter()
+            if args.profile:
+                # Measured steps only: warmup steps are in no report.
+                prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+                prof.__enter__()
         if step >= args.warmup:
             phase = args.phases[min((step - args.warmup) // per_phase, nphase - 1)]
             inj.active = (phase == "B")

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "bench", "ddp"))
@@ -28,7 +29,7 @@ import sfharness  # noqa: E402
 
 SKIP = 77
 WARMUP = 10
-STEPS = 40
+STEPS = 24
 MAGNITUDE = 1.5
 
 
@@ -72,6 +73,7 @@ def main():
     build = sfharness.Build(a.build)
     job = "import-%s-%d" % (a.row, os.getpid())
     traces = tempfile.mkdtemp(prefix="sf-import-ddp-")
+    t0 = time.perf_counter()
     try:
         with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=STEPS) as sfd:
             res = sfharness.train(build, job, ["--ranks", "4", "--fault", a.row, "--seed",
@@ -85,7 +87,9 @@ def main():
                 gzip.open(os.path.join(traces, "rank1.json.gz"), "wb", 1) as dst:
             shutil.copyfileobj(src, dst)
         os.unlink(os.path.join(traces, "rank1.json"))
+        t1 = time.perf_counter()
         imported = measured(import_traces(build, traces))
+        print("job %.1f s, import %.1f s" % (t1 - t0, time.perf_counter() - t1))
     finally:
         shutil.rmtree(traces, ignore_errors=True)
     if live is None or imported is None:
