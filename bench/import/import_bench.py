@@ -7,10 +7,11 @@ range, the binding's stage ranges, DataLoader/optimizer/autograd ops and
 many unmapped aten ops with args, about 220 bytes per event. For each size
 it runs, side by side on the same file, `zcat FILE > /dev/null` (the
 physical anchor: decompression alone) and `sfctl import kineto FILE -o
-OUT.jsonl`, and reports MB/s of uncompressed trace and each process's peak
-RSS (wait4). Use a Release build.
+OUT.jsonl`, REPEAT times alternating, and reports MB/s of uncompressed trace
+(best wall time, and CPU time, which a shared machine disturbs less) and
+each process's peak RSS (wait4, via peak_rss). Use a Release build.
 
-usage: import_bench.py BUILD_DIR [--sizes 64,256,1024] [--keep DIR]
+usage: import_bench.py BUILD_DIR [--sizes 64,256,1024] [--repeat 3] [--keep DIR]
 """
 
 import argparse
@@ -84,41 +85,47 @@ def generate(path, target_mb):
 
 
 def run(peak_rss, cmd, stdout):
-    """Wall seconds and peak RSS (MB) of one process, measured by peak_rss."""
+    """Wall seconds, CPU seconds and peak RSS (MB) of one process."""
     p = subprocess.run([peak_rss] + cmd, stdout=stdout, stderr=subprocess.PIPE,
                        universal_newlines=True)
     last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
     if p.returncode != 0 or not last.startswith("wall_s="):
         raise RuntimeError("%s: rc %d: %s" % (" ".join(cmd), p.returncode, p.stderr))
     fields = dict(kv.split("=") for kv in last.split())
-    return float(fields["wall_s"]), int(fields["maxrss_kb"]) / 1024.0
+    return (float(fields["wall_s"]), float(fields["cpu_s"]),
+            int(fields["maxrss_kb"]) / 1024.0)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", help="a Release build directory")
     ap.add_argument("--sizes", default="64,256,1024", help="uncompressed MB per trace")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", default=None, help="work directory (kept)")
     a = ap.parse_args()
     sfctl = os.path.join(a.build, "daemon", "sfctl", "sfctl")
     peak = os.path.join(a.build, "bench", "import", "peak_rss")
     work = a.keep or tempfile.mkdtemp(prefix="sf-import-bench-")
     os.makedirs(work, exist_ok=True)
-    print("%8s %8s %7s %10s %9s %10s %11s %8s %9s" % (
-        "trace_MB", "gz_MB", "steps", "zcat_MB/s", "zcat_RSS", "import_MB/s", "import/zcat",
-        "RSS_MB", "out_MB"))
+    print("%8s %7s %6s | %10s %10s %7s | %10s %10s %7s | %9s %9s %7s" % (
+        "trace_MB", "gz_MB", "steps", "zcat_MB/s", "zcat_cpu", "RSS_MB", "imp_MB/s",
+        "imp_cpu", "RSS_MB", "wall_ratio", "cpu_ratio", "out_MB"))
     try:
         for mb in [int(s) for s in a.sizes.split(",")]:
             path = os.path.join(work, "trace-%dMB.json.gz" % mb)
             size, steps = generate(path, mb)
             out = os.path.join(work, "out-%d.jsonl" % mb)
+            z, i = [], []
             with open(os.devnull, "wb") as null:
-                zwall, zrss = run(peak, ["zcat", path], null)
-                iwall, irss = run(peak, [sfctl, "import", "kineto", path, "-o", out], null)
-            zmb, imb = size / 1e6 / zwall, size / 1e6 / iwall
-            print("%8.0f %8.1f %7d %10.1f %9.1f %10.1f %11.2f %8.1f %9.2f" % (
-                size / 1e6, os.path.getsize(path) / 1e6, steps, zmb, zrss, imb, imb / zmb,
-                irss, os.path.getsize(out) / 1e6))
+                for _ in range(a.repeat):
+                    z.append(run(peak, ["zcat", path], null))
+                    i.append(run(peak, [sfctl, "import", "kineto", path, "-o", out], null))
+            mbs = size / 1e6
+            zw, zc, zr = min(x[0] for x in z), min(x[1] for x in z), max(x[2] for x in z)
+            iw, ic, ir = min(x[0] for x in i), min(x[1] for x in i), max(x[2] for x in i)
+            print("%8.0f %7.1f %6d | %10.1f %10.1f %7.1f | %10.1f %10.1f %7.1f | %9.2f %9.2f %7.2f"
+                  % (mbs, os.path.getsize(path) / 1e6, steps, mbs / zw, mbs / zc, zr,
+                     mbs / iw, mbs / ic, ir, zw / iw, zc / ic, os.path.getsize(out) / 1e6))
             sys.stdout.flush()
             os.unlink(path)
             os.unlink(out)

@@ -1,6 +1,6 @@
 /*
- * peak_rss CMD [ARGS...]: runs CMD and prints its wall time and peak RSS
- * ("wall_s=... maxrss_kb=...") on stderr. A process's peak RSS survives
+ * peak_rss CMD [ARGS...]: runs CMD and prints its wall time, CPU time (user
+ * + system) and peak RSS ("wall_s=... cpu_s=... maxrss_kb=...") on stderr. A process's peak RSS survives
  * exec, so the measured command must be forked from this small process, not
  * from the Python driver, or it inherits the driver's footprint.
  */
@@ -37,6 +37,8 @@ int main(int argc, char **argv)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    fprintf(stderr, "wall_s=%.6f maxrss_kb=%ld\n", wall, ru.ru_maxrss);
+    double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    fprintf(stderr, "wall_s=%.6f cpu_s=%.6f maxrss_kb=%ld\n", wall, cpu, ru.ru_maxrss);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

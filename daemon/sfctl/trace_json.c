@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,12 +110,17 @@ static int unexpected(struct reader *r, int c, const char *want)
 static int skip_ws(struct reader *r)
 {
     for (;;) {
+        while (r->pos < r->len) { /* the common case: no call per byte */
+            unsigned char c = r->buf[r->pos];
+            if (c != ' ' && c != '\n' && c != '\r' && c != '\t')
+                return c;
+            int e = advance(r);
+            if (e < 0)
+                return e - 2; /* keep errors below -2 apart from bytes */
+        }
         int c = peek(r);
-        if (c != ' ' && c != '\n' && c != '\r' && c != '\t')
+        if (c < 0)
             return c;
-        int e = advance(r);
-        if (e < 0)
-            return e - 2; /* keep errors below -2 apart from bytes */
     }
 }
 
@@ -274,16 +280,25 @@ static int read_digits(struct reader *r, char *out, size_t *n, bool *too_long, c
     int c = peek(r);
     if (!is_digit(c))
         return unexpected(r, c, what);
-    while (is_digit(c = peek(r))) {
-        if (*n + 1 < NUMBER_MAX)
-            out[(*n)++] = (char)c;
-        else
-            *too_long = true;
-        int e = advance(r);
-        if (e < 0)
-            return e;
+    for (;;) {
+        while (r->pos < r->len && is_digit(r->buf[r->pos])) {
+            unsigned char d = r->buf[r->pos];
+            if (*n + 1 < NUMBER_MAX)
+                out[(*n)++] = (char)d;
+            else
+                *too_long = true;
+            int e = advance(r);
+            if (e < 0)
+                return e;
+        }
+        if (r->pos < r->len)
+            return 0;
+        c = peek(r);
+        if (c == -2)
+            return r->read_error;
+        if (!is_digit(c))
+            return 0;
     }
-    return 0;
 }
 
 /* Reads a JSON number into out (NUMBER_MAX bytes); *too_long when cut. */
@@ -406,16 +421,41 @@ static int skip_value(struct reader *r, int depth)
 
 /* ---- events ---------------------------------------------------------------- */
 
-/* Microseconds in JSON decimal -> integer ns. long double keeps 64 bits of
- * mantissa: exact for every whole-ns value below 2^63. */
+/* Microseconds in JSON decimal -> integer ns, rounded half away from zero.
+ * Plain decimals (the common case) are converted with integers, exactly;
+ * exponents go through long double, whose 64-bit mantissa is exact for
+ * every whole-ns value below 2^63. */
 static int micros_to_ns(struct reader *r, const char *text, bool too_long, const char *key,
                         int64_t *ret)
 {
-    long double us = strtold(text, NULL);
-    long double ns = us * 1000.0L;
-    if (too_long || !(ns > -9.2e18L && ns < 9.2e18L))
+    const char *p = text;
+    bool neg = *p == '-';
+    p += neg;
+    uint64_t us = 0;
+    int digits = 0;
+    for (; is_digit(*p) && digits < 17; p++, digits++)
+        us = us * 10 + (uint64_t)(*p - '0');
+    if (!too_long && !is_digit(*p) && *p != 'e') {
+        uint64_t frac = 0;
+        int k = 0;
+        bool round_up = false;
+        if (*p == '.')
+            for (p++; is_digit(*p); p++, k++) {
+                if (k < 3)
+                    frac = frac * 10 + (uint64_t)(*p - '0');
+                else if (k == 3)
+                    round_up = *p >= '5';
+            }
+        for (; k < 3; k++)
+            frac *= 10;
+        uint64_t ns = us * 1000 + frac + round_up;
+        *ret = neg ? -(int64_t)ns : (int64_t)ns;
+        return 0;
+    }
+    long double v = strtold(text, NULL) * 1000.0L;
+    if (too_long || !(v > -9.2e18L && v < 9.2e18L))
         return fail(r, "event \"%s\" %s is out of range", key, text);
-    *ret = (int64_t)(ns < 0 ? ns - 0.5L : ns + 0.5L);
+    *ret = (int64_t)(v < 0 ? v - 0.5L : v + 0.5L);
     return 0;
 }
 

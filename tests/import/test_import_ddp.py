@@ -31,6 +31,9 @@ SKIP = 77
 WARMUP = 10
 STEPS = 24
 MAGNITUDE = 1.5
+# A smaller batch than the routing tests: the profiler records every op of
+# the data pipeline, and the traces (about 40 MB a rank at batch 8, 50
+# steps) would dominate a CI run.
 
 
 def measured(wins):
@@ -79,6 +82,7 @@ def main():
             res = sfharness.train(build, job, ["--ranks", "4", "--fault", a.row, "--seed",
                                                str(a.seed), "--magnitude", str(MAGNITUDE),
                                                "--warmup", str(WARMUP), "--steps", str(STEPS),
+                                               "--batch", "4", "--seq", "16",
                                                "--profile", traces],
                                   sf_socket=sfd.ingest, timeout=240)
             live = measured(sfd.windows(job, 1, timeout=60))
