@@ -31,6 +31,20 @@ void step_acc_clear(struct step_acc *acc)
     memset(acc, 0, sizeof *acc);
 }
 
+/* Room for one more element of *v (holding n of *cap). */
+static int grow(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    void *p = realloc(*v, c * elem);
+    if (p == NULL)
+        return -ENOMEM;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
 static int cmp_interval(const void *x, const void *y)
 {
     const struct interval *a = x, *b = y;
@@ -66,17 +80,13 @@ static int set_add(struct interval_set *s, int64_t a, int64_t b)
         return 0;
     }
     if (s->n == s->cap) {
-        compact(s);
-        if (s->n * 2 > s->cap || s->cap == 0) {
-            size_t cap = s->cap ? s->cap * 2 : 64;
-            struct interval *v = realloc(s->v, cap * sizeof *v);
-            if (v == NULL)
-                return -ENOMEM;
-            s->v = v;
-            s->cap = cap;
-        }
+        compact(s); /* grow only when merging freed less than half */
+        if (s->n * 2 > s->cap && grow((void **)&s->v, &s->cap, s->n, sizeof *s->v) < 0)
+            return -ENOMEM;
     }
-    if (s->n == s->merged && s->n > 0 && a > s->v[s->n - 1].b)
+    if (s->n == s->cap && grow((void **)&s->v, &s->cap, s->n, sizeof *s->v) < 0)
+        return -ENOMEM;
+    if (s->n == s->merged && (s->n == 0 || a > s->v[s->n - 1].b))
         s->merged++; /* appending past the end keeps the prefix sorted */
     s->v[s->n++] = (struct interval){a, b};
     return 0;
@@ -112,14 +122,8 @@ int step_acc_add(struct step_acc *acc, const char *name, int64_t start_ns, int64
     acc->matched++;
     if (cls >= 0)
         return set_add(&acc->stage[cls], start_ns, end_ns);
-    if (acc->n_steps == acc->cap_steps) {
-        size_t cap = acc->cap_steps ? acc->cap_steps * 2 : 64;
-        struct step_range *v = realloc(acc->steps, cap * sizeof *v);
-        if (v == NULL)
-            return -ENOMEM;
-        acc->steps = v;
-        acc->cap_steps = cap;
-    }
+    if (grow((void **)&acc->steps, &acc->cap_steps, acc->n_steps, sizeof *acc->steps) < 0)
+        return -ENOMEM;
     acc->steps[acc->n_steps++] = (struct step_range){step_number(name), start_ns, end_ns};
     if (start_ns < acc->t_min)
         acc->t_min = start_ns;

@@ -357,11 +357,13 @@ static int read_literal(struct reader *r, const char *word)
 
 static int skip_value(struct reader *r, int depth);
 
-/* Walks a container, calling skip_value on each member. */
-static int skip_container(struct reader *r, int depth, bool object)
+/* Called for each element of an array, or each member of an object after
+ * its name (in key, when the walker was given room for it) and ':'. */
+typedef int (*item_fn)(struct reader *r, const char *key, void *ctx);
+
+/* Walks a container whose opening byte is next, checking its separators. */
+static int walk(struct reader *r, bool object, char *key, size_t keycap, item_fn fn, void *ctx)
 {
-    if (depth >= MAX_DEPTH)
-        return fail(r, "nesting deeper than %d", MAX_DEPTH);
     int e = advance(r), c;
     if (e < 0)
         return e;
@@ -376,10 +378,10 @@ static int skip_container(struct reader *r, int depth, bool object)
                 return c + 2;
             if (c != '"')
                 return unexpected(r, c, "a member name");
-            if ((e = read_string(r, NULL, 0, NULL)) < 0 || (e = expect(r, ':', "':'")) < 0)
+            if ((e = read_string(r, key, keycap, NULL)) < 0 || (e = expect(r, ':', "':'")) < 0)
                 return e;
         }
-        if ((e = skip_value(r, depth + 1)) < 0)
+        if ((e = fn(r, key, ctx)) < 0)
             return e;
         if ((c = skip_ws(r)) < -2)
             return c + 2;
@@ -390,6 +392,19 @@ static int skip_container(struct reader *r, int depth, bool object)
         if ((e = advance(r)) < 0)
             return e;
     }
+}
+
+static int skip_item(struct reader *r, const char *key, void *ctx)
+{
+    (void)key;
+    return skip_value(r, *(const int *)ctx + 1);
+}
+
+static int skip_container(struct reader *r, int depth, bool object)
+{
+    if (depth >= MAX_DEPTH)
+        return fail(r, "nesting deeper than %d", MAX_DEPTH);
+    return walk(r, object, NULL, 0, skip_item, &depth);
 }
 
 static int skip_value(struct reader *r, int depth)
@@ -472,19 +487,25 @@ static int read_time(struct reader *r, int c, const char *key, bool *has, int64_
     return e;
 }
 
-static int event_member(struct reader *r, const char *key, struct trace_event *ev, char *name,
-                        char *ph)
+struct event_ctx {
+    struct trace_event ev;
+    char name[TRACE_NAME_MAX], ph[8];
+};
+
+static int event_member(struct reader *r, const char *key, void *ctx)
 {
+    struct event_ctx *x = ctx;
+    struct trace_event *ev = &x->ev;
     int c = skip_ws(r);
     if (c < -2)
         return c + 2;
     if (c == '"' && strcmp(key, "name") == 0) {
-        ev->name = name;
-        return read_string(r, name, TRACE_NAME_MAX, &ev->name_cut);
+        ev->name = x->name;
+        return read_string(r, x->name, TRACE_NAME_MAX, &ev->name_cut);
     }
     if (c == '"' && strcmp(key, "ph") == 0) {
-        int e = read_string(r, ph, 8, NULL);
-        ev->ph = ph[0];
+        int e = read_string(r, x->ph, sizeof x->ph, NULL);
+        ev->ph = x->ph[0];
         return e;
     }
     if (strcmp(key, "ts") == 0)
@@ -494,69 +515,29 @@ static int event_member(struct reader *r, const char *key, struct trace_event *e
     return skip_value(r, 2);
 }
 
-/* One element of the event array that is an object. */
-static int read_event(struct reader *r)
+/* One element of the event array: an event object, or anything else
+ * (validated and ignored). */
+static int event_item(struct reader *r, const char *key, void *ctx)
 {
-    char name[TRACE_NAME_MAX], ph[8], key[16];
-    struct trace_event ev = {.name = ""};
-    int e = advance(r), c;
+    (void)key;
+    (void)ctx;
+    int c = skip_ws(r);
+    if (c < -2)
+        return c + 2;
+    if (c != '{')
+        return skip_value(r, 1);
+    struct event_ctx x = {.ev = {.name = ""}};
+    char name[16];
+    int e = walk(r, true, name, sizeof name, event_member, &x);
     if (e < 0)
         return e;
-    if ((c = skip_ws(r)) < -2)
-        return c + 2;
-    if (c != '}') {
-        for (;;) {
-            if ((c = skip_ws(r)) < -2)
-                return c + 2;
-            if (c != '"')
-                return unexpected(r, c, "a member name");
-            if ((e = read_string(r, key, sizeof key, NULL)) < 0 ||
-                (e = expect(r, ':', "':'")) < 0 || (e = event_member(r, key, &ev, name, ph)) < 0)
-                return e;
-            if ((c = skip_ws(r)) < -2)
-                return c + 2;
-            if (c == '}')
-                break;
-            if (c != ',')
-                return unexpected(r, c, "',' or '}'");
-            if ((e = advance(r)) < 0)
-                return e;
-        }
-    }
-    if ((e = advance(r)) < 0)
-        return e;
     r->meta->events++;
-    e = r->on_event(r->user, &ev, r->err, r->errlen);
-    return e;
+    return r->on_event(r->user, &x.ev, r->err, r->errlen);
 }
 
 static int read_event_array(struct reader *r)
 {
-    int e = advance(r), c;
-    if (e < 0)
-        return e;
-    if ((c = skip_ws(r)) < -2)
-        return c + 2;
-    if (c == ']')
-        return advance(r);
-    for (;;) {
-        if ((c = skip_ws(r)) < -2)
-            return c + 2;
-        if (c == '{')
-            e = read_event(r);
-        else
-            e = skip_value(r, 1); /* not an event: validated, counted, ignored */
-        if (e < 0)
-            return e;
-        if ((c = skip_ws(r)) < -2)
-            return c + 2;
-        if (c == ']')
-            return advance(r);
-        if (c != ',')
-            return unexpected(r, c, "',' or ']' in the event array");
-        if ((e = advance(r)) < 0)
-            return e;
-    }
+    return walk(r, false, NULL, 0, event_item, NULL);
 }
 
 /* ---- top level ----------------------------------------------------------------- */
@@ -602,8 +583,9 @@ static int capture_info(struct reader *r)
     return e < 0 ? e : parse_info(r);
 }
 
-static int top_member(struct reader *r, const char *key, bool *seen_events)
+static int top_member(struct reader *r, const char *key, void *ctx)
 {
+    bool *seen_events = ctx;
     int c = skip_ws(r);
     if (c < -2)
         return c + 2;
@@ -639,32 +621,9 @@ static int read_top_object(struct reader *r)
 {
     bool seen_events = false;
     char key[32];
-    int e = advance(r), c;
     r->meta->object_format = true;
+    int e = walk(r, true, key, sizeof key, top_member, &seen_events);
     if (e < 0)
-        return e;
-    if ((c = skip_ws(r)) < -2)
-        return c + 2;
-    if (c != '}') {
-        for (;;) {
-            if ((c = skip_ws(r)) < -2)
-                return c + 2;
-            if (c != '"')
-                return unexpected(r, c, "a member name");
-            if ((e = read_string(r, key, sizeof key, NULL)) < 0 ||
-                (e = expect(r, ':', "':'")) < 0 || (e = top_member(r, key, &seen_events)) < 0)
-                return e;
-            if ((c = skip_ws(r)) < -2)
-                return c + 2;
-            if (c == '}')
-                break;
-            if (c != ',')
-                return unexpected(r, c, "',' or '}'");
-            if ((e = advance(r)) < 0)
-                return e;
-        }
-    }
-    if ((e = advance(r)) < 0)
         return e;
     return seen_events ? 0 : fail(r, "the trace object has no traceEvents array");
 }
