@@ -106,6 +106,10 @@ def main():
     for u in routing.units(live):
         print("%-26s %10s %10s" % (u["name"], u.get("share"),
                                    routing.share(imported, u["name"])))
+    gap = max(abs(routing.share(live, u["name"]) - routing.share(imported, u["name"]))
+              for u in routing.units(live))
+    print("exposed: live %.3f s, import %.3f s; largest share gap %.4f" % (
+        live["exposed_total_s"], imported["exposed_total_s"], gap))
     print("top stage: live %s, import %s; suspect rank: live %s, import %s" % (
         top_stage(live), top_stage(imported), suspect(live), suspect(imported)))
     if imported["window"]["ranks"] != 4 or imported["window"]["steps"] != STEPS:
