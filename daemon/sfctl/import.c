@@ -449,6 +449,14 @@ int sfctl_cmd_import(int argc, char **argv)
         usage(r < 0 ? stderr : stdout);
         return r < 0 ? SFCTL_EXIT_USAGE : SFCTL_EXIT_OK;
     }
+    sf_gates probe;
+    sf_gates_default(&probe);
+    for (int i = 0; i < o.n_flags; i++)
+        if (sf_gates_set(&probe, o.flag_keys[i], o.flag_values[i]) < 0) {
+            fprintf(stderr, "sfctl import: invalid --%s value \"%s\"\n", o.flag_keys[i],
+                    o.flag_values[i]);
+            return SFCTL_EXIT_USAGE;
+        }
     regex_t re;
     if (o.rank_from && regcomp(&re, o.rank_from, REG_EXTENDED) != 0) {
         fprintf(stderr, "sfctl import: --rank-from '%s' is not a valid regular expression\n",

@@ -132,6 +132,7 @@ expect nsys-other-job 7 "traces from different jobs" -- nsys --rank-from 'rank([
 expect no-format 2 "usage: sfctl import" --
 expect unknown-format 2 "usage: sfctl import" -- perfetto x.json
 expect replay-flag-alone 2 "usage: sfctl import" -- kineto --json $data/rank0.json
+expect bad-tau 2 "invalid --tau value \"2\"" -- kineto --replay --tau 2 $data/rank0.json
 expect bad-regex 2 "is not a valid regular expression" -- kineto --rank-from '(' $data/rank0.json
 
 echo "import: $pass passed, $fail failed"
