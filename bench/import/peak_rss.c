@@ -1,8 +1,8 @@
 /*
  * peak_rss CMD [ARGS...]: runs CMD and prints its wall time, CPU time (user
- * + system) and peak RSS ("wall_s=... cpu_s=... maxrss_kb=...") on stderr. A process's peak RSS survives
- * exec, so the measured command must be forked from this small process, not
- * from the Python driver, or it inherits the driver's footprint.
+ * + system) and peak RSS ("wall_s=... cpu_s=... maxrss_kb=...") on stderr. A process's peak RSS
+ * survives exec, so the measured command must be forked from this small process, not from the
+ * Python driver, or it inherits the driver's footprint.
  */
 #include <stdio.h>
 #include <stdlib.h>

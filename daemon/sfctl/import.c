@@ -42,18 +42,19 @@ struct file_summary {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: sfctl import kineto FILE... [options]   (torch.profiler Chrome traces, .gz ok)\n"
-            "       sfctl import nsys FILE.sqlite... [options] (nsys export --type sqlite)\n"
-            "options:\n"
-            "  -o FILE             write FILE (.csv: wide CSV, else JSON Lines); default stdout\n"
-            "  --csv               wide CSV on standard output\n"
-            "  --map FILE          stage mapping (INI); default: the built-in mapping\n"
-            "  --rank-from REGEX   rank from the file name: the first group's digits\n"
-            "  --job ID            job id written in the recording header\n"
-            "  --allow-empty-stage accept a mapped stage that no trace fills\n"
-            "  --replay            print the replay report instead of rows; then also\n"
-            "                      --json --window-steps N --warmup-steps N --tau X --gates FILE\n");
+    fprintf(
+        out,
+        "usage: sfctl import kineto FILE... [options]   (torch.profiler Chrome traces, .gz ok)\n"
+        "       sfctl import nsys FILE.sqlite... [options] (nsys export --type sqlite)\n"
+        "options:\n"
+        "  -o FILE             write FILE (.csv: wide CSV, else JSON Lines); default stdout\n"
+        "  --csv               wide CSV on standard output\n"
+        "  --map FILE          stage mapping (INI); default: the built-in mapping\n"
+        "  --rank-from REGEX   rank from the file name: the first group's digits\n"
+        "  --job ID            job id written in the recording header\n"
+        "  --allow-empty-stage accept a mapped stage that no trace fills\n"
+        "  --replay            print the replay report instead of rows; then also\n"
+        "                      --json --window-steps N --warmup-steps N --tau X --gates FILE\n");
 }
 
 static int parse_opts(int argc, char **argv, struct import_opts *o)
@@ -90,25 +91,47 @@ static int parse_opts(int argc, char **argv, struct import_opts *o)
     argv++;
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'o': o->out = optarg; break;
-        case 'm': o->map_path = optarg; break;
-        case 'r': o->rank_from = optarg; break;
-        case 'J': o->job = optarg; break;
-        case 'c': o->csv = true; break;
-        case 'e': o->allow_empty = true; break;
-        case 'R': o->replay = true; break;
-        case 'j': o->json = true; break;
-        case 'g': o->gates_path = optarg; break;
+        case 'o':
+            o->out = optarg;
+            break;
+        case 'm':
+            o->map_path = optarg;
+            break;
+        case 'r':
+            o->rank_from = optarg;
+            break;
+        case 'J':
+            o->job = optarg;
+            break;
+        case 'c':
+            o->csv = true;
+            break;
+        case 'e':
+            o->allow_empty = true;
+            break;
+        case 'R':
+            o->replay = true;
+            break;
+        case 'j':
+            o->json = true;
+            break;
+        case 'g':
+            o->gates_path = optarg;
+            break;
         case 'w':
         case 'u':
         case 't':
             if (o->n_flags == 8)
                 return -EINVAL;
-            o->flag_keys[o->n_flags] = c == 'w' ? "window_steps" : c == 'u' ? "warmup_steps" : "tau";
+            o->flag_keys[o->n_flags] = c == 'w'   ? "window_steps"
+                                       : c == 'u' ? "warmup_steps"
+                                                  : "tau";
             o->flag_values[o->n_flags++] = optarg;
             break;
-        case 'h': return 1;
-        default: return -EINVAL;
+        case 'h':
+            return 1;
+        default:
+            return -EINVAL;
         }
     }
     bool report_flags = o->json || o->gates_path || o->n_flags > 0;
@@ -269,9 +292,9 @@ static int check_ranks(struct file_summary *fs, int n, uint32_t *ret_world)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%" PRId64,
                                      used ? ", " : "", r);
         }
-        fprintf(stderr, "sfctl import: ranks missing from the %d traces (world size %" PRId64
-                        "): %s\n",
-                n, world, list);
+        fprintf(stderr,
+                "sfctl import: ranks missing from the %d traces (world size %" PRId64 "): %s\n", n,
+                world, list);
         return -EINVAL;
     }
     *ret_world = (uint32_t)world;
@@ -433,9 +456,9 @@ static int import_all(const struct import_opts *o, struct import_map *map, const
         uint64_t bytes = 0;
         for (int i = 0; i < o->n_files; i++)
             bytes += fs[i].info.bytes;
-        fprintf(stderr, "sfctl import: %d %s trace%s, %.1f MB, %zu rows of %u stages\n",
-                o->n_files, o->format, o->n_files == 1 ? "" : "s", (double)bytes / 1e6,
-                part->n_rows, part->schema.n_stages);
+        fprintf(stderr, "sfctl import: %d %s trace%s, %.1f MB, %zu rows of %u stages\n", o->n_files,
+                o->format, o->n_files == 1 ? "" : "s", (double)bytes / 1e6, part->n_rows,
+                part->schema.n_stages);
     }
     free(fs);
     return r;
@@ -477,8 +500,8 @@ int sfctl_cmd_import(int argc, char **argv)
     bool inconsistent = false;
     r = import_all(&o, &map, o.rank_from ? &re : NULL, &in, &inconsistent);
     if (r == 0 && o.replay)
-        r = sfctl_replay_report(&in, o.files[0], o.json, o.gates_path, o.flag_keys,
-                                o.flag_values, o.n_flags);
+        r = sfctl_replay_report(&in, o.files[0], o.json, o.gates_path, o.flag_keys, o.flag_values,
+                                o.n_flags);
     else if (r == 0)
         r = write_output(&o, &in.parts[0]);
     sfctl_replay_input_clear(&in);

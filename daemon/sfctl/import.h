@@ -15,10 +15,10 @@
 
 /* What one file says about itself besides its ranges. */
 struct import_file_info {
-    int64_t rank;       /* -1: the file does not say */
-    int64_t world_size; /* -1: the file does not say */
-    char backend[32];   /* "" when unknown */
-    bool absolute_time; /* step times are on a clock shared across hosts */
+    int64_t rank;           /* -1: the file does not say */
+    int64_t world_size;     /* -1: the file does not say */
+    char backend[32];       /* "" when unknown */
+    bool absolute_time;     /* step times are on a clock shared across hosts */
     int64_t time_offset_ns; /* added to the accumulator's times for that clock */
     uint64_t bytes;         /* trace bytes read (uncompressed), for the summary */
 };
@@ -29,10 +29,10 @@ struct import_file_info {
 typedef int (*import_reader_fn)(const char *path, struct step_acc *acc,
                                 struct import_file_info *info, char *err, size_t errlen);
 
-int sfctl_import_kineto_read(const char *path, struct step_acc *acc,
-                             struct import_file_info *info, char *err, size_t errlen);
-int sfctl_import_nsys_read(const char *path, struct step_acc *acc,
-                           struct import_file_info *info, char *err, size_t errlen);
+int sfctl_import_kineto_read(const char *path, struct step_acc *acc, struct import_file_info *info,
+                             char *err, size_t errlen);
+int sfctl_import_nsys_read(const char *path, struct step_acc *acc, struct import_file_info *info,
+                           char *err, size_t errlen);
 
 int sfctl_cmd_import(int argc, char **argv);
 

@@ -56,8 +56,8 @@ static int on_event(void *user, const struct trace_event *ev, char *err, size_t 
     return step_acc_add(k->acc, ev->name, ev->ts_ns, ev->ts_ns + ev->dur_ns);
 }
 
-int sfctl_import_kineto_read(const char *path, struct step_acc *acc,
-                             struct import_file_info *info, char *err, size_t errlen)
+int sfctl_import_kineto_read(const char *path, struct step_acc *acc, struct import_file_info *info,
+                             char *err, size_t errlen)
 {
     gzFile gz = gzopen(path, "rb");
     if (gz == NULL) {
@@ -81,8 +81,8 @@ int sfctl_import_kineto_read(const char *path, struct step_acc *acc,
         info->absolute_time = true;
         info->time_offset_ns = meta.base_time_ns;
     } else {
-        info->absolute_time = meta.object_format && acc->n_steps > 0 &&
-                              acc->t_min >= EPOCH_CLOCK_NS;
+        info->absolute_time =
+            meta.object_format && acc->n_steps > 0 && acc->t_min >= EPOCH_CLOCK_NS;
     }
     return 0;
 }

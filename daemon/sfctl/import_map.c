@@ -24,27 +24,26 @@ struct map_cache_entry {
 
 /* The binding's own stage names first (exact ranges from a traced job), then
  * the ops torch.profiler records for the same work. */
-const char import_default_mapping[] =
-    "[steps]\n"
-    "match = ProfilerStep#*\n"
-    "[stage data.next_wait]\n"
-    "match = data.next_wait\n"
-    "match = enumerate(DataLoader)#*__next__\n"
-    "[stage model.fwd_loss_cpu_wall]\n"
-    "match = model.fwd_loss_cpu_wall\n"
-    "match = DistributedDataParallel.forward\n"
-    "match = nn.Module: *\n"
-    "[stage model.backward_cpu_wall]\n"
-    "match = model.backward_cpu_wall\n"
-    "match = autograd::engine::evaluate_function: *\n"
-    "[stage callbacks.cpu_wall]\n"
-    "match = callbacks.cpu_wall\n"
-    "[stage optim.step_cpu_wall]\n"
-    "match = optim.step_cpu_wall\n"
-    "match = Optimizer.step#*\n"
-    "match = Optimizer.zero_grad#*\n"
-    "[residual]\n"
-    "name = step.other_cpu_wall\n";
+const char import_default_mapping[] = "[steps]\n"
+                                      "match = ProfilerStep#*\n"
+                                      "[stage data.next_wait]\n"
+                                      "match = data.next_wait\n"
+                                      "match = enumerate(DataLoader)#*__next__\n"
+                                      "[stage model.fwd_loss_cpu_wall]\n"
+                                      "match = model.fwd_loss_cpu_wall\n"
+                                      "match = DistributedDataParallel.forward\n"
+                                      "match = nn.Module: *\n"
+                                      "[stage model.backward_cpu_wall]\n"
+                                      "match = model.backward_cpu_wall\n"
+                                      "match = autograd::engine::evaluate_function: *\n"
+                                      "[stage callbacks.cpu_wall]\n"
+                                      "match = callbacks.cpu_wall\n"
+                                      "[stage optim.step_cpu_wall]\n"
+                                      "match = optim.step_cpu_wall\n"
+                                      "match = Optimizer.step#*\n"
+                                      "match = Optimizer.zero_grad#*\n"
+                                      "[residual]\n"
+                                      "name = step.other_cpu_wall\n";
 
 struct load_ctx {
     struct import_map *m;
@@ -274,6 +273,6 @@ int import_map_classify(struct import_map *m, const char *name)
 
 int import_map_schema(const struct import_map *m, sf_schema *ret)
 {
-    return sf_schema_init(ret, 1, (uint32_t)m->n_explicit + 1, (const char *const *)m->names,
-                          NULL, 1);
+    return sf_schema_init(ret, 1, (uint32_t)m->n_explicit + 1, (const char *const *)m->names, NULL,
+                          1);
 }

@@ -21,9 +21,9 @@ struct import_patterns {
 struct import_map {
     char *names[SF_MAX_STAGES]; /* explicit stages, residual last */
     struct import_patterns stage[SF_MAX_STAGES];
-    size_t n_explicit;          /* stages with patterns; names[n_explicit] is the residual */
+    size_t n_explicit; /* stages with patterns; names[n_explicit] is the residual */
     struct import_patterns steps;
-    const char *source;         /* file path, or "(built-in mapping)" */
+    const char *source; /* file path, or "(built-in mapping)" */
     /* Cache of classified names: traces repeat a few thousand names millions
      * of times. Bounded; names past it are matched every time. */
     struct map_cache_entry *cache;

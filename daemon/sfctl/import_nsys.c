@@ -25,8 +25,8 @@ static bool has_table(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st = NULL;
     bool found = false;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                           -1, &st, NULL) == SQLITE_OK &&
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1,
+                           &st, NULL) == SQLITE_OK &&
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC) == SQLITE_OK)
         found = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
@@ -39,8 +39,8 @@ static void session_start(sqlite3 *db, struct import_file_info *info)
     sqlite3_stmt *st = NULL;
     if (!has_table(db, "TARGET_INFO_SESSION_START_TIME"))
         return;
-    if (sqlite3_prepare_v2(db, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1",
-                           -1, &st, NULL) == SQLITE_OK &&
+    if (sqlite3_prepare_v2(db, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1", -1,
+                           &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
         info->absolute_time = true;
         info->time_offset_ns = sqlite3_column_int64(st, 0);
@@ -72,8 +72,8 @@ static int read_ranges(sqlite3 *db, struct step_acc *acc, char *err, size_t errl
     return r;
 }
 
-int sfctl_import_nsys_read(const char *path, struct step_acc *acc,
-                           struct import_file_info *info, char *err, size_t errlen)
+int sfctl_import_nsys_read(const char *path, struct step_acc *acc, struct import_file_info *info,
+                           char *err, size_t errlen)
 {
     FILE *probe = fopen(path, "rb"); /* SQLite would create a missing file's name */
     if (probe == NULL) {
@@ -89,8 +89,8 @@ int sfctl_import_nsys_read(const char *path, struct step_acc *acc,
         r = -EINVAL;
     } else if (!has_table(db, "NVTX_EVENTS")) {
         const char *why = sqlite3_errcode(db) == SQLITE_NOTADB ? "not an SQLite database"
-                                                                : "no NVTX_EVENTS table (was "
-                                                                  "the job traced with -t nvtx?)";
+                                                               : "no NVTX_EVENTS table (was "
+                                                                 "the job traced with -t nvtx?)";
         snprintf(err, errlen, "%s", why);
         r = -EINVAL;
     } else {

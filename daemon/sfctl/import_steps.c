@@ -221,7 +221,7 @@ static int check_steps(struct step_acc *acc, char *err, size_t errlen)
         if (i > 0 && st->step <= acc->steps[i - 1].step) {
             snprintf(err, errlen, "step %lld %s step %lld", (long long)st->step,
                      st->step == acc->steps[i - 1].step ? "appears twice; the second after"
-                                                         : "starts after",
+                                                        : "starts after",
                      (long long)acc->steps[i - 1].step);
             return -EINVAL;
         }

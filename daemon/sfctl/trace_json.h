@@ -42,8 +42,7 @@ struct trace_meta {
  * after writing a reason into err. */
 typedef ssize_t (*trace_read_fn)(void *ctx, void *buf, size_t len, char *err, size_t errlen);
 /* Returns 0 to go on, or a negative errno (with a reason in err) to stop. */
-typedef int (*trace_event_fn)(void *user, const struct trace_event *ev, char *err,
-                              size_t errlen);
+typedef int (*trace_event_fn)(void *user, const struct trace_event *ev, char *err, size_t errlen);
 
 /* Returns 0, -EINVAL (malformed or truncated JSON, or an error from a
  * callback) with "byte N: reason" in err, -EIO from the read function, or

@@ -62,13 +62,13 @@ static void test_precedence_and_clipping(void **state)
     struct import_map m = load_default();
     const struct range r[] = {
         {"ProfilerStep#7", 1000, 2000},
-        {"data.next_wait", 900, 1100},                   /* clipped to 1000 */
+        {"data.next_wait", 900, 1100}, /* clipped to 1000 */
         {"model.fwd_loss_cpu_wall", 1100, 1400},
-        {"nn.Module: Linear", 1150, 1200},                /* inside forward */
+        {"nn.Module: Linear", 1150, 1200}, /* inside forward */
         {"autograd::engine::evaluate_function: X", 1400, 1700},
-        {"callbacks.cpu_wall", 1650, 1750},               /* 50 left to it */
-        {"Optimizer.step#SGD.step", 1700, 2500},          /* clipped to 2000 */
-        {"aten::mm", 1000, 2000},                         /* unmapped */
+        {"callbacks.cpu_wall", 1650, 1750},      /* 50 left to it */
+        {"Optimizer.step#SGD.step", 1700, 2500}, /* clipped to 2000 */
+        {"aten::mm", 1000, 2000},                /* unmapped */
     };
     int64_t rows[4][SF_MAX_STAGES], steps[4];
     assert_int_equal(reduce(&m, r, 8, NULL, rows, steps), 1);
@@ -98,9 +98,9 @@ static void test_order_independent(void **state)
     for (size_t i = 0; i < N; i++)
         order[i] = N - 1 - i;
     for (int s = 0; s < STEPS; s++) /* distinct step numbers */
-        r[s * (PER + 1)].name = (const char *[]){"ProfilerStep#1", "ProfilerStep#2",
-                                                  "ProfilerStep#3", "ProfilerStep#4",
-                                                  "ProfilerStep#5"}[s];
+        r[s * (PER + 1)].name =
+            (const char *[]){"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4",
+                             "ProfilerStep#5"}[s];
     int64_t a[STEPS][SF_MAX_STAGES] = {{0}}, b[STEPS][SF_MAX_STAGES] = {{0}};
     int64_t sa[STEPS], sb[STEPS];
     assert_int_equal(reduce(&m, r, N, NULL, a, sa), STEPS);
