@@ -138,13 +138,13 @@ static int cmp_step_start(const void *x, const void *y)
     return (a->a > b->a) - (a->a < b->a);
 }
 
-/* First interval of s whose end lies after t. */
-static size_t first_ending_after(const struct interval_set *s, int64_t t)
+/* First of the sorted disjoint v[0..n) whose end lies after t. */
+static size_t first_ending_after(const struct interval *v, size_t n, int64_t t)
 {
-    size_t lo = 0, hi = s->n;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->v[mid].b <= t)
+        if (v[mid].b <= t)
             lo = mid + 1;
         else
             hi = mid;
@@ -156,7 +156,7 @@ static size_t first_ending_after(const struct interval_set *s, int64_t t)
 static int64_t unclaimed(const struct interval *claimed, size_t n, int64_t a, int64_t b)
 {
     int64_t len = b - a;
-    for (size_t i = 0; i < n && claimed[i].a < b; i++) {
+    for (size_t i = first_ending_after(claimed, n, a); i < n && claimed[i].a < b; i++) {
         int64_t lo = claimed[i].a > a ? claimed[i].a : a;
         int64_t hi = claimed[i].b < b ? claimed[i].b : b;
         if (hi > lo)
@@ -175,7 +175,7 @@ static int step_durations(struct step_acc *acc, const struct step_range *st, int
     for (size_t k = 0; k < S; k++) {
         const struct interval_set *s = &acc->stage[k];
         d[k] = 0;
-        size_t first = first_ending_after(s, st->a), n_new = 0;
+        size_t first = first_ending_after(s->v, s->n, st->a), n_new = 0;
         for (size_t i = first; i < s->n && s->v[i].a < st->b; i++) {
             int64_t a = s->v[i].a > st->a ? s->v[i].a : st->a;
             int64_t b = s->v[i].b < st->b ? s->v[i].b : st->b;
