@@ -28,8 +28,9 @@ import routing  # noqa: E402
 import sfharness  # noqa: E402
 
 SKIP = 77
-WARMUP = 10
-STEPS = 24
+# CI-sized by default: profiling every op under the sanitizers is the cost.
+WARMUP = 6
+STEPS = 16
 MAGNITUDE = 1.5
 # A smaller batch than the routing tests: the profiler records every op of
 # the data pipeline, and the traces (about 40 MB a rank at batch 8, 50
@@ -52,11 +53,11 @@ def suspect(w):
     return s[0]["rank"] if s else None
 
 
-def import_traces(build, trace_dir):
+def import_traces(build, trace_dir, warmup, steps):
     files = sorted(os.path.join(trace_dir, f) for f in os.listdir(trace_dir))
     r = subprocess.run([build.sfctl, "import", "kineto", "--rank-from", r"rank([0-9]+)",
-                        "--replay", "--json", "--warmup-steps", str(WARMUP), "--window-steps",
-                        str(STEPS)] + files, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        "--replay", "--json", "--warmup-steps", str(warmup), "--window-steps",
+                        str(steps)] + files, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, timeout=120)
     sys.stdout.write(r.stderr)
     if r.returncode != 0:
@@ -69,6 +70,8 @@ def main():
     p.add_argument("--build", required=True)
     p.add_argument("--row", default="data_wait", choices=sorted(faults.FAULTS))
     p.add_argument("--seed", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=WARMUP)
+    p.add_argument("--steps", type=int, default=STEPS)
     a = p.parse_args()
     if not sfharness.has_torch():
         print("SKIP: /usr/bin/python3 cannot import torch with Gloo (install python3-torch)")
@@ -78,10 +81,10 @@ def main():
     traces = tempfile.mkdtemp(prefix="sf-import-ddp-")
     t0 = time.perf_counter()
     try:
-        with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=STEPS) as sfd:
+        with sfharness.Sfd(build, warmup_steps=a.warmup, window_steps=a.steps) as sfd:
             res = sfharness.train(build, job, ["--ranks", "4", "--fault", a.row, "--seed",
                                                str(a.seed), "--magnitude", str(MAGNITUDE),
-                                               "--warmup", str(WARMUP), "--steps", str(STEPS),
+                                               "--warmup", str(a.warmup), "--steps", str(a.steps),
                                                "--batch", "4", "--seq", "16",
                                                "--profile", traces],
                                   sf_socket=sfd.ingest, timeout=240)
@@ -92,7 +95,7 @@ def main():
             shutil.copyfileobj(src, dst)
         os.unlink(os.path.join(traces, "rank1.json"))
         t1 = time.perf_counter()
-        imported = measured(import_traces(build, traces))
+        imported = measured(import_traces(build, traces, a.warmup, a.steps))
         print("job %.1f s, import %.1f s" % (t1 - t0, time.perf_counter() - t1))
     finally:
         shutil.rmtree(traces, ignore_errors=True)
@@ -112,9 +115,9 @@ def main():
         live["exposed_total_s"], imported["exposed_total_s"], gap))
     print("top stage: live %s, import %s; suspect rank: live %s, import %s" % (
         top_stage(live), top_stage(imported), suspect(live), suspect(imported)))
-    if imported["window"]["ranks"] != 4 or imported["window"]["steps"] != STEPS:
+    if imported["window"]["ranks"] != 4 or imported["window"]["steps"] != a.steps:
         print("FAIL: the import covers %s ranks and %s steps, want 4 and %d" % (
-            imported["window"]["ranks"], imported["window"]["steps"], STEPS))
+            imported["window"]["ranks"], imported["window"]["steps"], a.steps))
         return 1
     if top_stage(live) is None or top_stage(live) != top_stage(imported):
         print("FAIL: the import routes a different top stage")
