@@ -24,10 +24,9 @@
 struct import_opts {
     import_reader_fn read;
     const char *format;
-    const char *out, *map_path, *rank_from, *job, *gates_path;
-    bool csv, replay, json, allow_empty;
-    const char *flag_keys[8], *flag_values[8];
-    int n_flags;
+    const char *out, *map_path, *rank_from, *job;
+    bool csv, replay, allow_empty;
+    struct sfctl_report_opts report;
     char **files;
     int n_files;
 };
@@ -57,6 +56,36 @@ static void usage(FILE *out)
         "                      --json --window-steps N --warmup-steps N --tau X --gates FILE\n");
 }
 
+/* The import's own options; the report options are replay's. */
+static int import_opt(struct import_opts *o, int c, const char *arg)
+{
+    switch (c) {
+    case 'o':
+        o->out = arg;
+        return 0;
+    case 'm':
+        o->map_path = arg;
+        return 0;
+    case 'r':
+        o->rank_from = arg;
+        return 0;
+    case 'J':
+        o->job = arg;
+        return 0;
+    case 'c':
+        o->csv = true;
+        return 0;
+    case 'e':
+        o->allow_empty = true;
+        return 0;
+    case 'R':
+        o->replay = true;
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
 static int parse_opts(int argc, char **argv, struct import_opts *o)
 {
     static const struct option longopts[] = {
@@ -66,11 +95,7 @@ static int parse_opts(int argc, char **argv, struct import_opts *o)
         {"csv", no_argument, NULL, 'c'},
         {"allow-empty-stage", no_argument, NULL, 'e'},
         {"replay", no_argument, NULL, 'R'},
-        {"json", no_argument, NULL, 'j'},
-        {"window-steps", required_argument, NULL, 'w'},
-        {"warmup-steps", required_argument, NULL, 'u'},
-        {"tau", required_argument, NULL, 't'},
-        {"gates", required_argument, NULL, 'g'},
+        SFCTL_REPORT_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -90,51 +115,17 @@ static int parse_opts(int argc, char **argv, struct import_opts *o)
     argc--;
     argv++;
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            o->out = optarg;
-            break;
-        case 'm':
-            o->map_path = optarg;
-            break;
-        case 'r':
-            o->rank_from = optarg;
-            break;
-        case 'J':
-            o->job = optarg;
-            break;
-        case 'c':
-            o->csv = true;
-            break;
-        case 'e':
-            o->allow_empty = true;
-            break;
-        case 'R':
-            o->replay = true;
-            break;
-        case 'j':
-            o->json = true;
-            break;
-        case 'g':
-            o->gates_path = optarg;
-            break;
-        case 'w':
-        case 'u':
-        case 't':
-            if (o->n_flags == 8)
-                return -EINVAL;
-            o->flag_keys[o->n_flags] = c == 'w'   ? "window_steps"
-                                       : c == 'u' ? "warmup_steps"
-                                                  : "tau";
-            o->flag_values[o->n_flags++] = optarg;
-            break;
-        case 'h':
+        int r = sfctl_report_opt(&o->report, c, optarg);
+        if (r < 0)
+            return r;
+        if (r == 1)
+            continue;
+        if (c == 'h')
             return 1;
-        default:
+        if (import_opt(o, c, optarg) < 0)
             return -EINVAL;
-        }
     }
-    bool report_flags = o->json || o->gates_path || o->n_flags > 0;
+    bool report_flags = o->report.json || o->report.gates_path || o->report.n_flags > 0;
     if (optind >= argc || (report_flags && !o->replay) || (o->replay && (o->out || o->csv)))
         return -EINVAL;
     if (o->out && (strcmp(o->out, "-") == 0))
@@ -472,14 +463,8 @@ int sfctl_cmd_import(int argc, char **argv)
         usage(r < 0 ? stderr : stdout);
         return r < 0 ? SFCTL_EXIT_USAGE : SFCTL_EXIT_OK;
     }
-    sf_gates probe;
-    sf_gates_default(&probe);
-    for (int i = 0; i < o.n_flags; i++)
-        if (sf_gates_set(&probe, o.flag_keys[i], o.flag_values[i]) < 0) {
-            fprintf(stderr, "sfctl import: invalid --%s value \"%s\"\n", o.flag_keys[i],
-                    o.flag_values[i]);
-            return SFCTL_EXIT_USAGE;
-        }
+    if (sfctl_report_opts_check(&o.report, "sfctl import") < 0)
+        return SFCTL_EXIT_USAGE;
     regex_t re;
     if (o.rank_from && regcomp(&re, o.rank_from, REG_EXTENDED) != 0) {
         fprintf(stderr, "sfctl import: --rank-from '%s' is not a valid regular expression\n",
@@ -500,8 +485,7 @@ int sfctl_cmd_import(int argc, char **argv)
     bool inconsistent = false;
     r = import_all(&o, &map, o.rank_from ? &re : NULL, &in, &inconsistent);
     if (r == 0 && o.replay)
-        r = sfctl_replay_report(&in, o.files[0], o.json, o.gates_path, o.flag_keys, o.flag_values,
-                                o.n_flags);
+        r = sfctl_replay_report(&in, o.files[0], &o.report);
     else if (r == 0)
         r = write_output(&o, &in.parts[0]);
     sfctl_replay_input_clear(&in);

@@ -20,11 +20,7 @@
 
 struct replay_opts {
     const char *path;
-    const char *gates_path;
-    bool json;
-    const char *flag_keys[8];
-    const char *flag_values[8];
-    int n_flags;
+    struct sfctl_report_opts report;
 };
 
 /* A window to compute: a slice of one part's rows and its meta. */
@@ -44,42 +40,48 @@ static void usage(FILE *out)
 
 /* ---- options and gates --------------------------------------------------- */
 
+int sfctl_report_opt(struct sfctl_report_opts *o, int c, const char *arg)
+{
+    switch (c) {
+    case 'j':
+        o->json = true;
+        return 1;
+    case 'g':
+        o->gates_path = arg;
+        return 1;
+    case 'w':
+    case 'u':
+    case 't':
+        if (o->n_flags == 8)
+            return -EINVAL;
+        o->flag_keys[o->n_flags] = c == 'w' ? "window_steps" : c == 'u' ? "warmup_steps" : "tau";
+        o->flag_values[o->n_flags++] = arg;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static int parse_opts(int argc, char **argv, struct replay_opts *o)
 {
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"window-steps", required_argument, NULL, 'w'},
-        {"warmup-steps", required_argument, NULL, 'u'},
-        {"tau", required_argument, NULL, 't'},
-        {"gates", required_argument, NULL, 'g'},
+        SFCTL_REPORT_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     optind = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
-        const char *key = c == 'w' ? "window_steps" : c == 'u' ? "warmup_steps" : "tau";
-        switch (c) {
-        case 'j':
-            o->json = true;
-            break;
-        case 'g':
-            o->gates_path = optarg;
-            break;
-        case 'w':
-        case 'u':
-        case 't':
-            o->flag_keys[o->n_flags] = key;
-            o->flag_values[o->n_flags++] = optarg;
-            break;
-        case 'h':
+        int r = sfctl_report_opt(&o->report, c, optarg);
+        if (r < 0)
+            return r;
+        if (r == 1)
+            continue;
+        if (c == 'h') {
             usage(stdout);
             return 1;
-        default:
-            return -EINVAL;
         }
-        if (o->n_flags == 8)
-            return -EINVAL;
+        return -EINVAL;
     }
     if (optind != argc - 1)
         return -EINVAL;
@@ -124,22 +126,31 @@ static int load_gates_file(const char *path, sf_gates *gates)
     return 0;
 }
 
-static int apply_gates(const struct replay_opts *o, sf_gates *gates)
+/* Gates file, then flags, onto gates; prog prefixes the messages. */
+static int apply_gates(const struct sfctl_report_opts *o, sf_gates *gates, const char *prog)
 {
     if (o->gates_path && load_gates_file(o->gates_path, gates) < 0)
         return -EINVAL;
     for (int i = 0; i < o->n_flags; i++)
         if (sf_gates_set(gates, o->flag_keys[i], o->flag_values[i]) < 0) {
-            fprintf(stderr, "sfctl replay: invalid --%s value \"%s\"\n", o->flag_keys[i],
+            fprintf(stderr, "%s: invalid --%s value \"%s\"\n", prog, o->flag_keys[i],
                     o->flag_values[i]);
             return -EINVAL;
         }
     if (sf_gates_validate(gates) < 0) {
-        fprintf(stderr, "sfctl replay: the gates are inconsistent (window_steps >= 1, "
-                        "0 < tau <= 1)\n");
+        fprintf(stderr, "%s: the gates are inconsistent (window_steps >= 1, "
+                        "0 < tau <= 1)\n",
+                prog);
         return -EINVAL;
     }
     return 0;
+}
+
+int sfctl_report_opts_check(const struct sfctl_report_opts *o, const char *prog)
+{
+    sf_gates probe;
+    sf_gates_default(&probe);
+    return apply_gates(o, &probe, prog);
 }
 
 /* ---- input --------------------------------------------------------------- */
@@ -311,8 +322,8 @@ static int print_reports(const struct window_job *jobs, size_t n, const sf_gates
     json_t *array = json_array();
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++)
-        r = report_window(&jobs[i], g, o->json, array, o->path);
-    if (r == 0 && o->json) {
+        r = report_window(&jobs[i], g, o->report.json, array, o->path);
+    if (r == 0 && o->report.json) {
         char *text = sf_report_array_dumps(array);
         if (text == NULL)
             r = -ENOMEM;
@@ -338,22 +349,17 @@ static int report_input(struct replay_input *in, const struct replay_opts *o)
     struct window_job *jobs = NULL;
     size_t n = 0;
     int r;
-    if ((r = apply_gates(o, &gates)) == 0 && (r = assemble_windows(in, &gates, &jobs, &n)) == 0)
+    if ((r = apply_gates(&o->report, &gates, "sfctl replay")) == 0 &&
+        (r = assemble_windows(in, &gates, &jobs, &n)) == 0)
         r = print_reports(jobs, n, &gates, o);
     free(jobs);
     return r;
 }
 
-int sfctl_replay_report(struct replay_input *in, const char *label, bool json,
-                        const char *gates_path, const char *const *keys,
-                        const char *const *values, int n_flags)
+int sfctl_replay_report(struct replay_input *in, const char *label,
+                        const struct sfctl_report_opts *report)
 {
-    struct replay_opts o = {.path = label, .gates_path = gates_path, .json = json};
-    for (int i = 0; i < n_flags && i < 8; i++) {
-        o.flag_keys[i] = keys[i];
-        o.flag_values[i] = values[i];
-    }
-    o.n_flags = n_flags < 8 ? n_flags : 8;
+    struct replay_opts o = {.path = label, .report = *report};
     return report_input(in, &o);
 }
 
@@ -366,10 +372,9 @@ int sfctl_cmd_replay(int argc, char **argv)
             usage(stderr);
         return r < 0 ? SFCTL_EXIT_USAGE : SFCTL_EXIT_OK;
     }
-    sf_gates gates, probe;
+    sf_gates gates;
     sf_gates_default(&gates);
-    probe = gates;
-    if (apply_gates(&o, &probe) < 0) /* fail fast on bad flags before reading */
+    if (sfctl_report_opts_check(&o.report, "sfctl replay") < 0) /* fail fast before reading */
         return SFCTL_EXIT_USAGE;
     struct replay_input in = {0};
     r = read_input(o.path, &gates, &in);

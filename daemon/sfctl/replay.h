@@ -43,13 +43,34 @@ int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, 
                      size_t errlen);
 void sfctl_replay_input_clear(struct replay_input *in);
 
+/* The report options of `sfctl replay`, shared with `sfctl import --replay`:
+ * --json, --gates FILE and the gate flags (window_steps, warmup_steps, tau). */
+struct sfctl_report_opts {
+    const char *gates_path;
+    bool json;
+    const char *flag_keys[8];
+    const char *flag_values[8];
+    int n_flags;
+};
+
+/* getopt_long entries of those options (needs <getopt.h>). */
+#define SFCTL_REPORT_LONGOPTS                                                                     \
+    {"json", no_argument, NULL, 'j'}, {"window-steps", required_argument, NULL, 'w'},             \
+        {"warmup-steps", required_argument, NULL, 'u'}, {"tau", required_argument, NULL, 't'},    \
+        {"gates", required_argument, NULL, 'g'}
+
+/* Takes one getopt result: 1 when it was a report option, 0 when not,
+ * -EINVAL past 8 gate flags. */
+int sfctl_report_opt(struct sfctl_report_opts *o, int c, const char *arg);
+/* Checks the gate flags on the default gates before any input is read;
+ * prints the reason after prog ("sfctl replay") and returns -EINVAL. */
+int sfctl_report_opts_check(const struct sfctl_report_opts *o, const char *prog);
+
 /* The reports `sfctl replay` prints, from input already in memory (used by
- * `sfctl import --replay`). label names the input in messages; keys/values
- * are gate flags (window_steps, warmup_steps, tau), at most 8. Returns 0,
+ * `sfctl import --replay`). label names the input in messages. Returns 0,
  * -EINVAL (message printed) or -ENOMEM. */
-int sfctl_replay_report(struct replay_input *in, const char *label, bool json,
-                        const char *gates_path, const char *const *keys,
-                        const char *const *values, int n_flags);
+int sfctl_replay_report(struct replay_input *in, const char *label,
+                        const struct sfctl_report_opts *o);
 
 /* Shared by both readers. Writes "LINE:COL: message" into err; returns -EINVAL. */
 int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
