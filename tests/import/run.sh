@@ -7,28 +7,11 @@ set -u
 sfctl=$1
 cd "$2" || exit 2
 data=tests/import/data
-pass=0 fail=0
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-expect() {   # NAME EXIT STDERR-SUBSTRING -- ARGS...
-    local name=$1 want_rc=$2 want_msg=$3
-    shift 4
-    "$sfctl" import "$@" >"$out/stdout" 2>"$out/stderr"
-    local rc=$?
-    if [ "$rc" != "$want_rc" ]; then
-        bad "$name: exit $rc, expected $want_rc ($(cat "$out/stderr"))"
-    elif ! grep -qF -- "$want_msg" "$out/stderr"; then
-        bad "$name: stderr '$(cat "$out/stderr")' lacks '$want_msg'"
-    elif [ "$want_rc" != 0 ] && [ -s "$out/stdout" ]; then
-        bad "$name: printed rows despite the error"
-    else
-        ok
-    fi
-}
+subcommand=import
+# shellcheck source=tests/cli_expect.sh
+. tests/cli_expect.sh
 
 same() {     # NAME FILE-A FILE-B
     if diff -u "$2" "$3" >"$out/diff"; then ok; else bad "$1: $2 and $3 differ"; head -20 "$out/diff"; fi

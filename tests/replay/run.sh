@@ -5,28 +5,11 @@
 set -u
 sfctl=$1
 cd "$2" || exit 2
-pass=0 fail=0
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-
-ok()   { pass=$((pass + 1)); }
-bad()  { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-expect() {   # NAME EXIT STDERR-SUBSTRING -- ARGS...
-    local name=$1 want_rc=$2 want_msg=$3
-    shift 4
-    "$sfctl" replay "$@" >"$out/stdout" 2>"$out/stderr"
-    local rc=$?
-    if [ "$rc" != "$want_rc" ]; then
-        bad "$name: exit $rc, expected $want_rc ($(cat "$out/stderr"))"
-    elif ! grep -qF -- "$want_msg" "$out/stderr"; then
-        bad "$name: stderr '$(cat "$out/stderr")' lacks '$want_msg'"
-    elif [ "$want_rc" != 0 ] && [ -s "$out/stdout" ]; then
-        bad "$name: printed a report despite the error"
-    else
-        ok
-    fi
-}
+subcommand=replay
+# shellcheck source=tests/cli_expect.sh
+. tests/cli_expect.sh
 
 golden() {   # NAME GOLDEN-FILE -- ARGS...
     local name=$1 file=$2
