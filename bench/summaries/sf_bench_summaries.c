@@ -375,7 +375,7 @@ static void on_root_dial(uv_stream_t *server, int status)
     uv_tcp_init(g->loop, &c->tcp);
     c->tcp.data = c;
     c->g = g;
-    sfd_peer_framer_init(&c->f);
+    sfd_peer_framer_init(&c->f, SFD_PEER_FRAME_MAX);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) == 0)
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_root_read);
 }
