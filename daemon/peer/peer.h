@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <stagefrontier/accounting.h>
 
@@ -151,6 +152,8 @@ typedef struct sfd_peer_state {
 /* Reads the file; a missing file is an empty state (returns 0), a damaged
  * one -EBADMSG (the caller goes on with an empty state). */
 int sfd_peer_state_load(const char *path, sfd_peer_state *ret);
+/* The parser behind it, over any stream (the fuzz target's entry). */
+int sfd_peer_state_read(FILE *f, sfd_peer_state *ret);
 int sfd_peer_state_save(const char *path, const sfd_peer_state *st);
 void sfd_peer_state_clear(sfd_peer_state *st);
 

@@ -94,7 +94,7 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
 static const char *key_hint(int r)
 {
     switch (r) {
-    case -EPERM: return " (the mode must be 0600 or 0400, owned by sfd's user; or pass it with "
+    case -EPERM: return " (the mode must be 0600 or 0400; or pass it with "
                         "systemd LoadCredential=, see sfd(8))";
     case -EACCES: return " (sfd's user cannot read it: pass it with systemd LoadCredential=, "
                          "see sfd(8))";

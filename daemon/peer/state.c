@@ -26,11 +26,25 @@ void sfd_peer_state_clear(sfd_peer_state *st)
     memset(st, 0, sizeof *st);
 }
 
+static int parse_lines(FILE *f, sfd_peer_state *st);
+
 static int cmp_entry(const void *a, const void *b)
 {
     uint32_t x = ((const sfd_peer_state_entry *)a)->id;
     uint32_t y = ((const sfd_peer_state_entry *)b)->id;
     return (x > y) - (x < y);
+}
+
+int sfd_peer_state_read(FILE *f, sfd_peer_state *ret)
+{
+    sfd_peer_state st = {0};
+    int r = parse_lines(f, &st);
+    if (r < 0) {
+        sfd_peer_state_clear(&st);
+        return r;
+    }
+    *ret = st;
+    return 0;
 }
 
 static int parse_lines(FILE *f, sfd_peer_state *st)
@@ -57,7 +71,8 @@ static int parse_lines(FILE *f, sfd_peer_state *st)
     }
     if (st->boot_epoch == 0 || st->boot_epoch >= SFD_PEER_EPOCH_MAX)
         return -EBADMSG;
-    qsort(st->peers, st->n, sizeof *st->peers, cmp_entry);
+    if (st->n > 1)
+        qsort(st->peers, st->n, sizeof *st->peers, cmp_entry);
     return 0;
 }
 
@@ -72,14 +87,9 @@ int sfd_peer_state_load(const char *path, sfd_peer_state *ret)
         }
         return -errno;
     }
-    int r = parse_lines(f, &st);
+    int r = sfd_peer_state_read(f, ret);
     fclose(f);
-    if (r < 0) {
-        sfd_peer_state_clear(&st);
-        return r;
-    }
-    *ret = st;
-    return 0;
+    return r;
 }
 
 static int write_all(int fd, const char *buf, size_t len)
