@@ -155,8 +155,6 @@ int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value
         return set_path(cfg->member_key_file, sizeof cfg->member_key_file, value);
     if (strcmp(key, "member_pub_dir") == 0)
         return set_path(cfg->member_pub_dir, sizeof cfg->member_pub_dir, value);
-    if (strcmp(key, "state_dir") == 0)
-        return set_path(cfg->state_dir, sizeof cfg->state_dir, value);
     if (strcmp(key, "peer_auth_timeout_ms") == 0)
         return parse_u32(value, 50, 600000, &cfg->auth_timeout_ms);
     if (strcmp(key, "peer_preauth_max") == 0)
@@ -179,6 +177,13 @@ int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value
     if (strcmp(key, "retained_max") == 0)
         return parse_u32(value, 1, 1u << 20, &cfg->retained_max);
     return -ENOENT;
+}
+
+int sfd_peer_config_state_dir(sfd_peer_config *cfg, const char *dir)
+{
+    if (cfg == NULL || dir == NULL)
+        return -EINVAL;
+    return set_path(cfg->state_dir, sizeof cfg->state_dir, dir);
 }
 
 int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id)

@@ -194,9 +194,11 @@ void sfd_peer_config_clear(sfd_peer_config *cfg);
  * "member_pub_dir", "heartbeat_ms", "failure_timeout_ms", "fanout",
  * "summary_deadline_ms", "tree_hold_ms", "retained_max", "listen",
  * "peer_auth_timeout_ms", "peer_preauth_max", "peer_preauth_per_addr"):
- * -ENOENT unknown key, -EINVAL bad value. The state directory is the host's
- * setting: "state_dir" is accepted here only from the host, not the file. */
+ * -ENOENT unknown key, -EINVAL bad value. */
 int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value);
+/* The state directory is the host's setting (sfd's [sfd] state_dir), not a
+ * key of the peer section. */
+int sfd_peer_config_state_dir(sfd_peer_config *cfg, const char *dir);
 /* Checks the whole config once every key is set. */
 int sfd_peer_config_validate(const sfd_peer_config *cfg);
 int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id);

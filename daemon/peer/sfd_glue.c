@@ -28,9 +28,7 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
     if (strcmp(section, "peer") != 0 && strcmp(section, "cluster") != 0)
         return 1;
     g->any_key = true;
-    /* The state directory is sfd's ([sfd] state_dir), shared with its other
-     * state; the peer layer gets it from sfd_peer_attach. */
-    int r = strcmp(key, "state_dir") == 0 ? -ENOENT : sfd_peer_config_set(&g->cfg, key, value);
+    int r = sfd_peer_config_set(&g->cfg, key, value);
     if (r < 0 && g->err[0] == '\0')
         snprintf(g->err, sizeof g->err, "[%s] %s = %s: %s", section, key, value,
                  r == -ENOENT ? "unknown key" : "invalid value");
@@ -164,8 +162,11 @@ int sfd_peer_attach(struct sfd *d, const char *config_path)
         return 0;
     }
     sfd_peer_key key = {{0}};
-    if (d->cfg.state_dir[0] != '\0')
-        sfd_peer_config_set(&g->cfg, "state_dir", d->cfg.state_dir);
+    /* The state directory is sfd's ([sfd] state_dir), shared with its other
+     * durable state. */
+    if (d->cfg.state_dir[0] != '\0' && sfd_peer_config_state_dir(&g->cfg, d->cfg.state_dir) < 0)
+        sfd_log(SFD_LOG_ERR, NULL, "state_dir %s: too long; peer replay state is not kept",
+                d->cfg.state_dir);
     if ((r = sfd_peer_config_validate(&g->cfg)) < 0) {
         sfd_log(SFD_LOG_ERR, NULL, "peer config: node_id, peers and either cluster_key_file "
                                    "or both member_key_file and member_pub_dir are required, "
