@@ -29,6 +29,9 @@ SKIP = 77
 # port"): STATUS answers within this, and RSS grows by less than this.
 STATUS_MAX_S = 1.0
 RSS_GROWTH_MAX_MB = 64
+# From the start of a trainer process (a sanitizer build, on a loaded 2-core
+# machine) to its job being listed by sfd.
+TRAINER_CONNECT_MAX_S = 2.0
 HB_MS = 100
 FT_MS = 800
 DEADLINE_MS = 2500
@@ -665,6 +668,30 @@ def check_watch(w, what):
     return s
 
 
+def trainer_connects(c, node):
+    """Another uid's trainer connects to `node` and has its job taken, during
+    an attack on the peer port; returns the seconds from the sender's start
+    to its job being listed."""
+    uid = peer_attacks.OTHER_UID
+    out = os.path.join(c.tmp, "trainer-%d" % uid)
+    os.makedirs(out, exist_ok=True)
+    os.chown(out, uid, uid)
+    job = "trainer-%d" % uid
+    t = time.monotonic()
+    p = subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                          c.sender, node.ingest, job, "2", "0", "1", "3", "1",
+                          os.path.join(out, "rows.csv"), "4294967295"], stdin=subprocess.PIPE)
+    try:
+        c.wait(lambda: job in node.sfctl("jobs")[1], "the trainer's job", timeout=10)
+        took = time.monotonic() - t
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+    check(took < TRAINER_CONNECT_MAX_S, "the trainer's job took %.2f s to appear" % took)
+    print("another uid's trainer connected; its job listed after %.2f s" % took)
+    return took
+
+
 def scenario_preauth(build):
     """Finding 4: connections that never authenticate (idle ones, reopened as
     fast as they are closed, and stalled half-frames of 16 MiB and of 4 KiB)
@@ -684,6 +711,7 @@ def scenario_preauth(build):
                    peer_attacks.half_frames(h, port, 26, announced=4096, sent=4000).start()]
         w = Watch(pid, c.sfctl, victim.query).run(3.0)
         check_watch(w, "preauth, during the attack")
+        trainer_connects(c, victim)
         p = victim.peers()
         check(p["unauthenticated"] <= 64, "%d unauthenticated connections held"
               % p["unauthenticated"])
@@ -741,6 +769,7 @@ def scenario_flood(build):
                    peer_attacks.bad_mac(victim.host, victim.port, 3, frame=4000).start()]
         w = Watch(pid, c.sfctl, victim.query).run(4.0)
         s = check_watch(w, "flood")
+        trainer_connects(c, victim)
         check(s["cpu_share"] < 0.9, "sfd used %.0f %% of a core" % (100 * s["cpu_share"]))
         for a in attacks:
             a.stop()
