@@ -49,7 +49,8 @@ static json_t *guard_counters_json(json_t *o, const sfd_peer_counters *c)
 {
     if (o == NULL)
         return NULL;
-    json_object_set_new(o, "rejected_auth_timeout", json_integer((json_int_t)c->rejected_auth_timeout));
+    json_object_set_new(o, "rejected_auth_timeout",
+                        json_integer((json_int_t)c->rejected_auth_timeout));
     json_object_set_new(o, "rejected_preauth", json_integer((json_int_t)c->rejected_preauth));
     json_object_set_new(o, "rejected_term_jump", json_integer((json_int_t)c->rejected_term_jump));
     json_object_set_new(o, "rejected_epoch", json_integer((json_int_t)c->rejected_epoch));

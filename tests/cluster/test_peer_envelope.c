@@ -84,7 +84,8 @@ static void test_redirect_is_detected(void **state)
     env->dest_id = 3;
     uint8_t buf[256];
     memcpy(buf, frame + 4, SFD_PEER_BODY_HEADER);   /* the sender and the old MAC */
-    size_t n = SFD_PEER_BODY_HEADER + stagefrontier__peer_envelope__pack(env, buf + SFD_PEER_BODY_HEADER);
+    size_t n = SFD_PEER_BODY_HEADER +
+               stagefrontier__peer_envelope__pack(env, buf + SFD_PEER_BODY_HEADER);
     stagefrontier__peer_envelope__free_unpacked(env, NULL);
     sfd_peer_msg got;
     assert_int_equal(sfd_peer_open(&key_a, buf, n, &env, &got), -EPERM);
