@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,18 +21,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cluster"))
 import peer_attacks  # noqa: E402
-from peer_attacks import Watch, proc_status  # noqa: E402
+from peer_attacks import Watch, free_port, proc_status  # noqa: E402
 
 HB_MS, FT_MS = 100, 800
 LIVE_WAIT_S = 10.0
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Node:

@@ -37,17 +37,33 @@ void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
 
 /* ---- election actions --------------------------------------------------- */
 
+/* The fields every heartbeat carries. */
+static void heartbeat_init(sfd_peer_node *node, uint64_t now, Stagefrontier__Heartbeat *hb)
+{
+    stagefrontier__heartbeat__init(hb);
+    hb->node_id = node->cfg.node_id;
+    hb->term = node->elect.term;
+    hb->has_root_id = hb->has_is_root = hb->has_summaries_in_flight = true;
+    hb->root_id = sfd_elect_root(&node->elect, now);
+    hb->is_root = node->elect.role == SFD_ELECT_ROOT;
+    hb->summaries_in_flight = node->n_retained;
+    hb->has_epoch_seen = hb->has_epoch_closed = true;
+}
+
+/* Sends a heartbeat to one member, with the replay state held for it. */
+static void heartbeat_to(sfd_peer_node *node, const sfd_peer_link *l, Stagefrontier__Heartbeat *hb)
+{
+    hb->epoch_seen = l->replay.epoch;
+    hb->epoch_closed = l->replay.closed;
+    sfd_peer_send(node, l->id, T(HEARTBEAT), &hb->base);
+}
+
 static void send_heartbeats(sfd_peer_node *node, uint64_t now)
 {
-    Stagefrontier__Heartbeat hb = STAGEFRONTIER__HEARTBEAT__INIT;
+    Stagefrontier__Heartbeat hb;
     Stagefrontier__WindowKey keys[SFD_PEER_PENDING_MAX];
     Stagefrontier__WindowKey *kp[SFD_PEER_PENDING_MAX];
-    hb.node_id = node->cfg.node_id;
-    hb.term = node->elect.term;
-    hb.has_root_id = hb.has_is_root = hb.has_summaries_in_flight = true;
-    hb.root_id = sfd_elect_root(&node->elect, now);
-    hb.is_root = node->elect.role == SFD_ELECT_ROOT;
-    hb.summaries_in_flight = node->n_retained;
+    heartbeat_init(node, now, &hb);
     size_t n = 0;
     for (sfd_peer_pending *p = node->pending; p && hb.is_root && n < SFD_PEER_PENDING_MAX;
          p = p->next, n++) {
@@ -59,31 +75,20 @@ static void send_heartbeats(sfd_peer_node *node, uint64_t now)
     }
     hb.n_pending = n;
     hb.pending = kp;
-    hb.has_epoch_seen = hb.has_epoch_closed = true;
-    for (uint32_t i = 0; i < node->n_links; i++) {
-        hb.epoch_seen = node->links[i].replay.epoch;
-        hb.epoch_closed = node->links[i].replay.closed;
-        sfd_peer_send(node, node->links[i].id, T(HEARTBEAT), &hb.base);
-    }
+    for (uint32_t i = 0; i < node->n_links; i++)
+        heartbeat_to(node, &node->links[i], &hb);
 }
 
+/* Without the window list, so it fits the receiver's 4 KiB cap on frames of
+ * a connection that has not authenticated yet. */
 void sfd_peer_send_hello(sfd_peer_node *node, uint32_t dest)
 {
     sfd_peer_link *l = sfd_peer_link_find(node, dest);
-    uint64_t now = sfd_peer_now(node);
-    Stagefrontier__Heartbeat hb = STAGEFRONTIER__HEARTBEAT__INIT;
+    Stagefrontier__Heartbeat hb;
     if (l == NULL)
         return;
-    hb.node_id = node->cfg.node_id;
-    hb.term = node->elect.term;
-    hb.has_root_id = hb.has_is_root = hb.has_summaries_in_flight = true;
-    hb.root_id = sfd_elect_root(&node->elect, now);
-    hb.is_root = node->elect.role == SFD_ELECT_ROOT;
-    hb.summaries_in_flight = node->n_retained;
-    hb.has_epoch_seen = hb.has_epoch_closed = true;
-    hb.epoch_seen = l->replay.epoch;
-    hb.epoch_closed = l->replay.closed;
-    sfd_peer_send(node, dest, T(HEARTBEAT), &hb.base);
+    heartbeat_init(node, sfd_peer_now(node), &hb);
+    heartbeat_to(node, l, &hb);
 }
 
 static void root_changed(sfd_peer_node *node, uint32_t root)

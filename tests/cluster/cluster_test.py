@@ -22,7 +22,7 @@ import tempfile
 import time
 
 import peer_attacks
-from peer_attacks import Watch, proc_status
+from peer_attacks import Watch, free_port, proc_status
 
 SKIP = 77
 # Targets of the peer-port attacks (docs/CLUSTER.md, "Attacks on the peer
@@ -50,14 +50,6 @@ class Fail(Exception):
 def check(cond, msg):
     if not cond:
         raise Fail(msg)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Node:
@@ -692,23 +684,42 @@ def trainer_connects(c, node):
     return took
 
 
+def attacked(c, body):
+    """Starts cluster c, waits for root 1, runs body(c, victim, attacks) with
+    node 1 as the victim, and cleans up on every path: the attacks in the
+    list stopped, logs dumped on failure, the cluster closed."""
+    attacks = []
+    try:
+        c.start()
+        c.wait_root(1)
+        body(c, c.nodes[0], attacks)
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        for a in attacks:
+            a.stop()
+        c.close()
+
+
+def check_rss_growth(pid, hwm0):
+    grew = (proc_status(pid, "VmHWM") - hwm0) / 1024.0
+    check(grew < RSS_GROWTH_MAX_MB, "peak RSS grew by %.0f MB" % grew)
+    return grew
+
+
 def scenario_preauth(build):
     """Finding 4: connections that never authenticate (idle ones, reopened as
     fast as they are closed, and stalled half-frames of 16 MiB and of 4 KiB)
     hold no memory, do not lock out members, and a restarted member is seen
     live again while the attack goes on."""
-    c = Cluster(build, 3, peer_extra="peer_auth_timeout_ms = 1000\n")
-    attacks = []
-    try:
-        c.start()
-        c.wait_root(1)
-        victim = c.nodes[0]
+    def body(c, victim, attacks):
         pid = victim.proc.pid
         hwm0 = proc_status(pid, "VmHWM")
         h, port = victim.host, victim.port
-        attacks = [peer_attacks.idle(h, port, 200).start(),
-                   peer_attacks.half_frames(h, port, 26).start(),
-                   peer_attacks.half_frames(h, port, 26, announced=4096, sent=4000).start()]
+        attacks += [peer_attacks.idle(h, port, 200).start(),
+                    peer_attacks.half_frames(h, port, 26).start(),
+                    peer_attacks.half_frames(h, port, 26, announced=4096, sent=4000).start()]
         w = Watch(pid, c.sfctl, victim.query).run(3.0)
         check_watch(w, "preauth, during the attack")
         trainer_connects(c, victim)
@@ -739,34 +750,23 @@ def scenario_preauth(build):
         cnt = victim.peers()["counters"]
         for k in ("rejected_frame", "rejected_preauth", "rejected_auth_timeout"):
             check(cnt[k] >= 1, "counter %s is %d" % (k, cnt[k]))
-        grew = (proc_status(pid, "VmHWM") - hwm0) / 1024.0
-        check(grew < RSS_GROWTH_MAX_MB, "peak RSS grew by %.0f MB" % grew)
+        grew = check_rss_growth(pid, hwm0)
         c.stop_checked()
         print("preauth: restarted node live after %.2f s; peak RSS +%.1f MB; %r"
               % (took, grew, {k: cnt[k] for k in cnt if k.startswith("rejected")}))
-    except Exception:
-        c.dump_logs()
-        raise
-    finally:
-        for a in attacks:
-            a.stop()
-        c.close()
+
+    attacked(Cluster(build, 3, peer_extra="peer_auth_timeout_ms = 1000\n"), body)
 
 
 def scenario_flood(build):
     """Finding 4: streams of frames with a wrong MAC, 16 MiB ones and ones
     small enough to reach the MAC check, reconnecting whenever closed: the
     loop stays responsive, memory flat, and the cluster keeps its root."""
-    c = Cluster(build, 3)
-    attacks = []
-    try:
-        c.start()
-        c.wait_root(1)
-        victim = c.nodes[0]
+    def body(c, victim, attacks):
         pid = victim.proc.pid
         hwm0 = proc_status(pid, "VmHWM")
-        attacks = [peer_attacks.bad_mac(victim.host, victim.port, 3).start(),
-                   peer_attacks.bad_mac(victim.host, victim.port, 3, frame=4000).start()]
+        attacks += [peer_attacks.bad_mac(victim.host, victim.port, 3).start(),
+                    peer_attacks.bad_mac(victim.host, victim.port, 3, frame=4000).start()]
         w = Watch(pid, c.sfctl, victim.query).run(4.0)
         s = check_watch(w, "flood")
         trainer_connects(c, victim)
@@ -774,22 +774,15 @@ def scenario_flood(build):
         for a in attacks:
             a.stop()
         cnt = victim.peers()["counters"]
-        check(cnt["rejected_frame"] >= 1 and cnt["rejected_mac"] >= 1,
-              "counters: %r" % cnt)
+        check(cnt["rejected_frame"] >= 1 and cnt["rejected_mac"] >= 1, "counters: %r" % cnt)
         c.wait_root(1)
         check(all(member(victim, i)["live"] for i in (2, 3)), "a member lost during the flood")
-        grew = (proc_status(pid, "VmHWM") - hwm0) / 1024.0
-        check(grew < RSS_GROWTH_MAX_MB, "peak RSS grew by %.0f MB" % grew)
+        grew = check_rss_growth(pid, hwm0)
         c.stop_checked()
         print("flood: cpu %.0f %%, peak RSS +%.1f MB, rejected mac %d frame %d"
               % (100 * s["cpu_share"], grew, cnt["rejected_mac"], cnt["rejected_frame"]))
-    except Exception:
-        c.dump_logs()
-        raise
-    finally:
-        for a in attacks:
-            a.stop()
-        c.close()
+
+    attacked(Cluster(build, 3), body)
 
 
 def scenario_forged(build):

@@ -46,6 +46,15 @@ class Attack:
             self.socks = []
 
 
+def free_port():
+    """A TCP port on loopback that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def _connect(host, port, timeout=2.0):
     s = socket.create_connection((host, port), timeout=timeout)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)

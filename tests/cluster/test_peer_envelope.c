@@ -323,13 +323,8 @@ static void test_key_path(void **state)
 
 static void write_key(const char *path, mode_t mode, size_t n)
 {
-    unlink(path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
     uint8_t buf[64] = {7};
-    assert_int_equal(write(fd, buf, n), (ssize_t)n);
-    close(fd);
-    assert_int_equal(chmod(path, mode), 0);
+    write_bytes(path, buf, n, mode);
 }
 
 static void test_key_file(void **state)
