@@ -134,7 +134,8 @@ enum sfd_replay_verdict sfd_peer_replay_check(const sfd_peer_replay *r, uint64_t
         return !r->closed && seq > r->seq ? SFD_REPLAY_FRESH : SFD_REPLAY_OLD;
     if (epoch < r->epoch)
         return SFD_REPLAY_OLD;
-    if (epoch >= SFD_PEER_EPOCH_MAX || epoch - r->epoch > SFD_PEER_EPOCH_STEP)
+    uint64_t step = r->epoch == 0 ? SFD_PEER_EPOCH_FIRST : SFD_PEER_EPOCH_STEP;
+    if (epoch >= SFD_PEER_EPOCH_MAX || epoch - r->epoch > step)
         return SFD_REPLAY_FAR;
     return SFD_REPLAY_FRESH;
 }

@@ -36,6 +36,10 @@
 #define SFD_PEER_TERM_STEP      1024u
 #define SFD_PEER_TERM_MAX       (UINT64_C(1) << 62)
 #define SFD_PEER_EPOCH_STEP     (UINT64_C(1) << 20)
+/* ... except the first epoch a node takes from a member it holds no state
+ * of (a new node, or a lost state file): members' epochs may have climbed
+ * past one step after forged ones, and must still get in. */
+#define SFD_PEER_EPOCH_FIRST    (UINT64_C(1) << 32)
 #define SFD_PEER_EPOCH_MAX      (UINT64_C(1) << 62)
 
 /* ---- frame.c: u32 big-endian length prefix, hard cap -------------------- */

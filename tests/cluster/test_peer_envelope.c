@@ -181,6 +181,9 @@ static void test_replay(void **state)
 {
     (void)state;
     sfd_peer_replay r = {0};
+    /* a member this node holds nothing of: a wider first step */
+    assert_true(sfd_peer_replay_fresh(&r, SFD_PEER_EPOCH_FIRST, 1));
+    assert_int_equal(sfd_peer_replay_check(&r, SFD_PEER_EPOCH_FIRST + 1, 1), SFD_REPLAY_FAR);
     assert_true(sfd_peer_replay_fresh(&r, 10, 1));
     sfd_peer_replay_commit(&r, 10, 1);
     assert_false(sfd_peer_replay_fresh(&r, 10, 1));     /* the same message */
