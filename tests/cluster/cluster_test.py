@@ -951,9 +951,13 @@ def run_sfd_once(c, conf, uid=None, env=None, timeout=20):
     logf = conf + ".log"
     with open(logf, "w") as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    query = os.path.join(os.path.dirname(conf), "query.sock")
-    c.wait(lambda: p.poll() is not None or os.path.exists(query), "sfd to start or exit",
-           timeout)
+
+    def attached():
+        with open(logf) as f:
+            return "peer layer: node" in f.read()
+    # The sockets open before the peer layer reads its key: wait for either
+    # the peer layer's start or the exit.
+    c.wait(lambda: p.poll() is not None or attached(), "sfd to start or exit", timeout)
     started = p.poll() is None
     if started:
         p.send_signal(signal.SIGTERM)
