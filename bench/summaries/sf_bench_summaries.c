@@ -173,6 +173,9 @@ static sfd_peer_config make_config(uint32_t n_nodes, uint16_t root_port, uint16_
     cfg.failure_timeout_ms = FT_MS;
     cfg.fanout = fanout;
     cfg.summary_deadline_ms = 60000;
+    /* Every synthetic member dials from 127.0.0.1 at once: the per-address
+     * limit on unauthenticated connections is for real clusters. */
+    cfg.preauth_max = cfg.preauth_per_addr = cfg.n_members + 16;
     return cfg;
 }
 
@@ -375,7 +378,7 @@ static void on_root_dial(uv_stream_t *server, int status)
     uv_tcp_init(g->loop, &c->tcp);
     c->tcp.data = c;
     c->g = g;
-    sfd_peer_framer_init(&c->f);
+    sfd_peer_framer_init(&c->f, SFD_PEER_FRAME_MAX);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) == 0)
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_root_read);
 }
@@ -506,9 +509,7 @@ static int run_mode(const opts *o, bool tree)
     uv_loop_t loop;
     uv_loop_init(&loop);
     gen g = {.loop = &loop, .n = n, .want_window = -1, .committed = -1};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    g.epoch = (uint64_t)ts.tv_sec * 1000000u + 1;
+    g.epoch = 1;        /* a fresh root: any first epoch within the step */
     uv_tcp_init(&loop, &g.listener);
     g.listener.data = &g;
     struct sockaddr_in ga;

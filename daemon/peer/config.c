@@ -19,6 +19,9 @@ void sfd_peer_config_init(sfd_peer_config *cfg)
     cfg->summary_deadline_ms = 3000;
     cfg->tree_hold_ms = 100;
     cfg->retained_max = 512;
+    cfg->auth_timeout_ms = 2000;
+    cfg->preauth_max = 64;
+    cfg->preauth_per_addr = 8;
 }
 
 void sfd_peer_config_clear(sfd_peer_config *cfg)
@@ -27,6 +30,15 @@ void sfd_peer_config_clear(sfd_peer_config *cfg)
         return;
     free(cfg->members);
     sfd_peer_config_init(cfg);
+}
+
+static int set_path(char *dst, size_t size, const char *value)
+{
+    size_t n = strlen(value);
+    if (n == 0 || n >= size)
+        return -EINVAL;
+    memcpy(dst, value, n + 1);
+    return 0;
 }
 
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret)
@@ -137,12 +149,18 @@ int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value
         return parse_u32(value, 1, SFD_PEER_ID_MAX, &cfg->node_id);
     if (strcmp(key, "peers") == 0)
         return parse_peers(cfg, value);
-    if (strcmp(key, "cluster_key_file") == 0) {
-        if (strlen(value) == 0 || strlen(value) >= sizeof cfg->key_file)
-            return -EINVAL;
-        strcpy(cfg->key_file, value);
-        return 0;
-    }
+    if (strcmp(key, "cluster_key_file") == 0)
+        return set_path(cfg->key_file, sizeof cfg->key_file, value);
+    if (strcmp(key, "member_key_file") == 0)
+        return set_path(cfg->member_key_file, sizeof cfg->member_key_file, value);
+    if (strcmp(key, "member_pub_dir") == 0)
+        return set_path(cfg->member_pub_dir, sizeof cfg->member_pub_dir, value);
+    if (strcmp(key, "peer_auth_timeout_ms") == 0)
+        return parse_u32(value, 50, 600000, &cfg->auth_timeout_ms);
+    if (strcmp(key, "peer_preauth_max") == 0)
+        return parse_u32(value, 1, 65536, &cfg->preauth_max);
+    if (strcmp(key, "peer_preauth_per_addr") == 0)
+        return parse_u32(value, 1, 65536, &cfg->preauth_per_addr);
     if (strcmp(key, "listen") == 0)
         return parse_hostport(value, cfg->listen_host, sizeof cfg->listen_host,
                               &cfg->listen_port);
@@ -161,6 +179,13 @@ int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value
     return -ENOENT;
 }
 
+int sfd_peer_config_state_dir(sfd_peer_config *cfg, const char *dir)
+{
+    if (cfg == NULL || dir == NULL)
+        return -EINVAL;
+    return set_path(cfg->state_dir, sizeof cfg->state_dir, dir);
+}
+
 int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id)
 {
     for (uint32_t i = 0; i < cfg->n_members; i++)
@@ -171,7 +196,13 @@ int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id)
 
 int sfd_peer_config_validate(const sfd_peer_config *cfg)
 {
-    if (cfg->node_id == 0 || cfg->n_members == 0 || cfg->key_file[0] == '\0')
+    bool member_keys = cfg->member_key_file[0] != '\0' || cfg->member_pub_dir[0] != '\0';
+    if (cfg->node_id == 0 || cfg->n_members == 0)
+        return -EINVAL;
+    /* One scheme or the other: the cluster key, or every member's own key. */
+    if (member_keys ? cfg->member_key_file[0] == '\0' || cfg->member_pub_dir[0] == '\0' ||
+                          cfg->key_file[0] != '\0'
+                    : cfg->key_file[0] == '\0')
         return -EINVAL;
     if (sfd_peer_config_index(cfg, cfg->node_id) < 0)
         return -EINVAL;

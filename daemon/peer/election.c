@@ -65,7 +65,8 @@ int sfd_elect_init(sfd_elect *e, uint32_t self, const uint32_t *ids, uint32_t n,
     e->ids = malloc(n * sizeof *e->ids);
     e->last_heard = calloc(n, sizeof *e->last_heard);
     e->votes = calloc(n, 1);
-    if (e->ids == NULL || e->last_heard == NULL || e->votes == NULL) {
+    e->far_term = calloc(n, sizeof *e->far_term);
+    if (e->ids == NULL || e->last_heard == NULL || e->votes == NULL || e->far_term == NULL) {
         sfd_elect_clear(e);
         return -ENOMEM;
     }
@@ -88,6 +89,7 @@ void sfd_elect_clear(sfd_elect *e)
     free(e->ids);
     free(e->last_heard);
     free(e->votes);
+    free(e->far_term);
     memset(e, 0, sizeof *e);
 }
 
@@ -175,6 +177,8 @@ static void become_root(sfd_elect *e, sfd_elect_out *out)
 
 static void start_candidacy(sfd_elect *e, uint64_t now, sfd_elect_out *out)
 {
+    if (e->term >= SFD_PEER_TERM_MAX)
+        return;     /* never wraps; unreachable at one term per election */
     e->term++;
     e->voted_for = e->self;
     e->role = SFD_ELECT_CANDIDATE;
@@ -290,4 +294,45 @@ int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
     }
     adopt_term(e, term, out);
     return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* The highest term that a majority of the other live members reported, or
+ * 0. A single member (or one forger) cannot make it move. */
+static uint64_t backed_term(const sfd_elect *e, uint64_t now)
+{
+    uint64_t *terms = malloc(e->n_members * sizeof *terms);
+    uint32_t n = 0;
+    if (terms == NULL)
+        return 0;
+    for (uint32_t i = 0; i < e->n_members; i++)
+        if (e->ids[i] != e->self && sfd_elect_is_live(e, now, e->ids[i]))
+            terms[n++] = e->far_term[i];
+    uint64_t backed = 0;
+    if (n > 0) {
+        qsort(terms, n, sizeof *terms, cmp_desc);
+        backed = terms[n / 2];      /* n / 2 + 1 of them report at least this */
+    }
+    free(terms);
+    return backed;
+}
+
+bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
+                       sfd_elect_out *out)
+{
+    if (term <= e->term || (term - e->term <= SFD_PEER_TERM_STEP && term <= SFD_PEER_TERM_MAX))
+        return true;
+    int i = member_index(e, from);
+    if (i < 0 || term > SFD_PEER_TERM_MAX)
+        return false;
+    e->far_term[i] = term;
+    uint64_t backed = backed_term(e, now);
+    if (backed > e->term)
+        adopt_term(e, backed, out);
+    return term <= e->term;
 }

@@ -2,8 +2,9 @@
  * Peer links over libuv TCP. Each node dials every other member and sends
  * only on its own outbound connection (so one sender's sequence numbers
  * arrive in order), and reads only from inbound ones. Owns connect, backoff,
- * framing of reads, authentication and replay checks of each frame, and
- * bounded write queues. It must not interpret payloads: node.c does.
+ * framing of reads, authentication and replay checks of each frame, the
+ * limits on connections that have not proved themselves yet, and bounded
+ * write queues. It must not interpret payloads: node.c does.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -59,6 +60,17 @@ int sfd_peer_links_init(sfd_peer_node *node)
         l->id = m->id;
         l->addr_ok = resolve(m->host, m->port, &l->addr) == 0;
         l->backoff_ms = BACKOFF_MIN_MS;
+        l->tx_key = l->rx_key = node->key;
+        if (cfg->member_key_file[0] != '\0') {
+            int r = sfd_peer_pair_keys(cfg->member_key_file, cfg->member_pub_dir, cfg->node_id,
+                                       m->id, &l->tx_key, &l->rx_key);
+            if (r < 0) {
+                sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: keys of the link with member "
+                              "%u (%s/%u.pub): %s", m->id, cfg->member_pub_dir, m->id,
+                              strerror(-r));
+                return r;
+            }
+        }
     }
     return 0;
 }
@@ -110,6 +122,8 @@ void sfd_peer_conn_close(sfd_peer_conn *conn)
             if (*p == conn) {
                 *p = conn->next;
                 node->n_inbound--;
+                if (conn->peer_id == 0)
+                    node->n_preauth--;
                 break;
             }
         }
@@ -131,7 +145,7 @@ static sfd_peer_conn *conn_new(sfd_peer_node *node, bool outbound)
     conn->node = node;
     conn->outbound = outbound;
     conn->opened_ms = sfd_peer_now(node);
-    sfd_peer_framer_init(&conn->framer);
+    sfd_peer_framer_init(&conn->framer, SFD_PEER_PREAUTH_FRAME_MAX);
     uv_tcp_nodelay(&conn->tcp, 1);
     return conn;
 }
@@ -145,12 +159,39 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = buf->base ? suggested : 0;
 }
 
+static const char *addr_text(const struct sockaddr_storage *a, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (a->ss_family == AF_INET)
+        uv_ip4_name((const struct sockaddr_in *)a, buf, size);
+    else if (a->ss_family == AF_INET6)
+        uv_ip6_name((const struct sockaddr_in6 *)a, buf, size);
+    return buf[0] ? buf : "?";
+}
+
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    return false;
+}
+
 /* A connection carries one sender; a newer connection from the same sender
- * replaces the older ones, which a cut link may have left half open. */
+ * replaces the older ones, which a cut link may have left half open. Once
+ * authenticated it leaves the pre-authentication pool and may carry frames
+ * up to the full cap. */
 static void adopt_sender(sfd_peer_conn *conn, uint32_t from)
 {
     sfd_peer_node *node = conn->node;
     conn->peer_id = from;
+    conn->framer.max = SFD_PEER_FRAME_MAX;
+    node->n_preauth--;
     sfd_peer_conn *c = node->inbound;
     while (c != NULL) {
         sfd_peer_conn *next = c->next;
@@ -163,50 +204,83 @@ static void adopt_sender(sfd_peer_conn *conn, uint32_t from)
 static int reject(sfd_peer_conn *conn, uint64_t *counter, const char *what, int r)
 {
     (*counter)++;
-    if ((*counter & (*counter - 1)) == 0)
-        sfd_peer_logf(conn->node, SFD_PEER_LOG_WARNING,
-                      "peer: rejected %s from %s%u (%llu so far)", what,
-                      conn->peer_id ? "node " : "unauthenticated connection ",
-                      conn->peer_id, (unsigned long long)*counter);
+    char host[64];
+    if ((*counter & (*counter - 1)) == 0) {
+        if (conn->peer_id != 0)
+            sfd_peer_logf(conn->node, SFD_PEER_LOG_WARNING,
+                          "peer: rejected %s from node %u (%llu so far)", what, conn->peer_id,
+                          (unsigned long long)*counter);
+        else
+            sfd_peer_logf(conn->node, SFD_PEER_LOG_WARNING,
+                          "peer: rejected %s from unauthenticated %s (%llu so far)", what,
+                          addr_text(&conn->src, host, sizeof host),
+                          (unsigned long long)*counter);
+    }
     return r;
 }
 
+/* Replay check of an authenticated frame. 0 accept, 1 drop (counted), <0
+ * drop and close: a connection that has not proved itself must do so with
+ * a fresh frame. */
+static int check_fresh(sfd_peer_conn *conn, sfd_peer_link *l, const sfd_peer_msg *msg)
+{
+    sfd_peer_node *node = conn->node;
+    enum sfd_replay_verdict v = sfd_peer_replay_check(&l->replay, msg->epoch, msg->seq);
+    int drop = conn->peer_id == 0 ? -EPERM : 1;
+    if (v == SFD_REPLAY_OLD)
+        return reject(conn, &node->c.rejected_replay, "a replayed message", drop);
+    if (v == SFD_REPLAY_FAR)
+        return reject(conn, &node->c.rejected_epoch, "a boot epoch beyond the allowed step",
+                      drop);
+    bool new_epoch = msg->epoch != l->replay.epoch;
+    sfd_peer_replay_commit(&l->replay, msg->epoch, msg->seq);
+    if (new_epoch)
+        sfd_peer_state_changed(node);
+    return 0;
+}
+
+/* One frame: the claimed sender picks the key, the MAC is checked, and only
+ * then is the envelope decoded. Any failure before the replay check closes
+ * the connection, so a flood costs one MAC per connection at most. */
 static int on_frame(void *ctx, uint8_t *body, uint32_t len)
 {
     sfd_peer_conn *conn = ctx;
     sfd_peer_node *node = conn->node;
     Stagefrontier__PeerEnvelope *env = NULL;
     sfd_peer_msg msg;
+    uint32_t from = 0;
     node->c.frames_in++;
-    int r = sfd_peer_open(&node->key, body, len, &env, &msg);
+    if (sfd_peer_frame_sender(body, len, &from) < 0)
+        return reject(conn, &node->c.rejected_decode, "an undecodable frame", -EBADMSG);
+    sfd_peer_link *l = sfd_peer_link_find(node, from);
+    if (l == NULL || (conn->peer_id != 0 && conn->peer_id != from))
+        return reject(conn, &node->c.rejected_member, "a message from a non-member", -EPERM);
+    int r = sfd_peer_open(&l->rx_key, body, len, &env, &msg);
     if (r == -EPERM)
         return reject(conn, &node->c.rejected_mac, "a message with a wrong MAC", -EPERM);
     if (r < 0)
         return reject(conn, &node->c.rejected_decode, "an undecodable envelope", r);
-    sfd_peer_link *l = sfd_peer_link_find(node, msg.from);
-    if (l == NULL || msg.dest != node->cfg.node_id ||
-        (conn->peer_id != 0 && conn->peer_id != msg.from)) {
+    if (msg.dest != node->cfg.node_id) {
         stagefrontier__peer_envelope__free_unpacked(env, NULL);
-        return reject(conn, &node->c.rejected_member, "a message for or from a non-member", -EPERM);
+        return reject(conn, &node->c.rejected_member, "a message for another node", -EPERM);
     }
-    if (!sfd_peer_replay_fresh(&l->replay, msg.epoch, msg.seq)) {
-        stagefrontier__peer_envelope__free_unpacked(env, NULL);
-        reject(conn, &node->c.rejected_replay, "a replayed message", 0);
-        return 0;
+    r = check_fresh(conn, l, &msg);
+    if (r == 0) {
+        if (conn->peer_id == 0)
+            adopt_sender(conn, msg.from);
+        sfd_peer_dispatch(node, &msg);
     }
-    sfd_peer_replay_commit(&l->replay, msg.epoch, msg.seq);
-    if (conn->peer_id == 0)
-        adopt_sender(conn, msg.from);
-    sfd_peer_dispatch(node, &msg);
     stagefrontier__peer_envelope__free_unpacked(env, NULL);
-    return 0;
+    return r < 0 ? r : 0;
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     sfd_peer_conn *conn = s->data;
     sfd_peer_node *node = conn->node;
-    if (n > 0 && !conn->closing) {
+    if (n > 0 && conn->outbound) {
+        /* Outbound links carry no replies: whatever arrives is ignored. */
+    } else if (n > 0 && !conn->closing) {
         node->c.bytes_in += (uint64_t)n;
         int r = sfd_peer_framer_feed(&conn->framer, (const uint8_t *)buf->base, (size_t)n,
                                      on_frame, conn);
@@ -220,6 +294,43 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     free(buf->base);
 }
 
+/* The oldest unauthenticated connection, from `src`'s host or any. */
+static sfd_peer_conn *oldest_preauth(sfd_peer_node *node, const struct sockaddr_storage *src,
+                                     uint32_t *ret_count)
+{
+    sfd_peer_conn *oldest = NULL;
+    uint32_t n = 0;
+    for (sfd_peer_conn *c = node->inbound; c; c = c->next) {
+        if (c->peer_id != 0 || c->closing || (src != NULL && !same_host(&c->src, src)))
+            continue;
+        n++;
+        oldest = c;     /* the list is newest first */
+    }
+    *ret_count = n;
+    return oldest;
+}
+
+/* Makes room for one more unauthenticated connection from `src`. The pool
+ * is apart from members' authenticated links, so it never locks a member
+ * out. Its own limits evict the oldest first: one source address can only
+ * ever push out its own connections, and a stalled or silent connection
+ * gives way to a newer one, whose first frame arrives within a round trip
+ * if it comes from a member. */
+static void make_preauth_room(sfd_peer_node *node, const struct sockaddr_storage *src)
+{
+    uint32_t n;
+    sfd_peer_conn *c = oldest_preauth(node, src, &n);
+    if (n >= node->cfg.preauth_per_addr && c != NULL) {
+        reject(c, &node->c.rejected_preauth, "a connection over the per-address limit", 0);
+        sfd_peer_conn_close(c);
+    }
+    c = oldest_preauth(node, NULL, &n);
+    if (n >= node->cfg.preauth_max && c != NULL) {
+        reject(c, &node->c.rejected_preauth, "a connection over the unauthenticated limit", 0);
+        sfd_peer_conn_close(c);
+    }
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     sfd_peer_node *node = server->data;
@@ -228,18 +339,54 @@ static void on_connection(uv_stream_t *server, int status)
     sfd_peer_conn *conn = conn_new(node, false);
     if (conn == NULL)
         return;
+    int len = sizeof conn->src;
     if (uv_accept(server, (uv_stream_t *)&conn->tcp) < 0 ||
-        node->n_inbound >= 4 * node->cfg.n_members + 16) {
+        uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&conn->src, &len) < 0) {
         node->c.rejected_conns++;
         conn->closing = true;
         uv_close((uv_handle_t *)&conn->tcp, on_conn_closed);
         return;
     }
+    make_preauth_room(node, &conn->src);
     conn->next = node->inbound;
     node->inbound = conn;
     node->n_inbound++;
+    node->n_preauth++;
     conn->connected = true;
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+}
+
+/* Closes unauthenticated connections past peer_auth_timeout_ms. */
+static void on_auth_timer(uv_timer_t *t)
+{
+    sfd_peer_node *node = t->data;
+    uint64_t now = sfd_peer_now(node);
+    sfd_peer_conn *c = node->inbound;
+    while (c != NULL) {
+        sfd_peer_conn *next = c->next;
+        if (c->peer_id == 0 && !c->closing && now - c->opened_ms >= node->cfg.auth_timeout_ms) {
+            reject(c, &node->c.rejected_auth_timeout, "a connection silent past the "
+                   "authentication timeout", 0);
+            sfd_peer_conn_close(c);
+        }
+        c = next;
+    }
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    sfd_peer_handle_closed(h->data);
+}
+
+static int start_auth_timer(sfd_peer_node *node)
+{
+    int r = uv_timer_init(node->loop, &node->auth_timer);
+    if (r < 0)
+        return r;
+    node->open_handles++;
+    node->auth_timer.data = node;
+    uint64_t every = node->cfg.auth_timeout_ms / 4;
+    return uv_timer_start(&node->auth_timer, on_auth_timer, every, every < 10 ? 10 : every);
 }
 
 int sfd_peer_listen(sfd_peer_node *node, int listen_fd)
@@ -263,6 +410,8 @@ int sfd_peer_listen(sfd_peer_node *node, int listen_fd)
     }
     if (r == 0)
         r = uv_listen((uv_stream_t *)&node->listener, SOMAXCONN, on_connection);
+    if (r == 0)
+        r = start_auth_timer(node);
     return r;
 }
 
@@ -283,6 +432,7 @@ static void on_connect(uv_connect_t *req, int status)
         l->backoff_ms = BACKOFF_MIN_MS;
     /* Outbound links carry no replies; reading only notices the close. */
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    sfd_peer_send_hello(conn->node, conn->peer_id);
 }
 
 static void dial(sfd_peer_node *node, sfd_peer_link *l)
@@ -343,7 +493,7 @@ int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type,
                         .payload = payload, .payload_len = len};
     write_req *w = calloc(1, sizeof *w);
     size_t n = 0;
-    int r = w ? sfd_peer_seal(&node->key, &msg, &w->buf, &n) : -ENOMEM;
+    int r = w ? sfd_peer_seal(&l->tx_key, &msg, &w->buf, &n) : -ENOMEM;
     if (r < 0) {
         free(w);
         return r;
@@ -374,11 +524,6 @@ int sfd_peer_send(sfd_peer_node *node, uint32_t dest, uint32_t type,
     return r;
 }
 
-static void on_listener_closed(uv_handle_t *h)
-{
-    sfd_peer_handle_closed(h->data);
-}
-
 void sfd_peer_links_close(sfd_peer_node *node)
 {
     for (uint32_t i = 0; i < node->n_links; i++)
@@ -389,4 +534,6 @@ void sfd_peer_links_close(sfd_peer_node *node)
         node->listening = false;
         uv_close((uv_handle_t *)&node->listener, on_listener_closed);
     }
+    if (node->auth_timer.data == node && !uv_is_closing((uv_handle_t *)&node->auth_timer))
+        uv_close((uv_handle_t *)&node->auth_timer, on_listener_closed);
 }

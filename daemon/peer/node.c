@@ -6,11 +6,11 @@
  * merge in root.c.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
@@ -37,17 +37,33 @@ void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
 
 /* ---- election actions --------------------------------------------------- */
 
+/* The fields every heartbeat carries. */
+static void heartbeat_init(sfd_peer_node *node, uint64_t now, Stagefrontier__Heartbeat *hb)
+{
+    stagefrontier__heartbeat__init(hb);
+    hb->node_id = node->cfg.node_id;
+    hb->term = node->elect.term;
+    hb->has_root_id = hb->has_is_root = hb->has_summaries_in_flight = true;
+    hb->root_id = sfd_elect_root(&node->elect, now);
+    hb->is_root = node->elect.role == SFD_ELECT_ROOT;
+    hb->summaries_in_flight = node->n_retained;
+    hb->has_epoch_seen = hb->has_epoch_closed = true;
+}
+
+/* Sends a heartbeat to one member, with the replay state held for it. */
+static void heartbeat_to(sfd_peer_node *node, const sfd_peer_link *l, Stagefrontier__Heartbeat *hb)
+{
+    hb->epoch_seen = l->replay.epoch;
+    hb->epoch_closed = l->replay.closed;
+    sfd_peer_send(node, l->id, T(HEARTBEAT), &hb->base);
+}
+
 static void send_heartbeats(sfd_peer_node *node, uint64_t now)
 {
-    Stagefrontier__Heartbeat hb = STAGEFRONTIER__HEARTBEAT__INIT;
+    Stagefrontier__Heartbeat hb;
     Stagefrontier__WindowKey keys[SFD_PEER_PENDING_MAX];
     Stagefrontier__WindowKey *kp[SFD_PEER_PENDING_MAX];
-    hb.node_id = node->cfg.node_id;
-    hb.term = node->elect.term;
-    hb.has_root_id = hb.has_is_root = hb.has_summaries_in_flight = true;
-    hb.root_id = sfd_elect_root(&node->elect, now);
-    hb.is_root = node->elect.role == SFD_ELECT_ROOT;
-    hb.summaries_in_flight = node->n_retained;
+    heartbeat_init(node, now, &hb);
     size_t n = 0;
     for (sfd_peer_pending *p = node->pending; p && hb.is_root && n < SFD_PEER_PENDING_MAX;
          p = p->next, n++) {
@@ -60,7 +76,19 @@ static void send_heartbeats(sfd_peer_node *node, uint64_t now)
     hb.n_pending = n;
     hb.pending = kp;
     for (uint32_t i = 0; i < node->n_links; i++)
-        sfd_peer_send(node, node->links[i].id, T(HEARTBEAT), &hb.base);
+        heartbeat_to(node, &node->links[i], &hb);
+}
+
+/* Without the window list, so it fits the receiver's 4 KiB cap on frames of
+ * a connection that has not authenticated yet. */
+void sfd_peer_send_hello(sfd_peer_node *node, uint32_t dest)
+{
+    sfd_peer_link *l = sfd_peer_link_find(node, dest);
+    Stagefrontier__Heartbeat hb;
+    if (l == NULL)
+        return;
+    heartbeat_init(node, sfd_peer_now(node), &hb);
+    heartbeat_to(node, l, &hb);
 }
 
 static void root_changed(sfd_peer_node *node, uint32_t root)
@@ -265,6 +293,21 @@ static bool stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now, co
     return true;
 }
 
+/* A member holds our epoch as closed (it restarted) or holds a higher one
+ * (accepted from a forger): start a new epoch above it. */
+static void follow_epoch(sfd_peer_node *node, uint32_t from, uint64_t seen, bool closed)
+{
+    uint64_t next = sfd_peer_epoch_after(node->epoch, seen, closed);
+    if (next == 0)
+        return;
+    sfd_peer_logf(node, SFD_PEER_LOG_NOTICE, "peer: node %u holds epoch %" PRIu64 "%s; "
+                  "starting epoch %" PRIu64, from, seen, closed ? " (closed)" : "", next);
+    node->epoch = next;
+    node->seq = 0;
+    node->c.epoch_bumps++;
+    sfd_peer_state_changed(node);
+}
+
 static void on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
 {
     Stagefrontier__Heartbeat *hb =
@@ -274,6 +317,8 @@ static void on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t 
         goto out;
     }
     sfd_peer_link *l = sfd_peer_link_find(node, msg->from);
+    if (hb->has_epoch_seen)
+        follow_epoch(node, msg->from, hb->epoch_seen, hb->has_epoch_closed && hb->epoch_closed);
     l->last_heartbeat_ms = now;
     l->in_flight = hb->summaries_in_flight;
     l->term_seen = msg->term;
@@ -436,6 +481,18 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
 {
     uint64_t now = sfd_peer_now(node);
     sfd_elect_heard(&node->elect, now, msg->from);
+    sfd_elect_out out = {0};
+    bool ok = sfd_elect_term_ok(&node->elect, now, msg->from, msg->term, &out);
+    apply(node, &out, now);
+    if (!ok) {
+        uint64_t n = ++node->c.rejected_term_jump;
+        if ((n & (n - 1)) == 0)
+            sfd_peer_logf(node, SFD_PEER_LOG_WARNING, "peer: rejected a message from node %u: "
+                          "term %" PRIu64 " jumps past ours (%" PRIu64 ") by more than %u, and "
+                          "no majority backs it (%" PRIu64 " so far)", msg->from, msg->term,
+                          node->elect.term, SFD_PEER_TERM_STEP, n);
+        return;
+    }
     switch (msg->type) {
     case T(HEARTBEAT): on_heartbeat(node, msg, now); break;
     case T(ROOT_CLAIM): on_claim(node, msg, now); break;
@@ -461,14 +518,91 @@ static void on_tick(uv_timer_t *t)
     route_retained(node, now);
     if (node->elect.role == SFD_ELECT_ROOT)
         sfd_peer_root_tick(node, now);
+    if (node->state_dirty)
+        sfd_peer_state_changed(node);
 }
 
-static uint64_t boot_epoch(void)
+/* ---- replay state across restarts ------------------------------------------ */
+
+/* Writes this node's epoch and every member's last accepted epoch. A failed
+ * write is counted and logged, never fatal: members tell a node whose state
+ * is lost which epoch to start (follow_epoch), so it only costs a round. */
+static void state_save(sfd_peer_node *node)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-    return us ? us : 1;
+    if (node->state_path[0] == '\0')
+        return;
+    sfd_peer_state_entry *e = calloc(node->n_links ? node->n_links : 1, sizeof *e);
+    sfd_peer_state st = {.boot_epoch = node->epoch, .peers = e};
+    int r = e == NULL ? -ENOMEM : 0;
+    for (uint32_t i = 0; e != NULL && i < node->n_links; i++)
+        if (node->links[i].replay.epoch != 0)
+            e[st.n++] = (sfd_peer_state_entry){node->links[i].id, node->links[i].replay.epoch};
+    if (r == 0)
+        r = sfd_peer_state_save(node->state_path, &st);
+    free(e);
+    node->state_dirty = r < 0;
+    if (r < 0) {
+        uint64_t n = ++node->c.state_errors;
+        if ((n & (n - 1)) == 0)
+            sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: cannot save replay state %s: %s "
+                          "(%" PRIu64 " failures)", node->state_path, strerror(-r), n);
+        return;
+    }
+    node->c.state_writes++;
+}
+
+/* Epochs change on restarts, not per frame, so each change is saved at
+ * once (a few ms of fsync). Only a flood of forged epoch changes, which
+ * takes the key, could make that frequent: past 10 saves in a second the
+ * rest wait for the tick. */
+#define STATE_SAVES_PER_SECOND 10
+
+void sfd_peer_state_changed(sfd_peer_node *node)
+{
+    uint64_t now = sfd_peer_now(node);
+    if (now - node->state_saved_ms >= 1000) {
+        node->state_saved_ms = now;
+        node->state_saves_in_second = 0;
+    }
+    if (node->state_saves_in_second >= STATE_SAVES_PER_SECOND) {
+        node->state_dirty = true;
+        return;
+    }
+    node->state_saves_in_second++;
+    state_save(node);
+}
+
+/* Reads the state: the next boot epoch, and every member's last accepted
+ * epoch, closed (the sequence numbers within it were not kept, so the rest
+ * of it is refused: a replay of recorded frames gets nothing). */
+static void state_restore(sfd_peer_node *node)
+{
+    sfd_peer_state st = {0};
+    node->epoch = 1;
+    if (node->cfg.state_dir[0] == '\0')
+        return;
+    if (snprintf(node->state_path, sizeof node->state_path, "%s/peer-%" PRIu32 ".state",
+                 node->cfg.state_dir, node->cfg.node_id) >= (int)sizeof node->state_path) {
+        node->state_path[0] = '\0';
+        node->c.state_errors++;
+        return;
+    }
+    int r = sfd_peer_state_load(node->state_path, &st);
+    if (r < 0) {
+        node->c.state_errors++;
+        sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: replay state %s unreadable (%s): starting "
+                      "afresh; members will name the epoch to use", node->state_path,
+                      strerror(-r));
+    }
+    if (st.boot_epoch > 0 && st.boot_epoch < SFD_PEER_EPOCH_MAX - 1)
+        node->epoch = st.boot_epoch + 1;
+    for (uint32_t i = 0; i < st.n; i++) {
+        sfd_peer_link *l = sfd_peer_link_find(node, st.peers[i].id);
+        if (l != NULL && st.peers[i].epoch < SFD_PEER_EPOCH_MAX)
+            l->replay = (sfd_peer_replay){.epoch = st.peers[i].epoch, .closed = true};
+    }
+    sfd_peer_state_clear(&st);
+    state_save(node);
 }
 
 static int config_copy(sfd_peer_config *dst, const sfd_peer_config *src)
@@ -498,11 +632,11 @@ int sfd_peer_node_new(uv_loop_t *loop, const sfd_peer_config *cfg, const sfd_pee
     node->key = *key;
     if (hooks != NULL)
         node->hooks = *hooks;
-    node->epoch = boot_epoch();
     if ((r = sfd_elect_init(&node->elect, cfg->node_id, ids, cfg->n_members,
                             cfg->heartbeat_ms, cfg->failure_timeout_ms)) < 0 ||
         (r = sfd_peer_links_init(node)) < 0)
         goto fail;
+    state_restore(node);
     free(ids);
     *ret = node;
     return 0;

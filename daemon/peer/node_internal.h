@@ -23,6 +23,7 @@ typedef struct sfd_peer_conn {
     uint32_t peer_id;           /* outbound: target; inbound: sender once authenticated */
     bool outbound, connected, closing;
     uint64_t opened_ms;
+    struct sockaddr_storage src; /* inbound: the source address */
     struct sfd_peer_conn *next; /* inbound list */
 } sfd_peer_conn;
 
@@ -33,6 +34,7 @@ typedef struct sfd_peer_link {
     sfd_peer_conn *out;
     uint64_t backoff_ms, next_attempt_ms;
     sfd_peer_replay replay;
+    sfd_peer_key tx_key, rx_key; /* the cluster key, or this link's pair keys */
     uint64_t last_heartbeat_ms;
     uint32_t in_flight;         /* as its last heartbeat said */
     uint64_t term_seen;
@@ -86,13 +88,19 @@ struct sfd_peer_node {
     sfd_peer_hooks hooks;
     sfd_elect elect;
     uint64_t epoch, seq;
+    char state_path[4200];      /* "" keeps no state */
+    uint64_t state_saved_ms;
+    uint32_t state_saves_in_second;
+    bool state_dirty;
     uv_tcp_t listener;
     bool listening;
     uv_timer_t tick;
     uint32_t n_links;           /* other members, id order */
     sfd_peer_link *links;
-    sfd_peer_conn *inbound;
+    sfd_peer_conn *inbound;     /* newest first */
     uint32_t n_inbound;
+    uint32_t n_preauth;         /* inbound connections not yet authenticated */
+    uv_timer_t auth_timer;      /* closes those past auth_timeout_ms */
     sfd_peer_retained *retained;
     uint32_t n_retained;
     sfd_peer_pending *pending;
@@ -122,6 +130,12 @@ void sfd_peer_links_close(sfd_peer_node *node);
 void sfd_peer_handle_closed(sfd_peer_node *node);
 
 /* node.c */
+/* The first message of a new outbound link: a heartbeat small enough for
+ * the receiver's pre-authentication frame cap. */
+void sfd_peer_send_hello(sfd_peer_node *node, uint32_t dest);
+/* A new epoch of `l` was accepted or this node's own epoch changed: save the
+ * replay state (rate limited; the rest is saved from the tick). */
+void sfd_peer_state_changed(sfd_peer_node *node);
 void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg);
 void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

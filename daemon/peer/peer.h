@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <stagefrontier/accounting.h>
 
@@ -24,6 +25,22 @@
 #define SFD_PEER_ID_MAX         0x7fffffffu
 #define SFD_PEER_JOB_MAX        128
 #define SFD_PEER_PENDING_MAX    32          /* window keys in a root heartbeat */
+/* Frame cap of a connection that has not yet proved itself with a valid MAC:
+ * its first frame is a small heartbeat. */
+#define SFD_PEER_PREAUTH_FRAME_MAX 4096u
+/* A frame body: sender id (u32 big-endian), MAC, then the packed envelope. */
+#define SFD_PEER_BODY_HEADER    (4 + SFD_PEER_MAC_LEN)
+/* Terms and boot epochs move up by at most these steps per message, and never
+ * past these ceilings, so one forged value can neither wrap them nor jump
+ * them out of reach of the real members (docs/CLUSTER.md). */
+#define SFD_PEER_TERM_STEP      1024u
+#define SFD_PEER_TERM_MAX       (UINT64_C(1) << 62)
+#define SFD_PEER_EPOCH_STEP     (UINT64_C(1) << 20)
+/* ... except the first epoch a node takes from a member it holds no state
+ * of (a new node, or a lost state file): members' epochs may have climbed
+ * past one step after forged ones, and must still get in. */
+#define SFD_PEER_EPOCH_FIRST    (UINT64_C(1) << 32)
+#define SFD_PEER_EPOCH_MAX      (UINT64_C(1) << 62)
 
 /* ---- frame.c: u32 big-endian length prefix, hard cap -------------------- */
 
@@ -32,6 +49,8 @@ typedef struct sfd_peer_framer {
     uint32_t hdr_have;
     uint32_t need;              /* body length once the header is complete */
     uint32_t have;
+    uint32_t cap;               /* bytes allocated for the body so far */
+    uint32_t max;               /* frame cap of this stream */
     uint8_t *body;
 } sfd_peer_framer;
 
@@ -40,12 +59,16 @@ typedef struct sfd_peer_framer {
  * return stops the feed and is passed back. */
 typedef int (*sfd_peer_frame_cb)(void *ctx, uint8_t *body, uint32_t len);
 
-void sfd_peer_framer_init(sfd_peer_framer *f);
+void sfd_peer_framer_init(sfd_peer_framer *f, uint32_t max);
 void sfd_peer_framer_clear(sfd_peer_framer *f);
-/* Feeds bytes; -EMSGSIZE for a zero or oversized length, the callback's
- * negative return otherwise. After an error the framer must be cleared. */
+/* Feeds bytes; -EMSGSIZE for a zero length or one above f->max, the
+ * callback's negative return otherwise. The body buffer grows with the bytes
+ * received, never to the announced length ahead of them. After an error the
+ * framer must be cleared. The callback may lower or raise f->max. */
 int sfd_peer_framer_feed(sfd_peer_framer *f, const uint8_t *data, size_t len,
                          sfd_peer_frame_cb cb, void *ctx);
+/* Bytes the framer holds for a partial frame. */
+size_t sfd_peer_framer_held(const sfd_peer_framer *f);
 
 /* ---- auth.c: cluster key and HMAC ------------------------------------- */
 
@@ -56,6 +79,16 @@ typedef struct sfd_peer_key {
 /* Reads exactly 32 bytes from a regular file of mode 0600 or 0400.
  * -EPERM for a looser mode, -EINVAL for a wrong size. */
 int sfd_peer_key_load(const char *path, sfd_peer_key *ret);
+/* Where a configured key name points: a path with a '/' as it is; a bare
+ * name inside $CREDENTIALS_DIRECTORY (systemd LoadCredential=). -ENOENT for
+ * a bare name without that variable, -ENAMETOOLONG. */
+int sfd_peer_key_path(const char *name, char *ret_path, size_t size);
+/* Per-member keys (X25519): this node's secret key file and the directory
+ * of members' public keys, "<id>.pub" (32 raw bytes each). Derives the
+ * directional keys of the link with member `peer`: tx seals what this node
+ * sends it, rx opens what it sends. */
+int sfd_peer_pair_keys(const char *secret_file, const char *pub_dir, uint32_t self,
+                       uint32_t peer, sfd_peer_key *ret_tx, sfd_peer_key *ret_rx);
 
 /* ---- envelope.c: sealing and opening envelopes ------------------------- */
 
@@ -70,24 +103,63 @@ typedef struct sfd_peer_msg {
 /* Builds the length-prefixed, authenticated frame of a message. */
 int sfd_peer_seal(const sfd_peer_key *key, const sfd_peer_msg *msg,
                   uint8_t **ret_frame, size_t *ret_len);
-/* Decodes and authenticates one frame body (without the length prefix).
+/* Authenticates, then decodes one frame body (without the length prefix).
+ * The MAC is checked first: nothing of a frame with a wrong MAC is decoded.
  * ret_msg's payload points into *ret_env, which the caller frees with
  * stagefrontier__peer_envelope__free_unpacked. -EBADMSG undecodable or out
  * of range, -EPERM wrong MAC. */
 int sfd_peer_open(const sfd_peer_key *key, const uint8_t *body, size_t len,
                   Stagefrontier__PeerEnvelope **ret_env, sfd_peer_msg *ret_msg);
 
+/* The claimed sender of a frame body, read before anything is decoded so
+ * the receiver can pick the sender's key. -EBADMSG when too short. */
+int sfd_peer_frame_sender(const uint8_t *body, size_t len, uint32_t *ret_from);
+
 /* Packs any payload message into a malloc'd buffer. */
 int sfd_peer_pack(const ProtobufCMessage *m, uint8_t **ret_buf, size_t *ret_len);
 
 /* Replay protection, one per sender: (epoch, seq) strictly increasing, and a
- * higher epoch (a restart) resets the sequence. */
+ * higher epoch (a restart) resets the sequence. A new epoch may be at most
+ * SFD_PEER_EPOCH_STEP above the last and below SFD_PEER_EPOCH_MAX. `closed`
+ * (set when the state was read back after a restart of this node, whose
+ * sequence numbers were not kept) refuses the rest of the current epoch. */
 typedef struct sfd_peer_replay {
     uint64_t epoch, seq;
+    bool closed;
 } sfd_peer_replay;
 
+enum sfd_replay_verdict { SFD_REPLAY_FRESH, SFD_REPLAY_OLD, SFD_REPLAY_FAR };
+enum sfd_replay_verdict sfd_peer_replay_check(const sfd_peer_replay *r, uint64_t epoch,
+                                              uint64_t seq);
 bool sfd_peer_replay_fresh(const sfd_peer_replay *r, uint64_t epoch, uint64_t seq);
 void sfd_peer_replay_commit(sfd_peer_replay *r, uint64_t epoch, uint64_t seq);
+/* The epoch a sender starts after its receiver told it (epoch_seen, closed):
+ * 0 when its own epoch `mine` may stay, else the new one. */
+uint64_t sfd_peer_epoch_after(uint64_t mine, uint64_t seen, bool closed);
+
+/* ---- state.c: the replay state kept across restarts ------------------------ */
+
+/* One small file, "peer-<node_id>.state" in the state directory: this node's
+ * boot counter and the last epoch accepted from each member. Replaced
+ * atomically (temp file, fsync, rename); see docs/CLUSTER.md. */
+typedef struct sfd_peer_state_entry {
+    uint32_t id;
+    uint64_t epoch;
+} sfd_peer_state_entry;
+
+typedef struct sfd_peer_state {
+    uint64_t boot_epoch;
+    uint32_t n;
+    sfd_peer_state_entry *peers;   /* sorted by id */
+} sfd_peer_state;
+
+/* Reads the file; a missing file is an empty state (returns 0), a damaged
+ * one -EBADMSG (the caller goes on with an empty state). */
+int sfd_peer_state_load(const char *path, sfd_peer_state *ret);
+/* The parser behind it, over any stream (the fuzz target's entry). */
+int sfd_peer_state_read(FILE *f, sfd_peer_state *ret);
+int sfd_peer_state_save(const char *path, const sfd_peer_state *st);
+void sfd_peer_state_clear(sfd_peer_state *st);
 
 bool sfd_peer_job_id_valid(const char *job, size_t len);
 
@@ -104,6 +176,12 @@ typedef struct sfd_peer_config {
     uint32_t n_members;         /* self included, sorted by id */
     sfd_peer_member *members;
     char key_file[4096];
+    char member_key_file[4096]; /* per-member keys: this node's X25519 secret */
+    char member_pub_dir[4096];  /* ... and the members' "<id>.pub" files */
+    char state_dir[4096];       /* from the host (sfd's state_dir); "" keeps no state */
+    uint32_t auth_timeout_ms;   /* 2000: an unauthenticated connection's time to prove itself */
+    uint32_t preauth_max;       /* 64: unauthenticated connections at once */
+    uint32_t preauth_per_addr;  /* 8: ... from one source address */
     char listen_host[256];      /* default: this node's own entry */
     uint16_t listen_port;
     uint32_t heartbeat_ms;      /* 200 */
@@ -116,10 +194,15 @@ typedef struct sfd_peer_config {
 
 void sfd_peer_config_init(sfd_peer_config *cfg);
 void sfd_peer_config_clear(sfd_peer_config *cfg);
-/* Sets one key ("node_id", "peers", "cluster_key_file", "heartbeat_ms",
- * "failure_timeout_ms", "fanout", "summary_deadline_ms", "tree_hold_ms",
- * "retained_max", "listen"): -ENOENT unknown key, -EINVAL bad value. */
+/* Sets one key ("node_id", "peers", "cluster_key_file", "member_key_file",
+ * "member_pub_dir", "heartbeat_ms", "failure_timeout_ms", "fanout",
+ * "summary_deadline_ms", "tree_hold_ms", "retained_max", "listen",
+ * "peer_auth_timeout_ms", "peer_preauth_max", "peer_preauth_per_addr"):
+ * -ENOENT unknown key, -EINVAL bad value. */
 int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value);
+/* The state directory is the host's setting (sfd's [sfd] state_dir), not a
+ * key of the peer section. */
+int sfd_peer_config_state_dir(sfd_peer_config *cfg, const char *dir);
 /* Checks the whole config once every key is set. */
 int sfd_peer_config_validate(const sfd_peer_config *cfg);
 int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id);
@@ -165,6 +248,7 @@ typedef struct sfd_elect {
     enum sfd_elect_role role;
     uint64_t candidate_since;
     uint64_t stale_rejected;    /* stale-term claims and votes */
+    uint64_t *far_term;         /* per member: last term beyond our step */
 } sfd_elect;
 
 int sfd_elect_init(sfd_elect *e, uint32_t self, const uint32_t *ids, uint32_t n,
@@ -190,6 +274,13 @@ uint32_t sfd_elect_majority(const sfd_elect *e);
 uint32_t sfd_elect_live_count(const sfd_elect *e, uint64_t now);
 /* The root in force (0: none). */
 uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now);
+/* Gate before any termed message: false when `term` is more than
+ * SFD_PEER_TERM_STEP above ours (or past SFD_PEER_TERM_MAX); the caller
+ * drops the message. Such terms are remembered per member, and once a
+ * majority of the other live members report one, this node adopts the
+ * highest term that majority backs (a restarted node catching up). */
+bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
+                       sfd_elect_out *out);
 
 /* ---- tree.c: fan-in tree (pure) ------------------------------------------ */
 
@@ -252,6 +343,8 @@ typedef struct sfd_peer_counters {
     uint64_t merge_duplicates, merge_conflicts, merge_mismatches;
     uint64_t reports_computed, reports_received, reports_adopted, windows_late;
     uint64_t root_changes, retained_dropped;
+    uint64_t rejected_auth_timeout, rejected_preauth, rejected_term_jump, rejected_epoch;
+    uint64_t epoch_bumps, state_writes, state_errors;
 } sfd_peer_counters;
 
 int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg,

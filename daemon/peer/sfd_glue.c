@@ -89,6 +89,45 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
                 (long long)key->window, key->segment, root_id, (unsigned long long)term);
 }
 
+static const char *key_hint(int r)
+{
+    switch (r) {
+    case -EPERM: return " (the mode must be 0600 or 0400; or pass it with "
+                        "systemd LoadCredential=, see sfd(8))";
+    case -EACCES: return " (sfd's user cannot read it: pass it with systemd LoadCredential=, "
+                         "see sfd(8))";
+    case -EINVAL: return " (need a regular file of 32 bytes)";
+    default: return "";
+    }
+}
+
+/* Loads the cluster key, or resolves the member key's path (the per-link
+ * keys are derived by the node). A bare file name is a systemd credential. */
+static int resolve_keys(sfd_peer_config *cfg, sfd_peer_key *ret)
+{
+    char *name = cfg->key_file[0] ? cfg->key_file : cfg->member_key_file;
+    char path[4096];
+    int r = sfd_peer_key_path(name, path, sizeof path);
+    if (r == 0 && cfg->key_file[0] != '\0')
+        r = sfd_peer_key_load(path, ret);
+    else if (r == 0)
+        r = sfd_peer_key_load(path, &(sfd_peer_key){{0}});
+    if (r == -ENOENT && strchr(name, '/') == NULL && getenv("CREDENTIALS_DIRECTORY") == NULL) {
+        sfd_log(SFD_LOG_ERR, NULL, "key %s: a bare name is a systemd credential, but "
+                "$CREDENTIALS_DIRECTORY is not set (LoadCredential=%s:... in the unit)",
+                name, name);
+        return r;
+    }
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "key %s: %s%s", r == -ENAMETOOLONG ? name : path,
+                strerror(-r), key_hint(r));
+        return r;
+    }
+    if (cfg->key_file[0] == '\0')
+        memcpy(cfg->member_key_file, path, strlen(path) + 1);
+    return 0;
+}
+
 static void log_hook(void *ctx, int priority, const char *msg)
 {
     (void)ctx;
@@ -122,18 +161,21 @@ int sfd_peer_attach(struct sfd *d, const char *config_path)
         glue_free(g);
         return 0;
     }
-    sfd_peer_key key;
+    sfd_peer_key key = {{0}};
+    /* The state directory is sfd's ([sfd] state_dir), shared with its other
+     * durable state. */
+    if (d->cfg.state_dir[0] != '\0' && sfd_peer_config_state_dir(&g->cfg, d->cfg.state_dir) < 0)
+        sfd_log(SFD_LOG_ERR, NULL, "state_dir %s: too long; peer replay state is not kept",
+                d->cfg.state_dir);
     if ((r = sfd_peer_config_validate(&g->cfg)) < 0) {
-        sfd_log(SFD_LOG_ERR, NULL, "peer config: node_id, peers and cluster_key_file are "
-                                   "required, node_id among the peers, and "
+        sfd_log(SFD_LOG_ERR, NULL, "peer config: node_id, peers and either cluster_key_file "
+                                   "or both member_key_file and member_pub_dir are required, "
+                                   "node_id among the peers, and "
                                    "failure_timeout_ms >= 2 * heartbeat_ms");
         goto fail;
     }
-    if ((r = sfd_peer_key_load(g->cfg.key_file, &key)) < 0) {
-        sfd_log(SFD_LOG_ERR, NULL, "cluster key %s: %s%s", g->cfg.key_file, strerror(-r),
-                r == -EPERM ? " (mode must be 0600 or 0400)" : r == -EINVAL ? " (need 32 bytes)" : "");
+    if ((r = resolve_keys(&g->cfg, &key)) < 0)
         goto fail;
-    }
     sfd_peer_hooks hooks = {.ctx = g, .deliver = deliver, .log = log_hook};
     r = sfd_peer_node_new(d->loop, &g->cfg, &key, &hooks, &g->node);
     if (r == 0)

@@ -43,6 +43,23 @@ static json_t *counters_json(const sfd_peer_counters *c)
                      "retained_dropped", (json_int_t)c->retained_dropped);
 }
 
+/* The counters of the connection limits, the term and epoch bounds and the
+ * replay state file. */
+static json_t *guard_counters_json(json_t *o, const sfd_peer_counters *c)
+{
+    if (o == NULL)
+        return NULL;
+    json_object_set_new(o, "rejected_auth_timeout",
+                        json_integer((json_int_t)c->rejected_auth_timeout));
+    json_object_set_new(o, "rejected_preauth", json_integer((json_int_t)c->rejected_preauth));
+    json_object_set_new(o, "rejected_term_jump", json_integer((json_int_t)c->rejected_term_jump));
+    json_object_set_new(o, "rejected_epoch", json_integer((json_int_t)c->rejected_epoch));
+    json_object_set_new(o, "epoch_bumps", json_integer((json_int_t)c->epoch_bumps));
+    json_object_set_new(o, "state_writes", json_integer((json_int_t)c->state_writes));
+    json_object_set_new(o, "state_errors", json_integer((json_int_t)c->state_errors));
+    return o;
+}
+
 static json_t *member_json(sfd_peer_node *node, uint32_t id, uint64_t now)
 {
     sfd_peer_link *l = sfd_peer_link_find(node, id);
@@ -68,15 +85,19 @@ int sfd_peer_status_json(sfd_peer_node *node, char **ret_json)
     json_t *members = json_array();
     for (uint32_t i = 0; members && i < node->cfg.n_members; i++)
         json_array_append_new(members, member_json(node, node->cfg.members[i].id, now));
-    json_t *root = json_pack("{s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:o,s:o}",
+    json_t *root = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:o,s:o}",
                              "node_id", (json_int_t)node->cfg.node_id,
                              "root", (json_int_t)sfd_elect_root(&node->elect, now),
                              "term", (json_int_t)node->elect.term,
+                             "epoch", (json_int_t)node->epoch,
+                             "inbound", (json_int_t)node->n_inbound,
+                             "unauthenticated", (json_int_t)node->n_preauth,
                              "role", role_name(node->elect.role),
                              "summaries_in_flight", (json_int_t)node->n_retained,
                              "windows_pending", (json_int_t)node->n_pending,
                              "reports_kept", (json_int_t)node->n_reports,
-                             "members", members, "counters", counters_json(&node->c));
+                             "members", members, "counters",
+                             guard_counters_json(counters_json(&node->c), &node->c));
     if (root == NULL)
         return -ENOMEM;
     char *text = json_dumps(root, JSON_COMPACT);

@@ -63,6 +63,10 @@ static int print_view(json_t *o, const char *job)
            "merge conflicts %lld\n", num(c, "rejected_mac"), num(c, "rejected_replay"),
            num(c, "rejected_stale_term"), num(c, "rejected_decode"), num(c, "rejected_frame"),
            num(c, "merge_conflicts"));
+    printf("peer port: %lld unauthenticated; closed: auth timeout %lld, over limits %lld; "
+           "refused: term jump %lld, epoch %lld\n", num(o, "unauthenticated"),
+           num(c, "rejected_auth_timeout"), num(c, "rejected_preauth"),
+           num(c, "rejected_term_jump"), num(c, "rejected_epoch"));
     return SFCTL_EXIT_OK;
 }
 

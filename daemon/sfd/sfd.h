@@ -46,7 +46,7 @@ struct sfd_config {
     char ingest_path[SFD_PATH_MAX];
     char query_path[SFD_PATH_MAX];
     char prom_dir[4096];
-    char state_dir[4096];       /* durable history (history.c); empty: off */
+    char state_dir[4096];       /* durable history (history.c), peer replay state; empty: off */
     char operators_group[64];
     sf_gates gates;
     uint32_t max_jobs, max_connections, max_ranks, max_pending_steps;

@@ -3,7 +3,8 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, tree, failover, partition, partition_root, split, hostile
+scenarios: exact, tree, failover, partition, partition_root, split, hostile,
+           preauth, flood, forged, restart_replay, member_keys, credentials
 
 Every wait polls a real condition (a query answer, a log line, a file) under
 a generous overall timeout that only fails the test. Network namespaces are
@@ -20,7 +21,17 @@ import sys
 import tempfile
 import time
 
+import peer_attacks
+from peer_attacks import Watch, free_port, proc_status
+
 SKIP = 77
+# Targets of the peer-port attacks (docs/CLUSTER.md, "Attacks on the peer
+# port"): STATUS answers within this, and RSS grows by less than this.
+STATUS_MAX_S = 1.0
+RSS_GROWTH_MAX_MB = 64
+# From the start of a trainer process (a sanitizer build, on a loaded 2-core
+# machine) to its job being listed by sfd.
+TRAINER_CONNECT_MAX_S = 2.0
 HB_MS = 100
 FT_MS = 800
 DEADLINE_MS = 2500
@@ -41,14 +52,6 @@ def check(cond, msg):
         raise Fail(msg)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Node:
     def __init__(self, cluster, node_id, host, port):
         self.c = cluster
@@ -63,19 +66,22 @@ class Node:
         self.conf = os.path.join(self.dir, "sfd.conf")
         self.netns = None
         self.proc = None
+        self.env = None
+        self.key_lines = None       # [peer] key settings; None: the cluster key
 
     def write_conf(self, members):
         peers = ",".join("%d@%s:%d" % (m.id, m.host, m.port) for m in members)
+        key = self.key_lines or "cluster_key_file = %s\n" % self.c.key
         with open(self.conf, "w") as f:
             f.write("[sfd]\nruntime_dir = %s\nstate_dir = %s/state\ningest_socket = %s\n"
                     "query_socket = %s\n"
                     "window_grace_ms = 300\nkeep_windows = 64\nlog_level = info\n"
                     "[gates]\nwarmup_steps = %d\nwindow_steps = %d\n"
-                    "[peer]\nnode_id = %d\npeers = %s\ncluster_key_file = %s\n"
+                    "[peer]\nnode_id = %d\npeers = %s\n%s"
                     "heartbeat_ms = %d\nfailure_timeout_ms = %d\nsummary_deadline_ms = %d\n"
-                    "fanout = %d\n"
+                    "fanout = %d\n%s"
                     % (self.dir, self.dir, self.ingest, self.query, WARMUP, WINDOW, self.id, peers,
-                       self.c.key, HB_MS, FT_MS, DEADLINE_MS, self.c.fanout))
+                       key, HB_MS, FT_MS, DEADLINE_MS, self.c.fanout, self.c.peer_extra))
 
     def start(self):
         if os.path.exists(self.query):
@@ -84,8 +90,15 @@ class Node:
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd
         self.logf = open(self.log, "a")
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT)
-        self.c.wait(lambda: os.path.exists(self.query), "node %d query socket" % self.id)
+        env = dict(self.env or os.environ)
+        # Sanitizer builds keep freed memory in quarantine (256 MB by default),
+        # which would read as RSS; the attack tests measure sfd's own.
+        env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS"),
+                                                    "quarantine_size_mb=16") if x)
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=env)
+        self.c.wait(lambda: os.path.exists(self.query) or self.proc.poll() is not None,
+                    "node %d query socket" % self.id)
+        check(self.proc.poll() is None, "node %d exited at start" % self.id)
 
     def kill(self):
         if self.proc and self.proc.poll() is None:
@@ -140,14 +153,16 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, build, n, netns=False, fanout=8, members=None):
+    def __init__(self, build, n, netns=False, fanout=8, members=None, peer_extra=""):
         self.build = build
         self.sfd = os.path.join(build, "daemon/sfd/sfd")
         self.sfctl = os.path.join(build, "daemon/sfctl/sfctl")
         self.sender = os.path.join(build, "tests/cluster/sf_cluster_sender")
         self.inject = os.path.join(build, "tests/cluster/sf_peer_inject")
         self.tmp = tempfile.mkdtemp(prefix="sf-cluster-")
+        os.chmod(self.tmp, 0o755)      # other uids reach the query sockets
         self.fanout = fanout
+        self.peer_extra = peer_extra
         self.key = os.path.join(self.tmp, "cluster.key")
         fd = os.open(self.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.write(fd, os.urandom(32))
@@ -620,6 +635,396 @@ def scenario_hostile(build):
             check(what in log, "no log line about a %s" % what)
         c.stop_checked()
         print("hostile: %r" % {k: cnt[k] for k in cnt if k.startswith("rejected")})
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        c.close()
+
+
+# ---- attacks on the peer port --------------------------------------------------
+
+def member(node, mid):
+    p = node.peers() or {"members": []}
+    return next((m for m in p["members"] if m["id"] == mid), {})
+
+
+def check_watch(w, what):
+    s = w.summary()
+    print("%s: %s" % (what, {k: round(v, 3) for k, v in s.items()}))
+    check(w.failures == 0, "%s: %d STATUS queries failed" % (what, w.failures))
+    check(w.lat_root and max(w.lat_root) < STATUS_MAX_S,
+          "%s: root's STATUS took %.3f s" % (what, max(w.lat_root or [0])))
+    check(w.lat_other and max(w.lat_other) < STATUS_MAX_S,
+          "%s: another uid's STATUS took %.3f s" % (what, max(w.lat_other or [0])))
+    return s
+
+
+def trainer_connects(c, node):
+    """Another uid's trainer connects to `node` and has its job taken, during
+    an attack on the peer port; returns the seconds from the sender's start
+    to its job being listed."""
+    uid = peer_attacks.OTHER_UID
+    out = os.path.join(c.tmp, "trainer-%d" % uid)
+    os.makedirs(out, exist_ok=True)
+    os.chown(out, uid, uid)
+    job = "trainer-%d" % uid
+    t = time.monotonic()
+    p = subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                          c.sender, node.ingest, job, "2", "0", "1", "3", "1",
+                          os.path.join(out, "rows.csv"), "4294967295"], stdin=subprocess.PIPE)
+    try:
+        c.wait(lambda: job in node.sfctl("jobs")[1], "the trainer's job", timeout=10)
+        took = time.monotonic() - t
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+    check(took < TRAINER_CONNECT_MAX_S, "the trainer's job took %.2f s to appear" % took)
+    print("another uid's trainer connected; its job listed after %.2f s" % took)
+    return took
+
+
+def attacked(c, body):
+    """Starts cluster c, waits for root 1, runs body(c, victim, attacks) with
+    node 1 as the victim, and cleans up on every path: the attacks in the
+    list stopped, logs dumped on failure, the cluster closed."""
+    attacks = []
+    try:
+        c.start()
+        c.wait_root(1)
+        body(c, c.nodes[0], attacks)
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        for a in attacks:
+            a.stop()
+        c.close()
+
+
+def check_rss_growth(pid, hwm0):
+    grew = (proc_status(pid, "VmHWM") - hwm0) / 1024.0
+    check(grew < RSS_GROWTH_MAX_MB, "peak RSS grew by %.0f MB" % grew)
+    return grew
+
+
+def scenario_preauth(build):
+    """Finding 4: connections that never authenticate (idle ones, reopened as
+    fast as they are closed, and stalled half-frames of 16 MiB and of 4 KiB)
+    hold no memory, do not lock out members, and a restarted member is seen
+    live again while the attack goes on."""
+    def body(c, victim, attacks):
+        pid = victim.proc.pid
+        hwm0 = proc_status(pid, "VmHWM")
+        h, port = victim.host, victim.port
+        attacks += [peer_attacks.idle(h, port, 200).start(),
+                    peer_attacks.half_frames(h, port, 26).start(),
+                    peer_attacks.half_frames(h, port, 26, announced=4096, sent=4000).start()]
+        w = Watch(pid, c.sfctl, victim.query).run(3.0)
+        check_watch(w, "preauth, during the attack")
+        trainer_connects(c, victim)
+        p = victim.peers()
+        check(p["unauthenticated"] <= 64, "%d unauthenticated connections held"
+              % p["unauthenticated"])
+        # a member restarts during the attack and is seen live again
+        c.nodes[1].kill()
+        c.wait(lambda: not member(victim, 2).get("live"), "node 2 to be seen dead")
+        c.nodes[1].start()
+        t = time.monotonic()
+        c.wait(lambda: member(victim, 2).get("live") and
+               (member(victim, 2).get("last_heartbeat_ms_ago") or 10 ** 9) < 2 * HB_MS,
+               "the restarted node 2 to be seen live", timeout=20)
+        took = time.monotonic() - t
+        c.wait_root(1)
+        for a in attacks:
+            a.stop()
+        # silent connections within the limits are closed at the timeout
+        quiet = [socket.create_connection((h, port)) for _ in range(4)]
+        t = time.monotonic()
+        for q in quiet:
+            q.settimeout(10)
+            check(q.recv(1) == b"", "a silent connection got data")
+            q.close()
+        closed_after = time.monotonic() - t
+        check(closed_after < 1.0 + 2.0, "silent connections closed after %.2f s" % closed_after)
+        cnt = victim.peers()["counters"]
+        for k in ("rejected_frame", "rejected_preauth", "rejected_auth_timeout"):
+            check(cnt[k] >= 1, "counter %s is %d" % (k, cnt[k]))
+        grew = check_rss_growth(pid, hwm0)
+        c.stop_checked()
+        print("preauth: restarted node live after %.2f s; peak RSS +%.1f MB; %r"
+              % (took, grew, {k: cnt[k] for k in cnt if k.startswith("rejected")}))
+
+    attacked(Cluster(build, 3, peer_extra="peer_auth_timeout_ms = 1000\n"), body)
+
+
+def scenario_flood(build):
+    """Finding 4: streams of frames with a wrong MAC, 16 MiB ones and ones
+    small enough to reach the MAC check, reconnecting whenever closed: the
+    loop stays responsive, memory flat, and the cluster keeps its root."""
+    def body(c, victim, attacks):
+        pid = victim.proc.pid
+        hwm0 = proc_status(pid, "VmHWM")
+        attacks += [peer_attacks.bad_mac(victim.host, victim.port, 3).start(),
+                    peer_attacks.bad_mac(victim.host, victim.port, 3, frame=4000).start()]
+        w = Watch(pid, c.sfctl, victim.query).run(4.0)
+        s = check_watch(w, "flood")
+        trainer_connects(c, victim)
+        check(s["cpu_share"] < 0.9, "sfd used %.0f %% of a core" % (100 * s["cpu_share"]))
+        for a in attacks:
+            a.stop()
+        cnt = victim.peers()["counters"]
+        check(cnt["rejected_frame"] >= 1 and cnt["rejected_mac"] >= 1, "counters: %r" % cnt)
+        c.wait_root(1)
+        check(all(member(victim, i)["live"] for i in (2, 3)), "a member lost during the flood")
+        grew = check_rss_growth(pid, hwm0)
+        c.stop_checked()
+        print("flood: cpu %.0f %%, peak RSS +%.1f MB, rejected mac %d frame %d"
+              % (100 * s["cpu_share"], grew, cnt["rejected_mac"], cnt["rejected_frame"]))
+
+    attacked(Cluster(build, 3), body)
+
+
+def scenario_forged(build):
+    """Finding 5: a key holder's forged term of 2^64-1 and forged epochs. The
+    term is refused everywhere (the root stays); an epoch of 2^64-1 is
+    refused; an epoch within the step is taken, and the real member it was
+    forged for starts a higher one and is heard again."""
+    c = Cluster(build, 3, members=4)
+    try:
+        c.start()
+        c.wait_root(1)
+
+        def inj(node, frm, mode, epoch=None):
+            env = dict(os.environ)
+            if epoch is not None:
+                env["SF_INJECT_EPOCH"] = str(epoch)
+            r = subprocess.run([c.inject, node.host, str(node.port), c.key, str(frm),
+                                str(node.id), mode], capture_output=True, timeout=60, env=env)
+            check(r.returncode == 0, "injector %s: %s" % (mode, r.stderr))
+
+        terms = {n.id: n.peers()["term"] for n in c.nodes}
+        for n in c.nodes:
+            inj(n, 4, "term", epoch=10 + n.id)
+        for _ in range(10):
+            check(all(v == 1 for v in c.roots().values()), "roots after a forged term: %r"
+                  % c.roots())
+            time.sleep(0.1)
+        for n in c.nodes:
+            p = n.peers()
+            check(p["term"] < terms[n.id] + 5, "node %d's term moved to %d" % (n.id, p["term"]))
+            check(p["counters"]["rejected_term_jump"] >= 1, "node %d took the term" % n.id)
+        victim, real = c.nodes[0], c.nodes[1]
+        inj(victim, 2, "epoch")
+        check(victim.peers()["counters"]["rejected_epoch"] >= 1, "epoch 2^64-1 not refused")
+        # a forged epoch just ahead of node 2's own: node 1 takes it, node 2
+        # hears so in node 1's heartbeats and starts an epoch above it
+        e2 = real.peers()["epoch"]
+        inj(victim, 2, "replay", epoch=e2 + 1000)
+        c.wait(lambda: real.peers()["epoch"] > e2 + 1000, "node 2 to start a higher epoch",
+               timeout=10)
+        c.wait(lambda: (member(victim, 2).get("last_heartbeat_ms_ago") or 10 ** 9) < 2 * HB_MS,
+               "node 1 to hear node 2 again", timeout=10)
+        # over several heartbeats, node 2 stays live and nothing of it is refused
+        refused = victim.peers()["counters"]["rejected_replay"]
+        for _ in range(10):
+            p = victim.peers()
+            check(member(victim, 2).get("live") and
+                  p["counters"]["rejected_replay"] == refused,
+                  "node 2's messages refused again: %r" % p["counters"])
+            time.sleep(0.05)
+        check(real.peers()["counters"]["epoch_bumps"] >= 1, "no epoch bump counted")
+        c.wait_root(1)
+        e2_after = real.peers()["epoch"]
+        c.stop_checked()
+        print("forged: term and epoch refused; node 2 went from epoch %d to %d" % (e2, e2_after))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        c.close()
+
+
+def scenario_restart_replay(build):
+    """Finding 9: frames recorded from a member and replayed into a node
+    after its restart are refused (its replay state comes back from the
+    state directory, the interrupted epochs closed); real members start new
+    epochs and rejoin."""
+    c = Cluster(build, 3, members=4)
+    try:
+        c.start()
+        c.wait_root(1)
+        victim = c.nodes[0]
+        rec = os.path.join(c.tmp, "recorded.bin")
+        r = subprocess.run([c.inject, victim.host, str(victim.port), c.key, "4", "1", "record",
+                            rec, "7", "20"], capture_output=True, timeout=60)
+        check(r.returncode == 0, "injector record: %s" % r.stderr)
+        check(member(victim, 4).get("last_heartbeat_ms_ago") is not None,
+              "the recorded frames were not accepted the first time")
+        bumps = {n.id: n.peers()["counters"]["epoch_bumps"] for n in c.nodes[1:]}
+        victim.stop()
+        check(victim.proc.returncode == 0, "node 1 exited with %d" % victim.proc.returncode)
+        victim.start()
+        c.wait_root(1)
+        r = subprocess.run([c.inject, victim.host, str(victim.port), c.key, "4", "1",
+                            "playback", rec], capture_output=True, timeout=60)
+        check(r.returncode == 0, "injector playback: %s" % r.stderr)
+        p = victim.peers()
+        check(member(victim, 4).get("last_heartbeat_ms_ago") is None,
+              "a replayed frame was accepted after the restart")
+        check(p["counters"]["rejected_replay"] >= 1, "no replay counted")
+        for n in c.nodes[1:]:
+            check(n.peers()["counters"]["epoch_bumps"] > bumps[n.id],
+                  "node %d did not start a new epoch after node 1's restart" % n.id)
+        state = os.path.join(victim.dir, "state", "peer-1.state")
+        check(os.path.exists(state), "no state file")
+        c.stop_checked()
+        print("restart_replay: %d replayed frames refused" % p["counters"]["rejected_replay"])
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        c.close()
+
+
+def member_keys_openssl(c, node, keydir, pubdir):
+    """Makes a member's keys with the commands docs/CLUSTER.md gives."""
+    der = os.path.join(keydir, "%d.der" % node.id)
+    key = os.path.join(keydir, "%d.key" % node.id)
+    pub = os.path.join(pubdir, "%d.pub" % node.id)
+    sh = ("umask 077 && openssl genpkey -algorithm X25519 -outform DER -out {der} && "
+          "tail -c 32 {der} > {key} && chmod 0400 {key} && "
+          "openssl pkey -inform DER -in {der} -pubout -outform DER | tail -c 32 > {pub} && "
+          "chmod 0644 {pub} && rm {der}").format(der=der, key=key, pub=pub)
+    r = subprocess.run(["sh", "-c", sh], capture_output=True, text=True)
+    check(r.returncode == 0, "openssl: %s" % r.stderr)
+    return key
+
+
+def scenario_member_keys(build):
+    """Per-member keys: a cluster with X25519 member keys elects a root and
+    reports; a member that holds its own key cannot pass as another."""
+    if shutil.which("openssl") is None:
+        print("SKIP: no openssl to make member keys")
+        sys.exit(SKIP)
+    c = Cluster(build, 3)
+    try:
+        keydir = os.path.join(c.tmp, "keys")
+        pubdir = os.path.join(keydir, "members")
+        os.makedirs(pubdir)
+        secrets = {}
+        for n in c.nodes:
+            secrets[n.id] = member_keys_openssl(c, n, keydir, pubdir)
+            n.key_lines = "member_key_file = %s\nmember_pub_dir = %s\n" % (secrets[n.id], pubdir)
+            n.write_conf(c.all)
+        c.start()
+        c.wait_root(1)
+        job, world, steps = "member-keys", 6, WARMUP + WINDOW + 3
+        for i, n in enumerate(c.nodes):
+            c.send(n, job, world, 2 * i, 2 * i + 1, steps, seed=4)
+        reports_everywhere(c, c.nodes, job, [0])
+        victim = c.nodes[0]
+        mac0 = victim.peers()["counters"]["rejected_mac"]
+        env = dict(os.environ, SF_INJECT_PAIR="%s:%s:3" % (secrets[3], pubdir),
+                   SF_INJECT_EPOCH=str(10 ** 6))
+        r = subprocess.run([c.inject, victim.host, str(victim.port), "-", "2", "1", "replay"],
+                           capture_output=True, timeout=60, env=env)
+        check(r.returncode == 0, "injector: %s" % r.stderr)
+        check(victim.peers()["counters"]["rejected_mac"] > mac0,
+              "node 3's key passed as node 2's")
+        c.wait_root(1)
+        c.stop_checked()
+        print("member_keys: cluster up with per-member keys; impersonation refused")
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        c.close()
+
+
+def run_sfd_once(c, conf, uid=None, env=None, timeout=20):
+    """Starts sfd with conf; returns (started, log text). A started sfd is
+    stopped again."""
+    cmd = [c.sfd, "--config", conf, "--foreground"]
+    if uid is not None:
+        cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + cmd
+    logf = conf + ".log"
+    with open(logf, "w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+    def attached():
+        with open(logf) as f:
+            return "peer layer: node" in f.read()
+    # The sockets open before the peer layer reads its key: wait for either
+    # the peer layer's start or the exit.
+    c.wait(lambda: p.poll() is not None or attached(), "sfd to start or exit", timeout)
+    started = p.poll() is None
+    if started:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=20)
+    with open(logf) as f:
+        return started, f.read()
+
+
+def scenario_credentials(build):
+    """Finding 10: the documented key setups. A key passed as a systemd
+    credential ($CREDENTIALS_DIRECTORY, a bare name in cluster_key_file)
+    works for the service user; a key of mode 0640 and a root-owned 0600
+    key that the service user cannot read are refused with a reason that
+    points at LoadCredential=."""
+    c = Cluster(build, 3)
+    try:
+        creds = os.path.join(c.tmp, "credentials")
+        os.mkdir(creds, 0o700)
+        shutil.copy(c.key, os.path.join(creds, "cluster.key"))
+        os.chmod(os.path.join(creds, "cluster.key"), 0o400)
+        for n in c.nodes:
+            n.key_lines = "cluster_key_file = cluster.key\n"
+            n.env = dict(os.environ, CREDENTIALS_DIRECTORY=creds)
+            n.write_conf(c.all)
+        c.start()
+        c.wait_root(1)
+        c.stop_checked()
+        uid = peer_attacks.OTHER_UID
+
+        def one_node(name, key_line, owner=None):
+            d = os.path.join(c.tmp, name)
+            os.makedirs(d)
+            port = free_port()
+            conf = os.path.join(d, "sfd.conf")
+            with open(conf, "w") as f:
+                f.write("[sfd]\nruntime_dir = %s\nstate_dir = %s\n[peer]\nnode_id = 1\n"
+                        "peers = 1@127.0.0.1:%d\n%s" % (d, d, port, key_line))
+            if owner is not None:
+                os.chown(d, owner, owner)
+            return conf
+
+        loose = os.path.join(c.tmp, "loose.key")
+        shutil.copy(c.key, loose)
+        os.chmod(loose, 0o640)
+        ok, log = run_sfd_once(c, one_node("loose", "cluster_key_file = %s\n" % loose))
+        check(not ok and "0600 or 0400" in log and "LoadCredential" in log,
+              "a 0640 key: %r" % log[-300:])
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
+            print("credentials: other-uid part skipped (needs root and setpriv)")
+            return
+        rootkey = os.path.join(c.tmp, "root.key")
+        shutil.copy(c.key, rootkey)
+        os.chmod(rootkey, 0o600)
+        ok, log = run_sfd_once(c, one_node("rootkey", "cluster_key_file = %s\n" % rootkey,
+                                           owner=uid), uid=uid)
+        check(not ok and "LoadCredential" in log, "a root-owned 0600 key: %r" % log[-300:])
+        ucreds = os.path.join(c.tmp, "ucreds")
+        os.mkdir(ucreds, 0o500)
+        shutil.copy(c.key, os.path.join(ucreds, "cluster.key"))
+        os.chmod(os.path.join(ucreds, "cluster.key"), 0o400)
+        os.chown(os.path.join(ucreds, "cluster.key"), uid, uid)
+        os.chown(ucreds, uid, uid)
+        ok, log = run_sfd_once(c, one_node("svc", "cluster_key_file = cluster.key\n", owner=uid),
+                               uid=uid, env=dict(os.environ, CREDENTIALS_DIRECTORY=ucreds))
+        check(ok and "peer layer: node 1 of 1" in log,
+              "the service user with a credential: %r" % log[-300:])
+        print("credentials: credential accepted; 0640 and unreadable keys refused with the fix")
     except Exception:
         c.dump_logs()
         raise

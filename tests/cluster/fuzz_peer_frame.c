@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     sfd_peer_framer f;
-    sfd_peer_framer_init(&f);
+    sfd_peer_framer_init(&f, SFD_PEER_FRAME_MAX);
     sfd_peer_framer_feed(&f, data + 1, size - 1, on_frame, NULL);
     sfd_peer_framer_clear(&f);
     return 0;

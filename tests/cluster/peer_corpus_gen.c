@@ -90,6 +90,9 @@ int main(int argc, char **argv)
     hb.is_root = true;
     hb.n_pending = 1;
     hb.pending = &kp;
+    hb.has_epoch_seen = hb.has_epoch_closed = true;
+    hb.epoch_seen = 9;
+    hb.epoch_closed = true;
     uint8_t *b;
     size_t l;
     sfd_peer_pack(&hb.base, &b, &l);

@@ -5,7 +5,15 @@
  *   replay    a valid heartbeat, then the very same frame again
  *   stale     a validly sealed summary of JOB window 0 with term 0
  *   garbage   an oversized length prefix
+ *   term      a validly sealed heartbeat with term 2^64-1
+ *   epoch     a validly sealed heartbeat with boot epoch 2^64-1
+ *   record    valid heartbeats (epoch EPOCH, seq 1..COUNT) sent, and written
+ *             to FILE as they went over the wire
+ *   playback  the bytes of FILE sent again, as a recorded stream replayed
+ * SF_INJECT_EPOCH sets the boot epoch (default 1); SF_INJECT_PAIR seals with
+ * a per-member link key instead of KEY_FILE.
  * usage: sf_peer_inject HOST PORT KEY_FILE FROM DEST MODE [JOB WORLD]
+ *        sf_peer_inject HOST PORT KEY_FILE FROM DEST record|playback FILE [EPOCH COUNT]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "peer.h"
@@ -38,20 +45,61 @@ static void put(int fd, const uint8_t *p, size_t n)
     }
 }
 
-static void heartbeat_frame(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
-                            uint8_t **frame, size_t *len)
+static void heartbeat_at(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
+                         uint64_t seq, uint64_t term, uint8_t **frame, size_t *len)
 {
     Stagefrontier__Heartbeat hb = STAGEFRONTIER__HEARTBEAT__INIT;
     hb.node_id = from;
+    hb.term = term;
     uint8_t *p;
     size_t n;
     sfd_peer_pack(&hb.base, &p, &n);
-    sfd_peer_msg m = {.from = from, .dest = dest, .epoch = epoch, .seq = 1, .term = 0,
+    sfd_peer_msg m = {.from = from, .dest = dest, .epoch = epoch, .seq = seq, .term = term,
                       .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__HEARTBEAT,
                       .payload = p, .payload_len = n};
     if (sfd_peer_seal(key, &m, frame, len) < 0)
         exit(1);
     free(p);
+}
+
+static void heartbeat_frame(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
+                            uint8_t **frame, size_t *len)
+{
+    heartbeat_at(key, from, dest, epoch, 1, 0, frame, len);
+}
+
+static void record(int fd, const sfd_peer_key *key, uint32_t from, uint32_t dest,
+                   const char *path, uint64_t epoch, unsigned count)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        perror(path);
+        exit(1);
+    }
+    for (unsigned i = 1; i <= count; i++) {
+        uint8_t *frame;
+        size_t len;
+        heartbeat_at(key, from, dest, epoch, i, 0, &frame, &len);
+        put(fd, frame, len);
+        if (fwrite(frame, 1, len, f) != len)
+            exit(1);
+        free(frame);
+    }
+    fclose(f);
+}
+
+static void playback(int fd, const char *path)
+{
+    uint8_t buf[65536];
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (f == NULL) {
+        perror(path);
+        exit(1);
+    }
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        put(fd, buf, n);
+    fclose(f);
 }
 
 static void stale_summary(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
@@ -83,13 +131,31 @@ int main(int argc, char **argv)
     if (argc < 7)
         return 2;
     sfd_peer_key key;
-    if (sfd_peer_key_load(argv[3], &key) < 0) {
+    uint32_t from = (uint32_t)atoi(argv[4]), dest = (uint32_t)atoi(argv[5]);
+    /* SF_INJECT_PAIR=SECRET:PUBDIR:SELF seals with the per-member key of the
+     * link SELF -> DEST instead of KEY_FILE (a member holding its own key
+     * trying to pass as another). */
+    const char *pair = getenv("SF_INJECT_PAIR");
+    if (pair != NULL) {
+        char buf[8192], *dir, *self;
+        snprintf(buf, sizeof buf, "%s", pair);
+        if ((dir = strchr(buf, ':')) == NULL || (self = strchr(dir + 1, ':')) == NULL)
+            return 2;
+        *dir++ = '\0';
+        *self++ = '\0';
+        sfd_peer_key rx;
+        if (sfd_peer_pair_keys(buf, dir, (uint32_t)atoi(self), dest, &key, &rx) < 0) {
+            fprintf(stderr, "cannot derive the pair key\n");
+            return 1;
+        }
+    } else if (sfd_peer_key_load(argv[3], &key) < 0) {
         fprintf(stderr, "cannot load key\n");
         return 1;
     }
-    uint32_t from = (uint32_t)atoi(argv[4]), dest = (uint32_t)atoi(argv[5]);
     const char *mode = argv[6];
-    uint64_t epoch = (uint64_t)time(NULL) * 1000000u;
+    /* The sender's boot epoch; each run that must be fresh names its own. */
+    const char *e = getenv("SF_INJECT_EPOCH");
+    uint64_t epoch = e ? strtoull(e, NULL, 10) : 1;
     int fd = dial(argv[1], atoi(argv[2]));
     uint8_t *frame = NULL;
     size_t len = 0;
@@ -105,6 +171,17 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "stale") == 0 && argc >= 9) {
         stale_summary(&key, from, dest, epoch + 1, argv[7], (uint32_t)atoi(argv[8]), &frame, &len);
         put(fd, frame, len);
+    } else if (strcmp(mode, "term") == 0) {
+        heartbeat_at(&key, from, dest, epoch, 1, UINT64_MAX, &frame, &len);
+        put(fd, frame, len);
+    } else if (strcmp(mode, "epoch") == 0) {
+        heartbeat_at(&key, from, dest, UINT64_MAX, 1, 0, &frame, &len);
+        put(fd, frame, len);
+    } else if (strcmp(mode, "record") == 0 && argc >= 10) {
+        record(fd, &key, from, dest, argv[7], strtoull(argv[8], NULL, 10),
+               (unsigned)atoi(argv[9]));
+    } else if (strcmp(mode, "playback") == 0 && argc >= 8) {
+        playback(fd, argv[7]);
     } else if (strcmp(mode, "garbage") == 0) {
         const uint8_t huge[8] = {0x7f, 0xff, 0xff, 0xff, 1, 2, 3, 4};
         put(fd, huge, sizeof huge);

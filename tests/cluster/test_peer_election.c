@@ -263,6 +263,54 @@ static void test_stale_term_and_single_vote(void **state)
     assert_int_equal(sfd_elect_init(&e, 1, ids, 3, HB, HB), -EINVAL);
 }
 
+/* One forged term of 2^64-1 (or any jump past the step) is dropped and moves
+ * nothing; a jump that a majority of the other live members backs (a node
+ * that restarted while the cluster moved on) is adopted. */
+static void test_term_step(void **state)
+{
+    (void)state;
+    sfd_elect e;
+    uint32_t ids[5] = {1, 2, 3, 4, 5};
+    assert_int_equal(sfd_elect_init(&e, 1, ids, 5, HB, FT), 0);
+    sfd_elect_out out = {0};
+    for (uint32_t id = 2; id <= 5; id++)
+        sfd_elect_heard(&e, 100, id);
+    assert_true(sfd_elect_term_ok(&e, 100, 2, SFD_PEER_TERM_STEP, &out));
+    assert_false(sfd_elect_term_ok(&e, 100, 2, UINT64_MAX, &out));
+    assert_false(sfd_elect_term_ok(&e, 100, 2, SFD_PEER_TERM_STEP + 1, &out));
+    assert_int_equal(e.term, 0);
+    /* one more far term: two of four others are not a majority of them */
+    assert_false(sfd_elect_term_ok(&e, 100, 3, 5000, &out));
+    assert_int_equal(e.term, 0);
+    /* a third: three of four report at least 1025, which is adopted */
+    assert_false(sfd_elect_term_ok(&e, 100, 4, 5000, &out));
+    assert_int_equal(e.term, SFD_PEER_TERM_STEP + 1);
+    /* the fourth: three of four report 5000; the message itself passes */
+    out.n = 0;
+    assert_true(sfd_elect_term_ok(&e, 100, 5, 5000, &out));
+    assert_int_equal(e.term, 5000);
+    assert_true(sfd_elect_term_ok(&e, 100, 3, 5000, &out));
+    /* the ceiling: never adopted, whatever backs it */
+    for (uint32_t id = 2; id <= 5; id++)
+        assert_false(sfd_elect_term_ok(&e, 100, id, SFD_PEER_TERM_MAX + 1, &out));
+    assert_int_equal(e.term, 5000);
+    /* the majority is of the other live members: one of two is not one */
+    sfd_elect_clear(&e);
+    assert_int_equal(sfd_elect_init(&e, 1, ids, 5, HB, FT), 0);
+    sfd_elect_heard(&e, 100, 2);
+    sfd_elect_heard(&e, 100, 3);
+    assert_false(sfd_elect_term_ok(&e, 100, 2, 9000, &out));
+    assert_int_equal(e.term, 0);
+    /* once member 3 is silent past the failure timeout, member 2 is all the
+     * cluster this node can reach, and it follows it */
+    assert_false(sfd_elect_term_ok(&e, 100 + FT + 1, 2, 9000, &out));
+    assert_int_equal(e.term, 0);
+    sfd_elect_heard(&e, 100 + FT + 1, 2);
+    assert_true(sfd_elect_term_ok(&e, 100 + FT + 1, 2, 9000, &out));
+    assert_int_equal(e.term, 9000);
+    sfd_elect_clear(&e);
+}
+
 static void test_tree(void **state)
 {
     (void)state;
@@ -291,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_cut_root_steps_down),
         cmocka_unit_test(test_minority_majority),
         cmocka_unit_test(test_stale_term_and_single_vote),
+        cmocka_unit_test(test_term_step),
         cmocka_unit_test(test_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
