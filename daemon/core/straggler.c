@@ -148,6 +148,16 @@ void sf_straggler_track(sf_straggler_history *h, sf_report *report)
 {
     if (h == NULL || report == NULL)
         return;
+    if (h->any && h->segment == report->meta.segment && h->last_index == report->meta.index) {
+        h->any = h->prev_any; /* the same window again: undo its first report */
+        h->last_index = h->prev_index;
+        h->last_rank = h->prev_rank;
+        h->run = h->prev_run;
+    }
+    h->prev_any = h->any;
+    h->prev_index = h->last_index;
+    h->prev_rank = h->last_rank;
+    h->prev_run = h->run;
     bool consecutive = h->any && h->segment == report->meta.segment &&
                        h->last_index + 1 == report->meta.index;
     if (!consecutive) {

@@ -235,6 +235,7 @@ struct sfd_job {
     uid_t uid;
     sf_schema schema;
     sf_gates gates;             /* window_steps/warmup fixed for the job */
+    sf_straggler_history straggler; /* verdict persistence over stored reports */
     uint32_t world_size;
     uint32_t segment;
     uint32_t n_live;            /* live connections, all channels */

@@ -406,11 +406,17 @@ typedef struct sf_straggler_history {
     uint32_t segment;
     uint32_t last_rank;  /* SF_NO_RANK after a window without verdict */
     uint32_t run;        /* windows in a row with a verdict naming last_rank */
+    /* The state before the last window, so a replaced report of that same
+     * window (a cluster report after the local one) is tracked once. */
+    bool prev_any;
+    int64_t prev_index;
+    uint32_t prev_rank, prev_run;
 } sf_straggler_history;
 
 /* Folds report's verdict into h and sets its persistence and
  * windows_in_a_row. Windows must come in index order; a gap in the index or
- * a new segment starts a new run. */
+ * a new segment starts a new run; a second report of the last window
+ * replaces the first one's effect. */
 void sf_straggler_track(sf_straggler_history *h, sf_report *report);
 
 int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_report **ret);

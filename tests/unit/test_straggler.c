@@ -282,6 +282,8 @@ static void persistence_across_windows(void **state)
         {4, true, 2, SF_PERSIST_ROTATING, 1}, {5, false, 0, SF_PERSIST_NONE, 0},
         {6, true, 2, SF_PERSIST_NONE, 1},     {8, true, 2, SF_PERSIST_NONE, 1}, /* a gap */
         {9, true, 2, SF_PERSIST_FIXED, 2},
+        {9, true, 2, SF_PERSIST_FIXED, 2}, /* window 9 again: counted once */
+        {10, true, 2, SF_PERSIST_FIXED, 3},
     };
     for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
         r.meta.index = seq[i].index;
