@@ -402,7 +402,11 @@ def run_rank(args):
     hidden = faults.faulty_rank(args.seed, world)
     inj = faults.Injector(args.fault, enabled=(rank == hidden))
     inj.install_model_hooks(model)
-    ddp = DDP(model)
+    # The only buffer is the constant causal mask: broadcasting it before
+    # every forward (DDP's default) would put a collective at the start of
+    # the forward stage, where a slow loader's delay is absorbed before any
+    # arrival point (docs/EVALUATION.md, "Straggler verdicts").
+    ddp = DDP(model, broadcast_buffers=False)
     sync = sync_stages(args, inj)
     rec, core = make_recorder(args, rank, world, sync)
     wrap = None

@@ -7,6 +7,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <time.h>
@@ -310,6 +311,7 @@ typedef struct {
     Handle *h;
     PyObject *inner;
     PyObject *is_last_name;
+    PyObject *signature;        /* (state, bucket): DDP inspects the hook's parameters */
 } CommHook;
 
 static void commhook_dealloc(CommHook *k)
@@ -317,6 +319,7 @@ static void commhook_dealloc(CommHook *k)
     Py_XDECREF(k->h);
     Py_XDECREF(k->inner);
     Py_XDECREF(k->is_last_name);
+    Py_XDECREF(k->signature);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
@@ -341,6 +344,52 @@ static PyObject *commhook_call(CommHook *k, PyObject *args, PyObject *kwds)
     return PyObject_Call(k->inner, args, NULL);
 }
 
+static PyMemberDef commhook_members[] = {
+    {"__signature__", T_OBJECT, offsetof(CommHook, signature), READONLY, NULL},
+    {"inner", T_OBJECT, offsetof(CommHook, inner), READONLY, "the wrapped hook"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* The inner hook's name: DDP checks some hooks by name (bf16 compression
+ * needs NCCL support), and those checks must see the hook that runs. */
+static PyObject *commhook_get_name(CommHook *k, void *closure)
+{
+    PyObject *name = PyObject_GetAttrString(k->inner, (const char *)closure);
+    if (name == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        name = PyUnicode_FromString("ddp_comm_hook");
+    }
+    return name;
+}
+
+static PyGetSetDef commhook_getset[] = {
+    {"__name__", (getter)commhook_get_name, NULL, "the inner hook's name", "__name__"},
+    {"__qualname__", (getter)commhook_get_name, NULL, "the inner hook's qualified name",
+     "__qualname__"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* inspect.Signature of hook(state, bucket). */
+static PyObject *hook_signature(void)
+{
+    PyObject *inspect = PyImport_ImportModule("inspect"), *param = NULL, *kind = NULL;
+    PyObject *state = NULL, *bucket = NULL, *sig = NULL;
+    if (inspect == NULL || (param = PyObject_GetAttrString(inspect, "Parameter")) == NULL ||
+        (kind = PyObject_GetAttrString(param, "POSITIONAL_OR_KEYWORD")) == NULL)
+        goto out;
+    state = PyObject_CallFunction(param, "sO", "state", kind);
+    bucket = state ? PyObject_CallFunction(param, "sO", "bucket", kind) : NULL;
+    if (bucket != NULL)
+        sig = PyObject_CallMethod(inspect, "Signature", "([OO])", state, bucket);
+out:
+    Py_XDECREF(bucket);
+    Py_XDECREF(state);
+    Py_XDECREF(kind);
+    Py_XDECREF(param);
+    Py_XDECREF(inspect);
+    return sig;
+}
+
 static PyTypeObject CommHookType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stagefrontier.CommHook",
@@ -349,6 +398,8 @@ static PyTypeObject CommHookType = {
     .tp_dealloc = (destructor)commhook_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_call = (ternaryfunc)commhook_call,
+    .tp_members = commhook_members,
+    .tp_getset = commhook_getset,
 };
 
 /* ---- Recorder ---- */
@@ -781,7 +832,8 @@ static PyObject *module_ddp_comm_hook(PyObject *mod, PyObject *args, PyObject *k
     Py_INCREF(k->h);
     k->inner = inner;
     k->is_last_name = PyUnicode_InternFromString("is_last");
-    if (k->is_last_name == NULL) {
+    k->signature = k->is_last_name ? hook_signature() : NULL;
+    if (k->signature == NULL) {
         Py_DECREF(k);
         return NULL;
     }

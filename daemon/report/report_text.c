@@ -116,14 +116,14 @@ static void write_next(const sf_report *r, FILE *out)
 
 static void write_table(const sf_report *r, FILE *out)
 {
-    fprintf(out, "%-28s %7s %11s %11s %11s %11s %7s %7s\n", "stage", "share", "advance_s", "max_s",
+    fprintf(out, "%-34s %7s %11s %11s %11s %11s %7s %7s\n", "stage", "share", "advance_s", "max_s",
             "mean_s", "spread_s", "gain", "leader");
     for (uint32_t k = 0; k < r->schema.n_stages; k++) {
         const sf_unit_figures *u = &r->stages[k];
         char leader[16] = "-";
         if (u->leader_rank != SF_NO_RANK)
             snprintf(leader, sizeof leader, "%u", u->leader_rank);
-        fprintf(out, "%-28s %6.1f%% %11.6f %11.6f %11.6f %11.6f %7.3f %7s\n", u->name,
+        fprintf(out, "%-34s %6.1f%% %11.6f %11.6f %11.6f %11.6f %7.3f %7s\n", u->name,
                 isnan(u->share) ? 0.0 : 100 * u->share, u->advance_ns / 1e9, u->max_ns / 1e9,
                 u->mean_ns / 1e9, u->spread_ns / 1e9, isnan(u->gain) ? 0.0 : u->gain, leader);
     }
