@@ -503,8 +503,8 @@ def tables_verdict(recs):
              "rank; false: a verdict on a clean window; origin: the verdict's origin stage "
              "is the faulted stage)", "",
              "| row | magnitude | runs | windows | hit | wrong rank | no verdict | origin ok "
-             "| median lateness / delay | fixed |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| median lateness / delay | fixed | backward sync_wait share |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for fault in VERDICT_ROWS:
         for mag in sorted({r["magnitude"] for r in runs if r["fault"] == fault}):
             sub = [r for r in runs if r["fault"] == fault and r["magnitude"] == mag]
@@ -522,12 +522,16 @@ def tables_verdict(recs):
             fixed = sum(1 for _, s in v if s and s["persistence"] == "fixed")
             ratio = [s["median_lateness_s"] / r["result"]["delay_s"] for r, s in v
                      if s and s["rank"] == hidden(r) and r["result"]["delay_s"] > 0]
-            lines.append("| %s | %.2f | %d | %d | %s | %s | %s | %s | %s | %s |" % (
+            waits = [u.get("share") for _, w in ws for u in w["stages"]
+                     if u["name"] == "model.backward_cpu_wall.sync_wait"]
+            waits = [x for x in waits if x is not None]
+            lines.append("| %s | %.2f | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
                 fault, mag, len(sub), len(ws),
                 pct(hit, len(ws)) if exp else "-",
                 pct(wrong, len(ws)) if exp else "false %s" % pct(wrong + hit, len(ws)),
                 pct(none, len(ws)), pct(origin, hit) if exp and hit else "-",
-                "%.2f" % statistics.median(ratio) if ratio else "-", pct(fixed, len(ws))))
+                "%.2f" % statistics.median(ratio) if ratio else "-", pct(fixed, len(ws)),
+                "%.2f" % statistics.mean(waits) if waits else "-"))
     clean = [w for r in runs if r["fault"] == "none" for w in verdict_windows(r)]
     false = sum(1 for w in clean if w.get("straggler"))
     lines.append("")
