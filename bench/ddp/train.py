@@ -48,6 +48,9 @@ def parse_args(argv=None):
     p.add_argument("--arrivals", choices=["on", "off"], default="on",
                    help="arrival points: backward synchronizing, marked by the DDP comm "
                         "hook; callbacks too when the row has a barrier there")
+    p.add_argument("--broadcast-buffers", choices=["on", "off"], default="off",
+                   help="DDP's per-forward buffer broadcast (on: the job of the routing "
+                        "tables measured before arrival points existed)")
     p.add_argument("--interleave", type=int, default=0, metavar="STEPS",
                    help="overhead mode: rotate off / on with sfd / on without sfd in "
                         "blocks of STEPS measured steps inside this one job")
@@ -406,7 +409,7 @@ def run_rank(args):
     # every forward (DDP's default) would put a collective at the start of
     # the forward stage, where a slow loader's delay is absorbed before any
     # arrival point (docs/EVALUATION.md, "Straggler verdicts").
-    ddp = DDP(model, broadcast_buffers=False)
+    ddp = DDP(model, broadcast_buffers=args.broadcast_buffers == "on")
     sync = sync_stages(args, inj)
     rec, core = make_recorder(args, rank, world, sync)
     wrap = None
