@@ -82,10 +82,32 @@ static const char *downgrade_name_of(int i)
     return sf_downgrade_name((enum sf_downgrade)i);
 }
 
-/* The suggestion names the leading unit's leader when there is one, then
- * whatever makes the reading less certain. */
+/* With a straggler verdict the suggestion is its rank and the stage where
+ * its lateness began: the frontier's leader at a synchronized stage is only
+ * whoever left the collective a moment later. */
+static bool write_next_straggler(const sf_report *r, FILE *out)
+{
+    const sf_straggler *v = &r->straggler;
+    if (!v->present)
+        return false;
+    const char *origin = r->schema.names[v->origin_stage];
+    const char *target = target_of(r->schema.groups[v->origin_stage]);
+    if (target == r->schema.groups[v->origin_stage])
+        fprintf(out, "next: profile rank %u's %s", v->rank, origin);
+    else
+        fprintf(out, "next: profile rank %u's %s (%s)", v->rank, target, origin);
+    fprintf(out, "; the group waits for it at %s's sync point%s\n", r->schema.names[v->sync_stage],
+            has_label(r, SF_LABEL_TELEMETRY_LIMITED) ? "; telemetry is limited (see downgrades)"
+                                                     : "");
+    return true;
+}
+
+/* The suggestion names the straggler, else the leading unit's leader when
+ * there is one, then whatever makes the reading less certain. */
 static void write_next(const sf_report *r, FILE *out)
 {
+    if (write_next_straggler(r, out))
+        return;
     if (r->n_routing == 0) {
         fprintf(out, "next: nothing to route in this window\n");
         return;
