@@ -530,11 +530,14 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
         sf_row row;
         int64_t split[SF_MAX_STAGES];
         fill_row(&row, rec, recorded);
-        if (sfd_record_split(rec, &job->schema, split, &row.flags, &why) < 0) {
-            count_reject(d, job, why, 1, c);
-            continue;
+        /* Without synchronizing stages or arrivals the record is the row. */
+        if (job->schema.sync_mask != 0 || rec->n_arrivals != 0) {
+            if (sfd_record_split(rec, &job->schema, split, &row.flags, &why) < 0) {
+                count_reject(d, job, why, 1, c);
+                continue;
+            }
+            row.d = split;
         }
-        row.d = split;
         if (sf_row_validate(&row, &job->schema) < 0) {
             count_reject(d, job, SFD_REJ_INVALID, 1, c);
             continue;
