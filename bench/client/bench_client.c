@@ -2,7 +2,8 @@
  * libsfclient hot-path benchmark: ns per stage boundary (a stage's begin and
  * end are two boundaries) and send syscalls per step, with no daemon and with
  * a receiver process that drains the socket; a bare clock_gettime loop runs
- * side by side as the floor. Usage: bench_client [steps] [mode]
+ * side by side as the floor, and so does sf_stage_arrive (an arrival mark
+ * inside an open synchronizing stage). Usage: bench_client [steps] [mode]
  * mode: all (default), none (no daemon only), drain (draining receiver only).
  */
 #define _GNU_SOURCE
@@ -84,6 +85,38 @@ static struct result run(const char *socket_path, long steps)
     return r;
 }
 
+/* ns per sf_stage_arrive: marks inside one open synchronizing stage. */
+static double bench_arrive(long n)
+{
+    sf_client_options o;
+    sf_client_options_init(&o);
+    o.job_id = "bench";
+    o.socket_path = "/nonexistent-stagefrontier-bench/ingest.sock";
+    o.rank = 0, o.world_size = 1, o.local_rank = 0;
+    const char *sync[] = {"model.backward_cpu_wall"};
+    o.sync_stages = sync;
+    o.n_sync_stages = 1;
+    sf_client *c = NULL;
+    if (sf_client_open(&o, &c) < 0) {
+        fprintf(stderr, "open failed\n");
+        exit(1);
+    }
+    sf_step_begin(c, -1);
+    sf_stage_begin(c, 2);
+    int64_t t0 = now_ns();
+    for (long i = 0; i < n; i++)
+        sf_stage_arrive(c);
+    double ns = (double)(now_ns() - t0) / (double)n;
+    sf_stage_end(c, 2);
+    sf_step_end(c);
+    sf_client_stats st;
+    sf_client_get_stats(c, &st);
+    if (st.violations != 0)
+        fprintf(stderr, "arrive: %llu violations\n", (unsigned long long)st.violations);
+    sf_client_close(c);
+    return ns;
+}
+
 /* A child that accepts one connection and drains it until EOF. */
 static pid_t start_drainer(const char *path)
 {
@@ -127,6 +160,8 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/ingest.sock", dir);
 
     printf("clock_gettime(CLOCK_MONOTONIC): %.1f ns per call\n", bench_clock(steps * 4));
+    printf("sf_stage_arrive:                %.1f ns per call\n", bench_arrive(steps * 4));
+    printf("clock_gettime(CLOCK_MONOTONIC): %.1f ns per call (again)\n", bench_clock(steps * 4));
     printf("%-16s %10s %10s %10s %10s %10s %10s\n", "receiver", "ns/stage", "ns/bound", "sys/step",
            "steps", "sent", "dropped");
     if (strcmp(mode, "drain") != 0) {

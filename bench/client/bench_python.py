@@ -1,6 +1,10 @@
 #!/usr/bin/python3
 """Cost of `with rec.stage(...)` in the stagefrontier binding, side by side
-with a bare `with nullcontext()` and an empty loop, in one run.
+with a bare `with nullcontext()` and an empty loop, in one run. Also the
+cost per bucket of stagefrontier.ddp_comm_hook: the wrapper around an inner
+hook against calling that inner hook directly, on a stand-in bucket whose
+is_last() is a plain method (torch's GradBucket.is_last is a bound C++
+method of similar cost).
 
 Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/client/bench_python.py [N]
 """
@@ -59,6 +63,32 @@ def make_steps(rec):
     return steps
 
 
+class Bucket(object):
+    def __init__(self, last):
+        self.last = last
+
+    def is_last(self):
+        return self.last
+
+
+def inner_hook(state, bucket):
+    return bucket
+
+
+def make_hook_direct(bucket):
+    def run(n):
+        for _ in range(n):
+            inner_hook(None, bucket)
+    return run
+
+
+def make_hook_wrapped(hook, bucket):
+    def run(n):
+        for _ in range(n):
+            hook(None, bucket)
+    return run
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     d = tempfile.mkdtemp(prefix="sfbench-")
@@ -72,6 +102,19 @@ def main():
     for name, us in rows:
         print("%-36s %8.3f us" % (name, us))
     print("rec.stage() minus empty loop: %.3f us" % (rows[2][1] - rows[0][1]))
+    rec2 = sf.Recorder(job_id="bench", socket=os.path.join(d, "absent.sock"), rank=0,
+                       world_size=1, sync_stages=["model.backward_cpu_wall"])
+    hook = sf.ddp_comm_hook(rec2, inner_hook)
+    with rec2.step(), rec2.stage("model.backward_cpu_wall"):
+        direct = per_iter(make_hook_direct(Bucket(False)), n)
+        mid = per_iter(make_hook_wrapped(hook, Bucket(False)), n)
+        last = per_iter(make_hook_wrapped(hook, Bucket(True)), n)
+    print("%-36s %8.3f us" % ("inner hook called directly", direct))
+    print("%-36s %8.3f us" % ("wrapped, not the last bucket", mid))
+    print("%-36s %8.3f us" % ("wrapped, the last bucket (arrive)", last))
+    print("hook per bucket: +%.3f us (not last), +%.3f us (last)" % (mid - direct, last - direct))
+    print("stats (hook recorder):", rec2.stats())
+    rec2.close()
     print("stats:", rec.stats())
     rec.close()
     os.rmdir(d)

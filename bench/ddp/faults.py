@@ -114,7 +114,9 @@ class Injector:
         self._bwd_pending = True
 
     # -- backward communication: delay before the allreduce ---------------
-    def install_comm_hook(self, ddp_model):
+    def install_comm_hook(self, ddp_model, wrap=None):
+        """Registers the fault's allreduce hook; wrap(hook), when given,
+        returns the hook to register instead (the arrival-marking wrapper)."""
         inj = self
 
         def delayed_allreduce(state, bucket):
@@ -124,7 +126,8 @@ class Injector:
             return default_hooks.allreduce_hook(state, bucket)
 
         self._bwd_pending_comm = False
-        ddp_model.register_comm_hook(None, delayed_allreduce)
+        hook = wrap(delayed_allreduce) if wrap else delayed_allreduce
+        ddp_model.register_comm_hook(None, hook)
 
     def begin_backward(self):
         self._bwd_pending_comm = True

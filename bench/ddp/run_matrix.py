@@ -10,6 +10,7 @@ it). Raw windows go to --out (JSON Lines) so the tables can be rebuilt with
   /usr/bin/python3 bench/ddp/run_matrix.py --build build all --out ddp.jsonl
   /usr/bin/python3 bench/ddp/run_matrix.py --build build matrix --seeds 3
   /usr/bin/python3 bench/ddp/run_matrix.py --tables-from ddp.jsonl
+  /usr/bin/python3 bench/ddp/run_matrix.py --build build verdict --out verdict.jsonl
 """
 
 import argparse
@@ -72,7 +73,13 @@ def run_one(build, sfd, kind, fault, seed, mag, ranks, extra=(), steps=100, warm
 
 
 KEEP = ("window", "exposed_total_s", "stages", "groups", "routing_set", "co_critical_stages",
-        "labels", "downgrade_reasons", "suspect_ranks", "gates")
+        "labels", "downgrade_reasons", "suspect_ranks", "gates", "straggler", "critical_path",
+        "counters")
+
+# The straggler-verdict matrix (arrival points): every fault kind the verdict
+# must localize, the communication-hook row, and the clean control.
+VERDICT_ROWS = ["data_wait", "forward_host", "backward_compute", "backward_comm",
+                "callback_barrier", "none"]
 
 
 def trim(window):
@@ -106,6 +113,27 @@ def do_matrix(build, out, a):
                                 (fault, seed, mag, ranks, e))
                             out.add({"kind": "matrix", "fault": fault, "seed": seed,
                                      "magnitude": mag, "ranks": ranks, "error": str(e)})
+
+
+def do_verdict(build, out, a):
+    """Each job runs several windows; the clean row runs once per magnitude
+    slot so that clean windows are as many as each fault's."""
+    window = a.verdict_window
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=window) as sfd:
+        for seed in a.seed_list or range(1, a.seeds + 1):
+            for mag in a.verdict_magnitudes:
+                for fault in a.verdict_rows:
+                    m = 0.0 if fault == "none" else mag
+                    try:
+                        rec = run_one(build, sfd, "verdict", fault, seed, m, 4,
+                                      steps=window * a.verdict_windows,
+                                      want_windows=a.verdict_windows)
+                        rec["slot"] = mag
+                        out.add(rec)
+                    except Exception as e:  # a failed run is a row, not an abort
+                        log("FAILED verdict %s seed %d mag %s: %s" % (fault, seed, m, e))
+                        out.add({"kind": "verdict", "fault": fault, "seed": seed,
+                                 "magnitude": m, "slot": mag, "error": str(e)})
 
 
 def do_aba(build, out, a):
@@ -460,16 +488,69 @@ def tables_stepcost(recs):
     return lines
 
 
+def verdict_windows(r):
+    """The run's complete measured windows."""
+    return [w for w in r.get("windows", [])
+            if w["window"]["index"] >= 0 and w["window"]["ranks"] == r["ranks"] and
+            "window_partial" not in (w.get("downgrade_reasons") or [])]
+
+
+def tables_verdict(recs):
+    runs = [r for r in recs if r.get("kind") == "verdict" and "error" not in r]
+    if not runs:
+        return []
+    lines = ["", "**Straggler verdict per window** (4 ranks; hit: the verdict names the hidden "
+             "rank; false: a verdict on a clean window; origin: the verdict's origin stage "
+             "is the faulted stage)", "",
+             "| row | magnitude | runs | windows | hit | wrong rank | no verdict | origin ok "
+             "| median lateness / delay | fixed | backward sync_wait share |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for fault in VERDICT_ROWS:
+        for mag in sorted({r["magnitude"] for r in runs if r["fault"] == fault}):
+            sub = [r for r in runs if r["fault"] == fault and r["magnitude"] == mag]
+            ws = [(r, w) for r in sub for w in verdict_windows(r)]
+            if not ws:
+                continue
+            hidden = lambda r: r["result"]["hidden_rank"]  # noqa: E731
+            v = [(r, w["straggler"]) for r, w in ws]
+            hit = sum(1 for r, s in v if s and s["rank"] == hidden(r))
+            wrong = sum(1 for r, s in v if s and s["rank"] != hidden(r))
+            none = sum(1 for _, s in v if not s)
+            exp = faults.FAULTS[fault]
+            origin = sum(1 for r, s in v if s and s["rank"] == hidden(r) and exp and
+                         s["origin_stage"] == exp)
+            fixed = sum(1 for _, s in v if s and s["persistence"] == "fixed")
+            ratio = [s["median_lateness_s"] / r["result"]["delay_s"] for r, s in v
+                     if s and s["rank"] == hidden(r) and r["result"]["delay_s"] > 0]
+            waits = [u.get("share") for _, w in ws for u in w["stages"]
+                     if u["name"] == "model.backward_cpu_wall.sync_wait"]
+            waits = [x for x in waits if x is not None]
+            lines.append("| %s | %.2f | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+                fault, mag, len(sub), len(ws),
+                pct(hit, len(ws)) if exp else "-",
+                pct(wrong, len(ws)) if exp else "false %s" % pct(wrong + hit, len(ws)),
+                pct(none, len(ws)), pct(origin, hit) if exp and hit else "-",
+                "%.2f" % statistics.median(ratio) if ratio else "-", pct(fixed, len(ws)),
+                "%.2f" % statistics.mean(waits) if waits else "-"))
+    clean = [w for r in runs if r["fault"] == "none" for w in verdict_windows(r)]
+    false = sum(1 for w in clean if w.get("straggler"))
+    lines.append("")
+    lines.append("Clean windows with a verdict: %d of %d (%s)." % (false, len(clean),
+                                                                   pct(false, len(clean))))
+    return lines
+
+
 def all_tables(recs):
     return (tables_matrix(recs) + tables_aba(recs) + tables_scope(recs) +
-            tables_overhead(recs) + tables_interleaved(recs) + tables_stepcost(recs))
+            tables_overhead(recs) + tables_interleaved(recs) + tables_stepcost(recs) +
+            tables_verdict(recs))
 
 
 def main():
     p = argparse.ArgumentParser(description="DDP fault matrix against a real sfd")
     p.add_argument("what", nargs="?", default="all",
                    choices=["all", "matrix", "aba", "scope", "overhead", "interleaved",
-                            "stepcost"])
+                            "stepcost", "verdict"])
     p.add_argument("--build", default=os.environ.get("SF_BUILD_DIR", "build"))
     p.add_argument("--out", default=None, help="append raw runs here (JSON Lines)")
     p.add_argument("--tables-from", default=None, help="print tables from a JSON Lines file")
@@ -481,6 +562,10 @@ def main():
                    choices=FAULT_ROWS + CONTROL_ROWS)
     p.add_argument("--magnitudes", type=float, nargs="+", default=[0.2, 0.5, 1.0])
     p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--verdict-rows", nargs="+", default=VERDICT_ROWS, choices=VERDICT_ROWS)
+    p.add_argument("--verdict-magnitudes", type=float, nargs="+", default=[0.1, 0.25, 0.5])
+    p.add_argument("--verdict-window", type=int, default=40, help="steps per window")
+    p.add_argument("--verdict-windows", type=int, default=3, help="windows per job")
     p.add_argument("--aba-seeds", type=int, default=2)
     p.add_argument("--scope-seeds", type=int, default=2)
     p.add_argument("--blocks", type=int, default=8)
@@ -504,7 +589,7 @@ def main():
     out = Recorder(a.out)
     t0 = time.monotonic()
     steps = {"matrix": do_matrix, "aba": do_aba, "scope": do_scope, "overhead": do_overhead,
-             "interleaved": do_interleaved, "stepcost": do_stepcost}
+             "interleaved": do_interleaved, "stepcost": do_stepcost, "verdict": do_verdict}
     for name in (["matrix", "aba", "scope", "overhead", "interleaved", "stepcost"]
                  if a.what == "all"
                  else [a.what]):

@@ -95,7 +95,11 @@ static int run_rank(const struct config *cfg, struct shared *sh, int rank)
     unsigned rng = 77u + (unsigned)rank * 7919u;
     long delay = (rank == hidden_rank(cfg->seed, cfg->ranks)) ? (long)(cfg->delay_ms * 1000) : 0;
 
+    /* Both barriers are synchronizing: each rank marks its arrival first. */
+    const char *sync[] = {"model.backward_cpu_wall", "callbacks.cpu_wall"};
     sf_client_options_init(&o);
+    o.sync_stages = sync;
+    o.n_sync_stages = cfg->fault == F_CALLBACK_BARRIER ? 2 : 1;
     o.rank = rank;
     o.world_size = cfg->ranks;
     o.local_rank = rank;
@@ -115,11 +119,13 @@ static int run_rank(const struct config *cfg, struct shared *sh, int rank)
         sf_stage_end(c, id.fwd);
         sf_stage_begin(c, id.bwd);
         sleep_us(5000 + jitter_us(&rng, 1500) + (cfg->fault == F_BACKWARD ? delay : 0));
+        sf_stage_arrive(c);
         pthread_barrier_wait(&sh->barrier);          /* the gradient allreduce */
         sf_stage_end(c, id.bwd);
         sf_stage_begin(c, id.cb);
         if (cfg->fault == F_CALLBACK_BARRIER) {
             sleep_us(delay);
+            sf_stage_arrive(c);
             pthread_barrier_wait(&sh->barrier);
         }
         sf_stage_end(c, id.cb);

@@ -45,6 +45,12 @@ def parse_args(argv=None):
     p.add_argument("--accumulation", type=int, default=1)
     p.add_argument("--zero", action="store_true", help="ZeroRedundancyOptimizer")
     p.add_argument("--instrument", choices=["on", "off"], default="on")
+    p.add_argument("--arrivals", choices=["on", "off"], default="on",
+                   help="arrival points: backward synchronizing, marked by the DDP comm "
+                        "hook; callbacks too when the row has a barrier there")
+    p.add_argument("--broadcast-buffers", choices=["on", "off"], default="off",
+                   help="DDP's per-forward buffer broadcast (on: the job of the routing "
+                        "tables measured before arrival points existed)")
     p.add_argument("--interleave", type=int, default=0, metavar="STEPS",
                    help="overhead mode: rotate off / on with sfd / on without sfd in "
                         "blocks of STEPS measured steps inside this one job")
@@ -181,6 +187,9 @@ class NullRecorder(object):
     def data(self, loader):
         return loader
 
+    def sync(self):
+        return self._ctx
+
     def close(self):
         pass
 
@@ -260,6 +269,9 @@ class CsvTap(object):
 
         return Ctx()
 
+    def sync(self):
+        return self.rec.sync()
+
     def close(self):
         self.rec.close()
 
@@ -323,6 +335,9 @@ class ProfileTap(object):
 
         return Ctx()
 
+    def sync(self):
+        return self.rec.sync()
+
     def close(self):
         self.rec.close()
 
@@ -337,8 +352,21 @@ def stage_names(k):
     return names + STAGES[3:]
 
 
-def make_recorder(args, rank, world):
+def sync_stages(args, inj):
+    """The stages that end in a collective, when arrival points are on:
+    backward (DDP's gradient all-reduce, marked by the comm hook) and, in a
+    row whose callbacks end in a barrier, callbacks (marked by rec.sync()).
+    Accumulation runs keep the plain schema."""
+    if args.arrivals == "off" or args.instrument == "off" or args.accumulation > 1 or \
+            args.interleave:
+        return []
+    return ["model.backward_cpu_wall"] + (["callbacks.cpu_wall"] if inj.needs_barrier() else [])
+
+
+def make_recorder(args, rank, world, sync=()):
+    """Returns (recorder, the stagefrontier Recorder or None)."""
     names = stage_names(args.accumulation)
+    core = None
     if args.instrument == "off":
         rec = NullRecorder()
     else:
@@ -346,13 +374,15 @@ def make_recorder(args, rank, world):
         kw = {}
         if args.accumulation > 1:
             kw["accumulation"] = args.accumulation
-        rec = sf.Recorder(**kw)
+        if sync:
+            kw["sync_stages"] = list(sync)
+        rec = core = sf.Recorder(**kw)
     if args.csv:
         rec = CsvTap(rec, names)
     if args.profile:
         import torch
         rec = ProfileTap(rec, torch)
-    return rec
+    return rec, core
 
 
 # ---------------------------------------------------------------------------
@@ -375,8 +405,20 @@ def run_rank(args):
     hidden = faults.faulty_rank(args.seed, world)
     inj = faults.Injector(args.fault, enabled=(rank == hidden))
     inj.install_model_hooks(model)
-    ddp = DDP(model)
-    inj.install_comm_hook(ddp)
+    # The only buffer is the constant causal mask: broadcasting it before
+    # every forward (DDP's default) would put a collective at the start of
+    # the forward stage, where a slow loader's delay is absorbed before any
+    # arrival point (docs/EVALUATION.md, "Straggler verdicts").
+    ddp = DDP(model, broadcast_buffers=args.broadcast_buffers == "on")
+    sync = sync_stages(args, inj)
+    rec, core = make_recorder(args, rank, world, sync)
+    wrap = None
+    if "model.backward_cpu_wall" in sync:
+        import stagefrontier as sf
+
+        def wrap(inner):
+            return sf.ddp_comm_hook(core, inner)
+    inj.install_comm_hook(ddp, wrap)
 
     if args.zero:
         from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -388,7 +430,6 @@ def run_rank(args):
     data = MarkovText(torch, vocab, args.seq, seed=rank)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=False,
                                          num_workers=0)
-    rec = make_recorder(args, rank, world)
     K = max(1, args.accumulation)
     total = args.warmup + args.steps
     nphase = max(1, len(args.phases))
@@ -459,7 +500,8 @@ def run_rank(args):
             losses.append(float(loss.detach()) * K)
             inj.callback()
             if inj.needs_barrier():
-                dist.barrier()
+                with rec.sync():
+                    dist.barrier()
         with rec.stage("optim.step_cpu_wall"):
             opt.step()
             opt.zero_grad(set_to_none=True)

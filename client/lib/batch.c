@@ -11,14 +11,15 @@
 
 /* Worst-case encoded bytes of one StepRecord with n stages (tags, varints,
  * the packed durations, the optional event) plus its length prefix. */
-static size_t record_bound(uint32_t n)
+static size_t record_bound(uint32_t n, uint32_t n_sync)
 {
-    return 16 + 6 + (size_t)n * 10 + 11 + 6 + 6 + 11 + 40 + 6;
+    return 16 + 6 + (size_t)n * 10 + 11 + 6 + 6 + 11 + 40 + 6 + (size_t)n_sync * 20;
 }
 
 int sf__batch_alloc(sf_client *c)
 {
-    size_t fit = (SF__MAX_DATAGRAM - 128) / record_bound(c->n_stages);
+    uint32_t n_sync = c->schema.n_sync;
+    size_t fit = (SF__MAX_DATAGRAM - 128) / record_bound(c->n_stages, n_sync);
     if (c->batch_records > fit)
         c->batch_records = (uint32_t)fit;
     c->sendbuf = malloc(SF__MAX_DATAGRAM);
@@ -26,8 +27,13 @@ int sf__batch_alloc(sf_client *c)
     c->pb_recs = calloc(c->batch_records, sizeof *c->pb_recs);
     c->pb_rec_ptrs = calloc(c->batch_records, sizeof *c->pb_rec_ptrs);
     c->pb_events = calloc(c->batch_records, sizeof *c->pb_events);
-    if (!c->sendbuf || !c->hellobuf || !c->pb_recs || !c->pb_rec_ptrs || !c->pb_events)
+    c->pb_arrivals = calloc((size_t)c->batch_records * n_sync + 1, sizeof *c->pb_arrivals);
+    c->pb_arrival_ptrs = calloc((size_t)c->batch_records * n_sync + 1, sizeof *c->pb_arrival_ptrs);
+    if (!c->sendbuf || !c->hellobuf || !c->pb_recs || !c->pb_rec_ptrs || !c->pb_events ||
+        !c->pb_arrivals || !c->pb_arrival_ptrs)
         return -ENOMEM;
+    for (size_t i = 0; i < (size_t)c->batch_records * n_sync; i++)
+        stagefrontier__arrival__init(&c->pb_arrivals[i]);
     for (uint32_t i = 0; i < c->batch_records; i++) {
         stagefrontier__step_record__init(&c->pb_recs[i]);
         stagefrontier__event_sample__init(&c->pb_events[i]);
@@ -43,6 +49,10 @@ void sf__batch_free(sf_client *c)
     free(c->pb_recs);
     free(c->pb_rec_ptrs);
     free(c->pb_events);
+    free(c->pb_arrivals);
+    free(c->pb_arrival_ptrs);
+    c->pb_arrivals = NULL;
+    c->pb_arrival_ptrs = NULL;
     c->sendbuf = c->hellobuf = NULL;
     c->pb_recs = NULL;
     c->pb_rec_ptrs = NULL;
@@ -80,6 +90,24 @@ void sf__batch_drop_all(sf_client *c)
     note_drops(c, c->ring.count);
 }
 
+/* The record's marked arrivals, from the values after its durations. */
+static void fill_arrivals(sf_client *c, uint32_t i, const int64_t *d,
+                          Stagefrontier__StepRecord *p)
+{
+    uint32_t n_sync = c->schema.n_sync;
+    Stagefrontier__Arrival **ptrs = &c->pb_arrival_ptrs[(size_t)i * n_sync];
+    p->n_arrivals = 0;
+    p->arrivals = ptrs;
+    for (uint32_t j = 0; j < n_sync; j++) {
+        if (d[c->n_stages + j] < 0)
+            continue;
+        Stagefrontier__Arrival *a = &c->pb_arrivals[(size_t)i * n_sync + j];
+        a->stage = c->schema.sync_ids[j];
+        a->own_ns = d[c->n_stages + j];
+        ptrs[p->n_arrivals++] = a;
+    }
+}
+
 /* Points the preallocated protobuf records at the ring; no copy. */
 static uint32_t fill_records(sf_client *c)
 {
@@ -95,6 +123,7 @@ static uint32_t fill_records(sf_client *c)
         p->has_violations = r->violations != 0, p->violations = r->violations;
         p->has_flags = r->flags != 0, p->flags = r->flags;
         p->has_overlap_ns = r->overlap_ns != 0, p->overlap_ns = r->overlap_ns;
+        fill_arrivals(c, i, d, p);
         p->event = NULL;
         if (r->event.state != 0) {
             Stagefrontier__EventSample *e = &c->pb_events[i];

@@ -179,9 +179,28 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         .local_rank = (uint32_t)r->local_rank, .host = c->host, .pid = (uint32_t)getpid(),
         .n_stages = c->schema.n, .stage_names = c->schema.names,
         .stage_groups = c->schema.groups, .schema_hash = c->schema.hash,
+        .sync_stages = c->schema.sync_ids, .n_sync_stages = c->schema.n_sync,
         .schema_version = SF_CLIENT_SCHEMA_VERSION, .accumulation = r->accumulation,
         .role = c->role, .channel = SF__CHANNEL_STEPS,
     };
+}
+
+/* Synchronizing stages by name: each a timed stage (not the residual). */
+static int mark_sync_stages(sf_client *c, const sf_client_options *o)
+{
+    uint64_t mask = 0;
+    if (o->n_sync_stages > 0 && o->sync_stages == NULL)
+        return -EINVAL;
+    for (uint32_t i = 0; i < o->n_sync_stages; i++) {
+        uint32_t k = 0;
+        while (k + 1 < c->schema.n && (o->sync_stages[i] == NULL ||
+                                       strcmp(c->schema.names[k], o->sync_stages[i]) != 0))
+            k++;
+        if (k + 1 >= c->schema.n)
+            return -EINVAL;
+        mask |= UINT64_C(1) << k;
+    }
+    return sf__schema_mark_sync(&c->schema, mask);
 }
 
 static void client_free(sf_client *c)
@@ -191,6 +210,7 @@ static void client_free(sf_client *c)
     sf__batch_free(c);
     sf__ring_free(&c->ring);
     free(c->cur);
+    free(c->cur_arrival);
     sf__schema_free(&c->schema);
     free(c);
 }
@@ -226,15 +246,17 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     c->fork_generation = __atomic_load_n(&fork_generation, __ATOMIC_RELAXED);
     err = sf__schema_build(&c->schema, opts->stage_names, opts->stage_groups,
                            opts->n_stages, r.accumulation);
-    if (err < 0)
+    if (err < 0 || (err = mark_sync_stages(c, opts)) < 0)
         goto fail;
     c->n_stages = c->schema.n;
     c->batch_records = r.batch;
     err = -ENOMEM;
     c->cur = calloc(c->n_stages, sizeof *c->cur);
-    if (c->cur == NULL)
+    c->cur_arrival = calloc(c->schema.n_sync + 1, sizeof *c->cur_arrival);
+    if (c->cur == NULL || c->cur_arrival == NULL)
         goto fail;
-    err = sf__ring_init(&c->ring, r.buffer, c->n_stages);
+    /* A record's ring slot holds its durations, then its arrivals. */
+    err = sf__ring_init(&c->ring, r.buffer, c->n_stages + c->schema.n_sync);
     if (err < 0)
         goto fail;
     err = sf__batch_alloc(c);
@@ -253,7 +275,8 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     c->last_flush_ns = c->last_now;
     sf__transport_connect(&c->tr, c->last_now);    /* absent daemon: not an error */
     /* For the NCCL plugin in this process: the first client's schema wins. */
-    sf__side_publish_schema(c->n_stages, (const char *const *)c->schema.names);
+    sf__side_publish_schema(c->n_stages, (const char *const *)c->schema.names,
+                            c->schema.sync_mask);
     *ret = c;
     return 0;
 fail:

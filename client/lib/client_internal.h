@@ -31,7 +31,11 @@ struct sf__schema {
     char *names[SF_CLIENT_MAX_STAGES];
     char *groups[SF_CLIENT_MAX_STAGES];   /* effective groups */
     uint64_t forward_mask;      /* stages named model.fwd_loss_cpu_wall[@k] */
-    uint64_t hash;
+    uint64_t sync_mask;         /* synchronizing stages (split by sfd at the arrival) */
+    uint32_t n_sync;
+    uint8_t sync_slot[SF_CLIENT_MAX_STAGES]; /* stage -> index among the synchronizing */
+    uint32_t sync_ids[SF_CLIENT_MAX_STAGES]; /* [n_sync] their stage ids, ascending */
+    uint64_t hash;              /* of the split schema when sync_mask is set */
     char *storage;              /* one allocation holding every string */
 };
 bool     sf__stage_name_valid(const char *name);
@@ -42,6 +46,9 @@ uint64_t sf__schema_hash(uint32_t version, uint32_t n, const char *const *names,
 int  sf__schema_build(struct sf__schema *ret, const char *const *names,
                       const char *const *groups, uint32_t n, uint32_t accumulation);
 void sf__schema_free(struct sf__schema *s);
+/* Marks synchronizing stages (a mask of stage ids, never the residual) and
+ * rehashes the schema as sfd will split it. -EINVAL. */
+int  sf__schema_mark_sync(struct sf__schema *s, uint64_t sync_mask);
 
 /* ---- ring.c ---- */
 struct sf__record {
@@ -50,7 +57,7 @@ struct sf__record {
     struct sf__event_sample event;      /* state 0: none */
 };
 struct sf__ring {
-    uint32_t cap, n_stages;
+    uint32_t cap, n_stages;             /* n_stages: the stride of one record's values */
     uint32_t head, count;               /* oldest at (head - count) mod cap */
     struct sf__record *recs;
     int64_t *durations;                 /* cap * n_stages */
@@ -79,6 +86,7 @@ struct sf_client {
     int64_t stage_t0;
     uint64_t nested_ignored;    /* ids whose nested begin was refused */
     int64_t *cur;               /* [n_stages] durations of the open step */
+    int64_t *cur_arrival;       /* [schema.n_sync] own work before the arrival, -1 none */
     uint32_t cur_violations, cur_flags;
     int64_t cur_extra_wall;     /* waits charged ahead of this step */
     int64_t pending_step[SF_CLIENT_DATA_LOOKAHEAD];
@@ -98,6 +106,8 @@ struct sf_client {
     Stagefrontier__StepRecord *pb_recs;
     Stagefrontier__StepRecord **pb_rec_ptrs;
     Stagefrontier__EventSample *pb_events;
+    Stagefrontier__Arrival *pb_arrivals;        /* [batch_records * n_sync] */
+    Stagefrontier__Arrival **pb_arrival_ptrs;
 
     /* counters */
     uint64_t steps, records_sent, records_dropped, batches_sent, violations;

@@ -83,6 +83,26 @@ int sf__schema_build(struct sf__schema *ret, const char *const *names,
     return 0;
 }
 
+int sf__schema_mark_sync(struct sf__schema *s, uint64_t sync_mask)
+{
+    sf_schema split;
+    int r = sf_schema_init_sync(&split, SF_CLIENT_SCHEMA_VERSION, s->n,
+                                (const char *const *)s->names, (const char *const *)s->groups, 1,
+                                sync_mask);
+    if (r < 0)
+        return r == -ENOMEM ? r : -EINVAL;
+    s->hash = sync_mask ? split.hash : s->hash;
+    sf_schema_clear(&split);
+    s->sync_mask = sync_mask;
+    s->n_sync = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        s->sync_slot[i] = (uint8_t)s->n_sync;
+        if (sync_mask >> i & 1)
+            s->sync_ids[s->n_sync++] = i;
+    }
+    return 0;
+}
+
 void sf__schema_free(struct sf__schema *s)
 {
     if (s == NULL)

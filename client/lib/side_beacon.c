@@ -15,7 +15,7 @@ struct sf_side_beacon sf_side_beacon = {
     .step = -1, .stage = -1, .n_names = 0,
 };
 
-void sf__side_publish_schema(uint32_t n, const char *const *names) {
+void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync_mask) {
     static atomic_flag claimed = ATOMIC_FLAG_INIT;
 
     if (!names || n == 0 || n > SF_SIDE_MAX_STAGES || atomic_flag_test_and_set(&claimed))
@@ -25,6 +25,7 @@ void sf__side_publish_schema(uint32_t n, const char *const *names) {
         memcpy(sf_side_beacon.names[i], names[i] ? names[i] : "", len);
         sf_side_beacon.names[i][len] = '\0';
     }
+    sf_side_beacon.sync_mask = sync_mask;
     atomic_store_explicit(&sf_side_beacon.n_names, n, memory_order_release);
 }
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define SF_SIDE_BEACON_MAGIC   0x53464245u   /* "SFBE" */
-#define SF_SIDE_BEACON_VERSION 1u
+#define SF_SIDE_BEACON_VERSION 2u
 #define SF_SIDE_MAX_STAGES     64
 #define SF_SIDE_NAME_LEN       64
 
@@ -24,6 +24,7 @@ struct sf_side_beacon {
     _Atomic int32_t stage;                /* open ordered stage id, -1 none */
     _Atomic uint32_t n_names;             /* stage names, published once */
     char names[SF_SIDE_MAX_STAGES][SF_SIDE_NAME_LEN + 1];
+    uint64_t sync_mask;                   /* synchronizing stages, set before n_names */
 };
 
 /* Called by libsfclient: at open (the first schema wins; names are copied),
@@ -31,7 +32,7 @@ struct sf_side_beacon {
  * relaxed atomic store each: fit for the hot path. */
 extern struct sf_side_beacon sf_side_beacon;
 
-void sf__side_publish_schema(uint32_t n, const char *const *names);
+void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync_mask);
 void sf__side_publish_step(int64_t step);
 void sf__side_publish_stage(int32_t stage_id);
 

@@ -71,6 +71,11 @@ static void queue_record(sf_client *c, int64_t wall)
         sum += d[i];
     }
     d[last] = clamp_duration(wall - sum);
+    for (uint32_t j = 0; j < c->schema.n_sync; j++) { /* the arrivals follow the durations */
+        int64_t a = c->cur_arrival[j];
+        int64_t own = d[c->schema.sync_ids[j]];
+        d[c->n_stages + j] = a < 0 ? -1 : a > own ? own : a;
+    }
     r->step = c->step;
     r->wall_ns = clamp_duration(wall);
     r->overlap_ns = sum > wall ? clamp_duration(sum - wall) : 0;
@@ -104,6 +109,8 @@ static void start_step(sf_client *c, int64_t step, int64_t now)
     c->open_stage = -1;
     c->nested_ignored = 0;
     memset(c->cur, 0, sizeof *c->cur * c->n_stages);
+    for (uint32_t j = 0; j < c->schema.n_sync; j++)
+        c->cur_arrival[j] = -1;
     c->cur_violations = 0;
     c->cur_extra_wall = 0;
     take_pending_wait(c);
@@ -184,6 +191,21 @@ int sf_stage_end(sf_client *c, int stage_id)
         return violation(c);
     }
     close_stage(c, tick(c));
+    return 0;
+}
+
+int sf_stage_arrive(sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    int id = c->open_stage;
+    if (!c->in_step || id < 0 || !(c->schema.sync_mask >> id & 1))
+        return violation(c);
+    /* Own work so far: earlier segments of the stage in this step, plus
+     * this one up to now. */
+    c->cur_arrival[c->schema.sync_slot[id]] = c->cur[id] + (tick(c) - c->stage_t0);
     return 0;
 }
 

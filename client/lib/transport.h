@@ -31,6 +31,8 @@ struct sf__hello_info {
     size_t n_stages;
     char **stage_names;
     char **stage_groups;            /* NULL: no groups sent */
+    const uint32_t *sync_stages;    /* synchronizing stage ids, ascending */
+    size_t n_sync_stages;
     uint64_t schema_hash;
     uint32_t schema_version;
     uint32_t accumulation;

@@ -140,9 +140,13 @@ static bool hello_schema(void) {
                 acc = accumulation_of(names[i]);
         }
         if (sf__schema_build(&s, names, NULL, n, acc) == 0) {
-            sf__schema_free(&st.schema);
-            st.schema = s;
-            st.schema_from_beacon = true;
+            if (sf__schema_mark_sync(&s, b->sync_mask) == 0) {
+                sf__schema_free(&st.schema);
+                st.schema = s;
+                st.schema_from_beacon = true;
+            } else {
+                sf__schema_free(&s);
+            }
         }
     }
     if (!st.schema.n && sf__schema_build(&st.schema, NULL, NULL, 0, 1) < 0)
@@ -151,6 +155,8 @@ static bool hello_schema(void) {
     st.hello.stage_names = st.schema.names;
     st.hello.stage_groups = st.schema.groups;
     st.hello.schema_hash = st.schema.hash;
+    st.hello.sync_stages = st.schema.sync_ids;
+    st.hello.n_sync_stages = st.schema.n_sync;
     st.hello.accumulation = st.schema_from_beacon ? acc : 1;
     return true;
 }

@@ -7,6 +7,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <time.h>
@@ -253,6 +254,154 @@ static PyTypeObject DataIterType = {
     .tp_iternext = (iternextfunc)dataiter_next,
 };
 
+/* ---- SyncContext: `with rec.sync():` marks the arrival at entry ---- */
+
+typedef struct {
+    PyObject_HEAD
+    Handle *h;
+} SyncContext;
+
+static void syncctx_dealloc(SyncContext *s)
+{
+    Py_XDECREF(s->h);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *syncctx_enter(SyncContext *s, PyObject *unused)
+{
+    (void)unused;
+    if (s->h->c != NULL)
+        sf_stage_arrive(s->h->c);
+    Py_INCREF(s);
+    return (PyObject *)s;
+}
+
+static PyObject *syncctx_exit(SyncContext *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)s;
+    (void)args;
+    (void)nargs;
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef syncctx_methods[] = {
+    {"__enter__", (PyCFunction)syncctx_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))syncctx_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SyncContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier.SyncContext",
+    .tp_basicsize = sizeof(SyncContext),
+    .tp_dealloc = (destructor)syncctx_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = syncctx_methods,
+};
+
+/* ---- CommHook: a DDP communication hook that marks the arrival ---- */
+
+/* DDP hands buckets to the hook as they become ready; the last one of the
+ * step is handed over once the rank's whole backward has produced its
+ * gradients, which is the rank's arrival at the gradient all-reduce. The
+ * inner hook's future is returned untouched, so gradients are exactly the
+ * inner hook's. */
+typedef struct {
+    PyObject_HEAD
+    Handle *h;
+    PyObject *inner;
+    PyObject *is_last_name;
+    PyObject *signature;        /* (state, bucket): DDP inspects the hook's parameters */
+} CommHook;
+
+static void commhook_dealloc(CommHook *k)
+{
+    Py_XDECREF(k->h);
+    Py_XDECREF(k->inner);
+    Py_XDECREF(k->is_last_name);
+    Py_XDECREF(k->signature);
+    Py_TYPE(k)->tp_free((PyObject *)k);
+}
+
+static PyObject *commhook_call(CommHook *k, PyObject *args, PyObject *kwds)
+{
+    PyObject *state, *bucket;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "comm hook takes (state, bucket)");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "hook", 2, 2, &state, &bucket))
+        return NULL;
+    PyObject *last = PyObject_CallMethodNoArgs(bucket, k->is_last_name);
+    if (last == NULL)
+        return NULL;
+    int is_last = PyObject_IsTrue(last);
+    Py_DECREF(last);
+    if (is_last < 0)
+        return NULL;
+    if (is_last && k->h->c != NULL)
+        sf_stage_arrive(k->h->c);
+    return PyObject_Call(k->inner, args, NULL);
+}
+
+static PyMemberDef commhook_members[] = {
+    {"__signature__", T_OBJECT, offsetof(CommHook, signature), READONLY, NULL},
+    {"inner", T_OBJECT, offsetof(CommHook, inner), READONLY, "the wrapped hook"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* The inner hook's name: DDP checks some hooks by name (bf16 compression
+ * needs NCCL support), and those checks must see the hook that runs. */
+static PyObject *commhook_get_name(CommHook *k, void *closure)
+{
+    PyObject *name = PyObject_GetAttrString(k->inner, (const char *)closure);
+    if (name == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        name = PyUnicode_FromString("ddp_comm_hook");
+    }
+    return name;
+}
+
+static PyGetSetDef commhook_getset[] = {
+    {"__name__", (getter)commhook_get_name, NULL, "the inner hook's name", "__name__"},
+    {"__qualname__", (getter)commhook_get_name, NULL, "the inner hook's qualified name",
+     "__qualname__"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* inspect.Signature of hook(state, bucket). */
+static PyObject *hook_signature(void)
+{
+    PyObject *inspect = PyImport_ImportModule("inspect"), *param = NULL, *kind = NULL;
+    PyObject *state = NULL, *bucket = NULL, *sig = NULL;
+    if (inspect == NULL || (param = PyObject_GetAttrString(inspect, "Parameter")) == NULL ||
+        (kind = PyObject_GetAttrString(param, "POSITIONAL_OR_KEYWORD")) == NULL)
+        goto out;
+    state = PyObject_CallFunction(param, "sO", "state", kind);
+    bucket = state ? PyObject_CallFunction(param, "sO", "bucket", kind) : NULL;
+    if (bucket != NULL)
+        sig = PyObject_CallMethod(inspect, "Signature", "([OO])", state, bucket);
+out:
+    Py_XDECREF(bucket);
+    Py_XDECREF(state);
+    Py_XDECREF(kind);
+    Py_XDECREF(param);
+    Py_XDECREF(inspect);
+    return sig;
+}
+
+static PyTypeObject CommHookType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stagefrontier.CommHook",
+    .tp_doc = "DDP communication hook: marks the arrival at the last bucket, then calls inner",
+    .tp_basicsize = sizeof(CommHook),
+    .tp_dealloc = (destructor)commhook_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_call = (ternaryfunc)commhook_call,
+    .tp_members = commhook_members,
+    .tp_getset = commhook_getset,
+};
+
 /* ---- Recorder ---- */
 
 typedef struct {
@@ -260,12 +409,14 @@ typedef struct {
     Handle *h;
     PyObject *stage_cache;      /* str -> StageContext */
     StepContext *step_ctx;      /* reused by every step() */
+    SyncContext *sync_ctx;      /* reused by every sync() */
 } Recorder;
 
 static void recorder_dealloc(Recorder *r)
 {
     Py_XDECREF(r->stage_cache);
     Py_XDECREF(r->step_ctx);
+    Py_XDECREF(r->sync_ctx);
     Py_XDECREF(r->h);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -317,16 +468,17 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"job_id", "socket", "rank", "world_size", "local_rank", "role",
                              "stages", "groups", "accumulation", "disabled",
-                             "event_sample_fraction", "buffer_records", "batch_records", NULL};
+                             "event_sample_fraction", "buffer_records", "batch_records",
+                             "sync_stages", NULL};
     sf_client_options o;
     sf_client_options_init(&o);
-    PyObject *stages = Py_None, *groups = Py_None;
+    PyObject *stages = Py_None, *groups = Py_None, *sync = Py_None;
     int disabled = 0;
     unsigned int accumulation = 1, buffer = 0, batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdII", kwlist, &o.job_id,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdIIO", kwlist, &o.job_id,
                                      &o.socket_path, &o.rank, &o.world_size, &o.local_rank,
                                      &o.role, &stages, &groups, &accumulation, &disabled,
-                                     &o.event_sample_fraction, &buffer, &batch))
+                                     &o.event_sample_fraction, &buffer, &batch, &sync))
         return -1;
     if (self->h != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
@@ -349,6 +501,14 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
         }
         o.stage_groups = grps;
     }
+    const char *syncs[SF_CLIENT_MAX_STAGES];
+    Py_ssize_t ns = 0;
+    if (sync != Py_None) {
+        if (str_array(sync, false, syncs, &ns) < 0)
+            return -1;
+        o.sync_stages = syncs;
+        o.n_sync_stages = (uint32_t)ns;
+    }
     o.accumulation = accumulation;
     o.disabled = disabled;
     o.buffer_records = buffer;
@@ -369,7 +529,12 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
     self->h = h;
     self->stage_cache = PyDict_New();
     self->step_ctx = PyObject_New(StepContext, &StepContextType);
-    if (self->stage_cache == NULL || self->step_ctx == NULL)
+    self->sync_ctx = PyObject_New(SyncContext, &SyncContextType);
+    if (self->sync_ctx != NULL) {
+        Py_INCREF(h);
+        self->sync_ctx->h = h;
+    }
+    if (self->stage_cache == NULL || self->step_ctx == NULL || self->sync_ctx == NULL)
         return -1;
     Py_INCREF(h);
     self->step_ctx->h = h;
@@ -480,6 +645,23 @@ static PyObject *recorder_data(Recorder *r, PyObject *iterable)
     return (PyObject *)d;
 }
 
+static PyObject *recorder_arrive(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    if (!recorder_ready(r))
+        return NULL;
+    return PyLong_FromLong(r->h->c != NULL ? sf_stage_arrive(r->h->c) : 0);
+}
+
+static PyObject *recorder_sync(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    if (!recorder_ready(r))
+        return NULL;
+    Py_INCREF(r->sync_ctx);
+    return (PyObject *)r->sync_ctx;
+}
+
 static PyObject *recorder_charge_data_wait(Recorder *r, PyObject *args)
 {
     long long step, ns;
@@ -580,6 +762,10 @@ static PyMethodDef recorder_methods[] = {
      "probe(name) -> context manager for a side-channel probe (may nest)"},
     {"data", (PyCFunction)recorder_data, METH_O,
      "data(iterable) -> iterator that charges each next() to the step that consumes it"},
+    {"arrive", (PyCFunction)recorder_arrive, METH_NOARGS,
+     "arrive() -> 0 or -errno: marks the arrival in the open synchronizing stage"},
+    {"sync", (PyCFunction)recorder_sync, METH_NOARGS,
+     "sync() -> context manager marking the arrival at entry, around a collective call"},
     {"charge_data_wait", (PyCFunction)recorder_charge_data_wait, METH_VARARGS,
      "charge_data_wait(step, ns) -> 0 or -errno"},
     {"stats", (PyCFunction)recorder_stats, METH_NOARGS, "client counters as a dict"},
@@ -601,7 +787,7 @@ static PyTypeObject RecorderType = {
     .tp_name = "stagefrontier.Recorder",
     .tp_doc = "Recorder(*, job_id=None, socket=None, rank=-1, world_size=-1, local_rank=-1, "
               "role=None, stages=None, groups=None, accumulation=1, disabled=False, "
-              "event_sample_fraction=0.0, buffer_records=0, batch_records=0)",
+              "event_sample_fraction=0.0, buffer_records=0, batch_records=0, sync_stages=None)",
     .tp_basicsize = sizeof(Recorder),
     .tp_dealloc = (destructor)recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -611,18 +797,72 @@ static PyTypeObject RecorderType = {
     .tp_new = PyType_GenericNew,
 };
 
+static PyObject *module_ddp_comm_hook(PyObject *mod, PyObject *args, PyObject *kwds)
+{
+    (void)mod;
+    static char *kwlist[] = {"rec", "inner", NULL};
+    PyObject *rec, *inner = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|O", kwlist, &RecorderType, &rec, &inner))
+        return NULL;
+    if (!recorder_ready((Recorder *)rec))
+        return NULL;
+    if (inner == Py_None) {
+        PyObject *hooks =
+            PyImport_ImportModule("torch.distributed.algorithms.ddp_comm_hooks.default_hooks");
+        if (hooks == NULL)
+            return NULL;
+        inner = PyObject_GetAttrString(hooks, "allreduce_hook");
+        Py_DECREF(hooks);
+        if (inner == NULL)
+            return NULL;
+    } else {
+        Py_INCREF(inner);
+    }
+    if (!PyCallable_Check(inner)) {
+        Py_DECREF(inner);
+        PyErr_SetString(PyExc_TypeError, "inner must be a DDP comm hook (callable)");
+        return NULL;
+    }
+    CommHook *k = PyObject_New(CommHook, &CommHookType);
+    if (k == NULL) {
+        Py_DECREF(inner);
+        return NULL;
+    }
+    k->h = ((Recorder *)rec)->h;
+    Py_INCREF(k->h);
+    k->inner = inner;
+    k->is_last_name = PyUnicode_InternFromString("is_last");
+    k->signature = k->is_last_name ? hook_signature() : NULL;
+    if (k->signature == NULL) {
+        Py_DECREF(k);
+        return NULL;
+    }
+    return (PyObject *)k;
+}
+
+static PyMethodDef module_methods[] = {
+    {"ddp_comm_hook", (PyCFunction)(void (*)(void))module_ddp_comm_hook,
+     METH_VARARGS | METH_KEYWORDS,
+     "ddp_comm_hook(rec, inner=None) -> hook for model.register_comm_hook(state, hook): marks "
+     "rec's arrival when the step's last gradient bucket is handed to communication, then "
+     "calls inner (default: torch's allreduce_hook); gradients are inner's, unchanged"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "stagefrontier",
     .m_doc = "StageFrontier per-step stage telemetry (libsfclient binding).",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit_stagefrontier(void);
 PyMODINIT_FUNC PyInit_stagefrontier(void)
 {
     PyTypeObject *types[] = {&HandleType, &StageContextType, &StepContextType,
-                             &ProbeContextType, &DataIterType, &RecorderType};
+                             &ProbeContextType, &DataIterType, &RecorderType,
+                             &SyncContextType, &CommHookType};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;

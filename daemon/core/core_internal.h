@@ -48,4 +48,11 @@ int sf__mean_slack(const sf_summary *s, const uint32_t *complete, uint32_t n_com
  * unit figures are filled in. */
 void sf__report_route_and_label(sf_report *r, const sf_summary *s, uint32_t n_ranks);
 
+/* straggler.c: the verdict (needs step_leaders and leader_gap_tol_ns; before
+ * routing, which puts its rank first among the suspects) and the critical
+ * path (from step_leaders). */
+int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *complete,
+                          uint32_t n_complete);
+int sf__critical_path(sf_report *r);
+
 #endif

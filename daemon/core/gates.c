@@ -47,6 +47,8 @@ static const struct gate_key gate_keys[] = {
     GATE(window_steps, GATE_COUNT, SF_MAX_WINDOW_STEPS),
     GATE(suspect_ranks_max, GATE_COUNT, SF_MAX_RANKS),
     GATE(dense_max_ranks, GATE_COUNT, SF_MAX_RANKS),
+    GATE(straggler_last_share_min, GATE_RATIO, 1),
+    GATE(straggler_persist_windows, GATE_COUNT, 1e6),
     GATE(forward_stage, GATE_NAME, 0),
     GATE(backward_stage, GATE_NAME, 0),
 };
@@ -76,6 +78,8 @@ void sf_gates_default(sf_gates *ret)
         .window_steps = 100,
         .suspect_ranks_max = 3,
         .dense_max_ranks = 1024,
+        .straggler_last_share_min = 0.5,
+        .straggler_persist_windows = 2,
     };
     strcpy(ret->forward_stage, "model.fwd_loss_cpu_wall");
     strcpy(ret->backward_stage, "model.backward_cpu_wall");
@@ -177,7 +181,7 @@ int sf_gates_validate(const sf_gates *gates)
         return -EINVAL;
     if (gates->window_steps < 1 || gates->tau <= 0 || gates->tau > 1)
         return -EINVAL;
-    if (gates->dense_max_ranks > SF_MAX_RANKS)
+    if (gates->dense_max_ranks > SF_MAX_RANKS || gates->straggler_persist_windows < 1)
         return -EINVAL;
     return 0;
 }

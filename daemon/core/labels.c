@@ -143,11 +143,25 @@ static int cmp_suspect(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* The straggler verdict's rank leads the suspects, with its own lead count
+ * at the evidence stage (0 when it never led there). */
+static void promote_suspect(sf_report *r, uint32_t rank)
+{
+    uint32_t i = 0;
+    while (i < r->n_suspects && r->suspects[i].rank != rank)
+        i++;
+    sf_suspect first = i < r->n_suspects ? r->suspects[i] : (sf_suspect){rank, 0};
+    if (i == r->n_suspects)
+        r->n_suspects++;
+    memmove(&r->suspects[1], &r->suspects[0], i * sizeof *r->suspects);
+    r->suspects[0] = first;
+}
+
 static void find_suspects(sf_report *r, uint32_t stage)
 {
     uint32_t S = r->schema.n_stages, n = 0;
     uint32_t *leaders = malloc((r->steps ? r->steps : 1) * sizeof *leaders);
-    r->suspects = calloc(r->steps ? r->steps : 1, sizeof *r->suspects);
+    r->suspects = calloc(r->steps + 1, sizeof *r->suspects); /* + the verdict's rank */
     if (leaders == NULL || r->suspects == NULL) {
         free(leaders);
         return; /* suspects stay empty; the report is still exact elsewhere */
@@ -162,6 +176,8 @@ static void find_suspects(sf_report *r, uint32_t stage)
         r->suspects[r->n_suspects - 1].steps++;
     }
     qsort(r->suspects, r->n_suspects, sizeof *r->suspects, cmp_suspect);
+    if (r->straggler.present)
+        promote_suspect(r, r->straggler.rank);
     if (r->n_suspects > r->gates.suspect_ranks_max)
         r->n_suspects = r->gates.suspect_ranks_max;
     free(leaders);

@@ -70,6 +70,7 @@ static void step_copy(uint32_t S, uint32_t C, sf_step_summary *out, const sf_ste
     out->residual_sum = in->residual_sum;
     out->overlap_sum = in->overlap_sum;
     out->end_sum = in->end_sum;
+    out->arrival_missing = in->arrival_missing;
 }
 
 /* out already holds a copy of one side; fold the other side in. */
@@ -104,6 +105,7 @@ static void step_fold(uint32_t S, uint32_t C, sf_step_summary *out, const sf_ste
     out->residual_sum += in->residual_sum;
     out->overlap_sum += in->overlap_sum;
     out->end_sum += in->end_sum;
+    out->arrival_missing += in->arrival_missing;
 }
 
 static uint32_t union_step_count(const sf_summary *a, const sf_summary *b)

@@ -381,6 +381,8 @@ static void window_counts(sf_report *r, const sf_summary *s, const struct work *
     r->contract_violations = s->meta.contract_violations + s->violation_rows;
     r->rejected_records = s->meta.rejected_records;
     r->merge_conflicts = s->merge_conflicts;
+    for (uint32_t i = 0; i < s->n_steps; i++)
+        r->arrival_missing_steps += s->steps[i].arrival_missing;
     r->event_samples = s->event_samples;
     r->event_ready = s->event_ready;
     r->event_ready_ratio =
@@ -433,7 +435,9 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_repor
     stage_leaders(r, &w);
     group_figures(r, floor_ok);
     if ((rc = fill_gains(r, s, &w, floor_ok)) < 0 || (rc = rank_evidence_build(r, s, &w)) < 0 ||
-        (rc = mean_slack(r, s, &w)) < 0)
+        (rc = mean_slack(r, s, &w)) < 0 ||
+        (rc = sf__straggler_verdict(r, s, w.complete, w.n_complete)) < 0 ||
+        (rc = sf__critical_path(r)) < 0)
         goto fail;
     sf__report_route_and_label(r, s, n);
     free(w.complete);
@@ -460,6 +464,7 @@ void sf_report_free(sf_report *r)
     free(r->rank_evidence);
     free(r->suspects);
     free(r->step_leaders);
+    free(r->critical_path.chain);
     sf_schema_clear(&r->schema);
     free(r);
 }

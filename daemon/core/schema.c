@@ -65,8 +65,41 @@ static uint64_t schema_hash(const sf_schema *s)
     return h;
 }
 
-static char *effective_group(const char *name, const char *group)
+/* True when name is "<stem>.sync_wait". */
+static bool is_sync_wait_of(const char *name, const char *stem)
 {
+    size_t n = strlen(stem), suffix = sizeof SF_SYNC_WAIT_SUFFIX - 1;
+    return strncmp(name, stem, n) == 0 && strlen(name) == n + suffix &&
+           strcmp(name + n, SF_SYNC_WAIT_SUFFIX) == 0;
+}
+
+static bool has_sync_wait_suffix(const char *name)
+{
+    size_t n = strlen(name), suffix = sizeof SF_SYNC_WAIT_SUFFIX - 1;
+    return n > suffix && strcmp(name + n - suffix, SF_SYNC_WAIT_SUFFIX) == 0;
+}
+
+/* A ".sync_wait" stage must directly follow its stage, share its group and
+ * not be the residual; that pair makes the stage synchronizing. */
+static int mark_sync_stages(sf_schema *s)
+{
+    for (uint32_t i = 0; i < s->n_stages; i++) {
+        if (!has_sync_wait_suffix(s->names[i]))
+            continue;
+        if (i == 0 || i + 1 == s->n_stages || !is_sync_wait_of(s->names[i], s->names[i - 1]) ||
+            strcmp(s->groups[i], s->groups[i - 1]) != 0 || (s->sync_mask >> (i - 1) & 1))
+            return -EINVAL;
+        s->sync_mask |= UINT64_C(1) << (i - 1);
+    }
+    return 0;
+}
+
+static char *effective_group(const char *name, const char *group, const char *prev_name,
+                             const char *prev_group)
+{
+    bool unset = group == NULL || group[0] == '\0';
+    if (unset && prev_name != NULL && is_sync_wait_of(name, prev_name))
+        return strdup(prev_group); /* the split's wait reports with its stage */
     if (group != NULL && group[0] != '\0')
         return strdup(group);
     size_t parent = microstep_parent_len(name);
@@ -114,7 +147,8 @@ int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const ch
             if (strcmp(names[i], names[j]) == 0)
                 goto fail;
         s.names[i] = strdup(names[i]);
-        s.groups[i] = effective_group(names[i], group);
+        s.groups[i] = effective_group(names[i], group, i ? s.names[i - 1] : NULL,
+                                      i ? s.groups[i - 1] : NULL);
         s.n_stages = i + 1;
         if (s.names[i] == NULL || s.groups[i] == NULL) {
             r = -ENOMEM;
@@ -123,6 +157,8 @@ int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const ch
         if (microstep_parent_len(names[i]))
             s.microstep_indexed = true;
     }
+    if (mark_sync_stages(&s) < 0)
+        goto fail;
     index_groups(&s);
     s.hash = schema_hash(&s);
     *ret = s;
@@ -150,6 +186,62 @@ int sf_schema_init_default(sf_schema *ret, uint32_t accumulation)
     for (uint32_t i = 3; i < 6; i++)
         names[n++] = sf_default_stage_names[i];
     return sf_schema_init(ret, 1, n, names, NULL, accumulation);
+}
+
+int sf_schema_init_sync(sf_schema *ret, uint32_t version, uint32_t n_recorded,
+                        const char *const *names, const char *const *groups,
+                        uint32_t accumulation, uint64_t recorded_sync_mask)
+{
+    if (names == NULL || n_recorded < 1 || n_recorded > SF_MAX_STAGES ||
+        (recorded_sync_mask >> (n_recorded - 1)) != 0)
+        return -EINVAL;
+    uint32_t n = n_recorded + (uint32_t)__builtin_popcountll(recorded_sync_mask);
+    if (n > SF_MAX_STAGES)
+        return -EINVAL;
+    char waits[SF_MAX_STAGES][SF_MAX_NAME_LEN + 1];
+    const char *out_names[SF_MAX_STAGES], *out_groups[SF_MAX_STAGES];
+    for (uint32_t i = 0, k = 0; i < n_recorded; i++) {
+        const char *group = groups ? groups[i] : NULL;
+        out_names[k] = names[i];
+        out_groups[k++] = group;
+        if (!(recorded_sync_mask >> i & 1))
+            continue;
+        if (names[i] == NULL || strlen(names[i]) + sizeof SF_SYNC_WAIT_SUFFIX > sizeof waits[0])
+            return -EINVAL;
+        snprintf(waits[k], sizeof waits[k], "%s" SF_SYNC_WAIT_SUFFIX, names[i]);
+        out_names[k] = waits[k];
+        out_groups[k++] = group; /* NULL or "": the stage's effective group */
+    }
+    return sf_schema_init(ret, version, n, out_names, groups ? out_groups : NULL, accumulation);
+}
+
+uint32_t sf_schema_recorded_stages(const sf_schema *schema)
+{
+    return schema->n_stages - (uint32_t)__builtin_popcountll(schema->sync_mask);
+}
+
+int sf_schema_split(const sf_schema *schema, const int64_t *recorded, const int64_t *arrival_ns,
+                    int64_t *ret_d, bool *ret_missing)
+{
+    bool missing = false;
+    for (uint32_t k = 0, i = 0; k < schema->n_stages; k++, i++) {
+        int64_t a = arrival_ns ? arrival_ns[i] : -1;
+        bool sync = schema->sync_mask >> k & 1;
+        if (a >= 0 && !sync)
+            return -EINVAL;
+        if (a < -1 || a > recorded[i])
+            return -ERANGE;
+        if (!sync) {
+            ret_d[k] = recorded[i];
+            continue;
+        }
+        missing |= a < 0;
+        ret_d[k] = a < 0 ? recorded[i] : a;
+        ret_d[k + 1] = a < 0 ? 0 : recorded[i] - a;
+        k++;
+    }
+    *ret_missing = missing;
+    return 0;
 }
 
 int sf_schema_copy(sf_schema *ret, const sf_schema *src)

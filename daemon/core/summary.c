@@ -65,6 +65,7 @@ static void step_reset(sf_summary *s, uint32_t i)
     st->slowest_rank = SF_NO_RANK;
     st->has_rank0 = false;
     st->residual_sum = st->overlap_sum = st->end_sum = 0;
+    st->arrival_missing = 0;
 }
 
 int sf_summary_alloc(const sf_schema *schema, const sf_window_meta *meta, uint32_t n_steps,
@@ -220,6 +221,7 @@ step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_ste
     st->residual_sum += d[S - 1];
     st->overlap_sum += row->overlap_ns;
     st->end_sum += p;
+    st->arrival_missing += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
 }
 
 /* ---- ordering helpers ------------------------------------------------- */

@@ -69,6 +69,8 @@ static void encode_step(const sf_summary *s, const sf_step_summary *st,
     o->residual_sum = st->residual_sum;
     o->overlap_sum = st->overlap_sum;
     o->end_sum = st->end_sum;
+    o->has_arrival_missing = st->arrival_missing != 0;
+    o->arrival_missing = st->arrival_missing;
 }
 
 static void encode_dense(const sf_summary *s, enc *e)
@@ -282,7 +284,8 @@ static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st,
             return -EBADMSG;
     if (!in_range(o->slowest_total, 0, PREFIX_MAX) || !covered(s, o->slowest_rank) ||
         !in_range(o->residual_sum, 0, SUM_MAX) || !in_range(o->overlap_sum, 0, SUM_MAX) ||
-        !in_range(o->end_sum, 0, SUM_MAX))
+        !in_range(o->end_sum, 0, SUM_MAX) ||
+        (o->has_arrival_missing && o->arrival_missing > o->n_ranks))
         return -EBADMSG;
     if (decode_top2(o, st, S, s) < 0)
         return -EBADMSG;
@@ -301,6 +304,7 @@ static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st,
     st->residual_sum = o->residual_sum;
     st->overlap_sum = o->overlap_sum;
     st->end_sum = o->end_sum;
+    st->arrival_missing = o->has_arrival_missing ? o->arrival_missing : 0;
     return 0;
 }
 

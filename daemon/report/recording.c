@@ -213,7 +213,7 @@ int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row
     int r = get_int(obj, "step", 0, INT64_MAX, false, 0, &step, err, errlen);
     if (r < 0 ||
         (r = get_int(obj, "rank", 0, SF_MAX_RANKS - 1, false, 0, &rank, err, errlen)) < 0 ||
-        (r = get_int(obj, "flags", 0, SF_ROW_VIOLATION | SF_ROW_NON_MONOTONIC, true, 0, &flags,
+        (r = get_int(obj, "flags", 0, SF_ROW_FLAGS_ALL, true, 0, &flags,
                      err, errlen)) < 0 ||
         (r = get_int(obj, "overlap_ns", 0, SF_MAX_DURATION_NS * SF_MAX_STAGES, true, 0, &overlap,
                      err, errlen)) < 0)

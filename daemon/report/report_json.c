@@ -97,6 +97,37 @@ static json_t *suspects_json(const sf_report *r)
     return a;
 }
 
+/* The verdict object of the contract, or null. */
+static json_t *straggler_json(const sf_report *r)
+{
+    const sf_straggler *v = &r->straggler;
+    if (!v->present)
+        return json_null();
+    return json_pack("{s:I, s:s, s:s, s:I, s:I, s:o, s:s, s:I}", "rank", (json_int_t)v->rank,
+                     "origin_stage", r->schema.names[v->origin_stage], "sync_stage",
+                     r->schema.names[v->sync_stage], "arrived_last_steps",
+                     (json_int_t)v->arrived_last_steps, "eligible_steps",
+                     (json_int_t)v->eligible_steps, "median_lateness_s",
+                     seconds(v->median_lateness_ns), "persistence",
+                     sf_persistence_name(v->persistence), "windows_in_a_row",
+                     (json_int_t)v->windows_in_a_row);
+}
+
+/* The chain lists the boundaries that had a unique leader, in order. */
+static json_t *critical_path_json(const sf_report *r)
+{
+    const sf_critical_path *p = &r->critical_path;
+    if (p->chain == NULL)
+        return json_null();
+    json_t *chain = json_array();
+    for (uint32_t k = 0; k < r->schema.n_stages; k++)
+        if (p->chain[k] != SF_NO_RANK)
+            json_array_append_new(chain, json_pack("{s:s, s:I}", "stage", r->schema.names[k],
+                                                   "rank", (json_int_t)p->chain[k]));
+    return json_pack("{s:I, s:I, s:o}", "steps", (json_int_t)p->steps, "of_steps",
+                     (json_int_t)r->steps, "chain", chain);
+}
+
 static json_t *rank_json(const sf_report *r, const sf_rank_evidence *e)
 {
     json_t *leads = json_object(), *gaps = json_object();
@@ -126,7 +157,8 @@ static json_t *exact_json(const sf_report *r)
         "exposed_total_s", "advance_s", "share", "max_s", "mean_s", "spread_s",
         "slowest_rank_s", "rank0_s", "gain_rank_median_s", "gain_cohort_median_s", "gain",
         "leader_rank", "leader_steps", "routing_set", "co_critical_stages", "labels",
-        "downgrade_reasons", "suspect_ranks", "ranks", "role", "median_gap_s", "mean_slack_s"};
+        "downgrade_reasons", "suspect_ranks", "ranks", "role", "median_gap_s", "mean_slack_s",
+        "straggler", "critical_path"};
     json_t *o = json_object();
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         json_object_set_new(o, fields[i], json_boolean(sf_report_field_exact(r, fields[i])));
@@ -151,7 +183,8 @@ json_t *sf_gates_to_json(const sf_gates *gates)
 
 static json_t *extras_json(const sf_report *r)
 {
-    return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:o, s:o}, s:{s:I, s:I, s:I, s:I}, s:o}",
+    return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:o, s:o}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, "
+                     "s:o, s:o}",
                      "residual_share", ratio_or_null(r->residual_share),
                      "overlap_share", ratio_or_null(r->overlap_share),
                      "leader_switch_rate", json_real(r->leader_switch_rate),
@@ -163,7 +196,9 @@ static json_t *extras_json(const sf_report *r)
                      "contract_violations", (json_int_t)r->contract_violations,
                      "rejected_records", (json_int_t)r->rejected_records,
                      "merge_conflicts", (json_int_t)r->merge_conflicts,
-                     "routing_order", group_names(r, r->routing_order, r->schema.n_groups));
+                     "arrival_missing_steps", (json_int_t)r->arrival_missing_steps,
+                     "routing_order", group_names(r, r->routing_order, r->schema.n_groups),
+                     "straggler", straggler_json(r), "critical_path", critical_path_json(r));
 }
 
 int sf_report_to_json(const sf_report *r, json_t **ret)

@@ -1,6 +1,7 @@
 /*
- * The human view of one window. It leads with the route (where exposed time
- * first appears, led by which rank), then the evidence labels and a one-line
+ * The human view of one window. It leads with the straggler verdict when
+ * there is one, then the route (where exposed time first appears, led by
+ * which rank), then the evidence labels and a one-line
  * suggestion of what to profile next, then the per-stage table.
  */
 #include <errno.h>
@@ -81,10 +82,32 @@ static const char *downgrade_name_of(int i)
     return sf_downgrade_name((enum sf_downgrade)i);
 }
 
-/* The suggestion names the leading unit's leader when there is one, then
- * whatever makes the reading less certain. */
+/* With a straggler verdict the suggestion is its rank and the stage where
+ * its lateness began: the frontier's leader at a synchronized stage is only
+ * whoever left the collective a moment later. */
+static bool write_next_straggler(const sf_report *r, FILE *out)
+{
+    const sf_straggler *v = &r->straggler;
+    if (!v->present)
+        return false;
+    const char *origin = r->schema.names[v->origin_stage];
+    const char *target = target_of(r->schema.groups[v->origin_stage]);
+    if (target == r->schema.groups[v->origin_stage])
+        fprintf(out, "next: profile rank %u's %s", v->rank, origin);
+    else
+        fprintf(out, "next: profile rank %u's %s (%s)", v->rank, target, origin);
+    fprintf(out, "; the group waits for it at %s's sync point%s\n", r->schema.names[v->sync_stage],
+            has_label(r, SF_LABEL_TELEMETRY_LIMITED) ? "; telemetry is limited (see downgrades)"
+                                                     : "");
+    return true;
+}
+
+/* The suggestion names the straggler, else the leading unit's leader when
+ * there is one, then whatever makes the reading less certain. */
 static void write_next(const sf_report *r, FILE *out)
 {
+    if (write_next_straggler(r, out))
+        return;
     if (r->n_routing == 0) {
         fprintf(out, "next: nothing to route in this window\n");
         return;
@@ -115,17 +138,49 @@ static void write_next(const sf_report *r, FILE *out)
 
 static void write_table(const sf_report *r, FILE *out)
 {
-    fprintf(out, "%-28s %7s %11s %11s %11s %11s %7s %7s\n", "stage", "share", "advance_s", "max_s",
+    fprintf(out, "%-34s %7s %11s %11s %11s %11s %7s %7s\n", "stage", "share", "advance_s", "max_s",
             "mean_s", "spread_s", "gain", "leader");
     for (uint32_t k = 0; k < r->schema.n_stages; k++) {
         const sf_unit_figures *u = &r->stages[k];
         char leader[16] = "-";
         if (u->leader_rank != SF_NO_RANK)
             snprintf(leader, sizeof leader, "%u", u->leader_rank);
-        fprintf(out, "%-28s %6.1f%% %11.6f %11.6f %11.6f %11.6f %7.3f %7s\n", u->name,
+        fprintf(out, "%-34s %6.1f%% %11.6f %11.6f %11.6f %11.6f %7.3f %7s\n", u->name,
                 isnan(u->share) ? 0.0 : 100 * u->share, u->advance_ns / 1e9, u->max_ns / 1e9,
                 u->mean_ns / 1e9, u->spread_ns / 1e9, isnan(u->gain) ? 0.0 : u->gain, leader);
     }
+}
+
+/* The verdict leads the view: which rank the group waited for, and where
+ * its lateness began. */
+static void write_straggler(const sf_report *r, FILE *out)
+{
+    const sf_straggler *v = &r->straggler;
+    if (!v->present)
+        return;
+    fprintf(out,
+            "straggler: rank %u arrived last at %s's sync point in %u of %u steps, %.1f ms late "
+            "(origin %s",
+            v->rank, r->schema.names[v->sync_stage], v->arrived_last_steps, v->eligible_steps,
+            v->median_lateness_ns / 1e6, r->schema.names[v->origin_stage]);
+    if (v->persistence == SF_PERSIST_FIXED)
+        fprintf(out, "; fixed for %u windows", v->windows_in_a_row);
+    else if (v->persistence == SF_PERSIST_ROTATING)
+        fprintf(out, "; rotating");
+    fprintf(out, ")\n");
+}
+
+static void write_critical_path(const sf_report *r, FILE *out)
+{
+    const sf_critical_path *p = &r->critical_path;
+    if (p->chain == NULL)
+        return;
+    fprintf(out, "critical path (%u of %u steps):", p->steps, r->steps);
+    int n = 0;
+    for (uint32_t k = 0; k < r->schema.n_stages; k++)
+        if (p->chain[k] != SF_NO_RANK)
+            fprintf(out, "%s %s@%u", n++ ? " ->" : "", r->schema.names[k], p->chain[k]);
+    fprintf(out, "%s\n", n ? "" : " no unique leader at any boundary");
 }
 
 int sf_report_write_text(const sf_report *r, FILE *out)
@@ -138,6 +193,7 @@ int sf_report_write_text(const sf_report *r, FILE *out)
     fprintf(out, ": steps %lld-%lld, %u complete, %u ranks of %u, exposed %.6f s\n",
             (long long)r->first_step, (long long)r->last_step, r->steps, r->ranks,
             r->meta.world_size, (double)r->exposed_total_ns / 1e9);
+    write_straggler(r, out);
     write_route(r, out);
     write_names(r, out, "labels", r->labels, label_name_of, SF_LABEL_COUNT);
     write_names(r, out, "downgrades", r->downgrades, downgrade_name_of, SF_DG_COUNT);
@@ -148,6 +204,10 @@ int sf_report_write_text(const sf_report *r, FILE *out)
                     r->suspects[i].steps);
         fprintf(out, "\n");
     }
+    write_critical_path(r, out);
+    if (r->arrival_missing_steps)
+        fprintf(out, "arrival marks missing: %llu rank-steps (not eligible for the verdict)\n",
+                (unsigned long long)r->arrival_missing_steps);
     write_next(r, out);
     write_table(r, out);
     return ferror(out) ? -EIO : 0;

@@ -288,7 +288,7 @@ static int assemble_windows(struct replay_input *in, const sf_gates *g, struct w
 /* ---- output -------------------------------------------------------------- */
 
 static int report_window(const struct window_job *job, const sf_gates *g, bool json, json_t *array,
-                         const char *path)
+                         const char *path, sf_straggler_history *history)
 {
     sf_report *report = NULL;
     int r = sf_report_from_rows(&job->part->schema, &job->meta, job->part->rows + job->first_row,
@@ -303,6 +303,7 @@ static int report_window(const struct window_job *job, const sf_gates *g, bool j
                 strerror(-r));
         return r == -ENOMEM ? r : -EINVAL;
     }
+    sf_straggler_track(history, report); /* windows come in order, as sfd stores them */
     if (json) {
         json_t *obj;
         r = sf_report_to_json(report, &obj);
@@ -320,9 +321,10 @@ static int print_reports(const struct window_job *jobs, size_t n, const sf_gates
                          const struct replay_opts *o)
 {
     json_t *array = json_array();
+    sf_straggler_history history = {0};
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++)
-        r = report_window(&jobs[i], g, o->report.json, array, o->path);
+        r = report_window(&jobs[i], g, o->report.json, array, o->path, &history);
     if (r == 0 && o->report.json) {
         char *text = sf_report_array_dumps(array);
         if (text == NULL)

@@ -13,7 +13,7 @@
 
 #include "history.h"
 
-#define CODEC_MAGIC 0x31525453u /* "STR1" */
+#define CODEC_MAGIC 0x32525453u /* "STR2": STR1 plus arrival points */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -158,6 +158,26 @@ static void put_evidence(struct enc *e, const sf_report *r)
     }
 }
 
+/* Arrival points: the missing-mark count, the verdict, the critical path. */
+static void put_arrivals(struct enc *e, const sf_report *r)
+{
+    const sf_straggler *v = &r->straggler;
+    put_u64(e, r->arrival_missing_steps);
+    put_u32(e, v->present);
+    put_u32(e, v->rank);
+    put_u32(e, v->sync_stage);
+    put_u32(e, v->origin_stage);
+    put_u32(e, v->arrived_last_steps);
+    put_u32(e, v->eligible_steps);
+    put_i64(e, v->median_lateness_ns);
+    put_u32(e, (uint32_t)v->persistence);
+    put_u32(e, v->windows_in_a_row);
+    put_u32(e, r->critical_path.chain != NULL);
+    put_u32(e, r->critical_path.steps);
+    for (uint32_t k = 0; r->critical_path.chain && k < r->schema.n_stages; k++)
+        put_u32(e, r->critical_path.chain[k]);
+}
+
 static void put_body(struct enc *e, const sf_report *r)
 {
     put_u32(e, r->dense);
@@ -204,6 +224,7 @@ static void put_body(struct enc *e, const sf_report *r)
     put_u64(e, r->contract_violations);
     put_u64(e, r->rejected_records);
     put_u64(e, r->merge_conflicts);
+    put_arrivals(e, r);
 }
 
 int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
@@ -504,6 +525,45 @@ static int get_head(struct dec *d, sf_report *r)
     return d->bad ? -EINVAL : 0;
 }
 
+static bool rank_ok(uint32_t rank)
+{
+    return rank < SF_MAX_RANKS || rank == SF_NO_RANK;
+}
+
+static int get_arrivals(struct dec *d, sf_report *r)
+{
+    uint32_t S = r->schema.n_stages;
+    sf_straggler *v = &r->straggler;
+    r->arrival_missing_steps = get_u64(d);
+    v->present = get_bool(d);
+    v->rank = get_u32(d);
+    v->sync_stage = get_u32(d);
+    v->origin_stage = get_u32(d);
+    v->arrived_last_steps = get_u32(d);
+    v->eligible_steps = get_u32(d);
+    v->median_lateness_ns = get_i64(d);
+    uint32_t persistence = get_u32(d);
+    v->windows_in_a_row = get_u32(d);
+    if (d->bad || !rank_ok(v->rank) || v->sync_stage >= S || v->origin_stage >= S ||
+        v->arrived_last_steps > v->eligible_steps || v->eligible_steps > r->steps ||
+        persistence > SF_PERSIST_ROTATING)
+        return -EINVAL;
+    v->persistence = (enum sf_persistence)persistence;
+    bool has_chain = get_bool(d);
+    r->critical_path.steps = get_u32(d);
+    if (d->bad || r->critical_path.steps > r->steps || (has_chain && d->left < (size_t)S * 4))
+        return -EINVAL;
+    if (!has_chain)
+        return 0;
+    r->critical_path.chain = malloc(S * sizeof *r->critical_path.chain);
+    if (r->critical_path.chain == NULL)
+        return -ENOMEM;
+    for (uint32_t k = 0; k < S; k++)
+        if (!rank_ok(r->critical_path.chain[k] = get_u32(d)))
+            return -EINVAL;
+    return d->bad ? -EINVAL : 0;
+}
+
 static int get_body(struct dec *d, sf_report *r)
 {
     int rc = get_head(d, r);
@@ -528,6 +588,9 @@ static int get_body(struct dec *d, sf_report *r)
     r->contract_violations = get_u64(d);
     r->rejected_records = get_u64(d);
     r->merge_conflicts = get_u64(d);
+    rc = d->bad ? -EINVAL : get_arrivals(d, r);
+    if (rc < 0)
+        return rc;
     return d->bad || d->left != 0 ? -EINVAL : 0;
 }
 

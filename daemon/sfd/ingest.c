@@ -43,6 +43,8 @@ static const char *const reject_names[SFD_REJ_COUNT] = {
     [SFD_REJ_UID_CONNECTIONS] = "uid_connections",
     [SFD_REJ_HELLO_TIMEOUT] = "hello_timeout",
     [SFD_REJ_QUERY_TIMEOUT] = "query_timeout",
+    [SFD_REJ_ARRIVAL_RANGE] = "arrival_out_of_range",
+    [SFD_REJ_ARRIVAL_STAGE] = "arrival_not_synchronizing",
 };
 
 const char *sfd_reject_name(enum sfd_reject r)
@@ -509,7 +511,8 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
         count_reject(d, job, SFD_REJ_SCHEMA_HASH, 1, c);
         return -EPROTO;
     }
-    if (sfd_validate_batch(b, job->schema.n_stages, &why) < 0 ||
+    uint32_t recorded = sf_schema_recorded_stages(&job->schema);
+    if (sfd_validate_batch(b, recorded, &why) < 0 ||
         (b->has_dropped_total && b->dropped_total < c->dropped_total)) {
         count_reject(d, job, SFD_REJ_INVALID, 1, c);
         return -EPROTO;
@@ -525,7 +528,16 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
     for (size_t i = 0; i < b->n_records; i++) {
         const Stagefrontier__StepRecord *rec = b->records[i];
         sf_row row;
-        fill_row(&row, rec, job->schema.n_stages);
+        int64_t split[SF_MAX_STAGES];
+        fill_row(&row, rec, recorded);
+        /* Without synchronizing stages or arrivals the record is the row. */
+        if (job->schema.sync_mask != 0 || rec->n_arrivals != 0) {
+            if (sfd_record_split(rec, &job->schema, split, &row.flags, &why) < 0) {
+                count_reject(d, job, why, 1, c);
+                continue;
+            }
+            row.d = split;
+        }
         if (sf_row_validate(&row, &job->schema) < 0) {
             count_reject(d, job, SFD_REJ_INVALID, 1, c);
             continue;

@@ -120,6 +120,13 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
         if (h->n_stage_groups && !str_ok(h->stage_groups[i], 0, SF_MAX_NAME_LEN))
             return reject(ret_why, SFD_REJ_INVALID);
     }
+    uint64_t sync_mask = 0;
+    for (size_t i = 0; i < h->n_sync_stages; i++) {
+        if (h->sync_stages[i] + (size_t)1 >= h->n_stage_names ||
+            (i && h->sync_stages[i] <= h->sync_stages[i - 1]))
+            return reject(ret_why, SFD_REJ_INVALID);
+        sync_mask |= UINT64_C(1) << h->sync_stages[i];
+    }
     uint32_t acc = h->has_accumulation ? h->accumulation : 1;
     if (acc < 1 || acc > SF_MAX_ACCUMULATION)
         return reject(ret_why, SFD_REJ_INVALID);
@@ -128,10 +135,15 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
 
     sf_schema s;
     uint32_t version = h->has_schema_version ? h->schema_version : 1;
-    if (sf_schema_init(&s, version, (uint32_t)h->n_stage_names,
-                       (const char *const *)h->stage_names,
-                       h->n_stage_groups ? (const char *const *)h->stage_groups : NULL, acc) < 0)
+    if (sf_schema_init_sync(&s, version, (uint32_t)h->n_stage_names,
+                            (const char *const *)h->stage_names,
+                            h->n_stage_groups ? (const char *const *)h->stage_groups : NULL, acc,
+                            sync_mask) < 0)
         return reject(ret_why, SFD_REJ_INVALID);
+    if (sf_schema_recorded_stages(&s) != h->n_stage_names) {
+        sf_schema_clear(&s); /* ".sync_wait" names are sfd's to make, never the client's */
+        return reject(ret_why, SFD_REJ_INVALID);
+    }
     if (s.hash != h->schema_hash) {
         sf_schema_clear(&s);
         return reject(ret_why, SFD_REJ_SCHEMA_HASH);
@@ -164,6 +176,8 @@ static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages
         return reject(ret_why, SFD_REJ_INVALID);
     if (r->has_flags && (r->flags & ~(uint32_t)(SF_ROW_VIOLATION | SF_ROW_NON_MONOTONIC)))
         return reject(ret_why, SFD_REJ_INVALID);
+    if (r->n_arrivals > SF_MAX_STAGES)
+        return reject(ret_why, SFD_REJ_INVALID);
     if (r->event != NULL) {
         const Stagefrontier__EventSample *e = r->event;
         if (e->state > STAGEFRONTIER__EVENT_SAMPLE__STATE__MISSING)
@@ -171,6 +185,32 @@ static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages
         if ((e->has_cpu_ns && !duration_ok(e->cpu_ns)) || (e->has_gpu_ns && !duration_ok(e->gpu_ns)))
             return reject(ret_why, SFD_REJ_INVALID);
     }
+    return 0;
+}
+
+int sfd_record_split(const Stagefrontier__StepRecord *r, const sf_schema *schema, int64_t *d,
+                     uint32_t *flags, enum sfd_reject *ret_why)
+{
+    uint32_t n = sf_schema_recorded_stages(schema);
+    int64_t own[SF_MAX_STAGES];
+    for (uint32_t i = 0; i < n; i++)
+        own[i] = -1;
+    for (size_t i = 0; i < r->n_arrivals; i++) {
+        const Stagefrontier__Arrival *a = r->arrivals[i];
+        if (a->stage >= n || own[a->stage] != -1)
+            return reject(ret_why, SFD_REJ_INVALID);
+        if (a->own_ns < 0 || a->own_ns > r->durations_ns[a->stage])
+            return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
+        own[a->stage] = a->own_ns;
+    }
+    bool missing;
+    int e = sf_schema_split(schema, r->durations_ns, own, d, &missing);
+    if (e == -EINVAL)
+        return reject(ret_why, SFD_REJ_ARRIVAL_STAGE);
+    if (e < 0)
+        return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
+    if (missing)
+        *flags |= SF_ROW_ARRIVAL_MISSING;
     return 0;
 }
 

@@ -215,6 +215,16 @@ static const struct prom_family fam_rejected = {
     "stagefrontier_job_rejected_records_total", "counter",
     "Step records of the job that sfd rejected, since sfd started."};
 
+static const struct prom_family fam_straggler = {
+    "stagefrontier_job_straggler_rank", "gauge",
+    "Rank named by the straggler verdict of the latest closed window (absent without a verdict)."};
+static const struct prom_family fam_lateness = {
+    "stagefrontier_job_straggler_lateness_seconds", "gauge",
+    "Median lateness of the straggler verdict's rank at its sync point, in seconds."};
+static const struct prom_family fam_arrival_missing = {
+    "stagefrontier_job_arrival_missing_steps", "gauge",
+    "Rank-steps of the latest closed window whose synchronizing stage had no arrival mark."};
+
 /* A job as rendered: its escaped id, or NULL when it is left out. */
 struct prom_job_view {
     const struct sfd_prom_job *job;
@@ -340,6 +350,42 @@ static void write_bits(struct prom_out *o, const struct prom_family *fam,
     }
 }
 
+/* The verdict: its rank (labels say where) and its lateness, per job. */
+static void write_straggler(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    char buf[40], rank[16];
+
+    fam_begin(o, &fam_straggler);
+    for (size_t i = 0; i < n; i++) {
+        const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+        if (r == NULL || !r->straggler.present)
+            continue;
+        const sf_straggler *s = &r->straggler;
+        struct prom_label l[] = {{"job_id", v[i].id},
+                                 {"sync_stage", r->schema.names[s->sync_stage]},
+                                 {"origin_stage", r->schema.names[s->origin_stage]},
+                                 {"persistence", sf_persistence_name(s->persistence)}};
+        emit(o, l, 4, fmt_u64(buf, sizeof buf, s->rank));
+    }
+    fam_begin(o, &fam_lateness);
+    for (size_t i = 0; i < n; i++) {
+        const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+        if (r == NULL || !r->straggler.present)
+            continue;
+        snprintf(rank, sizeof rank, "%" PRIu32, r->straggler.rank);
+        struct prom_label l[] = {{"job_id", v[i].id}, {"rank", rank}};
+        emit(o, l, 2, fmt_double(buf, sizeof buf, ns_to_s(r->straggler.median_lateness_ns)));
+    }
+    fam_begin(o, &fam_arrival_missing);
+    for (size_t i = 0; i < n; i++) {
+        const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+        if (r == NULL || r->schema.sync_mask == 0)
+            continue;
+        struct prom_label l[] = {{"job_id", v[i].id}};
+        emit(o, l, 1, fmt_u64(buf, sizeof buf, r->arrival_missing_steps));
+    }
+}
+
 static void write_counters(struct prom_out *o, const struct prom_job_view *v, size_t n)
 {
     char buf[32];
@@ -385,6 +431,7 @@ static void write_all(FILE *f, const struct prom_job_view *v, size_t n,
     write_routing(&o, v, n);
     write_bits(&o, &fam_label, v, n, true);
     write_bits(&o, &fam_downgrade, v, n, false);
+    write_straggler(&o, v, n);
     write_counters(&o, v, n);
 }
 

@@ -18,6 +18,7 @@ struct Stagefrontier__ClientMessage;
 struct Stagefrontier__Hello;
 struct Stagefrontier__RecordBatch;
 struct Stagefrontier__NcclBatch;
+struct Stagefrontier__StepRecord;
 struct sfd_side;                /* side_evidence.h */
 struct sfd_history;             /* history.h */
 struct sfd;
@@ -95,6 +96,8 @@ enum sfd_reject {
     SFD_REJ_UID_CONNECTIONS,    /* a uid's share of connections is full */
     SFD_REJ_HELLO_TIMEOUT,      /* ingest connection without a hello in time */
     SFD_REJ_QUERY_TIMEOUT,      /* query client that stopped reading or asking */
+    SFD_REJ_ARRIVAL_RANGE,      /* arrival outside 0..its stage's duration */
+    SFD_REJ_ARRIVAL_STAGE,      /* arrival in a stage that is not synchronizing */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -235,6 +238,7 @@ struct sfd_job {
     uid_t uid;
     sf_schema schema;
     sf_gates gates;             /* window_steps/warmup fixed for the job */
+    sf_straggler_history straggler; /* verdict persistence over stored reports */
     uint32_t world_size;
     uint32_t segment;
     uint32_t n_live;            /* live connections, all channels */
@@ -350,6 +354,11 @@ int sfd_validate_hello(const struct Stagefrontier__Hello *h, const struct sfd_li
                        sf_schema *ret_schema, enum sfd_reject *ret_why);
 int sfd_validate_batch(const struct Stagefrontier__RecordBatch *b, uint32_t n_stages,
                        enum sfd_reject *ret_why);
+/* Splits a validated record's durations at its arrivals into the job's
+ * schema stages (d holds SF_MAX_STAGES); sets SF_ROW_ARRIVAL_MISSING in
+ * *flags when a synchronizing stage had no arrival. */
+int sfd_record_split(const struct Stagefrontier__StepRecord *r, const sf_schema *schema,
+                     int64_t *d, uint32_t *flags, enum sfd_reject *ret_why);
 int sfd_validate_nccl(const struct Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why);
 bool sfd_job_id_valid(const char *id);
 /* A job as a query names it: "JOB", or "UID/JOB" for uid's job (a job id

@@ -492,6 +492,7 @@ static struct sfd_stored *kept_window(struct sfd_job *job, const sf_window_meta 
 static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *report)
 {
     sfd_job_release(job, SFD_MEM_REPORTS, s->report_bytes);
+    sf_straggler_track(&job->straggler, report);
     sf_report_free(s->report);
     s->report = report;
     sfd_stored_charge_report(job, s);

@@ -51,12 +51,40 @@ typedef struct sf_schema {
     uint32_t n_groups;
     char *group_names[SF_MAX_STAGES];
     uint32_t group_of[SF_MAX_STAGES]; /* stage -> group index */
+    /* Synchronizing stages (docs/ACCOUNTING.md, "Arrival points"): bit k set
+     * when stage k ends in a collective and was split at the rank's arrival.
+     * Stage k is then the rank's own work up to the arrival and stage k + 1,
+     * named "<name k>.sync_wait" in the same group, its wait for the peers;
+     * the boundary after stage k is the arrival boundary. Derived from the
+     * names, so the split is part of the hash. */
+    uint64_t sync_mask;
 } sf_schema;
+
+#define SF_SYNC_WAIT_SUFFIX ".sync_wait"
+
 
 /* Copies names; groups may be NULL or hold NULL/"" entries. -EINVAL on an
  * empty, oversized, duplicate or malformed name list. */
 int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const char *const *names,
                    const char *const *groups, uint32_t accumulation);
+/* A schema from recorded (unsplit) stages and the mask of those that are
+ * synchronizing: each marked stage k gains "<name k>.sync_wait" right after
+ * it, in its group. -EINVAL when a marked stage is the last (the residual),
+ * a split name is too long, or the split exceeds SF_MAX_STAGES stages. */
+int sf_schema_init_sync(sf_schema *ret, uint32_t version, uint32_t n_recorded,
+                        const char *const *names, const char *const *groups,
+                        uint32_t accumulation, uint64_t recorded_sync_mask);
+/* Number of recorded (unsplit) stages: n_stages minus the split stages. */
+uint32_t sf_schema_recorded_stages(const sf_schema *schema);
+/* Splits one recorded duration vector into the schema's stages. arrival_ns
+ * holds, per recorded stage, the own work before the arrival (0..duration)
+ * or -1 for no mark; it may be NULL (no marks). A synchronizing stage
+ * without a mark keeps its whole duration as own work, a zero wait, and sets
+ * *ret_missing. -EINVAL for a mark in a stage that is not synchronizing,
+ * -ERANGE for an offset outside 0..duration. */
+int sf_schema_split(const sf_schema *schema, const int64_t *recorded, const int64_t *arrival_ns,
+                    int64_t *ret_d, bool *ret_missing);
+
 /* The default six stages, or their @k expansion when accumulation > 1. */
 int sf_schema_init_default(sf_schema *ret, uint32_t accumulation);
 void sf_schema_clear(sf_schema *schema);
@@ -74,6 +102,11 @@ enum sf_event_state { SF_EVENT_NONE = 0, SF_EVENT_READY = 1, SF_EVENT_MISSING = 
 /* Row flags: contract violations the client counted for this step. */
 #define SF_ROW_VIOLATION (1u << 0)
 #define SF_ROW_NON_MONOTONIC (1u << 1)
+/* A synchronizing stage of this step carried no arrival mark: its whole
+ * duration counts as own work and the step is not eligible for the
+ * straggler verdict. Counted per window as arrival_missing_steps. */
+#define SF_ROW_ARRIVAL_MISSING (1u << 2)
+#define SF_ROW_FLAGS_ALL (SF_ROW_VIOLATION | SF_ROW_NON_MONOTONIC | SF_ROW_ARRIVAL_MISSING)
 
 /* One (step, rank) record. d points at n_stages durations, residual last. */
 typedef struct sf_row {
@@ -143,6 +176,7 @@ typedef struct sf_step_summary {
     int64_t *rank0_d;     /* [S] */
     int64_t *clipped_end; /* [C] max_r of P[S] with candidate clipped to the rank median */
     int64_t residual_sum, overlap_sum, end_sum;
+    uint32_t arrival_missing; /* rows of this step flagged SF_ROW_ARRIVAL_MISSING */
 } sf_step_summary;
 
 typedef struct sf_rank_interval {
@@ -217,6 +251,8 @@ typedef struct sf_gates {
     double share_floor_s;
     uint32_t warmup_steps, window_steps;
     uint32_t suspect_ranks_max, dense_max_ranks;
+    double straggler_last_share_min;    /* share of eligible steps a rank must arrive last */
+    uint32_t straggler_persist_windows; /* windows in a row that make a verdict "fixed" */
     char forward_stage[SF_MAX_NAME_LEN + 1];
     char backward_stage[SF_MAX_NAME_LEN + 1];
 } sf_gates;
@@ -299,6 +335,31 @@ typedef struct sf_suspect {
     uint32_t rank, steps;
 } sf_suspect;
 
+/* The per-window straggler verdict (docs/ACCOUNTING.md, "Straggler verdict"):
+ * the rank that arrived last at a synchronizing stage's arrival boundary. */
+enum sf_persistence { SF_PERSIST_NONE, SF_PERSIST_FIXED, SF_PERSIST_ROTATING };
+const char *sf_persistence_name(enum sf_persistence p);
+
+typedef struct sf_straggler {
+    bool present;                /* false: the verdict is null */
+    uint32_t rank;
+    uint32_t sync_stage;         /* the synchronizing stage (own-work part) */
+    uint32_t origin_stage;       /* earliest stage whose boundary rank led in most such steps */
+    uint32_t arrived_last_steps; /* eligible steps where rank led the arrival boundary */
+    uint32_t eligible_steps;     /* complete steps with every arrival marked */
+    int64_t median_lateness_ns;  /* over those steps: frontier minus second prefix */
+    /* Filled by sf_straggler_track from the windows before this one; a
+     * report fresh from sf_report_compute says none and 1. */
+    enum sf_persistence persistence;
+    uint32_t windows_in_a_row;
+} sf_straggler;
+
+/* The most frequent chain of boundary leaders of the window's complete steps. */
+typedef struct sf_critical_path {
+    uint32_t steps;  /* complete steps that followed exactly this chain */
+    uint32_t *chain; /* [S] unique leader per boundary or SF_NO_RANK; NULL with no step */
+} sf_critical_path;
+
 typedef struct sf_report {
     sf_schema schema;
     sf_window_meta meta;
@@ -331,7 +392,32 @@ typedef struct sf_report {
     uint32_t n_rank_evidence;
     sf_rank_evidence *rank_evidence;
     uint64_t dropped_records, contract_violations, rejected_records, merge_conflicts;
+    uint64_t arrival_missing_steps; /* rank-steps without an arrival mark */
+    sf_straggler straggler;
+    sf_critical_path critical_path;
 } sf_report;
+
+/* The straggler history of one job across consecutive windows, held by the
+ * caller (sfd per job, replay per run) so the core stays stateless. Zero it
+ * to start. */
+typedef struct sf_straggler_history {
+    bool any;            /* a window has been tracked */
+    int64_t last_index;  /* window index of the last tracked window */
+    uint32_t segment;
+    uint32_t last_rank;  /* SF_NO_RANK after a window without verdict */
+    uint32_t run;        /* windows in a row with a verdict naming last_rank */
+    /* The state before the last window, so a replaced report of that same
+     * window (a cluster report after the local one) is tracked once. */
+    bool prev_any;
+    int64_t prev_index;
+    uint32_t prev_rank, prev_run;
+} sf_straggler_history;
+
+/* Folds report's verdict into h and sets its persistence and
+ * windows_in_a_row. Windows must come in index order; a gap in the index or
+ * a new segment starts a new run; a second report of the last window
+ * replaces the first one's effect. */
+void sf_straggler_track(sf_straggler_history *h, sf_report *report);
 
 int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_report **ret);
 void sf_report_free(sf_report *report);

@@ -56,6 +56,10 @@ typedef struct sf_client_options {
     uint32_t buffer_records;       /* ring capacity, 0: default 4096 */
     uint32_t batch_records;        /* records per batch datagram, 0: default 64 */
     double event_sample_fraction;  /* CUDA-event forward sampling, 0: off */
+    /* Synchronizing stages by name (a timed stage that ends in a collective):
+     * sfd splits each into <name> and <name>.sync_wait at the rank's
+     * arrival, marked with sf_stage_arrive. NULL: none. */
+    const char *const *sync_stages; uint32_t n_sync_stages;
     int disabled;                  /* also SF_DISABLE=1 in the environment */
 } sf_client_options;
 
@@ -82,6 +86,13 @@ SF_CLIENT_API int  sf_step_begin(sf_client *c, int64_t step);
 SF_CLIENT_API int  sf_step_end(sf_client *c);
 SF_CLIENT_API int  sf_stage_begin(sf_client *c, int stage_id);
 SF_CLIENT_API int  sf_stage_end(sf_client *c, int stage_id);
+/* Marks the rank's arrival inside the open synchronizing stage: its own
+ * work ended and its wait for the peers begins. One clock read, no
+ * allocation, lock or syscall. The last mark of a step wins. -EINVAL (a
+ * counted violation) when no synchronizing stage is open. A step whose
+ * synchronizing stage got no mark is reported whole as own work and flagged
+ * (arrival_missing_steps). */
+SF_CLIENT_API int  sf_stage_arrive(sf_client *c);
 /* Adds wait_ns to the data stage (stage 0) of step: the open step, or a later
  * one up to SF_CLIENT_DATA_LOOKAHEAD ahead. A wait charged ahead was spent
  * before that step began, so it also lengthens that step's wall time. */

@@ -211,6 +211,12 @@ static void open_batch_too_big(void **s) { (void)s; sf_client_options o = base()
 static void open_fraction_negative(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = -0.1; expect_open_einval(&o); }
 static void open_fraction_above_one(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = 1.5; expect_open_einval(&o); }
 static void open_fraction_nan(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = NAN; expect_open_einval(&o); }
+/* Synchronizing stages: unknown, the residual, a NULL list with a count. */
+static const char *const sync_unknown[] = {"no.such_stage"};
+static const char *const sync_residual[] = {"step.other_cpu_wall"};
+static void open_sync_unknown(void **s) { (void)s; sf_client_options o = base(); o.sync_stages = sync_unknown; o.n_sync_stages = 1; expect_open_einval(&o); }
+static void open_sync_residual(void **s) { (void)s; sf_client_options o = base(); o.sync_stages = sync_residual; o.n_sync_stages = 1; expect_open_einval(&o); }
+static void open_sync_null_list(void **s) { (void)s; sf_client_options o = base(); o.n_sync_stages = 1; expect_open_einval(&o); }
 
 static void open_env_fraction_malformed(void **s)
 {
@@ -327,7 +333,7 @@ int main(void)
         T(open_stage_name_too_long), T(open_bad_group), T(open_groups_without_names),
         T(open_accumulation_too_big), T(open_accumulation_too_many_stages),
         T(open_buffer_too_big), T(open_batch_too_big), T(open_fraction_negative),
-        T(open_fraction_above_one), T(open_fraction_nan), T(open_env_fraction_malformed),
+        T(open_fraction_above_one), T(open_fraction_nan), T(open_sync_unknown), T(open_sync_residual), T(open_sync_null_list), T(open_env_fraction_malformed),
         T(step_begin_null), T(step_end_null), T(stage_begin_null), T(stage_end_null),
         T(charge_null), T(probe_begin_null), T(probe_end_null), T(flush_null),
         T(stats_null_client), T(stage_id_null_client), T(stage_count_null), T(close_null), T(stats_null_ret), T(stage_id_null_name), T(stage_id_unknown),

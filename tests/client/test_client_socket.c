@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <stagefrontier/accounting.h>
 #include <stagefrontier/client.h>
 #include "client_internal.h"
 #include "listener.h"
@@ -94,6 +95,80 @@ static void expect_records(struct tl *l, const sf_client *c, int64_t first_step,
         stagefrontier__client_message__free_unpacked(m, NULL);
     }
     assert_int_equal(got, n);
+}
+
+/* Burns CPU until the monotonic clock moved by at least ns. */
+static void spin(int64_t ns)
+{
+    int64_t t0 = sf__now_ns();
+    while (sf__now_ns() - t0 < ns)
+        ;
+}
+
+/* Backward synchronizing: the Hello names it, the hash is the split
+ * schema's, a marked step carries its arrival, an unmarked one none. */
+static void arrivals_on_the_wire(void **s)
+{
+    (void)s;
+    struct tl l;
+    assert_int_equal(tl_start(&l), 0);
+    sf_client_options o;
+    sf_client_options_init(&o);
+    o.job_id = "sync-job";
+    o.socket_path = l.path;
+    o.rank = 0, o.world_size = 2, o.local_rank = 0;
+    const char *sync[] = {"model.backward_cpu_wall"};
+    o.sync_stages = sync;
+    o.n_sync_stages = 1;
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    assert_int_equal(tl_accept(&l, WAIT_MS), 0);
+    Stagefrontier__ClientMessage *m;
+    Stagefrontier__Hello *h = expect_hello(&l, &m);
+    assert_int_equal(h->n_stage_names, 6);
+    assert_int_equal(h->n_sync_stages, 1);
+    assert_int_equal(h->sync_stages[0], 2);
+    sf_schema split;
+    assert_int_equal(sf_schema_init_sync(&split, 1, 6, sf_default_stage_names, NULL, 1, 1u << 2),
+                     0);
+    assert_int_equal(h->schema_hash, split.hash);
+    assert_int_equal(sf_client_schema_hash(c), split.hash);
+    sf_schema_clear(&split);
+    stagefrontier__client_message__free_unpacked(m, NULL);
+
+    /* No synchronizing stage open: a counted violation. */
+    assert_int_equal(sf_step_begin(c, 0), 0);
+    assert_int_equal(sf_stage_arrive(c), -EINVAL);
+    assert_int_equal(sf_stage_begin(c, 1), 0);
+    assert_int_equal(sf_stage_arrive(c), -EINVAL);
+    assert_int_equal(sf_stage_end(c, 1), 0);
+    assert_int_equal(sf_stage_begin(c, 2), 0);
+    spin(300000);
+    assert_int_equal(sf_stage_arrive(c), 0);
+    spin(300000);
+    assert_int_equal(sf_stage_end(c, 2), 0);
+    assert_int_equal(sf_step_end(c), 0);
+    assert_int_equal(stats(c).violations, 2);
+    assert_int_equal(sf_step_begin(c, 1), 0);
+    assert_int_equal(sf_stage_begin(c, 2), 0);
+    assert_int_equal(sf_stage_end(c, 2), 0);
+    assert_int_equal(sf_step_end(c), 0);
+    assert_int_equal(sf_client_flush(c), 0);
+
+    m = tl_recv(&l, WAIT_MS);
+    assert_non_null(m);
+    assert_int_equal(m->body_case, STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH);
+    assert_int_equal(m->batch->n_records, 2);
+    const Stagefrontier__StepRecord *r0 = m->batch->records[0], *r1 = m->batch->records[1];
+    assert_int_equal(r0->n_durations_ns, 6);
+    assert_int_equal(r0->n_arrivals, 1);
+    assert_int_equal(r0->arrivals[0]->stage, 2);
+    assert_true(r0->arrivals[0]->own_ns >= 300000);
+    assert_true(r0->durations_ns[2] - r0->arrivals[0]->own_ns >= 300000);
+    assert_int_equal(r1->n_arrivals, 0);
+    stagefrontier__client_message__free_unpacked(m, NULL);
+    sf_client_close(c);
+    tl_stop(&l);
 }
 
 static void hello_and_batches(void **s)
@@ -305,6 +380,7 @@ int main(void)
     signal(SIGPIPE, SIG_DFL);   /* a SIGPIPE would kill the test: it must never come */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hello_and_batches),
+        cmocka_unit_test(arrivals_on_the_wire),
         cmocka_unit_test(daemon_absent),
         cmocka_unit_test(reconnect_sends_new_hello),
         cmocka_unit_test(listener_never_reads),

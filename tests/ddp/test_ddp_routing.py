@@ -2,10 +2,13 @@
 """CI-sized DDP routing check: a real 4-rank PyTorch DDP job (Gloo, CPU)
 reports through the binding to a real sfd in its own runtime directory.
 
-One fault row per invocation (--row): a seeded fault row must put its stage
-in the top two of the routing order; the no-fault control must carry no
-strong label and must not route callbacks. Exit 77 (CTest SKIP_RETURN_CODE)
-only when python3-torch with Gloo is absent.
+One fault row per invocation (--row). With --check routing: a seeded fault
+row must put its stage in the top two of the routing order; the no-fault
+control must carry no strong label and must not route callbacks. With
+--check verdict: the job marks its arrivals (the DDP comm hook, rec.sync()
+around the callback barrier) and the window's straggler verdict must name
+the hidden rank; the no-fault control must have no verdict. Exit 77 (CTest
+SKIP_RETURN_CODE) only when python3-torch with Gloo is absent.
 """
 
 import argparse
@@ -41,7 +44,10 @@ def main():
     p.add_argument("--build", required=True)
     p.add_argument("--row", required=True, choices=sorted(faults.FAULTS))
     p.add_argument("--seed", type=int, default=2)
+    p.add_argument("--check", default="routing,verdict",
+                   help="comma-separated: routing, verdict")
     a = p.parse_args()
+    checks = set(a.check.split(","))
 
     if not sfharness.has_torch():
         print("SKIP: /usr/bin/python3 cannot import torch with Gloo (install python3-torch)")
@@ -68,7 +74,20 @@ def main():
     print("row %s, hidden rank %d, delay %.1f ms, routing order %s, routing set %s, labels %s" % (
         a.row, res["hidden_rank"], 1000 * res["delay_s"], sc["order"], sc["set"],
         w.get("labels")))
-    if faults.FAULTS[a.row] is not None:
+    verdict = w.get("straggler")
+    print("straggler verdict %s" % verdict)
+    if "verdict" in checks:
+        if faults.FAULTS[a.row] is not None and (verdict is None or
+                                                 verdict["rank"] != res["hidden_rank"]):
+            return fail("the verdict %s does not name hidden rank %d" % (verdict,
+                                                                        res["hidden_rank"]), w)
+        if faults.FAULTS[a.row] is None and verdict is not None:
+            return fail("the no-fault control has a verdict %s" % verdict, w)
+        if w["counters"]["arrival_missing_steps"] != 0:
+            return fail("steps without an arrival mark: %s" % w["counters"], w)
+    if "routing" not in checks:
+        pass
+    elif faults.FAULTS[a.row] is not None:
         if not sc["top2"]:
             return fail("%s is not in the top two of the routing order" % faults.FAULTS[a.row], w)
     else:

@@ -31,6 +31,7 @@ done < tests/replay/cases.txt
 golden displacement-text tests/replay/golden/displacement.txt -- docs/examples/displacement.csv
 golden displacement-json tests/replay/golden/displacement.json -- --json docs/examples/displacement.csv
 golden roles-json tests/replay/golden/roles.json -- --json docs/examples/roles.jsonl
+golden straggler-text tests/replay/golden/straggler.txt -- --warmup-steps 0 --window-steps 10 docs/examples/straggler.csv
 golden stdin-csv tests/replay/golden/displacement.json -- --json - < docs/examples/displacement.csv
 
 expect tau-out-of-range 2 "invalid --tau value" -- --tau 2 docs/examples/displacement.csv

@@ -10,6 +10,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The six default stages with backward synchronizing. */
+static int sync_schema(sf_schema *ret)
+{
+    return sf_schema_init_sync(ret, 1, 6, sf_default_stage_names, NULL, 1, UINT64_C(1) << 2);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct sfd_limits lim = { .max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 20 };
@@ -25,7 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sf_schema_clear(&schema);
         break;
     case STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH:
-        sfd_validate_batch(m->batch, 6, &why);
+        if (sfd_validate_batch(m->batch, 6, &why) == 0 && sync_schema(&schema) == 0) {
+            int64_t d[SF_MAX_STAGES];
+            uint32_t flags = 0;
+            for (size_t i = 0; i < m->batch->n_records; i++)
+                sfd_record_split(m->batch->records[i], &schema, d, &flags, &why);
+            sf_schema_clear(&schema);
+        }
         break;
     case STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL:
         sfd_validate_nccl(m->nccl, &why);

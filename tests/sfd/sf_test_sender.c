@@ -306,6 +306,56 @@ static int expect_closed(int fd)
     return 3;
 }
 
+/* Stage 1 synchronizing: one record whose arrival lies past its stage's
+ * end, one with an arrival in stage 0 (not synchronizing), one valid and
+ * one without a mark. sfd rejects the first two, counted, and keeps the
+ * connection and the others. */
+static int send_bad_arrivals(struct sender *s, int fd)
+{
+    sf_schema split;
+    if (sf_schema_init_sync(&split, 1, s->schema.n_stages, (const char *const *)s->schema.names,
+                            NULL, 1, 1u << 1) < 0)
+        return 2;
+    Stagefrontier__Hello h;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    fill_hello(s, &h, s->o.world, split.hash);
+    uint32_t sync_ids[1] = {1};
+    h.n_sync_stages = 1;
+    h.sync_stages = sync_ids;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    int r = send_msg(fd, &m, false);
+    Stagefrontier__StepRecord recs[4], *ptrs[4];
+    Stagefrontier__Arrival arr[4], *arr_ptrs[4];
+    int64_t d[4][SF_MAX_STAGES];
+    for (uint32_t i = 0; i < 4; i++) {
+        stagefrontier__step_record__init(&recs[i]);
+        stagefrontier__arrival__init(&arr[i]);
+        durations(s, s->o.start + i, d[i]);
+        recs[i].step = s->o.start + i;
+        recs[i].n_durations_ns = s->schema.n_stages;
+        recs[i].durations_ns = d[i];
+        arr_ptrs[i] = &arr[i];
+        recs[i].n_arrivals = i < 3;
+        recs[i].arrivals = &arr_ptrs[i];
+        ptrs[i] = &recs[i];
+    }
+    arr[0] = (Stagefrontier__Arrival){arr[0].base, 1, d[0][1] + 1};  /* out of range */
+    arr[1] = (Stagefrontier__Arrival){arr[1].base, 0, 0};            /* not synchronizing */
+    arr[2] = (Stagefrontier__Arrival){arr[2].base, 1, d[2][1] / 2};  /* valid */
+    Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+    b.n_records = 4;
+    b.records = ptrs;
+    b.schema_hash = split.hash;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+    m.batch = &b;
+    if (r == 0)
+        r = send_msg(fd, &m, false);
+    sf_schema_clear(&split);
+    printf("sent=%d\n", r == 0 ? 4 : 0);
+    return r == 0 ? 0 : 2;
+}
+
 static int run_hostile(struct sender *s)
 {
     const char *m = s->o.mode;
@@ -315,6 +365,11 @@ static int run_hostile(struct sender *s)
         return 2;
     }
     s->fd = fd;
+    if (!strcmp(m, "arrivals")) {
+        int r = send_bad_arrivals(s, fd);
+        close(fd);
+        return r;
+    }
     if (!strcmp(m, "garbage")) {
         uint8_t g[300];
         for (size_t i = 0; i < sizeof(g); i++)
@@ -535,6 +590,28 @@ static int run_seeds(struct sender *s)
     d[0][0] = -5;
     n = stagefrontier__client_message__pack(&m, buf);
     write_file(dir, "batch_negative", buf, n);
+    d[0][0] = 1000;
+    /* Arrival points: a hello marking backward synchronizing, and a batch
+     * with one arrival in range, one past its stage's end. */
+    uint32_t sync_ids[1] = {2};
+    h.n_sync_stages = 1;
+    h.sync_stages = sync_ids;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_sync", buf, n);
+    Stagefrontier__Arrival a[2], *ap[2] = {&a[0], &a[1]};
+    for (int i = 0; i < 2; i++) {
+        stagefrontier__arrival__init(&a[i]);
+        a[i].stage = 2;
+        a[i].own_ns = i == 0 ? d[i][2] / 2 : d[i][2] + 1;
+        r[i].n_arrivals = 1;
+        r[i].arrivals = &ap[i];
+    }
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+    m.batch = &b;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "batch_arrivals", buf, n);
     return 0;
 }
 

@@ -71,24 +71,75 @@ static char *render(const sf_report *r)
     return out;
 }
 
-static void round_trip_renders_the_same_bytes(void **state)
+/* Packs and unpacks r; the copy must render the same JSON and text bytes. */
+static sf_report *round_trip(const sf_report *r)
 {
-    (void)state;
-    sf_report *r = make_report(5), *back = NULL;
+    sf_report *back = NULL;
     uint8_t *buf;
     size_t len;
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
     assert_int_equal(sfd_report_unpack(buf, len, &back), 0);
     char *a = render(r), *b = render(back);
     assert_string_equal(a, b);
-    assert_int_equal(back->meta.index, 5);
-    assert_int_equal(back->n_rank_evidence, r->n_rank_evidence);
-    assert_true(back->n_rank_evidence > 0);
     free(a);
     free(b);
     free(buf);
+    return back;
+}
+
+static void round_trip_renders_the_same_bytes(void **state)
+{
+    (void)state;
+    sf_report *r = make_report(5), *back = round_trip(r);
+    assert_int_equal(back->meta.index, 5);
+    assert_int_equal(back->n_rank_evidence, r->n_rank_evidence);
+    assert_true(back->n_rank_evidence > 0);
     sf_report_free(back);
     sf_report_free(r);
+}
+
+/* Arrival points survive the store: a split backward whose rank 2 arrives
+ * 3 ms late, one unmarked row, a verdict made fixed by two windows. */
+static void round_trip_keeps_arrival_points(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    sf_gates gates;
+    sf_gates_default(&gates);
+    assert_int_equal(sf_schema_init_sync(&schema, 1, 6, sf_default_stage_names, NULL, 1,
+                                         UINT64_C(1) << 2),
+                     0);
+    uint32_t S = schema.n_stages, world = 3, steps = 8;
+    int64_t d[24][7];
+    sf_row rows[24];
+    sf_straggler_history h = {0};
+    sf_report *r = NULL, *back = NULL;
+    for (int64_t index = 0; index < 2; index++) {
+        sf_window_meta meta = {.index = index, .segment = 1, .world_size = world};
+        sf_window_range(index, 0, 8, &meta.first_step, &meta.last_step);
+        for (uint32_t i = 0; i < world * steps; i++) {
+            for (uint32_t k = 0; k < S; k++)
+                d[i][k] = 1000000;
+            d[i][2] += i % world == 2 ? 3000000 : 0;
+            d[i][3] = i % world == 2 ? 0 : 3000000; /* everyone leaves backward together */
+            rows[i] = (sf_row){.step = meta.first_step + i / world, .rank = i % world,
+                               .d = d[i], .flags = i == 1 ? SF_ROW_ARRIVAL_MISSING : 0};
+        }
+        sf_report_free(r);
+        r = NULL;
+        assert_int_equal(sf_report_from_rows(&schema, &meta, rows, world * steps, &gates, &r), 0);
+        sf_straggler_track(&h, r);
+    }
+    assert_true(r->straggler.present);
+    assert_int_equal(r->straggler.rank, 2);
+    assert_int_equal(r->straggler.persistence, SF_PERSIST_FIXED);
+    assert_int_equal(r->arrival_missing_steps, 1);
+    assert_non_null(r->critical_path.chain);
+    back = round_trip(r);
+    assert_int_equal(back->schema.sync_mask, UINT64_C(1) << 2);
+    sf_report_free(back);
+    sf_report_free(r);
+    sf_schema_clear(&schema);
 }
 
 static void corrupt_bodies_are_refused(void **state)
@@ -251,6 +302,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_renders_the_same_bytes),
+        cmocka_unit_test(round_trip_keeps_arrival_points),
         cmocka_unit_test(corrupt_bodies_are_refused),
         cmocka_unit_test(the_bound_evicts_the_oldest),
         cmocka_unit_test(an_oversized_record_is_refused),

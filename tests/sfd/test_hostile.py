@@ -91,6 +91,19 @@ def main():
                            timeout=60)
         check(p.returncode == 6, "non-operator allowed: rc %d" % p.returncode)
 
+        # Arrivals: out of range, or in a stage that is not synchronizing, are
+        # counted rejections of that record only; the valid and the unmarked
+        # records of the same batch are kept.
+        before = {k: sfd.rejected(k) for k in ("arrival_out_of_range",
+                                                 "arrival_not_synchronizing")}
+        records = sfd.status()["records"]
+        rc, out, p = send(sfd, mode="arrivals", job="ar", world=1)
+        check(rc == 0 and out.get("sent") == "4", "arrivals sender: %s %s" % (out, p.stderr))
+        wait_for(lambda: sfd.status()["records"] == records + 2, "two arrival records kept")
+        for k, v in before.items():
+            check(sfd.rejected(k) == v + 1, "%s not counted once: %s" % (k, sfd.status()))
+        check(sfd.jobs()["ar"]["records"] == 2, "job ar records: %s" % sfd.jobs()["ar"])
+
         holder.stdin.close()
         check(holder.wait(timeout=60) == 0, "holder failed")
         check(sfd.stop() == 0, "sfd did not exit cleanly")

@@ -229,6 +229,41 @@ static void check_families(const char *text, struct family_table *t)
 
 /* ---- tests ----------------------------------------------------------------- */
 
+/* The verdict's rank and lateness per job; nothing for a job without one. */
+static void test_straggler(void **state)
+{
+    (void)state;
+    char *dir = make_dir(), *text, *labels;
+    sf_report *rep = NULL, *clean = NULL;
+
+    assert_int_equal(fixture_report(3, 0, 20000000, &rep), 0);
+    assert_int_equal(fixture_report(3, 0, 20000000, &clean), 0);
+    clean->straggler.present = false;
+    rep->straggler = (sf_straggler){.present = true, .rank = 2, .sync_stage = 1,
+                                    .origin_stage = 0, .arrived_last_steps = 9,
+                                    .eligible_steps = 10, .median_lateness_ns = 14200000,
+                                    .persistence = SF_PERSIST_FIXED, .windows_in_a_row = 3};
+    struct sfd_prom_job jobs[] = {{.job_id = "slow", .latest = rep},
+                                  {.job_id = "clean", .latest = clean}};
+    assert_int_equal(sfd_prom_write(dir, jobs, 2, "standalone", 1), 0);
+    assert_int_equal(promtool_check(dir), 0);
+    text = read_export(dir);
+    assert_true(asprintf(&labels,
+                         "{job_id=\"slow\",sync_stage=\"%s\",origin_stage=\"%s\","
+                         "persistence=\"fixed\"}",
+                         fixture_names[1], fixture_names[0]) > 0);
+    assert_true(sample(text, "stagefrontier_job_straggler_rank", labels) == 2);
+    assert_true(fabs(sample(text, "stagefrontier_job_straggler_lateness_seconds",
+                            "{job_id=\"slow\",rank=\"2\"}") - 0.0142) < 1e-12);
+    assert_false(has_sample(text, "stagefrontier_job_straggler_lateness_seconds",
+                            "{job_id=\"clean\",rank=\"2\"}"));
+    free(labels);
+    free(text);
+    sf_report_free(rep);
+    sf_report_free(clean);
+    remove_dir(dir);
+}
+
 static void test_report_figures(void **state)
 {
     (void)state;
@@ -519,6 +554,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_figures),
+        cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_consistent_across_windows),
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_atomic_rename),

@@ -90,4 +90,17 @@ static inline void numbered_schema(sf_schema *schema, uint32_t stages)
     sf_schema_init(schema, 1, stages, names, NULL, 1);
 }
 
+/* s0 synchronizing (s0, s0.sync_wait, s2, ...), the last the residual;
+ * stages >= 3. */
+static inline void synchronizing_schema(sf_schema *schema, uint32_t stages)
+{
+    static char buf[SF_MAX_STAGES][16];
+    const char *names[SF_MAX_STAGES];
+    for (uint32_t i = 0; i + 1 < stages; i++) {
+        snprintf(buf[i], sizeof buf[i], "s%u", i);
+        names[i] = buf[i];
+    }
+    sf_schema_init_sync(schema, 1, stages - 1, names, NULL, 1, 1);
+}
+
 #endif

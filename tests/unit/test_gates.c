@@ -75,7 +75,7 @@ static void every_key_round_trips(void **state)
             snprintf(buf, sizeof buf, "%.17g", number);
         assert_int_equal(sf_gates_set(&h, key, buf), 0);
     }
-    assert_int_equal(n, 23);
+    assert_int_equal(n, 25);
     assert_memory_equal(&g, &h, sizeof g);
 }
 

@@ -65,6 +65,7 @@ static void run_case(uint64_t seed, bool dense)
         m.rows[i].event_cpu_ns = rand_below(&st, 1000);
         m.rows[i].event_gpu_ns = rand_below(&st, 1000);
         m.rows[i].role = rand_below(&st, 4) ? "trainer" : "eval";
+        m.rows[i].flags = rand_below(&st, 10) == 0 ? SF_ROW_ARRIVAL_MISSING : 0;
     }
     uint32_t *node_of = calloc(ranks, sizeof *node_of);
     bool *dropped = calloc((size_t)steps * ranks, sizeof *dropped);
@@ -74,7 +75,10 @@ static void run_case(uint64_t seed, bool dense)
     for (size_t i = 0; i < (size_t)steps * ranks; i++)
         dropped[i] = rand_below(&st, 20) == 0; /* leaves incomplete steps behind */
     sf_schema schema;
-    numbered_schema(&schema, stages);
+    if (seed % 3 == 0 && stages >= 3)
+        synchronizing_schema(&schema, stages); /* arrival boundaries in the merge */
+    else
+        numbered_schema(&schema, stages);
     sf_window_meta meta = meta_for(ranks + (uint32_t)rand_below(&st, 2));
 
     sf_summary *pool[8];
