@@ -49,6 +49,9 @@ static const struct gate_key gate_keys[] = {
     GATE(dense_max_ranks, GATE_COUNT, SF_MAX_RANKS),
     GATE(straggler_last_share_min, GATE_RATIO, 1),
     GATE(straggler_persist_windows, GATE_COUNT, 1e6),
+    GATE(baseline_windows, GATE_COUNT, 16),
+    GATE(change_alpha, GATE_RATIO, 0.5),
+    GATE(change_min_frac, GATE_RATIO, 1),
     GATE(forward_stage, GATE_NAME, 0),
     GATE(backward_stage, GATE_NAME, 0),
 };
@@ -80,6 +83,9 @@ void sf_gates_default(sf_gates *ret)
         .dense_max_ranks = 1024,
         .straggler_last_share_min = 0.5,
         .straggler_persist_windows = 2,
+        .baseline_windows = 3,
+        .change_alpha = 0.01,
+        .change_min_frac = 0.02,
     };
     strcpy(ret->forward_stage, "model.fwd_loss_cpu_wall");
     strcpy(ret->backward_stage, "model.backward_cpu_wall");
@@ -182,6 +188,8 @@ int sf_gates_validate(const sf_gates *gates)
     if (gates->window_steps < 1 || gates->tau <= 0 || gates->tau > 1)
         return -EINVAL;
     if (gates->dense_max_ranks > SF_MAX_RANKS || gates->straggler_persist_windows < 1)
+        return -EINVAL;
+    if (gates->baseline_windows < 1 || gates->change_alpha <= 0)
         return -EINVAL;
     return 0;
 }

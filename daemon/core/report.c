@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stagefrontier/change.h>
+
 #include "core_internal.h"
 
 struct lead { /* one unique lead: a rank led a boundary at a step */
@@ -465,6 +467,8 @@ void sf_report_free(sf_report *r)
     free(r->suspects);
     free(r->step_leaders);
     free(r->critical_path.chain);
+    sf_change_free(r->change);
+    sf_whatif_free(r->whatif);
     sf_schema_clear(&r->schema);
     free(r);
 }

@@ -253,6 +253,9 @@ typedef struct sf_gates {
     uint32_t suspect_ranks_max, dense_max_ranks;
     double straggler_last_share_min;    /* share of eligible steps a rank must arrive last */
     uint32_t straggler_persist_windows; /* windows in a row that make a verdict "fixed" */
+    /* Change against the job's reference (docs/CHANGE.md). */
+    uint32_t baseline_windows;
+    double change_alpha, change_min_frac;
     char forward_stage[SF_MAX_NAME_LEN + 1];
     char backward_stage[SF_MAX_NAME_LEN + 1];
 } sf_gates;
@@ -395,6 +398,10 @@ typedef struct sf_report {
     uint64_t arrival_missing_steps; /* rank-steps without an arrival mark */
     sf_straggler straggler;
     sf_critical_path critical_path;
+    /* Attached after sf_report_compute by whoever holds the job's reference
+     * (stagefrontier/change.h); owned, freed with the report. */
+    struct sf_change *change;  /* NULL until the job has a reference */
+    struct sf_whatif *whatif;  /* NULL in mergeable mode */
 } sf_report;
 
 /* The straggler history of one job across consecutive windows, held by the

@@ -1,0 +1,294 @@
+/*
+ * What changed in one window against the job's reference (docs/CHANGE.md):
+ * the shift of each stage's per-step advance and of the exposed step, the
+ * route of significant slowdowns, and the ranks that changed. Reads only a
+ * summary and a reference; never touches the report it will be attached to.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stagefrontier/change.h>
+
+void sf_change_free(sf_change *change)
+{
+    free(change);
+}
+
+struct window_steps {
+    uint32_t n;
+    uint32_t *index; /* summary step indices of complete steps */
+    int64_t *advance; /* [S][n], stage-major for the estimator */
+    int64_t *ends;    /* [n] */
+};
+
+static void window_steps_free(struct window_steps *w)
+{
+    free(w->index);
+    free(w->advance);
+    free(w->ends);
+}
+
+static int window_steps_collect(const sf_summary *s, struct window_steps *w)
+{
+    uint32_t S = s->schema.n_stages, ranks = (uint32_t)sf_summary_covered_ranks(s);
+    size_t cap = s->n_steps ? s->n_steps : 1;
+    w->index = malloc(cap * sizeof *w->index);
+    w->advance = malloc(cap * S * sizeof *w->advance);
+    w->ends = malloc(cap * sizeof *w->ends);
+    if (w->index == NULL || w->advance == NULL || w->ends == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < s->n_steps; i++)
+        if (s->steps[i].n_ranks == ranks)
+            w->index[w->n++] = i;
+    if (w->n == 0)
+        return -ENODATA;
+    for (uint32_t t = 0; t < w->n; t++) {
+        const sf_step_summary *st = &s->steps[w->index[t]];
+        int64_t prev = 0;
+        for (uint32_t k = 0; k < S; k++) {
+            w->advance[(size_t)k * w->n + t] = st->prefix_top2[k].v1 - prev;
+            prev = st->prefix_top2[k].v1;
+        }
+        w->ends[t] = prev;
+    }
+    return 0;
+}
+
+/* Reference column of one stage (k < S) or of the exposed step (k == S). */
+static void reference_column(const sf_reference *ref, uint32_t k, int64_t *ret)
+{
+    uint32_t S = ref->n_stages;
+    for (uint32_t t = 0; t < ref->n_steps; t++) {
+        const int64_t *a = &ref->advance[(size_t)t * S];
+        if (k < S) {
+            ret[t] = a[k];
+        } else {
+            int64_t sum = 0;
+            for (uint32_t j = 0; j < S; j++)
+                sum += a[j];
+            ret[t] = sum;
+        }
+    }
+}
+
+static int stage_shifts(sf_change *c, const sf_reference *ref, const struct window_steps *w,
+                        const sf_gates *g)
+{
+    uint32_t S = ref->n_stages;
+    int64_t *x = malloc(((size_t)ref->n_steps + 1) * sizeof *x);
+    if (x == NULL)
+        return -ENOMEM;
+    int rc = 0;
+    for (uint32_t k = 0; k <= S && rc == 0; k++) {
+        reference_column(ref, k, x);
+        const int64_t *y = k < S ? &w->advance[(size_t)k * w->n] : w->ends;
+        sf_shift *out = k < S ? &c->stages[k].shift : &c->step;
+        rc = sf_shift_estimate(x, ref->n_steps, y, w->n, g->change_alpha, out);
+        if (rc == 0 && k < S)
+            c->stages[k].significant = out->p_value < g->change_alpha &&
+                                       llabs(out->delta_ns) >= c->min_effect_ns;
+    }
+    free(x);
+    return rc;
+}
+
+static void route_order(sf_change *c)
+{
+    for (uint32_t k = 0; k < c->n_stages; k++) {
+        if (!c->stages[k].significant || c->stages[k].shift.delta_ns <= 0)
+            continue;
+        uint32_t at = c->n_route++;
+        while (at > 0 && c->stages[c->route[at - 1]].shift.delta_ns < c->stages[k].shift.delta_ns) {
+            c->route[at] = c->route[at - 1];
+            at--;
+        }
+        c->route[at] = k;
+    }
+}
+
+/* Keeps the top suspects by delta (then rank), at most max. */
+static void suspect_insert(sf_change *c, uint32_t max, uint32_t rank, int64_t delta)
+{
+    uint32_t at = c->n_suspects < max ? c->n_suspects++ : max;
+    if (at == max && (max == 0 || delta <= c->suspects[max - 1].delta_ns))
+        return;
+    if (at == max)
+        at = max - 1;
+    while (at > 0 && c->suspects[at - 1].delta_ns < delta) {
+        c->suspects[at] = c->suspects[at - 1];
+        at--;
+    }
+    c->suspects[at] = (sf_change_suspect){.rank = rank, .delta_ns = delta};
+}
+
+static uint32_t suspects_max(const sf_gates *g)
+{
+    uint32_t max = g->suspect_ranks_max;
+    return max < SF_CHANGE_MAX_SUSPECTS ? max : SF_CHANGE_MAX_SUSPECTS;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Mergeable mode: the two ranks that most often uniquely led route[0]'s
+ * boundary (ties to the lower rank); their change against the reference is
+ * unknown (null). */
+static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_steps *w,
+                         const sf_gates *g)
+{
+    uint32_t k = c->route[0], n = 0;
+    uint32_t *leaders = malloc(w->n * sizeof *leaders);
+    if (leaders == NULL)
+        return -ENOMEM;
+    for (uint32_t t = 0; t < w->n; t++) {
+        const sf_top2 *top = &s->steps[w->index[t]].prefix_top2[k];
+        if (top->v1 > top->v2)
+            leaders[n++] = top->r1;
+    }
+    qsort(leaders, n, sizeof *leaders, cmp_u32);
+    uint32_t max = suspects_max(g) < 2 ? suspects_max(g) : 2;
+    sf_change_suspect best[2] = {{SF_NO_RANK, 0}, {SF_NO_RANK, 0}};
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i;
+        while (j < n && leaders[j] == leaders[i])
+            j++;
+        int64_t run = j - i;
+        if (run > best[0].delta_ns) {
+            best[1] = best[0];
+            best[0] = (sf_change_suspect){leaders[i], run};
+        } else if (run > best[1].delta_ns) {
+            best[1] = (sf_change_suspect){leaders[i], run};
+        }
+        i = j;
+    }
+    for (uint32_t j = 0; j < max; j++)
+        if (best[j].rank != SF_NO_RANK)
+            c->suspects[c->n_suspects++] = (sf_change_suspect){best[j].rank, SF_NULL_NS};
+    free(leaders);
+    return 0;
+}
+
+/* Per dense rank and route stage: the shift of its own median duration and
+ * its unique-lead share against the reference. */
+struct rank_change {
+    int64_t own[SF_MAX_STAGES];
+    double lead[SF_MAX_STAGES];
+    bool known;
+};
+
+static void rank_change_one(const sf_summary *s, const sf_reference *ref,
+                            const struct window_steps *w, const sf_change *c, uint32_t x,
+                            int64_t *scratch, struct rank_change *ret)
+{
+    const sf_dense *d = s->dense;
+    uint32_t S = ref->n_stages, rank = d->ranks[x];
+    uint32_t *hit = bsearch(&rank, ref->ranks, ref->n_ranks, sizeof rank, cmp_u32);
+    ret->known = hit != NULL;
+    if (!ret->known)
+        return;
+    size_t ri = (size_t)(hit - ref->ranks);
+    for (uint32_t j = 0; j < c->n_route; j++) {
+        uint32_t k = c->route[j], led = 0;
+        size_t n = 0;
+        for (uint32_t t = 0; t < w->n; t++) {
+            uint32_t i = w->index[t];
+            scratch[n++] = d->d[((size_t)i * d->n_ranks + x) * S + k];
+            const sf_top2 *top = &s->steps[i].prefix_top2[k];
+            led += top->r1 == rank && top->v1 > top->v2;
+        }
+        int64_t base = ref->median_ns[ri * S + k];
+        ret->known = ret->known && base != SF_NULL_NS;
+        ret->own[k] = base == SF_NULL_NS ? 0 : sf_median_i64(scratch, n) - base;
+        ret->lead[k] = (double)led / w->n - ref->lead_share[ri * S + k];
+    }
+}
+
+/* Dense mode: a rank's score is, over the route, its own shift beyond the
+ * cohort's median shift plus the lead share it gained times the stage's
+ * shift. A fault on one rank moves its own duration or its leadership; the
+ * waits it causes on the others move all of them alike. */
+static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference *ref,
+                          const struct window_steps *w, const sf_gates *g)
+{
+    uint32_t R = s->dense->n_ranks;
+    struct rank_change *rc = calloc(R ? R : 1, sizeof *rc);
+    int64_t *scratch = malloc(((size_t)(w->n > R ? w->n : R) + 1) * sizeof *scratch);
+    if (rc == NULL || scratch == NULL) {
+        free(rc);
+        free(scratch);
+        return -ENOMEM;
+    }
+    for (uint32_t x = 0; x < R; x++)
+        rank_change_one(s, ref, w, c, x, scratch, &rc[x]);
+    double score_extra[SF_MAX_STAGES] = {0};
+    int64_t cohort[SF_MAX_STAGES] = {0};
+    for (uint32_t j = 0; j < c->n_route; j++) {
+        uint32_t k = c->route[j];
+        size_t n = 0;
+        for (uint32_t x = 0; x < R; x++)
+            if (rc[x].known)
+                scratch[n++] = rc[x].own[k];
+        cohort[k] = n ? sf_median_i64(scratch, n) : 0;
+        score_extra[k] = (double)c->stages[k].shift.delta_ns;
+    }
+    for (uint32_t x = 0; x < R; x++) {
+        if (!rc[x].known)
+            continue;
+        double score = 0;
+        for (uint32_t j = 0; j < c->n_route; j++) {
+            uint32_t k = c->route[j];
+            score += (double)(rc[x].own[k] - cohort[k]) + rc[x].lead[k] * score_extra[k];
+        }
+        int64_t delta = (int64_t)llround(score);
+        if (delta > 0)
+            suspect_insert(c, suspects_max(g), s->dense->ranks[x], delta);
+    }
+    free(rc);
+    free(scratch);
+    return 0;
+}
+
+int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const sf_gates *gates,
+                      sf_change **ret)
+{
+    const char *why;
+    if (ref == NULL || summary == NULL || gates == NULL || ret == NULL)
+        return -EINVAL;
+    if (sf_reference_check(ref, &summary->schema, summary->meta.world_size, &why) < 0)
+        return -EINVAL;
+    struct window_steps w = {0};
+    sf_change *c = calloc(1, sizeof *c);
+    int rc = c == NULL ? -ENOMEM : window_steps_collect(summary, &w);
+    if (rc < 0)
+        goto fail;
+    c->n_stages = ref->n_stages;
+    c->baseline_n_windows = ref->n_windows;
+    memcpy(c->baseline_windows, ref->windows, sizeof c->baseline_windows);
+    c->baseline_steps = ref->n_steps;
+    c->steps = w.n;
+    c->min_effect_ns = (int64_t)llround(gates->change_min_frac * (double)ref->median_step_ns);
+    if ((rc = stage_shifts(c, ref, &w, gates)) < 0)
+        goto fail;
+    int64_t median_step = sf_median_i64(w.ends, w.n);
+    c->slowdown = ref->median_step_ns > 0 ? (double)median_step / (double)ref->median_step_ns : NAN;
+    route_order(c);
+    c->suspects_dense = summary->dense != NULL && ref->median_ns != NULL;
+    if (c->n_route > 0 && c->suspects_dense)
+        rc = suspects_dense(c, summary, ref, &w, gates);
+    else if (c->n_route > 0)
+        rc = suspects_top2(c, summary, &w, gates);
+    if (rc < 0)
+        goto fail;
+    window_steps_free(&w);
+    *ret = c;
+    return 0;
+fail:
+    window_steps_free(&w);
+    free(c);
+    return rc;
+}

@@ -1,0 +1,194 @@
+/*
+ * The job's reference (docs/CHANGE.md): per complete step the frontier
+ * advance of every stage, and in dense mode per (rank, stage) the median
+ * duration and the share of steps led. Built once from the summaries of the
+ * reference windows and bounded by SF_REF_MAX_STEPS; per-rank figures stay
+ * NULL in mergeable mode, where they cannot be exact.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stagefrontier/change.h>
+
+void sf_reference_free(sf_reference *ref)
+{
+    if (ref == NULL)
+        return;
+    free(ref->advance);
+    free(ref->ranks);
+    free(ref->median_ns);
+    free(ref->lead_share);
+    free(ref);
+}
+
+static bool step_complete(const sf_summary *s, uint32_t i)
+{
+    return s->steps[i].n_ranks == (uint32_t)sf_summary_covered_ranks(s);
+}
+
+static void step_advances(const sf_step_summary *st, uint32_t S, int64_t *ret)
+{
+    int64_t prev = 0;
+    for (uint32_t k = 0; k < S; k++) {
+        ret[k] = st->prefix_top2[k].v1 - prev;
+        prev = st->prefix_top2[k].v1;
+    }
+}
+
+static int collect_advances(sf_reference *ref, const sf_summary *const *w, uint32_t n)
+{
+    uint32_t S = ref->n_stages, total = 0;
+    for (uint32_t j = 0; j < n; j++)
+        for (uint32_t i = 0; i < w[j]->n_steps; i++)
+            total += step_complete(w[j], i);
+    if (total == 0)
+        return -ENODATA;
+    if (total > SF_REF_MAX_STEPS)
+        total = SF_REF_MAX_STEPS;
+    ref->advance = malloc((size_t)total * S * sizeof *ref->advance);
+    int64_t *ends = malloc((size_t)total * sizeof *ends);
+    if (ref->advance == NULL || ends == NULL) {
+        free(ends);
+        return -ENOMEM;
+    }
+    for (uint32_t j = 0; j < n && ref->n_steps < total; j++) {
+        for (uint32_t i = 0; i < w[j]->n_steps && ref->n_steps < total; i++) {
+            if (!step_complete(w[j], i))
+                continue;
+            step_advances(&w[j]->steps[i], S, &ref->advance[(size_t)ref->n_steps * S]);
+            ends[ref->n_steps++] = w[j]->steps[i].prefix_top2[S - 1].v1;
+        }
+    }
+    ref->median_step_ns = sf_median_i64(ends, ref->n_steps);
+    free(ends);
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The sorted union of the windows' dense ranks. */
+static int union_ranks(sf_reference *ref, const sf_summary *const *w, uint32_t n)
+{
+    size_t total = 0;
+    for (uint32_t j = 0; j < n; j++)
+        total += w[j]->dense->n_ranks;
+    uint32_t *all = malloc((total ? total : 1) * sizeof *all);
+    if (all == NULL)
+        return -ENOMEM;
+    size_t k = 0;
+    for (uint32_t j = 0; j < n; j++)
+        for (uint32_t i = 0; i < w[j]->dense->n_ranks; i++)
+            all[k++] = w[j]->dense->ranks[i];
+    qsort(all, total, sizeof *all, cmp_u32);
+    uint32_t u = 0;
+    for (size_t i = 0; i < total; i++)
+        if (u == 0 || all[u - 1] != all[i])
+            all[u++] = all[i];
+    ref->ranks = all;
+    ref->n_ranks = u;
+    return 0;
+}
+
+static int dense_index(const sf_dense *d, uint32_t rank)
+{
+    uint32_t *hit = bsearch(&rank, d->ranks, d->n_ranks, sizeof rank, cmp_u32);
+    return hit == NULL ? -1 : (int)(hit - d->ranks);
+}
+
+/* Medians of every row the rank reported in the reference windows, and its
+ * share of complete steps with a unique lead at each boundary. */
+static void rank_figures(sf_reference *ref, const sf_summary *const *w, uint32_t n, uint32_t ri,
+                         int64_t *scratch)
+{
+    uint32_t S = ref->n_stages, rank = ref->ranks[ri];
+    for (uint32_t k = 0; k < S; k++) {
+        size_t c = 0;
+        uint32_t led = 0, steps = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            const sf_dense *d = w[j]->dense;
+            int x = dense_index(d, rank);
+            for (uint32_t i = 0; i < w[j]->n_steps; i++) {
+                if (x >= 0 && d->present[(size_t)i * d->n_ranks + x])
+                    scratch[c++] = d->d[((size_t)i * d->n_ranks + x) * S + k];
+                if (!step_complete(w[j], i))
+                    continue;
+                const sf_top2 *t = &w[j]->steps[i].prefix_top2[k];
+                steps++;
+                led += t->r1 == rank && t->v1 > t->v2;
+            }
+        }
+        ref->median_ns[(size_t)ri * S + k] = c ? sf_median_i64(scratch, c) : SF_NULL_NS;
+        ref->lead_share[(size_t)ri * S + k] = steps ? (double)led / steps : 0;
+    }
+}
+
+static int collect_ranks(sf_reference *ref, const sf_summary *const *w, uint32_t n)
+{
+    int rc = union_ranks(ref, w, n);
+    if (rc < 0)
+        return rc;
+    size_t cells = (size_t)ref->n_ranks * ref->n_stages, rows = 0;
+    for (uint32_t j = 0; j < n; j++)
+        rows += w[j]->n_steps;
+    ref->median_ns = malloc((cells ? cells : 1) * sizeof *ref->median_ns);
+    ref->lead_share = malloc((cells ? cells : 1) * sizeof *ref->lead_share);
+    int64_t *scratch = malloc((rows ? rows : 1) * sizeof *scratch);
+    if (ref->median_ns == NULL || ref->lead_share == NULL || scratch == NULL) {
+        free(scratch);
+        return -ENOMEM;
+    }
+    for (uint32_t ri = 0; ri < ref->n_ranks; ri++)
+        rank_figures(ref, w, n, ri, scratch);
+    free(scratch);
+    return 0;
+}
+
+int sf_reference_build(const sf_summary *const *windows, uint32_t n, sf_reference **ret)
+{
+    if (windows == NULL || ret == NULL || n == 0 || n > SF_REF_MAX_WINDOWS)
+        return -EINVAL;
+    bool dense = true;
+    for (uint32_t j = 0; j < n; j++) {
+        if (windows[j] == NULL || windows[j]->schema.hash != windows[0]->schema.hash ||
+            windows[j]->meta.world_size != windows[0]->meta.world_size)
+            return -EINVAL;
+        dense = dense && windows[j]->dense != NULL;
+    }
+    sf_reference *ref = calloc(1, sizeof *ref);
+    if (ref == NULL)
+        return -ENOMEM;
+    ref->schema_hash = windows[0]->schema.hash;
+    ref->n_stages = windows[0]->schema.n_stages;
+    ref->world_size = windows[0]->meta.world_size;
+    ref->n_windows = n;
+    for (uint32_t j = 0; j < n; j++)
+        ref->windows[j] = windows[j]->meta.index;
+    int rc = collect_advances(ref, windows, n);
+    if (rc == 0 && dense)
+        rc = collect_ranks(ref, windows, n);
+    if (rc < 0) {
+        sf_reference_free(ref);
+        return rc;
+    }
+    *ret = ref;
+    return 0;
+}
+
+int sf_reference_check(const sf_reference *ref, const sf_schema *schema, uint32_t world_size,
+                       const char **ret_why)
+{
+    if (ref->schema_hash != schema->hash || ref->n_stages != schema->n_stages) {
+        *ret_why = "the baseline has another schema";
+        return -EINVAL;
+    }
+    if (ref->world_size != world_size) {
+        *ret_why = "the baseline has another world size";
+        return -EINVAL;
+    }
+    return 0;
+}

@@ -1,0 +1,239 @@
+/*
+ * The counterfactual what-if of a dense window (docs/CHANGE.md): the window
+ * recomputed with one rank, or one (rank, stage) of the change's route, or
+ * every rank clipped to its basis (reference medians, or the per-step cohort
+ * median without a reference). Without arrival points the other ranks' sync
+ * waits are kept, so each saving is a lower bound. Reads only the summary.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stagefrontier/change.h>
+
+void sf_whatif_free(sf_whatif *whatif)
+{
+    free(whatif);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+struct whatif_work {
+    uint32_t R, S, n_route;
+    const uint32_t *route;
+    int64_t *basis;    /* [R][S]; per step for the cohort basis */
+    int64_t *ref_map;  /* [R][S] reference medians, SF_NULL_NS where unknown */
+    int64_t *scratch;  /* [R] */
+    int64_t *end;      /* [R] P[t,r,S] */
+    int64_t *clipped;  /* [R] P with every stage clipped */
+    __int128 *saved;   /* [R] */
+    __int128 *cell;    /* [n_route][R] */
+    __int128 exposed, ideal;
+};
+
+static void work_free(struct whatif_work *w)
+{
+    free(w->basis);
+    free(w->ref_map);
+    free(w->scratch);
+    free(w->end);
+    free(w->clipped);
+    free(w->saved);
+    free(w->cell);
+}
+
+static int work_alloc(struct whatif_work *w, uint32_t R, uint32_t S, uint32_t n_route)
+{
+    size_t cells = (size_t)R * S;
+    w->R = R;
+    w->S = S;
+    w->n_route = n_route;
+    w->basis = malloc(cells * sizeof *w->basis);
+    w->ref_map = malloc(cells * sizeof *w->ref_map);
+    w->scratch = malloc(R * sizeof *w->scratch);
+    w->end = malloc(R * sizeof *w->end);
+    w->clipped = malloc(R * sizeof *w->clipped);
+    w->saved = calloc(R, sizeof *w->saved);
+    w->cell = calloc((size_t)(n_route ? n_route : 1) * R, sizeof *w->cell);
+    if (!w->basis || !w->ref_map || !w->scratch || !w->end || !w->clipped || !w->saved || !w->cell)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Reference medians per dense rank; SF_NULL_NS for a rank the reference
+ * never saw, which then falls back to the cohort median of each step. */
+static void map_reference(struct whatif_work *w, const sf_dense *d, const sf_reference *ref)
+{
+    for (uint32_t x = 0; x < w->R; x++) {
+        const uint32_t *hit =
+            ref && ref->median_ns
+                ? bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof(uint32_t), cmp_u32)
+                : NULL;
+        for (uint32_t k = 0; k < w->S; k++)
+            w->ref_map[(size_t)x * w->S + k] =
+                hit ? ref->median_ns[(size_t)(hit - ref->ranks) * w->S + k] : SF_NULL_NS;
+    }
+}
+
+static void step_basis(struct whatif_work *w, const int64_t *rows)
+{
+    uint32_t R = w->R, S = w->S;
+    for (uint32_t k = 0; k < S; k++) {
+        int64_t cohort = SF_NULL_NS;
+        for (uint32_t x = 0; x < R; x++) {
+            int64_t b = w->ref_map[(size_t)x * S + k];
+            if (b == SF_NULL_NS) {
+                if (cohort == SF_NULL_NS) {
+                    for (uint32_t y = 0; y < R; y++)
+                        w->scratch[y] = rows[(size_t)y * S + k];
+                    cohort = sf_median_i64(w->scratch, R);
+                }
+                b = cohort;
+            }
+            w->basis[(size_t)x * S + k] = b;
+        }
+    }
+}
+
+static int64_t clip(int64_t d, int64_t basis)
+{
+    return d < basis ? d : basis;
+}
+
+/* One complete step: every rank's end, the end with the rank clipped, and
+ * the end with only one route stage of the rank clipped. */
+static void whatif_step(struct whatif_work *w, const int64_t *rows)
+{
+    uint32_t R = w->R, S = w->S, top = 0;
+    int64_t first = INT64_MIN, second = INT64_MIN, ideal = INT64_MIN;
+    step_basis(w, rows);
+    for (uint32_t x = 0; x < R; x++) {
+        const int64_t *d = &rows[(size_t)x * S], *b = &w->basis[(size_t)x * S];
+        int64_t p = 0, q = 0;
+        for (uint32_t k = 0; k < S; k++) {
+            p += d[k];
+            q += clip(d[k], b[k]);
+        }
+        w->end[x] = p;
+        w->clipped[x] = q;
+        if (q > ideal)
+            ideal = q;
+        if (p > first) {
+            second = first;
+            first = p;
+            top = x;
+        } else if (p > second) {
+            second = p;
+        }
+    }
+    w->exposed += first;
+    w->ideal += ideal;
+    for (uint32_t x = 0; x < R; x++) {
+        int64_t others = x == top ? second : first;
+        int64_t alone = w->clipped[x] > others ? w->clipped[x] : others;
+        w->saved[x] += first - alone;
+        for (uint32_t j = 0; j < w->n_route; j++) {
+            uint32_t k = w->route[j];
+            int64_t d = rows[(size_t)x * S + k];
+            int64_t p = w->end[x] - d + clip(d, w->basis[(size_t)x * S + k]);
+            w->cell[(size_t)j * R + x] += first - (p > others ? p : others);
+        }
+    }
+}
+
+static void list_ranks(sf_whatif *out, const struct whatif_work *w, const sf_dense *d)
+{
+    for (uint32_t x = 0; x < w->R; x++) {
+        if (w->saved[x] <= 0)
+            continue;
+        uint32_t at = out->n_ranks < SF_WHATIF_MAX_RANKS ? out->n_ranks++ : SF_WHATIF_MAX_RANKS;
+        if (at == SF_WHATIF_MAX_RANKS) {
+            if (w->saved[x] <= out->ranks[at - 1].saved_ns)
+                continue;
+            at--;
+        }
+        while (at > 0 && out->ranks[at - 1].saved_ns < w->saved[x]) {
+            out->ranks[at] = out->ranks[at - 1];
+            at--;
+        }
+        __int128 rest = w->exposed - w->saved[x];
+        out->ranks[at] = (sf_whatif_rank){
+            .rank = d->ranks[x],
+            .saved_ns = (int64_t)w->saved[x],
+            .slowdown = rest > 0 ? (double)w->exposed / (double)rest : NAN,
+        };
+    }
+}
+
+static void list_cells(sf_whatif *out, const struct whatif_work *w, const sf_dense *d)
+{
+    for (uint32_t j = 0; j < w->n_route; j++) {
+        for (uint32_t x = 0; x < w->R; x++) {
+            __int128 v = w->cell[(size_t)j * w->R + x];
+            if (v <= 0)
+                continue;
+            uint32_t at = out->n_cells < SF_WHATIF_MAX_CELLS ? out->n_cells++ : SF_WHATIF_MAX_CELLS;
+            if (at == SF_WHATIF_MAX_CELLS) {
+                if (v <= out->cells[at - 1].saved_ns)
+                    continue;
+                at--;
+            }
+            while (at > 0 && out->cells[at - 1].saved_ns < v) {
+                out->cells[at] = out->cells[at - 1];
+                at--;
+            }
+            out->cells[at] = (sf_whatif_cell){d->ranks[x], w->route[j], (int64_t)v};
+        }
+    }
+}
+
+int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const sf_change *change,
+                      sf_whatif **ret)
+{
+    if (summary == NULL || ret == NULL)
+        return -EINVAL;
+    const sf_dense *d = summary->dense;
+    if (d == NULL)
+        return -ENOTSUP;
+    const char *why;
+    if (ref != NULL && sf_reference_check(ref, &summary->schema, summary->meta.world_size, &why))
+        return -EINVAL;
+    uint32_t S = summary->schema.n_stages, R = d->n_ranks, steps = 0;
+    struct whatif_work w = {.route = change ? change->route : NULL};
+    sf_whatif *out = calloc(1, sizeof *out);
+    int rc = out == NULL ? -ENOMEM : work_alloc(&w, R, S, change ? change->n_route : 0);
+    if (rc < 0)
+        goto fail;
+    map_reference(&w, d, ref);
+    for (uint32_t i = 0; i < summary->n_steps; i++) {
+        if (summary->steps[i].n_ranks != R)
+            continue;
+        whatif_step(&w, &d->d[(size_t)i * R * S]);
+        steps++;
+    }
+    if (steps == 0) {
+        rc = -ENODATA;
+        goto fail;
+    }
+    out->basis = ref && ref->median_ns ? SF_WHATIF_REFERENCE : SF_WHATIF_COHORT;
+    out->lower_bound = true; /* no arrival points: sync waits are clipped, not recomputed */
+    out->exposed_ns = w.exposed;
+    out->ideal_ns = w.ideal;
+    out->slowdown = w.ideal > 0 ? (double)w.exposed / (double)w.ideal : NAN;
+    out->waste_rank_s =
+        isnan(out->slowdown) ? NAN : (1 - 1 / out->slowdown) * R * ((double)w.exposed / 1e9);
+    list_ranks(out, &w, d);
+    list_cells(out, &w, d);
+    work_free(&w);
+    *ret = out;
+    return 0;
+fail:
+    work_free(&w);
+    free(out);
+    return rc;
+}

@@ -1,0 +1,140 @@
+/*
+ * StageFrontier change against a reference, and the counterfactual what-if
+ * (docs/CHANGE.md). Pure like the rest of the core: no I/O, no clocks, no
+ * globals, deterministic. The reference is built from the summaries of the
+ * job's reference windows; the change and the what-if are computed from one
+ * window's summary and attached to its report.
+ */
+#ifndef STAGEFRONTIER_CHANGE_H
+#define STAGEFRONTIER_CHANGE_H
+
+#include <stagefrontier/accounting.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SF_REF_MAX_WINDOWS 16
+#define SF_REF_MAX_STEPS 8192      /* complete steps kept in a reference */
+#define SF_CHANGE_MAX_SUSPECTS 8
+#define SF_WHATIF_MAX_RANKS 8      /* ranks listed, largest saving first */
+#define SF_WHATIF_MAX_CELLS 16     /* (rank, stage) pairs listed */
+
+/* The compact, bounded reference of a job: per complete step the frontier
+ * advance of every stage, and in dense mode per (rank, stage) the median
+ * duration and the share of steps the rank uniquely led the stage's
+ * boundary. In mergeable mode the per-rank arrays are NULL: nothing about a
+ * single rank can be exact there. */
+typedef struct sf_reference {
+    uint64_t schema_hash;
+    uint32_t n_stages;
+    uint32_t world_size;
+    uint32_t n_windows;
+    int64_t windows[SF_REF_MAX_WINDOWS]; /* window indices, as given */
+    uint32_t n_steps;
+    int64_t *advance;       /* [n_steps][n_stages] */
+    int64_t median_step_ns; /* median exposed step (F at the last boundary) */
+    uint32_t n_ranks;       /* 0 in mergeable mode */
+    uint32_t *ranks;        /* sorted */
+    int64_t *median_ns;     /* [n_ranks][n_stages] */
+    double *lead_share;     /* [n_ranks][n_stages] */
+} sf_reference;
+
+/* Builds the reference from the summaries of its windows (any order, at most
+ * SF_REF_MAX_WINDOWS). All must share schema hash and world size (-EINVAL);
+ * -ENODATA when no window has a complete step. Dense iff every summary is. */
+int sf_reference_build(const sf_summary *const *windows, uint32_t n, sf_reference **ret);
+void sf_reference_free(sf_reference *ref);
+/* Checks that a reference fits a window's schema and world size: 0, or
+ * -EINVAL with a static reason in *ret_why. */
+int sf_reference_check(const sf_reference *ref, const sf_schema *schema, uint32_t world_size,
+                       const char **ret_why);
+
+/* ---- shift estimation ------------------------------------------------- */
+
+typedef struct sf_shift {
+    int64_t delta_ns;            /* Hodges-Lehmann shift of y against x */
+    int64_t ci_low_ns, ci_high_ns; /* rank-based (Moses) interval at 1 - alpha */
+    double p_value;              /* two-sided Mann-Whitney, normal approximation */
+} sf_shift;
+
+/* The shift of sample y against sample x. Both need at least one value;
+ * the inputs are not modified. -EINVAL on bad arguments, -ENOMEM. */
+int sf_shift_estimate(const int64_t *x, size_t m, const int64_t *y, size_t n, double alpha,
+                      sf_shift *ret);
+
+/* ---- change of one window ---------------------------------------------- */
+
+typedef struct sf_stage_change {
+    sf_shift shift;
+    bool significant; /* p < change_alpha and |shift| >= change_min_frac x ref step */
+} sf_stage_change;
+
+typedef struct sf_change_suspect {
+    uint32_t rank;
+    int64_t delta_ns; /* SF_NULL_NS when only leadership is known (mergeable mode) */
+} sf_change_suspect;
+
+typedef struct sf_change {
+    uint32_t n_stages;
+    uint32_t baseline_n_windows;
+    int64_t baseline_windows[SF_REF_MAX_WINDOWS];
+    uint32_t baseline_steps;
+    uint32_t steps;          /* complete steps of the window */
+    sf_shift step;           /* shift of the exposed step time */
+    double slowdown;         /* median step over the reference median step; NaN if undefined */
+    int64_t min_effect_ns;
+    sf_stage_change stages[SF_MAX_STAGES];
+    uint32_t n_route;
+    uint32_t route[SF_MAX_STAGES]; /* significant positive shifts, largest first */
+    bool suspects_dense;           /* false: top-2 leaders of route[0] (mergeable mode) */
+    uint32_t n_suspects;
+    sf_change_suspect suspects[SF_CHANGE_MAX_SUSPECTS];
+} sf_change;
+
+/* The change of a window against the reference. -EINVAL when the reference
+ * does not fit the window (see sf_reference_check), -ENODATA when the window
+ * has no complete step. */
+int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const sf_gates *gates,
+                      sf_change **ret);
+void sf_change_free(sf_change *change);
+
+/* ---- counterfactual what-if -------------------------------------------- */
+
+enum sf_whatif_basis { SF_WHATIF_REFERENCE, SF_WHATIF_COHORT };
+
+typedef struct sf_whatif_rank {
+    uint32_t rank;
+    int64_t saved_ns;
+    double slowdown; /* S_r: exposed over exposed with r at its basis */
+} sf_whatif_rank;
+
+typedef struct sf_whatif_cell {
+    uint32_t rank, stage;
+    int64_t saved_ns;
+} sf_whatif_cell;
+
+typedef struct sf_whatif {
+    enum sf_whatif_basis basis;
+    bool lower_bound;        /* clipped: other ranks' sync waits are kept */
+    __int128 exposed_ns, ideal_ns;
+    double slowdown;         /* S = exposed / ideal */
+    double waste_rank_s;     /* (1 - 1/S) x ranks x window seconds */
+    uint32_t n_ranks;
+    sf_whatif_rank ranks[SF_WHATIF_MAX_RANKS];
+    uint32_t n_cells;
+    sf_whatif_cell cells[SF_WHATIF_MAX_CELLS];
+} sf_whatif;
+
+/* The what-if of a dense window: each rank, and each (rank, stage) of the
+ * change's route, with its durations clipped to its reference medians, or to
+ * the per-step cohort median when ref is NULL. -ENOTSUP in mergeable mode,
+ * -ENODATA without a complete step. change may be NULL. */
+int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const sf_change *change,
+                      sf_whatif **ret);
+void sf_whatif_free(sf_whatif *whatif);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,378 @@
+/*
+ * The change against a reference and the what-if (docs/CHANGE.md): the
+ * shift estimator on fixtures with exact numbers, the false-alarm rate over
+ * seeded resamplings of a clean window, power on a known shift, mergeable
+ * nulls, and the clipped what-if on exact fixtures.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stagefrontier/change.h>
+
+#include "matrix.h"
+
+/* ---- the estimator ------------------------------------------------------ */
+
+static void shift_small_fixture(void **state)
+{
+    (void)state;
+    /* y - x: 1 2 3 3 4 5; U = 6, sigma^2 = 3, no ties */
+    int64_t x[] = {3, 1, 2}, y[] = {6, 4};
+    sf_shift s;
+    assert_int_equal(sf_shift_estimate(x, 3, y, 2, 0.01, &s), 0);
+    assert_int_equal(s.delta_ns, 3);
+    assert_int_equal(s.ci_low_ns, 1); /* the interval covers every difference */
+    assert_int_equal(s.ci_high_ns, 5);
+    assert_true(fabs(s.p_value - erfc(2.5 / sqrt(3.0) / M_SQRT2)) < 1e-12);
+    assert_int_equal(x[0], 3); /* inputs untouched */
+}
+
+static void shift_interval_fixture(void **state)
+{
+    (void)state;
+    /* x = 0..9, y = 5..14: differences 5 + (j - i), 10 - |d| of each;
+     * ties at 5..9 (five pairs of two). */
+    int64_t x[10], y[10];
+    for (int i = 0; i < 10; i++) {
+        x[i] = i;
+        y[i] = 5 + i;
+    }
+    sf_shift s;
+    assert_int_equal(sf_shift_estimate(x, 10, y, 10, 0.05, &s), 0);
+    assert_int_equal(s.delta_ns, 5);
+    /* k = floor(50 - 1.96 sigma) = 24: the 24th and 77th differences */
+    assert_int_equal(s.ci_low_ns, 2);
+    assert_int_equal(s.ci_high_ns, 8);
+    double var = 100.0 / 12 * (21 - 30.0 / (20 * 19));
+    assert_true(fabs(s.p_value - erfc(37 / sqrt(var) / M_SQRT2)) < 1e-12);
+    /* the reverse shift mirrors it */
+    assert_int_equal(sf_shift_estimate(y, 10, x, 10, 0.05, &s), 0);
+    assert_int_equal(s.delta_ns, -5);
+    assert_int_equal(s.ci_low_ns, -8);
+    assert_int_equal(s.ci_high_ns, -2);
+}
+
+static void shift_rejects_bad_input(void **state)
+{
+    (void)state;
+    int64_t x[] = {1};
+    sf_shift s;
+    assert_int_equal(sf_shift_estimate(x, 0, x, 1, 0.01, &s), -EINVAL);
+    assert_int_equal(sf_shift_estimate(x, 1, x, 1, 0, &s), -EINVAL);
+    assert_int_equal(sf_shift_estimate(x, 1, x, 1, 1, &s), -EINVAL);
+    assert_int_equal(sf_shift_estimate(x, 1, x, 1, 0.01, &s), 0);
+    assert_int_equal(s.delta_ns, 0);
+    assert_true(s.p_value == 1);
+}
+
+/* ---- windows of a job ---------------------------------------------------- */
+
+#define RANKS 4
+#define STAGES 6
+#define WSTEPS 100
+
+/* A clean step of one rank: stage k near 10 ms * (k + 1) with jitter. */
+static void clean_step(uint64_t *st, int64_t *d)
+{
+    for (uint32_t k = 0; k < STAGES; k++)
+        d[k] = 10000000 * (int64_t)(k + 1) + rand_below(st, 2000000);
+}
+
+static struct matrix clean_matrix(uint64_t seed, uint32_t steps)
+{
+    struct matrix m = matrix_new(steps, RANKS, STAGES);
+    uint64_t st = seed;
+    for (uint32_t t = 0; t < steps; t++)
+        for (uint32_t r = 0; r < RANKS; r++)
+            clean_step(&st, cell(&m, t, r));
+    return m;
+}
+
+static sf_summary *window_summary(const sf_schema *schema, struct matrix *m, uint32_t first,
+                                  int64_t index, bool dense)
+{
+    sf_window_meta meta = {.index = index, .first_step = 0, .last_step = SF_MAX_WINDOW_STEPS - 1,
+                           .world_size = RANKS};
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(schema, &meta, &m->rows[(size_t)first * RANKS],
+                                      (size_t)WSTEPS * RANKS, dense, &s),
+                     0);
+    return s;
+}
+
+static sf_reference *reference_of(const sf_schema *schema, struct matrix *m, bool dense)
+{
+    sf_summary *w[3];
+    for (int j = 0; j < 3; j++)
+        w[j] = window_summary(schema, m, (uint32_t)j * WSTEPS, j, dense);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    for (int j = 0; j < 3; j++)
+        sf_summary_free(w[j]);
+    return ref;
+}
+
+/* A window of WSTEPS steps drawn with replacement from the clean steps. */
+static void resample(struct matrix *src, struct matrix *dst, uint64_t seed)
+{
+    uint64_t st = seed;
+    for (uint32_t t = 0; t < WSTEPS; t++) {
+        uint32_t from = (uint32_t)rand_below(&st, src->steps);
+        memcpy(cell(dst, t, 0), cell(src, from, 0), sizeof(int64_t) * RANKS * STAGES);
+    }
+}
+
+static void reference_is_compact(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, STAGES);
+    struct matrix m = clean_matrix(7, 3 * WSTEPS);
+    sf_reference *ref = reference_of(&schema, &m, true);
+    assert_int_equal(ref->n_windows, 3);
+    assert_int_equal(ref->windows[2], 2);
+    assert_int_equal(ref->n_steps, 3 * WSTEPS);
+    assert_int_equal(ref->n_ranks, RANKS);
+    /* the first step's advances telescope to its frontier */
+    int64_t sum = 0, best = 0;
+    for (uint32_t k = 0; k < STAGES; k++)
+        sum += ref->advance[k];
+    for (uint32_t r = 0; r < RANKS; r++) {
+        int64_t p = 0;
+        for (uint32_t k = 0; k < STAGES; k++)
+            p += cell(&m, 0, r)[k];
+        best = p > best ? p : best;
+    }
+    assert_int_equal(sum, best);
+    /* rank 2, stage 3: the median of its 300 durations */
+    int64_t v[3 * WSTEPS];
+    for (uint32_t t = 0; t < 3 * WSTEPS; t++)
+        v[t] = cell(&m, t, 2)[3];
+    assert_int_equal(ref->median_ns[2 * STAGES + 3], sf_median_i64(v, 3 * WSTEPS));
+    const char *why;
+    assert_int_equal(sf_reference_check(ref, &schema, RANKS + 1, &why), -EINVAL);
+    assert_string_equal(why, "the baseline has another world size");
+    sf_schema other;
+    numbered_schema(&other, STAGES - 1);
+    assert_int_equal(sf_reference_check(ref, &other, RANKS, &why), -EINVAL);
+    assert_string_equal(why, "the baseline has another schema");
+    sf_reference_free(ref);
+    matrix_free(&m);
+    sf_schema_clear(&schema);
+    sf_schema_clear(&other);
+}
+
+static void clean_windows_rarely_flagged(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, STAGES);
+    sf_gates g;
+    sf_gates_default(&g);
+    sf_gates raw = g;
+    raw.change_min_frac = 0; /* the rank test alone */
+    struct matrix m = clean_matrix(11, 3 * WSTEPS), win = matrix_new(WSTEPS, RANKS, STAGES);
+    sf_reference *ref = reference_of(&schema, &m, true);
+    uint32_t flagged = 0, stage_hits = 0, trials = 1000;
+    for (uint64_t seed = 1; seed <= trials; seed++) {
+        resample(&m, &win, seed);
+        sf_summary *s = window_summary(&schema, &win, 0, 5, true);
+        sf_change *c = NULL, *c_raw = NULL;
+        assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+        assert_int_equal(sf_change_compute(ref, s, &raw, &c_raw), 0);
+        flagged += c->n_route > 0;
+        stage_hits += c_raw->stages[2].significant;
+        sf_change_free(c);
+        sf_change_free(c_raw);
+        sf_summary_free(s);
+    }
+    print_message("clean: %u flagged, %u raw stage hits of %u\n", flagged, stage_hits, trials);
+    /* at most alpha of clean windows, and the rank test alone keeps its level */
+    assert_true(flagged <= (uint32_t)(g.change_alpha * trials));
+    assert_true(stage_hits <= (uint32_t)(g.change_alpha * trials));
+    sf_reference_free(ref);
+    matrix_free(&m);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
+/* A one-rank slowdown of frac of the clean step in one stage. */
+static void inject(struct matrix *m, uint32_t rank, uint32_t stage, double frac)
+{
+    int64_t step = 0;
+    for (uint32_t k = 0; k < STAGES; k++)
+        step += 10000000 * (int64_t)(k + 1);
+    for (uint32_t t = 0; t < m->steps; t++)
+        cell(m, t, rank)[stage] += (int64_t)(frac * (double)step);
+}
+
+static void power_on_known_shift(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, STAGES);
+    sf_gates g;
+    sf_gates_default(&g);
+    struct matrix m = clean_matrix(3, 3 * WSTEPS), win = matrix_new(WSTEPS, RANKS, STAGES);
+    sf_reference *ref = reference_of(&schema, &m, true);
+    uint32_t routed = 0, named = 0, trials = 50;
+    for (uint64_t seed = 1; seed <= trials; seed++) {
+        resample(&m, &win, seed * 7919);
+        inject(&win, 3, 1, 0.05);
+        sf_summary *s = window_summary(&schema, &win, 0, 9, true);
+        sf_change *c = NULL;
+        assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+        routed += c->n_route > 0 && c->route[0] == 1;
+        named += c->n_suspects > 0 && c->suspects[0].rank == 3;
+        assert_true(c->suspects_dense);
+        assert_true(c->slowdown > 1.0);
+        assert_true(c->stages[1].shift.ci_low_ns <= c->stages[1].shift.delta_ns);
+        assert_true(c->stages[1].shift.delta_ns <= c->stages[1].shift.ci_high_ns);
+        sf_change_free(c);
+        sf_summary_free(s);
+    }
+    assert_true(routed >= trials * 95 / 100);
+    assert_true(named >= trials * 95 / 100);
+    sf_reference_free(ref);
+    matrix_free(&m);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
+static void mergeable_mode_nulls(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, STAGES);
+    sf_gates g;
+    sf_gates_default(&g);
+    struct matrix m = clean_matrix(5, 3 * WSTEPS), win = matrix_new(WSTEPS, RANKS, STAGES);
+    sf_reference *ref = reference_of(&schema, &m, false);
+    assert_null(ref->median_ns);
+    assert_null(ref->lead_share);
+    assert_int_equal(ref->n_ranks, 0);
+    resample(&m, &win, 99);
+    inject(&win, 2, 4, 0.25);
+    sf_summary *s = window_summary(&schema, &win, 0, 4, false);
+    sf_change *c = NULL;
+    assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+    assert_true(c->n_route > 0);
+    assert_int_equal(c->route[0], 4);
+    assert_false(c->suspects_dense);
+    assert_true(c->n_suspects >= 1 && c->n_suspects <= 2);
+    assert_int_equal(c->suspects[0].rank, 2); /* it leads boundary 4 every step */
+    for (uint32_t i = 0; i < c->n_suspects; i++)
+        assert_true(c->suspects[i].delta_ns == SF_NULL_NS);
+    sf_whatif *wi = NULL;
+    assert_int_equal(sf_whatif_compute(s, ref, c, &wi), -ENOTSUP);
+    sf_change_free(c);
+    sf_summary_free(s);
+    sf_reference_free(ref);
+    matrix_free(&m);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
+/* ---- the what-if ----------------------------------------------------------- */
+
+static sf_summary *two_rank_summary(const sf_schema *schema, const int64_t (*d)[2][2],
+                                    uint32_t steps, int64_t index)
+{
+    sf_row rows[8];
+    for (uint32_t t = 0; t < steps; t++)
+        for (uint32_t r = 0; r < 2; r++)
+            rows[t * 2 + r] = (sf_row){.step = t, .rank = r, .d = d[t][r]};
+    sf_window_meta meta = {.index = index, .last_step = 100, .world_size = 2};
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(schema, &meta, rows, steps * 2, true, &s), 0);
+    return s;
+}
+
+static void whatif_fixture(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, 2);
+    static const int64_t clean[3][2][2] = {{{10, 10}, {10, 10}}, {{10, 10}, {10, 10}},
+                                           {{10, 10}, {10, 10}}};
+    /* rank 1 is 20 ns slow in stage 0; no one waits for it */
+    static const int64_t slow[2][2][2] = {{{10, 10}, {30, 10}}, {{10, 10}, {30, 10}}};
+    sf_summary *rs = two_rank_summary(&schema, clean, 3, 0);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)&rs, 1, &ref), 0);
+    sf_summary *s = two_rank_summary(&schema, slow, 2, 1);
+    sf_change route = {.n_stages = 2, .n_route = 1, .route = {0}};
+    sf_whatif *w = NULL;
+    assert_int_equal(sf_whatif_compute(s, ref, &route, &w), 0);
+    assert_int_equal(w->basis, SF_WHATIF_REFERENCE);
+    assert_true(w->lower_bound);
+    assert_true(w->exposed_ns == 80 && w->ideal_ns == 40);
+    assert_true(w->slowdown == 2.0);
+    assert_true(fabs(w->waste_rank_s - 0.5 * 2 * 80e-9) < 1e-18);
+    assert_int_equal(w->n_ranks, 1); /* rank 0 saves nothing */
+    assert_int_equal(w->ranks[0].rank, 1);
+    assert_int_equal(w->ranks[0].saved_ns, 40);
+    assert_true(w->ranks[0].slowdown == 2.0);
+    assert_int_equal(w->n_cells, 1);
+    assert_int_equal(w->cells[0].rank, 1);
+    assert_int_equal(w->cells[0].stage, 0);
+    assert_int_equal(w->cells[0].saved_ns, 40);
+    sf_whatif_free(w);
+    /* no reference: each step's cohort median, lo + (hi - lo) / 2 = 20 */
+    assert_int_equal(sf_whatif_compute(s, NULL, NULL, &w), 0);
+    assert_int_equal(w->basis, SF_WHATIF_COHORT);
+    assert_int_equal(w->n_ranks, 1);
+    assert_int_equal(w->ranks[0].saved_ns, 20);
+    assert_true(w->ideal_ns == 60);
+    assert_int_equal(w->n_cells, 0);
+    sf_whatif_free(w);
+    sf_summary_free(s);
+    sf_summary_free(rs);
+    sf_reference_free(ref);
+    sf_schema_clear(&schema);
+}
+
+static void whatif_without_arrival_points_is_a_lower_bound(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, 2);
+    static const int64_t clean[1][2][2] = {{{10, 10}, {10, 10}}};
+    /* rank 1 is slow in stage 0 and rank 0 waits for it inside stage 1 */
+    static const int64_t synced[1][2][2] = {{{10, 30}, {30, 10}}};
+    sf_summary *rs = two_rank_summary(&schema, clean, 1, 0);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)&rs, 1, &ref), 0);
+    sf_summary *s = two_rank_summary(&schema, synced, 1, 1);
+    sf_whatif *w = NULL;
+    assert_int_equal(sf_whatif_compute(s, ref, NULL, &w), 0);
+    /* clipping rank 1 alone keeps rank 0's wait: nothing saved, a lower bound */
+    assert_int_equal(w->n_ranks, 0);
+    /* every rank at its reference: the ideal step is 20 */
+    assert_true(w->ideal_ns == 20);
+    assert_true(w->slowdown == 2.0);
+    sf_whatif_free(w);
+    sf_summary_free(s);
+    sf_summary_free(rs);
+    sf_reference_free(ref);
+    sf_schema_clear(&schema);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(shift_small_fixture),
+        cmocka_unit_test(shift_interval_fixture),
+        cmocka_unit_test(shift_rejects_bad_input),
+        cmocka_unit_test(reference_is_compact),
+        cmocka_unit_test(clean_windows_rarely_flagged),
+        cmocka_unit_test(power_on_known_shift),
+        cmocka_unit_test(mergeable_mode_nulls),
+        cmocka_unit_test(whatif_fixture),
+        cmocka_unit_test(whatif_without_arrival_points_is_a_lower_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
