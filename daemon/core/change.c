@@ -204,7 +204,7 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
         int64_t base = ref->median_ns[ri * S + k];
         ret->known = ret->known && base != SF_NULL_NS;
         ret->own[k] = base == SF_NULL_NS ? 0 : sf_median_i64(scratch, n) - base;
-        ret->lead[k] = (double)led / w->n - ref->lead_share[ri * S + k];
+        ret->lead[k] = (double)led / w->n - (double)ref->lead_steps[ri * S + k] / ref->n_steps;
     }
 }
 
@@ -291,4 +291,39 @@ fail:
     window_steps_free(&w);
     free(c);
     return rc;
+}
+
+int sf_report_attach_change(sf_report *report, const sf_summary *summary, const sf_reference *ref)
+{
+    if (report == NULL || summary == NULL)
+        return -EINVAL;
+    sf_change *c = NULL;
+    sf_whatif *w = NULL;
+    int rc = 0;
+    if (ref != NULL && report->steps > 0)
+        rc = sf_change_compute(ref, summary, &report->gates, &c);
+    if (rc == 0 && summary->dense != NULL && report->steps > 0)
+        rc = sf_whatif_compute(summary, ref, c, &w);
+    if (rc < 0) {
+        sf_change_free(c);
+        return rc;
+    }
+    sf_change_free(report->change);
+    sf_whatif_free(report->whatif);
+    report->change = c;
+    report->whatif = w;
+    return 0;
+}
+
+/* Downgrades that say the window's data is incomplete or suspect; those that
+ * only say how to read it (shares, floor, one rank) do not bar a reference. */
+#define REFERENCE_BARRED                                                                           \
+    ((1u << SF_DG_MISSING_RANKS) | (1u << SF_DG_INCOMPLETE_STEPS) |                                \
+     (1u << SF_DG_DROPPED_RECORDS) | (1u << SF_DG_CONTRACT_VIOLATIONS) |                          \
+     (1u << SF_DG_NON_MONOTONIC_TIME) | (1u << SF_DG_LATE_OR_FAILED_SUMMARY) |                     \
+     (1u << SF_DG_WINDOW_CLOSED_EARLY) | (1u << SF_DG_WINDOW_PARTIAL))
+
+bool sf_reference_eligible(const sf_report *report)
+{
+    return report != NULL && report->steps > 0 && (report->downgrades & REFERENCE_BARRED) == 0;
 }

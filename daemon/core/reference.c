@@ -18,7 +18,7 @@ void sf_reference_free(sf_reference *ref)
     free(ref->advance);
     free(ref->ranks);
     free(ref->median_ns);
-    free(ref->lead_share);
+    free(ref->lead_steps);
     free(ref);
 }
 
@@ -47,22 +47,44 @@ static int collect_advances(sf_reference *ref, const sf_summary *const *w, uint3
     if (total > SF_REF_MAX_STEPS)
         total = SF_REF_MAX_STEPS;
     ref->advance = malloc((size_t)total * S * sizeof *ref->advance);
-    int64_t *ends = malloc((size_t)total * sizeof *ends);
-    if (ref->advance == NULL || ends == NULL) {
-        free(ends);
+    if (ref->advance == NULL)
         return -ENOMEM;
-    }
     for (uint32_t j = 0; j < n && ref->n_steps < total; j++) {
         for (uint32_t i = 0; i < w[j]->n_steps && ref->n_steps < total; i++) {
             if (!step_complete(w[j], i))
                 continue;
             step_advances(&w[j]->steps[i], S, &ref->advance[(size_t)ref->n_steps * S]);
-            ends[ref->n_steps++] = w[j]->steps[i].prefix_top2[S - 1].v1;
+            ref->n_steps++;
         }
+    }
+    return sf_reference_finish(ref);
+}
+
+int sf_reference_finish(sf_reference *ref)
+{
+    uint32_t S = ref->n_stages;
+    if (ref->n_steps == 0)
+        return -ENODATA;
+    int64_t *ends = malloc(ref->n_steps * sizeof *ends);
+    if (ends == NULL)
+        return -ENOMEM;
+    for (uint32_t t = 0; t < ref->n_steps; t++) {
+        int64_t sum = 0;
+        for (uint32_t k = 0; k < S; k++)
+            sum += ref->advance[(size_t)t * S + k];
+        ends[t] = sum;
     }
     ref->median_step_ns = sf_median_i64(ends, ref->n_steps);
     free(ends);
     return 0;
+}
+
+bool sf_reference_applies(const sf_reference *ref, const sf_window_meta *meta)
+{
+    int64_t last = ref->windows[0];
+    for (uint32_t j = 1; j < ref->n_windows; j++)
+        last = ref->windows[j] > last ? ref->windows[j] : last;
+    return meta->segment > ref->segment || (meta->segment == ref->segment && meta->index > last);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -108,7 +130,7 @@ static void rank_figures(sf_reference *ref, const sf_summary *const *w, uint32_t
     uint32_t S = ref->n_stages, rank = ref->ranks[ri];
     for (uint32_t k = 0; k < S; k++) {
         size_t c = 0;
-        uint32_t led = 0, steps = 0;
+        uint32_t led = 0;
         for (uint32_t j = 0; j < n; j++) {
             const sf_dense *d = w[j]->dense;
             int x = dense_index(d, rank);
@@ -118,12 +140,11 @@ static void rank_figures(sf_reference *ref, const sf_summary *const *w, uint32_t
                 if (!step_complete(w[j], i))
                     continue;
                 const sf_top2 *t = &w[j]->steps[i].prefix_top2[k];
-                steps++;
                 led += t->r1 == rank && t->v1 > t->v2;
             }
         }
         ref->median_ns[(size_t)ri * S + k] = c ? sf_median_i64(scratch, c) : SF_NULL_NS;
-        ref->lead_share[(size_t)ri * S + k] = steps ? (double)led / steps : 0;
+        ref->lead_steps[(size_t)ri * S + k] = led;
     }
 }
 
@@ -136,9 +157,9 @@ static int collect_ranks(sf_reference *ref, const sf_summary *const *w, uint32_t
     for (uint32_t j = 0; j < n; j++)
         rows += w[j]->n_steps;
     ref->median_ns = malloc((cells ? cells : 1) * sizeof *ref->median_ns);
-    ref->lead_share = malloc((cells ? cells : 1) * sizeof *ref->lead_share);
+    ref->lead_steps = malloc((cells ? cells : 1) * sizeof *ref->lead_steps);
     int64_t *scratch = malloc((rows ? rows : 1) * sizeof *scratch);
-    if (ref->median_ns == NULL || ref->lead_share == NULL || scratch == NULL) {
+    if (ref->median_ns == NULL || ref->lead_steps == NULL || scratch == NULL) {
         free(scratch);
         return -ENOMEM;
     }
@@ -168,6 +189,7 @@ int sf_reference_build(const sf_summary *const *windows, uint32_t n, sf_referenc
     ref->n_windows = n;
     for (uint32_t j = 0; j < n; j++)
         ref->windows[j] = windows[j]->meta.index;
+    ref->segment = windows[n - 1]->meta.segment;
     int rc = collect_advances(ref, windows, n);
     if (rc == 0 && dense)
         rc = collect_ranks(ref, windows, n);
@@ -191,4 +213,31 @@ int sf_reference_check(const sf_reference *ref, const sf_schema *schema, uint32_
         return -EINVAL;
     }
     return 0;
+}
+
+void sf_reference_collector_clear(sf_reference_collector *c)
+{
+    for (uint32_t i = 0; i < c->n; i++)
+        sf_summary_free(c->pending[i]);
+    c->n = 0;
+}
+
+int sf_reference_collect(sf_reference_collector *c, const sf_summary *summary,
+                         const sf_report *report, sf_reference **ret)
+{
+    if (c == NULL || summary == NULL || ret == NULL || c->want < 1 || c->want > SF_REF_MAX_WINDOWS)
+        return -EINVAL;
+    if (!sf_reference_eligible(report))
+        return 0;
+    if (c->n > 0 && (c->pending[0]->schema.hash != summary->schema.hash ||
+                     c->pending[0]->meta.world_size != summary->meta.world_size))
+        sf_reference_collector_clear(c); /* the job changed shape: start over */
+    int rc = sf_summary_clone(summary, &c->pending[c->n]);
+    if (rc < 0)
+        return rc;
+    if (++c->n < c->want)
+        return 0;
+    rc = sf_reference_build((const sf_summary *const *)c->pending, c->n, ret);
+    sf_reference_collector_clear(c);
+    return rc < 0 ? rc : 1;
 }

@@ -80,6 +80,7 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
                 (long long)key->window, strerror(-r));
         return;
     }
+    sfd_baseline_attach(job, merged, report);
     r = remote ? sfd_job_store_remote_report(job, report) : sfd_job_store_report(job, report);
     if (r < 0)      /* handed over again once this node closes the window */
         sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: report of root %u came before the "

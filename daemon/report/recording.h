@@ -9,12 +9,14 @@
 #define SF_RECORDING_H
 
 #include <jansson.h>
-#include <stagefrontier/accounting.h>
+#include <stagefrontier/change.h>
 
 json_t *sf_recording_header(const char *job_id, const sf_schema *schema, uint32_t world_size,
                             const sf_gates *gates);
 json_t *sf_recording_row(const sf_row *row, const sf_schema *schema);
 json_t *sf_recording_window(const sf_window_meta *meta);
+/* The job's reference, after the header (recording_reference.c). */
+json_t *sf_recording_reference(const sf_reference *ref);
 
 /* Decoders. Each returns 0, or -EINVAL with a message in err (size errlen)
  * naming the offending key. Decoded strings point into the json object or
@@ -29,5 +31,8 @@ int sf_recording_parse_header(json_t *obj, sf_schema *ret_schema, uint32_t *ret_
 int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row, int64_t *d,
                            char *err, size_t errlen);
 int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, size_t errlen);
+/* A reference line of the part with this schema and world size. */
+int sf_recording_parse_reference(json_t *obj, const sf_schema *schema, uint32_t world_size,
+                                 sf_reference **ret, char *err, size_t errlen);
 
 #endif

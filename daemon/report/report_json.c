@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "change_json.h"
 #include "report_json.h"
 
 static json_t *seconds(int64_t ns)
@@ -224,6 +225,8 @@ int sf_report_to_json(const sf_report *r, json_t **ret)
     json_t *extras = extras_json(r);
     json_object_update(o, extras);
     json_decref(extras);
+    json_object_set_new(o, "change", sf_change_to_json(r));
+    json_object_set_new(o, "whatif", sf_whatif_to_json(r));
     *ret = o;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "change_json.h"
 #include "report_text.h"
 
 static bool has_label(const sf_report *r, enum sf_label l)
@@ -193,6 +194,7 @@ int sf_report_write_text(const sf_report *r, FILE *out)
     fprintf(out, ": steps %lld-%lld, %u complete, %u ranks of %u, exposed %.6f s\n",
             (long long)r->first_step, (long long)r->last_step, r->steps, r->ranks,
             r->meta.world_size, (double)r->exposed_total_ns / 1e9);
+    sf_change_write_text(r, out); /* what changed leads, when the job has a baseline */
     write_straggler(r, out);
     write_route(r, out);
     write_names(r, out, "labels", r->labels, label_name_of, SF_LABEL_COUNT);
@@ -209,6 +211,7 @@ int sf_report_write_text(const sf_report *r, FILE *out)
         fprintf(out, "arrival marks missing: %llu rank-steps (not eligible for the verdict)\n",
                 (unsigned long long)r->arrival_missing_steps);
     write_next(r, out);
+    sf_whatif_write_text(r, out);
     write_table(r, out);
     return ferror(out) ? -EIO : 0;
 }

@@ -12,6 +12,8 @@
 #include <ini.h>
 #include <jansson.h>
 
+#include <stagefrontier/change.h>
+
 #include "recording.h"
 #include "replay.h"
 #include "report_json.h"
@@ -23,19 +25,14 @@ struct replay_opts {
     struct sfctl_report_opts report;
 };
 
-/* A window to compute: a slice of one part's rows and its meta. */
-struct window_job {
-    struct replay_part *part;
-    size_t first_row, n_rows;
-    sf_window_meta meta;
-};
-
 static void usage(FILE *out)
 {
     fprintf(out, "usage: sfctl replay [--json] [--window-steps N] [--warmup-steps N] [--tau X]\n"
-                 "                    [--gates FILE] FILE\n"
+                 "                    [--gates FILE] [--baseline FILE | --baseline-windows N] FILE\n"
                  "FILE is a wide CSV (step,rank,<stages...>,<residual>[,step_wall], seconds) or a\n"
-                 "JSON Lines recording from `sfctl record`; - reads standard input.\n");
+                 "JSON Lines recording from `sfctl record`; - reads standard input.\n"
+                 "The change is measured against the first N eligible windows of FILE (default 3),\n"
+                 "or of the --baseline recording or CSV.\n");
 }
 
 /* ---- options and gates --------------------------------------------------- */
@@ -49,12 +46,20 @@ int sfctl_report_opt(struct sfctl_report_opts *o, int c, const char *arg)
     case 'g':
         o->gates_path = arg;
         return 1;
+    case 'b':
+        o->baseline_path = arg;
+        return 1;
+    case 'n':
     case 'w':
     case 'u':
     case 't':
         if (o->n_flags == 8)
             return -EINVAL;
-        o->flag_keys[o->n_flags] = c == 'w' ? "window_steps" : c == 'u' ? "warmup_steps" : "tau";
+        o->baseline_windows = o->baseline_windows || c == 'n';
+        o->flag_keys[o->n_flags] = c == 'w'   ? "window_steps"
+                                   : c == 'u' ? "warmup_steps"
+                                   : c == 'n' ? "baseline_windows"
+                                              : "tau";
         o->flag_values[o->n_flags++] = arg;
         return 1;
     default:
@@ -139,7 +144,7 @@ static int apply_gates(const struct sfctl_report_opts *o, sf_gates *gates, const
         }
     if (sf_gates_validate(gates) < 0) {
         fprintf(stderr, "%s: the gates are inconsistent (window_steps >= 1, "
-                        "0 < tau <= 1)\n",
+                        "0 < tau <= 1, baseline_windows >= 1, change_alpha > 0)\n",
                 prog);
         return -EINVAL;
     }
@@ -170,7 +175,7 @@ static bool looks_like_jsonl(const char *path, FILE *f)
     return c == '{';
 }
 
-static int read_input(const char *path, const sf_gates *seed, struct replay_input *ret)
+int sfctl_replay_read(const char *path, const sf_gates *seed, struct replay_input *ret)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (f == NULL) {
@@ -258,7 +263,7 @@ static void continue_segment(struct window_job *jobs, size_t before, size_t n)
     jobs[before].meta.segment = prev->meta.segment + 1;
 }
 
-static int assemble_windows(struct replay_input *in, const sf_gates *g, struct window_job **ret,
+int sfctl_replay_assemble(struct replay_input *in, const sf_gates *g, struct window_job **ret,
                             size_t *ret_n)
 {
     struct window_job *jobs = NULL;
@@ -287,44 +292,120 @@ static int assemble_windows(struct replay_input *in, const sf_gates *g, struct w
 
 /* ---- output -------------------------------------------------------------- */
 
-static int report_window(const struct window_job *job, const sf_gates *g, bool json, json_t *array,
-                         const char *path, sf_straggler_history *history)
+static int window_failed(const struct window_job *job, int r, const char *path)
 {
-    sf_report *report = NULL;
-    int r = sf_report_from_rows(&job->part->schema, &job->meta, job->part->rows + job->first_row,
-                                job->n_rows, g, &report);
     if (r == -EEXIST) {
         fprintf(stderr, "sfctl replay: %s: duplicate (step, rank) in window %lld\n", path,
                 (long long)job->meta.index);
         return -EINVAL;
     }
+    fprintf(stderr, "sfctl replay: %s: window %lld: %s\n", path, (long long)job->meta.index,
+            strerror(-r));
+    return r == -ENOMEM ? r : -EINVAL;
+}
+
+int sfctl_replay_window(const struct window_job *job, const sf_gates *g, sf_summary **ret_summary,
+                        sf_report **ret_report)
+{
+    sf_summary *summary = NULL;
+    sf_report *report = NULL;
+    bool dense = job->meta.world_size <= g->dense_max_ranks;
+    int r = sf_summary_build(&job->part->schema, &job->meta, job->part->rows + job->first_row,
+                             job->n_rows, dense, &summary);
+    if (r == 0)
+        r = sf_report_compute(summary, g, &report);
     if (r < 0) {
-        fprintf(stderr, "sfctl replay: %s: window %lld: %s\n", path, (long long)job->meta.index,
-                strerror(-r));
-        return r == -ENOMEM ? r : -EINVAL;
+        sf_summary_free(summary);
+        return r;
     }
+    *ret_summary = summary;
+    *ret_report = report;
+    return 0;
+}
+
+/* The reference a window is measured against: the --baseline file's for
+ * every window; else a recording's own reference line; else the input's own
+ * first eligible windows once collected. Only windows after a recorded or
+ * collected reference get a change, as in sfd. */
+static int pick_reference(struct replay_baseline *b, const struct window_job *job,
+                          const sf_summary *summary, const struct replay_opts *o,
+                          const sf_reference **ret)
+{
+    const char *why;
+    const sf_reference *ref = b->ref;
+    if (!b->from_file && job->part->reference != NULL && !o->report.baseline_windows)
+        ref = job->part->reference;
+    if (ref != NULL &&
+        sf_reference_check(ref, &summary->schema, summary->meta.world_size, &why) < 0) {
+        if (b->from_file) {
+            fprintf(stderr, "sfctl replay: %s: %s than window %lld of %s\n", o->report.baseline_path,
+                    why, (long long)job->meta.index, o->path);
+            return -EINVAL;
+        }
+        if (ref == b->ref) { /* the input changed shape: collect anew */
+            sf_reference_free(b->ref);
+            b->ref = NULL;
+        }
+        ref = NULL;
+    }
+    if (ref != NULL && !b->from_file && !sf_reference_applies(ref, &summary->meta))
+        ref = NULL;
+    *ret = ref;
+    return 0;
+}
+
+static int attach_change(struct replay_baseline *b, const struct window_job *job,
+                         sf_summary *summary, sf_report *report, const struct replay_opts *o)
+{
+    const sf_reference *ref;
+    int r = pick_reference(b, job, summary, o, &ref);
+    if (r < 0)
+        return r;
+    r = sf_report_attach_change(report, summary, ref);
+    if (r < 0)
+        return window_failed(job, r, o->path);
+    bool recorded = job->part->reference != NULL && !o->report.baseline_windows;
+    if (b->ref == NULL && !b->from_file && !recorded) {
+        r = sf_reference_collect(&b->collector, summary, report, &b->ref);
+        if (r < 0)
+            return window_failed(job, r, o->path);
+    }
+    return 0;
+}
+
+static int report_window(const struct window_job *job, const sf_gates *g,
+                         struct replay_baseline *b, json_t *array, const struct replay_opts *o,
+                         sf_straggler_history *history)
+{
+    sf_summary *summary = NULL;
+    sf_report *report = NULL;
+    int r = sfctl_replay_window(job, g, &summary, &report);
+    if (r < 0)
+        return window_failed(job, r, o->path);
+    r = attach_change(b, job, summary, report, o);
     sf_straggler_track(history, report); /* windows come in order, as sfd stores them */
-    if (json) {
+    if (r == 0 && o->report.json) {
         json_t *obj;
         r = sf_report_to_json(report, &obj);
         if (r == 0)
             json_array_append_new(array, obj);
-    } else {
+    } else if (r == 0) {
         r = sf_report_write_text(report, stdout);
         printf("\n");
     }
     sf_report_free(report);
+    sf_summary_free(summary);
     return r;
 }
 
 static int print_reports(const struct window_job *jobs, size_t n, const sf_gates *g,
-                         const struct replay_opts *o)
+                         struct replay_baseline *b, const struct replay_opts *o)
 {
     json_t *array = json_array();
     sf_straggler_history history = {0};
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++)
-        r = report_window(&jobs[i], g, o->report.json, array, o->path, &history);
+        r = report_window(&jobs[i], g, b, array, o, &history);
     if (r == 0 && o->report.json) {
         char *text = sf_report_array_dumps(array);
         if (text == NULL)
@@ -349,11 +430,15 @@ static int report_input(struct replay_input *in, const struct replay_opts *o)
     if (in->has_gates)
         gates = in->gates;
     struct window_job *jobs = NULL;
+    struct replay_baseline b = {0};
     size_t n = 0;
-    int r;
-    if ((r = apply_gates(&o->report, &gates, "sfctl replay")) == 0 &&
-        (r = assemble_windows(in, &gates, &jobs, &n)) == 0)
-        r = print_reports(jobs, n, &gates, o);
+    int r = apply_gates(&o->report, &gates, "sfctl replay");
+    if (r == 0 && o->report.baseline_path != NULL)
+        r = sfctl_baseline_load(o->report.baseline_path, &gates, &b);
+    b.collector.want = gates.baseline_windows;
+    if (r == 0 && (r = sfctl_replay_assemble(in, &gates, &jobs, &n)) == 0)
+        r = print_reports(jobs, n, &gates, &b, o);
+    sfctl_baseline_clear(&b);
     free(jobs);
     return r;
 }
@@ -379,7 +464,7 @@ int sfctl_cmd_replay(int argc, char **argv)
     if (sfctl_report_opts_check(&o.report, "sfctl replay") < 0) /* fail fast before reading */
         return SFCTL_EXIT_USAGE;
     struct replay_input in = {0};
-    r = read_input(o.path, &gates, &in);
+    r = sfctl_replay_read(o.path, &gates, &in);
     if (r < 0)
         return r == -ENOMEM ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_INPUT;
     r = report_input(&in, &o);

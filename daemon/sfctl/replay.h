@@ -7,7 +7,7 @@
 #define SFCTL_REPLAY_H
 
 #include <stdio.h>
-#include <stagefrontier/accounting.h>
+#include <stagefrontier/change.h>
 
 /* A window fixed by the recording itself (a "window" line after its rows). */
 struct replay_window {
@@ -27,6 +27,7 @@ struct replay_part {
     struct replay_window *windows;
     size_t n_windows, cap_windows;
     size_t open_first_row; /* rows from here on are not yet in a window line */
+    sf_reference *reference; /* a recording's "reference" line, or NULL */
 };
 
 struct replay_input {
@@ -44,9 +45,12 @@ int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, 
 void sfctl_replay_input_clear(struct replay_input *in);
 
 /* The report options of `sfctl replay`, shared with `sfctl import --replay`:
- * --json, --gates FILE and the gate flags (window_steps, warmup_steps, tau). */
+ * --json, --gates FILE, the gate flags (window_steps, warmup_steps, tau) and
+ * the baseline of the change (--baseline FILE, --baseline-windows N). */
 struct sfctl_report_opts {
     const char *gates_path;
+    const char *baseline_path; /* --baseline FILE */
+    bool baseline_windows;     /* --baseline-windows: collect anew, ignore a recorded reference */
     bool json;
     const char *flag_keys[8];
     const char *flag_values[8];
@@ -57,7 +61,8 @@ struct sfctl_report_opts {
 #define SFCTL_REPORT_LONGOPTS                                                                     \
     {"json", no_argument, NULL, 'j'}, {"window-steps", required_argument, NULL, 'w'},             \
         {"warmup-steps", required_argument, NULL, 'u'}, {"tau", required_argument, NULL, 't'},    \
-        {"gates", required_argument, NULL, 'g'}
+        {"gates", required_argument, NULL, 'g'}, {"baseline", required_argument, NULL, 'b'},      \
+        {"baseline-windows", required_argument, NULL, 'n'}
 
 /* Takes one getopt result: 1 when it was a report option, 0 when not,
  * -EINVAL past 8 gate flags. */
@@ -71,6 +76,39 @@ int sfctl_report_opts_check(const struct sfctl_report_opts *o, const char *prog)
  * -EINVAL (message printed) or -ENOMEM. */
 int sfctl_replay_report(struct replay_input *in, const char *label,
                         const struct sfctl_report_opts *o);
+
+/* ---- the replay command's windows (replay.c) ---------------------------- */
+
+/* A window to compute: a slice of one part's rows and its meta. */
+struct window_job {
+    struct replay_part *part;
+    size_t first_row, n_rows;
+    sf_window_meta meta;
+};
+
+/* Reads a CSV or JSON Lines file ("-": standard input), printing the reason
+ * of a failure as "sfctl replay: PATH:LINE:COL: reason". */
+int sfctl_replay_read(const char *path, const sf_gates *seed, struct replay_input *ret);
+/* The windows of an input in order, under the given gates. */
+int sfctl_replay_assemble(struct replay_input *in, const sf_gates *g, struct window_job **ret,
+                          size_t *ret_n);
+/* The summary and report of one window (dense up to dense_max_ranks). */
+int sfctl_replay_window(const struct window_job *job, const sf_gates *g, sf_summary **ret_summary,
+                        sf_report **ret_report);
+
+/* ---- the reference of a replay (replay_baseline.c) ------------------------ */
+
+struct replay_baseline {
+    struct sf_reference *ref;
+    bool from_file; /* --baseline: fixed; a mismatch is an error */
+    sf_reference_collector collector;
+};
+
+/* Builds the reference from the first baseline_windows eligible windows of
+ * another recording or CSV. Prints a clear reason and returns -EINVAL when it
+ * has none. */
+int sfctl_baseline_load(const char *path, const sf_gates *g, struct replay_baseline *b);
+void sfctl_baseline_clear(struct replay_baseline *b);
 
 /* Shared by both readers. Writes "LINE:COL: message" into err; returns -EINVAL. */
 int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)

@@ -100,6 +100,7 @@ void sfctl_replay_input_clear(struct replay_input *in)
         free(p->rows);
         free(p->durations);
         free(p->windows);
+        sf_reference_free(p->reference);
         sf_schema_clear(&p->schema);
     }
     free(in->parts);

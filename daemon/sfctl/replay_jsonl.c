@@ -78,6 +78,20 @@ static int on_window(struct jsonl_state *st, json_t *obj, size_t line, char *err
     return add_window(st->part, &meta);
 }
 
+static int on_reference(struct jsonl_state *st, json_t *obj, size_t line, char *err,
+                        size_t errlen)
+{
+    char why[200];
+    struct replay_part *p = st->part;
+    if (p == NULL)
+        return sfctl_fail_at(err, errlen, line, 1, "reference before any header");
+    if (p->reference != NULL || p->n_rows > 0)
+        return sfctl_fail_at(err, errlen, line, 1, "reference must follow its header, once");
+    int r = sf_recording_parse_reference(obj, &p->schema, p->world_size, &p->reference, why,
+                                         sizeof why);
+    return r < 0 ? sfctl_fail_at(err, errlen, line, 1, "reference: %s", why) : 0;
+}
+
 static int on_line(struct jsonl_state *st, const char *text, size_t line, char *err, size_t errlen)
 {
     json_error_t je;
@@ -95,6 +109,8 @@ static int on_line(struct jsonl_state *st, const char *text, size_t line, char *
         r = on_row(st, obj, line, err, errlen);
     else if (strcmp(type, "window") == 0)
         r = on_window(st, obj, line, err, errlen);
+    else if (strcmp(type, "reference") == 0)
+        r = on_reference(st, obj, line, err, errlen);
     else
         r = sfctl_fail_at(err, errlen, line, 1, "unknown line type \"%s\"", type);
     json_decref(obj);

@@ -26,6 +26,8 @@ static const struct sfctl_command commands[] = {
     { "watch", sfctl_cmd_watch, "JOB [--count N] [--interval MS] [--json]",
       "redraw the report as windows close" },
     { "record", sfctl_cmd_record, "JOB [-o FILE]", "JSON Lines dump of the kept windows" },
+    { "baseline", sfctl_cmd_baseline, "JOB [--pin WINDOW | --clear] [--json]",
+      "show, pin or clear the reference of the change" },
     { "replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording" },
     { "import", sfctl_cmd_import, "kineto|nsys FILE... [-o FILE] [--replay]",
       "stage rows from torch.profiler or Nsight Systems traces" },

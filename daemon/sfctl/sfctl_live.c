@@ -274,6 +274,18 @@ int sfctl_cmd_record(int argc, char **argv)
     return SFCTL_EXIT_OK;
 }
 
+/* The text view leads with "step ... vs baseline (...): ... first appears
+ * in STAGE" exactly when the window's change route is not empty. */
+static bool changed(const char *text)
+{
+    const char *line = strstr(text, "\nstep ");
+    if (line == NULL)
+        return false;
+    const char *end = strchr(line + 1, '\n');
+    const char *hit = strstr(line, " first appears in ");
+    return strstr(line, " vs baseline (") != NULL && hit != NULL && (end == NULL || hit < end);
+}
+
 static volatile sig_atomic_t watch_stop;
 
 static void on_sigint(int sig)
@@ -310,6 +322,9 @@ int sfctl_cmd_watch(int argc, char **argv)
         } else if (shown == NULL || strcmp(shown, text) != 0) {
             if (tty)
                 fputs("\033[H\033[2J", stdout);
+            if (!a.json && changed(text))
+                fputs(tty ? "\033[1m*** significant change vs baseline ***\033[0m\n"
+                          : "*** significant change vs baseline ***\n", stdout);
             fwrite(text, 1, len, stdout);
             if (len > 0 && text[len - 1] != '\n')
                 fputc('\n', stdout);

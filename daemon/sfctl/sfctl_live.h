@@ -15,7 +15,7 @@
 #define SFCTL_DEFAULT_SOCKET "/run/stagefrontier/query.sock"
 
 enum sfctl_kind { SFCTL_Q_STATUS = 0, SFCTL_Q_JOBS, SFCTL_Q_REPORT, SFCTL_Q_RANKS,
-                  SFCTL_Q_RECORD, SFCTL_Q_PEERS };
+                  SFCTL_Q_RECORD, SFCTL_Q_PEERS, SFCTL_Q_BASELINE };
 
 struct sfctl_request {
     enum sfctl_kind kind;
@@ -23,6 +23,7 @@ struct sfctl_request {
     int64_t window;             /* -1: latest */
     uint32_t limit;             /* 0: default */
     uint32_t format;            /* 0 JSON, 1 text */
+    bool clear;                 /* BASELINE: drop the pin */
 };
 
 /* The socket path in force: --socket, else $SF_QUERY_SOCKET, else the default. */
@@ -46,5 +47,6 @@ int sfctl_cmd_report(int argc, char **argv);
 int sfctl_cmd_ranks(int argc, char **argv);
 int sfctl_cmd_watch(int argc, char **argv);
 int sfctl_cmd_record(int argc, char **argv);
+int sfctl_cmd_baseline(int argc, char **argv);
 
 #endif

@@ -83,6 +83,10 @@ static int send_request(int fd, const struct sfctl_request *req)
         q.has_format = true;
         q.format = req->format;
     }
+    if (req->clear) {
+        q.has_clear = true;
+        q.clear = true;
+    }
     if (stagefrontier__query_request__get_packed_size(&q) > sizeof(buf))
         return -EMSGSIZE;
     size_t len = stagefrontier__query_request__pack(&q, buf);

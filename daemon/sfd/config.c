@@ -46,6 +46,8 @@ void sfd_config_default(struct sfd_config *ret)
     ret->status_interval_ms = 5000;
     ret->watchdog = true;
     ret->log_level = SFD_LOG_INFO;
+    ret->alert_windows = 3;
+    ret->alert_interval_ms = 600000;
 }
 
 int sfd_log_level_parse(const char *s)
@@ -123,6 +125,12 @@ static int set_sfd_key(struct sfd_config *c, const char *k, const char *v)
         return parse_u64(v, 100, 3600000, &c->status_interval_ms);
     if (!strcmp(k, "watchdog"))
         return parse_bool(v, &c->watchdog);
+    if (!strcmp(k, "alert_command"))
+        return set_str(c->alert_command, sizeof(c->alert_command), v);
+    if (!strcmp(k, "alert_windows"))
+        return set_u32(&c->alert_windows, v, 1, 10000);
+    if (!strcmp(k, "alert_interval_ms"))
+        return parse_u64(v, 0, UINT64_C(86400000), &c->alert_interval_ms);
     if (!strcmp(k, "log_level")) {
         int l = sfd_log_level_parse(v);
         if (l < 0)
@@ -240,6 +248,10 @@ int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
     }
     if (sf_gates_validate(&cfg->gates) < 0) {
         snprintf(err, errlen, "[gates]: inconsistent gate values");
+        return -EINVAL;
+    }
+    if (cfg->alert_command[0] != '\0' && cfg->alert_command[0] != '/') {
+        snprintf(err, errlen, "alert_command must start with an absolute path");
         return -EINVAL;
     }
     if (cfg->max_memory_per_uid_mb > cfg->max_memory_mb) {

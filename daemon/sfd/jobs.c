@@ -227,6 +227,7 @@ void sfd_job_free(struct sfd_job *job)
 {
     if (job == NULL)
         return;
+    sfd_baseline_free(job);
     for (uint32_t i = 0; i < job->n_open; i++) {
         sfd_rows_free(&job->open[i]->rows);
         free(job->open[i]);

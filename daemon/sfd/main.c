@@ -144,6 +144,7 @@ static void shutdown_begin(struct sfd *d)
     sfd_conns_close_all(d);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         sfd_window_close_all(j, SF_WIN_PARTIAL);
+    sfd_alerts_shutdown(d);
     sfd_prom_flush(d);
     close_handle((uv_handle_t *)&d->tick);
     close_handle((uv_handle_t *)&d->status_timer);

@@ -5,6 +5,8 @@
  * values; it must not hold state between calls, read sockets or log.
  */
 #define _GNU_SOURCE
+#include <stagefrontier/change.h>
+
 #include "prom_export.h"
 
 #include <errno.h>
@@ -208,6 +210,15 @@ static const struct prom_family fam_label = {
 static const struct prom_family fam_downgrade = {
     "stagefrontier_job_downgrade_info", "gauge",
     "Downgrade reasons of the latest closed window (value 1 for each reason that holds)."};
+static const struct prom_family fam_slowdown = {
+    "stagefrontier_slowdown_ratio", "gauge",
+    "Median step of the latest window over the median step of the job's baseline."};
+static const struct prom_family fam_change = {
+    "stagefrontier_change_seconds", "gauge",
+    "Shift of the per-step frontier advance of a stage against the baseline (Hodges-Lehmann)."};
+static const struct prom_family fam_waste = {
+    "stagefrontier_waste_rank_seconds_total", "counter",
+    "Rank-seconds lost to slowdown over the job's windows, (1 - 1/S) x ranks x window seconds."};
 static const struct prom_family fam_dropped = {
     "stagefrontier_job_dropped_records_total", "counter",
     "Step records the clients of the job dropped, since sfd started."};
@@ -406,6 +417,39 @@ static void write_counters(struct prom_out *o, const struct prom_job_view *v, si
     }
 }
 
+/* The change of the latest window against the baseline, and the waste. */
+static void write_change(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    char buf[40];
+
+    fam_begin(o, &fam_slowdown);
+    for (size_t i = 0; i < n; i++) {
+        const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+        if (r == NULL || r->change == NULL || isnan(r->change->slowdown))
+            continue;
+        struct prom_label l[] = {{"job_id", v[i].id}};
+        emit(o, l, 1, fmt_double(buf, sizeof buf, r->change->slowdown));
+    }
+    fam_begin(o, &fam_change);
+    for (size_t i = 0; i < n; i++) {
+        const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+        if (r == NULL || r->change == NULL)
+            continue;
+        for (uint32_t s = 0; s < r->change->n_stages && s < SF_MAX_STAGES; s++) {
+            struct prom_label l[] = {{"job_id", v[i].id}, {"stage", r->schema.names[s]}};
+            double x = (double)r->change->stages[s].shift.delta_ns / 1e9;
+            emit(o, l, 2, fmt_double(buf, sizeof buf, x));
+        }
+    }
+    fam_begin(o, &fam_waste);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].id == NULL)
+            continue;
+        struct prom_label l[] = {{"job_id", v[i].id}};
+        emit(o, l, 1, fmt_double(buf, sizeof buf, v[i].job->waste_rank_s));
+    }
+}
+
 static void write_all(FILE *f, const struct prom_job_view *v, size_t n,
                       size_t n_exported, const char *role, uint64_t term)
 {
@@ -433,6 +477,7 @@ static void write_all(FILE *f, const struct prom_job_view *v, size_t n,
     write_bits(&o, &fam_downgrade, v, n, false);
     write_straggler(&o, v, n);
     write_counters(&o, v, n);
+    write_change(&o, v, n);
 }
 
 /* ---- job ids ------------------------------------------------------------- */

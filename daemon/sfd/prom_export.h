@@ -13,12 +13,13 @@
 
 #define SFD_PROM_FILE_NAME "stagefrontier.prom"
 
-/* One job: its latest closed window (NULL before the first one closes) and
- * its cumulative dropped and rejected record counters. */
+/* One job: its latest closed window (NULL before the first one closes), its
+ * cumulative dropped and rejected record counters and its waste. */
 struct sfd_prom_job {
     const char *job_id;
     const sf_report *latest;
     uint64_t dropped, rejected;
+    double waste_rank_s; /* cumulative what-if waste (docs/CHANGE.md) */
 };
 
 /* Writes DIR/stagefrontier.prom atomically: the text goes to a hidden

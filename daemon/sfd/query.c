@@ -263,6 +263,13 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RECORD:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
         return r < 0 ? r : sfd_qstream_open_record(d, j, ret_stream);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__BASELINE:
+        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        if (r == 0 && q->has_clear && q->clear)
+            r = sfd_baseline_unpin(j, ret_err);
+        else if (r == 0 && q->has_window && q->window >= 0)
+            r = sfd_baseline_pin(j, q->window, ret_err);
+        return r < 0 ? r : dump_json(sfd_baseline_json(j), ret, ret_len);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT: {
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
         if (r < 0)

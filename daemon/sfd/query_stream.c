@@ -35,6 +35,7 @@ struct sfd_qstream {
     uid_t uid;
     uint32_t segment, world_size;
     bool started;
+    bool reference_sent;        /* RECORD: the job's baseline line, when it has one */
     /* RECORD, REPORT: kept windows in (segment, index) order when asked */
     struct win_key *keys;
     size_t n_keys, key;
@@ -207,6 +208,12 @@ static int record_step(const struct sfd_job *j, struct sfd_qstream *s, struct ou
         s->started = true;
         return put_json(o, sf_recording_header(j->id, &j->schema, j->world_size, &j->gates),
                         true);
+    }
+    if (!s->reference_sent) {   /* so a replay measures against the same baseline */
+        s->reference_sent = true;
+        const sf_reference *ref = j->base.pinned ? j->base.pinned : j->base.automatic;
+        if (ref != NULL)
+            return put_json(o, sf_recording_reference(ref), true);
     }
     if (s->key == s->n_keys)
         return 1;

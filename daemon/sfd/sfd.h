@@ -12,7 +12,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "stagefrontier/accounting.h"
+#include "stagefrontier/change.h"
 
 struct Stagefrontier__ClientMessage;
 struct Stagefrontier__Hello;
@@ -61,6 +61,10 @@ struct sfd_config {
     uint64_t hello_timeout_ms, query_idle_timeout_ms;
     bool watchdog;
     int log_level;
+    /* The change alert hook (alert.c): argv split on blanks, no shell. */
+    char alert_command[1024];
+    uint32_t alert_windows;
+    uint64_t alert_interval_ms;
 };
 
 void sfd_config_default(struct sfd_config *ret);
@@ -228,6 +232,18 @@ struct sfd_stored {
     uint64_t report_bytes;      /* charged for report */
 };
 
+/* The job's reference and change state (baseline.c). */
+struct sfd_baseline {
+    sf_reference_collector collector; /* the first eligible windows */
+    sf_reference *automatic;
+    sf_reference *pinned;             /* sfctl baseline --pin: wins over automatic */
+    uint32_t changed_run;             /* consecutive windows with a significant change */
+    uint64_t last_alert_ms;           /* 0: never */
+    bool alert_running;
+    uint64_t alerts_run, alerts_suppressed, alerts_failed;
+    double waste_rank_s;              /* what-if waste over the job's windows */
+};
+
 /* Owner of a job this node knows only from cluster reports: no uid matches
  * it, so only root and operators see it, and the first local rank adopts it. */
 #define SFD_UID_REMOTE ((uid_t)-1)
@@ -259,6 +275,7 @@ struct sfd_job {
     uint64_t mem[SFD_MEM_KIND_COUNT];  /* bytes charged to the job's uid, by kind */
     uint64_t evicted_windows;   /* kept windows whose rows the budget took */
     struct sfd_side *side;      /* NCCL side evidence (side_evidence.c) */
+    struct sfd_baseline base;
     uint64_t last_active_ms;
     struct sfd_job *next;
 };
@@ -335,6 +352,33 @@ int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row
 void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i,
                   sf_row *ret);
 const sf_report *sfd_job_latest_report(const struct sfd_job *job);
+
+/* ---- baseline.c ---------------------------------------------------------- */
+
+/* Attaches the change (against the pinned or automatic reference, for windows
+ * after it) and the what-if to a window's report before it is stored, then
+ * offers the window to the automatic reference and the alert hook. Failures
+ * are logged; the report is stored either way. */
+void sfd_baseline_attach(struct sfd_job *job, const sf_summary *summary, sf_report *report);
+/* sfctl baseline: pins a kept window as the reference, or clears the pin,
+ * then recomputes the change of the kept windows. -ENOENT/-ENOTSUP with a
+ * reason in *ret_err. */
+int sfd_baseline_pin(struct sfd_job *job, int64_t window, const char **ret_err);
+int sfd_baseline_unpin(struct sfd_job *job, const char **ret_err);
+/* The BASELINE answer: the reference in force, or null. */
+struct json_t *sfd_baseline_json(const struct sfd_job *job);
+void sfd_baseline_free(struct sfd_job *job);
+
+/* ---- alert.c -------------------------------------------------------------- */
+
+/* Runs alert_command with the window's JSON on stdin when the job's change
+ * has persisted for alert_windows windows, at most once per
+ * alert_interval_ms and one run at a time per job. Never fatal. */
+void sfd_alert_consider(struct sfd_job *job, const sf_report *report);
+/* Forgets a job's running hook (the job is going away). */
+void sfd_alert_forget(struct sfd_job *job);
+/* Shutdown: stops waiting for running hooks. */
+void sfd_alerts_shutdown(struct sfd *d);
 
 /* ---- ingest_validate.c (pure) -------------------------------------------- */
 
@@ -512,6 +556,7 @@ struct sfd {
     sfd_summary_hook on_summary;
     void *on_summary_data;
     struct sfd_history *history;    /* history.c; NULL when switched off in the config */
+    struct sfd_alert *alerts;   /* running alert hooks (alert.c) */
     /* Peer layer (daemon/peer): the PEERS answer in multi-node mode. */
     int (*peers_status)(struct sfd *d, char **ret_text);
 };

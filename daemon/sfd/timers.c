@@ -69,7 +69,7 @@ void sfd_prom_flush(struct sfd *d)
         /* an id two uids use is labelled UID/JOB, so neither hides the other */
         sfd_job_name(d, j, names[n], sizeof(names[n]));
         v[n] = (struct sfd_prom_job){ names[n], sfd_job_latest_report(j), j->dropped,
-                                      j->rejected };
+                                      j->rejected, j->base.waste_rank_s };
         n++;
     }
     int r = sfd_prom_write(d->cfg.prom_dir, v, n, "single", 0);

@@ -461,6 +461,7 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
                 (long long)s->meta.index, strerror(-r));
         goto out;
     }
+    sfd_baseline_attach(job, summary, report);
     r = sfd_job_store_report(job, report);
 out:
     sf_summary_free(summary);

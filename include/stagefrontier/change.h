@@ -22,7 +22,7 @@ extern "C" {
 
 /* The compact, bounded reference of a job: per complete step the frontier
  * advance of every stage, and in dense mode per (rank, stage) the median
- * duration and the share of steps the rank uniquely led the stage's
+ * duration and the number of steps the rank uniquely led the stage's
  * boundary. In mergeable mode the per-rank arrays are NULL: nothing about a
  * single rank can be exact there. */
 typedef struct sf_reference {
@@ -31,13 +31,14 @@ typedef struct sf_reference {
     uint32_t world_size;
     uint32_t n_windows;
     int64_t windows[SF_REF_MAX_WINDOWS]; /* window indices, as given */
+    uint32_t segment;                    /* of the last window */
     uint32_t n_steps;
     int64_t *advance;       /* [n_steps][n_stages] */
     int64_t median_step_ns; /* median exposed step (F at the last boundary) */
     uint32_t n_ranks;       /* 0 in mergeable mode */
     uint32_t *ranks;        /* sorted */
-    int64_t *median_ns;     /* [n_ranks][n_stages] */
-    double *lead_share;     /* [n_ranks][n_stages] */
+    int64_t *median_ns;     /* [n_ranks][n_stages], SF_NULL_NS where never seen */
+    uint32_t *lead_steps;   /* [n_ranks][n_stages] complete steps led uniquely */
 } sf_reference;
 
 /* Builds the reference from the summaries of its windows (any order, at most
@@ -45,6 +46,32 @@ typedef struct sf_reference {
  * -ENODATA when no window has a complete step. Dense iff every summary is. */
 int sf_reference_build(const sf_summary *const *windows, uint32_t n, sf_reference **ret);
 void sf_reference_free(sf_reference *ref);
+/* Collects the first `want` eligible windows of a job, in the order offered,
+ * and builds their reference. A window of another schema or world size than
+ * the ones collected so far starts the collection over. */
+typedef struct sf_reference_collector {
+    uint32_t want; /* 1..SF_REF_MAX_WINDOWS (the baseline_windows gate) */
+    uint32_t n;
+    sf_summary *pending[SF_REF_MAX_WINDOWS];
+} sf_reference_collector;
+
+/* Offers one window (the summary is copied when kept): 1 with *ret set when
+ * the reference is complete, 0 while collecting or for an ineligible window,
+ * or -errno. */
+int sf_reference_collect(sf_reference_collector *c, const sf_summary *summary,
+                         const sf_report *report, sf_reference **ret);
+void sf_reference_collector_clear(sf_reference_collector *c);
+
+/* Whether a window may serve as a reference: it has complete steps and no
+ * downgrade that marks its data incomplete (missing ranks, incomplete steps,
+ * drops, violations, non-monotonic time, late summary, closed early, partial). */
+bool sf_reference_eligible(const sf_report *report);
+/* Whether a window comes after the reference (a later window of its last
+ * segment, or a later segment): only those get a change, in sfd and replay. */
+bool sf_reference_applies(const sf_reference *ref, const sf_window_meta *meta);
+/* Derives median_step_ns from the advances (after decoding a reference):
+ * 0, -ENODATA without steps, -ENOMEM. */
+int sf_reference_finish(sf_reference *ref);
 /* Checks that a reference fits a window's schema and world size: 0, or
  * -EINVAL with a static reason in *ret_why. */
 int sf_reference_check(const sf_reference *ref, const sf_schema *schema, uint32_t world_size,
@@ -133,6 +160,12 @@ typedef struct sf_whatif {
 int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const sf_change *change,
                       sf_whatif **ret);
 void sf_whatif_free(sf_whatif *whatif);
+
+/* Attaches the change (when ref is not NULL) and the what-if (dense mode)
+ * of the window the report was computed from, replacing any earlier ones.
+ * On error the report is left as it was. */
+int sf_report_attach_change(sf_report *report, const sf_summary *summary,
+                            const sf_reference *ref);
 
 #ifdef __cplusplus
 }

@@ -46,5 +46,52 @@ if [ "$(grep -c '"index":' "$out/g.json")" = 2 ] && grep -q '"tau": 0.5' "$out/g
 "$sfctl" replay --json --warmup-steps 0 --window-steps 50 docs/examples/displacement.csv > "$out/p.json"
 if grep -q '"window_partial"' "$out/p.json" && [ "$(grep -c '"index":' "$out/p.json")" = 3 ]; then ok; else bad "trailing window not partial"; fi
 
+# The change against a baseline (docs/REPLAY.md). displacement.csv: 8 ranks,
+# 120 steps; with 20-step windows, windows 0-2 are the default reference.
+ex=docs/examples/displacement.csv
+awk -F, 'NR == 1 || $2 < 4' "$ex" > "$out/four_ranks.csv"
+awk -F, -v OFS=, '{ $6 = ""; sub(/,,/, ","); print }' "$ex" > "$out/no_callbacks.csv"
+head -n 161 "$ex" > "$out/one_window.csv"
+expect baseline-world-size 3 "four_ranks.csv: the baseline has another world size than window 0 of" \
+    -- --warmup-steps 0 --window-steps 20 --baseline "$out/four_ranks.csv" "$ex"
+expect baseline-schema 3 "no_callbacks.csv: the baseline has another schema than window 0 of" \
+    -- --warmup-steps 0 --window-steps 20 --baseline "$out/no_callbacks.csv" "$ex"
+expect baseline-short 3 "one_window.csv: the baseline has 1 of the 3 eligible windows it needs" \
+    -- --warmup-steps 0 --window-steps 20 --baseline "$out/one_window.csv" "$ex"
+expect baseline-missing 3 "No such file" -- --baseline "$out/none.csv" "$ex"
+expect baseline-windows-zero 2 "inconsistent" -- --baseline-windows 0 "$ex"
+expect baseline-windows-big 2 "invalid --baseline_windows value" -- --baseline-windows 17 "$ex"
+# Own reference: windows 0-2 carry no change, windows 3-5 one against windows 0-2.
+"$sfctl" replay --json --warmup-steps 0 --window-steps 20 "$ex" > "$out/own.json"
+/usr/bin/python3 - "$out/own.json" <<'PY' && ok || bad "own baseline: change on the wrong windows"
+import json, sys
+ws = json.load(open(sys.argv[1]))
+assert [w["change"] is None for w in ws] == [True] * 3 + [False] * 3, ws
+assert all(w["change"]["baseline"] == {"windows": [0, 1, 2], "steps": 60} for w in ws[3:])
+assert all(w["change"]["route"] == [] for w in ws[3:])  # the same job throughout: no change
+PY
+# A fault after the baseline: rank 5, the data straggler that leads the forward
+# boundary, 30 ms slower in forward from step 60 on.
+awk -F, -v OFS=, 'NR > 1 && $1 >= 60 && $2 == 5 { $4 = sprintf("%.6f", $4 + 0.03) } { print }' \
+    "$ex" > "$out/fault.csv"
+"$sfctl" replay --json --warmup-steps 0 --window-steps 20 "$out/fault.csv" > "$out/fault.json"
+/usr/bin/python3 - "$out/fault.json" <<'PY' && ok || bad "fault after the baseline not localized"
+import json, sys
+for w in json.load(open(sys.argv[1]))[3:]:
+    c = w["change"]
+    assert c["route"][0] == "model.fwd_loss_cpu_wall", c["route"]
+    assert c["suspect_ranks"][0]["rank"] == 5, c["suspect_ranks"]
+    assert 0.025 < c["stages"][1]["delta_advance_s"] < 0.035, c["stages"][1]
+    assert c["slowdown"] > 1.1 and w["whatif"]["basis"] == "reference"
+PY
+# --baseline FILE: every window is measured, here the faulty file against the clean one.
+"$sfctl" replay --json --warmup-steps 0 --window-steps 20 --baseline "$ex" "$out/fault.csv" \
+    > "$out/vs.json"
+/usr/bin/python3 - "$out/vs.json" <<'PY' && ok || bad "--baseline FILE not applied to every window"
+import json, sys
+ws = json.load(open(sys.argv[1]))
+assert [w["change"]["route"][:1] for w in ws] == [[]] * 3 + [["model.fwd_loss_cpu_wall"]] * 3
+PY
+
 echo "replay: $pass passed, $fail failed"
 [ "$fail" = 0 ]

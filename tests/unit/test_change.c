@@ -252,7 +252,7 @@ static void mergeable_mode_nulls(void **state)
     struct matrix m = clean_matrix(5, 3 * WSTEPS), win = matrix_new(WSTEPS, RANKS, STAGES);
     sf_reference *ref = reference_of(&schema, &m, false);
     assert_null(ref->median_ns);
-    assert_null(ref->lead_share);
+    assert_null(ref->lead_steps);
     assert_int_equal(ref->n_ranks, 0);
     resample(&m, &win, 99);
     inject(&win, 2, 4, 0.25);

@@ -1,0 +1,155 @@
+/*
+ * The change and what-if parts of a window report (docs/CHANGE.md): their
+ * JSON objects and the human change line that leads the text view. Formats
+ * what the core attached to the report; computes nothing itself.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include <stagefrontier/change.h>
+
+#include "change_json.h"
+
+static json_t *seconds(int64_t ns)
+{
+    return ns == SF_NULL_NS ? json_null() : json_real((double)ns / 1e9);
+}
+
+static json_t *real_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+static json_t *baseline_json(const sf_change *c)
+{
+    json_t *windows = json_array();
+    for (uint32_t i = 0; i < c->baseline_n_windows; i++)
+        json_array_append_new(windows, json_integer(c->baseline_windows[i]));
+    return json_pack("{s:o, s:I}", "windows", windows, "steps", (json_int_t)c->baseline_steps);
+}
+
+static json_t *stages_json(const sf_report *r, const sf_change *c)
+{
+    json_t *a = json_array();
+    for (uint32_t k = 0; k < c->n_stages; k++) {
+        const sf_stage_change *s = &c->stages[k];
+        json_array_append_new(
+            a, json_pack("{s:s, s:o, s:o, s:o, s:f, s:b}", "name", r->schema.names[k],
+                         "delta_advance_s", seconds(s->shift.delta_ns), "ci_low_s",
+                         seconds(s->shift.ci_low_ns), "ci_high_s", seconds(s->shift.ci_high_ns),
+                         "p_value", s->shift.p_value, "significant", s->significant));
+    }
+    return a;
+}
+
+static json_t *route_json(const sf_report *r, const sf_change *c)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < c->n_route; i++)
+        json_array_append_new(a, json_string(r->schema.names[c->route[i]]));
+    return a;
+}
+
+static json_t *suspects_json(const sf_change *c)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < c->n_suspects; i++)
+        json_array_append_new(a, json_pack("{s:I, s:o}", "rank", (json_int_t)c->suspects[i].rank,
+                                           "delta_s", seconds(c->suspects[i].delta_ns)));
+    return a;
+}
+
+json_t *sf_change_to_json(const sf_report *r)
+{
+    const sf_change *c = r->change;
+    if (c == NULL)
+        return json_null();
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}",
+                     "baseline", baseline_json(c), "step_delta_s", seconds(c->step.delta_ns),
+                     "step_ci_low_s", seconds(c->step.ci_low_ns),
+                     "step_ci_high_s", seconds(c->step.ci_high_ns),
+                     "slowdown", real_or_null(c->slowdown), "min_effect_s",
+                     seconds(c->min_effect_ns), "stages", stages_json(r, c), "route",
+                     route_json(r, c), "suspect_ranks", suspects_json(c), "suspect_basis",
+                     c->suspects_dense ? "rank_change" : "top2_leaders");
+}
+
+json_t *sf_whatif_to_json(const sf_report *r)
+{
+    const sf_whatif *w = r->whatif;
+    if (w == NULL)
+        return json_null();
+    json_t *ranks = json_array(), *cells = json_array();
+    for (uint32_t i = 0; i < w->n_ranks; i++)
+        json_array_append_new(ranks, json_pack("{s:I, s:o, s:o}", "rank",
+                                               (json_int_t)w->ranks[i].rank, "whatif_saved_s",
+                                               seconds(w->ranks[i].saved_ns), "slowdown",
+                                               real_or_null(w->ranks[i].slowdown)));
+    for (uint32_t i = 0; i < w->n_cells; i++)
+        json_array_append_new(cells, json_pack("{s:I, s:s, s:o}", "rank",
+                                               (json_int_t)w->cells[i].rank, "stage",
+                                               r->schema.names[w->cells[i].stage],
+                                               "whatif_saved_s", seconds(w->cells[i].saved_ns)));
+    return json_pack("{s:s, s:b, s:s, s:o, s:f, s:o, s:o, s:o}",
+                     "model", "clipped", "lower_bound", w->lower_bound,
+                     "basis", w->basis == SF_WHATIF_REFERENCE ? "reference" : "cohort_median",
+                     "slowdown", real_or_null(w->slowdown),
+                     "ideal_s", (double)w->ideal_ns / 1e9,
+                     "waste_rank_s", real_or_null(w->waste_rank_s), "ranks", ranks,
+                     "stages", cells);
+}
+
+static void write_windows(const sf_change *c, FILE *out)
+{
+    uint32_t n = c->baseline_n_windows;
+    bool run = n > 1;
+    for (uint32_t i = 1; i < n; i++)
+        run = run && c->baseline_windows[i] == c->baseline_windows[i - 1] + 1;
+    if (run) {
+        fprintf(out, "windows %lld-%lld", (long long)c->baseline_windows[0],
+                (long long)c->baseline_windows[n - 1]);
+        return;
+    }
+    fprintf(out, "window%s", n > 1 ? "s" : "");
+    for (uint32_t i = 0; i < n; i++)
+        fprintf(out, "%s%lld", i ? ", " : " ", (long long)c->baseline_windows[i]);
+}
+
+void sf_change_write_text(const sf_report *r, FILE *out)
+{
+    const sf_change *c = r->change;
+    if (c == NULL)
+        return;
+    double pct = isnan(c->slowdown) ? 0 : 100 * (c->slowdown - 1);
+    fprintf(out, "step %+.1f %% vs baseline (", pct);
+    write_windows(c, out);
+    fprintf(out, ")");
+    if (c->n_route == 0) {
+        fprintf(out, ": no significant change\n");
+        return;
+    }
+    const sf_stage_change *s = &c->stages[c->route[0]];
+    fprintf(out, ": %+.1f ms first appears in %s (%.1f-%.1f ms)", s->shift.delta_ns / 1e6,
+            r->schema.names[c->route[0]], s->shift.ci_low_ns / 1e6, s->shift.ci_high_ns / 1e6);
+    if (c->n_suspects > 0)
+        fprintf(out, ", rank %u%s", c->suspects[0].rank,
+                c->suspects_dense ? "" : " (top leader; mergeable mode)");
+    for (uint32_t i = 1; i < c->n_route; i++)
+        fprintf(out, "%s %s %+.1f ms", i == 1 ? "; then" : ",", r->schema.names[c->route[i]],
+                c->stages[c->route[i]].shift.delta_ns / 1e6);
+    fprintf(out, "\n");
+}
+
+void sf_whatif_write_text(const sf_report *r, FILE *out)
+{
+    const sf_whatif *w = r->whatif;
+    if (w == NULL || isnan(w->slowdown))
+        return;
+    fprintf(out, "what-if: S %.3f against %s, waste %.3f rank-s%s", w->slowdown,
+            w->basis == SF_WHATIF_REFERENCE ? "the baseline" : "the cohort median",
+            w->waste_rank_s, w->lower_bound ? " (clipped; savings are lower bounds)" : "");
+    if (w->n_ranks > 0)
+        fprintf(out, "; rank %u alone saves %.1f ms (S_r %.3f)", w->ranks[0].rank,
+                w->ranks[0].saved_ns / 1e6, w->ranks[0].slowdown);
+    fprintf(out, "\n");
+}

@@ -1,0 +1,115 @@
+/*
+ * `sfctl baseline JOB [--pin WINDOW | --clear] [--json]`: shows, pins or
+ * clears the reference a live job's change is measured against
+ * (docs/SFCTL.md). Speaks only the query protocol.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfctl.h"
+#include "sfctl_live.h"
+
+#define USAGE "JOB [--pin WINDOW | --clear] [--json]"
+
+struct baseline_args {
+    const char *job;
+    int64_t pin;
+    bool clear, json;
+};
+
+static int usage_error(void)
+{
+    fprintf(stderr, "usage: sfctl baseline %s\n", USAGE);
+    return SFCTL_EXIT_USAGE;
+}
+
+static int parse(int argc, char **argv, struct baseline_args *a)
+{
+    static const struct option opts[] = {
+        {"pin", required_argument, NULL, 'p'},
+        {"clear", no_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct baseline_args){.pin = -1};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "p:cj", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'p':
+            errno = 0;
+            a->pin = strtoll(optarg, &end, 10);
+            if (errno != 0 || end == optarg || *end != '\0' || a->pin < 0) {
+                fprintf(stderr, "sfctl baseline: --pin needs a window index >= 0, not \"%s\"\n",
+                        optarg);
+                return SFCTL_EXIT_USAGE;
+            }
+            break;
+        case 'c':
+            a->clear = true;
+            break;
+        case 'j':
+            a->json = true;
+            break;
+        default:
+            return usage_error();
+        }
+    }
+    if (optind != argc - 1 || (a->clear && a->pin >= 0))
+        return usage_error();
+    a->job = argv[optind];
+    return SFCTL_EXIT_OK;
+}
+
+static void show(json_t *o)
+{
+    json_t *b = json_object_get(o, "baseline");
+    const char *job = json_string_value(json_object_get(o, "job"));
+    if (!json_is_object(b)) {
+        printf("%s: no baseline yet (%lld of %lld eligible windows collected)\n", job ? job : "?",
+               (long long)json_integer_value(json_object_get(o, "collected")),
+               (long long)json_integer_value(json_object_get(o, "wanted")));
+        return;
+    }
+    json_t *w = json_object_get(b, "windows");
+    printf("%s: baseline windows", job ? job : "?");
+    for (size_t i = 0; i < json_array_size(w); i++)
+        printf("%s%lld", i ? ", " : " ", (long long)json_integer_value(json_array_get(w, i)));
+    printf(" (segment %lld, %lld steps, %s, %s mode)\n",
+           (long long)json_integer_value(json_object_get(b, "segment")),
+           (long long)json_integer_value(json_object_get(b, "steps")),
+           json_is_true(json_object_get(b, "pinned")) ? "pinned" : "automatic",
+           json_string_value(json_object_get(b, "mode")));
+}
+
+int sfctl_cmd_baseline(int argc, char **argv)
+{
+    struct baseline_args a;
+    int ex = parse(argc, argv, &a);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = {
+        .kind = SFCTL_Q_BASELINE, .job_id = a.job, .window = a.pin, .clear = a.clear};
+    char *text;
+    size_t len;
+    ex = sfctl_query(&req, &text, &len);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    json_t *o = json_loads(text, 0, NULL);
+    if (o == NULL) {
+        fprintf(stderr, "sfctl: undecodable answer from sfd\n");
+        free(text);
+        return SFCTL_EXIT_INTERNAL;
+    }
+    if (a.json)
+        printf("%s\n", text);
+    else
+        show(o);
+    json_decref(o);
+    free(text);
+    return SFCTL_EXIT_OK;
+}
