@@ -28,7 +28,7 @@ struct opts {
     int64_t pause_every;
     double rate;                /* records/s, 0: as fast as possible */
     int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
-    int64_t slow_rank, slow_stage, slow_ns, size;
+    int64_t slow_rank, slow_stage, slow_ns, slow_from, size;
     uint32_t stages;            /* 0: the default schema */
     uint64_t drop_total;        /* a drop notice on the first batch (hostile totals) */
     int64_t drop_first, drop_last;
@@ -131,7 +131,7 @@ static void durations(const struct sender *s, int64_t step, int64_t *d)
     }
     d[n - 1] = 100000;  /* small residual */
     if ((int64_t)s->o.rank == s->o.slow_rank && s->o.slow_stage >= 0 &&
-        s->o.slow_stage < (int64_t)n - 1)
+        s->o.slow_stage < (int64_t)n - 1 && step >= s->o.slow_from)
         d[s->o.slow_stage] += s->o.slow_ns;
 }
 
@@ -629,6 +629,7 @@ static int parse(int argc, char **argv, struct opts *o)
         { "rate", 1, NULL, 'Q' }, { "stages", 1, NULL, 'G' },
         { "drop-total", 1, NULL, 'D' }, { "drop-first", 1, NULL, 'F' },
         { "drop-last", 1, NULL, 'L' }, { "distinct-jobs", 0, NULL, 'J' },
+        { "slow-from", 1, NULL, 'W' },
         { NULL, 0, NULL, 0 },
     };
     *o = (struct opts){ .job = "job", .mode = "normal", .role = "", .world = 1, .batch = 16,
@@ -666,6 +667,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'F': o->drop_first = v; break;
         case 'L': o->drop_last = v; break;
         case 'J': o->distinct_jobs = true; break;
+        case 'W': o->slow_from = v; break;
         default: return -EINVAL;
         }
     }

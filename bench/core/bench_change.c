@@ -1,0 +1,166 @@
+/*
+ * Cost of the change and the what-if against the report they join
+ * (docs/PERFORMANCE.md): at (ranks, 100 steps, 6 stages), the dense report
+ * of one window (summary build + report compute, the anchor), then
+ * sf_report_attach_change on it against a reference of three windows, timed
+ * side by side in one run, best of N. Also the one-off reference build.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <stagefrontier/change.h>
+
+#define STEPS 100
+#define STAGES 6
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static double uniform_pm1(uint64_t *state)
+{
+    return (double)(splitmix64(state) >> 11) * 0x1.0p-52 - 1.0;
+}
+
+/* Training-like steps (the stage mix of bench_core); slow_ns extra data wait
+ * on rank R/3, which the others see as backward wait. */
+static void generate(uint32_t R, uint64_t seed, int64_t slow_ns, int64_t *d)
+{
+    static const double base_ns[STAGES] = {3e6, 40e6, 80e6, 1e6, 12e6, 0.4e6};
+    uint64_t st = seed;
+    for (uint32_t t = 0; t < STEPS; t++)
+        for (uint32_t r = 0; r < R; r++) {
+            int64_t *row = &d[((size_t)t * R + r) * STAGES];
+            for (uint32_t s = 0; s < STAGES; s++)
+                row[s] = (int64_t)(base_ns[s] * (1.0 + 0.02 * uniform_pm1(&st)));
+            if (r == R / 3)
+                row[0] += slow_ns;
+            else
+                row[2] += slow_ns;
+        }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct window {
+    int64_t *d;
+    sf_row *rows;
+    sf_window_meta meta;
+    sf_summary *summary;
+};
+
+static int window_make(uint32_t R, int64_t index, int64_t slow_ns, const sf_schema *schema,
+                       struct window *w)
+{
+    size_t n = (size_t)STEPS * R;
+    w->d = malloc(n * STAGES * sizeof *w->d);
+    w->rows = malloc(n * sizeof *w->rows);
+    if (w->d == NULL || w->rows == NULL)
+        return -ENOMEM;
+    generate(R, 1000 + (uint64_t)index, slow_ns, w->d);
+    for (size_t i = 0; i < n; i++)
+        w->rows[i] = (sf_row){.step = index * STEPS + (int64_t)(i / R), .rank = (uint32_t)(i % R),
+                              .d = &w->d[i * STAGES]};
+    w->meta = (sf_window_meta){.index = index, .first_step = index * STEPS,
+                               .last_step = index * STEPS + STEPS - 1, .world_size = R};
+    return sf_summary_build(schema, &w->meta, w->rows, n, true, &w->summary);
+}
+
+static void window_free(struct window *w)
+{
+    sf_summary_free(w->summary);
+    free(w->d);
+    free(w->rows);
+}
+
+/* Seconds of one dense report (build + compute) and of the change and
+ * what-if on it, best of reps each, interleaved so both see the same load. */
+static int time_pair(const sf_schema *schema, struct window *cur, const sf_gates *g,
+                     const sf_reference *ref, int reps, double *ret_report, double *ret_change,
+                     sf_report **ret_last)
+{
+    double best_r = 1e9, best_c = 1e9;
+    for (int i = 0; i < reps; i++) {
+        sf_report *rep = NULL;
+        double t0 = now_s();
+        int r = sf_report_from_rows(schema, &cur->meta, cur->rows, (size_t)STEPS * cur->meta.world_size,
+                                    g, &rep);
+        double t1 = now_s();
+        if (r == 0)
+            r = sf_report_attach_change(rep, cur->summary, ref);
+        double t2 = now_s();
+        if (r < 0) {
+            sf_report_free(rep);
+            return r;
+        }
+        best_r = t1 - t0 < best_r ? t1 - t0 : best_r;
+        best_c = t2 - t1 < best_c ? t2 - t1 : best_c;
+        sf_report_free(*ret_last);
+        *ret_last = rep;
+    }
+    *ret_report = best_r;
+    *ret_change = best_c;
+    return 0;
+}
+
+static int run(uint32_t R, int reps)
+{
+    sf_schema schema;
+    sf_gates g;
+    sf_gates_default(&g);
+    int r = sf_schema_init_default(&schema, 1);
+    struct window w[4] = {0};
+    sf_reference *ref = NULL;
+    sf_report *last = NULL;
+    for (int j = 0; j < 4 && r == 0; j++)
+        r = window_make(R, j, j == 3 ? 8000000 : 0, &schema, &w[j]);
+    double t0 = now_s();
+    const sf_summary *refw[3] = {w[0].summary, w[1].summary, w[2].summary};
+    if (r == 0)
+        r = sf_reference_build(refw, 3, &ref);
+    double ref_s = now_s() - t0, report_s = 0, change_s = 0;
+    if (r == 0)
+        r = time_pair(&schema, &w[3], &g, ref, reps, &report_s, &change_s, &last);
+    if (r == 0)
+        printf("%5u x %u x %u  %10.3f %10.3f %9.1f %%  %12.3f   route[0] %s, suspect %u\n", R,
+               STEPS, STAGES, report_s * 1e3, change_s * 1e3, 100 * change_s / report_s,
+               ref_s * 1e3,
+               last->change->n_route ? schema.names[last->change->route[0]] : "none",
+               last->change->n_suspects ? last->change->suspects[0].rank : SF_NO_RANK);
+    sf_report_free(last);
+    sf_reference_free(ref);
+    for (int j = 0; j < 4; j++)
+        window_free(&w[j]);
+    sf_schema_clear(&schema);
+    if (r < 0)
+        fprintf(stderr, "bench_change: %s\n", strerror(-r));
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    int reps = argc > 1 ? atoi(argv[1]) : 7;
+    if (reps < 1) {
+        fprintf(stderr, "usage: bench_change [REPS]\n");
+        return 2;
+    }
+    printf("ranks x steps x st  report ms  change+whatif ms  added   reference build ms\n");
+    static const uint32_t ranks[] = {8, 1024};
+    for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+        if (run(ranks[i], reps) < 0)
+            return 1;
+    return 0;
+}

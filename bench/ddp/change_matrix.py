@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""The change evaluation (docs/EVALUATION.md, docs/CHANGE.md): a real 4-rank
+DDP job (Gloo) per (fault, magnitude, seed) against a real sfd, the fault
+switched on only after the baseline windows. Scores the live report's
+`change` object: top-1 and top-2 of change.route, the hidden rank first in
+change.suspect_ranks, and clean windows flagged. Prints markdown tables.
+
+Owns the plan and the scoring of the change; jobs run through sfharness.py.
+Raw windows go to --out (JSON Lines); --tables-from rebuilds the tables.
+
+  /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --out change.jsonl
+  /usr/bin/python3 bench/ddp/change_matrix.py --tables-from change.jsonl
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import faults  # noqa: E402
+import sfharness  # noqa: E402
+
+# Issue's fault kinds -> train.py rows; the stage where the delay first
+# becomes group-visible (the host-only callback too: it delays its rank's
+# callbacks boundary before anything else).
+KINDS = [
+    ("data", "data_wait", "data.next_wait"),
+    ("forward", "forward_host", "model.fwd_loss_cpu_wall"),
+    ("backward-compute", "backward_compute", "model.backward_cpu_wall"),
+    ("communication", "backward_comm", "model.backward_cpu_wall"),
+    ("callback barrier", "callback_barrier", "callbacks.cpu_wall"),
+    ("host-only callback (control)", "callback_host", "callbacks.cpu_wall"),
+    ("none", "none", None),
+]
+MAGNITUDES = [0.05, 0.1, 0.25]
+BASELINE = 3     # windows before the fault (the default baseline_windows)
+FAULTY = 2       # windows with the fault on
+
+
+def log(msg):
+    sys.stderr.write("[%s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stderr.flush()
+
+
+def run(build, row, mag, seed, window, warmup):
+    job = "chg-%s-%s-%d-%d" % (row, mag, seed, os.getpid())
+    phases = "A" * BASELINE + "B" * FAULTY
+    with sfharness.Sfd(build, warmup_steps=warmup, window_steps=window) as sfd:
+        res = sfharness.train(build, job, ["--ranks", "4", "--fault", row, "--seed", str(seed),
+                                           "--magnitude", str(mag), "--warmup", str(warmup),
+                                           "--steps", str(window * len(phases)), "--phases",
+                                           phases], sf_socket=sfd.ingest, timeout=600)
+        wins = sfd.windows(job, len(phases), timeout=120)
+    keep = []
+    for w in wins:
+        keep.append({"index": w["window"]["index"], "change": w.get("change"),
+                     "whatif": {k: (w.get("whatif") or {}).get(k)
+                                for k in ("slowdown", "waste_rank_s", "basis", "lower_bound")},
+                     "routing_set": w.get("routing_set"),
+                     "downgrades": w.get("downgrade_reasons")})
+    return {"row": row, "magnitude": mag, "seed": seed, "hidden_rank": res["hidden_rank"],
+            "delay_s": res["delay_s"], "median_step_s": res["median_step_s"], "windows": keep}
+
+
+def scored_windows(rec):
+    """(window, is_faulty) for windows after the baseline."""
+    for w in rec["windows"]:
+        if w["index"] >= BASELINE and w["change"] is not None:
+            yield w
+
+
+def pct(a, b):
+    return "%d/%d (%.0f %%)" % (a, b, 100.0 * a / b) if b else "-"
+
+
+def tables(records):
+    out = []
+    out.append("| fault kind | magnitude | windows | top-1 route | top-2 route | "
+               "hidden rank first suspect | median slowdown |")
+    out.append("|---|---|---|---|---|---|---|")
+    clean_flagged = clean_total = 0
+    for name, row, stage in KINDS:
+        for mag in MAGNITUDES:
+            recs = [r for r in records if r["row"] == row and
+                    (row == "none" or abs(r["magnitude"] - mag) < 1e-9)]
+            if row == "none" and mag != MAGNITUDES[0]:
+                continue
+            n = t1 = t2 = sus = 0
+            slow = []
+            for r in recs:
+                for w in scored_windows(r):
+                    c = w["change"]
+                    n += 1
+                    slow.append(c["slowdown"])
+                    if stage is None:
+                        clean_total += 1
+                        clean_flagged += bool(c["route"])
+                        continue
+                    t1 += c["route"][:1] == [stage]
+                    t2 += stage in c["route"][:2]
+                    sus += bool(c["suspect_ranks"]) and \
+                        c["suspect_ranks"][0]["rank"] == r["hidden_rank"]
+            slow.sort()
+            med = "%.3f" % slow[len(slow) // 2] if slow else "-"
+            if stage is None:
+                out.append("| %s | - | %d | flagged: %s | | | %s |" %
+                           (name, n, pct(sum(bool(w["change"]["route"]) for r in recs
+                                             for w in scored_windows(r)), n), med))
+            else:
+                out.append("| %s | %.2f | %d | %s | %s | %s | %s |" %
+                           (name, mag, n, pct(t1, n), pct(t2, n), pct(sus, n), med))
+    out.append("")
+    out.append("Clean windows flagged (route not empty, no fault): %s" %
+               pct(clean_flagged, clean_total))
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build")
+    p.add_argument("--out")
+    p.add_argument("--tables-from")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--window", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=6)
+    p.add_argument("--none-runs", type=int, default=9,
+                   help="fault-free jobs (their post-baseline windows are the clean control)")
+    a = p.parse_args()
+    if a.tables_from:
+        with open(a.tables_from) as f:
+            print(tables([json.loads(l) for l in f if l.strip()]))
+        return 0
+    build = sfharness.Build(a.build)
+    records = []
+    plan = []
+    for seed in range(1, a.seeds + 1):
+        for _name, row, _stage in KINDS:
+            if row != "none":
+                plan += [(row, mag, seed) for mag in MAGNITUDES]
+    plan += [("none", 0.0, seed) for seed in range(1, a.none_runs + 1)]
+    for row, mag, seed in plan:
+        t0 = time.monotonic()
+        rec = run(build, row, mag, seed, a.window, a.warmup)
+        records.append(rec)
+        if a.out:
+            with open(a.out, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+        routes = [w["change"]["route"][:2] for w in scored_windows(rec)]
+        log("%s mag %.2f seed %d: hidden %d, routes %s (%.0f s)" %
+            (row, mag, seed, rec["hidden_rank"], routes, time.monotonic() - t0))
+    print(tables(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
