@@ -72,10 +72,13 @@ static int window_make(uint32_t R, int64_t index, int64_t slow_ns, const sf_sche
         return -ENOMEM;
     generate(R, 1000 + (uint64_t)index, slow_ns, w->d);
     for (size_t i = 0; i < n; i++)
-        w->rows[i] = (sf_row){.step = index * STEPS + (int64_t)(i / R), .rank = (uint32_t)(i % R),
+        w->rows[i] = (sf_row){.step = index * STEPS + (int64_t)(i / R),
+                              .rank = (uint32_t)(i % R),
                               .d = &w->d[i * STAGES]};
-    w->meta = (sf_window_meta){.index = index, .first_step = index * STEPS,
-                               .last_step = index * STEPS + STEPS - 1, .world_size = R};
+    w->meta = (sf_window_meta){.index = index,
+                               .first_step = index * STEPS,
+                               .last_step = index * STEPS + STEPS - 1,
+                               .world_size = R};
     return sf_summary_build(schema, &w->meta, w->rows, n, true, &w->summary);
 }
 
@@ -96,8 +99,8 @@ static int time_pair(const sf_schema *schema, struct window *cur, const sf_gates
     for (int i = 0; i < reps; i++) {
         sf_report *rep = NULL;
         double t0 = now_s();
-        int r = sf_report_from_rows(schema, &cur->meta, cur->rows, (size_t)STEPS * cur->meta.world_size,
-                                    g, &rep);
+        int r = sf_report_from_rows(schema, &cur->meta, cur->rows,
+                                    (size_t)STEPS * cur->meta.world_size, g, &rep);
         double t1 = now_s();
         if (r == 0)
             r = sf_report_attach_change(rep, cur->summary, ref);
@@ -137,8 +140,7 @@ static int run(uint32_t R, int reps)
     if (r == 0)
         printf("%5u x %u x %u  %10.3f %10.3f %9.1f %%  %12.3f   route[0] %s, suspect %u\n", R,
                STEPS, STAGES, report_s * 1e3, change_s * 1e3, 100 * change_s / report_s,
-               ref_s * 1e3,
-               last->change->n_route ? schema.names[last->change->route[0]] : "none",
+               ref_s * 1e3, last->change->n_route ? schema.names[last->change->route[0]] : "none",
                last->change->n_suspects ? last->change->suspects[0].rank : SF_NO_RANK);
     sf_report_free(last);
     sf_reference_free(ref);

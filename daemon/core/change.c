@@ -18,7 +18,7 @@ void sf_change_free(sf_change *change)
 
 struct window_steps {
     uint32_t n;
-    uint32_t *index; /* summary step indices of complete steps */
+    uint32_t *index;  /* summary step indices of complete steps */
     int64_t *advance; /* [S][n], stage-major for the estimator */
     int64_t *ends;    /* [n] */
 };
@@ -87,8 +87,8 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
         sf_shift *out = k < S ? &c->stages[k].shift : &c->step;
         rc = sf_shift_estimate(x, ref->n_steps, y, w->n, g->change_alpha, out);
         if (rc == 0 && k < S)
-            c->stages[k].significant = out->p_value < g->change_alpha &&
-                                       llabs(out->delta_ns) >= c->min_effect_ns;
+            c->stages[k].significant =
+                out->p_value < g->change_alpha && llabs(out->delta_ns) >= c->min_effect_ns;
     }
     free(x);
     return rc;
@@ -319,7 +319,7 @@ int sf_report_attach_change(sf_report *report, const sf_summary *summary, const 
  * only say how to read it (shares, floor, one rank) do not bar a reference. */
 #define REFERENCE_BARRED                                                                           \
     ((1u << SF_DG_MISSING_RANKS) | (1u << SF_DG_INCOMPLETE_STEPS) |                                \
-     (1u << SF_DG_DROPPED_RECORDS) | (1u << SF_DG_CONTRACT_VIOLATIONS) |                          \
+     (1u << SF_DG_DROPPED_RECORDS) | (1u << SF_DG_CONTRACT_VIOLATIONS) |                           \
      (1u << SF_DG_NON_MONOTONIC_TIME) | (1u << SF_DG_LATE_OR_FAILED_SUMMARY) |                     \
      (1u << SF_DG_WINDOW_CLOSED_EARLY) | (1u << SF_DG_WINDOW_PARTIAL))
 

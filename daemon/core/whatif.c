@@ -26,13 +26,13 @@ static int cmp_u32(const void *a, const void *b)
 struct whatif_work {
     uint32_t R, S, n_route;
     const uint32_t *route;
-    int64_t *basis;    /* [R][S]; per step for the cohort basis */
-    int64_t *ref_map;  /* [R][S] reference medians, SF_NULL_NS where unknown */
-    int64_t *scratch;  /* [R] */
-    int64_t *end;      /* [R] P[t,r,S] */
-    int64_t *clipped;  /* [R] P with every stage clipped */
-    __int128 *saved;   /* [R] */
-    __int128 *cell;    /* [n_route][R] */
+    int64_t *basis;   /* [R][S]; per step for the cohort basis */
+    int64_t *ref_map; /* [R][S] reference medians, SF_NULL_NS where unknown */
+    int64_t *scratch; /* [R] */
+    int64_t *end;     /* [R] P[t,r,S] */
+    int64_t *clipped; /* [R] P with every stage clipped */
+    __int128 *saved;  /* [R] */
+    __int128 *cell;   /* [n_route][R] */
     __int128 exposed, ideal;
 };
 

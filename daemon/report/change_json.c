@@ -64,10 +64,9 @@ json_t *sf_change_to_json(const sf_report *r)
     const sf_change *c = r->change;
     if (c == NULL)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}",
-                     "baseline", baseline_json(c), "step_delta_s", seconds(c->step.delta_ns),
-                     "step_ci_low_s", seconds(c->step.ci_low_ns),
-                     "step_ci_high_s", seconds(c->step.ci_high_ns),
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "baseline",
+                     baseline_json(c), "step_delta_s", seconds(c->step.delta_ns), "step_ci_low_s",
+                     seconds(c->step.ci_low_ns), "step_ci_high_s", seconds(c->step.ci_high_ns),
                      "slowdown", real_or_null(c->slowdown), "min_effect_s",
                      seconds(c->min_effect_ns), "stages", stages_json(r, c), "route",
                      route_json(r, c), "suspect_ranks", suspects_json(c), "suspect_basis",
@@ -81,22 +80,20 @@ json_t *sf_whatif_to_json(const sf_report *r)
         return json_null();
     json_t *ranks = json_array(), *cells = json_array();
     for (uint32_t i = 0; i < w->n_ranks; i++)
-        json_array_append_new(ranks, json_pack("{s:I, s:o, s:o}", "rank",
-                                               (json_int_t)w->ranks[i].rank, "whatif_saved_s",
-                                               seconds(w->ranks[i].saved_ns), "slowdown",
-                                               real_or_null(w->ranks[i].slowdown)));
+        json_array_append_new(ranks,
+                              json_pack("{s:I, s:o, s:o}", "rank", (json_int_t)w->ranks[i].rank,
+                                        "whatif_saved_s", seconds(w->ranks[i].saved_ns), "slowdown",
+                                        real_or_null(w->ranks[i].slowdown)));
     for (uint32_t i = 0; i < w->n_cells; i++)
-        json_array_append_new(cells, json_pack("{s:I, s:s, s:o}", "rank",
-                                               (json_int_t)w->cells[i].rank, "stage",
-                                               r->schema.names[w->cells[i].stage],
-                                               "whatif_saved_s", seconds(w->cells[i].saved_ns)));
-    return json_pack("{s:s, s:b, s:s, s:o, s:f, s:o, s:o, s:o}",
-                     "model", "clipped", "lower_bound", w->lower_bound,
-                     "basis", w->basis == SF_WHATIF_REFERENCE ? "reference" : "cohort_median",
-                     "slowdown", real_or_null(w->slowdown),
-                     "ideal_s", (double)w->ideal_ns / 1e9,
-                     "waste_rank_s", real_or_null(w->waste_rank_s), "ranks", ranks,
-                     "stages", cells);
+        json_array_append_new(cells,
+                              json_pack("{s:I, s:s, s:o}", "rank", (json_int_t)w->cells[i].rank,
+                                        "stage", r->schema.names[w->cells[i].stage],
+                                        "whatif_saved_s", seconds(w->cells[i].saved_ns)));
+    return json_pack(
+        "{s:s, s:b, s:s, s:o, s:f, s:o, s:o, s:o}", "model", "clipped", "lower_bound",
+        w->lower_bound, "basis", w->basis == SF_WHATIF_REFERENCE ? "reference" : "cohort_median",
+        "slowdown", real_or_null(w->slowdown), "ideal_s", (double)w->ideal_ns / 1e9, "waste_rank_s",
+        real_or_null(w->waste_rank_s), "ranks", ranks, "stages", cells);
 }
 
 static void write_windows(const sf_change *c, FILE *out)
@@ -146,8 +143,8 @@ void sf_whatif_write_text(const sf_report *r, FILE *out)
     if (w == NULL || isnan(w->slowdown))
         return;
     fprintf(out, "what-if: S %.3f against %s, waste %.3f rank-s%s", w->slowdown,
-            w->basis == SF_WHATIF_REFERENCE ? "the baseline" : "the cohort median",
-            w->waste_rank_s, w->lower_bound ? " (clipped; savings are lower bounds)" : "");
+            w->basis == SF_WHATIF_REFERENCE ? "the baseline" : "the cohort median", w->waste_rank_s,
+            w->lower_bound ? " (clipped; savings are lower bounds)" : "");
     if (w->n_ranks > 0)
         fprintf(out, "; rank %u alone saves %.1f ms (S_r %.3f)", w->ranks[0].rank,
                 w->ranks[0].saved_ns / 1e6, w->ranks[0].slowdown);

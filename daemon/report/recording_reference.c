@@ -45,9 +45,9 @@ json_t *sf_recording_reference(const sf_reference *ref)
             json_array_append_new(leads, count_row(&ref->lead_steps[(size_t)r * S], S));
         }
     }
-    return json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:o}", "type", "reference", "windows",
-                     windows, "segment", (json_int_t)ref->segment, "advance_ns", advance,
-                     "ranks", ranks, "median_ns", medians, "lead_steps", leads);
+    return json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:o}", "type", "reference", "windows", windows,
+                     "segment", (json_int_t)ref->segment, "advance_ns", advance, "ranks", ranks,
+                     "median_ns", medians, "lead_steps", leads);
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -60,8 +60,8 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* An array of exactly n integers in [lo, hi] (null allowed as SF_NULL_NS). */
-static int int_array(json_t *a, const char *key, size_t n, json_int_t lo, json_int_t hi,
-                     bool nulls, int64_t *out, char *err, size_t errlen)
+static int int_array(json_t *a, const char *key, size_t n, json_int_t lo, json_int_t hi, bool nulls,
+                     int64_t *out, char *err, size_t errlen)
 {
     if (!json_is_array(a) || json_array_size(a) != n)
         return fail(err, errlen, "\"%s\" rows must hold %zu values", key, n);
@@ -124,8 +124,9 @@ static int parse_ranks(json_t *obj, sf_reference *ref, char *err, size_t errlen)
     size_t n = json_array_size(ranks), S = ref->n_stages;
     if (!json_is_array(ranks) || n < 1 || n > ref->world_size || json_array_size(med) != n ||
         json_array_size(leads) != n)
-        return fail(err, errlen, "\"ranks\", \"median_ns\" and \"lead_steps\" must be null, or "
-                                 "arrays of 1 to world size entries of equal length");
+        return fail(err, errlen,
+                    "\"ranks\", \"median_ns\" and \"lead_steps\" must be null, or "
+                    "arrays of 1 to world size entries of equal length");
     int64_t *tmp = malloc(S * sizeof *tmp);
     ref->ranks = malloc(n * sizeof *ref->ranks);
     ref->median_ns = malloc(n * S * sizeof *ref->median_ns);

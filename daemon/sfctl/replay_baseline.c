@@ -30,8 +30,8 @@ static int collect_windows(const char *path, struct window_job *jobs, size_t n, 
         sf_summary_free(summary);
         if (r < 0) {
             fprintf(stderr, "sfctl replay: %s: baseline window %lld: %s\n", path,
-                    (long long)jobs[i].meta.index, r == -EEXIST ? "duplicate (step, rank)"
-                                                                : "cannot be computed");
+                    (long long)jobs[i].meta.index,
+                    r == -EEXIST ? "duplicate (step, rank)" : "cannot be computed");
             return r == -ENOMEM ? r : -EINVAL;
         }
     }

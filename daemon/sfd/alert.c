@@ -116,8 +116,12 @@ static int spawn(struct sfd_job *job, const sf_report *report)
         {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
     };
     uv_process_options_t opt = {
-        .exit_cb = on_hook_exit, .file = argv[0], .args = argv, .env = env,
-        .stdio_count = 3, .stdio = stdio,
+        .exit_cb = on_hook_exit,
+        .file = argv[0],
+        .args = argv,
+        .env = env,
+        .stdio_count = 3,
+        .stdio = stdio,
     };
     a->proc.data = a;
     a->sfd = d;

@@ -174,8 +174,7 @@ json_t *sfd_baseline_json(const struct sfd_job *job)
                      (json_int_t)job->gates.baseline_windows, "alerts_run",
                      (json_int_t)job->base.alerts_run, "alerts_suppressed",
                      (json_int_t)job->base.alerts_suppressed, "alerts_failed",
-                     (json_int_t)job->base.alerts_failed, "waste_rank_s",
-                     job->base.waste_rank_s);
+                     (json_int_t)job->base.alerts_failed, "waste_rank_s", job->base.waste_rank_s);
 }
 
 void sfd_baseline_free(struct sfd_job *job)

@@ -15,10 +15,10 @@ extern "C" {
 #endif
 
 #define SF_REF_MAX_WINDOWS 16
-#define SF_REF_MAX_STEPS 8192      /* complete steps kept in a reference */
+#define SF_REF_MAX_STEPS 8192 /* complete steps kept in a reference */
 #define SF_CHANGE_MAX_SUSPECTS 8
-#define SF_WHATIF_MAX_RANKS 8      /* ranks listed, largest saving first */
-#define SF_WHATIF_MAX_CELLS 16     /* (rank, stage) pairs listed */
+#define SF_WHATIF_MAX_RANKS 8  /* ranks listed, largest saving first */
+#define SF_WHATIF_MAX_CELLS 16 /* (rank, stage) pairs listed */
 
 /* The compact, bounded reference of a job: per complete step the frontier
  * advance of every stage, and in dense mode per (rank, stage) the median
@@ -80,9 +80,9 @@ int sf_reference_check(const sf_reference *ref, const sf_schema *schema, uint32_
 /* ---- shift estimation ------------------------------------------------- */
 
 typedef struct sf_shift {
-    int64_t delta_ns;            /* Hodges-Lehmann shift of y against x */
+    int64_t delta_ns;              /* Hodges-Lehmann shift of y against x */
     int64_t ci_low_ns, ci_high_ns; /* rank-based (Moses) interval at 1 - alpha */
-    double p_value;              /* two-sided Mann-Whitney, normal approximation */
+    double p_value;                /* two-sided Mann-Whitney, normal approximation */
 } sf_shift;
 
 /* The shift of sample y against sample x. Both need at least one value;
@@ -107,9 +107,9 @@ typedef struct sf_change {
     uint32_t baseline_n_windows;
     int64_t baseline_windows[SF_REF_MAX_WINDOWS];
     uint32_t baseline_steps;
-    uint32_t steps;          /* complete steps of the window */
-    sf_shift step;           /* shift of the exposed step time */
-    double slowdown;         /* median step over the reference median step; NaN if undefined */
+    uint32_t steps;  /* complete steps of the window */
+    sf_shift step;   /* shift of the exposed step time */
+    double slowdown; /* median step over the reference median step; NaN if undefined */
     int64_t min_effect_ns;
     sf_stage_change stages[SF_MAX_STAGES];
     uint32_t n_route;
@@ -143,10 +143,10 @@ typedef struct sf_whatif_cell {
 
 typedef struct sf_whatif {
     enum sf_whatif_basis basis;
-    bool lower_bound;        /* clipped: other ranks' sync waits are kept */
+    bool lower_bound; /* clipped: other ranks' sync waits are kept */
     __int128 exposed_ns, ideal_ns;
-    double slowdown;         /* S = exposed / ideal */
-    double waste_rank_s;     /* (1 - 1/S) x ranks x window seconds */
+    double slowdown;     /* S = exposed / ideal */
+    double waste_rank_s; /* (1 - 1/S) x ranks x window seconds */
     uint32_t n_ranks;
     sf_whatif_rank ranks[SF_WHATIF_MAX_RANKS];
     uint32_t n_cells;
@@ -164,8 +164,7 @@ void sf_whatif_free(sf_whatif *whatif);
 /* Attaches the change (when ref is not NULL) and the what-if (dense mode)
  * of the window the report was computed from, replacing any earlier ones.
  * On error the report is left as it was. */
-int sf_report_attach_change(sf_report *report, const sf_summary *summary,
-                            const sf_reference *ref);
+int sf_report_attach_change(sf_report *report, const sf_summary *summary, const sf_reference *ref);
 
 #ifdef __cplusplus
 }

@@ -94,8 +94,8 @@ static struct matrix clean_matrix(uint64_t seed, uint32_t steps)
 static sf_summary *window_summary(const sf_schema *schema, struct matrix *m, uint32_t first,
                                   int64_t index, bool dense)
 {
-    sf_window_meta meta = {.index = index, .first_step = 0, .last_step = SF_MAX_WINDOW_STEPS - 1,
-                           .world_size = RANKS};
+    sf_window_meta meta = {
+        .index = index, .first_step = 0, .last_step = SF_MAX_WINDOW_STEPS - 1, .world_size = RANKS};
     sf_summary *s = NULL;
     assert_int_equal(sf_summary_build(schema, &meta, &m->rows[(size_t)first * RANKS],
                                       (size_t)WSTEPS * RANKS, dense, &s),
@@ -296,8 +296,8 @@ static void whatif_fixture(void **state)
     (void)state;
     sf_schema schema;
     numbered_schema(&schema, 2);
-    static const int64_t clean[3][2][2] = {{{10, 10}, {10, 10}}, {{10, 10}, {10, 10}},
-                                           {{10, 10}, {10, 10}}};
+    static const int64_t clean[3][2][2] = {
+        {{10, 10}, {10, 10}}, {{10, 10}, {10, 10}}, {{10, 10}, {10, 10}}};
     /* rank 1 is 20 ns slow in stage 0; no one waits for it */
     static const int64_t slow[2][2][2] = {{{10, 10}, {30, 10}}, {{10, 10}, {30, 10}}};
     sf_summary *rs = two_rank_summary(&schema, clean, 3, 0);

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""CI-sized live check of the change against the baseline (docs/CHANGE.md):
+a real 4-rank PyTorch DDP job (Gloo, CPU) reports through the binding to a
+real sfd. The fault is off for the three baseline windows and on in the
+fourth: change.route[0] must be the injected stage there. The no-fault row
+must show no significant change after its baseline. Exit 77 (CTest
+SKIP_RETURN_CODE) only when python3-torch with Gloo is absent.
+"""
+
+import argparse
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench", "ddp"))
+
+import faults  # noqa: E402
+import sfharness  # noqa: E402
+
+SKIP = 77
+WARMUP = 6
+WINDOW = 8
+BASELINE = 3
+# Large against the noise of 4 ranks sharing 2 busy cores (as in
+# test_ddp_routing.py); the small
+# magnitudes are the evaluation's (bench/ddp/change_matrix.py).
+MAGNITUDE = 1.5
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", required=True)
+    p.add_argument("--row", required=True, choices=sorted(faults.FAULTS))
+    p.add_argument("--seed", type=int, default=2)
+    a = p.parse_args()
+    if not sfharness.has_torch():
+        print("SKIP: /usr/bin/python3 cannot import torch with Gloo (install python3-torch)")
+        return SKIP
+    build = sfharness.Build(a.build)
+    stage = faults.FAULTS[a.row]
+    mag = 0.0 if stage is None else MAGNITUDE
+    job = "ci-change-%s-%d" % (a.row, os.getpid())
+    phases = "A" * BASELINE + "B"
+    with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=WINDOW) as sfd:
+        res = sfharness.train(build, job, ["--ranks", "4", "--fault", a.row, "--seed",
+                                           str(a.seed), "--magnitude", str(mag), "--warmup",
+                                           str(WARMUP), "--steps", str(WINDOW * len(phases)),
+                                           "--phases", phases],
+                              sf_socket=sfd.ingest, timeout=240)
+        wins = sfd.windows(job, len(phases), timeout=60)
+        text = sfd.report(job, human=True)
+        base = sfd.sfctl("baseline", job).stdout
+    print(text)
+    print(base.strip())
+    by = {w["window"]["index"]: w for w in wins}
+    if sorted(by) != list(range(len(phases))):
+        print("FAIL: windows %s" % sorted(by))
+        return 1
+    if any(by[i]["change"] is not None for i in range(BASELINE)):
+        print("FAIL: a baseline window carries a change")
+        return 1
+    c = by[BASELINE]["change"]
+    print("row %s, hidden rank %d, delay %.1f ms: route %s, suspects %s, slowdown %.3f" % (
+        a.row, res["hidden_rank"], 1000 * res["delay_s"], c["route"], c["suspect_ranks"],
+        c["slowdown"]))
+    if c["baseline"]["windows"] != list(range(BASELINE)):
+        print("FAIL: baseline %s" % c["baseline"])
+        return 1
+    if stage is not None and c["route"][:1] != [stage]:
+        print("FAIL: change.route %s does not start with %s" % (c["route"], stage))
+        return 1
+    if stage is not None and "first appears in %s" % stage not in text:
+        print("FAIL: the human view does not lead with the change")
+        return 1
+    if stage is None and c["route"]:
+        print("FAIL: the clean job shows a significant change: %s" % c["route"])
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
