@@ -14,21 +14,10 @@
 
 #include <stagefrontier/change.h>
 
+#include "bench_rng.h"
+
 #define STEPS 100
 #define STAGES 6
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static double uniform_pm1(uint64_t *state)
-{
-    return (double)(splitmix64(state) >> 11) * 0x1.0p-52 - 1.0;
-}
 
 /* Training-like steps (the stage mix of bench_core); slow_ns extra data wait
  * on rank R/3, which the others see as backward wait. */

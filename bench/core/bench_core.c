@@ -13,6 +13,8 @@
 
 #include <stagefrontier/accounting.h>
 
+#include "bench_rng.h"
+
 #define BENCH_STAGES 6
 #define DUMP_MAGIC INT64_C(0x314d424346534653) /* "SFSFCBM1" little-endian */
 
@@ -33,20 +35,6 @@ struct opts {
 };
 
 /* ---- the matrix ---------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1), from the top 53 bits. */
-static double uniform_pm1(uint64_t *state)
-{
-    return (double)(splitmix64(state) >> 11) * 0x1.0p-52 - 1.0;
-}
 
 /* A training-like step: per-stage base times (data, forward, backward,
  * callbacks, optimizer, residual), a fixed per-rank bias, per-cell noise,

@@ -11,6 +11,8 @@
 
 #include <stagefrontier/change.h>
 
+#include "core_internal.h"
+
 void sf_change_free(sf_change *change)
 {
     free(change);
@@ -129,12 +131,6 @@ static uint32_t suspects_max(const sf_gates *g)
     return max < SF_CHANGE_MAX_SUSPECTS ? max : SF_CHANGE_MAX_SUSPECTS;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Mergeable mode: the two ranks that most often uniquely led route[0]'s
  * boundary (ties to the lower rank); their change against the reference is
  * unknown (null). */
@@ -150,7 +146,7 @@ static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_
         if (top->v1 > top->v2)
             leaders[n++] = top->r1;
     }
-    qsort(leaders, n, sizeof *leaders, cmp_u32);
+    qsort(leaders, n, sizeof *leaders, sf__cmp_u32);
     uint32_t max = suspects_max(g) < 2 ? suspects_max(g) : 2;
     sf_change_suspect best[2] = {{SF_NO_RANK, 0}, {SF_NO_RANK, 0}};
     for (uint32_t i = 0; i < n;) {
@@ -187,7 +183,7 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
 {
     const sf_dense *d = s->dense;
     uint32_t S = ref->n_stages, rank = d->ranks[x];
-    uint32_t *hit = bsearch(&rank, ref->ranks, ref->n_ranks, sizeof rank, cmp_u32);
+    uint32_t *hit = bsearch(&rank, ref->ranks, ref->n_ranks, sizeof rank, sf__cmp_u32);
     ret->known = hit != NULL;
     if (!ret->known)
         return;

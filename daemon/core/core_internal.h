@@ -32,6 +32,9 @@ static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
     return 0;
 }
 
+/* reference.c: qsort/bsearch order of rank numbers. */
+int sf__cmp_u32(const void *a, const void *b);
+
 /* summary.c */
 void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank);
 int sf__roles_add(sf_summary *s, const char *role);

@@ -11,6 +11,8 @@
 
 #include <stagefrontier/change.h>
 
+#include "core_internal.h"
+
 void sf_reference_free(sf_reference *ref)
 {
     if (ref == NULL)
@@ -87,7 +89,7 @@ bool sf_reference_applies(const sf_reference *ref, const sf_window_meta *meta)
     return meta->segment > ref->segment || (meta->segment == ref->segment && meta->index > last);
 }
 
-static int cmp_u32(const void *a, const void *b)
+int sf__cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
@@ -106,7 +108,7 @@ static int union_ranks(sf_reference *ref, const sf_summary *const *w, uint32_t n
     for (uint32_t j = 0; j < n; j++)
         for (uint32_t i = 0; i < w[j]->dense->n_ranks; i++)
             all[k++] = w[j]->dense->ranks[i];
-    qsort(all, total, sizeof *all, cmp_u32);
+    qsort(all, total, sizeof *all, sf__cmp_u32);
     uint32_t u = 0;
     for (size_t i = 0; i < total; i++)
         if (u == 0 || all[u - 1] != all[i])
@@ -118,7 +120,7 @@ static int union_ranks(sf_reference *ref, const sf_summary *const *w, uint32_t n
 
 static int dense_index(const sf_dense *d, uint32_t rank)
 {
-    uint32_t *hit = bsearch(&rank, d->ranks, d->n_ranks, sizeof rank, cmp_u32);
+    uint32_t *hit = bsearch(&rank, d->ranks, d->n_ranks, sizeof rank, sf__cmp_u32);
     return hit == NULL ? -1 : (int)(hit - d->ranks);
 }
 

@@ -12,15 +12,11 @@
 
 #include <stagefrontier/change.h>
 
+#include "core_internal.h"
+
 void sf_whatif_free(sf_whatif *whatif)
 {
     free(whatif);
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
 }
 
 struct whatif_work {
@@ -72,7 +68,7 @@ static void map_reference(struct whatif_work *w, const sf_dense *d, const sf_ref
     for (uint32_t x = 0; x < w->R; x++) {
         const uint32_t *hit =
             ref && ref->median_ns
-                ? bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof(uint32_t), cmp_u32)
+                ? bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof(uint32_t), sf__cmp_u32)
                 : NULL;
         for (uint32_t k = 0; k < w->S; k++)
             w->ref_map[(size_t)x * w->S + k] =

@@ -15,7 +15,7 @@ json_t *sf_recording_header(const char *job_id, const sf_schema *schema, uint32_
                             const sf_gates *gates);
 json_t *sf_recording_row(const sf_row *row, const sf_schema *schema);
 json_t *sf_recording_window(const sf_window_meta *meta);
-/* The job's reference, after the header (recording_reference.c). */
+/* The job's reference (docs/CHANGE.md), written right after the header. */
 json_t *sf_recording_reference(const sf_reference *ref);
 
 /* Decoders. Each returns 0, or -EINVAL with a message in err (size errlen)

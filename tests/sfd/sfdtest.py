@@ -194,6 +194,23 @@ def run_job(sfd, job, world, steps, start=0, batch=16, extra=None):
     return outs
 
 
+def live_equals_replay(sfd, job):
+    """The job's live report JSON, failing unless `sfctl replay` of its
+    `sfctl record` dump prints the same bytes (both kept in sfd.dir)."""
+    live = sfd.sfctl("report", job, "--last", "100", "--json").stdout
+    rec = os.path.join(sfd.dir, job + ".jsonl")
+    sfd.sfctl("record", job, "-o", rec)
+    p = subprocess.run([SFCTL, "replay", "--json", rec], capture_output=True, timeout=60)
+    check(p.returncode == 0, "replay failed: %s" % p.stderr.decode())
+    if p.stdout != live:
+        with open(os.path.join(sfd.dir, "live.json"), "wb") as f:
+            f.write(live)
+        with open(os.path.join(sfd.dir, "replay.json"), "wb") as f:
+            f.write(p.stdout)
+        fail("live report and replay differ for %s (see %s)" % (job, sfd.dir))
+    return live
+
+
 def vm_rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:

@@ -9,9 +9,8 @@ error; and the live report still equals the replay of its recording."""
 import json
 import os
 import stat
-import subprocess
 
-from sfdtest import Sfd, SFCTL, check, fail, run_job, wait_for
+from sfdtest import Sfd, check, live_equals_replay, run_job, wait_for
 
 WARMUP, WINDOW = 2, 10
 
@@ -21,20 +20,11 @@ def windows(sfd, job, n):
     return json.loads(sfd.sfctl("report", job, "--last", "100", "--json").stdout)
 
 
-def live_equals_replay(sfd, job):
-    live = sfd.sfctl("report", job, "--last", "100", "--json").stdout
+def recorded_reference(sfd, job):
     rec = os.path.join(sfd.dir, job + ".jsonl")
     sfd.sfctl("record", job, "-o", rec)
     with open(rec) as f:
         check('"type":"reference"' in f.read(), "the recording carries no reference line")
-    p = subprocess.run([SFCTL, "replay", "--json", rec], capture_output=True, timeout=60)
-    check(p.returncode == 0, "replay failed: %s" % p.stderr.decode())
-    if p.stdout != live:
-        with open(os.path.join(sfd.dir, "live.json"), "wb") as f:
-            f.write(live)
-        with open(os.path.join(sfd.dir, "replay.json"), "wb") as f:
-            f.write(p.stdout)
-        fail("live report and replay differ for %s (see %s)" % (job, sfd.dir))
 
 
 def main():
@@ -112,6 +102,7 @@ def main():
               "after the pin: %s" % [w["change"] is None for w in ws])
         check(ws[5]["change"]["baseline"]["windows"] == [4] and not ws[5]["change"]["route"],
               "window 5 against window 4: %s" % ws[5]["change"])
+        recorded_reference(sfd, "chg")
         live_equals_replay(sfd, "chg")
         sfd.sfctl("baseline", "chg", "--clear")
         p = sfd.sfctl("baseline", "chg", "--clear", check_rc=5)

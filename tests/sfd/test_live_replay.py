@@ -4,9 +4,8 @@ contract violations and a deadline cut-off."""
 
 import json
 import os
-import subprocess
 
-from sfdtest import Sfd, check, fail, run_job, wait_for, SFCTL
+from sfdtest import Sfd, check, live_equals_replay, run_job, wait_for
 
 CONF = """[sfd]
 window_grace_ms = 1500
@@ -19,17 +18,7 @@ window_steps = 10
 def live_vs_replay(sfd, job, n_windows):
     wait_for(lambda: sfd.jobs().get(job, {}).get("windows") == n_windows,
              "%d closed windows of %s" % (n_windows, job))
-    live = sfd.sfctl("report", job, "--last", "100", "--json").stdout
-    rec = os.path.join(sfd.dir, job + ".jsonl")
-    sfd.sfctl("record", job, "-o", rec)
-    p = subprocess.run([SFCTL, "replay", "--json", rec], capture_output=True, timeout=60)
-    check(p.returncode == 0, "replay failed: %s" % p.stderr.decode())
-    if p.stdout != live:
-        with open(os.path.join(sfd.dir, "live.json"), "wb") as f:
-            f.write(live)
-        with open(os.path.join(sfd.dir, "replay.json"), "wb") as f:
-            f.write(p.stdout)
-        fail("live report and replay differ for %s (see %s)" % (job, sfd.dir))
+    live = live_equals_replay(sfd, job)
     windows = json.loads(live)
     check(len(windows) == n_windows, "%d windows, want %d" % (len(windows), n_windows))
     return windows
