@@ -9,6 +9,8 @@ Owns the plan and the scoring of the change; jobs run through sfharness.py.
 Raw windows go to --out (JSON Lines); --tables-from rebuilds the tables.
 
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --out change.jsonl
+  /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --only-none --none-runs 3 \
+      --none-windows 7 --out change.jsonl     # more clean windows
   /usr/bin/python3 bench/ddp/change_matrix.py --tables-from change.jsonl
 """
 
@@ -46,9 +48,9 @@ def log(msg):
     sys.stderr.flush()
 
 
-def run(build, row, mag, seed, window, warmup):
+def run(build, row, mag, seed, window, warmup, faulty=FAULTY):
     job = "chg-%s-%s-%d-%d" % (row, mag, seed, os.getpid())
-    phases = "A" * BASELINE + "B" * FAULTY
+    phases = "A" * BASELINE + "B" * faulty
     with sfharness.Sfd(build, warmup_steps=warmup, window_steps=window) as sfd:
         res = sfharness.train(build, job, ["--ranks", "4", "--fault", row, "--seed", str(seed),
                                            "--magnitude", str(mag), "--warmup", str(warmup),
@@ -129,6 +131,9 @@ def main():
     p.add_argument("--warmup", type=int, default=6)
     p.add_argument("--none-runs", type=int, default=9,
                    help="fault-free jobs (their post-baseline windows are the clean control)")
+    p.add_argument("--none-windows", type=int, default=FAULTY,
+                   help="windows after the baseline in each fault-free job")
+    p.add_argument("--only-none", action="store_true", help="run the fault-free jobs only")
     a = p.parse_args()
     if a.tables_from:
         with open(a.tables_from) as f:
@@ -137,14 +142,15 @@ def main():
     build = sfharness.Build(a.build)
     records = []
     plan = []
-    for seed in range(1, a.seeds + 1):
+    for seed in range(1, a.seeds + 1 if not a.only_none else 1):
         for _name, row, _stage in KINDS:
             if row != "none":
                 plan += [(row, mag, seed) for mag in MAGNITUDES]
     plan += [("none", 0.0, seed) for seed in range(1, a.none_runs + 1)]
     for row, mag, seed in plan:
         t0 = time.monotonic()
-        rec = run(build, row, mag, seed, a.window, a.warmup)
+        rec = run(build, row, mag, seed, a.window, a.warmup,
+                  a.none_windows if row == "none" else FAULTY)
         records.append(rec)
         if a.out:
             with open(a.out, "a") as f:
