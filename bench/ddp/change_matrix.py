@@ -11,10 +11,11 @@ Raw windows go to --out (JSON Lines); --tables-from rebuilds the tables.
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --out change.jsonl
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --only-none --none-runs 3 \
       --none-windows 7 --out change.jsonl     # more clean windows
-  /usr/bin/python3 bench/ddp/change_matrix.py --tables-from change.jsonl
+  /usr/bin/python3 bench/ddp/change_matrix.py --tables-from bench/ddp/results/change.jsonl.gz
 """
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -136,7 +137,8 @@ def main():
     p.add_argument("--only-none", action="store_true", help="run the fault-free jobs only")
     a = p.parse_args()
     if a.tables_from:
-        with open(a.tables_from) as f:
+        opener = gzip.open if a.tables_from.endswith(".gz") else open
+        with opener(a.tables_from, "rt") as f:
             print(tables([json.loads(l) for l in f if l.strip()]))
         return 0
     build = sfharness.Build(a.build)
