@@ -121,7 +121,32 @@ def main():
         check("loop closed with live handles" not in sfd.logtext(), "handles leaked")
     finally:
         sfd.close()
+    failing_hooks()
     print("ok")
+
+
+def failing_hooks():
+    """A hook that fails, or cannot start, is logged and counted; sfd goes on."""
+    for cmd, counter_msg in (("/bin/false", "alert_command failed: exit 1"),
+                             ("/nonexistent/hook --flag", "alert_command could not start")):
+        sfd = Sfd("[sfd]\nalert_command = %s\nalert_windows = 1\nalert_interval_ms = 0\n"
+                  "[gates]\nwarmup_steps = %d\nwindow_steps = %d\n" % (cmd, WARMUP, WINDOW))
+        try:
+            run_job(sfd, "bad", 2, WARMUP + 5 * WINDOW,
+                    extra={1: dict(slow_rank=1, slow_stage=1, slow_ns=3000000,
+                                   slow_from=WARMUP + 3 * WINDOW)})
+            windows(sfd, "bad", 5)
+
+            def counted():
+                b = json.loads(sfd.sfctl("baseline", "bad", "--json").stdout)
+                return b["alerts_failed"] >= 1 and b
+            b = wait_for(counted, "a failed hook counted")
+            check(b["baseline"]["windows"] == [0, 1, 2], "baseline %s" % b)
+            wait_for(lambda: counter_msg in sfd.logtext(), "the log line %r" % counter_msg)
+            check(sfd.status()["jobs"] == 1, "sfd stopped answering")
+            check(sfd.stop() == 0, "sfd did not exit cleanly")
+        finally:
+            sfd.close()
 
 
 main()
