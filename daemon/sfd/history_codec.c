@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stagefrontier/change.h>
+
 #include "history.h"
 
-#define CODEC_MAGIC 0x32525453u /* "STR2": STR1 plus arrival points */
+#define CODEC_MAGIC_V2 0x32525453u /* "STR2": STR1 plus arrival points */
+#define CODEC_MAGIC 0x33525453u    /* "STR3": STR2, then the change and what-if */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -227,6 +230,71 @@ static void put_body(struct enc *e, const sf_report *r)
     put_arrivals(e, r);
 }
 
+static void put_shift(struct enc *e, const sf_shift *s)
+{
+    put_i64(e, s->delta_ns);
+    put_i64(e, s->ci_low_ns);
+    put_i64(e, s->ci_high_ns);
+    put_f64(e, s->p_value);
+}
+
+/* The change against the baseline (docs/CHANGE.md), or a 0 when absent. */
+static void put_change(struct enc *e, const sf_change *c)
+{
+    put_u32(e, c != NULL);
+    if (c == NULL)
+        return;
+    put_u32(e, c->n_stages);
+    put_u32(e, c->baseline_n_windows);
+    for (uint32_t i = 0; i < c->baseline_n_windows; i++)
+        put_i64(e, c->baseline_windows[i]);
+    put_u32(e, c->baseline_steps);
+    put_u32(e, c->steps);
+    put_shift(e, &c->step);
+    put_f64(e, c->slowdown);
+    put_i64(e, c->min_effect_ns);
+    for (uint32_t k = 0; k < c->n_stages; k++) {
+        put_shift(e, &c->stages[k].shift);
+        put_u32(e, c->stages[k].significant);
+    }
+    put_u32(e, c->n_route);
+    for (uint32_t i = 0; i < c->n_route; i++)
+        put_u32(e, c->route[i]);
+    put_u32(e, c->suspects_dense);
+    put_u32(e, c->n_suspects);
+    for (uint32_t i = 0; i < c->n_suspects; i++) {
+        put_u32(e, c->suspects[i].rank);
+        put_i64(e, c->suspects[i].delta_ns);
+    }
+}
+
+static void put_whatif(struct enc *e, const sf_whatif *w)
+{
+    put_u32(e, w != NULL);
+    if (w == NULL)
+        return;
+    put_u32(e, w->basis);
+    put_u32(e, w->lower_bound);
+    put_u64(e, (uint64_t)(unsigned __int128)w->exposed_ns);
+    put_u64(e, (uint64_t)((unsigned __int128)w->exposed_ns >> 64));
+    put_u64(e, (uint64_t)(unsigned __int128)w->ideal_ns);
+    put_u64(e, (uint64_t)((unsigned __int128)w->ideal_ns >> 64));
+    put_f64(e, w->slowdown);
+    put_f64(e, w->waste_rank_s);
+    put_u32(e, w->n_ranks);
+    for (uint32_t i = 0; i < w->n_ranks; i++) {
+        put_u32(e, w->ranks[i].rank);
+        put_i64(e, w->ranks[i].saved_ns);
+        put_f64(e, w->ranks[i].slowdown);
+    }
+    put_u32(e, w->n_cells);
+    for (uint32_t i = 0; i < w->n_cells; i++) {
+        put_u32(e, w->cells[i].rank);
+        put_u32(e, w->cells[i].stage);
+        put_i64(e, w->cells[i].saved_ns);
+    }
+}
+
 int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
 {
     struct enc e = { 0 };
@@ -237,6 +305,8 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_meta(&e, &report->meta);
     put_gates(&e, &report->gates);
     put_body(&e, report);
+    put_change(&e, report->change);
+    put_whatif(&e, report->whatif);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -591,7 +661,101 @@ static int get_body(struct dec *d, sf_report *r)
     rc = d->bad ? -EINVAL : get_arrivals(d, r);
     if (rc < 0)
         return rc;
-    return d->bad || d->left != 0 ? -EINVAL : 0;
+    return d->bad ? -EINVAL : 0;
+}
+
+static void get_shift(struct dec *d, sf_shift *s)
+{
+    s->delta_ns = get_i64(d);
+    s->ci_low_ns = get_i64(d);
+    s->ci_high_ns = get_i64(d);
+    s->p_value = get_f64(d);
+}
+
+static int get_change_stages(struct dec *d, sf_change *c)
+{
+    for (uint32_t k = 0; k < c->n_stages; k++) {
+        get_shift(d, &c->stages[k].shift);
+        c->stages[k].significant = get_bool(d);
+    }
+    c->n_route = get_u32(d);
+    if (d->bad || c->n_route > c->n_stages)
+        return -EINVAL;
+    for (uint32_t i = 0; i < c->n_route; i++)
+        if ((c->route[i] = get_u32(d)) >= c->n_stages)
+            return -EINVAL;
+    c->suspects_dense = get_bool(d);
+    c->n_suspects = get_u32(d);
+    if (d->bad || c->n_suspects > SF_CHANGE_MAX_SUSPECTS)
+        return -EINVAL;
+    for (uint32_t i = 0; i < c->n_suspects; i++) {
+        c->suspects[i].rank = get_u32(d);
+        c->suspects[i].delta_ns = get_i64(d);
+    }
+    return d->bad ? -EINVAL : 0;
+}
+
+static int get_change(struct dec *d, sf_report *r)
+{
+    if (!get_bool(d))
+        return d->bad ? -EINVAL : 0;
+    sf_change *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    r->change = c;  /* freed with the report on failure */
+    c->n_stages = get_u32(d);
+    c->baseline_n_windows = get_u32(d);
+    if (d->bad || c->n_stages != r->schema.n_stages || c->baseline_n_windows < 1 ||
+        c->baseline_n_windows > SF_REF_MAX_WINDOWS)
+        return -EINVAL;
+    for (uint32_t i = 0; i < c->baseline_n_windows; i++)
+        c->baseline_windows[i] = get_i64(d);
+    c->baseline_steps = get_u32(d);
+    c->steps = get_u32(d);
+    get_shift(d, &c->step);
+    c->slowdown = get_f64(d);
+    c->min_effect_ns = get_i64(d);
+    return d->bad ? -EINVAL : get_change_stages(d, c);
+}
+
+static int get_whatif(struct dec *d, sf_report *r)
+{
+    if (!get_bool(d))
+        return d->bad ? -EINVAL : 0;
+    sf_whatif *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    r->whatif = w;
+    uint32_t basis = get_u32(d);
+    if (basis > SF_WHATIF_COHORT)
+        return -EINVAL;
+    w->basis = (enum sf_whatif_basis)basis;
+    w->lower_bound = get_bool(d);
+    uint64_t lo = get_u64(d), hi = get_u64(d);
+    w->exposed_ns = (__int128)((unsigned __int128)hi << 64 | lo);
+    lo = get_u64(d);
+    hi = get_u64(d);
+    w->ideal_ns = (__int128)((unsigned __int128)hi << 64 | lo);
+    w->slowdown = get_f64(d);
+    w->waste_rank_s = get_f64(d);
+    w->n_ranks = get_u32(d);
+    if (d->bad || w->n_ranks > SF_WHATIF_MAX_RANKS)
+        return -EINVAL;
+    for (uint32_t i = 0; i < w->n_ranks; i++) {
+        w->ranks[i].rank = get_u32(d);
+        w->ranks[i].saved_ns = get_i64(d);
+        w->ranks[i].slowdown = get_f64(d);
+    }
+    w->n_cells = get_u32(d);
+    if (d->bad || w->n_cells > SF_WHATIF_MAX_CELLS)
+        return -EINVAL;
+    for (uint32_t i = 0; i < w->n_cells; i++) {
+        w->cells[i].rank = get_u32(d);
+        if ((w->cells[i].stage = get_u32(d)) >= r->schema.n_stages)
+            return -EINVAL;
+        w->cells[i].saved_ns = get_i64(d);
+    }
+    return d->bad ? -EINVAL : 0;
 }
 
 int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
@@ -599,7 +763,8 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     struct dec d = { buf, len, false };
     if (buf == NULL || ret == NULL)
         return -EINVAL;
-    if (get_u32(&d) != CODEC_MAGIC || d.bad)
+    uint32_t magic = get_u32(&d);
+    if ((magic != CODEC_MAGIC && magic != CODEC_MAGIC_V2) || d.bad)
         return -EINVAL;
     sf_report *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -613,6 +778,12 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     rc = d.bad ? -EINVAL : get_gates(&d, &r->gates);
     if (rc == 0)
         rc = get_body(&d, r);
+    if (rc == 0 && magic == CODEC_MAGIC)
+        rc = get_change(&d, r);
+    if (rc == 0 && magic == CODEC_MAGIC)
+        rc = get_whatif(&d, r);
+    if (rc == 0 && d.left != 0)
+        rc = -EINVAL;
     if (rc < 0) {
         sf_report_free(r);
         return rc;

@@ -21,6 +21,7 @@
 #include "history.h"
 #include "report_json.h"
 #include "report_text.h"
+#include <stagefrontier/change.h>
 
 /* A real report of a 3-rank window of 8 steps with a slow rank. */
 static sf_report *make_report(int64_t index)
@@ -139,6 +140,52 @@ static void round_trip_keeps_arrival_points(void **state)
     assert_int_equal(back->schema.sync_mask, UINT64_C(1) << 2);
     sf_report_free(back);
     sf_report_free(r);
+    sf_schema_clear(&schema);
+}
+
+/* A 3-rank window of 8 steps, rank 2 slow_ns slower in stage 2: its summary. */
+static sf_summary *slow_summary(const sf_schema *schema, int64_t slow_ns)
+{
+    uint32_t S = schema->n_stages;
+    sf_window_meta meta = { .index = 7, .segment = 1, .world_size = 3 };
+    sf_window_range(7, 0, 8, &meta.first_step, &meta.last_step);
+    sf_row rows[24];
+    int64_t d[24 * SF_MAX_STAGES];
+    for (uint32_t i = 0; i < 24; i++) {
+        for (uint32_t k = 0; k < S; k++)
+            d[i * S + k] = 1000000 + 1000 * k + 37 * (i / 3 % 3) +
+                           (i % 3 == 2 && k == 2 ? slow_ns : 0);
+        rows[i] = (sf_row){ .step = meta.first_step + i / 3, .rank = i % 3, .d = &d[i * S] };
+    }
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(schema, &meta, rows, 24, true, &s), 0);
+    return s;
+}
+
+static void round_trip_keeps_the_change(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    sf_gates gates;
+    sf_gates_default(&gates);
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    sf_summary *clean = slow_summary(&schema, 0), *slow = slow_summary(&schema, 3000000);
+    sf_reference *ref = NULL;
+    sf_report *r = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)&clean, 1, &ref), 0);
+    assert_int_equal(sf_report_compute(slow, &gates, &r), 0);
+    assert_int_equal(sf_report_attach_change(r, slow, ref), 0);
+    assert_true(r->change->n_route > 0 && r->whatif->n_ranks > 0);
+    sf_report *back = round_trip(r);
+    assert_non_null(back->change);
+    assert_memory_equal(back->change, r->change, sizeof *r->change);
+    assert_non_null(back->whatif);
+    assert_memory_equal(back->whatif, r->whatif, sizeof *r->whatif);
+    sf_report_free(back);
+    sf_report_free(r);
+    sf_reference_free(ref);
+    sf_summary_free(clean);
+    sf_summary_free(slow);
     sf_schema_clear(&schema);
 }
 
@@ -303,6 +350,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_renders_the_same_bytes),
         cmocka_unit_test(round_trip_keeps_arrival_points),
+        cmocka_unit_test(round_trip_keeps_the_change),
         cmocka_unit_test(corrupt_bodies_are_refused),
         cmocka_unit_test(the_bound_evicts_the_oldest),
         cmocka_unit_test(an_oversized_record_is_refused),
