@@ -27,16 +27,18 @@ sys.path.insert(0, HERE)
 import faults  # noqa: E402
 import sfharness  # noqa: E402
 
-# Issue's fault kinds -> train.py rows; the stage where the delay first
-# becomes group-visible (the host-only callback too: it delays its rank's
-# callbacks boundary before anything else).
+# Issue's fault kinds -> train.py rows and the stage where the delay first
+# becomes group-visible. The host-only callback is a control: the other ranks
+# absorb its delay as wait in the next step's forward or backward, which
+# comes before the callbacks boundary in step-relative time, so the change
+# must not route callbacks.cpu_wall first (faults.CONTROL_STAGE).
 KINDS = [
     ("data", "data_wait", "data.next_wait"),
     ("forward", "forward_host", "model.fwd_loss_cpu_wall"),
     ("backward-compute", "backward_compute", "model.backward_cpu_wall"),
     ("communication", "backward_comm", "model.backward_cpu_wall"),
     ("callback barrier", "callback_barrier", "callbacks.cpu_wall"),
-    ("host-only callback (control)", "callback_host", "callbacks.cpu_wall"),
+    ("host-only callback (control)", "callback_host", None),
     ("none", "none", None),
 ]
 MAGNITUDES = [0.05, 0.1, 0.25]
@@ -83,8 +85,8 @@ def pct(a, b):
 def tables(records):
     out = []
     out.append("| fault kind | magnitude | windows | top-1 route | top-2 route | "
-               "hidden rank first suspect | median slowdown |")
-    out.append("|---|---|---|---|---|---|---|")
+               "hidden rank first suspect | median slowdown | right stage first, of routed |")
+    out.append("|---|---|---|---|---|---|---|---|")
     clean_flagged = clean_total = 0
     for name, row, stage in KINDS:
         for mag in MAGNITUDES:
@@ -92,7 +94,7 @@ def tables(records):
                     (row == "none" or abs(r["magnitude"] - mag) < 1e-9)]
             if row == "none" and mag != MAGNITUDES[0]:
                 continue
-            n = t1 = t2 = sus = 0
+            n = t1 = t2 = sus = routed = 0
             slow = []
             for r in recs:
                 for w in scored_windows(r):
@@ -100,22 +102,31 @@ def tables(records):
                     n += 1
                     slow.append(c["slowdown"])
                     if stage is None:
-                        clean_total += 1
-                        clean_flagged += bool(c["route"])
+                        if row == "none":
+                            clean_total += 1
+                            clean_flagged += bool(c["route"])
                         continue
                     t1 += c["route"][:1] == [stage]
+                    routed += bool(c["route"])
                     t2 += stage in c["route"][:2]
                     sus += bool(c["suspect_ranks"]) and \
                         c["suspect_ranks"][0]["rank"] == r["hidden_rank"]
             slow.sort()
             med = "%.3f" % slow[len(slow) // 2] if slow else "-"
-            if stage is None:
-                out.append("| %s | - | %d | flagged: %s | | | %s |" %
+            control = faults.CONTROL_STAGE.get(row)
+            if control is not None:
+                wins = [w["change"]["route"] for r in recs for w in scored_windows(r)]
+                out.append("| %s | %.2f | %d | flagged: %s | %s first: %s | | %s | |" %
+                           (name, mag, n, pct(sum(bool(rt) for rt in wins), n), control,
+                            pct(sum(rt[:1] == [control] for rt in wins), n), med))
+            elif stage is None:
+                out.append("| %s | - | %d | flagged: %s | | | %s | |" %
                            (name, n, pct(sum(bool(w["change"]["route"]) for r in recs
                                              for w in scored_windows(r)), n), med))
             else:
-                out.append("| %s | %.2f | %d | %s | %s | %s | %s |" %
-                           (name, mag, n, pct(t1, n), pct(t2, n), pct(sus, n), med))
+                out.append("| %s | %.2f | %d | %s | %s | %s | %s | %s |" %
+                           (name, mag, n, pct(t1, n), pct(t2, n), pct(sus, n), med,
+                            pct(t1, routed)))
     out.append("")
     out.append("Clean windows flagged (route not empty, no fault): %s" %
                pct(clean_flagged, clean_total))
@@ -135,6 +146,8 @@ def main():
     p.add_argument("--none-windows", type=int, default=FAULTY,
                    help="windows after the baseline in each fault-free job")
     p.add_argument("--only-none", action="store_true", help="run the fault-free jobs only")
+    p.add_argument("--rows", help="comma-separated train.py rows to run (default: all)")
+    p.add_argument("--magnitudes", help="comma-separated magnitudes (default: 0.05,0.1,0.25)")
     a = p.parse_args()
     if a.tables_from:
         opener = gzip.open if a.tables_from.endswith(".gz") else open
@@ -144,11 +157,14 @@ def main():
     build = sfharness.Build(a.build)
     records = []
     plan = []
+    rows = a.rows.split(",") if a.rows else [row for _n, row, _s in KINDS]
+    mags = [float(m) for m in a.magnitudes.split(",")] if a.magnitudes else MAGNITUDES
     for seed in range(1, a.seeds + 1 if not a.only_none else 1):
         for _name, row, _stage in KINDS:
-            if row != "none":
-                plan += [(row, mag, seed) for mag in MAGNITUDES]
-    plan += [("none", 0.0, seed) for seed in range(1, a.none_runs + 1)]
+            if row != "none" and row in rows:
+                plan += [(row, mag, seed) for mag in mags]
+    if "none" in rows:
+        plan += [("none", 0.0, seed) for seed in range(1, a.none_runs + 1)]
     for row, mag, seed in plan:
         t0 = time.monotonic()
         rec = run(build, row, mag, seed, a.window, a.warmup,
