@@ -153,7 +153,10 @@ def main():
         st, err, body = attacks.ask(sfd.query, "record", "long")
         check(st == 0, "RECORD: " + err)
         lines = body.decode().splitlines()
-        want = 1 + long_job["records"] + long_job["windows"]
+        # the header, the baseline line once the job has one, rows, window lines
+        reference = sum('"type":"reference"' in line for line in lines)
+        check(reference <= 1, "RECORD has %d reference lines" % reference)
+        want = 1 + reference + long_job["records"] + long_job["windows"]
         check(len(lines) == want, "RECORD has %d lines, want %d" % (len(lines), want))
         check(json.loads(lines[0])["type"] == "header" and
               json.loads(lines[-1])["type"] == "window", "RECORD is not a whole recording")
