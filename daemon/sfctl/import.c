@@ -53,7 +53,8 @@ static void usage(FILE *out)
         "  --job ID            job id written in the recording header\n"
         "  --allow-empty-stage accept a mapped stage that no trace fills\n"
         "  --replay            print the replay report instead of rows; then also\n"
-        "                      --json --window-steps N --warmup-steps N --tau X --gates FILE\n");
+        "                      --json --window-steps N --warmup-steps N --tau X --gates FILE\n"
+        "                      --baseline FILE --baseline-windows N\n");
 }
 
 /* The import's own options; the report options are replay's. */
