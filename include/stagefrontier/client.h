@@ -48,7 +48,7 @@ typedef struct sf_client sf_client;
 typedef struct sf_client_options {
     const char *job_id;            /* NULL: SF_JOB_ID, else TORCHELASTIC_RUN_ID, else SLURM_JOB_ID */
     const char *socket_path;       /* NULL: SF_SOCKET, else /run/stagefrontier/ingest.sock */
-    int rank, world_size, local_rank;      /* -1: from RANK, WORLD_SIZE, LOCAL_RANK */
+    int rank, world_size, local_rank;      /* -1: from the launcher (docs/CLIENT.md) */
     const char *role;              /* NULL: SF_ROLE */
     const char *const *stage_names;/* NULL: the six default stages (residual last, never timed) */
     const char *const *stage_groups; uint32_t n_stages;
