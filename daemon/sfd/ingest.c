@@ -401,6 +401,7 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         rk->live = 1;
         rk->role = (uint16_t)role;
         rk->pid = h->has_pid ? h->pid : (uint32_t)c->pid;
+        rk->host = sfd_job_host(job, h->host);
         job->n_live_ranks++;
     }
     job->n_live++;

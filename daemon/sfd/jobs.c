@@ -236,6 +236,9 @@ void sfd_job_free(struct sfd_job *job)
     free(job->stored);
     for (uint32_t i = 0; i < job->n_roles; i++)
         free(job->roles[i]);
+    for (uint32_t i = 0; i < job->n_hosts; i++)
+        free(job->hosts[i]);
+    free(job->hosts);
     free_rank_pages(job);
     for (int k = 0; k < SFD_MEM_KIND_COUNT; k++)
         sfd_job_release(job, (enum sfd_mem_kind)k, job->mem[k]);
@@ -267,6 +270,49 @@ int sfd_job_role(struct sfd_job *job, const char *role)
         return -ENOMEM;
     job->roles[job->n_roles] = copy;
     return (int)job->n_roles++;
+}
+
+static int hosts_grow(struct sfd_job *job)
+{
+    uint32_t cap = job->cap_hosts ? job->cap_hosts * 2 : 16;
+    if (sfd_job_reserve(job, SFD_MEM_JOBS, (uint64_t)(cap - job->cap_hosts) * sizeof(char *)) < 0)
+        return -ENOMEM;
+    char **h = realloc(job->hosts, cap * sizeof(*h));
+    if (h == NULL) {
+        sfd_job_release(job, SFD_MEM_JOBS, (uint64_t)(cap - job->cap_hosts) * sizeof(char *));
+        return -ENOMEM;
+    }
+    job->hosts = h;
+    job->cap_hosts = cap;
+    return 0;
+}
+
+uint16_t sfd_job_host(struct sfd_job *job, const char *host)
+{
+    if (host == NULL || host[0] == '\0')
+        return 0;
+    for (uint32_t i = 1; i < job->n_hosts; i++)
+        if (strcmp(job->hosts[i], host) == 0)
+            return (uint16_t)i;
+    if (job->n_hosts >= SFD_MAX_JOB_HOSTS)
+        return 0;
+    size_t len = strlen(host) + 1;
+    if ((job->n_hosts + 2 > job->cap_hosts && hosts_grow(job) < 0) ||
+        sfd_job_reserve(job, SFD_MEM_JOBS, len) < 0)
+        return 0;
+    if (job->n_hosts == 0 && (job->hosts[job->n_hosts++] = strdup("")) == NULL) {
+        job->n_hosts = 0;
+        sfd_job_release(job, SFD_MEM_JOBS, len);
+        return 0;
+    }
+    char *copy = malloc(len);
+    if (copy == NULL) {
+        sfd_job_release(job, SFD_MEM_JOBS, len);
+        return 0;
+    }
+    memcpy(copy, host, len);
+    job->hosts[job->n_hosts] = copy;
+    return (uint16_t)job->n_hosts++;
 }
 
 /* A directory of page pointers sized by the world size (8 bytes per 256

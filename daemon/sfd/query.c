@@ -131,8 +131,18 @@ static int cmp_report(const void *a, const void *b)
     return 0;
 }
 
+/* The latest window that ran its full length, else the latest: a short job's
+ * last window is closed partial (or early) and says little. */
+static size_t latest_complete(const sf_report **v, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        if (!(v[i]->meta.flags & (SF_WIN_PARTIAL | SF_WIN_CLOSED_EARLY)))
+            return i;
+    return n - 1;
+}
+
 /* Reports of a job in (segment, index) order: one window index (all its
- * segments) or the latest `limit`. */
+ * segments), the latest `limit`, or (limit 0) the latest complete one. */
 static int select_reports(const struct sfd_job *j, bool has_window, int64_t window,
                           uint32_t limit, const sf_report ***ret, size_t *ret_n)
 {
@@ -146,7 +156,10 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
             v[n++] = r;
     }
     qsort(v, n, sizeof(*v), cmp_report);
-    if (!has_window && n > limit) {
+    if (!has_window && limit == 0 && n > 0) {
+        v[0] = v[latest_complete(v, n)];
+        n = 1;
+    } else if (!has_window && n > limit) {
         memmove(v, v + (n - limit), limit * sizeof(*v));
         n = limit;
     }
@@ -270,7 +283,7 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
         const sf_report **v;
         size_t n;
         bool has_window = q->has_window && q->window >= 0;
-        uint32_t limit = q->has_limit && q->limit > 0 ? q->limit : 1;
+        uint32_t limit = q->has_limit ? q->limit : 0;
         r = select_reports(j, has_window, q->window, limit, &v, &n);
         if (r < 0) {
             *ret_err = has_window ? "unknown window" : "no window closed yet";

@@ -179,6 +179,7 @@ struct sfd_rank {
     int64_t last_step;          /* -1: nothing yet */
     uint64_t records;
     uint32_t pid;
+    uint16_t host;              /* index into job->hosts: kept after the rank leaves */
     uint16_t role;              /* index into job->roles */
     uint8_t live;               /* a step-record connection is open */
     uint8_t seen;
@@ -242,6 +243,8 @@ struct sfd_job {
     struct sfd_rank **rank_pages; /* [ceil(world_size / SFD_RANK_PAGE)], pages on demand */
     char *roles[SFD_MAX_JOB_ROLES];
     uint32_t n_roles;
+    char **hosts;               /* [0] is "" once any host is interned */
+    uint32_t n_hosts, cap_hosts;
     struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
     uint32_t n_open;
     size_t pending_rows;
@@ -288,6 +291,11 @@ void sfd_job_free(struct sfd_job *job);
 void sfd_jobs_free_all(struct sfd *d);
 /* Interns a role string; returns its index or -ENOSPC. */
 int sfd_job_role(struct sfd_job *job, const char *role);
+/* Interns a rank's host name for `sfctl ranks` after the rank disconnects;
+ * returns its index in job->hosts, or 0 ("") when the table is full or the
+ * job's memory budget is spent. */
+#define SFD_MAX_JOB_HOSTS 4096
+uint16_t sfd_job_host(struct sfd_job *job, const char *host);
 /* Sets schema and world size for a job with no live ranks, starting a new
  * segment when they change (closing open windows early). */
 int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size);
