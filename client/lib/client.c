@@ -49,6 +49,7 @@ void sf_client_options_init(sf_client_options *opts)
         return;
     memset(opts, 0, sizeof *opts);
     opts->rank = opts->world_size = opts->local_rank = -1;
+    opts->window_steps = opts->warmup_steps = -1;
 }
 
 static const char *env_nonempty(const char *name)
@@ -153,6 +154,7 @@ static void warn_no_rank_once(void)
 struct resolved {
     const char *job_id, *socket_path, *role;
     int rank, world_size, local_rank;
+    int window_steps, warmup_steps;    /* -1: the daemon's */
     uint32_t accumulation, buffer, batch;
     double fraction;
 };
@@ -190,6 +192,11 @@ static int resolve(const sf_client_options *o, struct resolved *r)
         return -EINVAL;
     if (resolve_identity(o, r) < 0)
         return -EINVAL;
+    /* -1 stays -1 (the daemon's); 0 steps per window is no window at all. */
+    if (resolve_int(o->window_steps, "SF_WINDOW_STEPS", -1, &r->window_steps) < 0 ||
+        resolve_int(o->warmup_steps, "SF_WARMUP_STEPS", -1, &r->warmup_steps) < 0 ||
+        r->window_steps == 0)
+        return -EINVAL;
     if (r->world_size < 1 || r->world_size > SF_CLIENT_MAX_WORLD_SIZE || r->rank >= r->world_size)
         return -EINVAL;
     r->accumulation = o->accumulation ? o->accumulation : 1;
@@ -225,6 +232,7 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         .stage_groups = c->schema.groups, .schema_hash = c->schema.hash,
         .schema_version = SF_CLIENT_SCHEMA_VERSION, .accumulation = r->accumulation,
         .role = c->role, .channel = SF__CHANNEL_STEPS,
+        .window_steps = r->window_steps, .warmup_steps = r->warmup_steps,
     };
 }
 

@@ -317,16 +317,18 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"job_id", "socket", "rank", "world_size", "local_rank", "role",
                              "stages", "groups", "accumulation", "disabled",
-                             "event_sample_fraction", "buffer_records", "batch_records", NULL};
+                             "event_sample_fraction", "buffer_records", "batch_records",
+                             "window_steps", "warmup_steps", NULL};
     sf_client_options o;
     sf_client_options_init(&o);
     PyObject *stages = Py_None, *groups = Py_None;
     int disabled = 0;
     unsigned int accumulation = 1, buffer = 0, batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdII", kwlist, &o.job_id,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdIIii", kwlist, &o.job_id,
                                      &o.socket_path, &o.rank, &o.world_size, &o.local_rank,
                                      &o.role, &stages, &groups, &accumulation, &disabled,
-                                     &o.event_sample_fraction, &buffer, &batch))
+                                     &o.event_sample_fraction, &buffer, &batch,
+                                     &o.window_steps, &o.warmup_steps))
         return -1;
     if (self->h != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
@@ -601,7 +603,8 @@ static PyTypeObject RecorderType = {
     .tp_name = "stagefrontier.Recorder",
     .tp_doc = "Recorder(*, job_id=None, socket=None, rank=-1, world_size=-1, local_rank=-1, "
               "role=None, stages=None, groups=None, accumulation=1, disabled=False, "
-              "event_sample_fraction=0.0, buffer_records=0, batch_records=0)",
+              "event_sample_fraction=0.0, buffer_records=0, batch_records=0, window_steps=-1, "
+              "warmup_steps=-1)",
     .tp_basicsize = sizeof(Recorder),
     .tp_dealloc = (destructor)recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

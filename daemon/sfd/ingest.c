@@ -402,6 +402,8 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         rk->role = (uint16_t)role;
         rk->pid = h->has_pid ? h->pid : (uint32_t)c->pid;
         rk->host = sfd_job_host(job, h->host);
+        sfd_job_ask_geometry(job, h->has_window_steps ? (int64_t)h->window_steps : -1,
+                             h->has_warmup_steps ? (int64_t)h->warmup_steps : -1);
         job->n_live_ranks++;
     }
     job->n_live++;

@@ -287,6 +287,40 @@ static int hosts_grow(struct sfd_job *job)
     return 0;
 }
 
+static uint32_t clamp_u32(int64_t v, uint32_t lo, uint32_t hi, bool *clamped)
+{
+    uint32_t c = v < (int64_t)lo ? lo : v > (int64_t)hi ? hi : (uint32_t)v;
+    *clamped |= c != v;
+    return c;
+}
+
+void sfd_job_ask_geometry(struct sfd_job *job, int64_t window_steps, int64_t warmup_steps)
+{
+    if (window_steps < 0 && warmup_steps < 0)
+        return;
+    bool clamped = false;
+    uint32_t w = window_steps < 0 ? job->gates.window_steps
+                                  : clamp_u32(window_steps, 1, SF_MAX_WINDOW_STEPS, &clamped);
+    uint32_t u = warmup_steps < 0 ? job->gates.warmup_steps
+                                  : clamp_u32(warmup_steps, 0, SFD_MAX_HELLO_WARMUP_STEPS,
+                                              &clamped);
+    if (w == job->gates.window_steps && u == job->gates.warmup_steps && !clamped)
+        return;
+    if (job->records > 0 || job->n_open > 0 || job->n_stored > 0) {
+        sfd_log(SFD_LOG_WARNING, job->id, "hello asks window_steps %lld warmup_steps %lld; "
+                "the job keeps %u and %u", (long long)window_steps, (long long)warmup_steps,
+                job->gates.window_steps, job->gates.warmup_steps);
+        return;
+    }
+    job->gates.window_steps = w;
+    job->gates.warmup_steps = u;
+    job->geometry_asked = true;
+    job->geometry_clamped |= clamped;
+    sfd_log(clamped ? SFD_LOG_WARNING : SFD_LOG_INFO, job->id,
+            "window_steps %u, warmup_steps %u as the job asked%s", w, u,
+            clamped ? " (clamped to 1..16384 and 0..1048576)" : "");
+}
+
 uint16_t sfd_job_host(struct sfd_job *job, const char *host)
 {
     if (host == NULL || host[0] == '\0')

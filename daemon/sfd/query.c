@@ -97,7 +97,7 @@ static json_t *job_json(const struct sfd_job *j)
         json_array_append_new(stages, json_string(j->schema.names[i]));
     const sf_report *latest = sfd_job_latest_report(j);
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-                     "s:o}",
+                     "s:o, s:I, s:I, s:s}",
                      "job_id", j->id, "uid", (json_int_t)j->uid,
                      "memory_bytes", (json_int_t)sfd_job_mem_total(j),
                      "evicted_windows", (json_int_t)j->evicted_windows,
@@ -109,7 +109,9 @@ static json_t *job_json(const struct sfd_job *j)
                      "accumulation", (json_int_t)j->schema.accumulation,
                      "latest_window",
                      latest ? json_integer(latest->meta.index) : json_null(),
-                     "stages", stages);
+                     "stages", stages, "window_steps", (json_int_t)j->gates.window_steps,
+                     "warmup_steps", (json_int_t)j->gates.warmup_steps, "window_geometry",
+                     j->geometry_clamped ? "clamped" : j->geometry_asked ? "job" : "daemon");
 }
 
 static json_t *jobs_json(struct sfd *d, uid_t uid, bool op)

@@ -236,6 +236,8 @@ struct sfd_job {
     uid_t uid;
     sf_schema schema;
     sf_gates gates;             /* window_steps/warmup fixed for the job */
+    bool geometry_asked;        /* the job's hello chose window_steps/warmup */
+    bool geometry_clamped;      /* ... and sfd brought it within bounds */
     uint32_t world_size;
     uint32_t segment;
     uint32_t n_live;            /* live connections, all channels */
@@ -296,6 +298,10 @@ int sfd_job_role(struct sfd_job *job, const char *role);
  * job's memory budget is spent. */
 #define SFD_MAX_JOB_HOSTS 4096
 uint16_t sfd_job_host(struct sfd_job *job, const char *host);
+/* A hello's window geometry (-1: not asked). Taken, clamped to the bounds
+ * below, only before the job's first record; later asks are logged. */
+#define SFD_MAX_HELLO_WARMUP_STEPS (1u << 20)
+void sfd_job_ask_geometry(struct sfd_job *job, int64_t window_steps, int64_t warmup_steps);
 /* Sets schema and world size for a job with no live ranks, starting a new
  * segment when they change (closing open windows early). */
 int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size);

@@ -57,6 +57,10 @@ typedef struct sf_client_options {
     uint32_t batch_records;        /* records per batch datagram, 0: default 64 */
     double event_sample_fraction;  /* CUDA-event forward sampling, 0: off */
     int disabled;                  /* also SF_DISABLE=1 in the environment */
+    /* The job's own window geometry, asked of sfd in the hello (sfd clamps it
+     * and says so). -1 (options_init): SF_WINDOW_STEPS / SF_WARMUP_STEPS, else
+     * the daemon's configuration. */
+    int window_steps, warmup_steps;
 } sf_client_options;
 
 /* Fills the "from environment" defaults: NULL strings, -1 ranks, zeros. */
