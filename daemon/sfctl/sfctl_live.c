@@ -118,8 +118,13 @@ int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfc
 static int show_status(json_t *o, const char *job)
 {
     (void)job;
-    printf("sfd (%s), up %llds\n", json_string_value(json_object_get(o, "mode")),
-           num(o, "uptime_s"));
+    const char *mode = json_string_value(json_object_get(o, "mode"));
+    if (mode != NULL && strcmp(mode, "cluster") == 0)
+        printf("sfd (cluster: %s, term %lld), up %llds\n",
+               json_string_value(json_object_get(o, "role")), num(o, "term"),
+               num(o, "uptime_s"));
+    else
+        printf("sfd (%s), up %llds\n", mode, num(o, "uptime_s"));
     printf("  connections  %lld (query %lld, accepted since start %lld)\n",
            num(o, "connections"), num(o, "query_connections"), num(o, "connections_accepted"));
     printf("  jobs         %lld\n", num(o, "jobs"));

@@ -68,9 +68,13 @@ static json_t *status_json(struct sfd *d)
     uint32_t nq = d->n_query_conns;
     struct sfd_budget_limits lim = sfd_mem_limits(d);
     json_t *mem = sfd_budget_json(&d->mem, &lim);
+    uint64_t term;
+    const char *role = sfd_cluster_role(d, &term);
     json_t *status = json_pack(
-        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
-                     "mode", "single",
+        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+        "s:o}",
+                     "mode", d->peer_role != NULL ? "cluster" : "single", "role", role,
+                     "term", (json_int_t)term,
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
                      "connections", (json_int_t)(d->n_conns - nq),
                      "query_connections", (json_int_t)nq,

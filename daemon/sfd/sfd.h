@@ -517,13 +517,19 @@ struct sfd {
     sfd_summary_hook on_summary;
     void *on_summary_data;
     struct sfd_history *history;    /* history.c; NULL when switched off in the config */
-    /* Peer layer (daemon/peer): the PEERS answer in multi-node mode. */
+    /* Peer layer (daemon/peer): the PEERS answer and this node's role and
+     * term in multi-node mode; NULL in single-node mode. */
     int (*peers_status)(struct sfd *d, char **ret_text);
+    int (*peer_role)(struct sfd *d, const char **ret_role, uint64_t *ret_term);
+    const char *prom_role;      /* role and term of the last Prometheus export */
+    uint64_t prom_term;
 };
 
 /* ---- timers.c ----------------------------------------------------------- */
 
 uint64_t sfd_now_ms(const struct sfd *d);
+/* "single" (term 0) without a peer layer, else the node's role and term. */
+const char *sfd_cluster_role(struct sfd *d, uint64_t *ret_term);
 int sfd_ensure_rxbuf(struct sfd *d);
 int sfd_timers_init(struct sfd *d);
 void sfd_arm_tick(struct sfd *d);

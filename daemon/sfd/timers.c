@@ -52,9 +52,24 @@ void sfd_arm_tick(struct sfd *d)
         uv_timer_start(&d->tick, on_tick, d->cfg.window_grace_ms, 0);
 }
 
+const char *sfd_cluster_role(struct sfd *d, uint64_t *ret_term)
+{
+    const char *role;
+    if (d->peer_role == NULL || d->peer_role(d, &role, ret_term) < 0) {
+        *ret_term = 0;
+        return "single";
+    }
+    return role;
+}
+
 void sfd_prom_flush(struct sfd *d)
 {
 #ifdef SFD_HAVE_PROM_EXPORT
+    uint64_t term;
+    const char *role = sfd_cluster_role(d, &term);
+    /* A new role or term is news even when no window closed. */
+    if (role != d->prom_role || term != d->prom_term)
+        d->prom_dirty = true;
     if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
         return;
     struct sfd_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
@@ -72,7 +87,11 @@ void sfd_prom_flush(struct sfd *d)
                                       j->rejected };
         n++;
     }
-    int r = sfd_prom_write(d->cfg.prom_dir, v, n, "single", 0);
+    int r = sfd_prom_write(d->cfg.prom_dir, v, n, role, term);
+    if (r == 0) {
+        d->prom_role = role;
+        d->prom_term = term;
+    }
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, NULL, "prometheus export to %s: %s", d->cfg.prom_dir,
                 strerror(-r));
