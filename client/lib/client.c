@@ -1,5 +1,5 @@
 /*
- * Client lifetime: options and their environment defaults (DESIGN section 4),
+ * Client lifetime: options and their environment defaults (docs/SPEC.md section 4),
  * argument checks, open/close, statistics and fork detection. Everything the
  * hot path needs is allocated here, once; nothing here runs per stage.
  */

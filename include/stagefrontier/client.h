@@ -1,5 +1,5 @@
 /*
- * libsfclient: the trainer-side telemetry client (DESIGN sections 2 and 4).
+ * libsfclient: the trainer-side telemetry client (docs/SPEC.md sections 2 and 4).
  * A rank times its ordered stages with CLOCK_MONOTONIC and hands one record
  * per step to sfd over a Unix SOCK_SEQPACKET socket, without ever blocking.
  *
