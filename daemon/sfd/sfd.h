@@ -261,6 +261,7 @@ struct sfd_job {
     uint64_t evicted_windows;   /* kept windows whose rows the budget took */
     struct sfd_side *side;      /* NCCL side evidence (side_evidence.c) */
     uint64_t last_active_ms;
+    int64_t latest_report_unix_ms;  /* wall time the latest report was ready */
     struct sfd_job *next;
 };
 
@@ -495,6 +496,7 @@ struct sfd {
     uv_timer_t tick;            /* window deadlines */
     uv_timer_t status_timer, watchdog_timer, prom_timer;
     bool prom_dirty;
+    uint64_t prom_counters;     /* sum of the monotonic counters last exported */
     int peer_fd;                /* socket-activated "peer", for the multi-node layer */
     uv_signal_t sig_term, sig_int, sig_hup;
     struct sfd_conn *conns;
