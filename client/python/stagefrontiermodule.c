@@ -1,5 +1,6 @@
 /*
- * The `stagefrontier` Python module: Recorder with step/stage/probe context
+ * The `stagefrontier._stagefrontier` extension, re-exported by the package
+ * `stagefrontier` (client/python/stagefrontier/): Recorder with step/stage/probe context
  * managers and a data-loader wrapper, all in C so a `with rec.stage(...)`
  * costs a dict lookup and two library calls. Owns no timing logic of its
  * own: every duration comes from libsfclient. Calls run under the GIL, which
@@ -679,13 +680,13 @@ static PyTypeObject RecorderType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "stagefrontier",
+    .m_name = "stagefrontier._stagefrontier",
     .m_doc = "StageFrontier per-step stage telemetry (libsfclient binding).",
     .m_size = -1,
 };
 
-PyMODINIT_FUNC PyInit_stagefrontier(void);
-PyMODINIT_FUNC PyInit_stagefrontier(void)
+PyMODINIT_FUNC PyInit__stagefrontier(void);
+PyMODINIT_FUNC PyInit__stagefrontier(void)
 {
     PyTypeObject *types[] = {&HandleType, &StageContextType, &StepContextType,
                              &ProbeContextType, &DataIterType, &RecorderType};
