@@ -399,7 +399,7 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
     }
     if (channel == 0) {
         rk->live = 1;
-        rk->role = (uint16_t)role;
+        rk->role = (uint8_t)role;
         rk->pid = h->has_pid ? h->pid : (uint32_t)c->pid;
         rk->host = sfd_job_host(job, h->host);
         sfd_job_ask_geometry(job, h->has_window_steps ? (int64_t)h->window_steps : -1,

@@ -180,10 +180,11 @@ struct sfd_rank {
     uint64_t records;
     uint32_t pid;
     uint16_t host;              /* index into job->hosts: kept after the rank leaves */
-    uint16_t role;              /* index into job->roles */
-    uint8_t live;               /* a step-record connection is open */
-    uint8_t seen;
-};
+    uint8_t role;               /* index into job->roles */
+    uint8_t live : 1;           /* a step-record connection is open */
+    uint8_t seen : 1;
+};                              /* 24 bytes: pages of them are charged per job */
+_Static_assert(SFD_MAX_JOB_ROLES <= 256, "a rank's role index is one byte");
 
 /* Per-rank state comes in pages of this many ranks, allocated when a rank of
  * the page first appears, never from the declared world size alone. */

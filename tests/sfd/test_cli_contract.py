@@ -85,7 +85,7 @@ def live_codes(sfd, seen):
     p = sfd.sfctl("record", "one", "-o", "/nonexistent/dir/out.jsonl", check_rc=1)
     check(b"/nonexistent/dir/out.jsonl" in p.stderr, "write failure: %r" % p.stderr)
     seen[1] = "output cannot be written"
-    sfd.sfctl("report", "one", user="nobody", check_rc=6)
+    sfd.sfctl("report", "0/one", user="nobody", check_rc=6)    # UID/JOB: another uid's job
     os.chmod(sfd.query, 0o600)
     p = sfd.sfctl("status", user="nobody", check_rc=6)
     check(b"permission denied" in p.stderr, "socket permission: %r" % p.stderr)
