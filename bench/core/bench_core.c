@@ -1,5 +1,5 @@
 /*
- * Accounting-core benchmark (DESIGN section 6, "accounting"): the frontier
+ * Accounting-core benchmark (docs/SPEC.md section 6, "accounting"): the frontier
  * pass in rank-stage cells per second and the full dense report, on seeded
  * synthetic matrices. It owns the matrix generator and the --dump format that
  * the NumPy reference reads; it never changes how the core computes anything.

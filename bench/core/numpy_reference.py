@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Vectorized NumPy reference of the accounting (DESIGN section 1) for one
+"""Vectorized NumPy reference of the accounting (docs/SPEC.md section 1) for one
 dense window of the default schema, where every stage is its own reporting
 group. It owns only this independent re-derivation, used to time the C core
 side by side and to cross-check its numbers; it is not used by sfd or sfctl.

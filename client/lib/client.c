@@ -1,5 +1,5 @@
 /*
- * Client lifetime: options and their environment defaults (DESIGN section 4),
+ * Client lifetime: options and their environment defaults (docs/SPEC.md section 4),
  * argument checks, open/close, statistics and fork detection. Everything the
  * hot path needs is allocated here, once; nothing here runs per stage.
  */
@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <strings.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,6 +49,7 @@ void sf_client_options_init(sf_client_options *opts)
         return;
     memset(opts, 0, sizeof *opts);
     opts->rank = opts->world_size = opts->local_rank = -1;
+    opts->window_steps = opts->warmup_steps = -1;
 }
 
 static const char *env_nonempty(const char *name)
@@ -117,13 +119,59 @@ static int resolve_double_env(double opt, const char *env, double *ret)
     return 0;
 }
 
+/* Where launchers put a process's identity, in order of precedence
+ * (docs/CLIENT.md): torchrun and torch.distributed, then Open MPI's mpirun,
+ * then Slurm's srun. The first launcher whose rank variable is set supplies
+ * all three values, so one never mixes a torchrun rank with a Slurm size. */
+static const struct launcher_env {
+    const char *rank, *world_size, *local_rank;
+} launcher_envs[] = {
+    { "RANK", "WORLD_SIZE", "LOCAL_RANK" },
+    { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK" },
+    { "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID" },
+};
+
+static const struct launcher_env *find_launcher(void)
+{
+    for (size_t i = 0; i < sizeof launcher_envs / sizeof launcher_envs[0]; i++)
+        if (env_nonempty(launcher_envs[i].rank) != NULL)
+            return &launcher_envs[i];
+    return NULL;
+}
+
+/* Said once per process: a job of several ranks that all fall back to rank 0
+ * shows up only as duplicate_rank rejections in the daemon's log. */
+static void warn_no_rank_once(void)
+{
+    static int warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        return;
+    fprintf(stderr, "stagefrontier: no rank in the environment (RANK, OMPI_COMM_WORLD_RANK or "
+                    "SLURM_PROCID) and none given; reporting as rank 0\n");
+}
+
 /* Resolved, validated identity: everything but the schema. */
 struct resolved {
     const char *job_id, *socket_path, *role;
     int rank, world_size, local_rank;
+    int window_steps, warmup_steps;    /* -1: the daemon's */
     uint32_t accumulation, buffer, batch;
     double fraction;
 };
+
+static int resolve_identity(const sf_client_options *o, struct resolved *r)
+{
+    const struct launcher_env *le = find_launcher();
+    if (le == NULL)
+        le = &launcher_envs[0];
+    if (o->rank < 0 && env_nonempty(le->rank) == NULL)
+        warn_no_rank_once();
+    if (resolve_int(o->rank, le->rank, 0, &r->rank) < 0 ||
+        resolve_int(o->world_size, le->world_size, 1, &r->world_size) < 0 ||
+        resolve_int(o->local_rank, le->local_rank, 0, &r->local_rank) < 0)
+        return -EINVAL;
+    return 0;
+}
 
 static int resolve(const sf_client_options *o, struct resolved *r)
 {
@@ -142,9 +190,12 @@ static int resolve(const sf_client_options *o, struct resolved *r)
     r->role = o->role ? o->role : env_nonempty("SF_ROLE");
     if (r->role != NULL && strnlen(r->role, SF_CLIENT_MAX_ROLE_LEN + 1) > SF_CLIENT_MAX_ROLE_LEN)
         return -EINVAL;
-    if (resolve_int(o->rank, "RANK", 0, &r->rank) < 0 ||
-        resolve_int(o->world_size, "WORLD_SIZE", 1, &r->world_size) < 0 ||
-        resolve_int(o->local_rank, "LOCAL_RANK", 0, &r->local_rank) < 0)
+    if (resolve_identity(o, r) < 0)
+        return -EINVAL;
+    /* -1 stays -1 (the daemon's); 0 steps per window is no window at all. */
+    if (resolve_int(o->window_steps, "SF_WINDOW_STEPS", -1, &r->window_steps) < 0 ||
+        resolve_int(o->warmup_steps, "SF_WARMUP_STEPS", -1, &r->warmup_steps) < 0 ||
+        r->window_steps == 0)
         return -EINVAL;
     if (r->world_size < 1 || r->world_size > SF_CLIENT_MAX_WORLD_SIZE || r->rank >= r->world_size)
         return -EINVAL;
@@ -182,6 +233,7 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         .sync_stages = c->schema.sync_ids, .n_sync_stages = c->schema.n_sync,
         .schema_version = SF_CLIENT_SCHEMA_VERSION, .accumulation = r->accumulation,
         .role = c->role, .channel = SF__CHANNEL_STEPS,
+        .window_steps = r->window_steps, .warmup_steps = r->warmup_steps,
     };
 }
 

@@ -1,5 +1,5 @@
 /*
- * CUDA-event forward channel (DESIGN section 3): side evidence that times the
+ * CUDA-event forward channel (docs/SPEC.md section 3): side evidence that times the
  * forward region on the device at a deterministic fraction of steps. It uses
  * only a CUDA runtime the process already loaded and never synchronizes; it
  * does not touch the prefix vector, which libsfclient owns.

@@ -88,6 +88,10 @@ int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation,
     if (generation > 0 && have_last_sent_step)
         h.has_last_sent_step = 1, h.last_sent_step = last_sent_step;
     h.has_channel = 1, h.channel = info->channel;
+    if (info->window_steps >= 0)
+        h.has_window_steps = 1, h.window_steps = (uint32_t)info->window_steps;
+    if (info->warmup_steps >= 0)
+        h.has_warmup_steps = 1, h.warmup_steps = (uint32_t)info->warmup_steps;
 
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;

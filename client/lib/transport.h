@@ -38,6 +38,7 @@ struct sf__hello_info {
     uint32_t accumulation;
     const char *role;               /* NULL or "": not sent */
     uint32_t channel;               /* SF__CHANNEL_* */
+    int window_steps, warmup_steps; /* -1: not sent (the daemon's) */
 };
 
 typedef struct sf__transport {

@@ -103,6 +103,7 @@ static void configure(const struct sf_nccl_comm *first) {
         .local_rank = (uint32_t)env_long("LOCAL_RANK", 0, 0, 262143), .host = st.host,
         .pid = (uint32_t)getpid(), .schema_version = SF_CLIENT_SCHEMA_VERSION,
         .accumulation = 1, .channel = SF__CHANNEL_NCCL,
+        .window_steps = -1, .warmup_steps = -1,     /* the step channel asks for those */
     };
     if (sf__transport_init(&st.tr, sock && *sock ? sock : DEFAULT_SOCKET, &st.hello,
                            st.hello_buf) < 0)

@@ -1,5 +1,6 @@
 /*
- * The `stagefrontier` Python module: Recorder with step/stage/probe context
+ * The `stagefrontier._stagefrontier` extension, re-exported by the package
+ * `stagefrontier` (client/python/stagefrontier/): Recorder with step/stage/probe context
  * managers and a data-loader wrapper, all in C so a `with rec.stage(...)`
  * costs a dict lookup and two library calls. Owns no timing logic of its
  * own: every duration comes from libsfclient. Calls run under the GIL, which
@@ -10,6 +11,7 @@
 #include <structmember.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <string.h>
 #include <time.h>
 
 #include <stagefrontier/client.h>
@@ -55,6 +57,39 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* ---- warnings, once per process ---- */
+
+/* A training script that misuses the API learns it once per process, through
+ * Python's warnings, instead of only from a counter nobody reads: the first
+ * call the client refuses, or the first violation seen at a step's end.
+ * Returns -1 when the warning was turned into an exception. */
+static bool warned_misuse;
+
+static int warn_refused(int r, const char *call)
+{
+    if (r >= 0 || warned_misuse)
+        return 0;
+    warned_misuse = true;
+    return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                            "stagefrontier: %s was refused (%s), a contract violation "
+                            "(docs/CLIENT.md); later ones are only counted in "
+                            "Recorder.stats()['violations']", call, strerror(-r));
+}
+
+static int warn_violations(Handle *h)
+{
+    sf_client_stats st;
+    if (warned_misuse || h->c == NULL || sf_client_get_stats(h->c, &st) < 0 ||
+        st.violations == 0)
+        return 0;
+    warned_misuse = true;
+    return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                            "stagefrontier: contract violations by step %lld (stages out of "
+                            "order, unmatched or re-entered; docs/CLIENT.md); later ones are "
+                            "only counted in Recorder.stats()['violations']",
+                            (long long)h->last_step);
+}
+
 /* ---- StageContext ---- */
 
 typedef struct {
@@ -72,8 +107,8 @@ static void stagectx_dealloc(StageContext *s)
 static PyObject *stagectx_enter(StageContext *s, PyObject *unused)
 {
     (void)unused;
-    if (s->h->c != NULL)
-        sf_stage_begin(s->h->c, s->id);
+    if (s->h->c != NULL && warn_refused(sf_stage_begin(s->h->c, s->id), "stage begin") < 0)
+        return NULL;
     Py_INCREF(s);
     return (PyObject *)s;
 }
@@ -83,8 +118,9 @@ static PyObject *stagectx_exit(StageContext *s, PyObject *const *args, Py_ssize_
     (void)args;
     (void)nargs;
     /* An unknown name was counted once, at enter. */
-    if (s->h->c != NULL && s->id >= 0)
-        sf_stage_end(s->h->c, s->id);
+    if (s->h->c != NULL && s->id >= 0 &&
+        warn_refused(sf_stage_end(s->h->c, s->id), "stage end") < 0)
+        return NULL;
     Py_RETURN_FALSE;
 }
 
@@ -125,9 +161,11 @@ static PyObject *stepctx_enter(StepContext *s, PyObject *unused)
     int64_t step = s->explicit_step ? s->step : h->any_step ? h->last_step + 1 : 0;
     if (h->c != NULL) {
         /* The batch this step consumes was fetched before it began. */
-        if (h->pending_wait_ns > 0)
-            sf_charge_data_wait(h->c, step, h->pending_wait_ns);
-        sf_step_begin(h->c, step);
+        if (h->pending_wait_ns > 0 &&
+            warn_refused(sf_charge_data_wait(h->c, step, h->pending_wait_ns), "data wait") < 0)
+            return NULL;
+        if (warn_refused(sf_step_begin(h->c, step), "step begin") < 0)
+            return NULL;
     }
     h->pending_wait_ns = 0;
     h->last_step = step;
@@ -140,8 +178,9 @@ static PyObject *stepctx_exit(StepContext *s, PyObject *const *args, Py_ssize_t 
 {
     (void)args;
     (void)nargs;
-    if (s->h->c != NULL)
-        sf_step_end(s->h->c);
+    if (s->h->c != NULL && (warn_refused(sf_step_end(s->h->c), "step end") < 0 ||
+                            warn_violations(s->h) < 0))
+        return NULL;
     Py_RETURN_FALSE;
 }
 
@@ -469,16 +508,17 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"job_id", "socket", "rank", "world_size", "local_rank", "role",
                              "stages", "groups", "accumulation", "disabled",
                              "event_sample_fraction", "buffer_records", "batch_records",
-                             "sync_stages", NULL};
+                             "sync_stages", "window_steps", "warmup_steps", NULL};
     sf_client_options o;
     sf_client_options_init(&o);
     PyObject *stages = Py_None, *groups = Py_None, *sync = Py_None;
     int disabled = 0;
     unsigned int accumulation = 1, buffer = 0, batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdIIO", kwlist, &o.job_id,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdIIOii", kwlist, &o.job_id,
                                      &o.socket_path, &o.rank, &o.world_size, &o.local_rank,
                                      &o.role, &stages, &groups, &accumulation, &disabled,
-                                     &o.event_sample_fraction, &buffer, &batch, &sync))
+                                     &o.event_sample_fraction, &buffer, &batch, &sync,
+                                     &o.window_steps, &o.warmup_steps))
         return -1;
     if (self->h != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
@@ -551,6 +591,27 @@ static bool recorder_ready(Recorder *r)
     return false;
 }
 
+/* ValueError naming the stages the schema has, so a typo shows its fix. */
+static PyObject *raise_unknown_stage(const sf_client *c, PyObject *name)
+{
+    int n = sf_stage_count(c);
+    PyObject *known = PyList_New(0);
+    if (known == NULL)
+        return NULL;
+    for (int i = 0; i < n - 1; i++) {   /* the residual is never timed */
+        PyObject *s = PyUnicode_FromString(sf_stage_name(c, i));
+        if (s == NULL || PyList_Append(known, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(known);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    PyErr_Format(PyExc_ValueError, "unknown stage %R; known stages: %R", name, known);
+    Py_DECREF(known);
+    return NULL;
+}
+
 static PyObject *recorder_stage(Recorder *r, PyObject *name)
 {
     if (!recorder_ready(r))
@@ -574,7 +635,11 @@ static PyObject *recorder_stage(Recorder *r, PyObject *name)
     Py_INCREF(r->h);
     sc->h = r->h;
     int id = r->h->c != NULL ? sf_stage_id(r->h->c, s) : -1;
-    sc->id = id >= 0 ? id : -1;     /* unknown: every use counts a violation */
+    if (id < 0 && r->h->c != NULL && sf_stage_count(r->h->c) > 0) {
+        Py_DECREF(sc);
+        return raise_unknown_stage(r->h->c, name);
+    }
+    sc->id = id >= 0 ? id : -1;     /* a closed or disabled client times nothing */
     if (PyDict_GET_SIZE(r->stage_cache) < STAGE_CACHE_MAX &&
         PyDict_SetItem(r->stage_cache, name, (PyObject *)sc) < 0) {
         Py_DECREF(sc);
@@ -787,7 +852,8 @@ static PyTypeObject RecorderType = {
     .tp_name = "stagefrontier.Recorder",
     .tp_doc = "Recorder(*, job_id=None, socket=None, rank=-1, world_size=-1, local_rank=-1, "
               "role=None, stages=None, groups=None, accumulation=1, disabled=False, "
-              "event_sample_fraction=0.0, buffer_records=0, batch_records=0, sync_stages=None)",
+              "event_sample_fraction=0.0, buffer_records=0, batch_records=0, sync_stages=None, "
+              "window_steps=-1, warmup_steps=-1)",
     .tp_basicsize = sizeof(Recorder),
     .tp_dealloc = (destructor)recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -851,14 +917,14 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "stagefrontier",
+    .m_name = "stagefrontier._stagefrontier",
     .m_doc = "StageFrontier per-step stage telemetry (libsfclient binding).",
     .m_size = -1,
     .m_methods = module_methods,
 };
 
-PyMODINIT_FUNC PyInit_stagefrontier(void);
-PyMODINIT_FUNC PyInit_stagefrontier(void)
+PyMODINIT_FUNC PyInit__stagefrontier(void);
+PyMODINIT_FUNC PyInit__stagefrontier(void)
 {
     PyTypeObject *types[] = {&HandleType, &StageContextType, &StepContextType,
                              &ProbeContextType, &DataIterType, &RecorderType,

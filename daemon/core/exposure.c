@@ -1,7 +1,7 @@
 /*
  * Figures that need every rank's row, so they exist only in dense mode:
  * the direct-exposure gain against the cohort-median baseline and the mean
- * slack per rank (DESIGN section 1). Complete steps only.
+ * slack per rank (docs/SPEC.md section 1). Complete steps only.
  */
 #include <errno.h>
 #include <stdlib.h>

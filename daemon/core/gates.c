@@ -1,5 +1,5 @@
 /*
- * Label gates: their defaults (DESIGN section 1, gate table), parsing of one
+ * Label gates: their defaults (docs/SPEC.md section 1, gate table), parsing of one
  * config key at a time, and range checks. Text parsing lives here so sfd's
  * config file, sfctl's --gates file and replay headers agree on every key.
  */

@@ -1,6 +1,6 @@
 /*
  * Routing order, routing set, downgrade reasons, evidence labels and suspect
- * ranks (DESIGN section 1). Works on reporting groups: a report whose stage
+ * ranks (docs/SPEC.md section 1). Works on reporting groups: a report whose stage
  * and group figures are already filled in. Deterministic given the report,
  * the summary's window counters and the gates.
  */

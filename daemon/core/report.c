@@ -1,7 +1,7 @@
 /*
  * From a (merged) summary to the window report: frontier advances, exposed
  * time, comparison summaries, leader evidence and gains per stage and per
- * reporting group (DESIGN section 1). Routing and labels are in labels.c.
+ * reporting group (docs/SPEC.md section 1). Routing and labels are in labels.c.
  * Integer ns throughout; doubles only for the final ratios.
  */
 #include <errno.h>

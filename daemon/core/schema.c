@@ -1,6 +1,6 @@
 /*
  * Stage schemas: ordered stage names with reporting groups, their hash, and
- * the default and gradient-accumulation expansions (DESIGN section 2).
+ * the default and gradient-accumulation expansions (docs/SPEC.md section 2).
  * Pure: copies strings into owned memory, nothing else.
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * Building the mergeable window summary from one node's rows (DESIGN
+ * Building the mergeable window summary from one node's rows (docs/SPEC.md
  * section 4): per step and boundary the top-2 prefixes, per stage the
  * max/sum/min, the slowest rank, rank 0, and the end frontier with each
  * candidate clipped to its rank-median baseline. Pure: memory only.

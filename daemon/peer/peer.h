@@ -362,5 +362,7 @@ void sfd_peer_node_close(sfd_peer_node *node, void (*done)(void *ctx), void *ctx
 int sfd_peer_status_json(sfd_peer_node *node, char **ret_json);
 const sfd_peer_counters *sfd_peer_node_counters(const sfd_peer_node *node);
 uint32_t sfd_peer_node_root(sfd_peer_node *node);
+/* This node's election role ("root", "candidate", "follower") and term. */
+void sfd_peer_node_role(const sfd_peer_node *node, const char **ret_role, uint64_t *ret_term);
 
 #endif

@@ -193,6 +193,7 @@ int sfd_peer_attach(struct sfd *d, const char *config_path)
     d->on_summary = on_summary;
     d->on_summary_data = g;
     d->peers_status = sfd_peer_status_text;
+    d->peer_role = sfd_peer_role;
     sfd_log(SFD_LOG_NOTICE, NULL, "peer layer: node %u of %u members", g->cfg.node_id,
             g->cfg.n_members);
     return 0;
@@ -209,7 +210,17 @@ void sfd_peer_detach(struct sfd *d)
     d->on_summary = NULL;
     d->on_summary_data = NULL;
     d->peers_status = NULL;
+    d->peer_role = NULL;
     sfd_peer_node_close(g->node, glue_free, g);
+}
+
+int sfd_peer_role(struct sfd *d, const char **ret_role, uint64_t *ret_term)
+{
+    if (d->on_summary != on_summary)
+        return -ENOENT;
+    glue *g = d->on_summary_data;
+    sfd_peer_node_role(g->node, ret_role, ret_term);
+    return 0;
 }
 
 int sfd_peer_status_text(struct sfd *d, char **ret_text)

@@ -14,5 +14,7 @@ int sfd_peer_attach(struct sfd *d, const char *config_path);
 void sfd_peer_detach(struct sfd *d);
 /* The PEERS answer as JSON text (malloc'd), or -ENOENT in single-node mode. */
 int sfd_peer_status_text(struct sfd *d, char **ret_text);
+/* This node's cluster role and term, or -ENOENT in single-node mode. */
+int sfd_peer_role(struct sfd *d, const char **ret_role, uint64_t *ret_term);
 
 #endif

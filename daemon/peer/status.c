@@ -77,6 +77,12 @@ static json_t *member_json(sfd_peer_node *node, uint32_t id, uint64_t now)
                      "term", (json_int_t)(self ? node->elect.term : l->term_seen));
 }
 
+void sfd_peer_node_role(const sfd_peer_node *node, const char **ret_role, uint64_t *ret_term)
+{
+    *ret_role = role_name(node->elect.role);
+    *ret_term = node->elect.term;
+}
+
 int sfd_peer_status_json(sfd_peer_node *node, char **ret_json)
 {
     if (node == NULL || ret_json == NULL)

@@ -1,5 +1,5 @@
 /*
- * Report -> JSON (DESIGN section 5). Every duration leaves the core in
+ * Report -> JSON (docs/SPEC.md section 5). Every duration leaves the core in
  * integer ns and becomes seconds here, at the last moment; undefined figures
  * become null. The same function serves sfd's query socket and sfctl replay,
  * so their outputs compare byte for byte.

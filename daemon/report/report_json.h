@@ -1,5 +1,5 @@
 /*
- * The report JSON of DESIGN section 5: one window object per report.
+ * The report JSON of docs/SPEC.md section 5: one window object per report.
  * Seconds as JSON numbers, null where a figure is undefined.
  */
 #ifndef SF_REPORT_JSON_H

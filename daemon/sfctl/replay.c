@@ -131,11 +131,12 @@ static int load_gates_file(const char *path, sf_gates *gates)
     return 0;
 }
 
-/* Gates file, then flags, onto gates; prog prefixes the messages. */
+/* Gates file, then flags, onto gates; prog prefixes the messages.
+ * -EBADMSG: the gates file is bad (exit 3, bad input); -EINVAL: a flag is. */
 static int apply_gates(const struct sfctl_report_opts *o, sf_gates *gates, const char *prog)
 {
     if (o->gates_path && load_gates_file(o->gates_path, gates) < 0)
-        return -EINVAL;
+        return -EBADMSG;
     for (int i = 0; i < o->n_flags; i++)
         if (sf_gates_set(gates, o->flag_keys[i], o->flag_values[i]) < 0) {
             fprintf(stderr, "%s: invalid --%s value \"%s\"\n", prog, o->flag_keys[i],
@@ -146,7 +147,7 @@ static int apply_gates(const struct sfctl_report_opts *o, sf_gates *gates, const
         fprintf(stderr, "%s: the gates are inconsistent (window_steps >= 1, "
                         "0 < tau <= 1, baseline_windows >= 1, change_alpha > 0)\n",
                 prog);
-        return -EINVAL;
+        return o->gates_path != NULL ? -EBADMSG : -EINVAL;
     }
     return 0;
 }
@@ -461,8 +462,9 @@ int sfctl_cmd_replay(int argc, char **argv)
     }
     sf_gates gates;
     sf_gates_default(&gates);
-    if (sfctl_report_opts_check(&o.report, "sfctl replay") < 0) /* fail fast before reading */
-        return SFCTL_EXIT_USAGE;
+    r = sfctl_report_opts_check(&o.report, "sfctl replay");    /* fail fast before reading */
+    if (r < 0)
+        return r == -EBADMSG ? SFCTL_EXIT_INPUT : SFCTL_EXIT_USAGE;
     struct replay_input in = {0};
     r = sfctl_replay_read(o.path, &gates, &in);
     if (r < 0)

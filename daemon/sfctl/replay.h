@@ -117,7 +117,7 @@ int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *rol
 int sfctl_part_finish(struct replay_part *p);
 struct replay_part *sfctl_input_add_part(struct replay_input *in);
 
-/* Decimal seconds -> integer ns, rounded to nearest (DESIGN section 1). */
+/* Decimal seconds -> integer ns, rounded to nearest (docs/SPEC.md section 1). */
 enum seconds_error {
     SECONDS_OK = 0,
     SECONDS_NOT_A_NUMBER,

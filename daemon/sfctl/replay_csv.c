@@ -1,6 +1,6 @@
 /*
  * The wide CSV replay format: `step,rank,<stage 1>,…,<stage S>[,step_wall]`,
- * durations in seconds, the last stage column being the residual (DESIGN
+ * durations in seconds, the last stage column being the residual (docs/SPEC.md
  * section 5). Every field is checked; the first problem is reported with its
  * line and column, and nothing is guessed.
  */

@@ -3,6 +3,7 @@
  * subcommands. Each command lives in its own file and returns an exit code
  * of sfctl.h; this file only dispatches.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,11 +39,29 @@ static const struct sfctl_command commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sfctl [--socket PATH] COMMAND [ARGS]\n\ncommands:\n");
+    fprintf(f, "usage: sfctl [--socket PATH] COMMAND [ARGS]\n"
+               "       sfctl --help | --version | COMMAND --help\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-8s %-42s %s\n", commands[i].name, commands[i].args, commands[i].help);
     fprintf(f, "\nThe query socket is --socket, else $SF_QUERY_SOCKET, else %s.\n",
             SFCTL_DEFAULT_SOCKET);
+}
+
+/* `sfctl COMMAND --help` (or -h) anywhere before a lone "--". */
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    return false;
+}
+
+static int command_usage(const struct sfctl_command *c)
+{
+    if (c->run == sfctl_cmd_replay)     /* replay documents its input formats too */
+        return sfctl_cmd_replay(2, (char *[]){ "replay", "--help", NULL });
+    printf("usage: sfctl [--socket PATH] %s %s\n  %s\n", c->name, c->args, c->help);
+    return SFCTL_EXIT_OK;
 }
 
 int main(int argc, char **argv)
@@ -58,6 +77,9 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return SFCTL_EXIT_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("sfctl %s\n", SF_VERSION);
+            return SFCTL_EXIT_OK;
         } else {
             usage(stderr);
             return SFCTL_EXIT_USAGE;
@@ -69,7 +91,8 @@ int main(int argc, char **argv)
     }
     for (size_t c = 0; c < N_COMMANDS; c++)
         if (strcmp(argv[i], commands[c].name) == 0)
-            return commands[c].run(argc - i, argv + i);
+            return wants_help(argc - i, argv + i) ? command_usage(&commands[c])
+                                                  : commands[c].run(argc - i, argv + i);
     fprintf(stderr, "sfctl: unknown command '%s'\n", argv[i]);
     usage(stderr);
     return SFCTL_EXIT_USAGE;

@@ -118,8 +118,13 @@ int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfc
 static int show_status(json_t *o, const char *job)
 {
     (void)job;
-    printf("sfd (%s), up %llds\n", json_string_value(json_object_get(o, "mode")),
-           num(o, "uptime_s"));
+    const char *mode = json_string_value(json_object_get(o, "mode"));
+    if (mode != NULL && strcmp(mode, "cluster") == 0)
+        printf("sfd (cluster: %s, term %lld), up %llds\n",
+               json_string_value(json_object_get(o, "role")), num(o, "term"),
+               num(o, "uptime_s"));
+    else
+        printf("sfd (%s), up %llds\n", mode, num(o, "uptime_s"));
     printf("  connections  %lld (query %lld, accepted since start %lld)\n",
            num(o, "connections"), num(o, "query_connections"), num(o, "connections_accepted"));
     printf("  jobs         %lld\n", num(o, "jobs"));
@@ -144,17 +149,23 @@ int sfctl_cmd_status(int argc, char **argv)
 static int show_jobs(json_t *a, const char *job)
 {
     (void)job;
-    printf("%-24s %6s %11s %4s %7s %6s %10s %8s %8s\n", "JOB", "UID", "RANKS", "SEG", "WINDOWS",
-           "LATEST", "RECORDS", "DROPPED", "REJECTED");
     size_t i;
     json_t *j;
+    int width = 24;                 /* job ids are up to 128 characters */
+    json_array_foreach(a, i, j) {
+        const char *id = json_string_value(json_object_get(j, "job_id"));
+        if (id != NULL && strlen(id) > (size_t)width)
+            width = (int)strlen(id);
+    }
+    printf("%-*s %6s %11s %4s %7s %6s %10s %8s %8s\n", width, "JOB", "UID", "RANKS", "SEG",
+           "WINDOWS", "LATEST", "RECORDS", "DROPPED", "REJECTED");
     json_array_foreach(a, i, j) {
         char ranks[32], latest[24] = "-";
         snprintf(ranks, sizeof(ranks), "%lld/%lld", num(j, "connected_ranks"),
                  num(j, "world_size"));
         if (json_is_integer(json_object_get(j, "latest_window")))
             snprintf(latest, sizeof(latest), "%lld", num(j, "latest_window"));
-        printf("%-24s %6lld %11s %4lld %7lld %6s %10lld %8lld %8lld\n",
+        printf("%-*s %6lld %11s %4lld %7lld %6s %10lld %8lld %8lld\n", width,
                json_string_value(json_object_get(j, "job_id")), num(j, "uid"), ranks,
                num(j, "segment"), num(j, "windows"), latest, num(j, "records"),
                num(j, "dropped"), num(j, "rejected"));
@@ -196,7 +207,7 @@ int sfctl_cmd_ranks(int argc, char **argv)
 
 struct report_args {
     const char *job;
-    int64_t window, count, interval_ms, last;
+    int64_t window, count, interval_ms, last;   /* last 0: the latest complete window */
     bool json;
     const char *out;
 };
@@ -210,7 +221,8 @@ static int report_args(int argc, char **argv, struct report_args *a, const char 
         { NULL, 0, NULL, 0 },
     };
     int c;
-    *a = (struct report_args){ .window = -1, .count = 0, .interval_ms = 1000, .last = 1 };
+    bool has_last = false;
+    *a = (struct report_args){ .window = -1, .count = 0, .interval_ms = 1000, .last = 0 };
     optind = 1;
     while ((c = getopt_long(argc, argv, "w:jn:i:l:o:", opts, NULL)) != -1) {
         int r = 0;
@@ -219,7 +231,7 @@ static int report_args(int argc, char **argv, struct report_args *a, const char 
         case 'j': a->json = true; break;
         case 'n': r = parse_i64(optarg, 1, &a->count); break;
         case 'i': r = parse_i64(optarg, 10, &a->interval_ms); break;
-        case 'l': r = parse_i64(optarg, 1, &a->last); break;
+        case 'l': r = parse_i64(optarg, 1, &a->last); has_last = true; break;
         case 'o': a->out = optarg; break;
         default: r = -EINVAL;
         }
@@ -230,6 +242,10 @@ static int report_args(int argc, char **argv, struct report_args *a, const char 
         a->job = argv[optind++];
     if (optind != argc)
         return usage_error(argv[0], usage);
+    if (has_last && a->window >= 0) {
+        fprintf(stderr, "sfctl %s: --window and --last exclude each other\n", argv[0]);
+        return SFCTL_EXIT_USAGE;
+    }
     return SFCTL_EXIT_OK;
 }
 
@@ -294,6 +310,17 @@ static void on_sigint(int sig)
     watch_stop = 1;
 }
 
+static int job_exists(const char *job)
+{
+    struct sfctl_request req = { .kind = SFCTL_Q_RANKS, .job_id = job, .window = -1 };
+    char *text;
+    size_t len;
+    int ex = sfctl_query(&req, &text, &len);
+    if (ex == SFCTL_EXIT_OK)
+        free(text);
+    return ex;
+}
+
 int sfctl_cmd_watch(int argc, char **argv)
 {
     struct report_args a;
@@ -309,11 +336,17 @@ int sfctl_cmd_watch(int argc, char **argv)
     char *shown = NULL;
     int64_t drawn = 0;
     struct sfctl_request req = { .kind = SFCTL_Q_REPORT, .job_id = a.job, .window = -1,
-                                 .format = a.json ? 0 : 1 };
+                                 .format = a.json ? 0 : 1, .quiet_not_found = true };
     ex = SFCTL_EXIT_OK;
     while (!watch_stop && (a.count == 0 || drawn < a.count)) {
         char *text;
         size_t len;
+        /* Until the first draw, an unknown job ends the watch (exit 5); a
+         * known job without a closed window is waited for in silence. */
+        ex = shown == NULL ? job_exists(a.job) : SFCTL_EXIT_OK;
+        if (ex != SFCTL_EXIT_OK)
+            break;
+        req.quiet_not_found = shown == NULL;
         ex = sfctl_query(&req, &text, &len);
         if (ex == SFCTL_EXIT_NOT_FOUND && shown == NULL) {
             ex = SFCTL_EXIT_OK;     /* the job's first window has not closed yet */

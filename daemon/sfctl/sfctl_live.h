@@ -24,6 +24,7 @@ struct sfctl_request {
     uint32_t limit;             /* 0: default */
     uint32_t format;            /* 0 JSON, 1 text */
     bool clear;                 /* BASELINE: drop the pin */
+    bool quiet_not_found;       /* print nothing for "not found" (watch waiting) */
 };
 
 /* The socket path in force: --socket, else $SF_QUERY_SOCKET, else the default. */

@@ -103,8 +103,18 @@ static int exit_for_status(int32_t status)
     }
 }
 
+/* The daemon's refusal, naming the job the caller asked about. */
+static void print_refusal(const struct sfctl_request *req, const char *msg)
+{
+    if (req->job_id != NULL && req->job_id[0] != '\0')
+        fprintf(stderr, "sfctl: job '%s': %s\n", req->job_id, msg);
+    else
+        fprintf(stderr, "sfctl: %s\n", msg);
+}
+
 /* Reads one response datagram; appends its chunk. 1: more follow, 0: done. */
-static int read_chunk(int fd, uint8_t *buf, size_t cap, char **text, size_t *len, int *ret_exit)
+static int read_chunk(int fd, const struct sfctl_request *req, uint8_t *buf, size_t cap,
+                      char **text, size_t *len, int *ret_exit)
 {
     struct pollfd p = { fd, POLLIN, 0 };
     int r = poll(&p, 1, TIMEOUT_MS);
@@ -127,8 +137,9 @@ static int read_chunk(int fd, uint8_t *buf, size_t cap, char **text, size_t *len
     }
     int ret = 0;
     if (resp->status < 0) {
-        fprintf(stderr, "sfctl: %s\n", resp->error ? resp->error : strerror(-resp->status));
         *ret_exit = exit_for_status(resp->status);
+        if (!(req->quiet_not_found && *ret_exit == SFCTL_EXIT_NOT_FOUND))
+            print_refusal(req, resp->error ? resp->error : strerror(-resp->status));
         ret = -EPROTO;
     } else if (resp->has_chunk) {
         if (*len + resp->chunk.len > ANSWER_MAX) {
@@ -172,7 +183,7 @@ int sfctl_query(const struct sfctl_request *req, char **ret_text, size_t *ret_le
     int r = buf && text ? 1 : -ENOMEM;
     ex = r < 0 ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_OK;
     while (r == 1)
-        r = read_chunk(fd, buf, cap, &text, &len, &ex);
+        r = read_chunk(fd, req, buf, cap, &text, &len, &ex);
     free(buf);
     close(fd);
     if (r < 0) {

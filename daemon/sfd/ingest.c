@@ -251,19 +251,35 @@ static void on_accept(uv_poll_t *h, int status, int events)
     }
 }
 
+/* Whether a daemon accepts on the socket at sa. A full backlog (EAGAIN) is a
+ * live daemon too; only a refused connection marks the socket stale. */
+static bool socket_is_live(const struct sockaddr_un *sa)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno == EAGAIN;
+    close(fd);
+    return live;
+}
+
 static int bind_socket(const char *path, mode_t mode)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
     memcpy(sa.sun_path, path, strlen(path) + 1);
+    struct stat st;
+    /* A stale socket from a dead daemon: remove it, but never another file,
+     * and never the socket of a daemon that still answers on it. */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        if (socket_is_live(&sa))
+            return -EADDRINUSE;
+        unlink(path);
+    }
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    struct stat st;
-    /* A stale socket from a dead daemon: remove it, but never another file. */
-    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-        unlink(path);
     mode_t old = umask(0077);
     int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
@@ -385,8 +401,11 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
     }
     if (channel == 0) {
         rk->live = 1;
-        rk->role = (uint16_t)role;
+        rk->role = (uint8_t)role;
         rk->pid = h->has_pid ? h->pid : (uint32_t)c->pid;
+        rk->host = sfd_job_host(job, h->host);
+        sfd_job_ask_geometry(job, h->has_window_steps ? (int64_t)h->window_steps : -1,
+                             h->has_warmup_steps ? (int64_t)h->warmup_steps : -1);
         job->n_live_ranks++;
     }
     job->n_live++;

@@ -237,6 +237,9 @@ void sfd_job_free(struct sfd_job *job)
     free(job->stored);
     for (uint32_t i = 0; i < job->n_roles; i++)
         free(job->roles[i]);
+    for (uint32_t i = 0; i < job->n_hosts; i++)
+        free(job->hosts[i]);
+    free(job->hosts);
     free_rank_pages(job);
     for (int k = 0; k < SFD_MEM_KIND_COUNT; k++)
         sfd_job_release(job, (enum sfd_mem_kind)k, job->mem[k]);
@@ -268,6 +271,83 @@ int sfd_job_role(struct sfd_job *job, const char *role)
         return -ENOMEM;
     job->roles[job->n_roles] = copy;
     return (int)job->n_roles++;
+}
+
+static int hosts_grow(struct sfd_job *job)
+{
+    uint32_t cap = job->cap_hosts ? job->cap_hosts * 2 : 16;
+    if (sfd_job_reserve(job, SFD_MEM_JOBS, (uint64_t)(cap - job->cap_hosts) * sizeof(char *)) < 0)
+        return -ENOMEM;
+    char **h = realloc(job->hosts, cap * sizeof(*h));
+    if (h == NULL) {
+        sfd_job_release(job, SFD_MEM_JOBS, (uint64_t)(cap - job->cap_hosts) * sizeof(char *));
+        return -ENOMEM;
+    }
+    job->hosts = h;
+    job->cap_hosts = cap;
+    return 0;
+}
+
+static uint32_t clamp_u32(int64_t v, uint32_t lo, uint32_t hi, bool *clamped)
+{
+    uint32_t c = v < (int64_t)lo ? lo : v > (int64_t)hi ? hi : (uint32_t)v;
+    *clamped |= c != v;
+    return c;
+}
+
+void sfd_job_ask_geometry(struct sfd_job *job, int64_t window_steps, int64_t warmup_steps)
+{
+    if (window_steps < 0 && warmup_steps < 0)
+        return;
+    bool clamped = false;
+    uint32_t w = window_steps < 0 ? job->gates.window_steps
+                                  : clamp_u32(window_steps, 1, SF_MAX_WINDOW_STEPS, &clamped);
+    uint32_t u = warmup_steps < 0 ? job->gates.warmup_steps
+                                  : clamp_u32(warmup_steps, 0, SFD_MAX_HELLO_WARMUP_STEPS,
+                                              &clamped);
+    if (w == job->gates.window_steps && u == job->gates.warmup_steps && !clamped)
+        return;
+    if (job->records > 0 || job->n_open > 0 || job->n_stored > 0) {
+        sfd_log(SFD_LOG_WARNING, job->id, "hello asks window_steps %lld warmup_steps %lld; "
+                "the job keeps %u and %u", (long long)window_steps, (long long)warmup_steps,
+                job->gates.window_steps, job->gates.warmup_steps);
+        return;
+    }
+    job->gates.window_steps = w;
+    job->gates.warmup_steps = u;
+    job->geometry_asked = true;
+    job->geometry_clamped |= clamped;
+    sfd_log(clamped ? SFD_LOG_WARNING : SFD_LOG_INFO, job->id,
+            "window_steps %u, warmup_steps %u as the job asked%s", w, u,
+            clamped ? " (clamped to 1..16384 and 0..1048576)" : "");
+}
+
+uint16_t sfd_job_host(struct sfd_job *job, const char *host)
+{
+    if (host == NULL || host[0] == '\0')
+        return 0;
+    for (uint32_t i = 1; i < job->n_hosts; i++)
+        if (strcmp(job->hosts[i], host) == 0)
+            return (uint16_t)i;
+    if (job->n_hosts >= SFD_MAX_JOB_HOSTS)
+        return 0;
+    size_t len = strlen(host) + 1;
+    if ((job->n_hosts + 2 > job->cap_hosts && hosts_grow(job) < 0) ||
+        sfd_job_reserve(job, SFD_MEM_JOBS, len) < 0)
+        return 0;
+    if (job->n_hosts == 0 && (job->hosts[job->n_hosts++] = strdup("")) == NULL) {
+        job->n_hosts = 0;
+        sfd_job_release(job, SFD_MEM_JOBS, len);
+        return 0;
+    }
+    char *copy = malloc(len);
+    if (copy == NULL) {
+        sfd_job_release(job, SFD_MEM_JOBS, len);
+        return 0;
+    }
+    memcpy(copy, host, len);
+    job->hosts[job->n_hosts] = copy;
+    return (uint16_t)job->n_hosts++;
 }
 
 /* A directory of page pointers sized by the world size (8 bytes per 256

@@ -265,7 +265,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: sfd [--config FILE] [--runtime-dir DIR] [--ingest PATH] [--query PATH]\n"
                "           [--state-dir DIR] [--foreground]\n"
-               "           [--log-level err|warning|notice|info|debug]\n");
+               "           [--log-level err|warning|notice|info|debug]\n"
+               "       sfd --help | --version\n");
 }
 
 static int parse_flags(int argc, char **argv, struct sfd_flags *f)
@@ -279,6 +280,7 @@ static int parse_flags(int argc, char **argv, struct sfd_flags *f)
         { "foreground", no_argument, NULL, 'f' },
         { "log-level", required_argument, NULL, 'l' },
         { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -292,6 +294,7 @@ static int parse_flags(int argc, char **argv, struct sfd_flags *f)
         case 'f': break;    /* sfd always runs in the foreground */
         case 'l': f->log_level = optarg; break;
         case 'h': usage(stdout); exit(0);
+        case 'V': printf("sfd %s\n", SF_VERSION); exit(0);
         default: usage(stderr); return -EINVAL;
         }
     }

@@ -140,13 +140,19 @@ static void emit(struct prom_out *o, const struct prom_label *labels,
     fprintf(o->f, "%s %s\n", n_labels > 0 ? "}" : "", value);
 }
 
+/* The shortest decimal that reads back as the same double (0.25, not
+ * 0.25000000000000000), as Prometheus and node_exporter print floats. */
 static const char *fmt_double(char *buf, size_t size, double v)
 {
     if (isnan(v))
         return "NaN";
     if (isinf(v))
         return v > 0 ? "+Inf" : "-Inf";
-    snprintf(buf, size, "%.17g", v);
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
     return buf;
 }
 
@@ -169,6 +175,30 @@ static double ns_to_s(__int128 ns)
 
 /* ---- families ------------------------------------------------------------ */
 
+static const struct prom_family fam_build = {
+    "stagefrontier_build_info", "gauge",
+    "Version of this sfd (value 1, version in the label)."};
+static const struct prom_family fam_records = {
+    "stagefrontier_daemon_records_total", "counter",
+    "Step records sfd accepted since it started."};
+static const struct prom_family fam_batches = {
+    "stagefrontier_daemon_record_batches_total", "counter",
+    "Record batches sfd accepted since it started."};
+static const struct prom_family fam_drops = {
+    "stagefrontier_daemon_dropped_records_total", "counter",
+    "Step records the clients reported dropped since sfd started."};
+static const struct prom_family fam_windows = {
+    "stagefrontier_daemon_windows_closed_total", "counter",
+    "Windows sfd closed since it started."};
+static const struct prom_family fam_rejections = {
+    "stagefrontier_daemon_rejected_total", "counter",
+    "Frames, records and queries sfd rejected since it started, by reason."};
+static const struct prom_family fam_conns = {
+    "stagefrontier_daemon_connections", "gauge",
+    "Client (ingest) connections open now."};
+static const struct prom_family fam_accepted = {
+    "stagefrontier_daemon_connections_accepted_total", "counter",
+    "Connections sfd accepted since it started, queries included."};
 static const struct prom_family fam_role = {
     "stagefrontier_daemon_role_info", "gauge",
     "Role of this sfd in the cluster (value 1, role in the label)."};
@@ -180,6 +210,9 @@ static const struct prom_family fam_jobs = {
 static const struct prom_family fam_window = {
     "stagefrontier_job_window_index", "gauge",
     "Index of the latest closed window of the job."};
+static const struct prom_family fam_window_time = {
+    "stagefrontier_job_window_timestamp_seconds", "gauge",
+    "Unix time at which the report of the latest closed window was ready."};
 static const struct prom_family fam_steps = {
     "stagefrontier_job_window_steps", "gauge",
     "Complete steps in the latest closed window."};
@@ -193,17 +226,26 @@ static const struct prom_family fam_exposed = {
     "stagefrontier_job_exposed_seconds", "gauge",
     "Exposed (end-frontier) time of the latest closed window, in seconds."};
 static const struct prom_family fam_share = {
-    "stagefrontier_job_stage_share", "gauge",
-    "Share of the exposed time advanced by each stage in the latest closed window (NaN when undefined)."};
+    "stagefrontier_job_stage_ratio", "gauge",
+    "Share of the exposed time advanced by each stage in the latest closed window, 0 to 1 (NaN when undefined)."};
 static const struct prom_family fam_advance = {
     "stagefrontier_job_stage_advance_seconds", "gauge",
     "Frontier advance of each stage in the latest closed window, in seconds."};
 static const struct prom_family fam_gshare = {
-    "stagefrontier_job_group_share", "gauge",
-    "Share of the exposed time advanced by each reporting group in the latest closed window (NaN when undefined)."};
+    "stagefrontier_job_group_ratio", "gauge",
+    "Share of the exposed time advanced by each reporting group in the latest closed window, 0 to 1 (NaN when undefined)."};
 static const struct prom_family fam_routing = {
     "stagefrontier_job_routing_info", "gauge",
     "Routing set of the latest closed window: one series per routed group, position 1 first (value 1)."};
+static const struct prom_family fam_leader = {
+    "stagefrontier_job_leader_rank", "gauge",
+    "Rank that most often led the first routed group in the latest closed window (absent when none led)."};
+static const struct prom_family fam_leader_steps = {
+    "stagefrontier_job_leader_steps", "gauge",
+    "Steps in which that rank was the unique leader of the first routed group."};
+static const struct prom_family fam_suspect = {
+    "stagefrontier_job_suspect_rank_steps", "gauge",
+    "Suspect ranks of the latest closed window: steps each uniquely led the leading stage."};
 static const struct prom_family fam_label = {
     "stagefrontier_job_label_info", "gauge",
     "Report labels of the latest closed window (value 1 for each label that holds)."};
@@ -274,6 +316,51 @@ static void write_exposed(struct prom_out *o, const struct prom_job_view *v, siz
             continue;
         struct prom_label l[] = {{"job_id", v[i].id}};
         emit(o, l, 1, fmt_double(buf, sizeof buf, ns_to_s(v[i].job->latest->exposed_total_ns)));
+    }
+}
+
+static void write_window_time(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    char buf[40];
+
+    fam_begin(o, &fam_window_time);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].id == NULL || v[i].job->latest == NULL || v[i].job->window_unix_ms <= 0)
+            continue;
+        struct prom_label l[] = {{"job_id", v[i].id}};
+        emit(o, l, 1, fmt_double(buf, sizeof buf, (double)v[i].job->window_unix_ms / 1e3));
+    }
+}
+
+/* The answer itself: who leads the routed group, and the suspect ranks. */
+static void write_leaders(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    static const struct prom_family *fams[] = {&fam_leader, &fam_leader_steps};
+    char buf[32];
+
+    for (int f = 0; f < 2; f++) {
+        fam_begin(o, fams[f]);
+        for (size_t i = 0; i < n; i++) {
+            const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+            if (r == NULL || r->n_routing == 0 || r->routing_order[0] >= r->schema.n_groups)
+                continue;
+            const sf_unit_figures *u = &r->groups[r->routing_order[0]];
+            if (u->leader_rank == SF_NO_RANK)
+                continue;
+            struct prom_label l[] = {{"job_id", v[i].id},
+                                     {"group", r->schema.group_names[r->routing_order[0]]}};
+            emit(o, l, 2, fmt_u64(buf, sizeof buf, f == 0 ? u->leader_rank : u->leader_steps));
+        }
+    }
+    fam_begin(o, &fam_suspect);
+    for (size_t i = 0; i < n; i++) {
+        const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+        for (uint32_t k = 0; r != NULL && k < r->n_suspects; k++) {
+            char rank[16];
+            snprintf(rank, sizeof rank, "%" PRIu32, r->suspects[k].rank);
+            struct prom_label l[] = {{"job_id", v[i].id}, {"rank", rank}};
+            emit(o, l, 2, fmt_u64(buf, sizeof buf, r->suspects[k].steps));
+        }
     }
 }
 
@@ -450,21 +537,55 @@ static void write_change(struct prom_out *o, const struct prom_job_view *v, size
     }
 }
 
-static void write_all(FILE *f, const struct prom_job_view *v, size_t n,
-                      size_t n_exported, const char *role, uint64_t term)
+static void write_u64(struct prom_out *o, const struct prom_family *fam, uint64_t v)
+{
+    char buf[32];
+
+    fam_begin(o, fam);
+    emit(o, NULL, 0, fmt_u64(buf, sizeof buf, v));
+}
+
+/* Label values of the daemon's families, escaped once by sfd_prom_write. */
+struct prom_daemon_labels {
+    const char *version, *role;
+    char **reasons;             /* [n_rejected] */
+};
+
+static void write_daemon(struct prom_out *o, const struct sfd_prom_daemon *d,
+                         const struct prom_daemon_labels *dl)
+{
+    char buf[32];
+    struct prom_label vl[] = {{"version", dl->version}};
+    struct prom_label rl[] = {{"role", dl->role}};
+
+    fam_begin(o, &fam_build);
+    emit(o, vl, 1, "1");
+    fam_begin(o, &fam_role);
+    emit(o, rl, 1, "1");
+    write_u64(o, &fam_term, d->term);
+    write_u64(o, &fam_records, d->records);
+    write_u64(o, &fam_batches, d->batches);
+    write_u64(o, &fam_drops, d->dropped);
+    write_u64(o, &fam_windows, d->windows_closed);
+    fam_begin(o, &fam_rejections);
+    for (size_t i = 0; i < d->n_rejected; i++) {
+        struct prom_label l[] = {{"reason", dl->reasons[i]}};
+        emit(o, l, 1, fmt_u64(buf, sizeof buf, d->rejected[i].count));
+    }
+    write_u64(o, &fam_conns, d->connections);
+    write_u64(o, &fam_accepted, d->connections_accepted);
+}
+
+static void write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n_exported,
+                      const struct sfd_prom_daemon *d, const struct prom_daemon_labels *dl)
 {
     struct prom_out o = {.f = f};
-    char buf[32];
-    struct prom_label rl[] = {{"role", role}};
 
-    fam_begin(&o, &fam_role);
-    emit(&o, rl, 1, "1");
-    fam_begin(&o, &fam_term);
-    emit(&o, NULL, 0, fmt_u64(buf, sizeof buf, term));
-    fam_begin(&o, &fam_jobs);
-    emit(&o, NULL, 0, fmt_u64(buf, sizeof buf, n_exported));
+    write_daemon(&o, d, dl);
+    write_u64(&o, &fam_jobs, n_exported);
 
     write_window_field(&o, &fam_window, v, n, field_window);
+    write_window_time(&o, v, n);
     write_window_field(&o, &fam_steps, v, n, field_steps);
     write_window_field(&o, &fam_ranks, v, n, field_ranks);
     write_window_field(&o, &fam_missing, v, n, field_missing);
@@ -473,6 +594,7 @@ static void write_all(FILE *f, const struct prom_job_view *v, size_t n,
     write_stages(&o, &fam_advance, v, n, true);
     write_group_shares(&o, v, n);
     write_routing(&o, v, n);
+    write_leaders(&o, v, n);
     write_bits(&o, &fam_label, v, n, true);
     write_bits(&o, &fam_downgrade, v, n, false);
     write_straggler(&o, v, n);
@@ -539,7 +661,8 @@ static int fsync_dir(const char *dir)
 }
 
 static int write_file(const char *dir, const struct prom_job_view *v, size_t n,
-                      size_t n_exported, const char *role, uint64_t term)
+                      size_t n_exported, const struct sfd_prom_daemon *d,
+                      const struct prom_daemon_labels *dl)
 {
     char *tmp = NULL, *final = NULL;
     FILE *f = NULL;
@@ -573,7 +696,7 @@ static int write_file(const char *dir, const struct prom_job_view *v, size_t n,
         goto out;
     }
     fd = -1;                    /* owned by f now */
-    write_all(f, v, n, n_exported, role ? role : "unknown", term);
+    write_all(f, v, n, n_exported, d, dl);
     if (fflush(f) != 0 || ferror(f)) {
         r = errno ? -errno : -EIO;
         goto out;
@@ -611,31 +734,54 @@ out:
     return r;
 }
 
-int sfd_prom_write(const char *dir, const struct sfd_prom_job *jobs, size_t n,
-                   const char *role, uint64_t term)
+static void daemon_labels_free(struct prom_daemon_labels *dl, size_t n_reasons)
+{
+    free((char *)dl->version);
+    free((char *)dl->role);
+    for (size_t i = 0; dl->reasons != NULL && i < n_reasons; i++)
+        free(dl->reasons[i]);
+    free(dl->reasons);
+}
+
+static int daemon_labels_build(const struct sfd_prom_daemon *d, struct prom_daemon_labels *dl)
+{
+    dl->version = escape_label(d->version ? d->version : "unknown");
+    dl->role = escape_label(d->role ? d->role : "unknown");
+    dl->reasons = calloc(d->n_rejected ? d->n_rejected : 1, sizeof(*dl->reasons));
+    if (dl->version == NULL || dl->role == NULL || dl->reasons == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < d->n_rejected; i++)
+        if ((dl->reasons[i] = escape_label(d->rejected[i].reason)) == NULL)
+            return -ENOMEM;
+    return 0;
+}
+
+int sfd_prom_write(const char *dir, const struct sfd_prom_daemon *daemon,
+                   const struct sfd_prom_job *jobs, size_t n)
 {
     struct prom_job_view *v = NULL;
-    char *role_esc = NULL;
+    struct prom_daemon_labels dl = {0};
     size_t skipped = 0;
     int r;
 
-    if (dir == NULL || dir[0] == '\0' || (n > 0 && jobs == NULL))
+    if (dir == NULL || dir[0] == '\0' || daemon == NULL || (n > 0 && jobs == NULL) ||
+        (daemon->n_rejected > 0 && daemon->rejected == NULL))
         return -EINVAL;
     for (size_t i = 0; i < n; i++)
         if (jobs[i].job_id == NULL)
             return -EINVAL;
 
-    role_esc = escape_label(role ? role : "unknown");
-    if (role_esc == NULL)
-        return -ENOMEM;
+    r = daemon_labels_build(daemon, &dl);
+    if (r < 0)
+        goto out;
     r = views_build(jobs, n, &v, &skipped);
     if (r < 0)
         goto out;
-    r = write_file(dir, v, n, n - skipped, role_esc, term);
+    r = write_file(dir, v, n, n - skipped, daemon, &dl);
     if (r >= 0)
         r = (int)(skipped > INT32_MAX ? INT32_MAX : skipped);
 out:
     views_free(v, n);
-    free(role_esc);
+    daemon_labels_free(&dl, daemon->n_rejected);
     return r;
 }

@@ -68,9 +68,13 @@ static json_t *status_json(struct sfd *d)
     uint32_t nq = d->n_query_conns;
     struct sfd_budget_limits lim = sfd_mem_limits(d);
     json_t *mem = sfd_budget_json(&d->mem, &lim);
+    uint64_t term;
+    const char *role = sfd_cluster_role(d, &term);
     json_t *status = json_pack(
-        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
-                     "mode", "single",
+        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+        "s:o}",
+                     "mode", d->peer_role != NULL ? "cluster" : "single", "role", role,
+                     "term", (json_int_t)term,
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
                      "connections", (json_int_t)(d->n_conns - nq),
                      "query_connections", (json_int_t)nq,
@@ -97,7 +101,7 @@ static json_t *job_json(const struct sfd_job *j)
         json_array_append_new(stages, json_string(j->schema.names[i]));
     const sf_report *latest = sfd_job_latest_report(j);
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-                     "s:o}",
+                     "s:o, s:I, s:I, s:s}",
                      "job_id", j->id, "uid", (json_int_t)j->uid,
                      "memory_bytes", (json_int_t)sfd_job_mem_total(j),
                      "evicted_windows", (json_int_t)j->evicted_windows,
@@ -109,7 +113,9 @@ static json_t *job_json(const struct sfd_job *j)
                      "accumulation", (json_int_t)j->schema.accumulation,
                      "latest_window",
                      latest ? json_integer(latest->meta.index) : json_null(),
-                     "stages", stages);
+                     "stages", stages, "window_steps", (json_int_t)j->gates.window_steps,
+                     "warmup_steps", (json_int_t)j->gates.warmup_steps, "window_geometry",
+                     j->geometry_clamped ? "clamped" : j->geometry_asked ? "job" : "daemon");
 }
 
 static json_t *jobs_json(struct sfd *d, uid_t uid, bool op)
@@ -131,8 +137,18 @@ static int cmp_report(const void *a, const void *b)
     return 0;
 }
 
+/* The latest window that ran its full length, else the latest: a short job's
+ * last window is closed partial (or early) and says little. */
+static size_t latest_complete(const sf_report **v, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        if (!(v[i]->meta.flags & (SF_WIN_PARTIAL | SF_WIN_CLOSED_EARLY)))
+            return i;
+    return n - 1;
+}
+
 /* Reports of a job in (segment, index) order: one window index (all its
- * segments) or the latest `limit`. */
+ * segments), the latest `limit`, or (limit 0) the latest complete one. */
 static int select_reports(const struct sfd_job *j, bool has_window, int64_t window,
                           uint32_t limit, const sf_report ***ret, size_t *ret_n)
 {
@@ -146,7 +162,10 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
             v[n++] = r;
     }
     qsort(v, n, sizeof(*v), cmp_report);
-    if (!has_window && n > limit) {
+    if (!has_window && limit == 0 && n > 0) {
+        v[0] = v[latest_complete(v, n)];
+        n = 1;
+    } else if (!has_window && n > limit) {
         memmove(v, v + (n - limit), limit * sizeof(*v));
         n = limit;
     }
@@ -277,7 +296,7 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
         const sf_report **v;
         size_t n;
         bool has_window = q->has_window && q->window >= 0;
-        uint32_t limit = q->has_limit && q->limit > 0 ? q->limit : 1;
+        uint32_t limit = q->has_limit ? q->limit : 0;
         r = select_reports(j, has_window, q->window, limit, &v, &n);
         if (r < 0) {
             *ret_err = has_window ? "unknown window" : "no window closed yet";

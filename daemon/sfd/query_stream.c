@@ -350,6 +350,8 @@ static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream
         scan_hosts(d, j, s);
     const struct sfd_rank *rk = sfd_job_rank_peek(j, s->rank);
     const char *host = s->hosts[s->rank - s->hosts_base];
+    if (host == NULL && rk->host < j->n_hosts)      /* the rank left: its last hello's */
+        host = j->hosts[rk->host];
     if (s->rank > 0 && put(o, ",", 1) < 0)
         return -ENOMEM;
     json_t *item = json_pack("{s:I, s:b, s:I, s:s, s:s, s:I, s:I}", "rank", (json_int_t)s->rank,

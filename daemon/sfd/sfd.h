@@ -186,10 +186,12 @@ struct sfd_rank {
     int64_t last_step;          /* -1: nothing yet */
     uint64_t records;
     uint32_t pid;
-    uint16_t role;              /* index into job->roles */
-    uint8_t live;               /* a step-record connection is open */
-    uint8_t seen;
-};
+    uint16_t host;              /* index into job->hosts: kept after the rank leaves */
+    uint8_t role;               /* index into job->roles */
+    uint8_t live : 1;           /* a step-record connection is open */
+    uint8_t seen : 1;
+};                              /* 24 bytes: pages of them are charged per job */
+_Static_assert(SFD_MAX_JOB_ROLES <= 256, "a rank's role index is one byte");
 
 /* Per-rank state comes in pages of this many ranks, allocated when a rank of
  * the page first appears, never from the declared world size alone. */
@@ -255,6 +257,8 @@ struct sfd_job {
     sf_schema schema;
     sf_gates gates;             /* window_steps/warmup fixed for the job */
     sf_straggler_history straggler; /* verdict persistence over stored reports */
+    bool geometry_asked;        /* the job's hello chose window_steps/warmup */
+    bool geometry_clamped;      /* ... and sfd brought it within bounds */
     uint32_t world_size;
     uint32_t segment;
     uint32_t n_live;            /* live connections, all channels */
@@ -262,6 +266,8 @@ struct sfd_job {
     struct sfd_rank **rank_pages; /* [ceil(world_size / SFD_RANK_PAGE)], pages on demand */
     char *roles[SFD_MAX_JOB_ROLES];
     uint32_t n_roles;
+    char **hosts;               /* [0] is "" once any host is interned */
+    uint32_t n_hosts, cap_hosts;
     struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
     uint32_t n_open;
     size_t pending_rows;
@@ -277,6 +283,7 @@ struct sfd_job {
     struct sfd_side *side;      /* NCCL side evidence (side_evidence.c) */
     struct sfd_baseline base;
     uint64_t last_active_ms;
+    int64_t latest_report_unix_ms;  /* wall time the latest report was ready */
     struct sfd_job *next;
 };
 
@@ -309,6 +316,15 @@ void sfd_job_free(struct sfd_job *job);
 void sfd_jobs_free_all(struct sfd *d);
 /* Interns a role string; returns its index or -ENOSPC. */
 int sfd_job_role(struct sfd_job *job, const char *role);
+/* Interns a rank's host name for `sfctl ranks` after the rank disconnects;
+ * returns its index in job->hosts, or 0 ("") when the table is full or the
+ * job's memory budget is spent. */
+#define SFD_MAX_JOB_HOSTS 4096
+uint16_t sfd_job_host(struct sfd_job *job, const char *host);
+/* A hello's window geometry (-1: not asked). Taken, clamped to the bounds
+ * below, only before the job's first record; later asks are logged. */
+#define SFD_MAX_HELLO_WARMUP_STEPS (1u << 20)
+void sfd_job_ask_geometry(struct sfd_job *job, int64_t window_steps, int64_t warmup_steps);
 /* Sets schema and world size for a job with no live ranks, starting a new
  * segment when they change (closing open windows early). */
 int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size);
@@ -534,6 +550,7 @@ struct sfd {
     uv_timer_t tick;            /* window deadlines */
     uv_timer_t status_timer, watchdog_timer, prom_timer;
     bool prom_dirty;
+    uint64_t prom_counters;     /* sum of the monotonic counters last exported */
     int peer_fd;                /* socket-activated "peer", for the multi-node layer */
     uv_signal_t sig_term, sig_int, sig_hup;
     struct sfd_conn *conns;
@@ -557,13 +574,19 @@ struct sfd {
     void *on_summary_data;
     struct sfd_history *history;    /* history.c; NULL when switched off in the config */
     struct sfd_alert *alerts;   /* running alert hooks (alert.c) */
-    /* Peer layer (daemon/peer): the PEERS answer in multi-node mode. */
+    /* Peer layer (daemon/peer): the PEERS answer and this node's role and
+     * term in multi-node mode; NULL in single-node mode. */
     int (*peers_status)(struct sfd *d, char **ret_text);
+    int (*peer_role)(struct sfd *d, const char **ret_role, uint64_t *ret_term);
+    const char *prom_role;      /* role and term of the last Prometheus export */
+    uint64_t prom_term;
 };
 
 /* ---- timers.c ----------------------------------------------------------- */
 
 uint64_t sfd_now_ms(const struct sfd *d);
+/* "single" (term 0) without a peer layer, else the node's role and term. */
+const char *sfd_cluster_role(struct sfd *d, uint64_t *ret_term);
 int sfd_ensure_rxbuf(struct sfd *d);
 int sfd_timers_init(struct sfd *d);
 void sfd_arm_tick(struct sfd *d);

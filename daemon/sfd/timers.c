@@ -52,9 +52,36 @@ void sfd_arm_tick(struct sfd *d)
         uv_timer_start(&d->tick, on_tick, d->cfg.window_grace_ms, 0);
 }
 
+const char *sfd_cluster_role(struct sfd *d, uint64_t *ret_term)
+{
+    const char *role;
+    if (d->peer_role == NULL || d->peer_role(d, &role, ret_term) < 0) {
+        *ret_term = 0;
+        return "single";
+    }
+    return role;
+}
+
+#ifdef SFD_HAVE_PROM_EXPORT
+/* Changes whenever one of the monotonic counters the export carries moves. */
+static uint64_t counters_sum(const struct sfd *d)
+{
+    uint64_t sum = d->ctr.records + d->ctr.batches + d->ctr.dropped + d->ctr.windows_closed +
+                   d->ctr.connections_accepted;
+    for (int i = 0; i < SFD_REJ_COUNT; i++)
+        sum += d->ctr.rejected[i];
+    return sum;
+}
+#endif
+
 void sfd_prom_flush(struct sfd *d)
 {
 #ifdef SFD_HAVE_PROM_EXPORT
+    uint64_t term;
+    const char *role = sfd_cluster_role(d, &term);
+    /* A new role, term or counter is news even when no window closed. */
+    if (role != d->prom_role || term != d->prom_term || counters_sum(d) != d->prom_counters)
+        d->prom_dirty = true;
     if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
         return;
     struct sfd_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
@@ -69,10 +96,26 @@ void sfd_prom_flush(struct sfd *d)
         /* an id two uids use is labelled UID/JOB, so neither hides the other */
         sfd_job_name(d, j, names[n], sizeof(names[n]));
         v[n] = (struct sfd_prom_job){ names[n], sfd_job_latest_report(j), j->dropped,
-                                      j->rejected, j->base.waste_rank_s };
+                                      j->rejected, j->base.waste_rank_s,
+                                      j->latest_report_unix_ms };
         n++;
     }
-    int r = sfd_prom_write(d->cfg.prom_dir, v, n, "single", 0);
+    struct sfd_prom_reject rej[SFD_REJ_COUNT];
+    for (int i = 0; i < SFD_REJ_COUNT; i++)
+        rej[i] = (struct sfd_prom_reject){ sfd_reject_name(i), d->ctr.rejected[i] };
+    struct sfd_prom_daemon daemon = {
+        .version = SF_VERSION, .role = role, .term = term, .records = d->ctr.records,
+        .batches = d->ctr.batches, .dropped = d->ctr.dropped,
+        .windows_closed = d->ctr.windows_closed, .connections = d->n_conns - d->n_query_conns,
+        .connections_accepted = d->ctr.connections_accepted, .rejected = rej,
+        .n_rejected = SFD_REJ_COUNT,
+    };
+    int r = sfd_prom_write(d->cfg.prom_dir, &daemon, v, n);
+    if (r >= 0) {
+        d->prom_role = role;
+        d->prom_term = term;
+        d->prom_counters = counters_sum(d);
+    }
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, NULL, "prometheus export to %s: %s", d->cfg.prom_dir,
                 strerror(-r));

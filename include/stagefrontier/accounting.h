@@ -1,6 +1,6 @@
 /*
  * StageFrontier accounting core: the pure computation that turns per-rank stage
- * vectors into the frontier report (DESIGN sections 1 and 2). No I/O, no clocks,
+ * vectors into the frontier report (docs/SPEC.md sections 1 and 2). No I/O, no clocks,
  * no globals. sfd and `sfctl replay` call exactly this code, so a live report
  * equals the replay of its records.
  *
@@ -148,7 +148,7 @@ void sf_window_range(int64_t index, int64_t warmup_steps, int64_t window_steps, 
 /* Checks one row against the schema and the bounds: -EINVAL/-ERANGE. */
 int sf_row_validate(const sf_row *row, const sf_schema *schema);
 
-/* ---- mergeable summary (DESIGN section 4) ------------------------------- */
+/* ---- mergeable summary (docs/SPEC.md section 4) ------------------------------- */
 
 /* A candidate for direct exposure: every stage, then every group that has
  * more than one member. */

@@ -1,5 +1,5 @@
 /*
- * libsfclient: the trainer-side telemetry client (DESIGN sections 2 and 4).
+ * libsfclient: the trainer-side telemetry client (docs/SPEC.md sections 2 and 4).
  * A rank times its ordered stages with CLOCK_MONOTONIC and hands one record
  * per step to sfd over a Unix SOCK_SEQPACKET socket, without ever blocking.
  *
@@ -48,7 +48,7 @@ typedef struct sf_client sf_client;
 typedef struct sf_client_options {
     const char *job_id;            /* NULL: SF_JOB_ID, else TORCHELASTIC_RUN_ID, else SLURM_JOB_ID */
     const char *socket_path;       /* NULL: SF_SOCKET, else /run/stagefrontier/ingest.sock */
-    int rank, world_size, local_rank;      /* -1: from RANK, WORLD_SIZE, LOCAL_RANK */
+    int rank, world_size, local_rank;      /* -1: from the launcher (docs/CLIENT.md) */
     const char *role;              /* NULL: SF_ROLE */
     const char *const *stage_names;/* NULL: the six default stages (residual last, never timed) */
     const char *const *stage_groups; uint32_t n_stages;
@@ -61,6 +61,10 @@ typedef struct sf_client_options {
      * arrival, marked with sf_stage_arrive. NULL: none. */
     const char *const *sync_stages; uint32_t n_sync_stages;
     int disabled;                  /* also SF_DISABLE=1 in the environment */
+    /* The job's own window geometry, asked of sfd in the hello (sfd clamps it
+     * and says so). -1 (options_init): SF_WINDOW_STEPS / SF_WARMUP_STEPS, else
+     * the daemon's configuration. */
+    int window_steps, warmup_steps;
 } sf_client_options;
 
 /* Fills the "from environment" defaults: NULL strings, -1 ranks, zeros. */

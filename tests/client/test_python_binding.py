@@ -10,6 +10,7 @@ import socket
 import sys
 import tempfile
 import time
+import warnings
 
 import stagefrontier as sf
 
@@ -72,6 +73,10 @@ def decode_hello(buf):
             h["role"] = v.decode()
         elif num == 16:
             h["channel"] = v
+        elif num == 18:
+            h["window_steps"] = v
+        elif num == 19:
+            h["warmup_steps"] = v
     return h
 
 
@@ -162,6 +167,8 @@ def test_default_schema_records():
     check(tuple(rec.stages) == sf.DEFAULT_STAGES, "Recorder.stages")
     check(hello["schema_hash"] == rec.schema_hash, "schema hash")
     check(hello.get("role") == "pytest" and hello.get("channel") == 0, "role and channel")
+    check("window_steps" not in hello and "warmup_steps" not in hello,
+          "no window geometry asked by default")
 
     n = 10
     for batch in rec.data(slow_loader(n, 0.002)):
@@ -198,22 +205,34 @@ def test_custom_schema_and_misuse():
     lst = Listener()
     rec = sf.Recorder(job_id="py-custom", socket=lst.path, rank=0, world_size=1,
                       stages=["load", "fwd@0", "fwd@1", "rest"], groups=["io", None, "", ""],
-                      accumulation=2)
+                      accumulation=2, window_steps=50, warmup_steps=0)
     lst.accept()
     kind, hello = lst.recv()
+    check((hello.get("window_steps"), hello.get("warmup_steps")) == (50, 0),
+          "the job's window geometry in the hello: %r" % hello)
     check(hello["stage_names"] == ["load", "fwd@0", "fwd@1", "rest"], "custom names")
     check(hello["stage_groups"] == ["io", "fwd", "fwd", "rest"], "effective groups")
     check(hello["accumulation"] == 2, "accumulation")
-    with rec.step(100):
-        with rec.stage("load"):
-            with rec.stage("fwd@0"):    # nested: a violation, never an exception
-                pass
-        with rec.stage("no-such-stage"):
-            pass
+    try:
+        rec.stage("fwd@O")                  # a typo: the fix is in the message
+        check(False, "an unknown stage name was accepted")
+    except ValueError as e:
+        check("'fwd@O'" in str(e) and "'fwd@0'" in str(e) and "'load'" in str(e) and
+              "'rest'" not in str(e), "unknown stage message: %s" % e)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for step in (100, 101):
+            with rec.step(step):
+                with rec.stage("load"):
+                    with rec.stage("fwd@0"):    # nested: a violation, never an exception
+                        pass
+    said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    check(len(said) == 1 and "contract violation" in said[0],
+          "violations warned once per process: %r" % said)
     rec.flush()
     msg = lst.recv()
-    check(msg[0] == "batch" and len(msg[1]) == 1, "one record")
-    check(msg[1][0]["step"] == 100 and msg[1][0]["violations"] == 2, "violations recorded")
+    check(msg[0] == "batch" and len(msg[1]) == 2, "two records")
+    check(msg[1][0]["step"] == 100 and msg[1][0]["violations"] == 1, "violations recorded")
     check(rec.stats()["violations"] == 2, "violations counted")
     rec.close()
     lst.close()

@@ -12,6 +12,7 @@ created only by the partition and split scenarios and removed on every exit
 path; when they cannot be created the scenario exits with SKIP (77).
 """
 import json
+import re
 import os
 import shutil
 import signal
@@ -64,6 +65,8 @@ class Node:
         self.ingest = os.path.join(self.dir, "ingest.sock")
         self.log = os.path.join(self.dir, "sfd.log")
         self.conf = os.path.join(self.dir, "sfd.conf")
+        self.prom = os.path.join(self.dir, "prom")
+        os.makedirs(self.prom, exist_ok=True)
         self.netns = None
         self.proc = None
         self.env = None
@@ -76,12 +79,14 @@ class Node:
             f.write("[sfd]\nruntime_dir = %s\nstate_dir = %s/state\ningest_socket = %s\n"
                     "query_socket = %s\n"
                     "window_grace_ms = 300\nkeep_windows = 64\nlog_level = info\n"
+                    "prom_dir = %s\n"
                     "[gates]\nwarmup_steps = %d\nwindow_steps = %d\n"
                     "[peer]\nnode_id = %d\npeers = %s\n%s"
                     "heartbeat_ms = %d\nfailure_timeout_ms = %d\nsummary_deadline_ms = %d\n"
                     "fanout = %d\n%s"
-                    % (self.dir, self.dir, self.ingest, self.query, WARMUP, WINDOW, self.id, peers,
-                       key, HB_MS, FT_MS, DEADLINE_MS, self.c.fanout, self.c.peer_extra))
+                    % (self.dir, self.dir, self.ingest, self.query, self.prom, WARMUP, WINDOW,
+                       self.id, peers, key, HB_MS, FT_MS, DEADLINE_MS, self.c.fanout,
+                       self.c.peer_extra))
 
     def start(self):
         if os.path.exists(self.query):
@@ -127,6 +132,21 @@ class Node:
             return json.loads(out)
         except ValueError:
             return None
+
+    def status(self):
+        rc, out, _ = self.sfctl("status", "--json")
+        return json.loads(out) if rc == 0 else None
+
+    def prom_role(self):
+        """(role, term) from this node's Prometheus textfile, or None."""
+        try:
+            with open(os.path.join(self.prom, "stagefrontier.prom")) as f:
+                text = f.read()
+        except OSError:
+            return None
+        role = re.search(r'^stagefrontier_daemon_role_info\{role="(\w+)"\} 1$', text, re.M)
+        term = re.search(r"^stagefrontier_daemon_term (\d+)$", text, re.M)
+        return (role.group(1), int(term.group(1))) if role and term else None
 
     def report(self, job, window):
         rc, out, _ = self.sfctl("report", job, "--window", str(window), "--json")
@@ -398,6 +418,7 @@ def scenario_exact(build, fanout=8):
         once_per_window(c.nodes, windows)
         p = c.nodes[2].peers()
         check(p["root"] == 1 and len(p["members"]) == 5, "peers view: %r" % p)
+        check_roles(c, c.nodes, root_id=1)
         rc, out, _ = c.nodes[2].sfctl("peers")
         check(rc == 0 and "root 1, term" in out and out.count("\n") >= 6,
               "sfctl peers: %r" % out)
@@ -413,6 +434,22 @@ def scenario_exact(build, fanout=8):
         raise
     finally:
         c.close()
+
+
+def check_roles(c, nodes, root_id):
+    """STATUS and the Prometheus export tell each node's cluster role and the
+    term the peers view shows, once the export has caught up (1 s timer)."""
+    term = next(n for n in nodes if n.id == root_id).peers()["term"]
+    check(term >= 1, "no term after an election")
+    for n in nodes:
+        want = ("root" if n.id == root_id else "follower", term)
+        st = n.status()
+        check(st["mode"] == "cluster" and (st["role"], st["term"]) == want,
+              "node %d STATUS: mode %s role %s term %s, want %s"
+              % (n.id, st.get("mode"), st.get("role"), st.get("term"), want))
+        c.wait(lambda: n.prom_role() == want, "node %d Prometheus role %s" % (n.id, want))
+    rc, out, _ = nodes[0].sfctl("status")
+    check(rc == 0 and "cluster:" in out and "term %d" % term in out, "sfctl status: %r" % out)
 
 
 def scenario_tree(build):
@@ -445,6 +482,7 @@ def scenario_failover(build):
         c.wait_root(2, survivors, timeout=TIMEOUT_S)
         took = time.monotonic() - killed
         check(took <= FAILOVER_BOUND_S, "new root after %.2f s > %.2f s" % (took, FAILOVER_BOUND_S))
+        check_roles(c, survivors, root_id=2)
         set_gate(gate_a, steps)
         set_gate(gate_b, steps)
         windows = [0, 1, 2, 3]

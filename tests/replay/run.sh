@@ -39,7 +39,7 @@ expect window-steps-zero 2 "inconsistent" -- --window-steps 0 docs/examples/disp
 expect no-file 2 "usage: sfctl replay" --
 expect missing-file 3 "No such file" -- tests/replay/bad/does-not-exist.csv
 printf '[gates]\ntau = 0.5\nbogus = 1\n' > "$out/gates.ini"
-expect unknown-gate-file 2 "gates.ini:3: unknown gate \"bogus\"" -- --gates "$out/gates.ini" docs/examples/displacement.csv
+expect unknown-gate-file 3 "gates.ini:3: unknown gate \"bogus\"" -- --gates "$out/gates.ini" docs/examples/displacement.csv
 printf '[gates]\ntau = 0.5\nwarmup_steps = 0\nwindow_steps = 60\n' > "$out/gates.ini"
 "$sfctl" replay --json --gates "$out/gates.ini" docs/examples/displacement.csv > "$out/g.json" 2>&1
 if [ "$(grep -c '"index":' "$out/g.json")" = 2 ] && grep -q '"tau": 0.5' "$out/g.json"; then ok; else bad "gates file not applied"; fi

@@ -4,12 +4,14 @@
  * that exercise the real client against the real daemon.
  * usage: sf_client_job SOCKET JOB RANK WORLD STEPS SLOW_RANK SLOW_STAGE SLOW_US [BASE_US FLUSH]
  * BASE_US (default 100) is each stage's sleep; FLUSH 0 skips the final wait
- * for the ring to drain (for a daemon that is stopped).
+ * for the ring to drain (for a daemon that is stopped). JOB "-" and RANK or
+ * WORLD -1 leave the identity to the environment, as a launcher sets it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "stagefrontier/client.h"
@@ -31,7 +33,7 @@ int main(int argc, char **argv)
     sf_client_options o;
     sf_client_options_init(&o);
     o.socket_path = argv[1];
-    o.job_id = argv[2];
+    o.job_id = strcmp(argv[2], "-") == 0 ? NULL : argv[2];
     o.rank = atoi(argv[3]);
     o.world_size = atoi(argv[4]);
     o.local_rank = o.rank;

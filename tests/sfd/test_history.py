@@ -39,12 +39,14 @@ def answers(sfd, job, n):
 
 def prom_lines(path, job):
     """The export's lines of one job, without its cumulative counters (they
-    restart from zero with the process, as Prometheus counters do)."""
+    restart from zero with the process, as Prometheus counters do) and the
+    time its latest report was ready (the store does not keep it: a restored
+    window has none until the next one closes)."""
     if not os.path.exists(path):
         return None
     with open(path) as f:
         lines = [x for x in f.read().splitlines() if 'job_id="%s"' % job in x]
-    return sorted(x for x in lines if "_total{" not in x)
+    return sorted(x for x in lines if "_total{" not in x and "_timestamp_seconds{" not in x)
 
 
 def history(sfd):

@@ -1,13 +1,21 @@
 """With prom_dir set, sfd writes the Prometheus textfile export after windows
-close: the file appears atomically with the job's latest window, and
-promtool accepts it when promtool is installed."""
+close: the file appears atomically with the job's latest window, names the
+slow rank as the routed group's leader and suspect, carries the daemon's
+build and counters, and promtool accepts it when promtool is installed."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
+import time
 
-from sfdtest import Sfd, check, run_job, wait_for
+from sfdtest import SFD, Sfd, check, run_job, wait_for
+
+
+def metric(text, name, labels=""):
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
+    return float(m.group(1)) if m else None
 
 
 def main():
@@ -18,6 +26,7 @@ def main():
         f.write("[sfd]\nprom_dir = %s\n[gates]\nwarmup_steps = 0\nwindow_steps = 10\n" % prom)
     path = os.path.join(prom, "stagefrontier.prom")
     try:
+        started = time.time()
         sfd.start()
         run_job(sfd, "promjob", 2, 20, extra={1: dict(slow_rank=1, slow_stage=0,
                                                         slow_ns=3000000)})
@@ -29,7 +38,26 @@ def main():
                 text = f.read()
             return 'job_id="promjob"' in text and text
 
-        text = wait_for(exported, "the export to name the job")
+        text = wait_for(lambda: (exported() or "").count("\nstagefrontier_job_window_index"
+                                                       '{job_id="promjob"} 1\n') and
+                        metric(exported(), "stagefrontier_daemon_records_total") == 40 and
+                        exported(), "the export of window 1 and every record")
+        j = '{job_id="promjob"'
+        check(metric(text, "stagefrontier_job_leader_rank", j + ',group="data.next_wait"}') == 1,
+              "the slow rank leads the routed group:\n" + text)
+        check((metric(text, "stagefrontier_job_suspect_rank_steps", j + ',rank="1"}') or 0) > 0,
+              "the slow rank is a suspect")
+        stamp = metric(text, "stagefrontier_job_window_timestamp_seconds", j + "}")
+        check(stamp is not None and started - 1 <= stamp <= time.time() + 1,
+              "window timestamp %s" % stamp)
+        version = subprocess.run([SFD, "--version"], capture_output=True,
+                                 text=True).stdout.split()[1]
+        check(metric(text, "stagefrontier_build_info", '{version="%s"}' % version) == 1,
+              "build info")
+        check(metric(text, "stagefrontier_daemon_rejected_total", '{reason="duplicate_rank"}')
+              == 0, "rejections by reason")
+        check(metric(text, "stagefrontier_daemon_windows_closed_total") >= 2, "windows closed")
+        check("_share" not in text, "a _share name is left")
         check(all(not n.startswith(".") or n == "." for n in os.listdir(prom)) or
               os.listdir(prom) == ["stagefrontier.prom"], "temporary files left in prom_dir")
         promtool = shutil.which("promtool")

@@ -24,7 +24,7 @@ def nccl_rows(ws):
 
 def check_forward_labels(ws):
     """R >= 0.5 by construction, so the forward labels follow the routing
-    (DESIGN section 1)."""
+    (docs/SPEC.md section 1)."""
     for w in ws:
         fwd_routed = "model.fwd_loss_cpu_wall" in w["routing_set"]
         bwd_leads = w["routing_set"][:1] == ["model.backward_cpu_wall"]

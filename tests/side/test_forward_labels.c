@@ -1,7 +1,7 @@
 /*
  * From the CUDA-event channel to the forward_* labels: samples produced by the
  * real channel (against the runtime double) ride on sf_row event fields into
- * the accounting core, and the labels follow DESIGN section 1.
+ * the accounting core, and the labels follow docs/SPEC.md section 1.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

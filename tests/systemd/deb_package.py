@@ -142,9 +142,10 @@ def config_from(path, overrides):
 def run_python_rank(root, ingest, env):
     """The packaged module, found where Debian's python3 looks (the install
     directory inside the extracted tree)."""
-    mods = glob.glob(os.path.join(root, 'usr/lib/python3*/**/stagefrontier*.so'), recursive=True)
+    mods = glob.glob(os.path.join(root, 'usr/lib/python3*/**/stagefrontier/_stagefrontier*.so'),
+                     recursive=True)
     assert len(mods) == 1, mods
-    env = dict(env, PYTHONPATH=os.path.dirname(mods[0]))
+    env = dict(env, PYTHONPATH=os.path.dirname(os.path.dirname(mods[0])))
     # A sanitizer build of the module needs its runtime loaded first.
     for line in run(['ldd', mods[0]]).splitlines():
         if 'libasan' in line and '=>' in line:

@@ -90,12 +90,19 @@ def check_variant(samples, variant):
     role = 'standalone' if variant == 1 else 'root'
     assert value(samples, 'stagefrontier_daemon_role_info', role=role) == 1
     assert value(samples, 'stagefrontier_daemon_term') == 40 + variant
+    assert value(samples, 'stagefrontier_build_info', version='0.0.0-sample') == 1
+    assert value(samples, 'stagefrontier_daemon_records_total') == 1000 * variant
+    assert value(samples, 'stagefrontier_daemon_rejected_total',
+                 reason='duplicate_rank') == variant
+    assert value(samples, 'stagefrontier_daemon_windows_closed_total') == 3 + variant
+    assert value(samples, 'stagefrontier_job_window_timestamp_seconds',
+                 job_id='train-a') == 1700000000 + variant / 1000
     assert value(samples, 'stagefrontier_job_dropped_records_total',
                  job_id='train-a') == 5 * variant
     assert value(samples, 'stagefrontier_job_rejected_records_total',
                  job_id='idle-job') == 1
     shares = [v for (n, l), v in samples.items()
-              if n == 'stagefrontier_job_stage_share' and ('job_id', 'train-a') in l]
+              if n == 'stagefrontier_job_stage_ratio' and ('job_id', 'train-a') in l]
     assert len(shares) == 5, shares
     assert abs(sum(shares) - 1.0) < 1e-9, sum(shares)
     # Only the latest file: nothing of the previous variant survives.
@@ -112,12 +119,22 @@ def main():
     proc = None
     ok = False
     try:
-        textdir = os.path.join(tmp, 'textfile')
-        os.mkdir(textdir)
+        # As docs/OPERATIONS.md advises: one textfile directory per producer
+        # under a common parent, and node_exporter reading them all through
+        # a glob, so sfd's export never displaces another collector's file.
+        parent = os.path.join(tmp, 'textfile.d')
+        textdir = os.path.join(parent, 'stagefrontier')
+        otherdir = os.path.join(parent, 'node-exporter')
+        os.makedirs(textdir)
+        os.makedirs(otherdir)
+        with open(os.path.join(otherdir, 'apt.prom'), 'w') as f:
+            f.write('# TYPE apt_upgrades_pending gauge\napt_upgrades_pending 4\n')
         logf = open(os.path.join(tmp, 'exporter.log'), 'wb')
         subprocess.run([sample, textdir, '1'], check=True)
-        proc, port = start_exporter(exporter, textdir, logf)
-        check_variant(scrape(port), 1)
+        proc, port = start_exporter(exporter, os.path.join(parent, '*'), logf)
+        samples = scrape(port)
+        check_variant(samples, 1)
+        assert value(samples, 'apt_upgrades_pending') == 4, 'the other collector was displaced'
         # The collector reads the directory on every scrape.
         subprocess.run([sample, textdir, '2'], check=True)
         check_variant(scrape(port), 2)

@@ -142,6 +142,52 @@ static bool has_sample(const char *text, const char *name, const char *labels)
     return found;
 }
 
+/* sfd_prom_write with fixed daemon counters, so the tests of the job
+ * families can say only what they are about. */
+static const struct sfd_prom_reject test_rejected[] = {
+    {"duplicate_rank", 2}, {"late_record", 0}, {"uid_mismatch", 1},
+};
+
+static int prom_write(const char *dir, const struct sfd_prom_job *jobs, size_t n,
+                      const char *role, uint64_t term)
+{
+    struct sfd_prom_daemon d = {
+        .version = "9.8.7", .role = role, .term = term, .records = 1234, .batches = 77,
+        .dropped = 5, .windows_closed = 8, .connections = 3, .connections_accepted = 17,
+        .rejected = test_rejected, .n_rejected = 3,
+    };
+    return sfd_prom_write(dir, &d, jobs, n);
+}
+
+/* The text of sample `name` + `labels`'s value, up to the newline. */
+static char *sample_text(const char *text, const char *name, const char *labels)
+{
+    char *needle, *at;
+
+    assert_true(asprintf(&needle, "\n%s%s ", name, labels) > 0);
+    at = strstr(text, needle);
+    if (at == NULL)
+        fail_msg("sample %s%s missing", name, labels);
+    at += strlen(needle);
+    free(needle);
+    return strndup(at, strcspn(at, "\n"));
+}
+
+/* A float is printed as the shortest decimal that reads back as itself. */
+static void assert_shortest(const char *printed)
+{
+    char shortest[40];
+    double v = strtod(printed, NULL);
+
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(shortest, sizeof shortest, "%.*g", prec, v);
+        if (strtod(shortest, NULL) == v)
+            break;
+    }
+    if (strcmp(printed, shortest) != 0)
+        fail_msg("%s is not the shortest round trip %s", printed, shortest);
+}
+
 /* ---- family consistency ---------------------------------------------------- */
 
 #define MAX_FAMILIES 64
@@ -245,7 +291,7 @@ static void test_straggler(void **state)
                                     .persistence = SF_PERSIST_FIXED, .windows_in_a_row = 3};
     struct sfd_prom_job jobs[] = {{.job_id = "slow", .latest = rep},
                                   {.job_id = "clean", .latest = clean}};
-    assert_int_equal(sfd_prom_write(dir, jobs, 2, "standalone", 1), 0);
+    assert_int_equal(prom_write(dir, jobs, 2, "standalone", 1), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
     assert_true(asprintf(&labels,
@@ -275,16 +321,50 @@ static void test_report_figures(void **state)
 
     assert_int_equal(fixture_report(3, 0, 20000000, &rep), 0);
     struct sfd_prom_job jobs[] = {
-        {.job_id = "train-a", .latest = rep, .dropped = 11, .rejected = 4},
+        {.job_id = "train-a", .latest = rep, .dropped = 11, .rejected = 4,
+         .window_unix_ms = INT64_C(1700000000250)},
         {.job_id = "idle", .latest = NULL, .dropped = 0, .rejected = 9},
     };
-    assert_int_equal(sfd_prom_write(dir, jobs, 2, "standalone", 7), 0);
+    assert_int_equal(prom_write(dir, jobs, 2, "standalone", 7), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
 
     assert_true(sample(text, "stagefrontier_daemon_role_info", "{role=\"standalone\"}") == 1);
     assert_true(sample(text, "stagefrontier_daemon_term", "") == 7);
+    assert_true(sample(text, "stagefrontier_build_info", "{version=\"9.8.7\"}") == 1);
+    assert_true(sample(text, "stagefrontier_daemon_records_total", "") == 1234);
+    assert_true(sample(text, "stagefrontier_daemon_record_batches_total", "") == 77);
+    assert_true(sample(text, "stagefrontier_daemon_dropped_records_total", "") == 5);
+    assert_true(sample(text, "stagefrontier_daemon_windows_closed_total", "") == 8);
+    assert_true(sample(text, "stagefrontier_daemon_connections", "") == 3);
+    assert_true(sample(text, "stagefrontier_daemon_connections_accepted_total", "") == 17);
+    assert_true(sample(text, "stagefrontier_daemon_rejected_total",
+                       "{reason=\"duplicate_rank\"}") == 2);
+    /* Every reason is a series from the start, zeros included. */
+    assert_true(sample(text, "stagefrontier_daemon_rejected_total",
+                       "{reason=\"late_record\"}") == 0);
     assert_true(sample(text, "stagefrontier_jobs", "") == 2);
+    char *when = sample_text(text, "stagefrontier_job_window_timestamp_seconds",
+                             "{job_id=\"train-a\"}");
+    assert_string_equal(when, "1700000000.25");
+    free(when);
+    assert_false(has_sample(text, "stagefrontier_job_window_timestamp_seconds",
+                            "{job_id=\"idle\"}"));
+    /* The answer itself: the leader of the routed group and the suspects. */
+    const sf_unit_figures *lead = &rep->groups[rep->routing_order[0]];
+    assert_true(rep->n_routing > 0 && lead->leader_rank != SF_NO_RANK && rep->n_suspects > 0);
+    assert_true(sample(text, "stagefrontier_job_leader_rank",
+                       "{job_id=\"train-a\",group=\"data.next_wait\"}") == lead->leader_rank);
+    assert_true(sample(text, "stagefrontier_job_leader_steps",
+                       "{job_id=\"train-a\",group=\"data.next_wait\"}") == lead->leader_steps);
+    for (uint32_t k = 0; k < rep->n_suspects; k++) {
+        char *labels;
+        assert_true(asprintf(&labels, "{job_id=\"train-a\",rank=\"%u\"}",
+                             rep->suspects[k].rank) > 0);
+        assert_true(sample(text, "stagefrontier_job_suspect_rank_steps", labels) ==
+                    rep->suspects[k].steps);
+        free(labels);
+    }
     assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"train-a\"}") == 3);
     assert_true(sample(text, "stagefrontier_job_window_steps", "{job_id=\"train-a\"}") == rep->steps);
     assert_true(sample(text, "stagefrontier_job_window_ranks", "{job_id=\"train-a\"}") == FIXTURE_RANKS);
@@ -300,8 +380,11 @@ static void test_report_figures(void **state)
         const char *group = fixture_groups[s] ? fixture_groups[s] : fixture_names[s];
         assert_true(asprintf(&labels, "{job_id=\"train-a\",stage=\"%s\",group=\"%s\"}",
                              fixture_names[s], group) > 0);
-        double share = sample(text, "stagefrontier_job_stage_share", labels);
-        assert_true(fabs(share - rep->stages[s].share) < 1e-12);
+        double share = sample(text, "stagefrontier_job_stage_ratio", labels);
+        assert_true(share == rep->stages[s].share);     /* exact: a round trip */
+        char *printed = sample_text(text, "stagefrontier_job_stage_ratio", labels);
+        assert_shortest(printed);
+        free(printed);
         sum += share;
         double adv = sample(text, "stagefrontier_job_stage_advance_seconds", labels);
         assert_true(fabs(adv - (double)rep->stages[s].advance_ns / 1e9) < 1e-12);
@@ -347,7 +430,7 @@ static void test_consistent_across_windows(void **state)
             {.job_id = "train-a", .latest = rep, .dropped = 0, .rejected = 0},
             {.job_id = "train-b", .latest = w ? rep : NULL, .dropped = 3, .rejected = 0},
         };
-        assert_int_equal(sfd_prom_write(dir, jobs, 2, w ? "root" : "member", 1), 0);
+        assert_int_equal(prom_write(dir, jobs, 2, w ? "root" : "member", 1), 0);
         assert_int_equal(promtool_check(dir), 0);
         text = read_export(dir);
         check_families(text, &table);
@@ -388,7 +471,7 @@ static void test_label_escaping(void **state)
         {.job_id = "", .latest = NULL, .dropped = 7, .rejected = 0},
     };
     /* One job left out: its escaped id equals an earlier one. */
-    assert_int_equal(sfd_prom_write(dir, jobs, 7, "ro\"le\n", 0), 1);
+    assert_int_equal(prom_write(dir, jobs, 7, "ro\"le\n", 0), 1);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
 
@@ -427,7 +510,7 @@ static void test_atomic_rename(void **state)
     assert_int_equal(fixture_report(2, 1, 20000000, &rep), 0);
     struct sfd_prom_job job = {.job_id = "train-a", .latest = rep, .dropped = 0, .rejected = 0};
     for (uint64_t i = 0; i < 3; i++)
-        assert_int_equal(sfd_prom_write(dir, &job, 1, "standalone", i), 0);
+        assert_int_equal(prom_write(dir, &job, 1, "standalone", i), 0);
 
     /* inotify queues events synchronously with the calls above. */
     while ((n = read(ifd, buf, sizeof buf)) > 0) {
@@ -473,7 +556,7 @@ static void test_failure_keeps_previous(void **state)
 
     assert_int_equal(fixture_report(2, 1, 20000000, &rep), 0);
     struct sfd_prom_job job = {.job_id = "train-a", .latest = rep, .dropped = 1, .rejected = 0};
-    assert_int_equal(sfd_prom_write(dir, &job, 1, "standalone", 1), 0);
+    assert_int_equal(prom_write(dir, &job, 1, "standalone", 1), 0);
     before = read_export(dir);
 
     job.dropped = 2;
@@ -482,7 +565,7 @@ static void test_failure_keeps_previous(void **state)
     small.rlim_cur = 64;
     old_handler = signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
-    int r = sfd_prom_write(dir, &job, 1, "standalone", 2);
+    int r = prom_write(dir, &job, 1, "standalone", 2);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
     signal(SIGXFSZ, old_handler);
     assert_int_equal(r, -EFBIG);
@@ -510,10 +593,10 @@ static void test_undefined_shares(void **state)
     assert_int_equal(fixture_report_floor(5, 0, 20000000, 1e6, &rep), 0);
     assert_int_equal(rep->n_routing, 0);
     struct sfd_prom_job job = {.job_id = "tiny", .latest = rep, .dropped = 0, .rejected = 0};
-    assert_int_equal(sfd_prom_write(dir, &job, 1, "single", 0), 0);
+    assert_int_equal(prom_write(dir, &job, 1, "single", 0), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
-    assert_non_null(strstr(text, "\nstagefrontier_job_stage_share{job_id=\"tiny\",stage=\"data.next_wait\","
+    assert_non_null(strstr(text, "\nstagefrontier_job_stage_ratio{job_id=\"tiny\",stage=\"data.next_wait\","
                                  "group=\"data.next_wait\"} NaN\n"));
     assert_null(strstr(text, "stagefrontier_job_routing_info"));
     assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"tiny\"}") == 5);
@@ -528,22 +611,28 @@ static void test_arguments(void **state)
     char *dir = make_dir(), *missing, *text, *names;
     struct sfd_prom_job nameless = {.job_id = NULL};
 
-    assert_int_equal(sfd_prom_write(NULL, NULL, 0, "x", 0), -EINVAL);
-    assert_int_equal(sfd_prom_write("", NULL, 0, "x", 0), -EINVAL);
-    assert_int_equal(sfd_prom_write(dir, NULL, 1, "x", 0), -EINVAL);
-    assert_int_equal(sfd_prom_write(dir, &nameless, 1, "x", 0), -EINVAL);
+    struct sfd_prom_daemon d = {.role = "x"};
+    struct sfd_prom_daemon no_reasons = {.role = "x", .n_rejected = 2};
+    assert_int_equal(sfd_prom_write(NULL, &d, NULL, 0), -EINVAL);
+    assert_int_equal(sfd_prom_write("", &d, NULL, 0), -EINVAL);
+    assert_int_equal(sfd_prom_write(dir, NULL, NULL, 0), -EINVAL);
+    assert_int_equal(sfd_prom_write(dir, &no_reasons, NULL, 0), -EINVAL);
+    assert_int_equal(sfd_prom_write(dir, &d, NULL, 1), -EINVAL);
+    assert_int_equal(sfd_prom_write(dir, &d, &nameless, 1), -EINVAL);
     names = list_dir(dir);
     assert_string_equal(names, "");     /* rejected before touching the disk */
     free(names);
     assert_true(asprintf(&missing, "%s/absent", dir) > 0);
-    assert_int_equal(sfd_prom_write(missing, NULL, 0, "x", 0), -ENOENT);
+    assert_int_equal(sfd_prom_write(missing, &d, NULL, 0), -ENOENT);
     free(missing);
 
-    /* No jobs and no role: still a valid file with the daemon's metrics. */
-    assert_int_equal(sfd_prom_write(dir, NULL, 0, NULL, 3), 0);
+    /* No jobs, no role, no version: still a valid file with the daemon's metrics. */
+    d = (struct sfd_prom_daemon){.term = 3};
+    assert_int_equal(sfd_prom_write(dir, &d, NULL, 0), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
     assert_true(sample(text, "stagefrontier_daemon_role_info", "{role=\"unknown\"}") == 1);
+    assert_true(sample(text, "stagefrontier_build_info", "{version=\"unknown\"}") == 1);
     assert_true(sample(text, "stagefrontier_jobs", "") == 0);
     assert_null(strstr(text, "job_id="));
     free(text);
