@@ -4,6 +4,7 @@
  * range of an index, the bounds a row must meet, and the integer median.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "core_internal.h"
@@ -60,28 +61,17 @@ int sf_distinct_ranks(const sf_row *rows, size_t n_rows)
  * (Lomuto with an unconditional swap and a store index that advances by the
  * comparison's result), so the loop's only branch is its own bound. */
 
-/* Moves the values of v[0..n) below p to the front; returns their count. */
-static size_t partition_below(int64_t *v, size_t n, int64_t p)
+/* Moves the values of v[0..n) below p (or, with or_equal, not above it) to
+ * the front; returns their count. or_equal is the same for the whole loop,
+ * so it costs no misprediction. */
+static size_t partition(int64_t *v, size_t n, int64_t p, bool or_equal)
 {
     size_t s = 0;
     for (size_t i = 0; i < n; i++) {
         int64_t x = v[i];
         v[i] = v[s];
         v[s] = x;
-        s += (size_t)(x < p);
-    }
-    return s;
-}
-
-/* The same for values not above p. */
-static size_t partition_not_above(int64_t *v, size_t n, int64_t p)
-{
-    size_t s = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t x = v[i];
-        v[i] = v[s];
-        v[s] = x;
-        s += (size_t)(x <= p);
+        s += (size_t)((x < p) | (or_equal & (x == p)));
     }
     return s;
 }
@@ -159,12 +149,12 @@ static void select_kth(int64_t *v, size_t n, size_t k)
             return;
         }
         int64_t p = choose_pivot(v + lo, hi - lo);
-        size_t below = lo + partition_below(v + lo, hi - lo, p);
+        size_t below = lo + partition(v + lo, hi - lo, p, false);
         if (k < below) {
             hi = below;
             continue;
         }
-        size_t equal = below + partition_not_above(v + below, hi - below, p);
+        size_t equal = below + partition(v + below, hi - below, p, true);
         if (k < equal)
             return;
         lo = equal;
