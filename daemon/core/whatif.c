@@ -2,8 +2,10 @@
  * The counterfactual what-if of a dense window (docs/CHANGE.md): the window
  * recomputed with one rank, or one (rank, stage) of the change's route, or
  * every rank clipped to its basis (reference medians, or the per-step cohort
- * median without a reference). Without arrival points the other ranks' sync
- * waits are kept, so each saving is a lower bound. Reads only the summary.
+ * median without a reference). With arrival points every sync wait is
+ * recomputed from the ranks' new arrivals (the sync model); without them the
+ * other ranks' sync waits are kept, so each saving is a lower bound (the
+ * clipped model). Reads only the summary.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,6 +32,16 @@ struct whatif_work {
     __int128 *saved;  /* [R] */
     __int128 *cell;   /* [n_route][R] */
     __int128 exposed, ideal;
+    /* The sync model: segment j of a step runs from the previous sync
+     * point's departure to sync point j's arrival; segment n_seg - 1 is the
+     * tail after the last sync point. */
+    uint32_t n_seg;
+    uint32_t *seg_of;     /* [S] segment of each stage */
+    bool *is_wait;        /* [S] a "<stage>.sync_wait" stage */
+    int64_t *own;         /* [R][n_seg] segment sums as recorded */
+    int64_t *fixed;       /* [R][n_seg] segment sums clipped to the basis */
+    int64_t *top1, *top2; /* [n_seg] largest and second largest own */
+    uint32_t *top_rank;   /* [n_seg] a rank holding top1 */
 };
 
 static void work_free(struct whatif_work *w)
@@ -41,6 +53,13 @@ static void work_free(struct whatif_work *w)
     free(w->clipped);
     free(w->saved);
     free(w->cell);
+    free(w->seg_of);
+    free(w->is_wait);
+    free(w->own);
+    free(w->fixed);
+    free(w->top1);
+    free(w->top2);
+    free(w->top_rank);
 }
 
 static int work_alloc(struct whatif_work *w, uint32_t R, uint32_t S, uint32_t n_route)
@@ -58,6 +77,29 @@ static int work_alloc(struct whatif_work *w, uint32_t R, uint32_t S, uint32_t n_
     w->cell = calloc((size_t)(n_route ? n_route : 1) * R, sizeof *w->cell);
     if (!w->basis || !w->ref_map || !w->scratch || !w->end || !w->clipped || !w->saved || !w->cell)
         return -ENOMEM;
+    return 0;
+}
+
+/* Segments of the sync model: each synchronizing stage k closes one at its
+ * arrival boundary; its wait k + 1 belongs to no segment's own work. */
+static int sync_alloc(struct whatif_work *w, uint64_t sync_mask)
+{
+    uint32_t S = w->S;
+    w->n_seg = (uint32_t)__builtin_popcountll(sync_mask) + 1;
+    w->seg_of = malloc(S * sizeof *w->seg_of);
+    w->is_wait = malloc(S * sizeof *w->is_wait);
+    w->own = malloc((size_t)w->R * w->n_seg * sizeof *w->own);
+    w->fixed = malloc((size_t)w->R * w->n_seg * sizeof *w->fixed);
+    w->top1 = malloc(w->n_seg * sizeof *w->top1);
+    w->top2 = malloc(w->n_seg * sizeof *w->top2);
+    w->top_rank = malloc(w->n_seg * sizeof *w->top_rank);
+    if (!w->seg_of || !w->is_wait || !w->own || !w->fixed || !w->top1 || !w->top2 || !w->top_rank)
+        return -ENOMEM;
+    for (uint32_t k = 0, j = 0; k < S; k++) {
+        w->is_wait[k] = k > 0 && (sync_mask >> (k - 1) & 1);
+        w->seg_of[k] = j;
+        j += (sync_mask >> k & 1) != 0;
+    }
     return 0;
 }
 
@@ -142,6 +184,83 @@ static void whatif_step(struct whatif_work *w, const int64_t *rows)
     }
 }
 
+/* Rank x's segment sums, recorded and clipped; the waits are left out
+ * because the model derives them. */
+static void sync_segments(struct whatif_work *w, const int64_t *rows, uint32_t x)
+{
+    const int64_t *d = &rows[(size_t)x * w->S], *b = &w->basis[(size_t)x * w->S];
+    int64_t *own = &w->own[(size_t)x * w->n_seg], *fixed = &w->fixed[(size_t)x * w->n_seg];
+    memset(own, 0, w->n_seg * sizeof *own);
+    memset(fixed, 0, w->n_seg * sizeof *fixed);
+    for (uint32_t k = 0; k < w->S; k++) {
+        if (w->is_wait[k])
+            continue;
+        own[w->seg_of[k]] += d[k];
+        fixed[w->seg_of[k]] += clip(d[k], b[k]);
+    }
+}
+
+/* Segment j's longest own work with rank x's replaced by v: the ranks
+ * leave a sync point together when the last one arrives. */
+static int64_t segment_with(const struct whatif_work *w, uint32_t j, uint32_t x, int64_t v)
+{
+    int64_t others = x == w->top_rank[j] ? w->top2[j] : w->top1[j];
+    return v > others ? v : others;
+}
+
+/* One complete step in the sync model. A step's modelled length is the sum
+ * over segments of the longest own work (each sync wait being the last
+ * arrival minus the rank's own); every saving is the difference of two
+ * modelled lengths, and the ideal is the exposed time less the modelled
+ * saving of clipping every rank. */
+static void whatif_sync_step(struct whatif_work *w, const int64_t *rows)
+{
+    uint32_t R = w->R, S = w->S, J = w->n_seg;
+    int64_t first = INT64_MIN, model = 0, ideal_model = 0;
+    step_basis(w, rows);
+    for (uint32_t j = 0; j < J; j++)
+        w->top1[j] = w->top2[j] = INT64_MIN;
+    for (uint32_t x = 0; x < R; x++) {
+        int64_t p = 0;
+        for (uint32_t k = 0; k < S; k++)
+            p += rows[(size_t)x * S + k];
+        first = p > first ? p : first;
+        sync_segments(w, rows, x);
+        for (uint32_t j = 0; j < J; j++) {
+            int64_t v = w->own[(size_t)x * J + j];
+            if (v > w->top1[j]) {
+                w->top2[j] = w->top1[j];
+                w->top1[j] = v;
+                w->top_rank[j] = x;
+            } else if (v > w->top2[j]) {
+                w->top2[j] = v;
+            }
+        }
+    }
+    for (uint32_t j = 0; j < J; j++) {
+        int64_t longest = INT64_MIN;
+        for (uint32_t x = 0; x < R; x++)
+            if (w->fixed[(size_t)x * J + j] > longest)
+                longest = w->fixed[(size_t)x * J + j];
+        model += w->top1[j];
+        ideal_model += longest;
+    }
+    w->exposed += first;
+    w->ideal += first - (model - ideal_model);
+    for (uint32_t x = 0; x < R; x++) {
+        for (uint32_t j = 0; j < J; j++)
+            w->saved[x] += w->top1[j] - segment_with(w, j, x, w->fixed[(size_t)x * J + j]);
+        for (uint32_t i = 0; i < w->n_route; i++) {
+            uint32_t k = w->route[i], j = w->seg_of[k];
+            if (w->is_wait[k])
+                continue; /* derived from the arrivals, never replaced */
+            int64_t d = rows[(size_t)x * S + k];
+            int64_t v = w->own[(size_t)x * J + j] - d + clip(d, w->basis[(size_t)x * S + k]);
+            w->cell[(size_t)i * R + x] += w->top1[j] - segment_with(w, j, x, v);
+        }
+    }
+}
+
 static void list_ranks(sf_whatif *out, const struct whatif_work *w, const sf_dense *d)
 {
     for (uint32_t x = 0; x < w->R; x++) {
@@ -188,6 +307,19 @@ static void list_cells(sf_whatif *out, const struct whatif_work *w, const sf_den
     }
 }
 
+/* The sync model needs every synchronizing stage's arrival on every rank of
+ * every complete step; one step without it sends the whole window to the
+ * clipped model, so that one label holds for every figure. */
+static bool sync_model_applies(const sf_summary *summary, uint32_t R)
+{
+    if (summary->schema.sync_mask == 0)
+        return false;
+    for (uint32_t i = 0; i < summary->n_steps; i++)
+        if (summary->steps[i].n_ranks == R && summary->steps[i].arrival_missing != 0)
+            return false;
+    return true;
+}
+
 int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const sf_change *change,
                       sf_whatif **ret)
 {
@@ -206,10 +338,16 @@ int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const 
     if (rc < 0)
         goto fail;
     map_reference(&w, d, ref);
+    bool sync = sync_model_applies(summary, R);
+    if (sync && (rc = sync_alloc(&w, summary->schema.sync_mask)) < 0)
+        goto fail;
     for (uint32_t i = 0; i < summary->n_steps; i++) {
         if (summary->steps[i].n_ranks != R)
             continue;
-        whatif_step(&w, &d->d[(size_t)i * R * S]);
+        if (sync)
+            whatif_sync_step(&w, &d->d[(size_t)i * R * S]);
+        else
+            whatif_step(&w, &d->d[(size_t)i * R * S]);
         steps++;
     }
     if (steps == 0) {
@@ -217,7 +355,7 @@ int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const 
         goto fail;
     }
     out->basis = ref && ref->median_ns ? SF_WHATIF_REFERENCE : SF_WHATIF_COHORT;
-    out->lower_bound = true; /* no arrival points: sync waits are clipped, not recomputed */
+    out->lower_bound = !sync; /* clipped: the other ranks' sync waits are kept */
     out->exposed_ns = w.exposed;
     out->ideal_ns = w.ideal;
     out->slowdown = w.ideal > 0 ? (double)w.exposed / (double)w.ideal : NAN;

@@ -89,11 +89,12 @@ json_t *sf_whatif_to_json(const sf_report *r)
                               json_pack("{s:I, s:s, s:o}", "rank", (json_int_t)w->cells[i].rank,
                                         "stage", r->schema.names[w->cells[i].stage],
                                         "whatif_saved_s", seconds(w->cells[i].saved_ns)));
-    return json_pack(
-        "{s:s, s:b, s:s, s:o, s:f, s:o, s:o, s:o}", "model", "clipped", "lower_bound",
-        w->lower_bound, "basis", w->basis == SF_WHATIF_REFERENCE ? "reference" : "cohort_median",
-        "slowdown", real_or_null(w->slowdown), "ideal_s", (double)w->ideal_ns / 1e9, "waste_rank_s",
-        real_or_null(w->waste_rank_s), "ranks", ranks, "stages", cells);
+    return json_pack("{s:s, s:b, s:s, s:o, s:f, s:o, s:o, s:o}", "model",
+                     w->lower_bound ? "clipped" : "sync", "lower_bound", w->lower_bound, "basis",
+                     w->basis == SF_WHATIF_REFERENCE ? "reference" : "cohort_median", "slowdown",
+                     real_or_null(w->slowdown), "ideal_s", (double)w->ideal_ns / 1e9,
+                     "waste_rank_s", real_or_null(w->waste_rank_s), "ranks", ranks, "stages",
+                     cells);
 }
 
 static void write_windows(const sf_change *c, FILE *out)

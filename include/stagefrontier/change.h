@@ -143,7 +143,8 @@ typedef struct sf_whatif_cell {
 
 typedef struct sf_whatif {
     enum sf_whatif_basis basis;
-    bool lower_bound; /* clipped: other ranks' sync waits are kept */
+    bool lower_bound; /* the clipped model: other ranks' sync waits are kept;
+                       * false for the sync model (docs/CHANGE.md) */
     __int128 exposed_ns, ideal_ns;
     double slowdown;     /* S = exposed / ideal */
     double waste_rank_s; /* (1 - 1/S) x ranks x window seconds */
@@ -155,7 +156,9 @@ typedef struct sf_whatif {
 
 /* The what-if of a dense window: each rank, and each (rank, stage) of the
  * change's route, with its durations clipped to its reference medians, or to
- * the per-step cohort median when ref is NULL. -ENOTSUP in mergeable mode,
+ * the per-step cohort median when ref is NULL. With synchronizing stages
+ * whose arrivals every complete step carried, sync waits are recomputed
+ * from the new arrivals (lower_bound false). -ENOTSUP in mergeable mode,
  * -ENODATA without a complete step. change may be NULL. */
 int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const sf_change *change,
                       sf_whatif **ret);

@@ -33,6 +33,10 @@ golden displacement-json tests/replay/golden/displacement.json -- --json docs/ex
 golden roles-json tests/replay/golden/roles.json -- --json docs/examples/roles.jsonl
 golden straggler-text tests/replay/golden/straggler.txt -- --warmup-steps 0 --window-steps 10 docs/examples/straggler.csv
 golden stdin-csv tests/replay/golden/displacement.json -- --json - < docs/examples/displacement.csv
+# straggler.csv has arrival points on every step: the sync what-if
+# (docs/CHANGE.md); displacement.csv has none: the clipped lower bound.
+"$sfctl" replay --json --warmup-steps 0 --window-steps 10 docs/examples/straggler.csv > "$out/s.json"
+if [ "$(grep -c '"model": "sync"' "$out/s.json")" = 3 ] && ! grep -q '"lower_bound": true' "$out/s.json"; then ok; else bad "straggler what-if not the sync model"; fi
 
 expect tau-out-of-range 2 "invalid --tau value" -- --tau 2 docs/examples/displacement.csv
 expect window-steps-zero 2 "inconsistent" -- --window-steps 0 docs/examples/displacement.csv

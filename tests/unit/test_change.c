@@ -2,7 +2,7 @@
  * The change against a reference and the what-if (docs/CHANGE.md): the
  * shift estimator on fixtures with exact numbers, the false-alarm rate over
  * seeded resamplings of a clean window, power on a known shift, mergeable
- * nulls, and the clipped what-if on exact fixtures.
+ * nulls, and the clipped and sync what-ifs on exact fixtures.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -361,6 +361,164 @@ static void whatif_without_arrival_points_is_a_lower_bound(void **state)
     sf_schema_clear(&schema);
 }
 
+/* ---- the sync what-if -------------------------------------------------------- */
+
+enum { SR = 3, SS = 4 }; /* s0, s0.sync_wait, s1, s2 (residual) */
+
+static sf_summary *sync_summary(const sf_schema *schema, const int64_t (*d)[SR][SS],
+                                const uint32_t (*flags)[SR], uint32_t steps, int64_t index)
+{
+    sf_row rows[4 * SR];
+    for (uint32_t t = 0; t < steps; t++)
+        for (uint32_t r = 0; r < SR; r++)
+            rows[t * SR + r] =
+                (sf_row){.step = t, .rank = r, .flags = flags ? flags[t][r] : 0, .d = d[t][r]};
+    sf_window_meta meta = {.index = index, .last_step = 100, .world_size = SR};
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(schema, &meta, rows, steps * SR, true, &s), 0);
+    return s;
+}
+
+/* Every rank: 10 ns of own work in s0, no wait, then 5 and 1. */
+static const int64_t sync_clean[1][SR][SS] = {{{10, 0, 5, 1}, {10, 0, 5, 1}, {10, 0, 5, 1}}};
+
+/* Step 0: rank 2 arrives 20 ns late at s0's sync point; ranks 0 and 1 wait
+ * 22 ns, rank 2 2 ns (the collective itself after the last arrival): every
+ * rank ends at 38. Step 1: rank 1 arrives 10 ns late, the others wait 10;
+ * every rank ends at 26. Exposed: 38 + 26 = 64. */
+static const int64_t sync_late[2][SR][SS] = {{{10, 22, 5, 1}, {10, 22, 5, 1}, {30, 2, 5, 1}},
+                                             {{10, 10, 5, 1}, {20, 0, 5, 1}, {10, 10, 5, 1}}};
+
+static sf_reference *sync_reference(const sf_schema *schema)
+{
+    sf_summary *rs = sync_summary(schema, sync_clean, NULL, 1, 0);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)&rs, 1, &ref), 0);
+    sf_summary_free(rs);
+    return ref;
+}
+
+static void whatif_sync_recomputes_waits(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_reference *ref = sync_reference(&schema);
+    sf_summary *s = sync_summary(&schema, sync_late, NULL, 2, 1);
+    sf_change route = {.n_stages = SS, .n_route = 2, .route = {0, 1}};
+    sf_whatif *w = NULL;
+    assert_int_equal(sf_whatif_compute(s, ref, &route, &w), 0);
+    assert_false(w->lower_bound); /* the sync model */
+    /* Segments: own work up to the arrival (s0), then the tail (s1 + s2).
+     * Step 0: s0 arrivals 10, 10, 30: the ranks leave at 30 (+2). Rank 2 at
+     * its reference 10 makes every rank arrive at 10: the tail is unchanged,
+     * so step 0 saves 30 - 10 = 20. Ranks 0 and 1 save nothing: rank 2's 30
+     * still holds the departure. Step 1: arrivals 10, 20, 10; rank 1 at 10
+     * saves 10. Saved: rank 2 20, rank 1 10, rank 0 0. */
+    assert_true(w->exposed_ns == 64);
+    assert_int_equal(w->n_ranks, 2);
+    assert_int_equal(w->ranks[0].rank, 2);
+    assert_int_equal(w->ranks[0].saved_ns, 20);
+    assert_true(w->ranks[0].slowdown == 64.0 / 44.0); /* S_2 = 64 / (64 - 20) */
+    assert_int_equal(w->ranks[1].rank, 1);
+    assert_int_equal(w->ranks[1].saved_ns, 10);
+    assert_true(w->ranks[1].slowdown == 64.0 / 54.0); /* S_1 = 64 / (64 - 10) */
+    /* Every rank at its reference: step 0 modelled 30 + 6 = 36 becomes
+     * 10 + 6 = 16, so 38 - 20 = 18 (the collective's 2 ns stays); step 1
+     * 26 - 10 = 16. Ideal 34, S = 64 / 34, waste = (1 - 34/64) x 3 x 64 ns
+     * = 90 ns. */
+    assert_true(w->ideal_ns == 34);
+    assert_true(w->slowdown == 64.0 / 34.0);
+    assert_true(fabs(w->waste_rank_s - 90e-9) < 1e-18);
+    /* Route cells: s0 alone is the same as the rank (20 and 10); the wait is
+     * derived from the arrivals, never replaced, so it gives no cell. */
+    assert_int_equal(w->n_cells, 2);
+    assert_int_equal(w->cells[0].rank, 2);
+    assert_int_equal(w->cells[0].stage, 0);
+    assert_int_equal(w->cells[0].saved_ns, 20);
+    assert_int_equal(w->cells[1].rank, 1);
+    assert_int_equal(w->cells[1].stage, 0);
+    assert_int_equal(w->cells[1].saved_ns, 10);
+    sf_whatif_free(w);
+    sf_summary_free(s);
+    sf_reference_free(ref);
+    sf_schema_clear(&schema);
+}
+
+/* The same durations under a schema without arrival points: the waits are
+ * ordinary stages that the clipped model keeps on the ranks not replaced. */
+static void whatif_sync_beats_clipped_lower_bound(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, SS);
+    sf_reference *ref = sync_reference(&schema);
+    sf_summary *s = sync_summary(&schema, sync_late, NULL, 2, 1);
+    sf_whatif *w = NULL;
+    assert_int_equal(sf_whatif_compute(s, ref, NULL, &w), 0);
+    assert_true(w->lower_bound); /* clipped */
+    /* Step 0: rank 2 clipped ends at 10 + 0 + 5 + 1 = 16, but ranks 0 and 1
+     * keep their 22 ns wait and end at 38: nothing saved; likewise rank 1 in
+     * step 1 (16 against 26). The sync model saves 20 and 10 here. */
+    assert_int_equal(w->n_ranks, 0);
+    /* Every rank clipped (the waits to their reference 0): 16 + 16. */
+    assert_true(w->ideal_ns == 32);
+    assert_true(w->slowdown == 2.0);
+    sf_whatif_free(w);
+    sf_summary_free(s);
+    sf_reference_free(ref);
+    sf_schema_clear(&schema);
+}
+
+/* One row without its arrival mark sends the whole window to the clipped
+ * model: the row reports all of s0 as own work and no wait. */
+static void whatif_missing_arrival_falls_back_to_clipped(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_reference *ref = sync_reference(&schema);
+    static const int64_t unmarked[2][SR][SS] = {{{10, 22, 5, 1}, {10, 22, 5, 1}, {32, 0, 5, 1}},
+                                                {{10, 10, 5, 1}, {20, 0, 5, 1}, {10, 10, 5, 1}}};
+    static const uint32_t flags[2][SR] = {{0, 0, SF_ROW_ARRIVAL_MISSING}, {0, 0, 0}};
+    sf_summary *s = sync_summary(&schema, unmarked, flags, 2, 1);
+    sf_whatif *w = NULL;
+    assert_int_equal(sf_whatif_compute(s, ref, NULL, &w), 0);
+    assert_true(w->lower_bound);
+    /* Clipped: step 0 rank 2 ends at 16 against 38, step 1 rank 1 at 16
+     * against 26: nothing saved (the sync model would save 22 and 10). */
+    assert_int_equal(w->n_ranks, 0);
+    assert_true(w->exposed_ns == 64 && w->ideal_ns == 32);
+    sf_whatif_free(w);
+    sf_summary_free(s);
+    sf_reference_free(ref);
+    sf_schema_clear(&schema);
+}
+
+/* Without a reference: the basis is each step's cohort median. Step 0's s0
+ * medians 10 (of 10, 10, 30): rank 2 saves 20; step 1's 10 (of 10, 20, 10):
+ * rank 1 saves 10. The tail's median is the tail itself. */
+static void whatif_sync_cohort_basis(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_summary *s = sync_summary(&schema, sync_late, NULL, 2, 1);
+    sf_whatif *w = NULL;
+    assert_int_equal(sf_whatif_compute(s, NULL, NULL, &w), 0);
+    assert_int_equal(w->basis, SF_WHATIF_COHORT);
+    assert_false(w->lower_bound);
+    assert_int_equal(w->n_ranks, 2);
+    assert_int_equal(w->ranks[0].rank, 2);
+    assert_int_equal(w->ranks[0].saved_ns, 20);
+    assert_int_equal(w->ranks[1].rank, 1);
+    assert_int_equal(w->ranks[1].saved_ns, 10);
+    assert_true(w->ideal_ns == 34);
+    sf_whatif_free(w);
+    sf_summary_free(s);
+    sf_schema_clear(&schema);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +531,10 @@ int main(void)
         cmocka_unit_test(mergeable_mode_nulls),
         cmocka_unit_test(whatif_fixture),
         cmocka_unit_test(whatif_without_arrival_points_is_a_lower_bound),
+        cmocka_unit_test(whatif_sync_recomputes_waits),
+        cmocka_unit_test(whatif_sync_beats_clipped_lower_bound),
+        cmocka_unit_test(whatif_missing_arrival_falls_back_to_clipped),
+        cmocka_unit_test(whatif_sync_cohort_basis),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
