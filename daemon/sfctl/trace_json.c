@@ -275,6 +275,16 @@ static bool is_digit(int c)
     return c >= '0' && c <= '9';
 }
 
+/* Appends one byte of a number, keeping room for the terminator; a number
+ * too long for out is cut and flagged, never written past its end. */
+static void put_number_byte(char *out, size_t *n, char c, bool *too_long)
+{
+    if (*n + 1 < NUMBER_MAX)
+        out[(*n)++] = c;
+    else
+        *too_long = true;
+}
+
 static int read_digits(struct reader *r, char *out, size_t *n, bool *too_long, const char *what)
 {
     int c = peek(r);
@@ -282,11 +292,7 @@ static int read_digits(struct reader *r, char *out, size_t *n, bool *too_long, c
         return unexpected(r, c, what);
     for (;;) {
         while (r->pos < r->len && is_digit(r->buf[r->pos])) {
-            unsigned char d = r->buf[r->pos];
-            if (*n + 1 < NUMBER_MAX)
-                out[(*n)++] = (char)d;
-            else
-                *too_long = true;
+            put_number_byte(out, n, (char)r->buf[r->pos], too_long);
             int e = advance(r);
             if (e < 0)
                 return e;
@@ -308,12 +314,12 @@ static int read_number(struct reader *r, char *out, bool *too_long)
     int e = 0, c = peek(r);
     *too_long = false;
     if (c == '-') {
-        out[n++] = '-';
+        put_number_byte(out, &n, '-', too_long);
         if ((e = advance(r)) < 0)
             return e;
     }
     if (peek(r) == '0') {
-        out[n++] = '0';
+        put_number_byte(out, &n, '0', too_long);
         if ((e = advance(r)) < 0)
             return e;
         if (is_digit(peek(r)))
@@ -322,16 +328,16 @@ static int read_number(struct reader *r, char *out, bool *too_long)
         return e;
     }
     if (peek(r) == '.') {
-        out[n++] = '.';
+        put_number_byte(out, &n, '.', too_long);
         if ((e = advance(r)) < 0 || (e = read_digits(r, out, &n, too_long, "a fraction digit")) < 0)
             return e;
     }
     if ((c = peek(r)) == 'e' || c == 'E') {
-        out[n++] = 'e';
+        put_number_byte(out, &n, 'e', too_long);
         if ((e = advance(r)) < 0)
             return e;
         if ((c = peek(r)) == '+' || c == '-') {
-            out[n++] = (char)c;
+            put_number_byte(out, &n, (char)c, too_long);
             if ((e = advance(r)) < 0)
                 return e;
         }
