@@ -1,7 +1,7 @@
 /*
  * The side-evidence beacon's storage and its writers: libsfclient publishes
- * the open step and ordered stage with one relaxed atomic store each, for the
- * NCCL profiler plugin to read. Nothing here allocates or blocks.
+ * the open step, the ordered stage and its start time with plain atomic
+ * stores, for the NCCL profiler plugin to read. Nothing here allocates or blocks.
  */
 #include <string.h>
 
@@ -12,7 +12,7 @@
 __attribute__((visibility("default")))
 struct sf_side_beacon sf_side_beacon = {
     .magic = SF_SIDE_BEACON_MAGIC, .version = SF_SIDE_BEACON_VERSION,
-    .step = -1, .stage = -1, .n_names = 0,
+    .step = -1, .stage = -1, .n_names = 0, .stage_start_ns = 0,
 };
 
 void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync_mask) {
@@ -33,6 +33,9 @@ void sf__side_publish_step(int64_t step) {
     atomic_store_explicit(&sf_side_beacon.step, step, memory_order_relaxed);
 }
 
-void sf__side_publish_stage(int32_t stage_id) {
-    atomic_store_explicit(&sf_side_beacon.stage, stage_id, memory_order_relaxed);
+void sf__side_publish_stage(int32_t stage_id, int64_t start_ns) {
+    if (stage_id >= 0)
+        atomic_store_explicit(&sf_side_beacon.stage_start_ns, start_ns, memory_order_relaxed);
+    /* Release: a plain store on x86 and a single stlr on arm64. */
+    atomic_store_explicit(&sf_side_beacon.stage, stage_id, memory_order_release);
 }

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define SF_SIDE_BEACON_MAGIC   0x53464245u   /* "SFBE" */
-#define SF_SIDE_BEACON_VERSION 2u
+#define SF_SIDE_BEACON_VERSION 3u
 #define SF_SIDE_MAX_STAGES     64
 #define SF_SIDE_NAME_LEN       64
 
@@ -25,15 +25,18 @@ struct sf_side_beacon {
     _Atomic uint32_t n_names;             /* stage names, published once */
     char names[SF_SIDE_MAX_STAGES][SF_SIDE_NAME_LEN + 1];
     uint64_t sync_mask;                   /* synchronizing stages, set before n_names */
+    _Atomic int64_t stage_start_ns;       /* CLOCK_MONOTONIC at the open stage's begin */
 };
 
 /* Called by libsfclient: at open (the first schema wins; names are copied),
- * at every step begin, and at ordered stage begin (id) and end (-1). One
- * relaxed atomic store each: fit for the hot path. */
+ * at every step begin, and at ordered stage begin (id and its start time) and
+ * end (-1). Plain atomic stores only: fit for the hot path. The start time is
+ * stored before the stage id (release), so a reader that loads the id with
+ * acquire and finds it unchanged afterwards holds that stage's start. */
 extern struct sf_side_beacon sf_side_beacon;
 
 void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync_mask);
 void sf__side_publish_step(int64_t step);
-void sf__side_publish_stage(int32_t stage_id);
+void sf__side_publish_stage(int32_t stage_id, int64_t start_ns);
 
 #endif

@@ -35,7 +35,7 @@ static void close_stage(sf_client *c, int64_t now)
     int64_t d = now - c->stage_t0;
     c->cur[id] += d;
     c->open_stage = -1;
-    sf__side_publish_stage(-1);
+    sf__side_publish_stage(-1, 0);
     if (c->cuda != NULL && (c->schema.forward_mask >> id & 1))
         sf__cuda_forward_end(c->cuda, c->step, d);
 }
@@ -168,7 +168,7 @@ int sf_stage_begin(sf_client *c, int stage_id)
     }
     c->stage_t0 = tick(c);
     c->open_stage = stage_id;
-    sf__side_publish_stage(stage_id);
+    sf__side_publish_stage(stage_id, c->stage_t0);
     if (c->cuda != NULL && (c->schema.forward_mask >> stage_id & 1))
         sf__cuda_forward_begin(c->cuda, c->step);
     return 0;

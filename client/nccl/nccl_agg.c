@@ -6,6 +6,7 @@
  */
 #include "nccl_agg.h"
 
+#include <errno.h>
 #include <string.h>
 
 static uint64_t fnv1a(uint64_t h, const char *s) {
@@ -124,12 +125,47 @@ static struct sf_nccl_coll *coll_claim(struct sf_nccl_agg *agg) {
     return NULL;
 }
 
+uint32_t sf__nccl_enq_slot(int64_t step, int32_t stage) {
+    return (uint32_t)(((uint64_t)step * SF_NCCL_ENQ_STAGES + (uint32_t)stage % SF_NCCL_ENQ_STAGES) %
+                      SF_NCCL_ENQ_RING);
+}
+
+uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage) {
+    return ((uint64_t)step << 7 | (uint32_t)stage) + 1;
+}
+
+/* Collectives of one stage are enqueued in order, so the latest store is the
+ * last collective. A slot still holding an older step is simply taken over:
+ * the flusher ships every step change within milliseconds, and a point it
+ * never saw only leaves that row without an arrival. */
+static void enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage, int64_t offset) {
+    struct sf_nccl_enq *e = &agg->enq[sf__nccl_enq_slot(step, stage)];
+    atomic_fetch_add_explicit(&e->seq, 1, memory_order_acq_rel);
+    atomic_store_explicit(&e->offset_ns, offset, memory_order_relaxed);
+    atomic_store_explicit(&e->tag, sf__nccl_enq_tag(step, stage), memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
+}
+
+int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *ret_offset) {
+    uint32_t s0 = atomic_load_explicit(&e->seq, memory_order_acquire);
+    uint64_t tag = atomic_load_explicit(&e->tag, memory_order_relaxed);
+    int64_t off = atomic_load_explicit(&e->offset_ns, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if ((s0 & 1) || atomic_load_explicit(&e->seq, memory_order_relaxed) != s0)
+        return -EAGAIN;
+    *ret_tag = tag;
+    *ret_offset = off;
+    return 0;
+}
+
 struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci) {
     uint64_t bytes = ci->count * (uint64_t)sf__nccl_type_size(ci->datatype);
     uint32_t bucket = sf__nccl_size_bucket(bytes);
     uint32_t key = key_find(agg, ci, bucket);
     struct sf_nccl_coll *c;
 
+    if (ci->enqueue_point && ci->enqueue_offset_ns >= 0 && ci->stage >= 0 && ci->stage < 64)
+        enq_record(agg, ci->step, ci->stage, ci->enqueue_offset_ns);
     if (key == UINT32_MAX) {
         atomic_fetch_add_explicit(&agg->dropped, 1, memory_order_relaxed);
         return NULL;

@@ -18,6 +18,8 @@
 #define SF_NCCL_CHILD_POOL    4096  /* kernel-channel events in flight */
 #define SF_NCCL_PROBES        16    /* bounded search for a free slot */
 #define SF_NCCL_NAME_LEN      32
+#define SF_NCCL_ENQ_RING      1024  /* enqueue points: (step, stage) slots kept for the flusher */
+#define SF_NCCL_ENQ_STAGES    8     /* synchronizing stages told apart within one step */
 
 /* Handle kinds: the first byte of every handle we give NCCL. */
 enum sf_nccl_kind { SF_NCCL_H_GROUP = 1, SF_NCCL_H_COLL, SF_NCCL_H_PROXY_OP, SF_NCCL_H_KERNEL_CH };
@@ -54,6 +56,16 @@ struct sf_nccl_kch {
     uint64_t start, stop;
 };
 
+/* The enqueue point of one (step, synchronizing stage): the offset from the
+ * stage's start at which its latest collective was enqueued. tag packs step
+ * and stage (0: empty); a writer stores the offset, then the tag, and
+ * bumps seq around both so the flusher can tell a torn read. */
+struct sf_nccl_enq {
+    _Atomic uint32_t seq;           /* odd while a writer is inside */
+    _Atomic uint64_t tag;           /* (step << 7 | stage) + 1 */
+    _Atomic int64_t offset_ns;
+};
+
 struct sf_nccl_agg {
     struct sf_nccl_tag group_tag, proxy_tag;
     _Atomic uint64_t coll_next;
@@ -62,6 +74,7 @@ struct sf_nccl_agg {
     _Atomic uint64_t dropped;       /* events dropped: a pool or the key table full */
     _Atomic uint64_t timing_lost;   /* collectives whose kernel timing never completed */
     struct sf_nccl_key keys[SF_NCCL_MAX_KEYS];
+    struct sf_nccl_enq enq[SF_NCCL_ENQ_RING];
     struct sf_nccl_coll colls[SF_NCCL_COLL_RING];
     struct sf_nccl_kch kchs[SF_NCCL_CHILD_POOL];
 };
@@ -73,6 +86,8 @@ struct sf_nccl_coll_info {
     uint32_t n_channels;
     int32_t stage;
     int64_t step;                   /* the trainer's step at enqueue, >= 0 */
+    bool enqueue_point;             /* enclosed by a synchronizing stage: */
+    int64_t enqueue_offset_ns;      /*   enqueued this long after its start */
 };
 
 void sf__nccl_agg_init(struct sf_nccl_agg *agg);
@@ -88,6 +103,13 @@ struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct s
 struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, uint64_t gpu_start);
 void sf__nccl_kch_record_stop(struct sf_nccl_kch *k, uint64_t gpu_stop);
 void sf__nccl_kch_stop(struct sf_nccl_kch *k);
+
+/* The slot of (step, stage) and its tag; stage is 0..63. */
+uint32_t sf__nccl_enq_slot(int64_t step, int32_t stage);
+uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage);
+/* Reads a slot consistently: 0 and its tag and offset, or -EAGAIN while a
+ * writer is inside (try at the next flush). */
+int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *ret_offset);
 
 /* Whether p is one of agg's collective handles. */
 bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p);

@@ -64,6 +64,32 @@ int32_t sf__nccl_current_stage(void) {
     return b ? atomic_load_explicit(&b->stage, memory_order_relaxed) : -1;
 }
 
+/* The stage id is stored with release after its start time: loading it with
+ * acquire, then the start, then the id again, gives a start that belongs to
+ * the id whenever both loads agree. */
+bool sf__nccl_current_sync_point(int32_t *ret_stage, int64_t now_ns, int64_t *ret_offset) {
+    struct sf_side_beacon *b = sf__nccl_beacon();
+    int32_t stage;
+    int64_t start;
+
+    *ret_stage = -1;
+    if (!b)
+        return false;
+    stage = atomic_load_explicit(&b->stage, memory_order_acquire);
+    *ret_stage = stage;
+    if (stage < 0 || stage >= SF_SIDE_MAX_STAGES ||
+        !atomic_load_explicit(&b->n_names, memory_order_acquire) ||
+        !(b->sync_mask >> stage & 1))
+        return false;
+    start = atomic_load_explicit(&b->stage_start_ns, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&b->stage, memory_order_relaxed) != stage || start <= 0 ||
+        now_ns < start)
+        return false;
+    *ret_offset = now_ns - start;
+    return true;
+}
+
 int64_t sf__nccl_beacon_step(void) {
     struct sf_side_beacon *b = sf__nccl_beacon();
     int64_t s;

@@ -7,6 +7,7 @@
 #ifndef SF_NCCL_BEACON_H
 #define SF_NCCL_BEACON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "side_beacon.h"
@@ -17,6 +18,10 @@ void sf__nccl_beacon_lookup(void);
 struct sf_side_beacon *sf__nccl_beacon(void);
 /* The open ordered stage id, -1 when none or no beacon. */
 int32_t sf__nccl_current_stage(void);
+/* The open ordered stage as in sf__nccl_current_stage, and when it is a
+ * synchronizing stage, how long after its start now_ns lies (*ret_offset;
+ * false otherwise, or when the stage changed while reading). */
+bool sf__nccl_current_sync_point(int32_t *ret_stage, int64_t now_ns, int64_t *ret_offset);
 /* The open step (>= 0), or -1 without a beacon. */
 int64_t sf__nccl_beacon_step(void);
 /* The enclosing stage's name for a stage id recorded at enqueue: the published

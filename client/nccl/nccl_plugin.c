@@ -12,6 +12,7 @@
 #include "nccl_beacon.h"
 #include "nccl_profiler_abi.h"
 #include "nccl_ship.h"
+#include "transport.h"
 
 #define SF_NCCL_EXPORT __attribute__((visibility("default")))
 
@@ -83,8 +84,10 @@ static void *start_common(struct sf_nccl_comm *comm, uint64_t type, void *parent
         return &comm->agg.group_tag;
     case SF_NCCL_EV_COLL:
     case SF_NCCL_EV_P2P:
-        /* Step and stage as the trainer stands while NCCL enqueues. */
-        ci->stage = sf__nccl_current_stage();
+        /* Step and stage as the trainer stands while NCCL enqueues; inside a
+         * synchronizing stage, also when (the trainer's arrival fallback). */
+        ci->enqueue_point = sf__nccl_current_sync_point(&ci->stage, sf__now_ns(),
+                                                        &ci->enqueue_offset_ns);
         ci->step = sf__nccl_step_now(&comm->agg);
         return sf__nccl_coll_start(&comm->agg, ci);
     case SF_NCCL_EV_PROXY_OP:

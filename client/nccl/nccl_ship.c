@@ -271,13 +271,60 @@ static int ship_group(struct sf_nccl_comm *comm, const struct pending *pend, siz
     return 0;
 }
 
+/* Ships one enqueue point: a batch with no aggregates that names the step,
+ * the synchronizing stage and last_enqueue_ns. */
+static int ship_enqueue_point(const struct sf_nccl_comm *comm, int64_t step, const char *stage,
+                              int64_t offset_ns, int64_t now) {
+    Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+
+    b.step = step;
+    b.comm_name = (char *)comm->name;
+    b.has_comm_hash = b.has_comm_ranks = b.has_comm_nodes = 1;
+    b.comm_hash = comm->comm_hash;
+    b.comm_ranks = comm->n_ranks;
+    b.comm_nodes = comm->n_nodes;
+    b.enclosing_stage = (char *)stage;
+    b.has_last_enqueue_ns = 1;
+    b.last_enqueue_ns = (uint64_t)offset_ns;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
+    m.nccl = &b;
+    return sf__transport_send_message(&st.tr, &m, st.out_buf, sizeof st.out_buf, now);
+}
+
+/* Enqueue points go out before the aggregates: sfd uses a point only for a
+ * step record that arrives after it (docs/SIDE_EVIDENCE.md), and the trainer
+ * ships its records in batches, so the earlier the better. A slot is shipped
+ * again when a later collective of the same (step, stage) moved it. */
+static int flush_enqueue_points(struct sf_nccl_comm *comm, int64_t now) {
+    for (uint32_t i = 0; i < SF_NCCL_ENQ_RING; i++) {
+        uint64_t tag;
+        int64_t off;
+        if (sf__nccl_enq_read(&comm->agg.enq[i], &tag, &off) < 0 || tag == 0 ||
+            (tag == comm->enq_sent[i].tag && off == comm->enq_sent[i].offset_ns))
+            continue;
+        int32_t stage = (int32_t)((tag - 1) & 0x7f);
+        int64_t step = (int64_t)((tag - 1) >> 7);
+        int r = ship_enqueue_point(comm, step, sf__nccl_stage_name(stage, ""), off, now);
+        if (r < 0)
+            return r;
+        comm->enq_sent[i].tag = tag;
+        comm->enq_sent[i].offset_ns = off;
+    }
+    return 0;
+}
+
 /* One batch per (enclosing stage, step) that has something to ship. */
 static void flush_comm(struct sf_nccl_comm *comm, int64_t now) {
     static struct pending pend[SF_NCCL_MAX_KEYS];
     static bool done[SF_NCCL_MAX_KEYS];
     uint64_t dropped = atomic_load_explicit(&comm->agg.dropped, memory_order_relaxed);
     bool dropped_sent = dropped == comm->dropped_sent;
-    size_t n = snapshot(comm, pend);
+    size_t n;
+
+    if (flush_enqueue_points(comm, now) < 0)
+        return;   /* try again at the next tick */
+    n = snapshot(comm, pend);
 
     memset(done, 0, sizeof done);
     for (size_t j = 0; j < n; j++) {

@@ -21,6 +21,7 @@ struct sf_nccl_comm {
     /* Owned by the flusher (under the registry lock): what was shipped. */
     struct { uint64_t count, bytes, gpu_ns, timed; } sent[SF_NCCL_MAX_KEYS];
     uint64_t dropped_sent;
+    struct { uint64_t tag; int64_t offset_ns; } enq_sent[SF_NCCL_ENQ_RING];
     uint64_t groups_at_flush;
     struct sf_nccl_comm *next;
 };

@@ -17,6 +17,7 @@
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
+#include "enqueue_points.h"
 #include "side_evidence.h"
 
 #define READS_PER_EVENT 64
@@ -551,10 +552,18 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
         fill_row(&row, rec, recorded);
         /* Without synchronizing stages or arrivals the record is the row. */
         if (job->schema.sync_mask != 0 || rec->n_arrivals != 0) {
-            if (sfd_record_split(rec, &job->schema, split, &row.flags, &why) < 0) {
+            int64_t fallback[SF_MAX_STAGES];
+            uint32_t bad_fallbacks = 0;
+            for (uint32_t k = 0; k < recorded; k++)
+                fallback[k] = -1;
+            sfd_enq_fill(job->enq, &job->schema, c->rank, rec->step, fallback);
+            if (sfd_record_split(rec, &job->schema, fallback, split, &row.flags, &bad_fallbacks,
+                                 &why) < 0) {
                 count_reject(d, job, why, 1, c);
                 continue;
             }
+            if (bad_fallbacks)
+                count_reject(d, job, SFD_REJ_ARRIVAL_RANGE, bad_fallbacks, c);
             row.d = split;
         }
         if (sf_row_validate(&row, &job->schema) < 0) {
@@ -572,6 +581,26 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
     return 0;
 }
 
+/* Keeps the plugin's enqueue point of a synchronizing stage for the rank's
+ * step record, which uses it when it carries no explicit arrival. A point in
+ * a stage that is not synchronizing is counted and dropped; the batch's
+ * aggregates are still filed. */
+static void note_enqueue_point(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
+{
+    struct sfd_job *job = c->job;
+    int stage = sfd_enq_sync_stage(&job->schema, b->enclosing_stage ? b->enclosing_stage : "");
+    if (stage < 0) {
+        count_reject(c->sfd, job, SFD_REJ_ARRIVAL_STAGE, 1, c);
+        return;
+    }
+    int r = sfd_enq_note(&job->enq, c->rank, b->step, (uint32_t)stage,
+                         (int64_t)b->last_enqueue_ns);
+    if (r < 0)
+        sfd_log(SFD_LOG_WARNING, job->id, "NCCL enqueue point not stored: out of memory");
+    else
+        sfd_sat_add(&c->sfd->ctr.enqueue_points, (uint64_t)r);
+}
+
 static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
 {
     struct sfd *d = c->sfd;
@@ -584,9 +613,14 @@ static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
         count_reject(d, c->job, why, 1, c);
         return -EPROTO;
     }
-    /* Side evidence only: counted, never part of the accounting. */
     d->ctr.nccl_batches++;
     c->job->nccl_batches++;
+    if (b->has_last_enqueue_ns)
+        note_enqueue_point(c, b);
+    /* A batch that only carries an enqueue point has no side evidence. */
+    if (b->has_last_enqueue_ns && b->n_aggregates == 0 && !b->has_dropped_events)
+        return 0;
+    /* Side evidence only: counted, never part of the accounting. */
     if (sfd_side_add(&c->job->side, &c->job->gates, c->job->segment, c->rank, b) < 0)
         sfd_log(SFD_LOG_WARNING, c->job->id, "NCCL side evidence not stored: out of memory");
     return 0;

@@ -188,9 +188,11 @@ static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages
     return 0;
 }
 
-int sfd_record_split(const Stagefrontier__StepRecord *r, const sf_schema *schema, int64_t *d,
-                     uint32_t *flags, enum sfd_reject *ret_why)
+int sfd_record_split(const Stagefrontier__StepRecord *r, const sf_schema *schema,
+                     const int64_t *fallback, int64_t *d, uint32_t *flags,
+                     uint32_t *ret_bad_fallbacks, enum sfd_reject *ret_why)
 {
+    uint32_t bad = 0;
     uint32_t n = sf_schema_recorded_stages(schema);
     int64_t own[SF_MAX_STAGES];
     for (uint32_t i = 0; i < n; i++)
@@ -203,6 +205,17 @@ int sfd_record_split(const Stagefrontier__StepRecord *r, const sf_schema *schema
             return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
         own[a->stage] = a->own_ns;
     }
+    /* Explicit marks win; an enqueue point only fills a stage without one. */
+    for (uint32_t i = 0; fallback && i < n; i++) {
+        if (own[i] != -1 || fallback[i] < 0)
+            continue;
+        if (fallback[i] > r->durations_ns[i])
+            bad++;
+        else
+            own[i] = fallback[i];
+    }
+    if (ret_bad_fallbacks)
+        *ret_bad_fallbacks = bad;
     bool missing;
     int e = sf_schema_split(schema, r->durations_ns, own, d, &missing);
     if (e == -EINVAL)
@@ -247,5 +260,7 @@ int sfd_validate_nccl(const Stagefrontier__NcclBatch *b, enum sfd_reject *ret_wh
         if (a->has_size_bucket && a->size_bucket > 64)
             return reject(ret_why, SFD_REJ_INVALID);
     }
+    if (b->has_last_enqueue_ns && b->last_enqueue_ns > (uint64_t)SF_MAX_DURATION_NS)
+        return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
     return 0;
 }

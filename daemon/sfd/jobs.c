@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sfd.h"
+#include "enqueue_points.h"
 #include "side_evidence.h"
 
 struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id)
@@ -244,6 +245,7 @@ void sfd_job_free(struct sfd_job *job)
     for (int k = 0; k < SFD_MEM_KIND_COUNT; k++)
         sfd_job_release(job, (enum sfd_mem_kind)k, job->mem[k]);
     sfd_side_free(job->side);
+    sfd_enq_free(job->enq);
     sf_schema_clear(&job->schema);
     free(job);
 }

@@ -71,8 +71,8 @@ static json_t *status_json(struct sfd *d)
     uint64_t term;
     const char *role = sfd_cluster_role(d, &term);
     json_t *status = json_pack(
-        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-        "s:o}",
+        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:o, s:o}",
                      "mode", d->peer_role != NULL ? "cluster" : "single", "role", role,
                      "term", (json_int_t)term,
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
@@ -83,6 +83,7 @@ static json_t *status_json(struct sfd *d)
                      "records", (json_int_t)d->ctr.records,
                      "batches", (json_int_t)d->ctr.batches,
                      "nccl_batches", (json_int_t)d->ctr.nccl_batches,
+                     "enqueue_points", (json_int_t)d->ctr.enqueue_points,
                      "warmup_records", (json_int_t)d->ctr.warmup_records,
                      "dropped", (json_int_t)d->ctr.dropped,
                      "windows_closed", (json_int_t)d->ctr.windows_closed,

@@ -100,8 +100,8 @@ enum sfd_reject {
     SFD_REJ_UID_CONNECTIONS,    /* a uid's share of connections is full */
     SFD_REJ_HELLO_TIMEOUT,      /* ingest connection without a hello in time */
     SFD_REJ_QUERY_TIMEOUT,      /* query client that stopped reading or asking */
-    SFD_REJ_ARRIVAL_RANGE,      /* arrival outside 0..its stage's duration */
-    SFD_REJ_ARRIVAL_STAGE,      /* arrival in a stage that is not synchronizing */
+    SFD_REJ_ARRIVAL_RANGE,      /* arrival or NCCL enqueue point outside 0..its stage's duration */
+    SFD_REJ_ARRIVAL_STAGE,      /* arrival or enqueue point in a stage that is not synchronizing */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -113,6 +113,7 @@ void sfd_count_reject_from(struct sfd *d, struct sfd_job *job, enum sfd_reject w
 struct sfd_counters {
     uint64_t connections_accepted, query_requests;
     uint64_t records, batches, nccl_batches, warmup_records;
+    uint64_t enqueue_points;    /* distinct (rank, step, stage) NCCL enqueue points kept */
     uint64_t dropped;           /* client-reported drops, summed deltas */
     uint64_t windows_closed;
     uint64_t rejected[SFD_REJ_COUNT];
@@ -281,6 +282,7 @@ struct sfd_job {
     uint64_t mem[SFD_MEM_KIND_COUNT];  /* bytes charged to the job's uid, by kind */
     uint64_t evicted_windows;   /* kept windows whose rows the budget took */
     struct sfd_side *side;      /* NCCL side evidence (side_evidence.c) */
+    struct sfd_enq_points *enq; /* NCCL enqueue points (enqueue_points.c) */
     struct sfd_baseline base;
     uint64_t last_active_ms;
     int64_t latest_report_unix_ms;  /* wall time the latest report was ready */
@@ -416,9 +418,13 @@ int sfd_validate_batch(const struct Stagefrontier__RecordBatch *b, uint32_t n_st
                        enum sfd_reject *ret_why);
 /* Splits a validated record's durations at its arrivals into the job's
  * schema stages (d holds SF_MAX_STAGES); sets SF_ROW_ARRIVAL_MISSING in
- * *flags when a synchronizing stage had no arrival. */
+ * *flags when a synchronizing stage had no arrival. fallback (NULL: none)
+ * holds per recorded stage the NCCL enqueue point or -1: it is the arrival
+ * of a stage without an explicit one. A fallback beyond its stage's duration
+ * is not used and counted in *ret_bad_fallbacks (may be NULL). */
 int sfd_record_split(const struct Stagefrontier__StepRecord *r, const sf_schema *schema,
-                     int64_t *d, uint32_t *flags, enum sfd_reject *ret_why);
+                     const int64_t *fallback, int64_t *d, uint32_t *flags,
+                     uint32_t *ret_bad_fallbacks, enum sfd_reject *ret_why);
 int sfd_validate_nccl(const struct Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why);
 bool sfd_job_id_valid(const char *id);
 /* A job as a query names it: "JOB", or "UID/JOB" for uid's job (a job id

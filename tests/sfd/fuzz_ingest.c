@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int64_t d[SF_MAX_STAGES];
             uint32_t flags = 0;
             for (size_t i = 0; i < m->batch->n_records; i++)
-                sfd_record_split(m->batch->records[i], &schema, d, &flags, &why);
+                sfd_record_split(m->batch->records[i], &schema, NULL, d, &flags, NULL, &why);
             sf_schema_clear(&schema);
         }
         break;

@@ -6,12 +6,20 @@
  * sfd: step records on channel 0, the plugin's aggregates on channel 1.
  * With SF_TEST_CUDART (a CUDA runtime double) and SF_EVENT_SAMPLE set, the
  * CUDA-event forward channel samples the forward stage too.
- * Usage: sf_side_driver PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS
+ * With MODE "sync" or "mark" backward is a synchronizing stage that spends
+ * SPIN_NS of host work before its collectives: "sync" gives no explicit
+ * arrival (sfd splits at the plugin's enqueue point), "mark" calls
+ * sf_stage_arrive first thing in backward (the explicit mark must win). Both
+ * close the plugin, then wait for a line on stdin before closing the client,
+ * so the test can let the enqueue points reach sfd before the step records.
+ * Usage: sf_side_driver PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS [MODE SPIN_NS]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "nccl_profiler_abi.h"
 #include "stagefrontier/client.h"
@@ -54,6 +62,26 @@ static void all_reduce(void *ctx, uint64_t t0, uint64_t span) {
     stop(gh);
 }
 
+/* Host work of a known length: the clock is the workload, not a wait. */
+static void spin(long ns) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < ns);
+}
+
+static int open_client(const char *mode, sf_client **ret) {
+    static const char *const sync[] = { "model.backward_cpu_wall" };
+    sf_client_options o;
+    if (!mode)
+        return sf_client_open_env(ret);
+    sf_client_options_init(&o);
+    o.sync_stages = sync;
+    o.n_sync_stages = 1;
+    return sf_client_open(&o, ret);
+}
+
 static int stage(sf_client *c, int id) {
     return sf_stage_begin(c, id) < 0 || sf_stage_end(c, id) < 0 ? -1 : 0;
 }
@@ -65,8 +93,13 @@ int main(int argc, char **argv) {
     long steps, per_step;
     unsigned long long span;
 
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS\n", argv[0]);
+    const char *mode = argc == 7 ? argv[5] : NULL;
+    long spin_ns = argc == 7 ? strtol(argv[6], NULL, 10) : 0;
+    char line[16];
+
+    if (argc != 5 && (argc != 7 || (strcmp(mode, "sync") && strcmp(mode, "mark")))) {
+        fprintf(stderr, "usage: %s PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS [sync|mark SPIN_NS]\n",
+                argv[0]);
         return 2;
     }
     steps = strtol(argv[2], NULL, 10);
@@ -78,7 +111,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "runtime double: %s\n", dlerror());
         return 1;
     }
-    if (sf_client_open_env(&c) < 0) {
+    if (open_client(mode, &c) < 0) {
         fprintf(stderr, "sf_client_open_env failed\n");
         return 1;
     }
@@ -96,12 +129,22 @@ int main(int argc, char **argv) {
         if (sf_step_begin(c, t) < 0 || stage(c, data) < 0 || stage(c, fwd) < 0 ||
             sf_stage_begin(c, bwd) < 0)
             return 1;
+        if (mode && !strcmp(mode, "mark") && sf_stage_arrive(c) < 0)
+            return 1;
+        spin(spin_ns);
         for (long k = 0; k < per_step; k++)
             all_reduce(ctx, (uint64_t)(t * per_step + k) * 1000000u, span);
         if (sf_stage_end(c, bwd) < 0 || stage(c, opt) < 0 || sf_step_end(c) < 0)
             return 1;
     }
     v5->finalize(ctx);
+    if (mode) {
+        /* The test answers once sfd holds every enqueue point. */
+        printf("{\"finalized\": true}\n");
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin))
+            return 1;
+    }
     sf_client_close(c);
     printf("{\"steps\": %ld, \"collectives\": %ld}\n", steps, steps * per_step);
     return 0;
