@@ -2,7 +2,8 @@
 """Side evidence end to end: the real sfd, a real trainer process that times
 its steps with libsfclient and drives the NCCL profiler plugin in backward,
 and sfctl. The report shows the plugin's aggregates next to the stage that
-enclosed them, in JSON and in the human view. Each run lives in its own
+enclosed them, in JSON and in the human view; with a synchronizing backward,
+sfd splits rows without an explicit arrival at the plugin's enqueue points. Each run lives in its own
 temporary directory; every wait is on a real condition with a generous
 overall timeout."""
 import json
@@ -14,6 +15,57 @@ from sidetest import CONF, WINDOW, check_forward_labels, nccl_rows, sfdtest, win
 
 DRIVER, PLUGIN = os.environ["SF_SIDE_DRIVER"], os.environ["SF_NCCL_PLUGIN"]
 STEPS, PER_STEP, SPAN_NS = 30, 4, 100000
+
+
+SYNC_STEPS, SYNC_PER_STEP, SPIN_NS = 20, 2, 500000
+BWD = "model.backward_cpu_wall"
+
+
+def sync_job(sfd, job, mode):
+    """A trainer whose backward is synchronizing, spending SPIN_NS of host
+    work before its collectives. The driver closes the plugin (shipping every
+    enqueue point) and waits; once sfd holds all of them, the step records
+    follow. Returns the job's windows."""
+    env = dict(os.environ, SF_SOCKET=sfd.ingest, SF_JOB_ID=job, RANK="0", WORLD_SIZE="1",
+               LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2")
+    before = sfd.status()["enqueue_points"]
+    p = subprocess.Popen([DRIVER, PLUGIN, str(SYNC_STEPS), str(SYNC_PER_STEP), "1000", mode,
+                          str(SPIN_NS)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert json.loads(p.stdout.readline()).get("finalized"), "driver did not finalize"
+        sfdtest.wait_for(lambda: sfd.status()["enqueue_points"] >= before + SYNC_STEPS,
+                         "every enqueue point of " + job)
+        p.stdin.write("go\n")
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0, "driver failed"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    n = SYNC_STEPS // WINDOW
+    sfdtest.wait_for(lambda: len(windows(sfd, job, n)) == n, "the windows of " + job)
+    return windows(sfd, job, n)
+
+
+def check_enqueue_split(sfd):
+    """No explicit mark: every row is split at the plugin's enqueue point,
+    so backward's own work holds the host work before the collectives.
+    With sf_stage_arrive at backward's start, the explicit mark wins: the
+    same host work lands in the sync wait."""
+    for mode in ("sync", "mark"):
+        ws = sync_job(sfd, "side-" + mode, mode)
+        for w in ws:
+            stages = {st["name"]: st for st in w["stages"]}
+            own = stages[BWD]["advance_s"]
+            wait = stages[BWD + ".sync_wait"]["advance_s"]
+            assert w["counters"]["arrival_missing_steps"] == 0, w["counters"]
+            if mode == "sync":
+                assert own >= WINDOW * SPIN_NS / 1e9, (own, wait)
+            else:
+                assert wait >= WINDOW * SPIN_NS / 1e9 and own < wait / 10, (own, wait)
+    rejected = sfd.status().get("rejected", {})
+    assert not any(rejected.values()), rejected
 
 
 def main():
@@ -75,6 +127,9 @@ def main():
         assert "in model.backward_cpu_wall:" in text, text
         status = sfd.status()
         assert status.get("nccl_batches", 0) > 0 or "nccl_batches" in json.dumps(status)
+        # Backward is not synchronizing in side-job: no enqueue point.
+        assert status["enqueue_points"] == 0, status
+        check_enqueue_split(sfd)
         assert sfd.stop() == 0
     finally:
         sfd.close()
