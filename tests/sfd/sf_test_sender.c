@@ -356,6 +356,94 @@ static int send_bad_arrivals(struct sender *s, int fd)
     return r == 0 ? 0 : 2;
 }
 
+/* The hello of a job whose stage 1 is synchronizing, on channel 0 or 1. */
+static int send_sync_hello(struct sender *s, int fd, uint32_t channel, sf_schema *split)
+{
+    static uint32_t sync_ids[1] = {1};
+    Stagefrontier__Hello h;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    if (sf_schema_init_sync(split, 1, s->schema.n_stages, (const char *const *)s->schema.names,
+                            NULL, 1, 1u << 1) < 0)
+        return -ENOMEM;
+    fill_hello(s, &h, s->o.world, split->hash);
+    h.n_sync_stages = 1;
+    h.sync_stages = sync_ids;
+    h.has_channel = channel != 0;
+    h.channel = channel;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    return send_msg(fd, &m, false);
+}
+
+/* Channel 1, stage 1 synchronizing: NCCL enqueue points for steps start..
+ * start+3: past stage 1's end (kept; counted when its record comes), in
+ * stage 0 (not synchronizing: counted), two in range; then one beyond any
+ * stage's bound (the batch is rejected). */
+static int send_enqueue_points(struct sender *s, int fd)
+{
+    sf_schema split;
+    int r = send_sync_hello(s, fd, 1, &split);
+    int64_t d[SF_MAX_STAGES];
+    uint64_t off[5];
+    uint32_t stage[5] = {1, 0, 1, 1, 1};
+    for (int64_t i = 0; i < 4; i++) {
+        durations(s, s->o.start + i, d);
+        off[i] = (uint64_t)(i == 0 ? d[1] + 1 : i == 1 ? 5 : i == 2 ? d[1] / 2 : d[1] / 4);
+    }
+    off[4] = (uint64_t)SF_MAX_DURATION_NS + 1;
+    for (int i = 0; i < 5 && r == 0; i++) {
+        Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
+        Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+        b.step = s->o.start + (i < 4 ? i : 2);
+        b.comm_name = (char *)"comm";
+        b.enclosing_stage = split.names[stage[i] == 1 ? 1 : 0];
+        b.has_last_enqueue_ns = true;
+        b.last_enqueue_ns = off[i];
+        m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
+        m.nccl = &b;
+        r = send_msg(fd, &m, false);
+    }
+    sf_schema_clear(&split);
+    printf("sent=%d\n", r == 0 ? 5 : 0);
+    return r == 0 ? 0 : 2;
+}
+
+/* Channel 0 of the same job: steps start..start+3 without arrivals except
+ * the last, whose explicit mark wins over its enqueue point. */
+static int send_enqueue_records(struct sender *s, int fd)
+{
+    sf_schema split;
+    int r = send_sync_hello(s, fd, 0, &split);
+    Stagefrontier__StepRecord recs[4], *ptrs[4];
+    Stagefrontier__Arrival arr, *arr_ptr = &arr;
+    int64_t d[4][SF_MAX_STAGES];
+    for (uint32_t i = 0; i < 4; i++) {
+        stagefrontier__step_record__init(&recs[i]);
+        durations(s, s->o.start + i, d[i]);
+        recs[i].step = s->o.start + i;
+        recs[i].n_durations_ns = s->schema.n_stages;
+        recs[i].durations_ns = d[i];
+        ptrs[i] = &recs[i];
+    }
+    stagefrontier__arrival__init(&arr);
+    arr.stage = 1;
+    arr.own_ns = d[3][1] / 2;
+    recs[3].n_arrivals = 1;
+    recs[3].arrivals = &arr_ptr;
+    Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    b.n_records = 4;
+    b.records = ptrs;
+    b.schema_hash = split.hash;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+    m.batch = &b;
+    if (r == 0)
+        r = send_msg(fd, &m, false);
+    sf_schema_clear(&split);
+    printf("sent=%d\n", r == 0 ? 4 : 0);
+    return r == 0 ? 0 : 2;
+}
+
 static int run_hostile(struct sender *s)
 {
     const char *m = s->o.mode;
@@ -365,8 +453,11 @@ static int run_hostile(struct sender *s)
         return 2;
     }
     s->fd = fd;
-    if (!strcmp(m, "arrivals")) {
-        int r = send_bad_arrivals(s, fd);
+    if (!strcmp(m, "arrivals") || !strcmp(m, "enqueue_points") ||
+        !strcmp(m, "enqueue_records")) {
+        int r = !strcmp(m, "arrivals")         ? send_bad_arrivals(s, fd)
+                : !strcmp(m, "enqueue_points") ? send_enqueue_points(s, fd)
+                                               : send_enqueue_records(s, fd);
         close(fd);
         return r;
     }

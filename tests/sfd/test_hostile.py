@@ -104,6 +104,26 @@ def main():
             check(sfd.rejected(k) == v + 1, "%s not counted once: %s" % (k, sfd.status()))
         check(sfd.jobs()["ar"]["records"] == 2, "job ar records: %s" % sfd.jobs()["ar"])
 
+        # NCCL enqueue points (docs/SIDE_EVIDENCE.md): one past any stage's
+        # bound rejects its batch; one in a stage that is not synchronizing is
+        # counted and dropped; one past its stage's recorded duration is
+        # counted when its record comes, and that record is still kept.
+        before = {k: sfd.rejected(k) for k in ("arrival_out_of_range",
+                                                 "arrival_not_synchronizing")}
+        points, records = sfd.status()["enqueue_points"], sfd.status()["records"]
+        rc, out, p = send(sfd, mode="enqueue_points", job="eq", world=1)
+        check(rc == 0 and out.get("sent") == "5", "enqueue sender: %s %s" % (out, p.stderr))
+        wait_for(lambda: sfd.rejected("arrival_out_of_range") == before["arrival_out_of_range"] + 1,
+                 "the batch past the bound rejected")
+        check(sfd.status()["enqueue_points"] == points + 3, "three enqueue points kept")
+        check(sfd.rejected("arrival_not_synchronizing") == before["arrival_not_synchronizing"] + 1,
+              "enqueue point outside a synchronizing stage not counted")
+        rc, out, p = send(sfd, mode="enqueue_records", job="eq", world=1)
+        check(rc == 0 and out.get("sent") == "4", "enqueue records: %s %s" % (out, p.stderr))
+        wait_for(lambda: sfd.status()["records"] == records + 4, "four enqueue records kept")
+        check(sfd.rejected("arrival_out_of_range") == before["arrival_out_of_range"] + 2,
+              "enqueue point past its stage's end not counted: %s" % sfd.status())
+
         holder.stdin.close()
         check(holder.wait(timeout=60) == 0, "holder failed")
         check(sfd.stop() == 0, "sfd did not exit cleanly")
