@@ -2,8 +2,10 @@
  * Fuzz target: sfd's NCCL side-evidence path. The input is a sequence of
  * frames (2-byte little-endian length, then a datagram); each goes through
  * the ingest decoder and validator exactly as sfd runs them, is filed by
- * sfd_side_add, and the store is rendered as report JSON and text. One store
- * per input, freed at the end: bounds, eviction and leaks are all exercised.
+ * sfd_side_add, and the store is rendered as report JSON and text. A batch's
+ * enqueue point is kept against a schema whose backward is synchronizing and
+ * splits a record of its step, as ingest does. One store per input, freed at
+ * the end: bounds, eviction and leaks are all exercised.
  */
 #define _GNU_SOURCE
 #include <jansson.h>
@@ -14,6 +16,7 @@
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
+#include "enqueue_points.h"
 #include "side_evidence.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,11 +40,41 @@ static void render(const struct sfd_side *side, int64_t index, uint32_t segment)
     free(buf);
 }
 
+/* Keeps the point and splits a record of its step with it, as ingest.c. */
+static void enqueue_point(struct sfd_enq_points **points, const sf_schema *schema,
+                          const Stagefrontier__NcclBatch *b) {
+    static int64_t durations[6] = { 1000, 500000, 300000, 800000, 20000, 0 };
+    Stagefrontier__StepRecord rec = STAGEFRONTIER__STEP_RECORD__INIT;
+    int64_t fallback[SF_MAX_STAGES], d[SF_MAX_STAGES];
+    uint32_t flags = 0, bad = 0;
+    enum sfd_reject why;
+    int stage = sfd_enq_sync_stage(schema, b->enclosing_stage ? b->enclosing_stage : "");
+
+    if (stage < 0 || sfd_enq_note(points, 0, b->step, (uint32_t)stage,
+                                  (int64_t)b->last_enqueue_ns) < 0)
+        return;
+    for (size_t i = 0; i < 6; i++)
+        fallback[i] = -1;
+    sfd_enq_fill(*points, schema, 0, b->step, fallback);
+    rec.step = b->step;
+    rec.n_durations_ns = 6;
+    rec.durations_ns = durations;
+    sfd_record_split(&rec, schema, fallback, d, &flags, &bad, &why);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct sfd_limits lim = { .max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 16 };
+    static const char *names[6] = { "data.next_wait", "model.fwd_loss_cpu_wall",
+                                    "model.backward_cpu_wall", "optim.step_cpu_wall",
+                                    "callbacks.cpu_wall", "residual" };
     struct sfd_side *side = NULL;
+    struct sfd_enq_points *points = NULL;
+    sf_schema schema;
     sf_gates gates;
     size_t off = 0;
+
+    if (sf_schema_init_sync(&schema, 1, 6, names, NULL, 1, UINT64_C(1) << 2) < 0)
+        return 0;
 
     sf_gates_default(&gates);
     gates.warmup_steps = 2;
@@ -57,6 +90,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL &&
                 sfd_validate_nccl(m->nccl, &why) == 0) {
                 uint32_t segment = (uint32_t)(m->nccl->step & 1);
+                if (m->nccl->has_last_enqueue_ns)
+                    enqueue_point(&points, &schema, m->nccl);
                 sfd_side_add(&side, &gates, segment, 0, m->nccl);
                 render(side, sf_window_index(m->nccl->step, gates.warmup_steps,
                                              gates.window_steps), segment);
@@ -66,5 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         off += len;
     }
     sfd_side_free(side);
+    sfd_enq_free(points);
+    sf_schema_clear(&schema);
     return 0;
 }

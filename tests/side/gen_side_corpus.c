@@ -57,6 +57,20 @@ static size_t batch(uint8_t *out, int64_t step, const char *comm, const char *st
     return frame(out, &m);
 }
 
+/* A batch that carries only an enqueue point, as the plugin ships it. */
+static size_t enqueue_point(uint8_t *out, int64_t step, const char *stage, uint64_t offset_ns) {
+    Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    b.step = step;
+    b.comm_name = (char *)"ddp";
+    b.enclosing_stage = (char *)stage;
+    b.has_last_enqueue_ns = 1;
+    b.last_enqueue_ns = offset_ns;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
+    m.nccl = &b;
+    return frame(out, &m);
+}
+
 static int put(const char *dir, const char *name, const uint8_t *buf, size_t n) {
     char path[4096];
     FILE *f;
@@ -86,5 +100,13 @@ int main(int argc, char **argv) {
     if (put(argv[1], "saturating", buf, n) < 0)
         return 1;
     n = batch(buf, 1, "warm", "model.backward_cpu_wall", 2, 1, 0);
-    return put(argv[1], "warmup_only", buf, n) < 0;
+    if (put(argv[1], "warmup_only", buf, n) < 0)
+        return 1;
+    /* Enqueue points: in range, in a stage that is not synchronizing, past
+     * the stage's duration, past any stage's bound. */
+    n = enqueue_point(buf, 6, "model.backward_cpu_wall", 400000);
+    n += enqueue_point(buf + n, 7, "model.fwd_loss_cpu_wall", 10);
+    n += enqueue_point(buf + n, 8, "model.backward_cpu_wall", UINT64_C(1) << 40);
+    n += enqueue_point(buf + n, 9, "model.backward_cpu_wall", UINT64_MAX);
+    return put(argv[1], "enqueue_points", buf, n) < 0;
 }
