@@ -25,7 +25,8 @@ struct sf_side_beacon {
     _Atomic uint32_t n_names;             /* stage names, published once */
     char names[SF_SIDE_MAX_STAGES][SF_SIDE_NAME_LEN + 1];
     uint64_t sync_mask;                   /* synchronizing stages, set before n_names */
-    _Atomic int64_t stage_start_ns;       /* CLOCK_MONOTONIC at the open stage's begin */
+    _Atomic int64_t stage_start_ns;       /* CLOCK_MONOTONIC at the open stage's begin,
+                                           * less its earlier segments in this step */
 };
 
 /* Called by libsfclient: at open (the first schema wins; names are copied),

@@ -168,7 +168,8 @@ int sf_stage_begin(sf_client *c, int stage_id)
     }
     c->stage_t0 = tick(c);
     c->open_stage = stage_id;
-    sf__side_publish_stage(stage_id, c->stage_t0);
+    /* A re-entered stage counts from its first begin in the step, like own_ns. */
+    sf__side_publish_stage(stage_id, c->stage_t0 - c->cur[stage_id]);
     if (c->cuda != NULL && (c->schema.forward_mask >> stage_id & 1))
         sf__cuda_forward_begin(c->cuda, c->step);
     return 0;

@@ -345,7 +345,7 @@ static void flush_comm(struct sf_nccl_comm *comm, int64_t now) {
 
 /* Called with reg_lock held. Every key ships under its own latest step, so
  * the cadence only decides batch sizes: a flush when the trainer's step moves
- * on, after an idle second, or at the end. */
+ * on, after an idle second, or at the end. Enqueue points ship every tick. */
 static void flush_all(bool force) {
     int64_t now = sf__now_ns(), step;
 
@@ -358,8 +358,15 @@ static void flush_all(bool force) {
     step = sf__nccl_step_now(&reg_head->agg);
     if (st.last_step < 0)
         st.last_step = step;
-    if (!force && step == st.last_step && now - st.last_ship_ns < IDLE_FLUSH_NS)
+    if (!force && step == st.last_step && now - st.last_ship_ns < IDLE_FLUSH_NS) {
+        /* Enqueue points go out at every tick, not only at step changes: sfd
+         * uses one only if it comes before its step record, and a trainer
+         * with long steps ships each record as soon as its step ends. */
+        if (connect_now(now) == 0)
+            for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
+                flush_enqueue_points(c, now);
         return;
+    }
     if (connect_now(now) < 0)
         goto out;
     for (struct sf_nccl_comm *c = reg_head; c; c = c->next)
