@@ -31,6 +31,7 @@
 #include "nccl_profiler_abi.h"
 
 #define SF_NCCL_KEYS 256   /* the plugin's key table */
+#define ENQ_BEFORE_NS INT64_C(5000000)   /* the synchronizing stage began this long ago */
 
 /* Found by the plugin through dlsym on this executable (linked -rdynamic).
  * Its magic stays 0, so invalid, unless the mode is "beacon". */
@@ -64,6 +65,10 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint64_t ar_by_step[16];
+    /* Enqueue points: how many, and whether all named step 103's fwd stage
+     * with no aggregates; the latest offset. */
+    int points, points_bad;
+    uint64_t point_ns;
     size_t n_rows;
     struct row rows[MAX_ROWS];
 } srv;
@@ -74,6 +79,13 @@ static void add_batch(const Stagefrontier__NcclBatch *b) {
     if (b->step > srv.max_step) srv.max_step = b->step;
     if (b->has_dropped_events)
         srv.dropped += b->dropped_events;
+    if (b->has_last_enqueue_ns) {
+        srv.points++;
+        srv.points_bad += b->step != 103 || b->n_aggregates != 0 || !b->enclosing_stage ||
+                          strcmp(b->enclosing_stage, "model.fwd_loss_cpu_wall") != 0 ||
+                          b->last_enqueue_ns < srv.point_ns;
+        srv.point_ns = b->last_enqueue_ns;
+    }
     for (size_t i = 0; i < b->n_aggregates; i++) {
         const Stagefrontier__NcclAggregate *a = b->aggregates[i];
         struct row key = { .bucket = a->size_bucket };
@@ -390,6 +402,18 @@ static void test_drive_and_ship(void **state) {
         assert_int_equal(v4->stop_event(gh), ncclSuccess);
     }
 
+    if (beacon_mode) {
+        /* A synchronizing stage opened 5 ms ago: each collective's enqueue
+         * point ships, the latest last. */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        atomic_store(&sf_side_beacon.stage_start_ns,
+                     now.tv_sec * INT64_C(1000000000) + now.tv_nsec - ENQ_BEFORE_NS);
+        atomic_store(&sf_side_beacon.stage, 1);
+        for (int i = 0; i < 3; i++)
+            collective5(a, "Broadcast", "ncclInt8", 64, "RING", 1, 0, 0);
+        atomic_store(&sf_side_beacon.stage, -1);
+    }
     exhaust_pools();
     exhaust_keys();
     assert_int_equal(v5->finalize(b), ncclSuccess);
@@ -467,6 +491,16 @@ static void test_drive_and_ship(void **state) {
         assert_true(srv.min_step >= 99);
         assert_true(srv.max_step <= 103);
     }
+    /* Enqueue points only from the synchronizing stage: none in the
+     * non-synchronizing my.custom_stage, none without a beacon. */
+    assert_int_equal(srv.points_bad, 0);
+    if (beacon_mode) {
+        assert_true(srv.points >= 1);
+        assert_true(srv.point_ns >= ENQ_BEFORE_NS);
+        assert_true(srv.point_ns < ENQ_BEFORE_NS + INT64_C(30000000000));
+    } else {
+        assert_int_equal(srv.points, 0);
+    }
 }
 
 static int setup_server(void) {
@@ -504,6 +538,7 @@ static int setup(void **state) {
         const char *names[] = { "data.next_wait", "model.fwd_loss_cpu_wall", "my.custom_stage" };
         for (int i = 0; i < 3; i++)
             snprintf(sf_side_beacon.names[i], sizeof sf_side_beacon.names[i], "%s", names[i]);
+        sf_side_beacon.sync_mask = UINT64_C(1) << 1;   /* forward synchronizing */
         atomic_store(&sf_side_beacon.n_names, 3);
         atomic_store(&sf_side_beacon.step, 99);
         atomic_store(&sf_side_beacon.stage, -1);
