@@ -306,62 +306,13 @@ static int expect_closed(int fd)
     return 3;
 }
 
-/* Stage 1 synchronizing: one record whose arrival lies past its stage's
- * end, one with an arrival in stage 0 (not synchronizing), one valid and
- * one without a mark. sfd rejects the first two, counted, and keeps the
- * connection and the others. */
-static int send_bad_arrivals(struct sender *s, int fd)
-{
-    sf_schema split;
-    if (sf_schema_init_sync(&split, 1, s->schema.n_stages, (const char *const *)s->schema.names,
-                            NULL, 1, 1u << 1) < 0)
-        return 2;
-    Stagefrontier__Hello h;
-    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
-    fill_hello(s, &h, s->o.world, split.hash);
-    uint32_t sync_ids[1] = {1};
-    h.n_sync_stages = 1;
-    h.sync_stages = sync_ids;
-    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
-    m.hello = &h;
-    int r = send_msg(fd, &m, false);
-    Stagefrontier__StepRecord recs[4], *ptrs[4];
-    Stagefrontier__Arrival arr[4], *arr_ptrs[4];
-    int64_t d[4][SF_MAX_STAGES];
-    for (uint32_t i = 0; i < 4; i++) {
-        stagefrontier__step_record__init(&recs[i]);
-        stagefrontier__arrival__init(&arr[i]);
-        durations(s, s->o.start + i, d[i]);
-        recs[i].step = s->o.start + i;
-        recs[i].n_durations_ns = s->schema.n_stages;
-        recs[i].durations_ns = d[i];
-        arr_ptrs[i] = &arr[i];
-        recs[i].n_arrivals = i < 3;
-        recs[i].arrivals = &arr_ptrs[i];
-        ptrs[i] = &recs[i];
-    }
-    arr[0] = (Stagefrontier__Arrival){arr[0].base, 1, d[0][1] + 1};  /* out of range */
-    arr[1] = (Stagefrontier__Arrival){arr[1].base, 0, 0};            /* not synchronizing */
-    arr[2] = (Stagefrontier__Arrival){arr[2].base, 1, d[2][1] / 2};  /* valid */
-    Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
-    b.n_records = 4;
-    b.records = ptrs;
-    b.schema_hash = split.hash;
-    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
-    m.batch = &b;
-    if (r == 0)
-        r = send_msg(fd, &m, false);
-    sf_schema_clear(&split);
-    printf("sent=%d\n", r == 0 ? 4 : 0);
-    return r == 0 ? 0 : 2;
-}
-
 /* The hello of a job whose stage 1 is synchronizing, on channel 0 or 1. */
 static int send_sync_hello(struct sender *s, int fd, uint32_t channel, sf_schema *split)
 {
     static uint32_t sync_ids[1] = {1};
     Stagefrontier__Hello h;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    memset(split, 0, sizeof *split);     /* clearing it is safe on failure too */
     if (sf_schema_init_sync(split, 1, s->schema.n_stages, (const char *const *)s->schema.names,
                             NULL, 1, 1u << 1) < 0)
         return -ENOMEM;
@@ -408,37 +359,72 @@ static int send_enqueue_points(struct sender *s, int fd)
     return r == 0 ? 0 : 2;
 }
 
-/* Channel 0 of the same job: steps start..start+3 without arrivals except
- * the last, whose explicit mark wins over its enqueue point. */
-static int send_enqueue_records(struct sender *s, int fd)
+/* Records start..start+3 (durations d) of that job in one batch; record i
+ * carries the arrival arr[i] unless it is NULL. */
+static int send_sync_records(struct sender *s, int fd, uint64_t hash,
+                             Stagefrontier__Arrival **arr, int64_t (*d)[SF_MAX_STAGES])
 {
-    sf_schema split;
-    int r = send_sync_hello(s, fd, 0, &split);
     Stagefrontier__StepRecord recs[4], *ptrs[4];
-    Stagefrontier__Arrival arr, *arr_ptr = &arr;
-    int64_t d[4][SF_MAX_STAGES];
+    Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     for (uint32_t i = 0; i < 4; i++) {
         stagefrontier__step_record__init(&recs[i]);
-        durations(s, s->o.start + i, d[i]);
         recs[i].step = s->o.start + i;
         recs[i].n_durations_ns = s->schema.n_stages;
         recs[i].durations_ns = d[i];
+        recs[i].n_arrivals = arr[i] != NULL;
+        recs[i].arrivals = &arr[i];
         ptrs[i] = &recs[i];
     }
+    b.n_records = 4;
+    b.records = ptrs;
+    b.schema_hash = hash;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+    m.batch = &b;
+    return send_msg(fd, &m, false);
+}
+
+/* Stage 1 synchronizing: one record whose arrival lies past its stage's
+ * end, one with an arrival in stage 0 (not synchronizing), one valid and
+ * one without a mark. sfd rejects the first two, counted, and keeps the
+ * connection and the others. */
+static int send_bad_arrivals(struct sender *s, int fd)
+{
+    sf_schema split;
+    int64_t d[4][SF_MAX_STAGES];
+    Stagefrontier__Arrival arr[3];
+    Stagefrontier__Arrival *ap[4] = {&arr[0], &arr[1], &arr[2], NULL};
+    int r = send_sync_hello(s, fd, 0, &split);
+    for (uint32_t i = 0; i < 4; i++)
+        durations(s, s->o.start + i, d[i]);
+    for (uint32_t i = 0; i < 3; i++)
+        stagefrontier__arrival__init(&arr[i]);
+    arr[0] = (Stagefrontier__Arrival){arr[0].base, 1, d[0][1] + 1};  /* out of range */
+    arr[1] = (Stagefrontier__Arrival){arr[1].base, 0, 0};            /* not synchronizing */
+    arr[2] = (Stagefrontier__Arrival){arr[2].base, 1, d[2][1] / 2};  /* valid */
+    if (r == 0)
+        r = send_sync_records(s, fd, split.hash, ap, d);
+    sf_schema_clear(&split);
+    printf("sent=%d\n", r == 0 ? 4 : 0);
+    return r == 0 ? 0 : 2;
+}
+
+/* Channel 0 of the enqueue-point job: steps start..start+3 without arrivals
+ * except the last, whose explicit mark wins over its enqueue point. */
+static int send_enqueue_records(struct sender *s, int fd)
+{
+    sf_schema split;
+    int64_t d[4][SF_MAX_STAGES];
+    Stagefrontier__Arrival arr;
+    Stagefrontier__Arrival *ap[4] = {NULL, NULL, NULL, &arr};
+    int r = send_sync_hello(s, fd, 0, &split);
+    for (uint32_t i = 0; i < 4; i++)
+        durations(s, s->o.start + i, d[i]);
     stagefrontier__arrival__init(&arr);
     arr.stage = 1;
     arr.own_ns = d[3][1] / 2;
-    recs[3].n_arrivals = 1;
-    recs[3].arrivals = &arr_ptr;
-    Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
-    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
-    b.n_records = 4;
-    b.records = ptrs;
-    b.schema_hash = split.hash;
-    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
-    m.batch = &b;
     if (r == 0)
-        r = send_msg(fd, &m, false);
+        r = send_sync_records(s, fd, split.hash, ap, d);
     sf_schema_clear(&split);
     printf("sent=%d\n", r == 0 ? 4 : 0);
     return r == 0 ? 0 : 2;
