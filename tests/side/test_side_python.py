@@ -5,9 +5,14 @@ drives the real plugin) issues collectives while Python stages are open. The
 plugin must find the published step and stage anyway: an all-gather issued in
 forward is filed under forward in the real sfd's report, all-reduces under
 backward, and the channel-1 Hello matches the job's schema. The recorder also
-samples forward with CUDA events against the runtime double."""
+samples forward with CUDA events against the runtime double. A second process
+with a synchronizing, unmarked backward gets its rows split at the plugin's
+enqueue points."""
 import ctypes
 import os
+import subprocess
+import sys
+import time
 
 import stagefrontier as sf
 from sidetest import CONF, WINDOW, check_forward_labels, nccl_rows, sfdtest, windows
@@ -15,6 +20,60 @@ from sidetest import CONF, WINDOW, check_forward_labels, nccl_rows, sfdtest, win
 PLUGIN, DRIVE = os.environ["SF_NCCL_PLUGIN"], os.environ["SF_NCCL_DRIVE"]
 FAKE_CUDART = os.environ["SF_FAKE_CUDART"]
 STEPS = 20
+SYNC_STEPS, SPIN_S = 20, 0.0005
+
+
+def sync_child(sock):
+    """A second trainer process (the plugin ships for one job per process):
+    backward is synchronizing and never marked; host work of SPIN_S, then
+    the collectives. It closes the plugin (shipping every enqueue point) and
+    waits for the parent's word before its records go out."""
+    os.environ.update(SF_SOCKET=sock, SF_JOB_ID="py-sync", RANK="0", WORLD_SIZE="1",
+                      SF_NCCL_FLUSH_MS="2")
+    rec = sf.Recorder(job_id="py-sync", socket=sock, rank=0, world_size=1,
+                      sync_stages=["model.backward_cpu_wall"])
+    nccl = ctypes.CDLL(DRIVE)
+    nccl.sf_test_nccl_collective.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                             ctypes.c_ulong, ctypes.c_ulonglong]
+    assert nccl.sf_test_nccl_open(PLUGIN.encode(), b"ddp-comm") == 0
+    for _ in range(SYNC_STEPS):
+        with rec.step():
+            with rec.stage("model.backward_cpu_wall"):
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < SPIN_S:   # host work, not a wait
+                    pass
+                assert nccl.sf_test_nccl_collective(b"AllReduce", b"ncclFloat32",
+                                                    1 << 16, 20000) == 0
+    assert nccl.sf_test_nccl_close() == 0
+    print("finalized", flush=True)
+    sys.stdin.readline()
+    rec.close()
+
+
+def check_enqueue_split(sfd):
+    """The Python deployment path without marks: sfd splits backward at the
+    plugin's enqueue points, so its own work holds the host work."""
+    before = sfd.status()["enqueue_points"]
+    p = subprocess.Popen([sys.executable, __file__, "sync-child", sfd.ingest],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "finalized", "child did not finalize"
+        sfdtest.wait_for(lambda: sfd.status()["enqueue_points"] >= before + SYNC_STEPS,
+                         "every enqueue point of py-sync")
+        p.stdin.write("go\n")
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0, "child failed"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    n = SYNC_STEPS // WINDOW
+    sfdtest.wait_for(lambda: len(windows(sfd, "py-sync", n)) == n, "the windows of py-sync")
+    for w in windows(sfd, "py-sync", n):
+        stages = {st["name"]: st for st in w["stages"]}
+        assert w["counters"]["arrival_missing_steps"] == 0, w["counters"]
+        assert stages["model.backward_cpu_wall"]["advance_s"] >= WINDOW * SPIN_S, stages
+        assert "model.backward_cpu_wall.sync_wait" in stages, stages
 
 
 def main():
@@ -73,6 +132,9 @@ def main():
         rejected = sfd.status().get("rejected", {})
         assert not any(rejected.values()), rejected
         assert all(w["window"]["segment"] == ws[0]["window"]["segment"] for w in ws)
+        check_enqueue_split(sfd)
+        rejected = sfd.status().get("rejected", {})
+        assert not any(rejected.values()), rejected
         assert sfd.stop() == 0
     finally:
         sfd.close()
@@ -80,4 +142,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["sync-child"]:
+        sync_child(sys.argv[2])
+    else:
+        main()
