@@ -10,17 +10,26 @@ with a synchronizing, unmarked backward gets its rows split at the plugin's
 enqueue points."""
 import ctypes
 import os
-import subprocess
 import sys
 import time
 
 import stagefrontier as sf
-from sidetest import CONF, WINDOW, check_forward_labels, nccl_rows, sfdtest, windows
+from sidetest import (CONF, WINDOW, check_forward_labels, nccl_rows, run_gated, sfdtest,
+                      windows)
 
 PLUGIN, DRIVE = os.environ["SF_NCCL_PLUGIN"], os.environ["SF_NCCL_DRIVE"]
 FAKE_CUDART = os.environ["SF_FAKE_CUDART"]
 STEPS = 20
 SYNC_STEPS, SPIN_S = 20, 0.0005
+
+
+def open_nccl(comm):
+    """The NCCL stand-in, loaded RTLD_LOCAL like NCCL, with the plugin open."""
+    nccl = ctypes.CDLL(DRIVE)
+    nccl.sf_test_nccl_collective.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                             ctypes.c_ulong, ctypes.c_ulonglong]
+    assert nccl.sf_test_nccl_open(PLUGIN.encode(), comm) == 0
+    return nccl
 
 
 def sync_child(sock):
@@ -32,10 +41,7 @@ def sync_child(sock):
                       SF_NCCL_FLUSH_MS="2")
     rec = sf.Recorder(job_id="py-sync", socket=sock, rank=0, world_size=1,
                       sync_stages=["model.backward_cpu_wall"])
-    nccl = ctypes.CDLL(DRIVE)
-    nccl.sf_test_nccl_collective.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
-                                             ctypes.c_ulong, ctypes.c_ulonglong]
-    assert nccl.sf_test_nccl_open(PLUGIN.encode(), b"ddp-comm") == 0
+    nccl = open_nccl(b"ddp-comm")
     for _ in range(SYNC_STEPS):
         with rec.step():
             with rec.stage("model.backward_cpu_wall"):
@@ -53,23 +59,9 @@ def sync_child(sock):
 def check_enqueue_split(sfd):
     """The Python deployment path without marks: sfd splits backward at the
     plugin's enqueue points, so its own work holds the host work."""
-    before = sfd.status()["enqueue_points"]
-    p = subprocess.Popen([sys.executable, __file__, "sync-child", sfd.ingest],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "finalized", "child did not finalize"
-        sfdtest.wait_for(lambda: sfd.status()["enqueue_points"] >= before + SYNC_STEPS,
-                         "every enqueue point of py-sync")
-        p.stdin.write("go\n")
-        p.stdin.close()
-        assert p.wait(timeout=60) == 0, "child failed"
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    n = SYNC_STEPS // WINDOW
-    sfdtest.wait_for(lambda: len(windows(sfd, "py-sync", n)) == n, "the windows of py-sync")
-    for w in windows(sfd, "py-sync", n):
+    ws = run_gated(sfd, [sys.executable, __file__, "sync-child", sfd.ingest], "py-sync",
+                   SYNC_STEPS, WINDOW)
+    for w in ws:
         stages = {st["name"]: st for st in w["stages"]}
         assert w["counters"]["arrival_missing_steps"] == 0, w["counters"]
         assert stages["model.backward_cpu_wall"]["advance_s"] >= WINDOW * SPIN_S, stages
@@ -86,10 +78,7 @@ def main():
         ctypes.CDLL(FAKE_CUDART, mode=ctypes.RTLD_GLOBAL)
         rec = sf.Recorder(job_id="py-side", socket=sfd.ingest, rank=0, world_size=1,
                           event_sample_fraction=1.0)
-        nccl = ctypes.CDLL(DRIVE)          # RTLD_LOCAL, like NCCL
-        nccl.sf_test_nccl_collective.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
-                                                 ctypes.c_ulong, ctypes.c_ulonglong]
-        assert nccl.sf_test_nccl_open(PLUGIN.encode(), b"fsdp-comm") == 0
+        nccl = open_nccl(b"fsdp-comm")
         for _ in range(STEPS):
             with rec.step():
                 with rec.stage("data.next_wait"):

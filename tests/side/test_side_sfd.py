@@ -11,7 +11,8 @@ import os
 import subprocess
 import sys
 
-from sidetest import CONF, WINDOW, check_forward_labels, nccl_rows, sfdtest, windows
+from sidetest import (CONF, WINDOW, check_forward_labels, nccl_rows, run_gated, sfdtest,
+                      windows)
 
 DRIVER, PLUGIN = os.environ["SF_SIDE_DRIVER"], os.environ["SF_NCCL_PLUGIN"]
 STEPS, PER_STEP, SPAN_NS = 30, 4, 100000
@@ -28,24 +29,8 @@ def sync_job(sfd, job, mode):
     follow. Returns the job's windows."""
     env = dict(os.environ, SF_SOCKET=sfd.ingest, SF_JOB_ID=job, RANK="0", WORLD_SIZE="1",
                LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2")
-    before = sfd.status()["enqueue_points"]
-    p = subprocess.Popen([DRIVER, PLUGIN, str(SYNC_STEPS), str(SYNC_PER_STEP), "1000", mode,
-                          str(SPIN_NS)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert json.loads(p.stdout.readline()).get("finalized"), "driver did not finalize"
-        sfdtest.wait_for(lambda: sfd.status()["enqueue_points"] >= before + SYNC_STEPS,
-                         "every enqueue point of " + job)
-        p.stdin.write("go\n")
-        p.stdin.close()
-        assert p.wait(timeout=60) == 0, "driver failed"
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    n = SYNC_STEPS // WINDOW
-    sfdtest.wait_for(lambda: len(windows(sfd, job, n)) == n, "the windows of " + job)
-    return windows(sfd, job, n)
+    return run_gated(sfd, [DRIVER, PLUGIN, str(SYNC_STEPS), str(SYNC_PER_STEP), "1000", mode,
+                           str(SPIN_NS)], job, SYNC_STEPS, WINDOW, env=env)
 
 
 def check_enqueue_split(sfd):
