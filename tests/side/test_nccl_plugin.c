@@ -503,7 +503,10 @@ static void test_drive_and_ship(void **state) {
     }
 }
 
-static int setup_server(void) {
+/* The fake sfd's socket and environment; its thread starts only when
+ * start_thread is set (the atexit test forks first: a child forked while the
+ * thread is starting can inherit the allocator's lock held, and hang). */
+static int setup_server_socket(bool start_thread) {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
     snprintf(dir, sizeof dir, "/tmp/sf-nccl-XXXXXX");
@@ -519,7 +522,7 @@ static int setup_server(void) {
     pthread_cond_init(&srv.cond, NULL);
     srv.min_step = INT64_MAX;
     srv.max_step = INT64_MIN;
-    if (pthread_create(&srv.thread, NULL, server_main, NULL) != 0)
+    if (start_thread && pthread_create(&srv.thread, NULL, server_main, NULL) != 0)
         return -1;
     setenv("SF_SOCKET", sock_path, 1);
     setenv("SF_JOB_ID", "job-side", 1);
@@ -527,6 +530,10 @@ static int setup_server(void) {
     setenv("WORLD_SIZE", "4", 1);
     setenv("SF_NCCL_FLUSH_MS", "2", 1);
     return 0;
+}
+
+static int setup_server(void) {
+    return setup_server_socket(true);
 }
 
 static int setup(void **state) {
@@ -649,6 +656,8 @@ static void test_exit_without_finalize(void **state) {
             collective5(ctx, "AllReduce", "ncclFloat32", 256, "RING", 1, 0, 0);
         exit(0);   /* atexit handlers run; no finalize */
     }
+    /* The child's connection waits in the listen backlog until then. */
+    assert_int_equal(pthread_create(&srv.thread, NULL, server_main, NULL), 0);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
@@ -661,7 +670,7 @@ static void test_exit_without_finalize(void **state) {
 
 static int setup_exit(void **state) {
     (void)state;
-    return setup_server();
+    return setup_server_socket(false);
 }
 
 int main(int argc, char **argv) {
