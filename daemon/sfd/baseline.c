@@ -111,7 +111,7 @@ static struct sfd_stored *find_kept(struct sfd_job *job, int64_t window)
 
 int sfd_baseline_pin(struct sfd_job *job, int64_t window, const char **ret_err)
 {
-    if (job->sfd->on_summary != NULL) {
+    if (!sfd_cluster_is_standalone(job->sfd)) {
         *ret_err = "pinning needs single-node mode: this node holds only its own ranks' rows";
         return -ENOTSUP;
     }
@@ -152,7 +152,7 @@ int sfd_baseline_unpin(struct sfd_job *job, const char **ret_err)
     job->base.pinned = NULL;
     job->base.changed_run = 0;
     sfd_log(SFD_LOG_NOTICE, job->id, "baseline pin cleared");
-    if (job->sfd->on_summary == NULL)
+    if (sfd_cluster_is_standalone(job->sfd))
         reattach_kept(job);
     return 0;
 }

@@ -18,7 +18,6 @@
 
 #include "history.h"
 #include "sfd.h"
-#include "sfd_peer.h"         /* peer layer */
 
 #define DEFAULT_CONFIG "/etc/stagefrontier/sfd.conf"
 
@@ -140,7 +139,7 @@ static void shutdown_begin(struct sfd *d)
     sfd_log(SFD_LOG_NOTICE, NULL, "shutting down");
     sfd_listener_close(&d->ingest);
     sfd_listener_close(&d->query);
-    sfd_peer_detach(d);             /* peer layer */
+    sfd_cluster_close(d);           /* the peer layer, in multi-node mode */
     sfd_conns_close_all(d);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         sfd_window_close_all(j, SF_WIN_PARTIAL);
@@ -327,7 +326,7 @@ int main(int argc, char **argv)
     d.start_ms = uv_now(&loop);
     r = start(&d);
     if (r == 0)                     /* peer layer: multi-node mode when [peer] is set */
-        r = sfd_peer_attach(&d, d.flags.config ? d.flags.config : loaded ? DEFAULT_CONFIG : NULL);
+        r = sfd_cluster_peer_attach(&d, d.flags.config ? d.flags.config : loaded ? DEFAULT_CONFIG : NULL);
     if (r == 0) {
         uv_run(&loop, UV_RUN_DEFAULT);
         rc = 0;

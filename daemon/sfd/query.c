@@ -73,7 +73,7 @@ static json_t *status_json(struct sfd *d)
     json_t *status = json_pack(
         "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
         "s:o, s:o}",
-                     "mode", d->peer_role != NULL ? "cluster" : "single", "role", role,
+                     "mode", sfd_cluster_mode(d), "role", role,
                      "term", (json_int_t)term,
                      "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
                      "connections", (json_int_t)(d->n_conns - nq),
@@ -271,12 +271,10 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
     case STAGEFRONTIER__QUERY_REQUEST__KIND__JOBS:
         return dump_json(jobs_json(d, uid, op), ret, ret_len);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__PEERS:
-        if (d->peers_status != NULL && d->peers_status(d, ret) == 0) {  /* peer layer */
+        r = sfd_cluster_peers(d, ret);
+        if (r == 0)
             *ret_len = strlen(*ret);
-            return 0;
-        }
-        return dump_json(json_pack("{s:s, s:s, s:I, s:[]}", "mode", "single", "role", "single",
-                                   "term", (json_int_t)0, "peers"), ret, ret_len);
+        return r;
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RANKS:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
         return r < 0 ? r : sfd_qstream_open_ranks(d, j, ret_stream);

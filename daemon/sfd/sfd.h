@@ -14,6 +14,8 @@
 
 #include "stagefrontier/change.h"
 
+#include "cluster.h"
+
 struct Stagefrontier__ClientMessage;
 struct Stagefrontier__Hello;
 struct Stagefrontier__RecordBatch;
@@ -545,9 +547,6 @@ struct sfd_flags {
     const char *config, *runtime_dir, *ingest, *query, *log_level, *state_dir;
 };
 
-typedef int (*sfd_summary_hook)(struct sfd *d, struct sfd_job *job, sf_summary *summary,
-                                void *userdata);
-
 struct sfd {
     uv_loop_t *loop;
     struct sfd_config cfg;
@@ -574,16 +573,11 @@ struct sfd {
     gid_t operators_gid;
     bool have_operators_gid;
     bool stopping;
-    /* Multi-node seam: when set, a closed window's summary goes here instead
-     * of the local report computation. */
-    sfd_summary_hook on_summary;
-    void *on_summary_data;
+    /* Where closed windows' summaries go, and the node's standing
+     * (cluster.h): standalone, or the peer layer in multi-node mode. */
+    struct sfd_cluster cluster;
     struct sfd_history *history;    /* history.c; NULL when switched off in the config */
     struct sfd_alert *alerts;   /* running alert hooks (alert.c) */
-    /* Peer layer (daemon/peer): the PEERS answer and this node's role and
-     * term in multi-node mode; NULL in single-node mode. */
-    int (*peers_status)(struct sfd *d, char **ret_text);
-    int (*peer_role)(struct sfd *d, const char **ret_role, uint64_t *ret_term);
     const char *prom_role;      /* role and term of the last Prometheus export */
     uint64_t prom_term;
 };
@@ -591,8 +585,6 @@ struct sfd {
 /* ---- timers.c ----------------------------------------------------------- */
 
 uint64_t sfd_now_ms(const struct sfd *d);
-/* "single" (term 0) without a peer layer, else the node's role and term. */
-const char *sfd_cluster_role(struct sfd *d, uint64_t *ret_term);
 int sfd_ensure_rxbuf(struct sfd *d);
 int sfd_timers_init(struct sfd *d);
 void sfd_arm_tick(struct sfd *d);

@@ -52,16 +52,6 @@ void sfd_arm_tick(struct sfd *d)
         uv_timer_start(&d->tick, on_tick, d->cfg.window_grace_ms, 0);
 }
 
-const char *sfd_cluster_role(struct sfd *d, uint64_t *ret_term)
-{
-    const char *role;
-    if (d->peer_role == NULL || d->peer_role(d, &role, ret_term) < 0) {
-        *ret_term = 0;
-        return "single";
-    }
-    return role;
-}
-
 #ifdef SFD_HAVE_PROM_EXPORT
 /* Changes whenever one of the monotonic counters the export carries moves. */
 static uint64_t counters_sum(const struct sfd *d)

@@ -450,20 +450,8 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
                 (long long)s->meta.index, strerror(-r));
         goto out;
     }
-    if (d->on_summary != NULL) {
-        r = d->on_summary(d, job, summary, d->on_summary_data);
-        summary = NULL;     /* the hook owns it */
-        goto out;
-    }
-    sf_report *report;
-    r = sf_report_compute(summary, &job->gates, &report);
-    if (r < 0) {
-        sfd_log(SFD_LOG_ERR, job->id, "window %lld: report failed: %s",
-                (long long)s->meta.index, strerror(-r));
-        goto out;
-    }
-    sfd_baseline_attach(job, summary, report);
-    r = sfd_job_store_report(job, report);
+    r = sfd_cluster_submit(d, job, summary);
+    summary = NULL;         /* the cluster implementation owns it */
 out:
     sf_summary_free(summary);
     free(view);

@@ -1,18 +1,19 @@
 /*
- * sfd's side of the peer layer: reads the [peer] config, starts the node on
- * sfd's loop, hands each closed window's summary to it (instead of the local
- * report), and turns every merged summary the root publishes into a report
- * in the job's store, computed with the job's own gates. It must not reach
- * into windows beyond sfd's public seams (sfd.h).
+ * The peer-layer implementation of the cluster-operations interface
+ * (cluster.h): reads the [peer] config, starts the node on sfd's loop, hands
+ * each closed window's summary to it (instead of the local report), and turns
+ * every merged summary the root publishes into a report in the job's store,
+ * computed with the job's own gates. It reaches daemon/peer only through
+ * peer.h, and windows only through sfd.h's seams.
  */
 #include <errno.h>
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "peer.h"
 #include "sfd.h"
-#include "sfd_peer.h"
 
 typedef struct glue {
     struct sfd *d;
@@ -35,16 +36,64 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
     return 1;
 }
 
-static int on_summary(struct sfd *d, struct sfd_job *job, sf_summary *summary, void *userdata)
+static int glue_submit(void *ctx, struct sfd_job *job, sf_summary *summary)
 {
-    (void)d;
-    glue *g = userdata;
+    glue *g = ctx;
     int r = sfd_peer_submit(g->node, job->id, summary);
     if (r < 0 && r != -EALREADY)
         sfd_log(SFD_LOG_WARNING, job->id, "window summary not handed to the cluster: %s",
                 strerror(-r));
     return r;
 }
+
+static const char *glue_status(const void *ctx)
+{
+    (void)ctx;
+    return "cluster";
+}
+
+static const char *glue_role(const void *ctx)
+{
+    const glue *g = ctx;
+    const char *role;
+    uint64_t term;
+    sfd_peer_node_role(g->node, &role, &term);
+    return role;
+}
+
+static uint64_t glue_term(const void *ctx)
+{
+    const glue *g = ctx;
+    const char *role;
+    uint64_t term;
+    sfd_peer_node_role(g->node, &role, &term);
+    return term;
+}
+
+static int glue_peers(void *ctx, char **ret_text)
+{
+    glue *g = ctx;
+    return sfd_peer_status_json(g->node, ret_text);
+}
+
+static void glue_free(void *ctx);
+
+/* Closing the node is asynchronous: the glue is freed once the loop has let
+ * go of the node's handles. */
+static void glue_close(void *ctx)
+{
+    glue *g = ctx;
+    sfd_peer_node_close(g->node, glue_free, g);
+}
+
+static const struct sfd_cluster_ops peer_ops = {
+    .submit = glue_submit,
+    .status = glue_status,
+    .role = glue_role,
+    .term = glue_term,
+    .peers = glue_peers,
+    .close = glue_close,
+};
 
 /* A job with no ranks on this node: known from its cluster reports alone, so
  * that any node can answer for the cluster. */
@@ -142,7 +191,7 @@ static void glue_free(void *ctx)
     free(g);
 }
 
-int sfd_peer_attach(struct sfd *d, const char *config_path)
+int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
 {
     if (config_path == NULL)
         return 0;
@@ -190,43 +239,11 @@ int sfd_peer_attach(struct sfd *d, const char *config_path)
         goto fail;
     }
     d->peer_fd = -1;    /* the node's listener owns it now */
-    d->on_summary = on_summary;
-    d->on_summary_data = g;
-    d->peers_status = sfd_peer_status_text;
-    d->peer_role = sfd_peer_role;
+    sfd_cluster_set(d, &peer_ops, g);
     sfd_log(SFD_LOG_NOTICE, NULL, "peer layer: node %u of %u members", g->cfg.node_id,
             g->cfg.n_members);
     return 0;
 fail:
     glue_free(g);
     return r;
-}
-
-void sfd_peer_detach(struct sfd *d)
-{
-    if (d->on_summary != on_summary)
-        return;
-    glue *g = d->on_summary_data;
-    d->on_summary = NULL;
-    d->on_summary_data = NULL;
-    d->peers_status = NULL;
-    d->peer_role = NULL;
-    sfd_peer_node_close(g->node, glue_free, g);
-}
-
-int sfd_peer_role(struct sfd *d, const char **ret_role, uint64_t *ret_term)
-{
-    if (d->on_summary != on_summary)
-        return -ENOENT;
-    glue *g = d->on_summary_data;
-    sfd_peer_node_role(g->node, ret_role, ret_term);
-    return 0;
-}
-
-int sfd_peer_status_text(struct sfd *d, char **ret_text)
-{
-    if (d->on_summary != on_summary)
-        return -ENOENT;
-    glue *g = d->on_summary_data;
-    return sfd_peer_status_json(g->node, ret_text);
 }

@@ -1,0 +1,107 @@
+/*
+ * sfd's side of the cluster-operations interface: dispatch through
+ * d->cluster, and the standalone implementation that computes every closed
+ * window's report on this node. It knows nothing of the peer layer.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "sfd.h"
+
+static int standalone_submit(void *ctx, struct sfd_job *job, sf_summary *summary)
+{
+    (void)ctx;
+    sf_report *report;
+    int r = sf_report_compute(summary, &job->gates, &report);
+    if (r < 0) {
+        sfd_log(SFD_LOG_ERR, job->id, "window %lld: report failed: %s",
+                (long long)summary->meta.index, strerror(-r));
+        sf_summary_free(summary);
+        return r;
+    }
+    sfd_baseline_attach(job, summary, report);
+    sf_summary_free(summary);
+    return sfd_job_store_report(job, report);
+}
+
+static const char *standalone_status(const void *ctx)
+{
+    (void)ctx;
+    return "single";
+}
+
+static uint64_t standalone_term(const void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+static int standalone_peers(void *ctx, char **ret_text)
+{
+    (void)ctx;
+    json_t *o = json_pack("{s:s, s:s, s:I, s:[]}", "mode", "single", "role", "single", "term",
+                          (json_int_t)0, "peers");
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text == NULL)
+        return -ENOMEM;
+    *ret_text = text;
+    return 0;
+}
+
+const struct sfd_cluster_ops sfd_cluster_standalone_ops = {
+    .submit = standalone_submit,
+    .status = standalone_status,
+    .role = standalone_status,
+    .term = standalone_term,
+    .peers = standalone_peers,
+    .close = NULL,
+};
+
+static const struct sfd_cluster_ops *ops_of(const struct sfd *d)
+{
+    return d->cluster.ops != NULL ? d->cluster.ops : &sfd_cluster_standalone_ops;
+}
+
+int sfd_cluster_submit(struct sfd *d, struct sfd_job *job, sf_summary *summary)
+{
+    return ops_of(d)->submit(d->cluster.ctx, job, summary);
+}
+
+const char *sfd_cluster_mode(const struct sfd *d)
+{
+    return ops_of(d)->status(d->cluster.ctx);
+}
+
+const char *sfd_cluster_role(const struct sfd *d, uint64_t *ret_term)
+{
+    *ret_term = ops_of(d)->term(d->cluster.ctx);
+    return ops_of(d)->role(d->cluster.ctx);
+}
+
+int sfd_cluster_peers(struct sfd *d, char **ret_text)
+{
+    return ops_of(d)->peers(d->cluster.ctx, ret_text);
+}
+
+bool sfd_cluster_is_standalone(const struct sfd *d)
+{
+    return ops_of(d) == &sfd_cluster_standalone_ops;
+}
+
+void sfd_cluster_close(struct sfd *d)
+{
+    const struct sfd_cluster_ops *ops = d->cluster.ops;
+    void *ctx = d->cluster.ctx;
+    d->cluster = (struct sfd_cluster){ NULL, NULL };
+    if (ops != NULL && ops->close != NULL)
+        ops->close(ctx);
+}
+
+void sfd_cluster_set(struct sfd *d, const struct sfd_cluster_ops *ops, void *ctx)
+{
+    sfd_cluster_close(d);
+    d->cluster = (struct sfd_cluster){ ops, ctx };
+}

@@ -1,0 +1,60 @@
+/*
+ * The cluster-operations interface: every question sfd asks of the layer
+ * that decides where a closed window's report is computed (submit), how the
+ * node stands (status, role, term) and who its peers are (peers). sfd calls
+ * only through struct sfd_cluster; it never knows which implementation runs.
+ */
+#ifndef SFD_CLUSTER_H
+#define SFD_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stagefrontier/accounting.h"
+
+struct sfd;
+struct sfd_job;
+
+struct sfd_cluster_ops {
+    /* Takes ownership of summary in every case: computes and stores the
+     * window's report (standalone) or hands the summary to the cluster. */
+    int (*submit)(void *ctx, struct sfd_job *job, sf_summary *summary);
+    /* STATUS's "mode": "single" or "cluster". */
+    const char *(*status)(const void *ctx);
+    /* This node's role ("single", "root", "candidate", "follower") and term. */
+    const char *(*role)(const void *ctx);
+    uint64_t (*term)(const void *ctx);
+    /* The PEERS answer as JSON text (malloc'd into *ret_text). */
+    int (*peers)(void *ctx, char **ret_text);
+    /* Frees ctx and everything it owns; NULL when ctx owns nothing. */
+    void (*close)(void *ctx);
+};
+
+/* What struct sfd holds. ops NULL (a zeroed sfd, as tests make) is the
+ * standalone implementation. The cluster owns ctx until sfd_cluster_close. */
+struct sfd_cluster {
+    const struct sfd_cluster_ops *ops;
+    void *ctx;
+};
+
+/* The standalone implementation: reports computed on this node. */
+extern const struct sfd_cluster_ops sfd_cluster_standalone_ops;
+
+/* sfd's calls, dispatched through d->cluster. */
+int sfd_cluster_submit(struct sfd *d, struct sfd_job *job, sf_summary *summary);
+const char *sfd_cluster_mode(const struct sfd *d);
+const char *sfd_cluster_role(const struct sfd *d, uint64_t *ret_term);
+int sfd_cluster_peers(struct sfd *d, char **ret_text);
+/* Whether reports are computed here from local rows (baseline pinning). */
+bool sfd_cluster_is_standalone(const struct sfd *d);
+/* Installs an implementation, closing the one in place. */
+void sfd_cluster_set(struct sfd *d, const struct sfd_cluster_ops *ops, void *ctx);
+/* Closes the implementation in place; sfd is standalone afterwards. */
+void sfd_cluster_close(struct sfd *d);
+
+/* cluster_peer.c: reads [peer] (or [cluster]) from the config file and, when
+ * node_id and peers are set there, installs the peer-layer implementation
+ * (daemon/peer). Without them sfd stays standalone and this returns 0. */
+int sfd_cluster_peer_attach(struct sfd *d, const char *config_path);
+
+#endif
