@@ -146,6 +146,13 @@ void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
                           const sf_summary *s, bool resent, uint32_t from);
 void sfd_peer_root_tick(sfd_peer_node *node, uint64_t now);
 void sfd_peer_root_drop_all(sfd_peer_node *node);
+/* Forgets the root's pending merge of a window (decided, or given up). */
+void sfd_peer_root_pending_remove(sfd_peer_node *node, const sfd_window_key *key);
+/* report_store.c: */
+/* Files a report (a proposal until committed); NULL when out of memory. */
+sfd_peer_report *sfd_peer_report_insert(sfd_peer_node *node, const sfd_window_key *key,
+                                        uint32_t root_id, uint64_t term, const uint8_t *packed,
+                                        size_t len);
 int sfd_peer_report_receive(sfd_peer_node *node, const sfd_window_key *key, uint32_t root_id,
                             uint64_t term, const uint8_t *packed, size_t len, bool final);
 void sfd_peer_report_propose(sfd_peer_node *node, sfd_peer_report *r);

@@ -1,355 +1,20 @@
 /*
- * sfd sockets and connections: listeners (bound or socket-activated), accept
- * under max_connections, SO_PEERCRED, datagram reads with MSG_TRUNC, and the
- * ingest message handling (hello, batches). A bad frame closes that connection
- * only. Field checks live in ingest_validate.c, windows in windows.c.
+ * sfd ingest messages: a trainer connection's hello, step-record batches and
+ * NCCL batches, handed over by conn.c one datagram at a time. A bad frame
+ * closes that connection only. Field checks live in ingest_validate.c,
+ * windows in windows.c; sockets and reads are conn.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
 #include "enqueue_points.h"
 #include "side_evidence.h"
-
-#define READS_PER_EVENT 64
-
-static const char *const reject_names[SFD_REJ_COUNT] = {
-    [SFD_REJ_OVERSIZED] = "oversized_frame",
-    [SFD_REJ_UNDECODABLE] = "undecodable_frame",
-    [SFD_REJ_INVALID] = "invalid_field",
-    [SFD_REJ_PROTOCOL] = "protocol",
-    [SFD_REJ_SCHEMA_HASH] = "schema_hash",
-    [SFD_REJ_DUPLICATE_RANK] = "duplicate_rank",
-    [SFD_REJ_WORLD_SIZE] = "world_size_conflict",
-    [SFD_REJ_SCHEMA_CONFLICT] = "schema_conflict",
-    [SFD_REJ_MAX_JOBS] = "max_jobs",
-    [SFD_REJ_MAX_JOBS_PER_UID] = "max_jobs_per_uid",
-    [SFD_REJ_MEMORY] = "memory_budget",
-    [SFD_REJ_MAX_CONNECTIONS] = "max_connections",
-    [SFD_REJ_MAX_RANKS] = "max_ranks",
-    [SFD_REJ_PENDING] = "pending_full",
-    [SFD_REJ_LATE] = "late_record",
-    [SFD_REJ_DUPLICATE_RECORD] = "duplicate_record",
-    [SFD_REJ_QUERY_BAD] = "query_bad_request",
-    [SFD_REJ_QUERY_DENIED] = "query_denied",
-    [SFD_REJ_UID_CONNECTIONS] = "uid_connections",
-    [SFD_REJ_HELLO_TIMEOUT] = "hello_timeout",
-    [SFD_REJ_QUERY_TIMEOUT] = "query_timeout",
-    [SFD_REJ_ARRIVAL_RANGE] = "arrival_out_of_range",
-    [SFD_REJ_ARRIVAL_STAGE] = "arrival_not_synchronizing",
-};
-
-const char *sfd_reject_name(enum sfd_reject r)
-{
-    return (unsigned)r < SFD_REJ_COUNT ? reject_names[r] : "unknown";
-}
-
-/* Logs the first few of each reason, then every 1024th. */
-void sfd_count_reject_from(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
-                           pid_t pid, uid_t uid)
-{
-    uint64_t before = d->ctr.rejected[why];
-    sfd_sat_add(&d->ctr.rejected[why], n);
-    if (job != NULL)
-        sfd_sat_add(&job->rejected, n);
-    if (!(before < 8 || (before >> 10) != (d->ctr.rejected[why] >> 10)))
-        return;
-    if (pid < 0)
-        sfd_log(SFD_LOG_WARNING, job ? job->id : NULL,
-                "rejected (%s) before the peer was known, total %llu", sfd_reject_name(why),
-                (unsigned long long)d->ctr.rejected[why]);
-    else
-        sfd_log(SFD_LOG_WARNING, job ? job->id : NULL,
-                "rejected (%s) from pid %d uid %u, total %llu", sfd_reject_name(why), (int)pid,
-                (unsigned)uid, (unsigned long long)d->ctr.rejected[why]);
-}
-
-static void count_reject(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
-                         const struct sfd_conn *c)
-{
-    sfd_count_reject_from(d, job, why, n, c ? c->pid : -1, c ? c->uid : 0);
-}
-
-/* ---- connections -------------------------------------------------------- */
-
-static void on_conn_closed(uv_handle_t *h)
-{
-    struct sfd_conn *c = h->data;
-    close(c->fd);
-    free(c->out);
-    sfd_qstream_free(c->stream);
-    free(c);
-}
-
-static void detach_job(struct sfd_conn *c)
-{
-    struct sfd_job *job = c->job;
-    if (job == NULL)
-        return;
-    struct sfd *d = c->sfd;
-    struct sfd_rank *rk;
-    if (c->channel == 0 && sfd_job_rank(job, c->rank, &rk) == 0 && rk->live) {
-        rk->live = 0;
-        job->n_live_ranks--;
-    }
-    job->n_live--;
-    job->last_active_ms = sfd_now_ms(d);
-    if (job->n_live == 0) {
-        job->orphan_deadline_ms = sfd_now_ms(d) + d->cfg.window_grace_ms;
-        sfd_arm_tick(d);
-    }
-    c->job = NULL;
-}
-
-void sfd_conn_close(struct sfd_conn *c)
-{
-    if (c == NULL || c->closing)
-        return;
-    struct sfd *d = c->sfd;
-    c->closing = true;
-    detach_job(c);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        d->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    d->n_conns--;
-    d->n_query_conns -= c->query;
-    sfd_admit_release(d, c);
-    uv_poll_stop(&c->poll);
-    uv_close((uv_handle_t *)&c->poll, on_conn_closed);
-}
-
-void sfd_conns_close_all(struct sfd *d)
-{
-    while (d->conns != NULL)
-        sfd_conn_close(d->conns);
-}
-
-static void on_conn_io(uv_poll_t *h, int status, int events)
-{
-    struct sfd_conn *c = h->data;
-    struct sfd *d = c->sfd;
-
-    if (status < 0) {
-        sfd_conn_close(c);
-        return;
-    }
-    if ((events & UV_WRITABLE) && c->query) {
-        sfd_query_writable(c);
-        if (c->closing)
-            return;
-    }
-    if (!(events & UV_READABLE))
-        return;
-    for (int i = 0; i < READS_PER_EVENT && !c->closing; i++) {
-        struct iovec iov = { d->rxbuf, d->rxcap };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-        ssize_t n = recvmsg(c->fd, &mh, MSG_TRUNC | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                return;
-            sfd_conn_close(c);
-            return;
-        }
-        if (n == 0) {
-            sfd_conn_close(c);
-            return;
-        }
-        if ((size_t)n >= d->rxcap) {     /* rxcap is one past the frame cap */
-            count_reject(d, c->job, c->query ? SFD_REJ_QUERY_BAD : SFD_REJ_OVERSIZED, 1, c);
-            sfd_conn_close(c);
-            return;
-        }
-        int r = c->query ? sfd_query_handle(c, d->rxbuf, (size_t)n)
-                         : sfd_ingest_handle(c, d->rxbuf, (size_t)n);
-        if (r < 0) {
-            sfd_conn_close(c);
-            return;
-        }
-    }
-}
-
-static int conn_add(struct sfd *d, int fd, bool query, const struct ucred *cred,
-                    bool privileged)
-{
-    struct sfd_conn *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return -ENOMEM;
-    c->sfd = d;
-    c->fd = fd;
-    c->query = query;
-    c->uid = cred->uid;
-    c->gid = cred->gid;
-    c->pid = cred->pid;
-    c->privileged = privileged;
-    c->accepted_ms = c->last_io_ms = sfd_now_ms(d);
-    int r = uv_poll_init(d->loop, &c->poll, fd);
-    if (r < 0) {
-        free(c);
-        return r;
-    }
-    c->poll.data = c;
-    c->next = d->conns;
-    if (d->conns)
-        d->conns->prev = c;
-    d->conns = c;
-    d->n_conns++;
-    d->n_query_conns += query;
-    d->ctr.connections_accepted++;
-    sfd_admit_charge(d, c);
-    uv_poll_start(&c->poll, UV_READABLE, on_conn_io);
-    return 0;
-}
-
-/* ---- listeners ------------------------------------------------------------ */
-
-static void on_accept(uv_poll_t *h, int status, int events)
-{
-    struct sfd_listener *l = h->data;
-    struct sfd *d = l->poll.loop->data;
-    (void)events;
-    if (status < 0)
-        return;
-    bool query = l == &d->query;
-    for (int i = 0; i < READS_PER_EVENT; i++) {
-        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE)
-                count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
-            return;     /* EAGAIN, or out of descriptors: the backlog waits */
-        }
-        /* The accepted socket names its peer, so a refusal names it too. */
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
-        bool privileged;
-        enum sfd_reject why;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-            count_reject(d, NULL, SFD_REJ_PROTOCOL, 1, NULL);
-            close(fd);
-            continue;
-        }
-        if (sfd_admit(d, query, fd, cred.uid, cred.gid, &privileged, &why) < 0) {
-            sfd_count_reject_from(d, NULL, why, 1, cred.pid, cred.uid);
-            close(fd);
-            continue;
-        }
-        int r = conn_add(d, fd, query, &cred, privileged);
-        if (r < 0) {
-            sfd_log(SFD_LOG_WARNING, NULL, "cannot add connection: %s", strerror(-r));
-            close(fd);
-        }
-    }
-}
-
-/* Whether a daemon accepts on the socket at sa. A full backlog (EAGAIN) is a
- * live daemon too; only a refused connection marks the socket stale. */
-static bool socket_is_live(const struct sockaddr_un *sa)
-{
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return false;
-    bool live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno == EAGAIN;
-    close(fd);
-    return live;
-}
-
-static int bind_socket(const char *path, mode_t mode)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    struct stat st;
-    /* A stale socket from a dead daemon: remove it, but never another file,
-     * and never the socket of a daemon that still answers on it. */
-    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-        if (socket_is_live(&sa))
-            return -EADDRINUSE;
-        unlink(path);
-    }
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    mode_t old = umask(0077);
-    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    umask(old);
-    if (r < 0 || chmod(path, mode) < 0 || listen(fd, 4096) < 0) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
-    return fd;
-}
-
-int sfd_listener_open(struct sfd *d, struct sfd_listener *l, const char *path, mode_t mode,
-                      int inherited_fd, bool query)
-{
-    int fd = inherited_fd;
-    (void)query;
-    if (fd < 0) {
-        fd = bind_socket(path, mode);
-        if (fd < 0)
-            return fd;
-        l->created = true;
-    } else {
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-            return -errno;
-        l->created = false;
-    }
-    snprintf(l->path, sizeof(l->path), "%s", path);
-    if (!l->created) {
-        /* name the socket systemd passed, for the logs */
-        struct sockaddr_un sa;
-        socklen_t len = sizeof(sa);
-        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_family == AF_UNIX &&
-            len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] != '\0')
-            snprintf(l->path, sizeof(l->path), "%.*s",
-                     (int)(len - offsetof(struct sockaddr_un, sun_path)), sa.sun_path);
-    }
-    int r = uv_poll_init(d->loop, &l->poll, fd);
-    if (r < 0) {
-        if (l->created) {
-            unlink(path);
-            close(fd);
-        }
-        return r;
-    }
-    l->fd = fd;
-    l->poll.data = l;
-    l->active = true;
-    uv_poll_start(&l->poll, UV_READABLE, on_accept);
-    return 0;
-}
-
-static void on_listener_closed(uv_handle_t *h)
-{
-    struct sfd_listener *l = h->data;
-    close(l->fd);
-}
-
-void sfd_listener_close(struct sfd_listener *l)
-{
-    if (!l->active)
-        return;
-    l->active = false;
-    /* unlink before close, or we may unlink a socket a new daemon just made */
-    if (l->created)
-        unlink(l->path);
-    uv_poll_stop(&l->poll);
-    uv_close((uv_handle_t *)&l->poll, on_listener_closed);
-}
 
 /* ---- ingest messages -------------------------------------------------------- */
 
@@ -437,19 +102,19 @@ static int handle_hello(struct sfd_conn *c, const Stagefrontier__Hello *h)
     sf_schema schema;
 
     if (c->hello) {
-        count_reject(d, c->job, why, 1, c);
+        sfd_count_reject(d, c->job, why, 1, c);
         return -EPROTO;
     }
     int r = sfd_validate_hello(h, &lim, &schema, &why);
     if (r < 0) {
-        count_reject(d, NULL, why, 1, c);
+        sfd_count_reject(d, NULL, why, 1, c);
         return r;
     }
     r = bind_hello(c, h, &schema, &why);
     sf_schema_clear(&schema);
     if (r < 0) {
         /* charged to the caller's own job of that id, never another uid's */
-        count_reject(d, sfd_job_lookup(d, c->uid, h->job_id), why, 1, c);
+        sfd_count_reject(d, sfd_job_lookup(d, c->uid, h->job_id), why, 1, c);
         return r;
     }
     sfd_log(SFD_LOG_DEBUG, c->job->id, "rank %u connected (pid %d, channel %u)", c->rank,
@@ -524,17 +189,17 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
     enum sfd_reject why;
 
     if (!c->hello || c->channel != 0) {
-        count_reject(d, job, SFD_REJ_PROTOCOL, 1, c);
+        sfd_count_reject(d, job, SFD_REJ_PROTOCOL, 1, c);
         return -EPROTO;
     }
     if (b->schema_hash != c->schema_hash) {
-        count_reject(d, job, SFD_REJ_SCHEMA_HASH, 1, c);
+        sfd_count_reject(d, job, SFD_REJ_SCHEMA_HASH, 1, c);
         return -EPROTO;
     }
     uint32_t recorded = sf_schema_recorded_stages(&job->schema);
     if (sfd_validate_batch(b, recorded, &why) < 0 ||
         (b->has_dropped_total && b->dropped_total < c->dropped_total)) {
-        count_reject(d, job, SFD_REJ_INVALID, 1, c);
+        sfd_count_reject(d, job, SFD_REJ_INVALID, 1, c);
         return -EPROTO;
     }
     sfd_sat_add(&d->ctr.batches, 1);
@@ -559,21 +224,21 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
             sfd_enq_fill(job->enq, &job->schema, c->rank, rec->step, fallback);
             if (sfd_record_split(rec, &job->schema, fallback, split, &row.flags, &bad_fallbacks,
                                  &why) < 0) {
-                count_reject(d, job, why, 1, c);
+                sfd_count_reject(d, job, why, 1, c);
                 continue;
             }
             if (bad_fallbacks)
-                count_reject(d, job, SFD_REJ_ARRIVAL_RANGE, bad_fallbacks, c);
+                sfd_count_reject(d, job, SFD_REJ_ARRIVAL_RANGE, bad_fallbacks, c);
             row.d = split;
         }
         if (sf_row_validate(&row, &job->schema) < 0) {
-            count_reject(d, job, SFD_REJ_INVALID, 1, c);
+            sfd_count_reject(d, job, SFD_REJ_INVALID, 1, c);
             continue;
         }
         if (rec->has_violations && rec->violations > 0)
             sfd_window_note_violations(job, rec->step, rec->violations);
         if (sfd_window_add(job, c->rank, &row, &why) < 0) {
-            count_reject(d, job, why, 1, c);
+            sfd_count_reject(d, job, why, 1, c);
             continue;
         }
         d->ctr.records++;
@@ -590,7 +255,7 @@ static void note_enqueue_point(struct sfd_conn *c, const Stagefrontier__NcclBatc
     struct sfd_job *job = c->job;
     int stage = sfd_enq_sync_stage(&job->schema, b->enclosing_stage ? b->enclosing_stage : "");
     if (stage < 0) {
-        count_reject(c->sfd, job, SFD_REJ_ARRIVAL_STAGE, 1, c);
+        sfd_count_reject(c->sfd, job, SFD_REJ_ARRIVAL_STAGE, 1, c);
         return;
     }
     int r = sfd_enq_note(&job->enq, c->rank, b->step, (uint32_t)stage,
@@ -606,11 +271,11 @@ static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
     struct sfd *d = c->sfd;
     enum sfd_reject why;
     if (!c->hello) {
-        count_reject(d, NULL, SFD_REJ_PROTOCOL, 1, c);
+        sfd_count_reject(d, NULL, SFD_REJ_PROTOCOL, 1, c);
         return -EPROTO;
     }
     if (sfd_validate_nccl(b, &why) < 0) {
-        count_reject(d, c->job, why, 1, c);
+        sfd_count_reject(d, c->job, why, 1, c);
         return -EPROTO;
     }
     d->ctr.nccl_batches++;
@@ -634,7 +299,7 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
     enum sfd_reject why;
     int r = sfd_message_decode(buf, len, &lim, &m, &why);
     if (r < 0) {
-        count_reject(d, c->job, why, 1, c);
+        sfd_count_reject(d, c->job, why, 1, c);
         return -EPROTO;
     }
     switch (m->body_case) {
@@ -648,7 +313,7 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
         r = handle_nccl(c, m->nccl);
         break;
     default:
-        count_reject(d, c->job, SFD_REJ_UNDECODABLE, 1, c);
+        sfd_count_reject(d, c->job, SFD_REJ_UNDECODABLE, 1, c);
         r = -EPROTO;
     }
     sfd_message_free(m);

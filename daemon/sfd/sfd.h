@@ -111,6 +111,10 @@ const char *sfd_reject_name(enum sfd_reject r);
  * peer is unknown), rate-limited per reason. */
 void sfd_count_reject_from(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
                            pid_t pid, uid_t uid);
+/* The same for a connection's peer (c NULL: unknown). */
+struct sfd_conn;
+void sfd_count_reject(struct sfd *d, struct sfd_job *job, enum sfd_reject why, uint64_t n,
+                      const struct sfd_conn *c);
 
 struct sfd_counters {
     uint64_t connections_accepted, query_requests;
@@ -438,7 +442,7 @@ struct sfd_job_ref {
 };
 int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret);
 
-/* ---- ingest.c ------------------------------------------------------------ */
+/* ---- conn.c -------------------------------------------------------------- */
 
 struct sfd_conn {
     struct sfd *sfd;
@@ -481,6 +485,12 @@ int sfd_listener_open(struct sfd *d, struct sfd_listener *l, const char *path,
 void sfd_listener_close(struct sfd_listener *l);
 void sfd_conn_close(struct sfd_conn *c);
 void sfd_conns_close_all(struct sfd *d);
+/* The receive buffer all connections share: frame_max_bytes + 1, so a
+ * datagram beyond the cap shows as one. */
+int sfd_ensure_rxbuf(struct sfd *d);
+
+/* ---- ingest.c ------------------------------------------------------------ */
+
 /* Handles one decoded datagram of an ingest connection: 0, or -EPROTO to
  * drop the connection. */
 int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len);
@@ -582,13 +592,17 @@ struct sfd {
     uint64_t prom_term;
 };
 
-/* ---- timers.c ----------------------------------------------------------- */
+/* ---- tick.c ------------------------------------------------------------- */
 
 uint64_t sfd_now_ms(const struct sfd *d);
-int sfd_ensure_rxbuf(struct sfd *d);
+/* The deadline tick and the export timer. */
 int sfd_timers_init(struct sfd *d);
 void sfd_arm_tick(struct sfd *d);
 void sfd_tick_now(struct sfd *d);
+
+/* ---- prom_flush.c ------------------------------------------------------- */
+
+int sfd_prom_timer_init(struct sfd *d);
 void sfd_after_window(struct sfd *d);    /* marks the export dirty */
 void sfd_prom_flush(struct sfd *d);
 /* Starts or stops the export timer to match cfg.prom_dir (start, reload). */

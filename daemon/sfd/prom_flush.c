@@ -1,7 +1,7 @@
 /*
- * sfd timers: the window deadline tick and the throttled Prometheus export.
- * The tick only asks windows.c which windows are due; the export only hands
- * the latest reports to prom_export.c.
+ * sfd's Prometheus textfile export schedule: marks the export dirty when a
+ * window closes or a counter, role or term moves, and at most once a second
+ * hands the latest reports to prom_export.c. The format is not its business.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,46 +13,6 @@
 #include "prom_export.h"
 #endif
 
-uint64_t sfd_now_ms(const struct sfd *d)
-{
-    return uv_now(d->loop);
-}
-
-int sfd_ensure_rxbuf(struct sfd *d)
-{
-    size_t want = (size_t)d->cfg.frame_max_bytes + 1;
-    if (d->rxcap == want)
-        return 0;
-    uint8_t *b = realloc(d->rxbuf, want);
-    if (b == NULL)
-        return -ENOMEM;
-    /* the daemon's own buffer: in the total, in no uid's share */
-    sfd_budget_uncharge(&d->mem, SFD_UID_DAEMON, SFD_MEM_BUFFERS, d->rxcap);
-    sfd_budget_force(&d->mem, SFD_UID_DAEMON, SFD_MEM_BUFFERS, want);
-    d->rxbuf = b;
-    d->rxcap = want;
-    return 0;
-}
-
-/* ---- timers ------------------------------------------------------------- */
-
-static void on_tick(uv_timer_t *t)
-{
-    struct sfd *d = t->data;
-    uint64_t now = sfd_now_ms(d);
-    uint64_t next = sfd_windows_tick(d, now);
-    if (next != 0)
-        uv_timer_start(&d->tick, on_tick, next > now ? next - now : 1, 0);
-}
-
-void sfd_arm_tick(struct sfd *d)
-{
-    /* New deadlines are now + grace, never earlier than an armed one. */
-    if (!uv_is_active((uv_handle_t *)&d->tick) && !d->stopping)
-        uv_timer_start(&d->tick, on_tick, d->cfg.window_grace_ms, 0);
-}
-
-#ifdef SFD_HAVE_PROM_EXPORT
 /* Changes whenever one of the monotonic counters the export carries moves. */
 static uint64_t counters_sum(const struct sfd *d)
 {
@@ -62,7 +22,6 @@ static uint64_t counters_sum(const struct sfd *d)
         sum += d->ctr.rejected[i];
     return sum;
 }
-#endif
 
 void sfd_prom_flush(struct sfd *d)
 {
@@ -126,19 +85,9 @@ void sfd_after_window(struct sfd *d)
     d->prom_dirty = true;
 }
 
-void sfd_tick_now(struct sfd *d)
+int sfd_prom_timer_init(struct sfd *d)
 {
-    if (d->tick.loop != NULL && !d->stopping)
-        uv_timer_start(&d->tick, on_tick, 0, 0);
-}
-
-int sfd_timers_init(struct sfd *d)
-{
-    int r = uv_timer_init(d->loop, &d->tick);
-    if (r < 0)
-        return r;
-    d->tick.data = d;
-    r = uv_timer_init(d->loop, &d->prom_timer);
+    int r = uv_timer_init(d->loop, &d->prom_timer);
     if (r < 0)
         return r;
     d->prom_timer.data = d;
