@@ -8,10 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfd.h"
-#ifdef SFD_HAVE_PROM_EXPORT
 #include "prom_export.h"
-#endif
+#include "sfd.h"
 
 /* Changes whenever one of the monotonic counters the export carries moves. */
 static uint64_t counters_sum(const struct sfd *d)
@@ -25,7 +23,6 @@ static uint64_t counters_sum(const struct sfd *d)
 
 void sfd_prom_flush(struct sfd *d)
 {
-#ifdef SFD_HAVE_PROM_EXPORT
     uint64_t term;
     const char *role = sfd_cluster_role(d, &term);
     /* A new role, term or counter is news even when no window closed. */
@@ -33,7 +30,7 @@ void sfd_prom_flush(struct sfd *d)
         d->prom_dirty = true;
     if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
         return;
-    struct sfd_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
+    struct sf_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
     char (*names)[SFD_JOB_NAME_MAX] = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*names));
     if (v == NULL || names == NULL) {
         free(v);
@@ -44,15 +41,15 @@ void sfd_prom_flush(struct sfd *d)
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
         /* an id two uids use is labelled UID/JOB, so neither hides the other */
         sfd_job_name(d, j, names[n], sizeof(names[n]));
-        v[n] = (struct sfd_prom_job){ names[n], sfd_job_latest_report(j), j->dropped,
+        v[n] = (struct sf_prom_job){ names[n], sfd_job_latest_report(j), j->dropped,
                                       j->rejected, j->base.waste_rank_s,
                                       j->latest_report_unix_ms };
         n++;
     }
-    struct sfd_prom_reject rej[SFD_REJ_COUNT];
+    struct sf_prom_reject rej[SFD_REJ_COUNT];
     for (int i = 0; i < SFD_REJ_COUNT; i++)
-        rej[i] = (struct sfd_prom_reject){ sfd_reject_name(i), d->ctr.rejected[i] };
-    struct sfd_prom_daemon daemon = {
+        rej[i] = (struct sf_prom_reject){ sfd_reject_name(i), d->ctr.rejected[i] };
+    struct sf_prom_daemon daemon = {
         .version = SF_VERSION, .role = role, .term = term, .records = d->ctr.records,
         .batches = d->ctr.batches, .dropped = d->ctr.dropped,
         .windows_closed = d->ctr.windows_closed, .connections = d->n_conns - d->n_query_conns,
@@ -70,7 +67,6 @@ void sfd_prom_flush(struct sfd *d)
                 strerror(-r));
     free(v);
     free(names);
-#endif
     d->prom_dirty = false;
 }
 

@@ -1,8 +1,9 @@
 /*
  * NCCL side evidence in sfd: files validated NcclBatch aggregates by (segment,
- * window) with hard bounds, and renders them beside the report (JSON and the
- * human view). It never touches the accounting, the windows' rows or any
- * socket; a batch only ever adds to counters.
+ * window) with hard bounds, and hands a report's window to the formats in
+ * daemon/report/side_format.c (JSON and the human view). It never touches the
+ * accounting, the windows' rows or any socket; a batch only ever adds to
+ * counters.
  */
 #include "side_evidence.h"
 
@@ -13,25 +14,7 @@
 #include <string.h>
 
 #include "ingest.pb-c.h"
-
-#define NAME_MAX_LEN  32
-#define STAGE_MAX_LEN SF_MAX_NAME_LEN
-#define COMM_MAX_LEN  128
-
-struct side_comm {
-    char name[COMM_MAX_LEN + 1];
-    uint64_t hash;
-    uint32_t ranks, nodes;
-};
-
-struct side_row {
-    uint16_t comm;
-    char stage[STAGE_MAX_LEN + 1];
-    char coll[NAME_MAX_LEN + 1], dtype[NAME_MAX_LEN + 1];
-    char algo[NAME_MAX_LEN + 1], proto[NAME_MAX_LEN + 1];
-    uint32_t bucket;
-    uint64_t count, bytes, gpu_ns, timed;
-};
+#include "side_format.h"
 
 struct side_window {
     bool used;
@@ -40,8 +23,8 @@ struct side_window {
     uint64_t seq;               /* age, for eviction */
     uint64_t batches, dropped_events;
     uint32_t n_comms, n_rows;
-    struct side_comm comms[SFD_SIDE_COMMS];
-    struct side_row *rows;      /* [SFD_SIDE_ROWS], allocated with the window */
+    struct sf_side_comm comms[SFD_SIDE_COMMS];
+    struct sf_side_row *rows;      /* [SFD_SIDE_ROWS], allocated with the window */
 };
 
 struct sfd_side {
@@ -99,7 +82,7 @@ static struct side_window *window_get(struct sfd_side *side, uint32_t segment, i
 }
 
 static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch *b) {
-    char name[COMM_MAX_LEN + 1];
+    char name[SF_SIDE_COMM_MAX + 1];
     uint64_t hash = b->has_comm_hash ? b->comm_hash : 0;
     copy_str(name, sizeof name, b->comm_name);
     for (uint32_t i = 0; i < w->n_comms; i++)
@@ -107,7 +90,7 @@ static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch
             return (int)i;
     if (w->n_comms == SFD_SIDE_COMMS)
         return -ENOSPC;
-    struct side_comm *c = &w->comms[w->n_comms];
+    struct sf_side_comm *c = &w->comms[w->n_comms];
     memcpy(c->name, name, sizeof name);
     c->hash = hash;
     c->ranks = b->has_comm_ranks ? b->comm_ranks : 0;
@@ -116,7 +99,7 @@ static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch
 }
 
 /* The row key of an aggregate, its names sanitized as they will be stored. */
-static void row_key(struct side_row *k, int comm, const char *stage,
+static void row_key(struct sf_side_row *k, int comm, const char *stage,
                     const Stagefrontier__NcclAggregate *a) {
     memset(k, 0, sizeof *k);
     k->comm = (uint16_t)comm;
@@ -128,7 +111,7 @@ static void row_key(struct side_row *k, int comm, const char *stage,
     k->bucket = a->has_size_bucket ? a->size_bucket : 0;
 }
 
-static bool same_key(const struct side_row *r, const struct side_row *k) {
+static bool same_key(const struct sf_side_row *r, const struct sf_side_row *k) {
     return r->comm == k->comm && r->bucket == k->bucket && !strcmp(r->stage, k->stage) &&
            !strcmp(r->coll, k->coll) && !strcmp(r->dtype, k->dtype) &&
            !strcmp(r->algo, k->algo) && !strcmp(r->proto, k->proto);
@@ -137,7 +120,7 @@ static bool same_key(const struct side_row *r, const struct side_row *k) {
 /* Ranks of a node report the same keys, so rows are summed over ranks. */
 static int row_add(struct sfd_side *side, struct side_window *w, int comm, const char *stage,
                    const Stagefrontier__NcclAggregate *a) {
-    struct side_row k, *r = NULL;
+    struct sf_side_row k, *r = NULL;
     row_key(&k, comm, stage, a);
     for (uint32_t i = 0; i < w->n_rows && !r; i++)
         if (same_key(&w->rows[i], &k))
@@ -219,138 +202,25 @@ static const struct side_window *window_of(const struct sfd_side *side, const sf
     return NULL;
 }
 
-/* ---- JSON ----------------------------------------------------------------- */
-
-static json_t *row_json(const struct side_window *w, const struct side_row *r) {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:I}",
-                     "communicator", w->comms[r->comm].name, "collective", r->coll,
-                     "datatype", r->dtype, "algorithm", r->algo, "protocol", r->proto,
-                     "size_bucket", (json_int_t)r->bucket,
-                     "count", (json_int_t)(r->count > INT64_MAX ? INT64_MAX : r->count),
-                     "bytes", (json_int_t)(r->bytes > INT64_MAX ? INT64_MAX : r->bytes),
-                     "gpu_time_s", r->timed ? json_real((double)r->gpu_ns / 1e9) : json_null(),
-                     "timed_count", (json_int_t)(r->timed > INT64_MAX ? INT64_MAX : r->timed));
-}
-
-/* Totals of the rows a stage enclosed. */
-struct totals { uint64_t count, bytes, gpu_ns, timed; };
-
-static struct totals stage_totals(const struct side_window *w, const char *stage) {
-    struct totals t = { 0 };
-    for (uint32_t i = 0; i < w->n_rows; i++) {
-        const struct side_row *r = &w->rows[i];
-        if (strcmp(r->stage, stage))
-            continue;
-        t.count = sat_add(t.count, r->count);
-        t.bytes = sat_add(t.bytes, r->bytes);
-        t.gpu_ns = sat_add(t.gpu_ns, r->gpu_ns);
-        t.timed = sat_add(t.timed, r->timed);
-    }
-    return t;
-}
-
-static json_t *totals_json(const struct totals *t) {
-    return json_pack("{s:I, s:I, s:o, s:I}",
-                     "count", (json_int_t)(t->count > INT64_MAX ? INT64_MAX : t->count),
-                     "bytes", (json_int_t)(t->bytes > INT64_MAX ? INT64_MAX : t->bytes),
-                     "gpu_time_s", t->timed ? json_real((double)t->gpu_ns / 1e9) : json_null(),
-                     "timed_count", (json_int_t)(t->timed > INT64_MAX ? INT64_MAX : t->timed));
-}
-
-static json_t *side_json(const struct side_window *w) {
-    json_t *comms = json_array(), *rows = json_array();
-    if (!comms || !rows)
-        goto fail;
-    for (uint32_t i = 0; i < w->n_comms; i++) {
-        char hash[19];
-        snprintf(hash, sizeof hash, "0x%016" PRIx64, w->comms[i].hash);
-        if (json_array_append_new(comms, json_pack("{s:s, s:s, s:I, s:I}", "name",
-                                  w->comms[i].name, "hash", hash,
-                                  "ranks", (json_int_t)w->comms[i].ranks,
-                                  "nodes", (json_int_t)w->comms[i].nodes)) < 0)
-            goto fail;
-    }
-    for (uint32_t i = 0; i < w->n_rows; i++) {
-        json_t *r = row_json(w, &w->rows[i]);
-        if (!r || json_object_set_new(r, "enclosing_stage", json_string(w->rows[i].stage)) < 0 ||
-            json_array_append_new(rows, r) < 0)
-            goto fail;
-    }
-    return json_pack("{s:{s:I, s:I, s:o, s:o}}", "nccl",
-                     "batches", (json_int_t)(w->batches > INT64_MAX ? INT64_MAX : w->batches),
-                     "dropped_events",
-                     (json_int_t)(w->dropped_events > INT64_MAX ? INT64_MAX : w->dropped_events),
-                     "communicators", comms, "collectives", rows);
-fail:
-    json_decref(comms);
-    json_decref(rows);
-    return NULL;
+/* The window's evidence as the report formats see it. */
+static struct sf_side_view view_of(const struct side_window *w) {
+    return (struct sf_side_view){ .batches = w->batches, .dropped_events = w->dropped_events,
+                                  .n_comms = w->n_comms, .n_rows = w->n_rows,
+                                  .comms = w->comms, .rows = w->rows };
 }
 
 int sfd_side_annotate_json(const struct sfd_side *side, const sf_report *report, json_t *window) {
     const struct side_window *w = window_of(side, report);
-    json_t *stages, *o;
-    size_t i;
-
     if (!w || w->n_rows == 0)
         return 0;
-    o = side_json(w);
-    if (!o || json_object_set_new(window, "side_evidence", o) < 0)
-        return -ENOMEM;
-    stages = json_object_get(window, "stages");
-    json_array_foreach(stages, i, o) {
-        const char *name = json_string_value(json_object_get(o, "name"));
-        struct totals t;
-        if (!name)
-            continue;
-        t = stage_totals(w, name);
-        if (t.count && json_object_set_new(o, "nccl", totals_json(&t)) < 0)
-            return -ENOMEM;
-    }
-    return 0;
-}
-
-/* ---- the human view -------------------------------------------------------- */
-
-static void write_rows_of(const struct side_window *w, const char *stage, FILE *out) {
-    for (uint32_t i = 0; i < w->n_rows; i++) {
-        const struct side_row *r = &w->rows[i];
-        if (strcmp(r->stage, stage))
-            continue;
-        fprintf(out, "    %-14s %-13s %s/%s  2^%u B  x%" PRIu64 "  %.1f MiB", r->coll, r->dtype,
-                r->algo[0] ? r->algo : "-", r->proto[0] ? r->proto : "-", r->bucket, r->count,
-                (double)r->bytes / (1024.0 * 1024.0));
-        if (r->timed)
-            fprintf(out, "  gpu %.3f ms over %" PRIu64 " timed", (double)r->gpu_ns / 1e6, r->timed);
-        else
-            fprintf(out, "  gpu n/a");
-        fprintf(out, "  [%s, %u ranks, %u nodes]\n", w->comms[r->comm].name[0] ?
-                w->comms[r->comm].name : "(unnamed)", w->comms[r->comm].ranks,
-                w->comms[r->comm].nodes);
-    }
+    struct sf_side_view v = view_of(w);
+    return sf_side_annotate_json(&v, window);
 }
 
 int sfd_side_write_text(const struct sfd_side *side, const sf_report *report, FILE *out) {
     const struct side_window *w = window_of(side, report);
-    const char *seen[SFD_SIDE_ROWS];
-    size_t n_seen = 0;
-
     if (!w || w->n_rows == 0)
         return 0;
-    fprintf(out, "NCCL side evidence (collectives enqueued; GPU time from kernel timestamps"
-                 " where NCCL offers them):\n");
-    if (w->dropped_events)
-        fprintf(out, "  plugin dropped %" PRIu64 " events (pools full)\n", w->dropped_events);
-    for (uint32_t i = 0; i < w->n_rows; i++) {
-        const char *stage = w->rows[i].stage;
-        size_t j;
-        for (j = 0; j < n_seen && strcmp(seen[j], stage); j++)
-            ;
-        if (j < n_seen)
-            continue;
-        seen[n_seen++] = stage;
-        fprintf(out, "  in %s:\n", stage[0] ? stage : "(no enclosing stage)");
-        write_rows_of(w, stage, out);
-    }
-    return ferror(out) ? -EIO : 0;
+    struct sf_side_view v = view_of(w);
+    return sf_side_write_text(&v, out);
 }

@@ -29,12 +29,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "fixture_report: %s\n", strerror(-r));
         return 1;
     }
-    struct sfd_prom_job jobs[] = {
+    struct sf_prom_job jobs[] = {
         {.job_id = "train-a", .latest = rep, .dropped = 5u * (unsigned)variant, .rejected = 2},
         {.job_id = "idle-job", .latest = NULL, .dropped = 0, .rejected = 1},
     };
-    struct sfd_prom_reject rejected[] = {{"duplicate_rank", (uint64_t)variant}, {"late_record", 0}};
-    struct sfd_prom_daemon daemon = {
+    struct sf_prom_reject rejected[] = {{"duplicate_rank", (uint64_t)variant}, {"late_record", 0}};
+    struct sf_prom_daemon daemon = {
         .version = "0.0.0-sample", .role = variant == 1 ? "standalone" : "root",
         .term = 40u + (unsigned)variant, .records = 1000u * (unsigned)variant, .batches = 10,
         .dropped = 5u * (unsigned)variant, .windows_closed = 3u + (unsigned)variant,

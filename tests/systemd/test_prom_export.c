@@ -144,14 +144,14 @@ static bool has_sample(const char *text, const char *name, const char *labels)
 
 /* sfd_prom_write with fixed daemon counters, so the tests of the job
  * families can say only what they are about. */
-static const struct sfd_prom_reject test_rejected[] = {
+static const struct sf_prom_reject test_rejected[] = {
     {"duplicate_rank", 2}, {"late_record", 0}, {"uid_mismatch", 1},
 };
 
-static int prom_write(const char *dir, const struct sfd_prom_job *jobs, size_t n,
+static int prom_write(const char *dir, const struct sf_prom_job *jobs, size_t n,
                       const char *role, uint64_t term)
 {
-    struct sfd_prom_daemon d = {
+    struct sf_prom_daemon d = {
         .version = "9.8.7", .role = role, .term = term, .records = 1234, .batches = 77,
         .dropped = 5, .windows_closed = 8, .connections = 3, .connections_accepted = 17,
         .rejected = test_rejected, .n_rejected = 3,
@@ -289,7 +289,7 @@ static void test_straggler(void **state)
                                     .origin_stage = 0, .arrived_last_steps = 9,
                                     .eligible_steps = 10, .median_lateness_ns = 14200000,
                                     .persistence = SF_PERSIST_FIXED, .windows_in_a_row = 3};
-    struct sfd_prom_job jobs[] = {{.job_id = "slow", .latest = rep},
+    struct sf_prom_job jobs[] = {{.job_id = "slow", .latest = rep},
                                   {.job_id = "clean", .latest = clean}};
     assert_int_equal(prom_write(dir, jobs, 2, "standalone", 1), 0);
     assert_int_equal(promtool_check(dir), 0);
@@ -320,7 +320,7 @@ static void test_report_figures(void **state)
     char *path;
 
     assert_int_equal(fixture_report(3, 0, 20000000, &rep), 0);
-    struct sfd_prom_job jobs[] = {
+    struct sf_prom_job jobs[] = {
         {.job_id = "train-a", .latest = rep, .dropped = 11, .rejected = 4,
          .window_unix_ms = INT64_C(1700000000250)},
         {.job_id = "idle", .latest = NULL, .dropped = 0, .rejected = 9},
@@ -426,7 +426,7 @@ static void test_consistent_across_windows(void **state)
     /* Window 3 routes data; window 4 routes the two-member backward group. */
     for (int w = 0; w < 2; w++) {
         assert_int_equal(fixture_report(3 + w, w ? 2 : 0, w ? 30000000 : 20000000, &rep), 0);
-        struct sfd_prom_job jobs[] = {
+        struct sf_prom_job jobs[] = {
             {.job_id = "train-a", .latest = rep, .dropped = 0, .rejected = 0},
             {.job_id = "train-b", .latest = w ? rep : NULL, .dropped = 3, .rejected = 0},
         };
@@ -461,7 +461,7 @@ static void test_label_escaping(void **state)
     memset(long_id, 'z', 300);
     long_id[300] = '\0';
     assert_int_equal(fixture_report(1, 0, 20000000, &rep), 0);
-    struct sfd_prom_job jobs[] = {
+    struct sf_prom_job jobs[] = {
         {.job_id = "a\"b\\c\nd", .latest = rep, .dropped = 1, .rejected = 0},
         {.job_id = "caf\xc3\xa9", .latest = NULL, .dropped = 2, .rejected = 0},
         {.job_id = "x\x01y", .latest = NULL, .dropped = 3, .rejected = 0},
@@ -508,7 +508,7 @@ static void test_atomic_rename(void **state)
     assert_true(inotify_add_watch(ifd, dir, IN_CREATE | IN_OPEN | IN_MODIFY | IN_CLOSE_WRITE |
                                   IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE) >= 0);
     assert_int_equal(fixture_report(2, 1, 20000000, &rep), 0);
-    struct sfd_prom_job job = {.job_id = "train-a", .latest = rep, .dropped = 0, .rejected = 0};
+    struct sf_prom_job job = {.job_id = "train-a", .latest = rep, .dropped = 0, .rejected = 0};
     for (uint64_t i = 0; i < 3; i++)
         assert_int_equal(prom_write(dir, &job, 1, "standalone", i), 0);
 
@@ -555,7 +555,7 @@ static void test_failure_keeps_previous(void **state)
     void (*old_handler)(int);
 
     assert_int_equal(fixture_report(2, 1, 20000000, &rep), 0);
-    struct sfd_prom_job job = {.job_id = "train-a", .latest = rep, .dropped = 1, .rejected = 0};
+    struct sf_prom_job job = {.job_id = "train-a", .latest = rep, .dropped = 1, .rejected = 0};
     assert_int_equal(prom_write(dir, &job, 1, "standalone", 1), 0);
     before = read_export(dir);
 
@@ -592,7 +592,7 @@ static void test_undefined_shares(void **state)
 
     assert_int_equal(fixture_report_floor(5, 0, 20000000, 1e6, &rep), 0);
     assert_int_equal(rep->n_routing, 0);
-    struct sfd_prom_job job = {.job_id = "tiny", .latest = rep, .dropped = 0, .rejected = 0};
+    struct sf_prom_job job = {.job_id = "tiny", .latest = rep, .dropped = 0, .rejected = 0};
     assert_int_equal(prom_write(dir, &job, 1, "single", 0), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
@@ -609,10 +609,10 @@ static void test_arguments(void **state)
 {
     (void)state;
     char *dir = make_dir(), *missing, *text, *names;
-    struct sfd_prom_job nameless = {.job_id = NULL};
+    struct sf_prom_job nameless = {.job_id = NULL};
 
-    struct sfd_prom_daemon d = {.role = "x"};
-    struct sfd_prom_daemon no_reasons = {.role = "x", .n_rejected = 2};
+    struct sf_prom_daemon d = {.role = "x"};
+    struct sf_prom_daemon no_reasons = {.role = "x", .n_rejected = 2};
     assert_int_equal(sfd_prom_write(NULL, &d, NULL, 0), -EINVAL);
     assert_int_equal(sfd_prom_write("", &d, NULL, 0), -EINVAL);
     assert_int_equal(sfd_prom_write(dir, NULL, NULL, 0), -EINVAL);
@@ -627,7 +627,7 @@ static void test_arguments(void **state)
     free(missing);
 
     /* No jobs, no role, no version: still a valid file with the daemon's metrics. */
-    d = (struct sfd_prom_daemon){.term = 3};
+    d = (struct sf_prom_daemon){.term = 3};
     assert_int_equal(sfd_prom_write(dir, &d, NULL, 0), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);

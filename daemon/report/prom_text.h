@@ -1,0 +1,51 @@
+/*
+ * The Prometheus text format of sfd's export (docs/OPERATIONS.md): what one
+ * job and the daemon contribute, and the renderer. It formats into a stream;
+ * the file and its atomic replacement are sfd's (daemon/sfd/prom_export.c).
+ */
+#ifndef SF_PROM_TEXT_H
+#define SF_PROM_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <stagefrontier/accounting.h>
+
+/* One job: its latest closed window (NULL before the first one closes), when
+ * that window's report was ready (Unix ms, 0 unknown), its cumulative
+ * dropped and rejected record counters and its waste. */
+struct sf_prom_job {
+    const char *job_id;
+    const sf_report *latest;
+    uint64_t dropped, rejected;
+    double waste_rank_s; /* cumulative what-if waste (docs/CHANGE.md) */
+    int64_t window_unix_ms;
+};
+
+struct sf_prom_reject {
+    const char *reason;
+    uint64_t count;
+};
+
+/* The daemon itself: build, cluster role and term, and its counters since
+ * start. role NULL is written as "unknown". */
+struct sf_prom_daemon {
+    const char *version, *role;
+    uint64_t term;
+    uint64_t records, batches, dropped, windows_closed;
+    uint64_t connections, connections_accepted;
+    const struct sf_prom_reject *rejected;
+    size_t n_rejected;
+};
+
+/* Renders the file's text into f. Label values are escaped; bytes the format
+ * cannot carry (control bytes, invalid UTF-8) become '?' and ids are cut at
+ * 256 bytes. A job whose escaped id equals an earlier one is left out.
+ * Returns the number of jobs left out (>= 0), -EINVAL on bad arguments (no f,
+ * no daemon, jobs NULL with n > 0, a job without an id) or -ENOMEM, having
+ * written nothing then. Write errors show in ferror(f). */
+int sf_prom_render(FILE *f, const struct sf_prom_daemon *daemon, const struct sf_prom_job *jobs,
+                   size_t n);
+
+#endif
