@@ -14,7 +14,6 @@
 
 #include "client_internal.h"
 
-#define DEFAULT_SOCKET "/run/stagefrontier/ingest.sock"
 
 /* Bumped in every fork() child; a client compares it at flush time, which
  * costs a load instead of a getpid() syscall per batch. */
@@ -184,7 +183,7 @@ static int resolve(const sf_client_options *o, struct resolved *r)
         return -EINVAL;
     r->socket_path = o->socket_path ? o->socket_path : env_nonempty("SF_SOCKET");
     if (r->socket_path == NULL)
-        r->socket_path = DEFAULT_SOCKET;
+        r->socket_path = SF_DEFAULT_INGEST_SOCKET;
     if (r->socket_path[0] == '\0' || strnlen(r->socket_path, 108) >= 108)
         return -EINVAL;
     r->role = o->role ? o->role : env_nonempty("SF_ROLE");

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <stagefrontier/client.h>
+#include <stagefrontier/limits.h>
 
 #include "cuda_events.h"
 #include "side_beacon.h"
@@ -20,7 +21,12 @@
 #define SF__FLUSH_INTERVAL_NS (100 * INT64_C(1000000))   /* 100 ms */
 #define SF__EAGAIN_RETRY_NS   (5 * INT64_C(1000000))     /* socket full: retry after 5 ms */
 #define SF__MAX_PROBE_DEPTH  16
-#define SF__MAX_DURATION_NS  (INT64_C(1) << 42)
+
+/* The public caps (client.h, a stable ABI) are the project's limits. */
+_Static_assert(SF_CLIENT_MAX_STAGES == SF_MAX_STAGES, "client stage cap");
+_Static_assert(SF_CLIENT_MAX_WORLD_SIZE == SF_MAX_RANKS, "client world-size cap");
+_Static_assert(SF_CLIENT_MAX_JOB_ID_LEN == SF_MAX_JOB_ID_LEN, "client job-id length");
+_Static_assert(SF_CLIENT_MAX_STAGES <= 256, "sync_slot holds a stage index in one byte");
 
 #define SF__FLAG_VIOLATION      (1u << 0)
 #define SF__FLAG_NON_MONOTONIC  (1u << 1)
@@ -93,7 +99,6 @@ struct sf_client {
     int64_t pending_ns[SF_CLIENT_DATA_LOOKAHEAD];
     uint32_t probe_depth;
     char probe_names[SF__MAX_PROBE_DEPTH][SF_CLIENT_MAX_NAME_LEN + 1];
-    int64_t probe_t0[SF__MAX_PROBE_DEPTH];
     sf_cuda_channel *cuda;
 
     struct sf__ring ring;

@@ -18,7 +18,7 @@ struct sf_side_beacon sf_side_beacon = {
 void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync_mask) {
     static atomic_flag claimed = ATOMIC_FLAG_INIT;
 
-    if (!names || n == 0 || n > SF_SIDE_MAX_STAGES || atomic_flag_test_and_set(&claimed))
+    if (!names || n == 0 || n > SF_MAX_STAGES || atomic_flag_test_and_set(&claimed))
         return;
     for (uint32_t i = 0; i < n; i++) {
         size_t len = names[i] ? strnlen(names[i], SF_SIDE_NAME_LEN) : 0;

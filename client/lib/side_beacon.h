@@ -13,9 +13,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include <stagefrontier/limits.h>
+
 #define SF_SIDE_BEACON_MAGIC   0x53464245u   /* "SFBE" */
 #define SF_SIDE_BEACON_VERSION 3u
-#define SF_SIDE_MAX_STAGES     64
 #define SF_SIDE_NAME_LEN       64
 
 struct sf_side_beacon {
@@ -23,7 +24,7 @@ struct sf_side_beacon {
     _Atomic int64_t step;                 /* open step, -1 before the first */
     _Atomic int32_t stage;                /* open ordered stage id, -1 none */
     _Atomic uint32_t n_names;             /* stage names, published once */
-    char names[SF_SIDE_MAX_STAGES][SF_SIDE_NAME_LEN + 1];
+    char names[SF_MAX_STAGES][SF_SIDE_NAME_LEN + 1];
     uint64_t sync_mask;                   /* synchronizing stages, set before n_names */
     _Atomic int64_t stage_start_ns;       /* CLOCK_MONOTONIC at the open stage's begin,
                                            * less its earlier segments in this step */

@@ -1,8 +1,10 @@
 /*
  * The hot path: step and stage boundaries, data-wait charges and probes.
  * Each boundary reads CLOCK_MONOTONIC (vDSO) and stores a duration; no
- * allocation, no lock, no syscall. Misuse is counted in the open step's
- * violations and answered with -EINVAL, never fatal. Sending lives in batch.c.
+ * allocation, no lock, no syscall per stage. A step's end may hand a batch to
+ * batch.c, which then makes one non-blocking send (at most one a batch or a
+ * flush interval). Misuse is counted in the open step's violations and
+ * answered with -EINVAL, never fatal.
  */
 #include <errno.h>
 #include <string.h>
@@ -52,7 +54,7 @@ static void take_pending_wait(sf_client *c)
 
 static int64_t clamp_duration(int64_t d)
 {
-    return d < 0 ? 0 : d > SF__MAX_DURATION_NS ? SF__MAX_DURATION_NS : d;
+    return d < 0 ? 0 : d > SF_MAX_DURATION_NS ? SF_MAX_DURATION_NS : d;
 }
 
 /* Fills a ring slot from the open step, or counts a drop when full. */
@@ -212,7 +214,7 @@ int sf_stage_arrive(sf_client *c)
 
 int sf_charge_data_wait(sf_client *c, int64_t step, int64_t wait_ns)
 {
-    if (c == NULL || step < 0 || wait_ns < 0 || wait_ns > SF__MAX_DURATION_NS)
+    if (c == NULL || step < 0 || wait_ns < 0 || wait_ns > SF_MAX_DURATION_NS)
         return -EINVAL;
     if (c->inert)
         return 0;
@@ -243,7 +245,6 @@ int sf_probe_begin(sf_client *c, const char *name)
         return violation(c);
     /* Copied: the caller's string (a Python str, say) may not outlive us. */
     memcpy(c->probe_names[c->probe_depth], name, len + 1);
-    c->probe_t0[c->probe_depth] = tick(c);
     c->probe_depth++;
     return 0;
 }

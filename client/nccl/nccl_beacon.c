@@ -77,7 +77,7 @@ bool sf__nccl_current_sync_point(int32_t *ret_stage, int64_t now_ns, int64_t *re
         return false;
     stage = atomic_load_explicit(&b->stage, memory_order_acquire);
     *ret_stage = stage;
-    if (stage < 0 || stage >= SF_SIDE_MAX_STAGES ||
+    if (stage < 0 || stage >= SF_MAX_STAGES ||
         !atomic_load_explicit(&b->n_names, memory_order_acquire) ||
         !(b->sync_mask >> stage & 1))
         return false;

@@ -25,7 +25,6 @@
 
 #define IDLE_FLUSH_NS            (1000 * INT64_C(1000000))
 #define BEACON_RETRY_NS          (2000 * INT64_C(1000000))
-#define DEFAULT_SOCKET           "/run/stagefrontier/ingest.sock"
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
@@ -84,7 +83,7 @@ static const char *job_id_env(void) {
 static void configure(const struct sf_nccl_comm *first) {
     const char *job = job_id_env(), *sock = getenv("SF_SOCKET");
     long rank = env_long("RANK", -1, 0, 262143);
-    long world = env_long("WORLD_SIZE", -1, 1, 262144);
+    long world = env_long("WORLD_SIZE", -1, 1, SF_MAX_RANKS);
 
     st.configured = true;
     st.period_ns = env_long("SF_NCCL_FLUSH_MS", 20, 1, 60000) * INT64_C(1000000);
@@ -105,7 +104,7 @@ static void configure(const struct sf_nccl_comm *first) {
         .accumulation = 1, .channel = SF__CHANNEL_NCCL,
         .window_steps = -1, .warmup_steps = -1,     /* the step channel asks for those */
     };
-    if (sf__transport_init(&st.tr, sock && *sock ? sock : DEFAULT_SOCKET, &st.hello,
+    if (sf__transport_init(&st.tr, sock && *sock ? sock : SF_DEFAULT_INGEST_SOCKET, &st.hello,
                            st.hello_buf) < 0)
         return;
     st.can_ship = true;
@@ -128,13 +127,13 @@ static uint32_t accumulation_of(const char *name) {
  * process, the default six stages. Settled before the first connect. */
 static bool hello_schema(void) {
     struct sf_side_beacon *b = sf__nccl_beacon();
-    const char *names[SF_SIDE_MAX_STAGES];
+    const char *names[SF_MAX_STAGES];
     struct sf__schema s;
     uint32_t n = b ? atomic_load_explicit(&b->n_names, memory_order_acquire) : 0, acc = 1;
 
     if (st.schema.n && (st.schema_from_beacon || !b || n < 2))
         return true;
-    if (n >= 2 && n <= SF_SIDE_MAX_STAGES) {
+    if (n >= 2 && n <= SF_MAX_STAGES) {
         for (uint32_t i = 0; i < n; i++) {
             names[i] = b->names[i];
             if (accumulation_of(names[i]) > acc)

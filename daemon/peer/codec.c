@@ -428,7 +428,7 @@ int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
 {
     if (m == NULL || ret == NULL)
         return -EINVAL;
-    if (!sfd_peer_job_id_valid(m->job_id, strnlen(m->job_id, SFD_PEER_JOB_MAX + 1)) ||
+    if (!sfd_peer_job_id_valid(m->job_id, strnlen(m->job_id, SF_MAX_JOB_ID_LEN + 1)) ||
         m->n_steps > SF_MAX_WINDOW_STEPS)
         return -EBADMSG;
     sf_window_meta meta;

@@ -167,7 +167,7 @@ uint64_t sfd_peer_epoch_after(uint64_t mine, uint64_t seen, bool closed)
 
 bool sfd_peer_job_id_valid(const char *job, size_t len)
 {
-    if (job == NULL || len == 0 || len > SFD_PEER_JOB_MAX)
+    if (job == NULL || len == 0 || len > SF_MAX_JOB_ID_LEN)
         return false;
     for (size_t i = 0; i < len; i++) {
         char c = job[i];

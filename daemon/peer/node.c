@@ -333,7 +333,7 @@ static void on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t 
     for (size_t i = 0; i < hb->n_pending; i++) {
         const Stagefrontier__WindowKey *k = hb->pending[i];
         sfd_window_key key = {.window = k->window, .segment = k->segment};
-        size_t n = strnlen(k->job_id, SFD_PEER_JOB_MAX + 1);
+        size_t n = strnlen(k->job_id, SF_MAX_JOB_ID_LEN + 1);
         if (!sfd_peer_job_id_valid(k->job_id, n))
             continue;
         memcpy(key.job, k->job_id, n + 1);
@@ -422,7 +422,7 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
     if (stale(node, msg, now, "a report"))
         return;
     Stagefrontier__Report *m = stagefrontier__report__unpack(NULL, msg->payload_len, msg->payload);
-    size_t n = m ? strnlen(m->job_id, SFD_PEER_JOB_MAX + 1) : 0;
+    size_t n = m ? strnlen(m->job_id, SF_MAX_JOB_ID_LEN + 1) : 0;
     if (m == NULL || !sfd_peer_job_id_valid(m->job_id, n) || m->window < 0 ||
         m->merged.len == 0 || m->root_id == 0) {
         node->c.rejected_decode++;
@@ -466,7 +466,7 @@ static void on_ack(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
         return;
     Stagefrontier__SummaryAck *a =
         stagefrontier__summary_ack__unpack(NULL, msg->payload_len, msg->payload);
-    size_t n = a ? strnlen(a->job_id, SFD_PEER_JOB_MAX + 1) : 0;
+    size_t n = a ? strnlen(a->job_id, SF_MAX_JOB_ID_LEN + 1) : 0;
     if (a == NULL || !sfd_peer_job_id_valid(a->job_id, n) || a->window < 0) {
         node->c.rejected_decode++;
     } else if (a->report) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include <stagefrontier/accounting.h>
+#include <stagefrontier/limits.h>
 
 #include "peer.pb-c.h"
 
@@ -23,7 +24,6 @@
 #define SFD_PEER_KEY_LEN        32
 #define SFD_PEER_MAX_MEMBERS    8192
 #define SFD_PEER_ID_MAX         0x7fffffffu
-#define SFD_PEER_JOB_MAX        128
 #define SFD_PEER_PENDING_MAX    32          /* window keys in a root heartbeat */
 /* Frame cap of a connection that has not yet proved itself with a valid MAC:
  * its first frame is a small heartbeat. */
@@ -297,7 +297,7 @@ uint32_t sfd_peer_tree_child_ids(const sfd_elect *e, uint64_t now, uint32_t fano
 /* ---- codec.c: sf_summary <-> Summary ------------------------------------ */
 
 typedef struct sfd_window_key {
-    char job[SFD_PEER_JOB_MAX + 1];
+    char job[SF_MAX_JOB_ID_LEN + 1];
     int64_t window;
     uint32_t segment;
 } sfd_window_key;

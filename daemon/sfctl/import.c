@@ -197,7 +197,7 @@ static int resolve_rank(const struct import_opts *o, const regex_t *re, struct f
                 f->path);
         return -EINVAL;
     }
-    if (f->rank >= 262144) {
+    if (f->rank >= SF_MAX_RANKS) {
         fprintf(stderr, "sfctl import: %s: rank %" PRId64 " is beyond 262143\n", f->path, f->rank);
         return -EINVAL;
     }

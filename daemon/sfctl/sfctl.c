@@ -44,7 +44,7 @@ static void usage(FILE *f)
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-8s %-42s %s\n", commands[i].name, commands[i].args, commands[i].help);
     fprintf(f, "\nThe query socket is --socket, else $SF_QUERY_SOCKET, else %s.\n",
-            SFCTL_DEFAULT_SOCKET);
+            SF_DEFAULT_QUERY_SOCKET);
 }
 
 /* `sfctl COMMAND --help` (or -h) anywhere before a lone "--". */

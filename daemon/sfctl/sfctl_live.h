@@ -12,7 +12,8 @@
 
 #include <jansson.h>
 
-#define SFCTL_DEFAULT_SOCKET "/run/stagefrontier/query.sock"
+#include "stagefrontier/limits.h"
+
 
 enum sfctl_kind { SFCTL_Q_STATUS = 0, SFCTL_Q_JOBS, SFCTL_Q_REPORT, SFCTL_Q_RANKS,
                   SFCTL_Q_RECORD, SFCTL_Q_PEERS, SFCTL_Q_BASELINE };

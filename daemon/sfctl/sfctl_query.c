@@ -33,7 +33,7 @@ const char *sfctl_socket_path(void)
     if (socket_override != NULL)
         return socket_override;
     const char *e = getenv("SF_QUERY_SOCKET");
-    return e != NULL && e[0] != '\0' ? e : SFCTL_DEFAULT_SOCKET;
+    return e != NULL && e[0] != '\0' ? e : SF_DEFAULT_QUERY_SOCKET;
 }
 
 static int connect_daemon(const char *path, int *ret_fd)

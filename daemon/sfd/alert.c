@@ -107,7 +107,7 @@ static int spawn(struct sfd_job *job, const sf_report *report)
         close(fd);
         return -ENOMEM;
     }
-    char env_job[SFD_JOB_ID_MAX + 16];
+    char env_job[SF_MAX_JOB_ID_LEN + 16];
     snprintf(env_job, sizeof env_job, "SF_JOB=%s", job->id);
     char *env[] = {env_job, "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
     uv_stdio_container_t stdio[3] = {

@@ -24,7 +24,7 @@ struct parse_ctx {
 void sfd_config_default(struct sfd_config *ret)
 {
     memset(ret, 0, sizeof(*ret));
-    snprintf(ret->runtime_dir, sizeof(ret->runtime_dir), "/run/stagefrontier");
+    snprintf(ret->runtime_dir, sizeof(ret->runtime_dir), SF_DEFAULT_RUNTIME_DIR);
     snprintf(ret->operators_group, sizeof(ret->operators_group), "stagefrontier");
     snprintf(ret->state_dir, sizeof(ret->state_dir), "/var/lib/stagefrontier");
     ret->max_history_mb = 128;

@@ -20,6 +20,12 @@
 
 #define READS_PER_EVENT 64
 
+_Static_assert(SFD_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
+               "socket paths are sun_path's size");
+_Static_assert(sizeof(SF_DEFAULT_INGEST_SOCKET) <= SFD_PATH_MAX &&
+                   sizeof(SF_DEFAULT_QUERY_SOCKET) <= SFD_PATH_MAX,
+               "the default sockets fit sun_path");
+
 /* What each socket's connections do with their datagrams. */
 struct conn_handler {
     int (*datagram)(struct sfd_conn *c, const uint8_t *buf, size_t len);

@@ -33,7 +33,7 @@ struct item {
     uint32_t kind, segment;
     uid_t uid;
     int64_t window;
-    char job[SFD_JOB_ID_MAX + 1];
+    char job[SF_MAX_JOB_ID_LEN + 1];
     uint8_t *body;
     size_t len;
 };
@@ -277,7 +277,7 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
 struct restore_ctx {
     struct sfd *d;
     struct sfd_history_stats *stats;
-    char job_key[SFD_JOB_ID_MAX + 1];
+    char job_key[SF_MAX_JOB_ID_LEN + 1];
     uid_t uid;
     bool skip;                      /* this job's rows are not restored */
     sf_report *reports[4096];       /* newest first, up to keep_windows */

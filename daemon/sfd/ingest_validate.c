@@ -48,7 +48,7 @@ void sfd_message_free(Stagefrontier__ClientMessage *m)
 bool sfd_job_id_valid(const char *id)
 {
     size_t n = strlen(id);
-    if (n < 1 || n > SFD_JOB_ID_MAX)
+    if (n < 1 || n > SF_MAX_JOB_ID_LEN)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = id[i];

@@ -64,11 +64,11 @@ static int load_config(struct sfd_config *cfg, const struct sfd_flags *f, bool *
         cfg->log_level = l;
     }
     if (cfg->ingest_path[0] == '\0' &&
-        snprintf(cfg->ingest_path, sizeof(cfg->ingest_path), "%s/ingest.sock",
+        snprintf(cfg->ingest_path, sizeof(cfg->ingest_path), "%s/" SF_INGEST_SOCKET_NAME,
                  cfg->runtime_dir) >= (int)sizeof(cfg->ingest_path))
         goto too_long;
     if (cfg->query_path[0] == '\0' &&
-        snprintf(cfg->query_path, sizeof(cfg->query_path), "%s/query.sock",
+        snprintf(cfg->query_path, sizeof(cfg->query_path), "%s/" SF_QUERY_SOCKET_NAME,
                  cfg->runtime_dir) >= (int)sizeof(cfg->query_path))
         goto too_long;
     return 0;

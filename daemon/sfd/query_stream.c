@@ -31,7 +31,7 @@ struct sfd_qstream {
     enum qs_kind kind;
     bool text;                  /* REPORT: the human view, else the JSON array */
     const struct sfd_job *job;  /* compared, never dereferenced before found in d->jobs */
-    char job_id[SFD_JOB_ID_MAX + 1];
+    char job_id[SF_MAX_JOB_ID_LEN + 1];
     uid_t uid;
     uint32_t segment, world_size;
     bool started;

@@ -27,7 +27,6 @@ struct sfd;
 struct sfd_job;
 
 #define SFD_PATH_MAX 108            /* sun_path */
-#define SFD_JOB_ID_MAX 128
 #define SFD_HOST_MAX 255
 #define SFD_ROLE_MAX 64
 #define SFD_MAX_JOB_ROLES 64        /* distinct role strings per job */
@@ -259,7 +258,7 @@ struct sfd_baseline {
 
 struct sfd_job {
     struct sfd *sfd;
-    char id[SFD_JOB_ID_MAX + 1];
+    char id[SF_MAX_JOB_ID_LEN + 1];
     uid_t uid;
     sf_schema schema;
     sf_gates gates;             /* window_steps/warmup fixed for the job */
@@ -309,7 +308,7 @@ int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret);
 const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t rank);
 /* A job's name for outputs that carry no uid: its id, or "UID/JOB" when
  * another uid has a job of the same id. */
-#define SFD_JOB_NAME_MAX (SFD_JOB_ID_MAX + 12)
+#define SFD_JOB_NAME_MAX (SF_MAX_JOB_ID_LEN + 12)
 void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len);
 /* The budget limits of the running configuration. */
 struct sfd_budget_limits sfd_mem_limits(const struct sfd *d);

@@ -17,16 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stagefrontier/limits.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Hard bounds. They keep every per-step sum inside int64 without checks on
- * the hot merge path: SF_MAX_RANKS * SF_MAX_DURATION_NS < 2^61, and a prefix
- * is at most SF_MAX_STAGES * SF_MAX_DURATION_NS < 2^48. */
-#define SF_MAX_STAGES 64
-#define SF_MAX_RANKS (1u << 18)
-#define SF_MAX_DURATION_NS (INT64_C(1) << 42) /* about 73 minutes per stage */
+/* Hard bounds: stages, ranks and durations are limits.h's; these are the
+ * core's own. */
 #define SF_MAX_WINDOW_STEPS 16384             /* window sums of prefixes stay below 2^62 */
 #define SF_MAX_NAME_LEN 64
 #define SF_MAX_ROLES 16
