@@ -8,13 +8,11 @@
 
 #include <errno.h>
 #include <string.h>
+#include "stagefrontier/strutil.h"
 
-static uint64_t fnv1a(uint64_t h, const char *s) {
-    for (; s && *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= UINT64_C(0x100000001b3);
-    }
-    return h * UINT64_C(0x100000001b3);   /* a separator between fields */
+/* One field into the key hash, with a separator after it. */
+static uint64_t hash_field(uint64_t h, const char *s) {
+    return sf_fnv1a(h, s, s ? strlen(s) : 0) * SF_FNV1A_PRIME;
 }
 
 void sf__nccl_agg_init(struct sf_nccl_agg *agg) {
@@ -63,10 +61,10 @@ static void copy_name(char dst[SF_NCCL_NAME_LEN + 1], const char *src) {
 static uint32_t key_find(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci,
                          uint32_t bucket) {
     uint64_t h = UINT64_C(0xcbf29ce484222325);
-    h = fnv1a(h, ci->func);
-    h = fnv1a(h, ci->datatype);
-    h = fnv1a(h, ci->algo);
-    h = fnv1a(h, ci->proto);
+    h = hash_field(h, ci->func);
+    h = hash_field(h, ci->datatype);
+    h = hash_field(h, ci->algo);
+    h = hash_field(h, ci->proto);
     h = (h ^ bucket) * UINT64_C(0x100000001b3);
     h = (h ^ (uint32_t)ci->stage) * UINT64_C(0x100000001b3);
     h = (h ^ (uint64_t)(ci->step & 1)) * UINT64_C(0x100000001b3);

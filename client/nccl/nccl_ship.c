@@ -22,6 +22,7 @@
 #include "ingest.pb-c.h"
 #include "nccl_beacon.h"
 #include "transport.h"
+#include "stagefrontier/strutil.h"
 
 #define IDLE_FLUSH_NS            (1000 * INT64_C(1000000))
 #define BEACON_RETRY_NS          (2000 * INT64_C(1000000))
@@ -110,17 +111,6 @@ static void configure(const struct sf_nccl_comm *first) {
     st.can_ship = true;
 }
 
-/* "x@k" -> k + 1 microsteps, else 1. */
-static uint32_t accumulation_of(const char *name) {
-    const char *at = strrchr(name, '@');
-    unsigned long k;
-    char *end;
-    if (!at || !at[1])
-        return 1;
-    k = strtoul(at + 1, &end, 10);
-    return *end || k >= 64 ? 1 : (uint32_t)k + 1;
-}
-
 /* The channel-1 Hello mirrors the trainer's schema, so sfd sees one shape
  * per job: the names libsfclient published, with the default group rule and
  * the accumulation their @k suffixes imply. Without libsfclient in the
@@ -134,11 +124,9 @@ static bool hello_schema(void) {
     if (st.schema.n && (st.schema_from_beacon || !b || n < 2))
         return true;
     if (n >= 2 && n <= SF_MAX_STAGES) {
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; i < n; i++)
             names[i] = b->names[i];
-            if (accumulation_of(names[i]) > acc)
-                acc = accumulation_of(names[i]);
-        }
+        acc = sf_accumulation_of(names, n);
         if (sf__schema_build(&s, names, NULL, n, acc) == 0) {
             if (sf__schema_mark_sync(&s, b->sync_mask) == 0) {
                 sf__schema_free(&st.schema);

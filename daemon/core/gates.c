@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include <stagefrontier/accounting.h>
+#include "stagefrontier/strutil.h"
 
 enum gate_kind { GATE_RATIO, GATE_SECONDS, GATE_COUNT, GATE_BOOL, GATE_NAME };
 
@@ -102,17 +103,6 @@ static int parse_double(const char *text, double max, double *ret)
     return 0;
 }
 
-static int parse_bool(const char *text, bool *ret)
-{
-    if (!strcasecmp(text, "true") || !strcmp(text, "1") || !strcasecmp(text, "yes"))
-        *ret = true;
-    else if (!strcasecmp(text, "false") || !strcmp(text, "0") || !strcasecmp(text, "no"))
-        *ret = false;
-    else
-        return -EINVAL;
-    return 0;
-}
-
 static int set_gate(sf_gates *gates, const struct gate_key *g, const char *value)
 {
     char *field = (char *)gates + g->offset;
@@ -130,7 +120,7 @@ static int set_gate(sf_gates *gates, const struct gate_key *g, const char *value
         *(uint32_t *)field = (uint32_t)v;
         return 0;
     case GATE_BOOL:
-        return parse_bool(value, (bool *)field);
+        return sf_parse_bool(value, (bool *)field);
     case GATE_NAME:
         if (value[0] == '\0' || strlen(value) > SF_MAX_NAME_LEN)
             return -EINVAL;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <stagefrontier/accounting.h>
+#include "stagefrontier/strutil.h"
 
 const char *const sf_default_stage_names[6] = {
     "data.next_wait",     "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
@@ -42,25 +43,15 @@ static size_t microstep_parent_len(const char *name)
     return (size_t)(at - name);
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= UINT64_C(0x100000001b3);
-    }
-    return h;
-}
-
 static uint64_t schema_hash(const sf_schema *s)
 {
     unsigned char version[4] = {(unsigned char)s->version, (unsigned char)(s->version >> 8),
                                 (unsigned char)(s->version >> 16),
                                 (unsigned char)(s->version >> 24)};
-    uint64_t h = fnv1a(UINT64_C(0xcbf29ce484222325), version, sizeof version);
+    uint64_t h = sf_fnv1a(SF_FNV1A_OFFSET, version, sizeof version);
     for (uint32_t i = 0; i < s->n_stages; i++) {
-        h = fnv1a(h, s->names[i], strlen(s->names[i]) + 1);
-        h = fnv1a(h, s->groups[i], strlen(s->groups[i]) + 1);
+        h = sf_fnv1a(h, s->names[i], strlen(s->names[i]) + 1);
+        h = sf_fnv1a(h, s->groups[i], strlen(s->groups[i]) + 1);
     }
     return h;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "peer.h"
+#include "stagefrontier/strutil.h"
 
 #define PREFIX_MAX ((int64_t)SF_MAX_STAGES * SF_MAX_DURATION_NS)
 #define SUM_MAX    (INT64_C(1) << 62)
@@ -178,12 +179,6 @@ static bool durations_ok(const int64_t *d, size_t n)
     return true;
 }
 
-static bool str_ok(const char *s, size_t max)
-{
-    size_t n = strnlen(s, max + 1);
-    return n <= max;
-}
-
 static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
 {
     size_t n = m->n_stage_names;
@@ -192,8 +187,8 @@ static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
     if (m->accumulation < 1 || m->accumulation > SF_MAX_ACCUMULATION)
         return -EBADMSG;
     for (size_t i = 0; i < n; i++) {
-        if (!str_ok(m->stage_names[i], SF_MAX_NAME_LEN) ||
-            (m->n_stage_groups && !str_ok(m->stage_groups[i], SF_MAX_NAME_LEN)))
+        if (!sf_str_len_ok(m->stage_names[i], 0, SF_MAX_NAME_LEN) ||
+            (m->n_stage_groups && !sf_str_len_ok(m->stage_groups[i], 0, SF_MAX_NAME_LEN)))
             return -EBADMSG;
     }
     sf_schema sc;
@@ -313,7 +308,7 @@ static int decode_roles(const Stagefrontier__Summary *m, sf_summary *s)
     if (m->n_roles > SF_MAX_ROLES)
         return -EBADMSG;
     for (size_t i = 0; i < m->n_roles; i++) {
-        if (!str_ok(m->roles[i], SF_MAX_NAME_LEN) ||
+        if (!sf_str_len_ok(m->roles[i], 0, SF_MAX_NAME_LEN) ||
             (i > 0 && strcmp(m->roles[i - 1], m->roles[i]) >= 0))
             return -EBADMSG;
         if ((s->roles[i] = strdup(m->roles[i])) == NULL)
@@ -360,7 +355,7 @@ static int decode_dense(const Stagefrontier__DenseRows *o, sf_summary *s)
         return -EBADMSG;
     for (size_t i = 0; i < o->n_ranks; i++)
         if (o->ranks[i] >= world || (i > 0 && o->ranks[i] <= o->ranks[i - 1]) ||
-            !covered(s, o->ranks[i]) || !str_ok(o->roles[i], SF_MAX_NAME_LEN))
+            !covered(s, o->ranks[i]) || !sf_str_len_ok(o->roles[i], 0, SF_MAX_NAME_LEN))
             return -EBADMSG;
     for (uint32_t t = 0; t < s->n_steps; t++) {
         uint32_t present = 0;

@@ -14,6 +14,7 @@
 #include <ini.h>
 
 #include "import_map.h"
+#include "stagefrontier/strutil.h"
 
 #define CACHE_SLOTS 16384 /* power of two; at most 3/4 used */
 
@@ -243,17 +244,9 @@ static int classify_uncached(const struct import_map *m, const char *name)
     return IMPORT_NONE;
 }
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 int import_map_classify(struct import_map *m, const char *name)
 {
-    size_t slot = fnv1a(name) & (CACHE_SLOTS - 1);
+    size_t slot = sf_fnv1a(SF_FNV1A_OFFSET, name, strlen(name)) & (CACHE_SLOTS - 1);
     for (size_t probes = 0; probes < CACHE_SLOTS; probes++) {
         struct map_cache_entry *e = &m->cache[slot];
         if (e->name == NULL)

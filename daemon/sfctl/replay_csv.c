@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "replay.h"
+#include "stagefrontier/strutil.h"
 
 #define CSV_MAX_FIELDS (2 + SF_MAX_STAGES + 1)
 
@@ -52,36 +53,12 @@ static void split_line(char *text, struct csv_line *out)
     }
 }
 
-static bool is_blank(const char *line)
-{
-    for (; *line; line++)
-        if (*line != ' ' && *line != '\t' && *line != '\r' && *line != '\n')
-            return false;
-    return true;
-}
-
 /* The residual is named step.other_cpu_wall, or ends in "residual". */
 static bool is_residual_name(const char *name)
 {
     size_t n = strlen(name);
     return strcmp(name, "step.other_cpu_wall") == 0 ||
            (n >= 8 && strcmp(name + n - 8, "residual") == 0);
-}
-
-/* The accumulation factor implied by "@k" stage names. */
-static uint32_t accumulation_of(const char *const *names, uint32_t n)
-{
-    uint32_t k_max = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const char *at = strrchr(names[i], '@');
-        if (at && at[1]) {
-            char *end;
-            unsigned long k = strtoul(at + 1, &end, 10);
-            if (*end == '\0' && k + 1 > k_max && k < SF_MAX_ACCUMULATION)
-                k_max = (uint32_t)k + 1;
-        }
-    }
-    return k_max ? k_max : 1;
 }
 
 struct csv_header {
@@ -109,7 +86,7 @@ static int parse_header(struct csv_line *h, struct replay_part *p, struct csv_he
             "missing residual column: the last stage column must be step.other_cpu_wall "
             "(or a name ending in \"residual\")");
     int r = sf_schema_init(&p->schema, 1, hd.n_stages, names, NULL,
-                           accumulation_of(names, hd.n_stages));
+                           sf_accumulation_of(names, hd.n_stages));
     if (r < 0)
         return sfctl_fail_at(err, errlen, 1, h->columns[2],
                              "invalid stage names (empty, duplicate, "
@@ -236,7 +213,7 @@ static int read_rows(FILE *in, struct replay_part *p, const struct csv_header *h
     struct csv_line l;
     while (r == 0 && getline(&text, &cap, in) > 0) {
         (*line)++;
-        if (is_blank(text))
+        if (sf_is_blank(text))
             continue;
         split_line(text, &l);
         r = parse_row(&l, hd, p, *line, err, errlen);
@@ -267,7 +244,7 @@ int sfctl_read_csv(FILE *in, struct replay_input *ret, char *err, size_t errlen)
     ssize_t got = 0;
     while (r == 0 && (got = getline(&text, &cap, in)) > 0) {
         line++;
-        if (!is_blank(text))
+        if (!sf_is_blank(text))
             break;
     }
     if (r == 0 && got <= 0)

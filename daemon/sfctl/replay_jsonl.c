@@ -12,6 +12,7 @@
 
 #include "recording.h"
 #include "replay.h"
+#include "stagefrontier/strutil.h"
 
 #define JSONL_MAX_LINE (1u << 20)
 
@@ -117,14 +118,6 @@ static int on_line(struct jsonl_state *st, const char *text, size_t line, char *
     return r;
 }
 
-static bool is_blank(const char *s)
-{
-    for (; *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n')
-            return false;
-    return true;
-}
-
 static int check_parts(const struct replay_input *in, size_t line, char *err, size_t errlen)
 {
     if (in->n_parts == 0)
@@ -148,7 +141,7 @@ int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, 
         line++;
         if ((size_t)n > JSONL_MAX_LINE)
             r = sfctl_fail_at(err, errlen, line, 1, "line longer than %u bytes", JSONL_MAX_LINE);
-        else if (!is_blank(text))
+        else if (!sf_is_blank(text))
             r = on_line(&st, text, line, err, errlen);
     }
     free(text);

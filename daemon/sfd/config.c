@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "sfd.h"
+#include "stagefrontier/strutil.h"
 
 struct parse_ctx {
     struct sfd_config *cfg;
@@ -75,18 +76,6 @@ static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret)
     return 0;
 }
 
-static int parse_bool(const char *v, bool *ret)
-{
-    if (!strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "on"))
-        *ret = true;
-    else if (!strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcmp(v, "0") ||
-             !strcasecmp(v, "off"))
-        *ret = false;
-    else
-        return -EINVAL;
-    return 0;
-}
-
 static int set_str(char *dst, size_t cap, const char *v)
 {
     size_t n = strlen(v);
@@ -124,7 +113,7 @@ static int set_sfd_key(struct sfd_config *c, const char *k, const char *v)
     if (!strcmp(k, "status_interval_ms"))
         return parse_u64(v, 100, 3600000, &c->status_interval_ms);
     if (!strcmp(k, "watchdog"))
-        return parse_bool(v, &c->watchdog);
+        return sf_parse_bool(v, &c->watchdog);
     if (!strcmp(k, "alert_command"))
         return set_str(c->alert_command, sizeof(c->alert_command), v);
     if (!strcmp(k, "alert_windows"))

@@ -8,6 +8,8 @@
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
+#include "stagefrontier/strutil.h"
+#include "side_format.h"
 
 #define SFD_PROTOCOL_VERSION 1
 #define MAX_BATCH_RECORDS 1024
@@ -85,14 +87,6 @@ int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret)
     return 0;
 }
 
-static bool str_ok(const char *s, size_t lo, size_t hi)
-{
-    if (s == NULL)
-        return lo == 0;
-    size_t n = strnlen(s, hi + 1);
-    return n >= lo && n <= hi;
-}
-
 int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *lim,
                        sf_schema *ret_schema, enum sfd_reject *ret_why)
 {
@@ -106,7 +100,7 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
         return reject(ret_why, SFD_REJ_MAX_RANKS);
     if (h->rank >= h->world_size)
         return reject(ret_why, SFD_REJ_INVALID);
-    if (!str_ok(h->host, 0, SFD_HOST_MAX) || !str_ok(h->role, 0, SFD_ROLE_MAX))
+    if (!sf_str_len_ok(h->host, 0, SFD_HOST_MAX) || !sf_str_len_ok(h->role, 0, SFD_ROLE_MAX))
         return reject(ret_why, SFD_REJ_INVALID);
     if (h->has_channel && h->channel > 1)
         return reject(ret_why, SFD_REJ_INVALID);
@@ -115,9 +109,9 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
     if (h->n_stage_groups != 0 && h->n_stage_groups != h->n_stage_names)
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < h->n_stage_names; i++) {
-        if (!str_ok(h->stage_names[i], 1, SF_MAX_NAME_LEN))
+        if (!sf_str_len_ok(h->stage_names[i], 1, SF_MAX_NAME_LEN))
             return reject(ret_why, SFD_REJ_INVALID);
-        if (h->n_stage_groups && !str_ok(h->stage_groups[i], 0, SF_MAX_NAME_LEN))
+        if (h->n_stage_groups && !sf_str_len_ok(h->stage_groups[i], 0, SF_MAX_NAME_LEN))
             return reject(ret_why, SFD_REJ_INVALID);
     }
     uint64_t sync_mask = 0;
@@ -250,12 +244,12 @@ int sfd_validate_nccl(const Stagefrontier__NcclBatch *b, enum sfd_reject *ret_wh
 {
     if (b->step < 0 || b->step >= MAX_STEP || b->n_aggregates > MAX_NCCL_AGGREGATES)
         return reject(ret_why, SFD_REJ_INVALID);
-    if (!str_ok(b->comm_name, 0, 128) || !str_ok(b->enclosing_stage, 0, SF_MAX_NAME_LEN))
+    if (!sf_str_len_ok(b->comm_name, 0, SF_SIDE_COMM_MAX) || !sf_str_len_ok(b->enclosing_stage, 0, SF_MAX_NAME_LEN))
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < b->n_aggregates; i++) {
         const Stagefrontier__NcclAggregate *a = b->aggregates[i];
-        if (!str_ok(a->collective, 1, 32) || !str_ok(a->datatype, 0, 32) ||
-            !str_ok(a->algorithm, 0, 32) || !str_ok(a->protocol, 0, 32))
+        if (!sf_str_len_ok(a->collective, 1, SF_SIDE_NAME_MAX) || !sf_str_len_ok(a->datatype, 0, SF_SIDE_NAME_MAX) ||
+            !sf_str_len_ok(a->algorithm, 0, SF_SIDE_NAME_MAX) || !sf_str_len_ok(a->protocol, 0, SF_SIDE_NAME_MAX))
             return reject(ret_why, SFD_REJ_INVALID);
         if (a->has_size_bucket && a->size_bucket > 64)
             return reject(ret_why, SFD_REJ_INVALID);
