@@ -39,7 +39,10 @@ static double bench_clock(long n)
     return (double)(now_ns() - t0) / (double)n;
 }
 
-struct result { double ns_stage_boundary, ns_step_boundary, syscalls_per_step; sf_client_stats st; };
+struct result {
+    double ns_stage_boundary, ns_step_boundary, syscalls_per_step;
+    sf_client_stats st;
+};
 
 static struct result run(const char *socket_path, long steps)
 {
@@ -165,7 +168,7 @@ int main(int argc, char **argv)
     printf("%-16s %10s %10s %10s %10s %10s %10s\n", "receiver", "ns/stage", "ns/bound", "sys/step",
            "steps", "sent", "dropped");
     if (strcmp(mode, "drain") != 0) {
-        struct result r = run(path, steps);    /* nothing listens at path */
+        struct result r = run(path, steps); /* nothing listens at path */
         print("none", &r);
     }
     if (strcmp(mode, "none") != 0) {

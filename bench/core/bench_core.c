@@ -26,12 +26,12 @@ static const struct shape shapes[] = {{8, 100, 6}, {1024, 100, 6}, {16384, 100, 
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 struct opts {
-    const char *dump_dir;       /* write each matrix here, then benchmark */
-    const char *tsv_path;       /* machine-readable results for run.sh */
-    int reps;                   /* best-of repetitions */
+    const char *dump_dir; /* write each matrix here, then benchmark */
+    const char *tsv_path; /* machine-readable results for run.sh */
+    int reps;             /* best-of repetitions */
     uint64_t seed;
-    uint32_t only_ranks;        /* 0: every shape */
-    bool report_only;           /* time sf_report_from_rows alone (for profilers) */
+    uint32_t only_ranks; /* 0: every shape */
+    bool report_only;    /* time sf_report_from_rows alone (for profilers) */
 };
 
 /* ---- the matrix ---------------------------------------------------------- */
@@ -52,7 +52,8 @@ static void generate(const struct shape *sh, uint64_t seed, int64_t *d)
     for (size_t i = 0; i < (size_t)R * S; i++)
         bias[i] = 1.0 + 0.03 * uniform_pm1(&st);
     for (uint32_t t = 0; t < sh->steps; t++) {
-        int64_t stall = uniform_pm1(&st) < 0.4 ? (int64_t)(30e6 * (1.0 + 0.5 * uniform_pm1(&st))) : 0;
+        int64_t stall =
+            uniform_pm1(&st) < 0.4 ? (int64_t)(30e6 * (1.0 + 0.5 * uniform_pm1(&st))) : 0;
         for (uint32_t r = 0; r < R; r++) {
             int64_t *row = &d[((size_t)t * R + r) * S];
             for (uint32_t s = 0; s < S; s++) {
@@ -181,9 +182,8 @@ static double time_stream(const int64_t *d, size_t cells, int reps)
 }
 
 /* Best time of sf_summary_build; the last summary is kept in *ret_last. */
-static double time_summary(const sf_schema *schema, const sf_window_meta *meta,
-                           const sf_row *rows, size_t n_rows, bool dense, int reps,
-                           sf_summary **ret_last)
+static double time_summary(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                           size_t n_rows, bool dense, int reps, sf_summary **ret_last)
 {
     double best = 1e30;
     for (int k = 0; k < reps; k++) {
@@ -263,9 +263,8 @@ static double time_median_floor(const int64_t *d, const struct shape *sh, int re
     return best;
 }
 
-static double time_report(const sf_schema *schema, const sf_window_meta *meta,
-                          const sf_row *rows, size_t n_rows, const sf_gates *gates, int reps,
-                          sf_report **ret_last)
+static double time_report(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                          size_t n_rows, const sf_gates *gates, int reps, sf_report **ret_last)
 {
     double best = 1e30;
     for (int k = 0; k < reps; k++) {
@@ -288,9 +287,9 @@ static double time_report(const sf_schema *schema, const sf_window_meta *meta,
 
 struct result {
     double frontier_s, summary_s, report_s;
-    double dense_build_s, compute_s;    /* the report's two halves, timed apart */
-    double median_floor_s;              /* the two median passes alone */
-    double stream_s;                    /* a plain read of the matrix */
+    double dense_build_s, compute_s; /* the report's two halves, timed apart */
+    double median_floor_s;           /* the two median passes alone */
+    double stream_s;                 /* a plain read of the matrix */
     int64_t adv[SF_MAX_STAGES];
     sf_report *report;
 };
@@ -314,9 +313,9 @@ static void tsv_write(FILE *f, const struct shape *sh, const struct result *res)
         co[k] = r->stages[k].gain_cohort_median_ns;
         adv[k] = r->stages[k].advance_ns;
     }
-    fprintf(f, "c\t%u\t%u\t%u\t%.9g\t%.9g\t%.9g\t%.9g\t%.9g\t%" PRId64 "\t", sh->ranks,
-            sh->steps, sh->stages, res->frontier_s, res->summary_s, res->report_s,
-            res->dense_build_s, res->compute_s, (int64_t)r->exposed_total_ns);
+    fprintf(f, "c\t%u\t%u\t%u\t%.9g\t%.9g\t%.9g\t%.9g\t%.9g\t%" PRId64 "\t", sh->ranks, sh->steps,
+            sh->stages, res->frontier_s, res->summary_s, res->report_s, res->dense_build_s,
+            res->compute_s, (int64_t)r->exposed_total_ns);
     tsv_list(f, adv, sh->stages);
     fputc('\t', f);
     tsv_list(f, rm, sh->stages);
@@ -344,13 +343,14 @@ static int run_shape(const struct shape *sh, const struct opts *o, struct result
         goto out;
     }
     for (size_t i = 0; i < n_rows; i++)
-        rows[i] = (sf_row){.step = (int64_t)(i / sh->ranks), .rank = (uint32_t)(i % sh->ranks),
+        rows[i] = (sf_row){.step = (int64_t)(i / sh->ranks),
+                           .rank = (uint32_t)(i % sh->ranks),
                            .d = &d[i * sh->stages]};
     sf_window_meta meta = {.first_step = 0, .last_step = sh->steps - 1, .world_size = sh->ranks};
     sf_gates gates;
     sf_gates_default(&gates);
     if (gates.dense_max_ranks < sh->ranks)
-        gates.dense_max_ranks = sh->ranks;   /* dense mode at every size: all gains */
+        gates.dense_max_ranks = sh->ranks; /* dense mode at every size: all gains */
     frontier_pass(d, sh->steps, sh->ranks, sh->stages, res->adv);
     if (!o->report_only) {
         sf_summary *sum = NULL;

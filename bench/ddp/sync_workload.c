@@ -26,7 +26,7 @@ enum fault { F_NONE, F_DATA, F_FORWARD, F_BACKWARD, F_CALLBACK_BARRIER };
 
 struct config {
     int ranks, steps, seed;
-    int print_hidden;           /* print the hidden rank and exit (for the demo's reveal) */
+    int print_hidden; /* print the hidden rank and exit (for the demo's reveal) */
     enum fault fault;
     double delay_ms;
     const char *job_id;
@@ -38,7 +38,7 @@ struct shared {
 
 static void sleep_us(long us)
 {
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -50,8 +50,8 @@ static long jitter_us(unsigned *state, long range_us)
     return (long)((*state >> 8) % (unsigned)(range_us + 1));
 }
 
-static const char *const fault_names[] = { "none", "data_wait", "forward_host",
-                                           "backward_compute", "callback_barrier" };
+static const char *const fault_names[] = {"none", "data_wait", "forward_host", "backward_compute",
+                                          "callback_barrier"};
 
 static int parse_fault(const char *s, enum fault *ret)
 {
@@ -72,7 +72,9 @@ static int hidden_rank(int seed, int ranks)
     return (int)((s >> 8) % (unsigned)ranks);
 }
 
-struct stage_ids { int data, fwd, bwd, cb, opt; };
+struct stage_ids {
+    int data, fwd, bwd, cb, opt;
+};
 
 static int lookup_ids(sf_client *c, struct stage_ids *ids)
 {
@@ -120,7 +122,7 @@ static int run_rank(const struct config *cfg, struct shared *sh, int rank)
         sf_stage_begin(c, id.bwd);
         sleep_us(5000 + jitter_us(&rng, 1500) + (cfg->fault == F_BACKWARD ? delay : 0));
         sf_stage_arrive(c);
-        pthread_barrier_wait(&sh->barrier);          /* the gradient allreduce */
+        pthread_barrier_wait(&sh->barrier); /* the gradient allreduce */
         sf_stage_end(c, id.bwd);
         sf_stage_begin(c, id.cb);
         if (cfg->fault == F_CALLBACK_BARRIER) {
@@ -150,27 +152,46 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct config *cfg)
 {
     static const struct option opts[] = {
-        { "ranks", required_argument, NULL, 'n' }, { "steps", required_argument, NULL, 's' },
-        { "seed", required_argument, NULL, 'S' }, { "fault", required_argument, NULL, 'f' },
-        { "delay-ms", required_argument, NULL, 'd' }, { "job-id", required_argument, NULL, 'j' },
-        { "print-hidden-rank", no_argument, NULL, 'H' }, { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+        {"ranks", required_argument, NULL, 'n'},
+        {"steps", required_argument, NULL, 's'},
+        {"seed", required_argument, NULL, 'S'},
+        {"fault", required_argument, NULL, 'f'},
+        {"delay-ms", required_argument, NULL, 'd'},
+        {"job-id", required_argument, NULL, 'j'},
+        {"print-hidden-rank", no_argument, NULL, 'H'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
-        case 'n': cfg->ranks = atoi(optarg); break;
-        case 's': cfg->steps = atoi(optarg); break;
-        case 'S': cfg->seed = atoi(optarg); break;
-        case 'd': cfg->delay_ms = atof(optarg); break;
-        case 'j': cfg->job_id = optarg; break;
+        case 'n':
+            cfg->ranks = atoi(optarg);
+            break;
+        case 's':
+            cfg->steps = atoi(optarg);
+            break;
+        case 'S':
+            cfg->seed = atoi(optarg);
+            break;
+        case 'd':
+            cfg->delay_ms = atof(optarg);
+            break;
+        case 'j':
+            cfg->job_id = optarg;
+            break;
         case 'f':
             if (parse_fault(optarg, &cfg->fault) < 0)
                 return -EINVAL;
             break;
-        case 'H': cfg->print_hidden = 1; break;
-        case 'h': usage(stdout); exit(0);
-        default: return -EINVAL;
+        case 'H':
+            cfg->print_hidden = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            return -EINVAL;
         }
     }
     if (cfg->ranks < 2 || cfg->ranks > MAX_RANKS || cfg->steps < 1 || cfg->steps > 100000 ||
@@ -181,8 +202,8 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 
 int main(int argc, char **argv)
 {
-    struct config cfg = { .ranks = 4, .steps = 140, .seed = 1, .fault = F_DATA,
-                          .delay_ms = 8.0, .job_id = NULL };
+    struct config cfg = {
+        .ranks = 4, .steps = 140, .seed = 1, .fault = F_DATA, .delay_ms = 8.0, .job_id = NULL};
     pthread_barrierattr_t attr;
     struct shared *sh;
     pid_t pids[MAX_RANKS];
@@ -230,8 +251,8 @@ int main(int argc, char **argv)
                 kill(pids[q], SIGTERM);
         }
     }
-    printf("sf_sync_workload: %d ranks, %d steps, fault %s on a hidden rank (seed %d)\n",
-           cfg.ranks, cfg.steps, fault_names[cfg.fault], cfg.seed);
+    printf("sf_sync_workload: %d ranks, %d steps, fault %s on a hidden rank (seed %d)\n", cfg.ranks,
+           cfg.steps, fault_names[cfg.fault], cfg.seed);
     pthread_barrier_destroy(&sh->barrier);
     munmap(sh, sizeof(*sh));
     return rc;

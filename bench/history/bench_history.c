@@ -38,7 +38,7 @@ static sf_report *make_report(void)
     if (sf_schema_init_default(&schema, 1) < 0)
         exit(1);
     uint32_t S = schema.n_stages, world = 8, steps = 100;
-    sf_window_meta meta = { .index = 0, .world_size = world };
+    sf_window_meta meta = {.index = 0, .world_size = world};
     sf_window_range(0, 0, gates.window_steps, &meta.first_step, &meta.last_step);
     sf_row *rows = calloc((size_t)world * steps, sizeof(*rows));
     int64_t *d = calloc((size_t)world * steps * S, sizeof(*d));
@@ -46,7 +46,7 @@ static sf_report *make_report(void)
     for (uint32_t i = 0; i < world * steps; i++) {
         for (uint32_t k = 0; k < S; k++)
             d[(size_t)i * S + k] = 1000000 * (k + 1) + rand() % 200000;
-        rows[i] = (sf_row){ .step = i / world, .rank = i % world, .d = d + (size_t)i * S };
+        rows[i] = (sf_row){.step = i / world, .rank = i % world, .d = d + (size_t)i * S};
     }
     sf_report *r = NULL;
     if (sf_report_from_rows(&schema, &meta, rows, (size_t)world * steps, &gates, &r) < 0)
@@ -60,7 +60,7 @@ static sf_report *make_report(void)
 static void clear_store(const char *dir)
 {
     char p[4200];
-    static const char *const suffix[] = { "", "-wal", "-shm" };
+    static const char *const suffix[] = {"", "-wal", "-shm"};
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s%s", dir, SFD_HISTORY_FILE, suffix[i]);
         unlink(p);
@@ -86,7 +86,7 @@ static double append_rate(const char *dir, const uint8_t *body, size_t len, doub
                 exit(1);
         if (sync)
             fdatasync(fd);
-        if (n % 8192 == 0 && ftruncate(fd, 0) < 0)     /* bounded file */
+        if (n % 8192 == 0 && ftruncate(fd, 0) < 0) /* bounded file */
             exit(1);
     }
     double rate = (double)n / (now_s() - t0);
@@ -114,7 +114,7 @@ static double store_rate(const char *dir, const uint8_t *body, size_t len, doubl
     double t0 = now_s();
     while (now_s() - t0 < secs) {
         for (int i = 0; i < BATCH; i++, n++) {
-            keys[i] = (struct sfd_store_key){ SFD_HISTORY_REPORT, 1000, "bench", 0, (int64_t)n };
+            keys[i] = (struct sfd_store_key){SFD_HISTORY_REPORT, 1000, "bench", 0, (int64_t)n};
             bodies[i] = body;
             lens[i] = len;
         }
@@ -140,7 +140,7 @@ struct stall {
     struct sfd_store *inline_store;
     uint32_t per_tick;
     uint64_t last_ns, worst_gap_ns, worst_put_ns, puts, ticks;
-    uint64_t *gaps, *put_ns;     /* samples, for the 99th percentiles */
+    uint64_t *gaps, *put_ns; /* samples, for the 99th percentiles */
     size_t n_gaps, n_puts, cap;
     double until;
     uv_timer_t timer;
@@ -152,8 +152,8 @@ static void put_inline(struct stall *st)
     size_t len;
     if (sfd_report_pack(st->report, &body, &len) < 0)
         exit(1);
-    struct sfd_store_key k = { SFD_HISTORY_REPORT, 1000, "bench", 0, st->report->meta.index };
-    const uint8_t *bodies[1] = { body };
+    struct sfd_store_key k = {SFD_HISTORY_REPORT, 1000, "bench", 0, st->report->meta.index};
+    const uint8_t *bodies[1] = {body};
     uint64_t ev = 0;
     sfd_store_put(st->inline_store, &k, bodies, &len, 1, &ev);
     free(body);
@@ -205,11 +205,11 @@ static double p99_ms(uint64_t *v, size_t n)
 static void stall_run(const char *dir, sf_report *report, enum mode mode, uint32_t per_tick,
                       double secs)
 {
-    static const char *const names[] = { "history off", "writer thread", "inline on loop" };
+    static const char *const names[] = {"history off", "writer thread", "inline on loop"};
     static struct sfd d;
     uv_loop_t loop;
     enum sfd_reject why;
-    struct stall st = { .d = &d, .report = report, .mode = mode, .per_tick = per_tick };
+    struct stall st = {.d = &d, .report = report, .mode = mode, .per_tick = per_tick};
     memset(&d, 0, sizeof(d));
     clear_store(dir);
     uv_loop_init(&loop);
@@ -241,24 +241,23 @@ static void stall_run(const char *dir, sf_report *report, enum mode mode, uint32
     uv_close((uv_handle_t *)&st.timer, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     double t0 = now_s();
-    struct sfd_history_stats hs = { 0 };
+    struct sfd_history_stats hs = {0};
     if (mode == MODE_THREAD)
         sfd_history_get_stats(&d, &hs);
-    sfd_history_stop(&d);       /* drains the queue: off the loop's clock */
+    sfd_history_stop(&d); /* drains the queue: off the loop's clock */
     double drain = now_s() - t0;
     sfd_store_close(st.inline_store);
     sfd_jobs_free_all(&d);
     uv_loop_close(&loop);
     clear_store(dir);
-    printf("%-15s %9.0f %8.3f %8.3f %8.3f %8.3f %8llu",
-           names[mode], (double)st.puts / secs, p99_ms(st.gaps, st.n_gaps),
-           (double)st.worst_gap_ns / 1e6, p99_ms(st.put_ns, st.n_puts),
+    printf("%-15s %9.0f %8.3f %8.3f %8.3f %8.3f %8llu", names[mode], (double)st.puts / secs,
+           p99_ms(st.gaps, st.n_gaps), (double)st.worst_gap_ns / 1e6, p99_ms(st.put_ns, st.n_puts),
            (double)st.worst_put_ns / 1e6, (unsigned long long)st.ticks);
     free(st.gaps);
     free(st.put_ns);
     if (mode == MODE_THREAD)
-        printf("   queue_dropped %llu, drain at stop %.3f s",
-               (unsigned long long)hs.queue_dropped, drain);
+        printf("   queue_dropped %llu, drain at stop %.3f s", (unsigned long long)hs.queue_dropped,
+               drain);
     printf("\n");
 }
 
@@ -276,8 +275,8 @@ int main(int argc, char **argv)
     size_t len;
     if (sfd_report_pack(report, &body, &len) < 0)
         return 1;
-    printf("report body %zu bytes (8 ranks x 100 steps x 6 stages, dense); %.1f s per run\n\n",
-           len, secs);
+    printf("report body %zu bytes (8 ranks x 100 steps x 6 stages, dense); %.1f s per run\n\n", len,
+           secs);
     printf("throughput, batches of %d        reports/s      MB/s\n", BATCH);
     double a = append_rate(dir, body, len, secs, false);
     printf("anchor: write(2), no sync      %11.0f %9.1f\n", a, a * (double)len / 1e6);

@@ -22,7 +22,7 @@ static int64_t now_ns(void)
 
 static void sleep_until(int64_t due)
 {
-    struct timespec ts = { due / 1000000000, due % 1000000000 };
+    struct timespec ts = {due / 1000000000, due % 1000000000};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }

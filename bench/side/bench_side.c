@@ -25,42 +25,51 @@ static long n_iter = 2000000;
 
 #define ROUNDS 7
 
-static int cmp_double(const void *a, const void *b) {
+static int cmp_double(const void *a, const void *b)
+{
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v) {
+static double median(double *v)
+{
     qsort(v, ROUNDS, sizeof *v, cmp_double);
     return v[ROUNDS / 2];
 }
 
-static double now_s(void) {
+static double now_s(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void *start(sf_nccl_descr_v5 *d) {
+static void *start(sf_nccl_descr_v5 *d)
+{
     void *h = NULL;
     v5->start_event(ctx, &h, d);
     return h;
 }
 
-static void one_collective(uint64_t t) {
-    sf_nccl_descr_v5 g = { .type = SF_NCCL_EV_GROUP }, c = { .type = SF_NCCL_EV_COLL };
-    sf_nccl_descr_v5 op = { .type = SF_NCCL_EV_PROXY_OP };
+static void one_collective(uint64_t t)
+{
+    sf_nccl_descr_v5 g = {.type = SF_NCCL_EV_GROUP}, c = {.type = SF_NCCL_EV_COLL};
+    sf_nccl_descr_v5 op = {.type = SF_NCCL_EV_PROXY_OP};
     void *gh = start(&g), *ch, *oh;
-    c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1u << 20,
-                                       .datatype = "ncclFloat32", .n_channels = 2,
-                                       .algo = "RING", .proto = "SIMPLE", .parent_group = gh };
+    c.coll = (struct sf_nccl_coll_v5){.func = "AllReduce",
+                                      .count = 1u << 20,
+                                      .datatype = "ncclFloat32",
+                                      .n_channels = 2,
+                                      .algo = "RING",
+                                      .proto = "SIMPLE",
+                                      .parent_group = gh};
     ch = start(&c);
     v5->stop_event(ch);
     op.parent = ch;
     oh = start(&op);
     for (uint8_t k = 0; k < 2; k++) {
-        sf_nccl_descr_v5 kd = { .type = SF_NCCL_EV_KERNEL_CH, .parent = ch };
-        sf_nccl_state_args a = { .kernel_ch = { t + 1000 } };
+        sf_nccl_descr_v5 kd = {.type = SF_NCCL_EV_KERNEL_CH, .parent = ch};
+        sf_nccl_state_args a = {.kernel_ch = {t + 1000}};
         void *kh;
         kd.kernel_ch.gpu_timer_start = t + k;
         kh = start(&kd);
@@ -72,20 +81,38 @@ static void one_collective(uint64_t t) {
 }
 
 /* The same ten indirect calls into functions that do nothing. */
-static ncclResult_t nop_start(void *c, void **h, sf_nccl_descr_v5 *d) { (void)c; (void)d; *h = NULL; return ncclSuccess; }
-static ncclResult_t nop_stop(void *h) { (void)h; return ncclSuccess; }
-static ncclResult_t nop_rec(void *h, sf_nccl_event_state_t s, sf_nccl_state_args *a) { (void)h; (void)s; (void)a; return ncclSuccess; }
-static sf_nccl_profiler_v5 nop = { .start_event = nop_start, .stop_event = nop_stop,
-                                   .record_event_state = nop_rec };
+static ncclResult_t nop_start(void *c, void **h, sf_nccl_descr_v5 *d)
+{
+    (void)c;
+    (void)d;
+    *h = NULL;
+    return ncclSuccess;
+}
+static ncclResult_t nop_stop(void *h)
+{
+    (void)h;
+    return ncclSuccess;
+}
+static ncclResult_t nop_rec(void *h, sf_nccl_event_state_t s, sf_nccl_state_args *a)
+{
+    (void)h;
+    (void)s;
+    (void)a;
+    return ncclSuccess;
+}
+static sf_nccl_profiler_v5 nop = {
+    .start_event = nop_start, .stop_event = nop_stop, .record_event_state = nop_rec};
 
-static void *worker(void *arg) {
+static void *worker(void *arg)
+{
     long n = (long)(intptr_t)arg;
     for (long i = 0; i < n; i++)
         one_collective((uint64_t)i * 4096);
     return NULL;
 }
 
-static double run_threads(int threads) {
+static double run_threads(int threads)
+{
     pthread_t t[8];
     double t0 = now_s();
     for (int i = 0; i < threads; i++)
@@ -95,8 +122,10 @@ static double run_threads(int threads) {
     return (now_s() - t0) * 1e9 / (double)n_iter;
 }
 
-static double steps(sf_client *c, long n) {
-    int fwd = sf_stage_id(c, "model.fwd_loss_cpu_wall"), bwd = sf_stage_id(c, "model.backward_cpu_wall");
+static double steps(sf_client *c, long n)
+{
+    int fwd = sf_stage_id(c, "model.fwd_loss_cpu_wall"),
+        bwd = sf_stage_id(c, "model.backward_cpu_wall");
     double t0 = now_s();
     for (long t = 0; t < n; t++) {
         sf_step_begin(c, t);
@@ -109,11 +138,12 @@ static double steps(sf_client *c, long n) {
     return (now_s() - t0) * 1e9 / (double)n;
 }
 
-static sf_client *client(double fraction) {
+static sf_client *client(double fraction)
+{
     sf_client_options o;
     sf_client *c = NULL;
     sf_client_options_init(&o);
-    o.socket_path = "/nonexistent/sf-bench.sock";   /* no daemon: drops are counted */
+    o.socket_path = "/nonexistent/sf-bench.sock"; /* no daemon: drops are counted */
     o.job_id = "bench";
     o.rank = 0;
     o.world_size = 1;
@@ -122,7 +152,8 @@ static sf_client *client(double fraction) {
     return sf_client_open(&o, &c) == 0 ? c : NULL;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     const sf_nccl_profiler_v5 *real;
     sf_client *off, *on, *sampled;
     int mask = 0;
@@ -150,7 +181,8 @@ int main(int argc, char **argv) {
     two_ns = median(two_v);
     v5->finalize(ctx);
     printf("nccl plugin, per collective (10 calls):  no-op %.1f ns | plugin 1 thread %.1f ns"
-           " | 2 threads sharing a communicator %.1f ns (aggregate)\n", nop_ns, one_ns, two_ns);
+           " | 2 threads sharing a communicator %.1f ns (aggregate)\n",
+           nop_ns, one_ns, two_ns);
 
     if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL))
         return 1;
@@ -169,7 +201,8 @@ int main(int argc, char **argv) {
     on_ns = median(on_v);
     s05_ns = median(s05_v);
     printf("libsfclient step (4 stage boundaries), CUDA-event channel: off %.1f ns | on, every"
-           " step %.1f ns | on, 5%% of steps %.1f ns\n", off_ns, on_ns, s05_ns);
+           " step %.1f ns | on, 5%% of steps %.1f ns\n",
+           off_ns, on_ns, s05_ns);
     sf_client_close(off);
     sf_client_close(on);
     sf_client_close(sampled);

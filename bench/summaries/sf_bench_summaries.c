@@ -14,7 +14,7 @@
  * usage: sf_bench_summaries [--ranks N] [--ranks-per-node R] [--steps T]
  *                           [--windows W] [--fanout F] [--mode tree|direct|both]
  */
-#define _GNU_SOURCE     /* pipe2 */
+#define _GNU_SOURCE /* pipe2 */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -74,8 +74,10 @@ static uint64_t mix(uint64_t x)
 static sf_summary *node_summary(const sf_schema *sc, uint32_t world, uint32_t first_rank,
                                 uint32_t n_ranks, uint32_t steps, int64_t window, bool dense)
 {
-    sf_window_meta meta = {.index = window, .first_step = 20 + window * steps,
-                           .last_step = 20 + (window + 1) * steps - 1, .world_size = world};
+    sf_window_meta meta = {.index = window,
+                           .first_step = 20 + window * steps,
+                           .last_step = 20 + (window + 1) * steps - 1,
+                           .world_size = world};
     size_t n = (size_t)n_ranks * steps;
     int64_t *d = malloc(n * S * sizeof *d);
     sf_row *rows = malloc(n * sizeof *rows);
@@ -86,7 +88,9 @@ static sf_summary *node_summary(const sf_schema *sc, uint32_t world, uint32_t fi
         for (uint32_t r = 0; r < n_ranks; r++, k++) {
             uint32_t rank = first_rank + r;
             for (uint32_t s = 0; s < S; s++)
-                d[k * S + s] = 100000 + (int64_t)(mix(((uint64_t)t << 40) ^ ((uint64_t)rank << 8) ^ s) % 9000000);
+                d[k * S + s] =
+                    100000 +
+                    (int64_t)(mix(((uint64_t)t << 40) ^ ((uint64_t)rank << 8) ^ s) % 9000000);
             rows[k] = (sf_row){.step = meta.first_step + t, .rank = rank, .d = &d[k * S]};
         }
     }
@@ -104,8 +108,14 @@ static size_t frame_bytes(const sf_summary *s)
     size_t n, fl;
     if (sfd_peer_summary_pack(s, "bench-job", false, 2, &p, &n) < 0)
         exit(1);
-    sfd_peer_msg m = {.from = 2, .dest = 1, .epoch = 1, .seq = 1, .term = 1,
-                      .type = T(SUMMARY), .payload = p, .payload_len = n};
+    sfd_peer_msg m = {.from = 2,
+                      .dest = 1,
+                      .epoch = 1,
+                      .seq = 1,
+                      .term = 1,
+                      .type = T(SUMMARY),
+                      .payload = p,
+                      .payload_len = n};
     if (sfd_peer_seal(&key, &m, &f, &fl) < 0)
         exit(1);
     free(p);
@@ -130,7 +140,8 @@ static void sizes(const opts *o)
     sf_summary *d = node_summary(&sc, 32, 0, 32, 40, 0, true);
     size_t b = frame_bytes(d);
     printf("dense 32 ranks x 40 steps: %zu B = %.3f MB (paper's evidence packet: 0.11 MB; "
-           "ratio %.2f)\n", b, (double)b / 1e6, (double)b / 110000.0);
+           "ratio %.2f)\n",
+           b, (double)b / 1e6, (double)b / 110000.0);
     sf_summary_free(d);
     sf_schema_clear(&sc);
 }
@@ -138,7 +149,7 @@ static void sizes(const opts *o)
 /* ---- the root, in a child process -------------------------------------- */
 
 static sf_gates gates;
-static int commit_pipe[2];      /* root -> generator: the window index of each final report */
+static int commit_pipe[2]; /* root -> generator: the window index of each final report */
 
 static void root_deliver(void *ctx, const sfd_window_key *k, uint32_t root, uint64_t term,
                          const sf_summary *merged)
@@ -147,7 +158,7 @@ static void root_deliver(void *ctx, const sfd_window_key *k, uint32_t root, uint
     (void)k;
     (void)root;
     (void)term;
-    sf_report *r = NULL;          /* what sfd does with it: the report */
+    sf_report *r = NULL; /* what sfd does with it: the report */
     if (sf_report_compute(merged, &gates, &r) == 0)
         sf_report_free(r);
     int64_t w = k->window;
@@ -238,7 +249,7 @@ typedef struct gen {
     uint32_t reports_seen, reports_want;
     double first_report;
     uint32_t writes_pending;
-    int64_t committed;          /* last window the root made final */
+    int64_t committed; /* last window the root made final */
     double committed_at;
     double last_write;
     uint64_t bytes_sent;
@@ -266,8 +277,14 @@ static void synth_send(gen *g, synth *s, uint32_t type, const uint8_t *p, size_t
 {
     if (!s->up)
         return;
-    sfd_peer_msg m = {.from = s->id, .dest = 1, .epoch = g->epoch, .seq = ++s->seq,
-                      .term = g->term, .type = type, .payload = p, .payload_len = n};
+    sfd_peer_msg m = {.from = s->id,
+                      .dest = 1,
+                      .epoch = g->epoch,
+                      .seq = ++s->seq,
+                      .term = g->term,
+                      .type = type,
+                      .payload = p,
+                      .payload_len = n};
     wreq *r = calloc(1, sizeof *r);
     size_t fl;
     if (r == NULL || sfd_peer_seal(&key, &m, &r->buf, &fl) < 0)
@@ -325,7 +342,8 @@ static int on_root_frame(void *ctx, uint8_t *body, uint32_t len)
         v.granted = true;
         synth_send_msg(g, s, T(ROOT_VOTE), &v.base);
     } else if (m.type == T(HEARTBEAT)) {
-        Stagefrontier__Heartbeat *hb = stagefrontier__heartbeat__unpack(NULL, m.payload_len, m.payload);
+        Stagefrontier__Heartbeat *hb =
+            stagefrontier__heartbeat__unpack(NULL, m.payload_len, m.payload);
         if (hb != NULL && hb->is_root)
             g->root_ready = true;
         stagefrontier__heartbeat__free_unpacked(hb, NULL);
@@ -387,7 +405,7 @@ static void on_drain(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     (void)st;
     (void)n;
-    free(b->base);              /* outbound links: nothing comes back */
+    free(b->base); /* outbound links: nothing comes back */
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -509,7 +527,7 @@ static int run_mode(const opts *o, bool tree)
     uv_loop_t loop;
     uv_loop_init(&loop);
     gen g = {.loop = &loop, .n = n, .want_window = -1, .committed = -1};
-    g.epoch = 1;        /* a fresh root: any first epoch within the step */
+    g.epoch = 1; /* a fresh root: any first epoch within the step */
     uv_tcp_init(&loop, &g.listener);
     g.listener.data = &g;
     struct sockaddr_in ga;
@@ -523,7 +541,7 @@ static int run_mode(const opts *o, bool tree)
     sfd_peer_config cfg = make_config(n, root_port, ntohs(ga.sin_port), fanout);
     pid_t pid = fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the generator */
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the generator */
         run_root(lfd, &cfg);
     }
     close(lfd);
@@ -584,7 +602,7 @@ static int run_mode(const opts *o, bool tree)
         uint64_t cpu1 = cpu_ns(pid);
         double cpu_ms = (double)(cpu1 - cpu0) / 1e6, lat_ms = (g.first_report - g.last_write) * 1e3;
         if (lat_ms < 0)
-            lat_ms = 0;     /* the report came before the last write's callback ran */
+            lat_ms = 0; /* the report came before the last write's callback ran */
         double fin_ms = (g.committed_at - g.last_write) * 1e3;
         printf("%8u %10u %12llu %14.1f %14.1f %14.1f\n", w, k,
                (unsigned long long)(g.bytes_sent - bytes0), cpu_ms, lat_ms, fin_ms);
@@ -608,28 +626,43 @@ static int run_mode(const opts *o, bool tree)
     close(commit_pipe[0]);
     close(commit_pipe[1]);
     sf_schema_clear(&sc);
-    return 0;   /* the generator's handles die with the process */
+    return 0; /* the generator's handles die with the process */
 }
 
 int main(int argc, char **argv)
 {
-    opts o = {.ranks = 100000, .per_node = 32, .steps = 100, .windows = 5, .fanout = 8,
-              .mode = "both"};
-    static const struct option lo[] = {
-        {"ranks", required_argument, NULL, 'r'}, {"ranks-per-node", required_argument, NULL, 'p'},
-        {"steps", required_argument, NULL, 's'}, {"windows", required_argument, NULL, 'w'},
-        {"fanout", required_argument, NULL, 'f'}, {"mode", required_argument, NULL, 'm'},
-        {NULL, 0, NULL, 0}};
+    opts o = {
+        .ranks = 100000, .per_node = 32, .steps = 100, .windows = 5, .fanout = 8, .mode = "both"};
+    static const struct option lo[] = {{"ranks", required_argument, NULL, 'r'},
+                                       {"ranks-per-node", required_argument, NULL, 'p'},
+                                       {"steps", required_argument, NULL, 's'},
+                                       {"windows", required_argument, NULL, 'w'},
+                                       {"fanout", required_argument, NULL, 'f'},
+                                       {"mode", required_argument, NULL, 'm'},
+                                       {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'r': o.ranks = (uint32_t)atoi(optarg); break;
-        case 'p': o.per_node = (uint32_t)atoi(optarg); break;
-        case 's': o.steps = (uint32_t)atoi(optarg); break;
-        case 'w': o.windows = (uint32_t)atoi(optarg); break;
-        case 'f': o.fanout = (uint32_t)atoi(optarg); break;
-        case 'm': o.mode = optarg; break;
-        default: return 2;
+        case 'r':
+            o.ranks = (uint32_t)atoi(optarg);
+            break;
+        case 'p':
+            o.per_node = (uint32_t)atoi(optarg);
+            break;
+        case 's':
+            o.steps = (uint32_t)atoi(optarg);
+            break;
+        case 'w':
+            o.windows = (uint32_t)atoi(optarg);
+            break;
+        case 'f':
+            o.fanout = (uint32_t)atoi(optarg);
+            break;
+        case 'm':
+            o.mode = optarg;
+            break;
+        default:
+            return 2;
         }
     }
     if (o.per_node == 0 || o.ranks < o.per_node || o.steps == 0 || o.windows == 0 ||

@@ -91,8 +91,7 @@ void sf__batch_drop_all(sf_client *c)
 }
 
 /* The record's marked arrivals, from the values after its durations. */
-static void fill_arrivals(sf_client *c, uint32_t i, const int64_t *d,
-                          Stagefrontier__StepRecord *p)
+static void fill_arrivals(sf_client *c, uint32_t i, const int64_t *d, Stagefrontier__StepRecord *p)
 {
     uint32_t n_sync = c->schema.n_sync;
     Stagefrontier__Arrival **ptrs = &c->pb_arrival_ptrs[(size_t)i * n_sync];
@@ -127,8 +126,9 @@ static uint32_t fill_records(sf_client *c)
         p->event = NULL;
         if (r->event.state != 0) {
             Stagefrontier__EventSample *e = &c->pb_events[i];
-            e->state = r->event.state == SF__EVENT_READY ? STAGEFRONTIER__EVENT_SAMPLE__STATE__READY
-                                                         : STAGEFRONTIER__EVENT_SAMPLE__STATE__MISSING;
+            e->state = r->event.state == SF__EVENT_READY
+                           ? STAGEFRONTIER__EVENT_SAMPLE__STATE__READY
+                           : STAGEFRONTIER__EVENT_SAMPLE__STATE__MISSING;
             e->has_cpu_ns = 1, e->cpu_ns = r->event.cpu_ns;
             e->has_gpu_ns = r->event.state == SF__EVENT_READY, e->gpu_ns = r->event.gpu_ns;
             p->event = e;
@@ -167,11 +167,11 @@ int sf__batch_send_one(sf_client *c, int64_t now_ns)
     int r = sf__transport_send_message(&c->tr, &m, c->sendbuf, SF__MAX_DATAGRAM, now_ns);
     if (r == -EAGAIN) {
         c->next_send_ns = now_ns + SF__EAGAIN_RETRY_NS;
-        return 0;   /* kept: the ring drops new steps if this lasts */
+        return 0; /* kept: the ring drops new steps if this lasts */
     }
     if (r < 0) {
         note_drops(c, n);
-        return 0;   /* the daemon went away; reconnect after the backoff */
+        return 0; /* the daemon went away; reconnect after the backoff */
     }
     int64_t *d;
     c->tr.last_sent_step = sf__ring_peek(&c->ring, n - 1, &d)->step;

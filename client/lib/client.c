@@ -14,7 +14,6 @@
 
 #include "client_internal.h"
 
-
 /* Bumped in every fork() child; a client compares it at flush time, which
  * costs a load instead of a getpid() syscall per batch. */
 static uint64_t fork_generation;
@@ -84,8 +83,8 @@ static int resolve_int(int opt, const char *env, int dflt, int *ret)
 static bool env_true(const char *name)
 {
     const char *v = env_nonempty(name);
-    return v != NULL && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ||
-                         strcasecmp(v, "yes") == 0);
+    return v != NULL &&
+           (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
 }
 
 static bool job_id_valid(const char *id)
@@ -125,9 +124,9 @@ static int resolve_double_env(double opt, const char *env, double *ret)
 static const struct launcher_env {
     const char *rank, *world_size, *local_rank;
 } launcher_envs[] = {
-    { "RANK", "WORLD_SIZE", "LOCAL_RANK" },
-    { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK" },
-    { "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID" },
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
 };
 
 static const struct launcher_env *find_launcher(void)
@@ -153,7 +152,7 @@ static void warn_no_rank_once(void)
 struct resolved {
     const char *job_id, *socket_path, *role;
     int rank, world_size, local_rank;
-    int window_steps, warmup_steps;    /* -1: the daemon's */
+    int window_steps, warmup_steps; /* -1: the daemon's */
     uint32_t accumulation, buffer, batch;
     double fraction;
 };
@@ -225,14 +224,24 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         c->host[0] = '\0';
     c->host[sizeof c->host - 1] = '\0';
     c->hello = (struct sf__hello_info){
-        .job_id = c->job_id, .rank = (uint32_t)r->rank, .world_size = (uint32_t)r->world_size,
-        .local_rank = (uint32_t)r->local_rank, .host = c->host, .pid = (uint32_t)getpid(),
-        .n_stages = c->schema.n, .stage_names = c->schema.names,
-        .stage_groups = c->schema.groups, .schema_hash = c->schema.hash,
-        .sync_stages = c->schema.sync_ids, .n_sync_stages = c->schema.n_sync,
-        .schema_version = SF_CLIENT_SCHEMA_VERSION, .accumulation = r->accumulation,
-        .role = c->role, .channel = SF__CHANNEL_STEPS,
-        .window_steps = r->window_steps, .warmup_steps = r->warmup_steps,
+        .job_id = c->job_id,
+        .rank = (uint32_t)r->rank,
+        .world_size = (uint32_t)r->world_size,
+        .local_rank = (uint32_t)r->local_rank,
+        .host = c->host,
+        .pid = (uint32_t)getpid(),
+        .n_stages = c->schema.n,
+        .stage_names = c->schema.names,
+        .stage_groups = c->schema.groups,
+        .schema_hash = c->schema.hash,
+        .sync_stages = c->schema.sync_ids,
+        .n_sync_stages = c->schema.n_sync,
+        .schema_version = SF_CLIENT_SCHEMA_VERSION,
+        .accumulation = r->accumulation,
+        .role = c->role,
+        .channel = SF__CHANNEL_STEPS,
+        .window_steps = r->window_steps,
+        .warmup_steps = r->warmup_steps,
     };
 }
 
@@ -244,8 +253,8 @@ static int mark_sync_stages(sf_client *c, const sf_client_options *o)
         return -EINVAL;
     for (uint32_t i = 0; i < o->n_sync_stages; i++) {
         uint32_t k = 0;
-        while (k + 1 < c->schema.n && (o->sync_stages[i] == NULL ||
-                                       strcmp(c->schema.names[k], o->sync_stages[i]) != 0))
+        while (k + 1 < c->schema.n &&
+               (o->sync_stages[i] == NULL || strcmp(c->schema.names[k], o->sync_stages[i]) != 0))
             k++;
         if (k + 1 >= c->schema.n)
             return -EINVAL;
@@ -295,8 +304,8 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     c->tr.fd = -1;
     c->open_stage = -1;
     c->fork_generation = __atomic_load_n(&fork_generation, __ATOMIC_RELAXED);
-    err = sf__schema_build(&c->schema, opts->stage_names, opts->stage_groups,
-                           opts->n_stages, r.accumulation);
+    err = sf__schema_build(&c->schema, opts->stage_names, opts->stage_groups, opts->n_stages,
+                           r.accumulation);
     if (err < 0 || (err = mark_sync_stages(c, opts)) < 0)
         goto fail;
     c->n_stages = c->schema.n;
@@ -324,10 +333,9 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
         goto fail;
     c->last_now = sf__now_ns();
     c->last_flush_ns = c->last_now;
-    sf__transport_connect(&c->tr, c->last_now);    /* absent daemon: not an error */
+    sf__transport_connect(&c->tr, c->last_now); /* absent daemon: not an error */
     /* For the NCCL plugin in this process: the first client's schema wins. */
-    sf__side_publish_schema(c->n_stages, (const char *const *)c->schema.names,
-                            c->schema.sync_mask);
+    sf__side_publish_schema(c->n_stages, (const char *const *)c->schema.names, c->schema.sync_mask);
     *ret = c;
     return 0;
 fail:
@@ -407,10 +415,14 @@ int sf_client_get_stats(const sf_client *c, sf_client_stats *ret)
     if (c == NULL || ret == NULL)
         return -EINVAL;
     *ret = (sf_client_stats){
-        .steps = c->steps, .records_sent = c->records_sent,
-        .records_dropped = c->records_dropped, .batches_sent = c->batches_sent,
-        .send_syscalls = c->tr.send_syscalls, .connects = c->tr.connects,
-        .reconnects = c->tr.reconnects, .violations = c->violations,
+        .steps = c->steps,
+        .records_sent = c->records_sent,
+        .records_dropped = c->records_dropped,
+        .batches_sent = c->batches_sent,
+        .send_syscalls = c->tr.send_syscalls,
+        .connects = c->tr.connects,
+        .reconnects = c->tr.reconnects,
+        .violations = c->violations,
         .connected = sf__transport_connected(&c->tr),
     };
     return 0;

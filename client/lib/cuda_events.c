@@ -21,9 +21,9 @@ typedef int sf_cuda_err;
 typedef void *sf_cuda_event;
 typedef void *sf_cuda_stream;
 
-#define SF_CUDA_SUCCESS         0
-#define SF_CUDA_ERR_NOT_READY   600
-#define SF_CUDA_EVENT_DEFAULT   0u   /* timing enabled: DisableTiming is off */
+#define SF_CUDA_SUCCESS 0
+#define SF_CUDA_ERR_NOT_READY 600
+#define SF_CUDA_EVENT_DEFAULT 0u /* timing enabled: DisableTiming is off */
 
 struct sf_cuda_api {
     sf_cuda_err (*event_create)(sf_cuda_event *, unsigned int);
@@ -48,11 +48,11 @@ struct sf_cuda_channel {
     void *lib;
     struct sf_cuda_api api;
     bool all_steps;
-    uint64_t threshold;         /* step sampled iff hash(step) < threshold */
-    bool pool_ready;            /* events are created once, on first use */
+    uint64_t threshold; /* step sampled iff hash(step) < threshold */
+    bool pool_ready;    /* events are created once, on first use */
     bool pool_failed;
-    int device;                 /* device the pool's events belong to */
-    pid_t pid;                  /* process that opened the channel */
+    int device; /* device the pool's events belong to */
+    pid_t pid;  /* process that opened the channel */
     struct sf_cuda_slot slots[SF__CUDA_POOL_PAIRS];
     struct sf__cuda_stats stats;
 };
@@ -60,10 +60,13 @@ struct sf_cuda_channel {
 /* Versioned sonames only: the unversioned name is a development symlink and
  * matching it could alias a runtime other than the one the framework uses. */
 static const char *const cudart_sonames[] = {
-    "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+    "libcudart.so.13",
+    "libcudart.so.12",
+    "libcudart.so.11.0",
 };
 
-static void *cudart_find_loaded(void) {
+static void *cudart_find_loaded(void)
+{
     const char *override = getenv("SF_CUDART_SONAME");
     if (override && *override)
         return dlopen(override, RTLD_NOW | RTLD_NOLOAD);
@@ -77,7 +80,8 @@ static void *cudart_find_loaded(void) {
 
 /* dlsym returns void *; going through memcpy keeps the conversion to a
  * function pointer well defined under -Wpedantic. */
-static bool bind_sym(void *lib, const char *name, void *fnptr_out) {
+static bool bind_sym(void *lib, const char *name, void *fnptr_out)
+{
     void *sym = dlsym(lib, name);
     if (!sym)
         return false;
@@ -85,7 +89,8 @@ static bool bind_sym(void *lib, const char *name, void *fnptr_out) {
     return true;
 }
 
-static bool bind_api(void *lib, struct sf_cuda_api *api) {
+static bool bind_api(void *lib, struct sf_cuda_api *api)
+{
     return bind_sym(lib, "cudaEventCreateWithFlags", &api->event_create) &&
            bind_sym(lib, "cudaEventRecord", &api->event_record) &&
            bind_sym(lib, "cudaEventQuery", &api->event_query) &&
@@ -95,14 +100,16 @@ static bool bind_api(void *lib, struct sf_cuda_api *api) {
            bind_sym(lib, "cudaGetDeviceCount", &api->get_device_count);
 }
 
-static uint64_t mix64(uint64_t x) {
+static uint64_t mix64(uint64_t x)
+{
     x += UINT64_C(0x9e3779b97f4a7c15);
     x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
     x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
     return x ^ (x >> 31);
 }
 
-int sf__cuda_step_sampled(const sf_cuda_channel *ch, int64_t step) {
+int sf__cuda_step_sampled(const sf_cuda_channel *ch, int64_t step)
+{
     if (!ch || step < 0)
         return 0;
     return ch->all_steps || mix64((uint64_t)step) < ch->threshold;
@@ -110,13 +117,15 @@ int sf__cuda_step_sampled(const sf_cuda_channel *ch, int64_t step) {
 
 /* fraction * 2^64 without libm; a product that rounds up to 2^64 would not
  * fit a uint64_t, so it saturates. */
-static uint64_t fraction_threshold(double fraction) {
+static uint64_t fraction_threshold(double fraction)
+{
     const double two64 = 18446744073709551616.0;
     double t = fraction * two64;
     return t >= two64 ? UINT64_MAX : (uint64_t)t;
 }
 
-int sf__cuda_channel_open(double sample_fraction, sf_cuda_channel **ret) {
+int sf__cuda_channel_open(double sample_fraction, sf_cuda_channel **ret)
+{
     sf_cuda_channel *ch = NULL;
     void *lib = NULL;
     int count = 0, r;
@@ -133,8 +142,8 @@ int sf__cuda_channel_open(double sample_fraction, sf_cuda_channel **ret) {
         r = -ENOMEM;
         goto fail;
     }
-    if (!bind_api(lib, &ch->api) ||
-        ch->api.get_device_count(&count) != SF_CUDA_SUCCESS || count <= 0) {
+    if (!bind_api(lib, &ch->api) || ch->api.get_device_count(&count) != SF_CUDA_SUCCESS ||
+        count <= 0) {
         r = -ENOTSUP;
         goto fail;
     }
@@ -150,7 +159,8 @@ fail:
     return r;
 }
 
-static void pool_destroy(sf_cuda_channel *ch) {
+static void pool_destroy(sf_cuda_channel *ch)
+{
     for (size_t i = 0; i < SF__CUDA_POOL_PAIRS; i++) {
         if (ch->slots[i].start)
             ch->api.event_destroy(ch->slots[i].start);
@@ -164,7 +174,8 @@ static void pool_destroy(sf_cuda_channel *ch) {
  * then the trainer has selected its device, so we neither create a CUDA
  * context on device 0 for every rank nor tie the events to the wrong device.
  * After that no event is ever created or destroyed until close. */
-static bool pool_ensure(sf_cuda_channel *ch) {
+static bool pool_ensure(sf_cuda_channel *ch)
+{
     if (ch->pool_ready)
         return true;
     if (ch->pool_failed)
@@ -186,7 +197,8 @@ fail:
     return false;
 }
 
-void sf__cuda_channel_close(sf_cuda_channel *ch) {
+void sf__cuda_channel_close(sf_cuda_channel *ch)
+{
     if (!ch)
         return;
     /* In a forked child the parent's CUDA state is unusable (calls may fail
@@ -200,14 +212,16 @@ void sf__cuda_channel_close(sf_cuda_channel *ch) {
     free(ch);
 }
 
-static struct sf_cuda_slot *slot_of_step(sf_cuda_channel *ch, int64_t step) {
+static struct sf_cuda_slot *slot_of_step(sf_cuda_channel *ch, int64_t step)
+{
     for (size_t i = 0; i < SF__CUDA_POOL_PAIRS; i++)
         if (ch->slots[i].state != SLOT_FREE && ch->slots[i].step == step)
             return &ch->slots[i];
     return NULL;
 }
 
-static struct sf_cuda_slot *slot_free(sf_cuda_channel *ch) {
+static struct sf_cuda_slot *slot_free(sf_cuda_channel *ch)
+{
     for (size_t i = 0; i < SF__CUDA_POOL_PAIRS; i++)
         if (ch->slots[i].state == SLOT_FREE)
             return &ch->slots[i];
@@ -219,12 +233,13 @@ static struct sf_cuda_slot *slot_free(sf_cuda_channel *ch) {
  * all forward work the host enqueued in between, whatever stream it used,
  * unless the framework used non-blocking streams (documented as a scope
  * limit). */
-void sf__cuda_forward_begin(sf_cuda_channel *ch, int64_t step) {
+void sf__cuda_forward_begin(sf_cuda_channel *ch, int64_t step)
+{
     struct sf_cuda_slot *s;
     int dev = -1;
 
     if (!sf__cuda_step_sampled(ch, step) || slot_of_step(ch, step))
-        return;   /* only the first forward region of a step is sampled */
+        return; /* only the first forward region of a step is sampled */
     if (!pool_ensure(ch))
         return;
     ch->stats.sampled++;
@@ -243,7 +258,8 @@ void sf__cuda_forward_begin(sf_cuda_channel *ch, int64_t step) {
     s->state = SLOT_BEGUN;
 }
 
-void sf__cuda_forward_end(sf_cuda_channel *ch, int64_t step, int64_t cpu_ns) {
+void sf__cuda_forward_end(sf_cuda_channel *ch, int64_t step, int64_t cpu_ns)
+{
     struct sf_cuda_slot *s;
 
     if (!sf__cuda_step_sampled(ch, step) || !ch->pool_ready)
@@ -260,13 +276,15 @@ void sf__cuda_forward_end(sf_cuda_channel *ch, int64_t step, int64_t cpu_ns) {
     s->state = SLOT_PENDING;
 }
 
-static bool overdue(const struct sf_cuda_slot *s, int64_t now_step) {
+static bool overdue(const struct sf_cuda_slot *s, int64_t now_step)
+{
     return now_step - s->step >= SF__CUDA_MAX_LAG_STEPS;
 }
 
 /* A begin without its end (an exception in forward) holds a slot; release it
  * once it can no longer be completed. It carries no CPU time to report. */
-static void release_abandoned(sf_cuda_channel *ch, int64_t now_step) {
+static void release_abandoned(sf_cuda_channel *ch, int64_t now_step)
+{
     for (size_t i = 0; i < SF__CUDA_POOL_PAIRS; i++) {
         struct sf_cuda_slot *s = &ch->slots[i];
         if (s->state == SLOT_BEGUN && overdue(s, now_step))
@@ -274,7 +292,8 @@ static void release_abandoned(sf_cuda_channel *ch, int64_t now_step) {
     }
 }
 
-static struct sf_cuda_slot *oldest_pending(sf_cuda_channel *ch) {
+static struct sf_cuda_slot *oldest_pending(sf_cuda_channel *ch)
+{
     struct sf_cuda_slot *best = NULL;
     for (size_t i = 0; i < SF__CUDA_POOL_PAIRS; i++) {
         struct sf_cuda_slot *s = &ch->slots[i];
@@ -287,7 +306,8 @@ static struct sf_cuda_slot *oldest_pending(sf_cuda_channel *ch) {
 /* Work on one stream completes in order, so when the oldest pending sample is
  * neither ready nor overdue, no newer one can be resolved either: one query
  * per poll at most. */
-int sf__cuda_poll(sf_cuda_channel *ch, int64_t now_step, struct sf__event_sample *ret) {
+int sf__cuda_poll(sf_cuda_channel *ch, int64_t now_step, struct sf__event_sample *ret)
+{
     struct sf_cuda_slot *s;
     sf_cuda_err e;
     float ms = 0.0f;
@@ -301,10 +321,9 @@ int sf__cuda_poll(sf_cuda_channel *ch, int64_t now_step, struct sf__event_sample
     e = ch->api.event_query(s->end);
     if (e == SF_CUDA_ERR_NOT_READY && !overdue(s, now_step))
         return 0;
-    *ret = (struct sf__event_sample){ .step = s->step, .state = SF__EVENT_MISSING,
-                                      .cpu_ns = s->cpu_ns, .gpu_ns = 0 };
-    if (e == SF_CUDA_SUCCESS &&
-        ch->api.event_elapsed(&ms, s->start, s->end) == SF_CUDA_SUCCESS &&
+    *ret = (struct sf__event_sample){
+        .step = s->step, .state = SF__EVENT_MISSING, .cpu_ns = s->cpu_ns, .gpu_ns = 0};
+    if (e == SF_CUDA_SUCCESS && ch->api.event_elapsed(&ms, s->start, s->end) == SF_CUDA_SUCCESS &&
         isfinite(ms) && ms >= 0.0f && ms < 1e9f) {
         ret->state = SF__EVENT_READY;
         ret->gpu_ns = (int64_t)((double)ms * 1e6 + 0.5);
@@ -316,7 +335,8 @@ int sf__cuda_poll(sf_cuda_channel *ch, int64_t now_step, struct sf__event_sample
     return 1;
 }
 
-void sf__cuda_channel_stats(const sf_cuda_channel *ch, struct sf__cuda_stats *ret) {
+void sf__cuda_channel_stats(const sf_cuda_channel *ch, struct sf__cuda_stats *ret)
+{
     if (!ch || !ret)
         return;
     *ret = ch->stats;

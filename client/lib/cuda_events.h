@@ -17,7 +17,7 @@ struct sf__event_sample {
     int64_t cpu_ns, gpu_ns;
 };
 
-#define SF__EVENT_READY   1
+#define SF__EVENT_READY 1
 #define SF__EVENT_MISSING 2
 
 /* Event pairs in flight at once; a sampled step finding none free is skipped
@@ -32,12 +32,12 @@ typedef struct sf_cuda_channel sf_cuda_channel;
  * is loaded in the process, a symbol is missing, no device is visible, or the
  * fraction is 0: "unavailable", never an error for training. -EINVAL for a
  * fraction outside [0, 1]. -ENOMEM. */
-int  sf__cuda_channel_open(double sample_fraction, sf_cuda_channel **ret);
+int sf__cuda_channel_open(double sample_fraction, sf_cuda_channel **ret);
 void sf__cuda_channel_close(sf_cuda_channel *ch);
 
 /* Whether step is in the deterministic sample (a hash of the step against the
  * fraction); the same on every rank, so samples line up across ranks. */
-int  sf__cuda_step_sampled(const sf_cuda_channel *ch, int64_t step);
+int sf__cuda_step_sampled(const sf_cuda_channel *ch, int64_t step);
 
 /* Records the start event; a no-op unless step is sampled. */
 void sf__cuda_forward_begin(sf_cuda_channel *ch, int64_t step);
@@ -45,7 +45,7 @@ void sf__cuda_forward_begin(sf_cuda_channel *ch, int64_t step);
 void sf__cuda_forward_end(sf_cuda_channel *ch, int64_t step, int64_t cpu_ns);
 /* Called at a safe point (step end). Fills ret with one finished sample, the
  * oldest first: returns 1 when filled, 0 when none is due. Never blocks. */
-int  sf__cuda_poll(sf_cuda_channel *ch, int64_t now_step, struct sf__event_sample *ret);
+int sf__cuda_poll(sf_cuda_channel *ch, int64_t now_step, struct sf__event_sample *ret);
 
 /* Counters for diagnostics. */
 struct sf__cuda_stats {

@@ -51,13 +51,13 @@ static int core_schema(sf_schema *ret, const char *const *names, const char *con
             return -EINVAL;
         return sf_schema_init_default(ret, accumulation);
     }
-    if (n < 2)      /* at least one timed stage before the residual */
+    if (n < 2) /* at least one timed stage before the residual */
         return -EINVAL;
     return sf_schema_init(ret, SF_CLIENT_SCHEMA_VERSION, n, names, groups, 1);
 }
 
-int sf__schema_build(struct sf__schema *ret, const char *const *names,
-                     const char *const *groups, uint32_t n, uint32_t accumulation)
+int sf__schema_build(struct sf__schema *ret, const char *const *names, const char *const *groups,
+                     uint32_t n, uint32_t accumulation)
 {
     sf_schema core;
     int r = core_schema(&core, names, groups, n, accumulation);
@@ -86,9 +86,9 @@ int sf__schema_build(struct sf__schema *ret, const char *const *names,
 int sf__schema_mark_sync(struct sf__schema *s, uint64_t sync_mask)
 {
     sf_schema split;
-    int r = sf_schema_init_sync(&split, SF_CLIENT_SCHEMA_VERSION, s->n,
-                                (const char *const *)s->names, (const char *const *)s->groups, 1,
-                                sync_mask);
+    int r =
+        sf_schema_init_sync(&split, SF_CLIENT_SCHEMA_VERSION, s->n, (const char *const *)s->names,
+                            (const char *const *)s->groups, 1, sync_mask);
     if (r < 0)
         return r == -ENOMEM ? r : -EINVAL;
     s->hash = sync_mask ? split.hash : s->hash;

@@ -9,13 +9,17 @@
 
 /* Exported by name (default visibility) so that the NCCL plugin can find it
  * with dlsym on libsfclient's own handle. */
-__attribute__((visibility("default")))
-struct sf_side_beacon sf_side_beacon = {
-    .magic = SF_SIDE_BEACON_MAGIC, .version = SF_SIDE_BEACON_VERSION,
-    .step = -1, .stage = -1, .n_names = 0, .stage_start_ns = 0,
+__attribute__((visibility("default"))) struct sf_side_beacon sf_side_beacon = {
+    .magic = SF_SIDE_BEACON_MAGIC,
+    .version = SF_SIDE_BEACON_VERSION,
+    .step = -1,
+    .stage = -1,
+    .n_names = 0,
+    .stage_start_ns = 0,
 };
 
-void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync_mask) {
+void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync_mask)
+{
     static atomic_flag claimed = ATOMIC_FLAG_INIT;
 
     if (!names || n == 0 || n > SF_MAX_STAGES || atomic_flag_test_and_set(&claimed))
@@ -29,11 +33,13 @@ void sf__side_publish_schema(uint32_t n, const char *const *names, uint64_t sync
     atomic_store_explicit(&sf_side_beacon.n_names, n, memory_order_release);
 }
 
-void sf__side_publish_step(int64_t step) {
+void sf__side_publish_step(int64_t step)
+{
     atomic_store_explicit(&sf_side_beacon.step, step, memory_order_relaxed);
 }
 
-void sf__side_publish_stage(int32_t stage_id, int64_t start_ns) {
+void sf__side_publish_stage(int32_t stage_id, int64_t start_ns)
+{
     if (stage_id >= 0)
         atomic_store_explicit(&sf_side_beacon.stage_start_ns, start_ns, memory_order_relaxed);
     /* Release: a plain store on x86 and a single stlr on arm64. */

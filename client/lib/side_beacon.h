@@ -15,19 +15,19 @@
 
 #include <stagefrontier/limits.h>
 
-#define SF_SIDE_BEACON_MAGIC   0x53464245u   /* "SFBE" */
+#define SF_SIDE_BEACON_MAGIC 0x53464245u /* "SFBE" */
 #define SF_SIDE_BEACON_VERSION 3u
-#define SF_SIDE_NAME_LEN       64
+#define SF_SIDE_NAME_LEN 64
 
 struct sf_side_beacon {
     uint32_t magic, version;
-    _Atomic int64_t step;                 /* open step, -1 before the first */
-    _Atomic int32_t stage;                /* open ordered stage id, -1 none */
-    _Atomic uint32_t n_names;             /* stage names, published once */
+    _Atomic int64_t step;     /* open step, -1 before the first */
+    _Atomic int32_t stage;    /* open ordered stage id, -1 none */
+    _Atomic uint32_t n_names; /* stage names, published once */
     char names[SF_MAX_STAGES][SF_SIDE_NAME_LEN + 1];
-    uint64_t sync_mask;                   /* synchronizing stages, set before n_names */
-    _Atomic int64_t stage_start_ns;       /* CLOCK_MONOTONIC at the open stage's begin,
-                                           * less its earlier segments in this step */
+    uint64_t sync_mask;             /* synchronizing stages, set before n_names */
+    _Atomic int64_t stage_start_ns; /* CLOCK_MONOTONIC at the open stage's begin,
+                                     * less its earlier segments in this step */
 };
 
 /* Called by libsfclient: at open (the first schema wins; names are copied),

@@ -151,7 +151,7 @@ int sf_step_end(sf_client *c)
     int64_t now = tick(c);
     int r = 0;
     if (c->open_stage >= 0)
-        r = violation(c);       /* a stage left open: closed at the step's end */
+        r = violation(c); /* a stage left open: closed at the step's end */
     end_step(c, now);
     return r;
 }
@@ -188,7 +188,7 @@ int sf_stage_end(sf_client *c, int stage_id)
     if (stage_id != c->open_stage) {
         uint64_t bit = UINT64_C(1) << stage_id;
         if (c->nested_ignored & bit) {
-            c->nested_ignored &= ~bit;  /* the refused nested begin's end */
+            c->nested_ignored &= ~bit; /* the refused nested begin's end */
             return -EINVAL;
         }
         return violation(c);
@@ -228,7 +228,7 @@ int sf_charge_data_wait(sf_client *c, int64_t step, int64_t wait_ns)
         return violation(c);
     uint32_t slot = (uint32_t)(step % SF_CLIENT_DATA_LOOKAHEAD);
     if (c->pending_step[slot] != step)
-        c->pending_ns[slot] = 0;    /* a stale charge for a step never begun */
+        c->pending_ns[slot] = 0; /* a stale charge for a step never begun */
     c->pending_step[slot] = step;
     c->pending_ns[slot] += wait_ns;
     return 0;

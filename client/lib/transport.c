@@ -20,8 +20,8 @@ int64_t sf__now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int sf__transport_init(sf__transport *t, const char *path,
-                       const struct sf__hello_info *hello, uint8_t *hello_buf)
+int sf__transport_init(sf__transport *t, const char *path, const struct sf__hello_info *hello,
+                       uint8_t *hello_buf)
 {
     if (t == NULL || path == NULL || hello == NULL || hello_buf == NULL)
         return -EINVAL;
@@ -55,13 +55,12 @@ void sf__transport_close(sf__transport *t)
 static void arm_backoff(sf__transport *t, int64_t now_ns)
 {
     t->next_attempt_ns = now_ns + t->backoff_ns;
-    t->backoff_ns = t->backoff_ns >= SF__BACKOFF_MAX_NS / 2 ? SF__BACKOFF_MAX_NS
-                                                             : t->backoff_ns * 2;
+    t->backoff_ns =
+        t->backoff_ns >= SF__BACKOFF_MAX_NS / 2 ? SF__BACKOFF_MAX_NS : t->backoff_ns * 2;
 }
 
-int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation,
-                   bool have_last_sent_step, int64_t last_sent_step,
-                   uint8_t *buf, size_t cap)
+int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation, bool have_last_sent_step,
+                   int64_t last_sent_step, uint8_t *buf, size_t cap)
 {
     Stagefrontier__Hello h = STAGEFRONTIER__HELLO__INIT;
     h.protocol_version = 1;
@@ -143,8 +142,8 @@ int sf__transport_connect(sf__transport *t, int64_t now_ns)
     }
     t->fd = fd;
     uint32_t gen = (uint32_t)t->connects;
-    int len = sf__hello_pack(t->hello, gen, t->have_last_sent_step, t->last_sent_step,
-                             t->hello_buf, SF__MAX_DATAGRAM);
+    int len = sf__hello_pack(t->hello, gen, t->have_last_sent_step, t->last_sent_step, t->hello_buf,
+                             SF__MAX_DATAGRAM);
     int r = len < 0 ? len : raw_send(t, t->hello_buf, (size_t)len);
     if (r < 0) {
         /* Without its Hello the daemon would reject every batch: give up

@@ -15,12 +15,12 @@
 #include "ingest.pb-c.h"
 
 #define SF__CHANNEL_STEPS 0u
-#define SF__CHANNEL_NCCL  1u
+#define SF__CHANNEL_NCCL 1u
 
-#define SF__BACKOFF_MIN_NS  (10 * INT64_C(1000000))     /* 10 ms */
-#define SF__BACKOFF_MAX_NS  (2000 * INT64_C(1000000))   /* 2 s */
+#define SF__BACKOFF_MIN_NS (10 * INT64_C(1000000))   /* 10 ms */
+#define SF__BACKOFF_MAX_NS (2000 * INT64_C(1000000)) /* 2 s */
 /* Largest datagram either channel builds; far below the default socket buffer. */
-#define SF__MAX_DATAGRAM    (64 * 1024)
+#define SF__MAX_DATAGRAM (64 * 1024)
 
 /* What a Hello says about this process. Strings are borrowed. */
 struct sf__hello_info {
@@ -30,8 +30,8 @@ struct sf__hello_info {
     uint32_t pid;
     size_t n_stages;
     char **stage_names;
-    char **stage_groups;            /* NULL: no groups sent */
-    const uint32_t *sync_stages;    /* synchronizing stage ids, ascending */
+    char **stage_groups;         /* NULL: no groups sent */
+    const uint32_t *sync_stages; /* synchronizing stage ids, ascending */
     size_t n_sync_stages;
     uint64_t schema_hash;
     uint32_t schema_version;
@@ -42,38 +42,37 @@ struct sf__hello_info {
 };
 
 typedef struct sf__transport {
-    int fd;                         /* -1 while disconnected */
+    int fd; /* -1 while disconnected */
     char path[108];
     const struct sf__hello_info *hello;
-    uint8_t *hello_buf;             /* owner-provided, SF__MAX_DATAGRAM bytes */
-    int64_t next_attempt_ns;        /* no connect before this clock value */
+    uint8_t *hello_buf;      /* owner-provided, SF__MAX_DATAGRAM bytes */
+    int64_t next_attempt_ns; /* no connect before this clock value */
     int64_t backoff_ns;
     bool have_last_sent_step;
-    int64_t last_sent_step;         /* carried in the Hello after a reconnect */
+    int64_t last_sent_step; /* carried in the Hello after a reconnect */
     uint64_t connects, reconnects, send_syscalls;
 } sf__transport;
 
 /* path must fit sun_path (-ENAMETOOLONG); hello and hello_buf are borrowed
  * and must outlive the transport. No syscall. */
-int  sf__transport_init(sf__transport *t, const char *path,
-                        const struct sf__hello_info *hello, uint8_t *hello_buf);
+int sf__transport_init(sf__transport *t, const char *path, const struct sf__hello_info *hello,
+                       uint8_t *hello_buf);
 /* Connects and sends the Hello unless connected already (0) or the backoff
  * has not expired (-EAGAIN). On failure the backoff doubles; returns -errno. */
-int  sf__transport_connect(sf__transport *t, int64_t now_ns);
+int sf__transport_connect(sf__transport *t, int64_t now_ns);
 /* One sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL). 0: sent; -EAGAIN: socket full,
  * keep the data; -ENOTCONN/-EPIPE/...: the connection is gone (closed here,
  * backoff armed from now_ns), the data is lost. */
-int  sf__transport_send(sf__transport *t, const void *buf, size_t len, int64_t now_ns);
+int sf__transport_send(sf__transport *t, const void *buf, size_t len, int64_t now_ns);
 /* Packs m into buf (cap bytes) and sends it. -EMSGSIZE if it does not fit. */
-int  sf__transport_send_message(sf__transport *t, const Stagefrontier__ClientMessage *m,
-                                uint8_t *buf, size_t cap, int64_t now_ns);
+int sf__transport_send_message(sf__transport *t, const Stagefrontier__ClientMessage *m,
+                               uint8_t *buf, size_t cap, int64_t now_ns);
 bool sf__transport_connected(const sf__transport *t);
 /* Closes the socket; a later connect starts a new generation. */
 void sf__transport_close(sf__transport *t);
 /* Packs a Hello for generation gen into buf; returns its length or -EMSGSIZE. */
-int  sf__hello_pack(const struct sf__hello_info *info, uint32_t generation,
-                    bool have_last_sent_step, int64_t last_sent_step,
-                    uint8_t *buf, size_t cap);
+int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation, bool have_last_sent_step,
+                   int64_t last_sent_step, uint8_t *buf, size_t cap);
 /* CLOCK_MONOTONIC in ns (vDSO, no syscall). */
 int64_t sf__now_ns(void);
 

@@ -11,14 +11,16 @@
 #include "stagefrontier/strutil.h"
 
 /* One field into the key hash, with a separator after it. */
-static uint64_t hash_field(uint64_t h, const char *s) {
+static uint64_t hash_field(uint64_t h, const char *s)
+{
     return sf_fnv1a(h, s, s ? strlen(s) : 0) * SF_FNV1A_PRIME;
 }
 
-void sf__nccl_agg_init(struct sf_nccl_agg *agg) {
+void sf__nccl_agg_init(struct sf_nccl_agg *agg)
+{
     memset(agg, 0, sizeof *agg);
-    agg->group_tag = (struct sf_nccl_tag){ SF_NCCL_H_GROUP, agg };
-    agg->proxy_tag = (struct sf_nccl_tag){ SF_NCCL_H_PROXY_OP, agg };
+    agg->group_tag = (struct sf_nccl_tag){SF_NCCL_H_GROUP, agg};
+    agg->proxy_tag = (struct sf_nccl_tag){SF_NCCL_H_PROXY_OP, agg};
     for (size_t i = 0; i < SF_NCCL_COLL_RING; i++) {
         agg->colls[i].kind = SF_NCCL_H_COLL;
         agg->colls[i].agg = agg;
@@ -28,12 +30,15 @@ void sf__nccl_agg_init(struct sf_nccl_agg *agg) {
         agg->kchs[i].kind = SF_NCCL_H_KERNEL_CH;
 }
 
-unsigned sf__nccl_type_size(const char *dt) {
-    static const struct { const char *name; unsigned size; } sizes[] = {
-        {"ncclInt8", 1}, {"ncclUint8", 1}, {"ncclFloat8e4m3", 1}, {"ncclFloat8e5m2", 1},
-        {"ncclFloat16", 2}, {"ncclBfloat16", 2},
-        {"ncclInt32", 4}, {"ncclUint32", 4}, {"ncclFloat32", 4},
-        {"ncclInt64", 8}, {"ncclUint64", 8}, {"ncclFloat64", 8},
+unsigned sf__nccl_type_size(const char *dt)
+{
+    static const struct {
+        const char *name;
+        unsigned size;
+    } sizes[] = {
+        {"ncclInt8", 1},    {"ncclUint8", 1},    {"ncclFloat8e4m3", 1}, {"ncclFloat8e5m2", 1},
+        {"ncclFloat16", 2}, {"ncclBfloat16", 2}, {"ncclInt32", 4},      {"ncclUint32", 4},
+        {"ncclFloat32", 4}, {"ncclInt64", 8},    {"ncclUint64", 8},     {"ncclFloat64", 8},
     };
     if (!dt)
         return 0;
@@ -43,11 +48,13 @@ unsigned sf__nccl_type_size(const char *dt) {
     return 0;
 }
 
-uint32_t sf__nccl_size_bucket(uint64_t bytes) {
+uint32_t sf__nccl_size_bucket(uint64_t bytes)
+{
     return bytes <= 1 ? 0 : 63u - (uint32_t)__builtin_clzll(bytes);
 }
 
-static void copy_name(char dst[SF_NCCL_NAME_LEN + 1], const char *src) {
+static void copy_name(char dst[SF_NCCL_NAME_LEN + 1], const char *src)
+{
     size_t n = src ? strnlen(src, SF_NCCL_NAME_LEN) : 0;
     memcpy(dst, src ? src : "", n);
     dst[n] = '\0';
@@ -59,7 +66,8 @@ static void copy_name(char dst[SF_NCCL_NAME_LEN + 1], const char *src) {
  * reset, so nothing is lost). A full table drops. 64-bit FNV over the key
  * makes a collision between real keys negligible. */
 static uint32_t key_find(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci,
-                         uint32_t bucket) {
+                         uint32_t bucket)
+{
     uint64_t h = UINT64_C(0xcbf29ce484222325);
     h = hash_field(h, ci->func);
     h = hash_field(h, ci->datatype);
@@ -96,7 +104,8 @@ static uint32_t key_find(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info
     return UINT32_MAX;
 }
 
-static void fetch_max_i64(_Atomic int64_t *a, int64_t v) {
+static void fetch_max_i64(_Atomic int64_t *a, int64_t v)
+{
     int64_t cur = atomic_load_explicit(a, memory_order_relaxed);
     while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
                                                              memory_order_relaxed))
@@ -106,7 +115,8 @@ static void fetch_max_i64(_Atomic int64_t *a, int64_t v) {
 /* A ring slot is busy only while a kernel channel of its collective is in
  * flight; a collective that never got (all) its channels is reclaimed when
  * the ring wraps, and its timing counted as lost. */
-static struct sf_nccl_coll *coll_claim(struct sf_nccl_agg *agg) {
+static struct sf_nccl_coll *coll_claim(struct sf_nccl_agg *agg)
+{
     for (uint32_t probe = 0; probe < SF_NCCL_PROBES; probe++) {
         uint64_t n = atomic_fetch_add_explicit(&agg->coll_next, 1, memory_order_relaxed);
         struct sf_nccl_coll *c = &agg->colls[n % SF_NCCL_COLL_RING];
@@ -123,12 +133,14 @@ static struct sf_nccl_coll *coll_claim(struct sf_nccl_agg *agg) {
     return NULL;
 }
 
-uint32_t sf__nccl_enq_slot(int64_t step, int32_t stage) {
+uint32_t sf__nccl_enq_slot(int64_t step, int32_t stage)
+{
     return (uint32_t)(((uint64_t)step * SF_NCCL_ENQ_STAGES + (uint32_t)stage % SF_NCCL_ENQ_STAGES) %
                       SF_NCCL_ENQ_RING);
 }
 
-uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage) {
+uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage)
+{
     return ((uint64_t)step << 7 | (uint32_t)stage) + 1;
 }
 
@@ -136,7 +148,8 @@ uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage) {
  * last collective. A slot still holding an older step is simply taken over:
  * the flusher ships every step change within milliseconds, and a point it
  * never saw only leaves that row without an arrival. */
-static void enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage, int64_t offset) {
+static void enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage, int64_t offset)
+{
     struct sf_nccl_enq *e = &agg->enq[sf__nccl_enq_slot(step, stage)];
     atomic_fetch_add_explicit(&e->seq, 1, memory_order_acq_rel);
     atomic_store_explicit(&e->offset_ns, offset, memory_order_relaxed);
@@ -144,7 +157,8 @@ static void enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage, int
     atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
 }
 
-int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *ret_offset) {
+int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *ret_offset)
+{
     uint32_t s0 = atomic_load_explicit(&e->seq, memory_order_acquire);
     uint64_t tag = atomic_load_explicit(&e->tag, memory_order_relaxed);
     int64_t off = atomic_load_explicit(&e->offset_ns, memory_order_relaxed);
@@ -156,7 +170,9 @@ int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *r
     return 0;
 }
 
-struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci) {
+struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg,
+                                         const struct sf_nccl_coll_info *ci)
+{
     uint64_t bytes = ci->count * (uint64_t)sf__nccl_type_size(ci->datatype);
     uint32_t bucket = sf__nccl_size_bucket(bytes);
     uint32_t key = key_find(agg, ci, bucket);
@@ -185,7 +201,8 @@ struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct s
     return c;
 }
 
-bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p) {
+bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p)
+{
     const char *lo = (const char *)agg->colls, *hi = (const char *)(agg->colls + SF_NCCL_COLL_RING);
     const char *q = p;
     return q >= lo && q < hi && (size_t)(q - lo) % sizeof agg->colls[0] == 0;
@@ -193,19 +210,21 @@ bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p) {
 
 /* Takes a reference on a collective's slot, unless the slot is being set up
  * for a newer collective (a very late channel of an old one): then no. */
-static bool coll_ref(struct sf_nccl_coll *c) {
+static bool coll_ref(struct sf_nccl_coll *c)
+{
     uint32_t v = atomic_load_explicit(&c->ch_pending, memory_order_acquire);
     do {
         if (v == UINT32_MAX)
             return false;
-    } while (!atomic_compare_exchange_weak_explicit(&c->ch_pending, &v, v + 1,
-                                                    memory_order_acq_rel, memory_order_acquire));
+    } while (!atomic_compare_exchange_weak_explicit(&c->ch_pending, &v, v + 1, memory_order_acq_rel,
+                                                    memory_order_acquire));
     return true;
 }
 
-struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, uint64_t gpu_start) {
+struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, uint64_t gpu_start)
+{
     if (!parent || !sf__nccl_is_coll(agg, parent))
-        return NULL;    /* a Coll we had to drop, or not one of ours */
+        return NULL; /* a Coll we had to drop, or not one of ours */
     for (uint32_t probe = 0; probe < SF_NCCL_PROBES; probe++) {
         uint64_t n = atomic_fetch_add_explicit(&agg->kch_next, 1, memory_order_relaxed);
         struct sf_nccl_kch *k = &agg->kchs[n % SF_NCCL_CHILD_POOL];
@@ -226,19 +245,22 @@ struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, ui
     return NULL;
 }
 
-void sf__nccl_kch_record_stop(struct sf_nccl_kch *k, uint64_t gpu_stop) {
+void sf__nccl_kch_record_stop(struct sf_nccl_kch *k, uint64_t gpu_stop)
+{
     if (k)
         k->stop = gpu_stop;
 }
 
-static void fetch_min(_Atomic uint64_t *a, uint64_t v) {
+static void fetch_min(_Atomic uint64_t *a, uint64_t v)
+{
     uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
     while (v < cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
                                                              memory_order_relaxed))
         ;
 }
 
-static void fetch_max(_Atomic uint64_t *a, uint64_t v) {
+static void fetch_max(_Atomic uint64_t *a, uint64_t v)
+{
     uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
     while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
                                                              memory_order_relaxed))
@@ -247,7 +269,8 @@ static void fetch_max(_Atomic uint64_t *a, uint64_t v) {
 
 /* The collective's GPU time on this rank is the span from its first channel's
  * start to its last channel's stop, taken once n_channels have reported. */
-void sf__nccl_kch_stop(struct sf_nccl_kch *k) {
+void sf__nccl_kch_stop(struct sf_nccl_kch *k)
+{
     struct sf_nccl_coll *c;
     struct sf_nccl_agg *agg;
 

@@ -13,38 +13,41 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define SF_NCCL_MAX_KEYS      256   /* NcclBatch carries at most 256 aggregates */
-#define SF_NCCL_COLL_RING     4096  /* collectives whose kernel timing may be in flight */
-#define SF_NCCL_CHILD_POOL    4096  /* kernel-channel events in flight */
-#define SF_NCCL_PROBES        16    /* bounded search for a free slot */
-#define SF_NCCL_NAME_LEN      32
-#define SF_NCCL_ENQ_RING      1024  /* enqueue points: (step, stage) slots kept for the flusher */
-#define SF_NCCL_ENQ_STAGES    8     /* synchronizing stages told apart within one step */
+#define SF_NCCL_MAX_KEYS 256    /* NcclBatch carries at most 256 aggregates */
+#define SF_NCCL_COLL_RING 4096  /* collectives whose kernel timing may be in flight */
+#define SF_NCCL_CHILD_POOL 4096 /* kernel-channel events in flight */
+#define SF_NCCL_PROBES 16       /* bounded search for a free slot */
+#define SF_NCCL_NAME_LEN 32
+#define SF_NCCL_ENQ_RING 1024 /* enqueue points: (step, stage) slots kept for the flusher */
+#define SF_NCCL_ENQ_STAGES 8  /* synchronizing stages told apart within one step */
 
 /* Handle kinds: the first byte of every handle we give NCCL. */
 enum sf_nccl_kind { SF_NCCL_H_GROUP = 1, SF_NCCL_H_COLL, SF_NCCL_H_PROXY_OP, SF_NCCL_H_KERNEL_CH };
 
 struct sf_nccl_key {
-    _Atomic uint64_t hash;          /* 0: empty; claimed by CAS */
-    _Atomic uint32_t published;     /* the strings below are written */
+    _Atomic uint64_t hash;      /* 0: empty; claimed by CAS */
+    _Atomic uint32_t published; /* the strings below are written */
     char collective[SF_NCCL_NAME_LEN + 1], datatype[SF_NCCL_NAME_LEN + 1];
     char algorithm[SF_NCCL_NAME_LEN + 1], protocol[SF_NCCL_NAME_LEN + 1];
     uint32_t size_bucket;
-    int32_t stage;                  /* enclosing stage id, -1 unknown */
-    uint32_t epoch;                 /* parity of the steps counted here */
-    _Atomic int64_t last_step;      /* latest step counted here */
+    int32_t stage;             /* enclosing stage id, -1 unknown */
+    uint32_t epoch;            /* parity of the steps counted here */
+    _Atomic int64_t last_step; /* latest step counted here */
     _Atomic uint64_t count, bytes, gpu_ns, timed;
 };
 
 struct sf_nccl_agg;
 
-struct sf_nccl_tag { uint8_t kind; struct sf_nccl_agg *agg; };
+struct sf_nccl_tag {
+    uint8_t kind;
+    struct sf_nccl_agg *agg;
+};
 
 struct sf_nccl_coll {
     uint8_t kind;
     struct sf_nccl_agg *agg;
-    uint32_t key;                   /* index into keys, or UINT32_MAX */
-    uint32_t n_channels;            /* kernel channels that complete its timing */
+    uint32_t key;        /* index into keys, or UINT32_MAX */
+    uint32_t n_channels; /* kernel channels that complete its timing */
     _Atomic uint32_t ch_pending, ch_done;
     _Atomic uint64_t t_min, t_max;
 };
@@ -61,8 +64,8 @@ struct sf_nccl_kch {
  * and stage (0: empty); a writer stores the offset, then the tag, and
  * bumps seq around both so the flusher can tell a torn read. */
 struct sf_nccl_enq {
-    _Atomic uint32_t seq;           /* odd while a writer is inside */
-    _Atomic uint64_t tag;           /* (step << 7 | stage) + 1 */
+    _Atomic uint32_t seq; /* odd while a writer is inside */
+    _Atomic uint64_t tag; /* (step << 7 | stage) + 1 */
     _Atomic int64_t offset_ns;
 };
 
@@ -70,9 +73,9 @@ struct sf_nccl_agg {
     struct sf_nccl_tag group_tag, proxy_tag;
     _Atomic uint64_t coll_next;
     _Atomic uint64_t kch_next;
-    _Atomic uint64_t groups;        /* top-level Group events seen to stop */
-    _Atomic uint64_t dropped;       /* events dropped: a pool or the key table full */
-    _Atomic uint64_t timing_lost;   /* collectives whose kernel timing never completed */
+    _Atomic uint64_t groups;      /* top-level Group events seen to stop */
+    _Atomic uint64_t dropped;     /* events dropped: a pool or the key table full */
+    _Atomic uint64_t timing_lost; /* collectives whose kernel timing never completed */
     struct sf_nccl_key keys[SF_NCCL_MAX_KEYS];
     struct sf_nccl_enq enq[SF_NCCL_ENQ_RING];
     struct sf_nccl_coll colls[SF_NCCL_COLL_RING];
@@ -85,9 +88,9 @@ struct sf_nccl_coll_info {
     uint64_t count;
     uint32_t n_channels;
     int32_t stage;
-    int64_t step;                   /* the trainer's step at enqueue, >= 0 */
-    bool enqueue_point;             /* enclosed by a synchronizing stage: */
-    int64_t enqueue_offset_ns;      /*   enqueued this long after its start */
+    int64_t step;              /* the trainer's step at enqueue, >= 0 */
+    bool enqueue_point;        /* enclosed by a synchronizing stage: */
+    int64_t enqueue_offset_ns; /*   enqueued this long after its start */
 };
 
 void sf__nccl_agg_init(struct sf_nccl_agg *agg);
@@ -98,7 +101,8 @@ uint32_t sf__nccl_size_bucket(uint64_t bytes);
 
 /* Counts the collective and returns its handle, or NULL when no slot was free
  * (the counts still land; only its kernel timing is dropped). */
-struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg, const struct sf_nccl_coll_info *ci);
+struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg,
+                                         const struct sf_nccl_coll_info *ci);
 /* A kernel channel under parent (NULL parent or a full pool: NULL, counted). */
 struct sf_nccl_kch *sf__nccl_kch_start(struct sf_nccl_agg *agg, void *parent, uint64_t gpu_start);
 void sf__nccl_kch_record_stop(struct sf_nccl_kch *k, uint64_t gpu_stop);

@@ -17,18 +17,22 @@
 
 static _Atomic(struct sf_side_beacon *) beacon;
 
-struct search { struct sf_side_beacon *found; const void *self_base; };
+struct search {
+    struct sf_side_beacon *found;
+    const void *self_base;
+};
 
 /* Runs under the loader's iteration lock. dlopen(RTLD_NOLOAD) of an object
  * that is already mapped only takes a reference, which glibc allows here. */
-static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
+static int visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
     struct search *bs = arg;
     struct sf_side_beacon *b;
     Dl_info di;
     void *h;
     (void)size;
     if ((const void *)info->dlpi_addr == bs->self_base)
-        return 0;   /* our own copy of libsfclient's objects is never published */
+        return 0; /* our own copy of libsfclient's objects is never published */
     h = dlopen(info->dlpi_name && *info->dlpi_name ? info->dlpi_name : NULL,
                RTLD_LAZY | RTLD_NOLOAD);
     if (!h)
@@ -37,14 +41,15 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
     if (b && b->magic == SF_SIDE_BEACON_MAGIC && b->version == SF_SIDE_BEACON_VERSION &&
         dladdr(b, &di) && di.dli_fbase != bs->self_base) {
         bs->found = b;
-        return 1;   /* keep h: the beacon must stay mapped */
+        return 1; /* keep h: the beacon must stay mapped */
     }
     dlclose(h);
     return 0;
 }
 
-void sf__nccl_beacon_lookup(void) {
-    struct search bs = { NULL, NULL };
+void sf__nccl_beacon_lookup(void)
+{
+    struct search bs = {NULL, NULL};
     Dl_info di;
     if (atomic_load(&beacon))
         return;
@@ -55,11 +60,13 @@ void sf__nccl_beacon_lookup(void) {
         atomic_store(&beacon, bs.found);
 }
 
-struct sf_side_beacon *sf__nccl_beacon(void) {
+struct sf_side_beacon *sf__nccl_beacon(void)
+{
     return atomic_load_explicit(&beacon, memory_order_acquire);
 }
 
-int32_t sf__nccl_current_stage(void) {
+int32_t sf__nccl_current_stage(void)
+{
     struct sf_side_beacon *b = sf__nccl_beacon();
     return b ? atomic_load_explicit(&b->stage, memory_order_relaxed) : -1;
 }
@@ -67,7 +74,8 @@ int32_t sf__nccl_current_stage(void) {
 /* The stage id is stored with release after its start time: loading it with
  * acquire, then the start, then the id again, gives a start that belongs to
  * the id whenever both loads agree. */
-bool sf__nccl_current_sync_point(int32_t *ret_stage, int64_t now_ns, int64_t *ret_offset) {
+bool sf__nccl_current_sync_point(int32_t *ret_stage, int64_t now_ns, int64_t *ret_offset)
+{
     struct sf_side_beacon *b = sf__nccl_beacon();
     int32_t stage;
     int64_t start;
@@ -78,8 +86,7 @@ bool sf__nccl_current_sync_point(int32_t *ret_stage, int64_t now_ns, int64_t *re
     stage = atomic_load_explicit(&b->stage, memory_order_acquire);
     *ret_stage = stage;
     if (stage < 0 || stage >= SF_MAX_STAGES ||
-        !atomic_load_explicit(&b->n_names, memory_order_acquire) ||
-        !(b->sync_mask >> stage & 1))
+        !atomic_load_explicit(&b->n_names, memory_order_acquire) || !(b->sync_mask >> stage & 1))
         return false;
     start = atomic_load_explicit(&b->stage_start_ns, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
@@ -90,7 +97,8 @@ bool sf__nccl_current_sync_point(int32_t *ret_stage, int64_t now_ns, int64_t *re
     return true;
 }
 
-int64_t sf__nccl_beacon_step(void) {
+int64_t sf__nccl_beacon_step(void)
+{
     struct sf_side_beacon *b = sf__nccl_beacon();
     int64_t s;
     if (!b)
@@ -102,7 +110,8 @@ int64_t sf__nccl_beacon_step(void) {
 /* Data-parallel gradient reduction is issued during backward, which is why an
  * all-reduce outside any known stage defaults there; other collectives have
  * no such convention and stay unattributed. */
-const char *sf__nccl_stage_name(int32_t stage, const char *collective) {
+const char *sf__nccl_stage_name(int32_t stage, const char *collective)
+{
     struct sf_side_beacon *b = sf__nccl_beacon();
     if (b && stage >= 0 &&
         (uint32_t)stage < atomic_load_explicit(&b->n_names, memory_order_acquire))

@@ -16,23 +16,23 @@
 #include <nccl.h>
 
 /* nccl.h does not declare the logger that init receives. */
-typedef void (*sf_nccl_logger_t)(int level, unsigned long flags, const char *file,
-                                 int line, const char *fmt, ...);
+typedef void (*sf_nccl_logger_t)(int level, unsigned long flags, const char *file, int line,
+                                 const char *fmt, ...);
 
 /* Event type bits: the descriptor's type and the activation mask. */
 enum {
-    SF_NCCL_EV_GROUP         = 1 << 0,
-    SF_NCCL_EV_COLL          = 1 << 1,
-    SF_NCCL_EV_P2P           = 1 << 2,
-    SF_NCCL_EV_PROXY_OP      = 1 << 3,
-    SF_NCCL_EV_PROXY_STEP    = 1 << 4,
-    SF_NCCL_EV_PROXY_CTRL    = 1 << 5,
-    SF_NCCL_EV_KERNEL_CH     = 1 << 6,
-    SF_NCCL_EV_NET_PLUGIN    = 1 << 7,
-    SF_NCCL_EV_GROUP_API     = 1 << 8,   /* v5 */
-    SF_NCCL_EV_COLL_API      = 1 << 9,   /* v5 */
-    SF_NCCL_EV_P2P_API       = 1 << 10,  /* v5 */
-    SF_NCCL_EV_KERNEL_LAUNCH = 1 << 11,  /* v5 */
+    SF_NCCL_EV_GROUP = 1 << 0,
+    SF_NCCL_EV_COLL = 1 << 1,
+    SF_NCCL_EV_P2P = 1 << 2,
+    SF_NCCL_EV_PROXY_OP = 1 << 3,
+    SF_NCCL_EV_PROXY_STEP = 1 << 4,
+    SF_NCCL_EV_PROXY_CTRL = 1 << 5,
+    SF_NCCL_EV_KERNEL_CH = 1 << 6,
+    SF_NCCL_EV_NET_PLUGIN = 1 << 7,
+    SF_NCCL_EV_GROUP_API = 1 << 8,      /* v5 */
+    SF_NCCL_EV_COLL_API = 1 << 9,       /* v5 */
+    SF_NCCL_EV_P2P_API = 1 << 10,       /* v5 */
+    SF_NCCL_EV_KERNEL_LAUNCH = 1 << 11, /* v5 */
 };
 
 /* State transitions passed to recordEventState (an int-sized enum). Only the
@@ -54,7 +54,7 @@ struct sf_nccl_coll_v5 {
     uint8_t n_warps;
     const char *algo;
     const char *proto;
-    void *parent_group;          /* the Group event: parentObj is the CollApi event */
+    void *parent_group; /* the Group event: parentObj is the CollApi event */
 };
 
 struct sf_nccl_p2p_v5 {
@@ -78,34 +78,63 @@ struct sf_nccl_proxy_op {
 
 struct sf_nccl_kernel_ch {
     uint8_t channel;
-    uint64_t gpu_timer_start;    /* GPU globaltimer, ns */
+    uint64_t gpu_timer_start; /* GPU globaltimer, ns */
 };
 
 typedef struct sf_nccl_descr_v5 {
     uint64_t type;
-    void *parent;                /* the parent event's handle */
+    void *parent; /* the parent event's handle */
     int rank;
     union {
-        struct { bool graph_captured; int group_depth; } group_api;
-        struct { const char *func; size_t count; const char *datatype; int root;
-                 void *stream; bool graph_captured; } coll_api;
-        struct { const char *func; size_t count; const char *datatype;
-                 void *stream; bool graph_captured; } p2p_api;
-        struct { void *stream; } kernel_launch;
+        struct {
+            bool graph_captured;
+            int group_depth;
+        } group_api;
+        struct {
+            const char *func;
+            size_t count;
+            const char *datatype;
+            int root;
+            void *stream;
+            bool graph_captured;
+        } coll_api;
+        struct {
+            const char *func;
+            size_t count;
+            const char *datatype;
+            void *stream;
+            bool graph_captured;
+        } p2p_api;
+        struct {
+            void *stream;
+        } kernel_launch;
         struct sf_nccl_coll_v5 coll;
         struct sf_nccl_p2p_v5 p2p;
         struct sf_nccl_proxy_op proxy_op;
-        struct { int step; } proxy_step;
+        struct {
+            int step;
+        } proxy_step;
         struct sf_nccl_kernel_ch kernel_ch;
-        struct { int64_t id; void *data; } net_plugin;
+        struct {
+            int64_t id;
+            void *data;
+        } net_plugin;
     };
 } sf_nccl_descr_v5;
 
 typedef union sf_nccl_state_args {
-    struct { size_t trans_size; } proxy_step;
-    struct { int appended_proxy_ops; } proxy_ctrl;
-    struct { void *data; } net_plugin;
-    struct { uint64_t gpu_timer; } kernel_ch;   /* the stop timestamp */
+    struct {
+        size_t trans_size;
+    } proxy_step;
+    struct {
+        int appended_proxy_ops;
+    } proxy_ctrl;
+    struct {
+        void *data;
+    } net_plugin;
+    struct {
+        uint64_t gpu_timer;
+    } kernel_ch; /* the stop timestamp */
 } sf_nccl_state_args;
 
 typedef struct sf_nccl_profiler_v5 {
@@ -146,16 +175,21 @@ struct sf_nccl_p2p_v4 {
 };
 
 typedef struct sf_nccl_descr_v4 {
-    uint8_t type;                /* v4 carries the type in one byte */
-    void *parent;                /* for a Coll: the Group event */
+    uint8_t type; /* v4 carries the type in one byte */
+    void *parent; /* for a Coll: the Group event */
     int rank;
     union {
         struct sf_nccl_coll_v4 coll;
         struct sf_nccl_p2p_v4 p2p;
         struct sf_nccl_proxy_op proxy_op;
-        struct { int step; } proxy_step;
+        struct {
+            int step;
+        } proxy_step;
         struct sf_nccl_kernel_ch kernel_ch;
-        struct { int64_t id; void *data; } net_plugin;
+        struct {
+            int64_t id;
+            void *data;
+        } net_plugin;
     };
 } sf_nccl_descr_v4;
 

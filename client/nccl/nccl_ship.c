@@ -24,8 +24,8 @@
 #include "transport.h"
 #include "stagefrontier/strutil.h"
 
-#define IDLE_FLUSH_NS            (1000 * INT64_C(1000000))
-#define BEACON_RETRY_NS          (2000 * INT64_C(1000000))
+#define IDLE_FLUSH_NS (1000 * INT64_C(1000000))
+#define BEACON_RETRY_NS (2000 * INT64_C(1000000))
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
@@ -44,14 +44,15 @@ static struct {
     sf__transport tr;
     uint8_t hello_buf[SF__MAX_DATAGRAM];
     uint8_t out_buf[SF__MAX_DATAGRAM];
-    int64_t last_step;              /* step observed at the previous tick */
+    int64_t last_step; /* step observed at the previous tick */
     int64_t last_ship_ns;
     int64_t beacon_retry_ns;
 } st;
 
 /* groups_per_step is written once, at the first init, before NCCL can send
  * that communicator any event; afterwards it is only read. */
-int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg) {
+int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg)
+{
     int64_t s = sf__nccl_beacon_step();
     uint64_t per = st.groups_per_step ? st.groups_per_step : 1;
     if (s >= 0)
@@ -62,7 +63,8 @@ int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg) {
 
 /* ---- configuration from the environment ---------------------------------- */
 
-static long env_long(const char *name, long dflt, long lo, long hi) {
+static long env_long(const char *name, long dflt, long lo, long hi)
+{
     const char *v = getenv(name);
     char *end;
     long x;
@@ -73,15 +75,17 @@ static long env_long(const char *name, long dflt, long lo, long hi) {
     return (errno || *end || x < lo || x > hi) ? dflt : x;
 }
 
-static const char *job_id_env(void) {
-    const char *names[] = { "SF_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID" };
+static const char *job_id_env(void)
+{
+    const char *names[] = {"SF_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
     for (size_t i = 0; i < 3; i++)
         if (getenv(names[i]) && *getenv(names[i]))
             return getenv(names[i]);
     return NULL;
 }
 
-static void configure(const struct sf_nccl_comm *first) {
+static void configure(const struct sf_nccl_comm *first)
+{
     const char *job = job_id_env(), *sock = getenv("SF_SOCKET");
     long rank = env_long("RANK", -1, 0, 262143);
     long world = env_long("WORLD_SIZE", -1, 1, SF_MAX_RANKS);
@@ -90,20 +94,26 @@ static void configure(const struct sf_nccl_comm *first) {
     st.period_ns = env_long("SF_NCCL_FLUSH_MS", 20, 1, 60000) * INT64_C(1000000);
     st.groups_per_step = (uint64_t)env_long("SF_NCCL_GROUPS_PER_STEP", 1, 1, 1 << 20);
     st.last_step = -1;
-    if (rank < 0 || world < 0) {    /* no launcher: the first communicator's view */
+    if (rank < 0 || world < 0) { /* no launcher: the first communicator's view */
         rank = first->rank;
         world = first->n_ranks;
     }
     if (!job || strlen(job) >= sizeof st.job_id || rank < 0 || world < 1 || rank >= world)
-        return;                     /* nowhere to ship: count only */
+        return; /* nowhere to ship: count only */
     memcpy(st.job_id, job, strlen(job) + 1);
     gethostname(st.host, sizeof st.host - 1);
     st.hello = (struct sf__hello_info){
-        .job_id = st.job_id, .rank = (uint32_t)rank, .world_size = (uint32_t)world,
-        .local_rank = (uint32_t)env_long("LOCAL_RANK", 0, 0, 262143), .host = st.host,
-        .pid = (uint32_t)getpid(), .schema_version = SF_CLIENT_SCHEMA_VERSION,
-        .accumulation = 1, .channel = SF__CHANNEL_NCCL,
-        .window_steps = -1, .warmup_steps = -1,     /* the step channel asks for those */
+        .job_id = st.job_id,
+        .rank = (uint32_t)rank,
+        .world_size = (uint32_t)world,
+        .local_rank = (uint32_t)env_long("LOCAL_RANK", 0, 0, 262143),
+        .host = st.host,
+        .pid = (uint32_t)getpid(),
+        .schema_version = SF_CLIENT_SCHEMA_VERSION,
+        .accumulation = 1,
+        .channel = SF__CHANNEL_NCCL,
+        .window_steps = -1,
+        .warmup_steps = -1, /* the step channel asks for those */
     };
     if (sf__transport_init(&st.tr, sock && *sock ? sock : SF_DEFAULT_INGEST_SOCKET, &st.hello,
                            st.hello_buf) < 0)
@@ -115,7 +125,8 @@ static void configure(const struct sf_nccl_comm *first) {
  * per job: the names libsfclient published, with the default group rule and
  * the accumulation their @k suffixes imply. Without libsfclient in the
  * process, the default six stages. Settled before the first connect. */
-static bool hello_schema(void) {
+static bool hello_schema(void)
+{
     struct sf_side_beacon *b = sf__nccl_beacon();
     const char *names[SF_MAX_STAGES];
     struct sf__schema s;
@@ -149,7 +160,8 @@ static bool hello_schema(void) {
     return true;
 }
 
-static int connect_now(int64_t now) {
+static int connect_now(int64_t now)
+{
     if (sf__transport_connected(&st.tr))
         return 0;
     if (!hello_schema())
@@ -169,7 +181,8 @@ struct pending {
     uint64_t count, bytes, gpu_ns, timed;
 };
 
-static size_t snapshot(const struct sf_nccl_comm *comm, struct pending *out) {
+static size_t snapshot(const struct sf_nccl_comm *comm, struct pending *out)
+{
     size_t n = 0;
     for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
         const struct sf_nccl_key *k = &comm->agg.keys[i];
@@ -195,7 +208,8 @@ static size_t snapshot(const struct sf_nccl_comm *comm, struct pending *out) {
  * batch carries the drops. */
 static int ship_group(struct sf_nccl_comm *comm, const struct pending *pend, size_t n_pend,
                       const char *stage, int64_t step, uint64_t dropped, bool *ret_dropped_sent,
-                      int64_t now) {
+                      int64_t now)
+{
     static Stagefrontier__NcclAggregate aggs[SF_NCCL_MAX_KEYS];
     static Stagefrontier__NcclAggregate *aptr[SF_NCCL_MAX_KEYS];
     static const struct pending *used[SF_NCCL_MAX_KEYS];
@@ -261,7 +275,8 @@ static int ship_group(struct sf_nccl_comm *comm, const struct pending *pend, siz
 /* Ships one enqueue point: a batch with no aggregates that names the step,
  * the synchronizing stage and last_enqueue_ns. */
 static int ship_enqueue_point(const struct sf_nccl_comm *comm, int64_t step, const char *stage,
-                              int64_t offset_ns, int64_t now) {
+                              int64_t offset_ns, int64_t now)
+{
     Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
 
@@ -283,7 +298,8 @@ static int ship_enqueue_point(const struct sf_nccl_comm *comm, int64_t step, con
  * step record that arrives after it (docs/SIDE_EVIDENCE.md), and the trainer
  * ships its records in batches, so the earlier the better. A slot is shipped
  * again when a later collective of the same (step, stage) moved it. */
-static int flush_enqueue_points(struct sf_nccl_comm *comm, int64_t now) {
+static int flush_enqueue_points(struct sf_nccl_comm *comm, int64_t now)
+{
     for (uint32_t i = 0; i < SF_NCCL_ENQ_RING; i++) {
         uint64_t tag;
         int64_t off;
@@ -302,7 +318,8 @@ static int flush_enqueue_points(struct sf_nccl_comm *comm, int64_t now) {
 }
 
 /* One batch per (enclosing stage, step) that has something to ship. */
-static void flush_comm(struct sf_nccl_comm *comm, int64_t now) {
+static void flush_comm(struct sf_nccl_comm *comm, int64_t now)
+{
     static struct pending pend[SF_NCCL_MAX_KEYS];
     static bool done[SF_NCCL_MAX_KEYS];
     uint64_t dropped = atomic_load_explicit(&comm->agg.dropped, memory_order_relaxed);
@@ -310,7 +327,7 @@ static void flush_comm(struct sf_nccl_comm *comm, int64_t now) {
     size_t n;
 
     if (flush_enqueue_points(comm, now) < 0)
-        return;   /* try again at the next tick */
+        return; /* try again at the next tick */
     n = snapshot(comm, pend);
 
     memset(done, 0, sizeof done);
@@ -320,20 +337,19 @@ static void flush_comm(struct sf_nccl_comm *comm, int64_t now) {
         for (size_t i = j; i < n; i++)
             if (pend[i].step == pend[j].step && !strcmp(pend[i].stage, pend[j].stage))
                 done[i] = true;
-        if (ship_group(comm, pend, n, pend[j].stage, pend[j].step, dropped, &dropped_sent,
-                       now) < 0)
-            return;   /* try again at the next tick */
+        if (ship_group(comm, pend, n, pend[j].stage, pend[j].step, dropped, &dropped_sent, now) < 0)
+            return; /* try again at the next tick */
     }
     /* Drops with nothing else to ship (a full key table) still reach sfd. */
     if (!dropped_sent)
-        ship_group(comm, pend, 0, "", sf__nccl_step_now(&comm->agg), dropped, &dropped_sent,
-                   now);
+        ship_group(comm, pend, 0, "", sf__nccl_step_now(&comm->agg), dropped, &dropped_sent, now);
 }
 
 /* Called with reg_lock held. Every key ships under its own latest step, so
  * the cadence only decides batch sizes: a flush when the trainer's step moves
  * on, after an idle second, or at the end. Enqueue points ship every tick. */
-static void flush_all(bool force) {
+static void flush_all(bool force)
+{
     int64_t now = sf__now_ns(), step;
 
     if (!st.can_ship || !reg_head)
@@ -363,7 +379,8 @@ out:
     st.last_step = step;
 }
 
-static void *flusher_main(void *arg) {
+static void *flusher_main(void *arg)
+{
     (void)arg;
     pthread_mutex_lock(&reg_lock);
     while (!flusher_stop) {
@@ -384,7 +401,8 @@ static void *flusher_main(void *arg) {
  * calls finalize: ship what the last tick left behind. Registered from this
  * object, so glibc also runs it if the plugin is unloaded first (by then no
  * communicator is left and it does nothing). */
-static void exit_flush(void) {
+static void exit_flush(void)
+{
     int64_t now = sf__now_ns();
     pthread_mutex_lock(&reg_lock);
     if (st.can_ship && reg_head && connect_now(now) >= 0)
@@ -393,7 +411,8 @@ static void exit_flush(void) {
     pthread_mutex_unlock(&reg_lock);
 }
 
-int sf__nccl_ship_register(struct sf_nccl_comm *comm) {
+int sf__nccl_ship_register(struct sf_nccl_comm *comm)
+{
     pthread_condattr_t ca;
     int r = 0;
 
@@ -419,7 +438,8 @@ int sf__nccl_ship_register(struct sf_nccl_comm *comm) {
     return r;
 }
 
-void sf__nccl_ship_unregister(struct sf_nccl_comm *comm) {
+void sf__nccl_ship_unregister(struct sf_nccl_comm *comm)
+{
     bool join = false;
     pthread_t t;
 

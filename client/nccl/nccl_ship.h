@@ -13,15 +13,20 @@
 #include "nccl_agg.h"
 
 struct sf_nccl_comm {
-    struct sf_nccl_agg agg;          /* first: handles point into it */
+    struct sf_nccl_agg agg; /* first: handles point into it */
     uint64_t comm_hash;
     char name[129];
     uint32_t n_ranks, n_nodes;
     int rank;
     /* Owned by the flusher (under the registry lock): what was shipped. */
-    struct { uint64_t count, bytes, gpu_ns, timed; } sent[SF_NCCL_MAX_KEYS];
+    struct {
+        uint64_t count, bytes, gpu_ns, timed;
+    } sent[SF_NCCL_MAX_KEYS];
     uint64_t dropped_sent;
-    struct { uint64_t tag; int64_t offset_ns; } enq_sent[SF_NCCL_ENQ_RING];
+    struct {
+        uint64_t tag;
+        int64_t offset_ns;
+    } enq_sent[SF_NCCL_ENQ_RING];
     uint64_t groups_at_flush;
     struct sf_nccl_comm *next;
 };
@@ -33,7 +38,7 @@ int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg);
 /* Registers a communicator (starting the flusher with the first) or, at
  * finalize, flushes it a last time and unregisters it (stopping the flusher
  * with the last). -errno on failure; the plugin then still counts. */
-int  sf__nccl_ship_register(struct sf_nccl_comm *comm);
+int sf__nccl_ship_register(struct sf_nccl_comm *comm);
 void sf__nccl_ship_unregister(struct sf_nccl_comm *comm);
 
 #endif

@@ -28,11 +28,10 @@ static const char *const default_stages[6] = {
 /* Contexts hold the Handle, never the Recorder, so no reference cycle forms
  * through the Recorder's stage cache. */
 typedef struct {
-    PyObject_HEAD
-    sf_client *c;
+    PyObject_HEAD sf_client *c;
     bool any_step;
     int64_t last_step;
-    int64_t pending_wait_ns;    /* next() time waiting for its consuming step */
+    int64_t pending_wait_ns; /* next() time waiting for its consuming step */
 } Handle;
 
 static void handle_dealloc(Handle *h)
@@ -43,8 +42,7 @@ static void handle_dealloc(Handle *h)
 }
 
 static PyTypeObject HandleType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier._Handle",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier._Handle",
     .tp_basicsize = sizeof(Handle),
     .tp_dealloc = (destructor)handle_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -73,14 +71,14 @@ static int warn_refused(int r, const char *call)
     return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                             "stagefrontier: %s was refused (%s), a contract violation "
                             "(docs/CLIENT.md); later ones are only counted in "
-                            "Recorder.stats()['violations']", call, strerror(-r));
+                            "Recorder.stats()['violations']",
+                            call, strerror(-r));
 }
 
 static int warn_violations(Handle *h)
 {
     sf_client_stats st;
-    if (warned_misuse || h->c == NULL || sf_client_get_stats(h->c, &st) < 0 ||
-        st.violations == 0)
+    if (warned_misuse || h->c == NULL || sf_client_get_stats(h->c, &st) < 0 || st.violations == 0)
         return 0;
     warned_misuse = true;
     return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
@@ -93,9 +91,8 @@ static int warn_violations(Handle *h)
 /* ---- StageContext ---- */
 
 typedef struct {
-    PyObject_HEAD
-    Handle *h;
-    int id;                     /* -1: unknown name, counted as a violation */
+    PyObject_HEAD Handle *h;
+    int id; /* -1: unknown name, counted as a violation */
 } StageContext;
 
 static void stagectx_dealloc(StageContext *s)
@@ -131,8 +128,7 @@ static PyMethodDef stagectx_methods[] = {
 };
 
 static PyTypeObject StageContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier.StageContext",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier.StageContext",
     .tp_basicsize = sizeof(StageContext),
     .tp_dealloc = (destructor)stagectx_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -142,8 +138,7 @@ static PyTypeObject StageContextType = {
 /* ---- StepContext ---- */
 
 typedef struct {
-    PyObject_HEAD
-    Handle *h;
+    PyObject_HEAD Handle *h;
     bool explicit_step;
     int64_t step;
 } StepContext;
@@ -178,8 +173,8 @@ static PyObject *stepctx_exit(StepContext *s, PyObject *const *args, Py_ssize_t 
 {
     (void)args;
     (void)nargs;
-    if (s->h->c != NULL && (warn_refused(sf_step_end(s->h->c), "step end") < 0 ||
-                            warn_violations(s->h) < 0))
+    if (s->h->c != NULL &&
+        (warn_refused(sf_step_end(s->h->c), "step end") < 0 || warn_violations(s->h) < 0))
         return NULL;
     Py_RETURN_FALSE;
 }
@@ -202,8 +197,7 @@ static PyGetSetDef stepctx_getset[] = {
 };
 
 static PyTypeObject StepContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier.StepContext",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier.StepContext",
     .tp_basicsize = sizeof(StepContext),
     .tp_dealloc = (destructor)stepctx_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -214,9 +208,8 @@ static PyTypeObject StepContextType = {
 /* ---- ProbeContext ---- */
 
 typedef struct {
-    PyObject_HEAD
-    Handle *h;
-    PyObject *name;             /* str; its UTF-8 buffer lives as long as it */
+    PyObject_HEAD Handle *h;
+    PyObject *name; /* str; its UTF-8 buffer lives as long as it */
 } ProbeContext;
 
 static void probectx_dealloc(ProbeContext *p)
@@ -251,8 +244,7 @@ static PyMethodDef probectx_methods[] = {
 };
 
 static PyTypeObject ProbeContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier.ProbeContext",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier.ProbeContext",
     .tp_basicsize = sizeof(ProbeContext),
     .tp_dealloc = (destructor)probectx_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -262,8 +254,7 @@ static PyTypeObject ProbeContextType = {
 /* ---- DataIter: times next() and leaves it for the consuming step ---- */
 
 typedef struct {
-    PyObject_HEAD
-    Handle *h;
+    PyObject_HEAD Handle *h;
     PyObject *it;
 } DataIter;
 
@@ -280,12 +271,11 @@ static PyObject *dataiter_next(DataIter *d)
     PyObject *item = PyIter_Next(d->it);
     if (item != NULL)
         d->h->pending_wait_ns += now_ns() - t0;
-    return item;    /* NULL without an exception set means StopIteration */
+    return item; /* NULL without an exception set means StopIteration */
 }
 
 static PyTypeObject DataIterType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier.DataIter",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier.DataIter",
     .tp_basicsize = sizeof(DataIter),
     .tp_dealloc = (destructor)dataiter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -296,8 +286,7 @@ static PyTypeObject DataIterType = {
 /* ---- SyncContext: `with rec.sync():` marks the arrival at entry ---- */
 
 typedef struct {
-    PyObject_HEAD
-    Handle *h;
+    PyObject_HEAD Handle *h;
 } SyncContext;
 
 static void syncctx_dealloc(SyncContext *s)
@@ -330,8 +319,7 @@ static PyMethodDef syncctx_methods[] = {
 };
 
 static PyTypeObject SyncContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier.SyncContext",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier.SyncContext",
     .tp_basicsize = sizeof(SyncContext),
     .tp_dealloc = (destructor)syncctx_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -346,11 +334,10 @@ static PyTypeObject SyncContextType = {
  * inner hook's future is returned untouched, so gradients are exactly the
  * inner hook's. */
 typedef struct {
-    PyObject_HEAD
-    Handle *h;
+    PyObject_HEAD Handle *h;
     PyObject *inner;
     PyObject *is_last_name;
-    PyObject *signature;        /* (state, bucket): DDP inspects the hook's parameters */
+    PyObject *signature; /* (state, bucket): DDP inspects the hook's parameters */
 } CommHook;
 
 static void commhook_dealloc(CommHook *k)
@@ -430,8 +417,7 @@ out:
 }
 
 static PyTypeObject CommHookType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier.CommHook",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier.CommHook",
     .tp_doc = "DDP communication hook: marks the arrival at the last bucket, then calls inner",
     .tp_basicsize = sizeof(CommHook),
     .tp_dealloc = (destructor)commhook_dealloc,
@@ -444,11 +430,10 @@ static PyTypeObject CommHookType = {
 /* ---- Recorder ---- */
 
 typedef struct {
-    PyObject_HEAD
-    Handle *h;
-    PyObject *stage_cache;      /* str -> StageContext */
-    StepContext *step_ctx;      /* reused by every step() */
-    SyncContext *sync_ctx;      /* reused by every sync() */
+    PyObject_HEAD Handle *h;
+    PyObject *stage_cache; /* str -> StageContext */
+    StepContext *step_ctx; /* reused by every step() */
+    SyncContext *sync_ctx; /* reused by every sync() */
 } Recorder;
 
 static void recorder_dealloc(Recorder *r)
@@ -486,7 +471,7 @@ static int str_array(PyObject *seq, bool allow_none, const char **out, Py_ssize_
             return -1;
         }
     }
-    Py_DECREF(fast);    /* items are owned by seq, which the caller keeps */
+    Py_DECREF(fast); /* items are owned by seq, which the caller keeps */
     return 0;
 }
 
@@ -505,20 +490,32 @@ static int raise_open_error(int r)
 
 static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"job_id", "socket", "rank", "world_size", "local_rank", "role",
-                             "stages", "groups", "accumulation", "disabled",
-                             "event_sample_fraction", "buffer_records", "batch_records",
-                             "sync_stages", "window_steps", "warmup_steps", NULL};
+    static char *kwlist[] = {"job_id",
+                             "socket",
+                             "rank",
+                             "world_size",
+                             "local_rank",
+                             "role",
+                             "stages",
+                             "groups",
+                             "accumulation",
+                             "disabled",
+                             "event_sample_fraction",
+                             "buffer_records",
+                             "batch_records",
+                             "sync_stages",
+                             "window_steps",
+                             "warmup_steps",
+                             NULL};
     sf_client_options o;
     sf_client_options_init(&o);
     PyObject *stages = Py_None, *groups = Py_None, *sync = Py_None;
     int disabled = 0;
     unsigned int accumulation = 1, buffer = 0, batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdIIOii", kwlist, &o.job_id,
-                                     &o.socket_path, &o.rank, &o.world_size, &o.local_rank,
-                                     &o.role, &stages, &groups, &accumulation, &disabled,
-                                     &o.event_sample_fraction, &buffer, &batch, &sync,
-                                     &o.window_steps, &o.warmup_steps))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "|$zziiizOOIpdIIOii", kwlist, &o.job_id, &o.socket_path, &o.rank,
+            &o.world_size, &o.local_rank, &o.role, &stages, &groups, &accumulation, &disabled,
+            &o.event_sample_fraction, &buffer, &batch, &sync, &o.window_steps, &o.warmup_steps))
         return -1;
     if (self->h != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
@@ -598,7 +595,7 @@ static PyObject *raise_unknown_stage(const sf_client *c, PyObject *name)
     PyObject *known = PyList_New(0);
     if (known == NULL)
         return NULL;
-    for (int i = 0; i < n - 1; i++) {   /* the residual is never timed */
+    for (int i = 0; i < n - 1; i++) { /* the residual is never timed */
         PyObject *s = PyUnicode_FromString(sf_stage_name(c, i));
         if (s == NULL || PyList_Append(known, s) < 0) {
             Py_XDECREF(s);
@@ -639,7 +636,7 @@ static PyObject *recorder_stage(Recorder *r, PyObject *name)
         Py_DECREF(sc);
         return raise_unknown_stage(r->h->c, name);
     }
-    sc->id = id >= 0 ? id : -1;     /* a closed or disabled client times nothing */
+    sc->id = id >= 0 ? id : -1; /* a closed or disabled client times nothing */
     if (PyDict_GET_SIZE(r->stage_cache) < STAGE_CACHE_MAX &&
         PyDict_SetItem(r->stage_cache, name, (PyObject *)sc) < 0) {
         Py_DECREF(sc);
@@ -680,7 +677,7 @@ static PyObject *recorder_probe(Recorder *r, PyObject *name)
         PyErr_SetString(PyExc_TypeError, "probe name must be str");
         return NULL;
     }
-    if (PyUnicode_AsUTF8(name) == NULL)     /* encodes once; enter/exit reuse it */
+    if (PyUnicode_AsUTF8(name) == NULL) /* encodes once; enter/exit reuse it */
         return NULL;
     ProbeContext *p = PyObject_New(ProbeContext, &ProbeContextType);
     if (p == NULL)
@@ -744,16 +741,14 @@ static PyObject *recorder_stats(Recorder *r, PyObject *unused)
     sf_client_stats st = {0};
     if (r->h->c != NULL)
         sf_client_get_stats(r->h->c, &st);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}",
-                         "steps", (unsigned long long)st.steps,
-                         "records_sent", (unsigned long long)st.records_sent,
-                         "records_dropped", (unsigned long long)st.records_dropped,
-                         "batches_sent", (unsigned long long)st.batches_sent,
-                         "send_syscalls", (unsigned long long)st.send_syscalls,
-                         "connects", (unsigned long long)st.connects,
-                         "reconnects", (unsigned long long)st.reconnects,
-                         "violations", (unsigned long long)st.violations,
-                         "connected", st.connected ? Py_True : Py_False);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "steps", (unsigned long long)st.steps,
+        "records_sent", (unsigned long long)st.records_sent, "records_dropped",
+        (unsigned long long)st.records_dropped, "batches_sent", (unsigned long long)st.batches_sent,
+        "send_syscalls", (unsigned long long)st.send_syscalls, "connects",
+        (unsigned long long)st.connects, "reconnects", (unsigned long long)st.reconnects,
+        "violations", (unsigned long long)st.violations, "connected",
+        st.connected ? Py_True : Py_False);
 }
 
 static PyObject *recorder_flush(Recorder *r, PyObject *unused)
@@ -771,7 +766,7 @@ static PyObject *recorder_close(Recorder *r, PyObject *unused)
     (void)unused;
     if (r->h != NULL && r->h->c != NULL) {
         sf_client_close(r->h->c);
-        r->h->c = NULL;     /* every context becomes a no-op */
+        r->h->c = NULL; /* every context becomes a no-op */
     }
     Py_RETURN_NONE;
 }
@@ -848,8 +843,7 @@ static PyGetSetDef recorder_getset[] = {
 };
 
 static PyTypeObject RecorderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stagefrontier.Recorder",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier.Recorder",
     .tp_doc = "Recorder(*, job_id=None, socket=None, rank=-1, world_size=-1, local_rank=-1, "
               "role=None, stages=None, groups=None, accumulation=1, disabled=False, "
               "event_sample_fraction=0.0, buffer_records=0, batch_records=0, sync_stages=None, "
@@ -926,9 +920,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__stagefrontier(void);
 PyMODINIT_FUNC PyInit__stagefrontier(void)
 {
-    PyTypeObject *types[] = {&HandleType, &StageContextType, &StepContextType,
-                             &ProbeContextType, &DataIterType, &RecorderType,
-                             &SyncContextType, &CommHookType};
+    PyTypeObject *types[] = {&HandleType,   &StageContextType, &StepContextType, &ProbeContextType,
+                             &DataIterType, &RecorderType,     &SyncContextType, &CommHookType};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;

@@ -138,8 +138,8 @@ int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const ch
             if (strcmp(names[i], names[j]) == 0)
                 goto fail;
         s.names[i] = strdup(names[i]);
-        s.groups[i] = effective_group(names[i], group, i ? s.names[i - 1] : NULL,
-                                      i ? s.groups[i - 1] : NULL);
+        s.groups[i] =
+            effective_group(names[i], group, i ? s.names[i - 1] : NULL, i ? s.groups[i - 1] : NULL);
         s.n_stages = i + 1;
         if (s.names[i] == NULL || s.groups[i] == NULL) {
             r = -ENOMEM;
@@ -180,8 +180,8 @@ int sf_schema_init_default(sf_schema *ret, uint32_t accumulation)
 }
 
 int sf_schema_init_sync(sf_schema *ret, uint32_t version, uint32_t n_recorded,
-                        const char *const *names, const char *const *groups,
-                        uint32_t accumulation, uint64_t recorded_sync_mask)
+                        const char *const *names, const char *const *groups, uint32_t accumulation,
+                        uint64_t recorded_sync_mask)
 {
     if (names == NULL || n_recorded < 1 || n_recorded > SF_MAX_STAGES ||
         (recorded_sync_mask >> (n_recorded - 1)) != 0)

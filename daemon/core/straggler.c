@@ -158,8 +158,8 @@ void sf_straggler_track(sf_straggler_history *h, sf_report *report)
     h->prev_index = h->last_index;
     h->prev_rank = h->last_rank;
     h->prev_run = h->run;
-    bool consecutive = h->any && h->segment == report->meta.segment &&
-                       h->last_index + 1 == report->meta.index;
+    bool consecutive =
+        h->any && h->segment == report->meta.segment && h->last_index + 1 == report->meta.index;
     if (!consecutive) {
         h->last_rank = SF_NO_RANK;
         h->run = 0;

@@ -492,9 +492,10 @@ static void fold_window_sums(sf_summary *s, const sf_row *row)
 
 /* Every row into its step, in (step, rank) order, one step at a time;
  * inlined per stage count. */
-static inline __attribute__((always_inline)) void
-fold_rows_s(sf_summary *s, const struct rank_info *ri, const sf_row **by_step, size_t n_rows,
-            uint32_t S)
+static inline __attribute__((always_inline)) void fold_rows_s(sf_summary *s,
+                                                              const struct rank_info *ri,
+                                                              const sf_row **by_step, size_t n_rows,
+                                                              uint32_t S)
 {
     uint32_t C = s->cand.n;
     struct step_acc acc;

@@ -102,8 +102,8 @@ static int load_public(const char *dir, uint32_t id, uint8_t pk[crypto_kx_PUBLIC
     return r;
 }
 
-int sfd_peer_pair_keys(const char *secret_file, const char *pub_dir, uint32_t self,
-                       uint32_t peer, sfd_peer_key *ret_tx, sfd_peer_key *ret_rx)
+int sfd_peer_pair_keys(const char *secret_file, const char *pub_dir, uint32_t self, uint32_t peer,
+                       sfd_peer_key *ret_tx, sfd_peer_key *ret_rx)
 {
     if (secret_file == NULL || pub_dir == NULL || self == peer || ret_tx == NULL ||
         ret_rx == NULL || sodium_init() < 0)
@@ -123,7 +123,7 @@ int sfd_peer_pair_keys(const char *secret_file, const char *pub_dir, uint32_t se
     r = self < peer ? crypto_kx_client_session_keys(rx, tx, pk, sk.k, peer_pk)
                     : crypto_kx_server_session_keys(rx, tx, pk, sk.k, peer_pk);
     if (r != 0) {
-        r = -EINVAL;    /* a degenerate public key */
+        r = -EINVAL; /* a degenerate public key */
         goto out;
     }
     memcpy(ret_tx->k, tx, sizeof ret_tx->k);

@@ -13,12 +13,12 @@
 #include "stagefrontier/strutil.h"
 
 #define PREFIX_MAX ((int64_t)SF_MAX_STAGES * SF_MAX_DURATION_NS)
-#define SUM_MAX    (INT64_C(1) << 62)
+#define SUM_MAX (INT64_C(1) << 62)
 
 /* One allocation list for an encoded message, so the message's arrays can
  * be views or copies and still be freed in one call. */
 typedef struct enc {
-    Stagefrontier__Summary msg;            /* first: the message is the handle */
+    Stagefrontier__Summary msg; /* first: the message is the handle */
     Stagefrontier__StepSummary *steps;
     Stagefrontier__StepSummary **step_ptrs;
     Stagefrontier__DenseRows dense;
@@ -124,8 +124,7 @@ static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
     m->merge_conflicts = s->merge_conflicts;
 }
 
-int sfd_peer_summary_encode(const sf_summary *s, const char *job,
-                            Stagefrontier__Summary **ret)
+int sfd_peer_summary_encode(const sf_summary *s, const char *job, Stagefrontier__Summary **ret)
 {
     if (s == NULL || job == NULL || !sfd_peer_job_id_valid(job, strlen(job)) || ret == NULL)
         return -EINVAL;
@@ -192,8 +191,7 @@ static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
             return -EBADMSG;
     }
     sf_schema sc;
-    int r = sf_schema_init(&sc, m->schema_version, (uint32_t)n,
-                           (const char *const *)m->stage_names,
+    int r = sf_schema_init(&sc, m->schema_version, (uint32_t)n, (const char *const *)m->stage_names,
                            m->n_stage_groups ? (const char *const *)m->stage_groups : NULL,
                            m->accumulation);
     if (r < 0)
@@ -209,12 +207,15 @@ static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
 static int decode_meta(const Stagefrontier__Summary *m, sf_window_meta *meta)
 {
     if (m->window < 0 || m->world_size < 1 || m->world_size > SF_MAX_RANKS ||
-        (m->flags & ~UINT32_C(0xf)) != 0 || m->first_step < 0 ||
-        m->last_step < m->first_step)
+        (m->flags & ~UINT32_C(0xf)) != 0 || m->first_step < 0 || m->last_step < m->first_step)
         return -EBADMSG;
     *meta = (sf_window_meta){
-        .index = m->window, .segment = m->segment, .first_step = m->first_step,
-        .last_step = m->last_step, .world_size = m->world_size, .flags = m->flags,
+        .index = m->window,
+        .segment = m->segment,
+        .first_step = m->first_step,
+        .last_step = m->last_step,
+        .world_size = m->world_size,
+        .flags = m->flags,
         .dropped_records = m->dropped_records,
         .contract_violations = m->contract_violations,
         .rejected_records = m->rejected_records,
@@ -240,8 +241,8 @@ static bool covered(const sf_summary *s, uint32_t r)
     return false;
 }
 
-static int decode_top2(const Stagefrontier__StepSummary *o, sf_step_summary *st,
-                       size_t S, const sf_summary *s)
+static int decode_top2(const Stagefrontier__StepSummary *o, sf_step_summary *st, size_t S,
+                       const sf_summary *s)
 {
     for (size_t k = 0; k < S; k++) {
         sf_top2 t = {o->top2[2 * k], o->top2[2 * k + 1], o->top2_ranks[2 * k],
@@ -258,18 +259,17 @@ static int decode_top2(const Stagefrontier__StepSummary *o, sf_step_summary *st,
     return 0;
 }
 
-static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st,
-                       size_t S, size_t C, const sf_summary *s, uint64_t n_covered)
+static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st, size_t S, size_t C,
+                       const sf_summary *s, uint64_t n_covered)
 {
-    if (o->n_top2 != 2 * S || o->n_top2_ranks != 2 * S || o->n_dmax != S ||
-        o->n_dmin != S || o->n_dsum != S || o->n_slowest_d != S ||
-        o->n_rank0_d != (o->has_rank0 ? S : 0) || o->n_clipped_end != C)
+    if (o->n_top2 != 2 * S || o->n_top2_ranks != 2 * S || o->n_dmax != S || o->n_dmin != S ||
+        o->n_dsum != S || o->n_slowest_d != S || o->n_rank0_d != (o->has_rank0 ? S : 0) ||
+        o->n_clipped_end != C)
         return -EBADMSG;
-    if (o->step < 0 || o->n_ranks < 1 || o->n_ranks > n_covered ||
-        (o->has_rank0 && !covered(s, 0)))
+    if (o->step < 0 || o->n_ranks < 1 || o->n_ranks > n_covered || (o->has_rank0 && !covered(s, 0)))
         return -EBADMSG;
-    if (!durations_ok(o->dmax, S) || !durations_ok(o->dmin, S) ||
-        !durations_ok(o->slowest_d, S) || !durations_ok(o->rank0_d, o->n_rank0_d))
+    if (!durations_ok(o->dmax, S) || !durations_ok(o->dmin, S) || !durations_ok(o->slowest_d, S) ||
+        !durations_ok(o->rank0_d, o->n_rank0_d))
         return -EBADMSG;
     for (size_t k = 0; k < S; k++)
         if (o->dmin[k] > o->dmax[k] || !in_range(o->dsum[k], 0, SUM_MAX))
@@ -451,8 +451,8 @@ int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
     return 0;
 }
 
-int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent,
-                          uint32_t origin, uint8_t **ret_buf, size_t *ret_len)
+int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent, uint32_t origin,
+                          uint8_t **ret_buf, size_t *ret_len)
 {
     Stagefrontier__Summary *m = NULL;
     int r = sfd_peer_summary_encode(s, job, &m);

@@ -162,8 +162,7 @@ int sfd_peer_config_set(sfd_peer_config *cfg, const char *key, const char *value
     if (strcmp(key, "peer_preauth_per_addr") == 0)
         return parse_u32(value, 1, 65536, &cfg->preauth_per_addr);
     if (strcmp(key, "listen") == 0)
-        return parse_hostport(value, cfg->listen_host, sizeof cfg->listen_host,
-                              &cfg->listen_port);
+        return parse_hostport(value, cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port);
     if (strcmp(key, "heartbeat_ms") == 0)
         return parse_u32(value, 10, 60000, &cfg->heartbeat_ms);
     if (strcmp(key, "failure_timeout_ms") == 0)

@@ -47,16 +47,15 @@ static uint64_t candidate_timeout(const sfd_elect *e)
  * off root steps down before the majority can elect a successor. */
 static uint64_t root_lease(const sfd_elect *e)
 {
-    return e->failure_timeout_ms > 2 * e->heartbeat_ms
-               ? e->failure_timeout_ms - e->heartbeat_ms
-               : e->failure_timeout_ms / 2;
+    return e->failure_timeout_ms > 2 * e->heartbeat_ms ? e->failure_timeout_ms - e->heartbeat_ms
+                                                       : e->failure_timeout_ms / 2;
 }
 
 int sfd_elect_init(sfd_elect *e, uint32_t self, const uint32_t *ids, uint32_t n,
                    uint64_t heartbeat_ms, uint64_t failure_timeout_ms)
 {
-    if (e == NULL || ids == NULL || n == 0 || n > SFD_PEER_MAX_MEMBERS ||
-        heartbeat_ms == 0 || failure_timeout_ms <= heartbeat_ms)
+    if (e == NULL || ids == NULL || n == 0 || n > SFD_PEER_MAX_MEMBERS || heartbeat_ms == 0 ||
+        failure_timeout_ms <= heartbeat_ms)
         return -EINVAL;
     for (uint32_t i = 1; i < n; i++)
         if (ids[i] <= ids[i - 1])
@@ -178,7 +177,7 @@ static void become_root(sfd_elect *e, sfd_elect_out *out)
 static void start_candidacy(sfd_elect *e, uint64_t now, sfd_elect_out *out)
 {
     if (e->term >= SFD_PEER_TERM_MAX)
-        return;     /* never wraps; unreachable at one term per election */
+        return; /* never wraps; unreachable at one term per election */
     e->term++;
     e->voted_for = e->self;
     e->role = SFD_ELECT_CANDIDATE;
@@ -189,8 +188,8 @@ static void start_candidacy(sfd_elect *e, uint64_t now, sfd_elect_out *out)
         become_root(e, out);
         return;
     }
-    push(out, (sfd_elect_action){.type = SFD_ELECT_SEND_CLAIM,
-                                 .candidate = e->self, .term = e->term});
+    push(out,
+         (sfd_elect_action){.type = SFD_ELECT_SEND_CLAIM, .candidate = e->self, .term = e->term});
 }
 
 void sfd_elect_tick(sfd_elect *e, uint64_t now, sfd_elect_out *out)
@@ -219,8 +218,8 @@ void sfd_elect_tick(sfd_elect *e, uint64_t now, sfd_elect_out *out)
     start_candidacy(e, now, out);
 }
 
-void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from,
-                            uint64_t term, bool is_root, sfd_elect_out *out)
+void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, bool is_root,
+                            sfd_elect_out *out)
 {
     sfd_elect_heard(e, now, from);
     if (term < e->term || member_index(e, from) < 0 || from == e->self)
@@ -238,29 +237,32 @@ void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from,
     set_root(e, from, out);
 }
 
-void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from,
-                        uint64_t term, sfd_elect_out *out)
+void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
+                        sfd_elect_out *out)
 {
     sfd_elect_heard(e, now, from);
     if (member_index(e, from) < 0 || from == e->self)
         return;
     if (term < e->term) {
         e->stale_rejected++;
-        push(out, (sfd_elect_action){.type = SFD_ELECT_SEND_VOTE, .to = from,
-                                     .candidate = from, .term = e->term});
+        push(out, (sfd_elect_action){
+                      .type = SFD_ELECT_SEND_VOTE, .to = from, .candidate = from, .term = e->term});
         return;
     }
     adopt_term(e, term, out);
-    bool grant = (e->voted_for == 0 || e->voted_for == from) &&
-                 lowest_live(e, now) == from && e->role != SFD_ELECT_ROOT;
+    bool grant = (e->voted_for == 0 || e->voted_for == from) && lowest_live(e, now) == from &&
+                 e->role != SFD_ELECT_ROOT;
     if (grant)
         e->voted_for = from;
-    push(out, (sfd_elect_action){.type = SFD_ELECT_SEND_VOTE, .to = from,
-                                 .candidate = from, .term = e->term, .granted = grant});
+    push(out, (sfd_elect_action){.type = SFD_ELECT_SEND_VOTE,
+                                 .to = from,
+                                 .candidate = from,
+                                 .term = e->term,
+                                 .granted = grant});
 }
 
-void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
-                       bool granted, sfd_elect_out *out)
+void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, bool granted,
+                       sfd_elect_out *out)
 {
     sfd_elect_heard(e, now, from);
     int i = member_index(e, from);
@@ -284,8 +286,7 @@ void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
         become_root(e, out);
 }
 
-int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
-                      sfd_elect_out *out)
+int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, sfd_elect_out *out)
 {
     sfd_elect_heard(e, now, from);
     if (term < e->term) {
@@ -316,14 +317,13 @@ static uint64_t backed_term(const sfd_elect *e, uint64_t now)
     uint64_t backed = 0;
     if (n > 0) {
         qsort(terms, n, sizeof *terms, cmp_desc);
-        backed = terms[n / 2];      /* n / 2 + 1 of them report at least this */
+        backed = terms[n / 2]; /* n / 2 + 1 of them report at least this */
     }
     free(terms);
     return backed;
 }
 
-bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
-                       sfd_elect_out *out)
+bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, sfd_elect_out *out)
 {
     if (term <= e->term || (term - e->term <= SFD_PEER_TERM_STEP && term <= SFD_PEER_TERM_MAX))
         return true;

@@ -47,8 +47,8 @@ int sfd_peer_pack(const ProtobufCMessage *m, uint8_t **ret_buf, size_t *ret_len)
     return 0;
 }
 
-int sfd_peer_seal(const sfd_peer_key *key, const sfd_peer_msg *msg,
-                  uint8_t **ret_frame, size_t *ret_len)
+int sfd_peer_seal(const sfd_peer_key *key, const sfd_peer_msg *msg, uint8_t **ret_frame,
+                  size_t *ret_len)
 {
     if (key == NULL || msg == NULL || msg->payload_len > SFD_PEER_FRAME_MAX)
         return -EINVAL;
@@ -83,8 +83,8 @@ int sfd_peer_frame_sender(const uint8_t *body, size_t len, uint32_t *ret_from)
 {
     if (body == NULL || len <= SFD_PEER_BODY_HEADER || len > SFD_PEER_FRAME_MAX)
         return -EBADMSG;
-    uint32_t from = (uint32_t)body[0] << 24 | (uint32_t)body[1] << 16 |
-                    (uint32_t)body[2] << 8 | body[3];
+    uint32_t from =
+        (uint32_t)body[0] << 24 | (uint32_t)body[1] << 16 | (uint32_t)body[2] << 8 | body[3];
     if (from == 0 || from > SFD_PEER_ID_MAX)
         return -EBADMSG;
     *ret_from = from;
@@ -118,8 +118,12 @@ int sfd_peer_open(const sfd_peer_key *key, const uint8_t *body, size_t len,
         return -EBADMSG;
     }
     *ret_msg = (sfd_peer_msg){
-        .from = env->node_id, .dest = env->dest_id, .epoch = env->boot_epoch,
-        .seq = env->seq, .term = env->term, .type = (uint32_t)env->type,
+        .from = env->node_id,
+        .dest = env->dest_id,
+        .epoch = env->boot_epoch,
+        .seq = env->seq,
+        .term = env->term,
+        .type = (uint32_t)env->type,
         .payload = env->has_payload ? env->payload.data : NULL,
         .payload_len = env->has_payload ? env->payload.len : 0,
     };
@@ -171,8 +175,8 @@ bool sfd_peer_job_id_valid(const char *job, size_t len)
         return false;
     for (size_t i = 0; i < len; i++) {
         char c = job[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' || c == '-';
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
         if (!ok)
             return false;
     }
@@ -181,6 +185,5 @@ bool sfd_peer_job_id_valid(const char *job, size_t len)
 
 bool sfd_window_key_equal(const sfd_window_key *a, const sfd_window_key *b)
 {
-    return a->window == b->window && a->segment == b->segment &&
-           strcmp(a->job, b->job) == 0;
+    return a->window == b->window && a->segment == b->segment && strcmp(a->job, b->job) == 0;
 }

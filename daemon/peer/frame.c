@@ -39,8 +39,8 @@ static int take_header(sfd_peer_framer *f, const uint8_t **data, size_t *len)
     }
     if (f->hdr_have < 4)
         return 0;
-    uint32_t n = (uint32_t)f->hdr[0] << 24 | (uint32_t)f->hdr[1] << 16 |
-                 (uint32_t)f->hdr[2] << 8 | f->hdr[3];
+    uint32_t n = (uint32_t)f->hdr[0] << 24 | (uint32_t)f->hdr[1] << 16 | (uint32_t)f->hdr[2] << 8 |
+                 f->hdr[3];
     if (n == 0 || n > f->max || n > SFD_PEER_FRAME_MAX)
         return -EMSGSIZE;
     uint32_t cap = n < BODY_FIRST_ALLOC ? n : BODY_FIRST_ALLOC;
@@ -72,8 +72,8 @@ static int reserve(sfd_peer_framer *f, size_t more)
     return 0;
 }
 
-int sfd_peer_framer_feed(sfd_peer_framer *f, const uint8_t *data, size_t len,
-                         sfd_peer_frame_cb cb, void *ctx)
+int sfd_peer_framer_feed(sfd_peer_framer *f, const uint8_t *data, size_t len, sfd_peer_frame_cb cb,
+                         void *ctx)
 {
     while (len > 0) {
         if (f->body == NULL) {

@@ -65,9 +65,10 @@ int sfd_peer_links_init(sfd_peer_node *node)
             int r = sfd_peer_pair_keys(cfg->member_key_file, cfg->member_pub_dir, cfg->node_id,
                                        m->id, &l->tx_key, &l->rx_key);
             if (r < 0) {
-                sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: keys of the link with member "
-                              "%u (%s/%u.pub): %s", m->id, cfg->member_pub_dir, m->id,
-                              strerror(-r));
+                sfd_peer_logf(node, SFD_PEER_LOG_ERR,
+                              "peer: keys of the link with member "
+                              "%u (%s/%u.pub): %s",
+                              m->id, cfg->member_pub_dir, m->id, strerror(-r));
                 return r;
             }
         }
@@ -213,8 +214,7 @@ static int reject(sfd_peer_conn *conn, uint64_t *counter, const char *what, int 
         else
             sfd_peer_logf(conn->node, SFD_PEER_LOG_WARNING,
                           "peer: rejected %s from unauthenticated %s (%llu so far)", what,
-                          addr_text(&conn->src, host, sizeof host),
-                          (unsigned long long)*counter);
+                          addr_text(&conn->src, host, sizeof host), (unsigned long long)*counter);
     }
     return r;
 }
@@ -230,8 +230,7 @@ static int check_fresh(sfd_peer_conn *conn, sfd_peer_link *l, const sfd_peer_msg
     if (v == SFD_REPLAY_OLD)
         return reject(conn, &node->c.rejected_replay, "a replayed message", drop);
     if (v == SFD_REPLAY_FAR)
-        return reject(conn, &node->c.rejected_epoch, "a boot epoch beyond the allowed step",
-                      drop);
+        return reject(conn, &node->c.rejected_epoch, "a boot epoch beyond the allowed step", drop);
     bool new_epoch = msg->epoch != l->replay.epoch;
     sfd_peer_replay_commit(&l->replay, msg->epoch, msg->seq);
     if (new_epoch)
@@ -282,8 +281,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         /* Outbound links carry no replies: whatever arrives is ignored. */
     } else if (n > 0 && !conn->closing) {
         node->c.bytes_in += (uint64_t)n;
-        int r = sfd_peer_framer_feed(&conn->framer, (const uint8_t *)buf->base, (size_t)n,
-                                     on_frame, conn);
+        int r = sfd_peer_framer_feed(&conn->framer, (const uint8_t *)buf->base, (size_t)n, on_frame,
+                                     conn);
         if (r == -EMSGSIZE)
             reject(conn, &node->c.rejected_frame, "an oversized or empty frame", r);
         if (r < 0)
@@ -304,7 +303,7 @@ static sfd_peer_conn *oldest_preauth(sfd_peer_node *node, const struct sockaddr_
         if (c->peer_id != 0 || c->closing || (src != NULL && !same_host(&c->src, src)))
             continue;
         n++;
-        oldest = c;     /* the list is newest first */
+        oldest = c; /* the list is newest first */
     }
     *ret_count = n;
     return oldest;
@@ -365,8 +364,10 @@ static void on_auth_timer(uv_timer_t *t)
     while (c != NULL) {
         sfd_peer_conn *next = c->next;
         if (c->peer_id == 0 && !c->closing && now - c->opened_ms >= node->cfg.auth_timeout_ms) {
-            reject(c, &node->c.rejected_auth_timeout, "a connection silent past the "
-                   "authentication timeout", 0);
+            reject(c, &node->c.rejected_auth_timeout,
+                   "a connection silent past the "
+                   "authentication timeout",
+                   0);
             sfd_peer_conn_close(c);
         }
         c = next;
@@ -443,8 +444,7 @@ static void dial(sfd_peer_node *node, sfd_peer_link *l)
     conn->peer_id = l->id;
     conn->connect_req.data = conn;
     l->out = conn;
-    if (uv_tcp_connect(&conn->connect_req, &conn->tcp, (struct sockaddr *)&l->addr,
-                       on_connect) < 0)
+    if (uv_tcp_connect(&conn->connect_req, &conn->tcp, (struct sockaddr *)&l->addr, on_connect) < 0)
         sfd_peer_conn_close(conn);
 }
 
@@ -476,8 +476,8 @@ static void on_write(uv_write_t *req, int status)
     free(w);
 }
 
-int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type,
-                      const uint8_t *payload, size_t len)
+int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type, const uint8_t *payload,
+                      size_t len)
 {
     sfd_peer_link *l = sfd_peer_link_find(node, dest);
     if (l == NULL)
@@ -488,9 +488,14 @@ int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type,
         node->c.send_dropped++;
         return -ENOTCONN;
     }
-    sfd_peer_msg msg = {.from = node->cfg.node_id, .dest = dest, .epoch = node->epoch,
-                        .seq = ++node->seq, .term = node->elect.term, .type = type,
-                        .payload = payload, .payload_len = len};
+    sfd_peer_msg msg = {.from = node->cfg.node_id,
+                        .dest = dest,
+                        .epoch = node->epoch,
+                        .seq = ++node->seq,
+                        .term = node->elect.term,
+                        .type = type,
+                        .payload = payload,
+                        .payload_len = len};
     write_req *w = calloc(1, sizeof *w);
     size_t n = 0;
     int r = w ? sfd_peer_seal(&l->tx_key, &msg, &w->buf, &n) : -ENOMEM;

@@ -136,11 +136,10 @@ static bool flush_ready(sfd_peer_node *node, const sfd_peer_retained *r, uint64_
     return r->children >= kids || now - r->created_ms >= node->cfg.tree_hold_ms;
 }
 
-static void send_retained(sfd_peer_node *node, sfd_peer_retained *r, uint32_t target,
-                          uint64_t now)
+static void send_retained(sfd_peer_node *node, sfd_peer_retained *r, uint32_t target, uint64_t now)
 {
-    bool resent = r->sent_to != 0 || r->resent ||
-                  now - r->created_ms > node->cfg.summary_deadline_ms;
+    bool resent =
+        r->sent_to != 0 || r->resent || now - r->created_ms > node->cfg.summary_deadline_ms;
     uint32_t was = r->sent_to;
     r->sent_to = target;
     r->sent_term = node->elect.term;
@@ -161,7 +160,7 @@ static void send_retained(sfd_peer_node *node, sfd_peer_retained *r, uint32_t ta
         rc = sfd_peer_send_raw(node, target, T(SUMMARY), buf, len);
     free(buf);
     if (rc < 0)
-        r->sent_to = was;       /* not sent: due again on the next tick */
+        r->sent_to = was; /* not sent: due again on the next tick */
 }
 
 static bool is_due(const sfd_peer_node *node, const sfd_peer_retained *r, uint32_t target,
@@ -177,8 +176,8 @@ static void route_retained(sfd_peer_node *node, uint64_t now)
 {
     uint32_t root = sfd_elect_root(&node->elect, now);
     uint32_t self = node->cfg.node_id;
-    uint32_t target = root == self ? root
-                                   : sfd_peer_tree_parent(&node->elect, now, node->cfg.fanout);
+    uint32_t target =
+        root == self ? root : sfd_peer_tree_parent(&node->elect, now, node->cfg.fanout);
     if (root == 0 || target == 0)
         return;
 restart:
@@ -300,8 +299,10 @@ static void follow_epoch(sfd_peer_node *node, uint32_t from, uint64_t seen, bool
     uint64_t next = sfd_peer_epoch_after(node->epoch, seen, closed);
     if (next == 0)
         return;
-    sfd_peer_logf(node, SFD_PEER_LOG_NOTICE, "peer: node %u holds epoch %" PRIu64 "%s; "
-                  "starting epoch %" PRIu64, from, seen, closed ? " (closed)" : "", next);
+    sfd_peer_logf(node, SFD_PEER_LOG_NOTICE,
+                  "peer: node %u holds epoch %" PRIu64 "%s; "
+                  "starting epoch %" PRIu64,
+                  from, seen, closed ? " (closed)" : "", next);
     node->epoch = next;
     node->seq = 0;
     node->c.epoch_bumps++;
@@ -423,8 +424,8 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
         return;
     Stagefrontier__Report *m = stagefrontier__report__unpack(NULL, msg->payload_len, msg->payload);
     size_t n = m ? strnlen(m->job_id, SF_MAX_JOB_ID_LEN + 1) : 0;
-    if (m == NULL || !sfd_peer_job_id_valid(m->job_id, n) || m->window < 0 ||
-        m->merged.len == 0 || m->root_id == 0) {
+    if (m == NULL || !sfd_peer_job_id_valid(m->job_id, n) || m->window < 0 || m->merged.len == 0 ||
+        m->root_id == 0) {
         node->c.rejected_decode++;
         goto out;
     }
@@ -452,7 +453,7 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
     } else {
         uint32_t root = sfd_elect_root(&node->elect, now);
         if (!final && root != 0 && root != node->cfg.node_id)
-            send_ack(node, root, &key, 0, true);   /* we hold it: counts toward final */
+            send_ack(node, root, &key, 0, true); /* we hold it: counts toward final */
         if (r > 0 && rep != NULL)
             sfd_peer_report_relay(node, rep);
     }
@@ -487,20 +488,34 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
     if (!ok) {
         uint64_t n = ++node->c.rejected_term_jump;
         if ((n & (n - 1)) == 0)
-            sfd_peer_logf(node, SFD_PEER_LOG_WARNING, "peer: rejected a message from node %u: "
+            sfd_peer_logf(node, SFD_PEER_LOG_WARNING,
+                          "peer: rejected a message from node %u: "
                           "term %" PRIu64 " jumps past ours (%" PRIu64 ") by more than %u, and "
-                          "no majority backs it (%" PRIu64 " so far)", msg->from, msg->term,
-                          node->elect.term, SFD_PEER_TERM_STEP, n);
+                          "no majority backs it (%" PRIu64 " so far)",
+                          msg->from, msg->term, node->elect.term, SFD_PEER_TERM_STEP, n);
         return;
     }
     switch (msg->type) {
-    case T(HEARTBEAT): on_heartbeat(node, msg, now); break;
-    case T(ROOT_CLAIM): on_claim(node, msg, now); break;
-    case T(ROOT_VOTE): on_vote(node, msg, now); break;
-    case T(SUMMARY): on_summary(node, msg, now); break;
-    case T(REPORT): on_report(node, msg, now); break;
-    case T(SUMMARY_ACK): on_ack(node, msg, now); break;
-    default: break;     /* QUERY_FORWARD: answered from pushed reports instead */
+    case T(HEARTBEAT):
+        on_heartbeat(node, msg, now);
+        break;
+    case T(ROOT_CLAIM):
+        on_claim(node, msg, now);
+        break;
+    case T(ROOT_VOTE):
+        on_vote(node, msg, now);
+        break;
+    case T(SUMMARY):
+        on_summary(node, msg, now);
+        break;
+    case T(REPORT):
+        on_report(node, msg, now);
+        break;
+    case T(SUMMARY_ACK):
+        on_ack(node, msg, now);
+        break;
+    default:
+        break; /* QUERY_FORWARD: answered from pushed reports instead */
     }
 }
 
@@ -544,8 +559,10 @@ static void state_save(sfd_peer_node *node)
     if (r < 0) {
         uint64_t n = ++node->c.state_errors;
         if ((n & (n - 1)) == 0)
-            sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: cannot save replay state %s: %s "
-                          "(%" PRIu64 " failures)", node->state_path, strerror(-r), n);
+            sfd_peer_logf(node, SFD_PEER_LOG_ERR,
+                          "peer: cannot save replay state %s: %s "
+                          "(%" PRIu64 " failures)",
+                          node->state_path, strerror(-r), n);
         return;
     }
     node->c.state_writes++;
@@ -590,9 +607,10 @@ static void state_restore(sfd_peer_node *node)
     int r = sfd_peer_state_load(node->state_path, &st);
     if (r < 0) {
         node->c.state_errors++;
-        sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: replay state %s unreadable (%s): starting "
-                      "afresh; members will name the epoch to use", node->state_path,
-                      strerror(-r));
+        sfd_peer_logf(node, SFD_PEER_LOG_ERR,
+                      "peer: replay state %s unreadable (%s): starting "
+                      "afresh; members will name the epoch to use",
+                      node->state_path, strerror(-r));
     }
     if (st.boot_epoch > 0 && st.boot_epoch < SFD_PEER_EPOCH_MAX - 1)
         node->epoch = st.boot_epoch + 1;
@@ -632,8 +650,8 @@ int sfd_peer_node_new(uv_loop_t *loop, const sfd_peer_config *cfg, const sfd_pee
     node->key = *key;
     if (hooks != NULL)
         node->hooks = *hooks;
-    if ((r = sfd_elect_init(&node->elect, cfg->node_id, ids, cfg->n_members,
-                            cfg->heartbeat_ms, cfg->failure_timeout_ms)) < 0 ||
+    if ((r = sfd_elect_init(&node->elect, cfg->node_id, ids, cfg->n_members, cfg->heartbeat_ms,
+                            cfg->failure_timeout_ms)) < 0 ||
         (r = sfd_peer_links_init(node)) < 0)
         goto fail;
     state_restore(node);

@@ -12,19 +12,19 @@
 #include "peer.h"
 
 #define SFD_PEER_WRITE_QUEUE_MAX (64u << 20)
-#define SFD_PEER_REPORTS_KEPT    1024
-#define SFD_PEER_PENDING_KEPT    256     /* windows a root collects at once */
+#define SFD_PEER_REPORTS_KEPT 1024
+#define SFD_PEER_PENDING_KEPT 256 /* windows a root collects at once */
 
 typedef struct sfd_peer_conn {
     uv_tcp_t tcp;
     uv_connect_t connect_req;
     struct sfd_peer_node *node;
     sfd_peer_framer framer;
-    uint32_t peer_id;           /* outbound: target; inbound: sender once authenticated */
+    uint32_t peer_id; /* outbound: target; inbound: sender once authenticated */
     bool outbound, connected, closing;
     uint64_t opened_ms;
     struct sockaddr_storage src; /* inbound: the source address */
-    struct sfd_peer_conn *next; /* inbound list */
+    struct sfd_peer_conn *next;  /* inbound list */
 } sfd_peer_conn;
 
 typedef struct sfd_peer_link {
@@ -36,7 +36,7 @@ typedef struct sfd_peer_link {
     sfd_peer_replay replay;
     sfd_peer_key tx_key, rx_key; /* the cluster key, or this link's pair keys */
     uint64_t last_heartbeat_ms;
-    uint32_t in_flight;         /* as its last heartbeat said */
+    uint32_t in_flight; /* as its last heartbeat said */
     uint64_t term_seen;
     uint32_t root_seen;
 } sfd_peer_link;
@@ -47,11 +47,11 @@ typedef struct sfd_peer_retained {
     sfd_window_key key;
     sf_summary *s;
     bool own;
-    bool holding;               /* forward buffer still taking children */
-    bool resent;                /* carries a late/resent contribution */
-    uint32_t children;          /* contributions merged while holding */
+    bool holding;      /* forward buffer still taking children */
+    bool resent;       /* carries a late/resent contribution */
+    uint32_t children; /* contributions merged while holding */
     uint64_t created_ms;
-    uint32_t sent_to;           /* 0 not yet sent */
+    uint32_t sent_to; /* 0 not yet sent */
     uint64_t sent_term;
     uint64_t sent_ms;
     struct sfd_peer_retained *next;
@@ -70,14 +70,14 @@ typedef struct sfd_peer_report {
     sfd_window_key key;
     uint32_t root_id;
     uint64_t root_term;
-    uint8_t *packed;            /* the merged summary, packed Summary */
+    uint8_t *packed; /* the merged summary, packed Summary */
     size_t len;
     /* A root's own report is final (delivered, summaries dropped) once a
      * majority holds it; until then it is tentative and dies with the
      * root's term. Reports received from a root are final on arrival. */
     bool committed;
     uint32_t n_acks;
-    uint32_t *acks;             /* member ids that acknowledged it */
+    uint32_t *acks; /* member ids that acknowledged it */
     struct sfd_peer_report *next;
 } sfd_peer_report;
 
@@ -88,24 +88,24 @@ struct sfd_peer_node {
     sfd_peer_hooks hooks;
     sfd_elect elect;
     uint64_t epoch, seq;
-    char state_path[4200];      /* "" keeps no state */
+    char state_path[4200]; /* "" keeps no state */
     uint64_t state_saved_ms;
     uint32_t state_saves_in_second;
     bool state_dirty;
     uv_tcp_t listener;
     bool listening;
     uv_timer_t tick;
-    uint32_t n_links;           /* other members, id order */
+    uint32_t n_links; /* other members, id order */
     sfd_peer_link *links;
-    sfd_peer_conn *inbound;     /* newest first */
+    sfd_peer_conn *inbound; /* newest first */
     uint32_t n_inbound;
-    uint32_t n_preauth;         /* inbound connections not yet authenticated */
-    uv_timer_t auth_timer;      /* closes those past auth_timeout_ms */
+    uint32_t n_preauth;    /* inbound connections not yet authenticated */
+    uv_timer_t auth_timer; /* closes those past auth_timeout_ms */
     sfd_peer_retained *retained;
     uint32_t n_retained;
     sfd_peer_pending *pending;
     uint32_t n_pending;
-    sfd_peer_report *reports;   /* newest first */
+    sfd_peer_report *reports; /* newest first */
     uint32_t n_reports;
     uint32_t last_root;
     sfd_peer_counters c;
@@ -123,8 +123,8 @@ sfd_peer_link *sfd_peer_link_find(sfd_peer_node *node, uint32_t id);
 /* Seals and queues one message to a member; counted, never blocks. */
 int sfd_peer_send(sfd_peer_node *node, uint32_t dest, uint32_t type,
                   const ProtobufCMessage *payload);
-int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type,
-                      const uint8_t *payload, size_t len);
+int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type, const uint8_t *payload,
+                      size_t len);
 void sfd_peer_conn_close(sfd_peer_conn *conn);
 void sfd_peer_links_close(sfd_peer_node *node);
 void sfd_peer_handle_closed(sfd_peer_node *node);
@@ -142,8 +142,8 @@ void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
 uint64_t sfd_peer_now(sfd_peer_node *node);
 
 /* root.c */
-void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
-                          const sf_summary *s, bool resent, uint32_t from);
+void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key, const sf_summary *s,
+                          bool resent, uint32_t from);
 void sfd_peer_root_tick(sfd_peer_node *node, uint64_t now);
 void sfd_peer_root_drop_all(sfd_peer_node *node);
 /* Forgets the root's pending merge of a window (decided, or given up). */
@@ -156,8 +156,7 @@ sfd_peer_report *sfd_peer_report_insert(sfd_peer_node *node, const sfd_window_ke
 int sfd_peer_report_receive(sfd_peer_node *node, const sfd_window_key *key, uint32_t root_id,
                             uint64_t term, const uint8_t *packed, size_t len, bool final);
 void sfd_peer_report_propose(sfd_peer_node *node, sfd_peer_report *r);
-const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node,
-                                            const sfd_window_key *key);
+const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node, const sfd_window_key *key);
 int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_report *r);
 void sfd_peer_reports_free(sfd_peer_node *node);
 void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r);

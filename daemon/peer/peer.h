@@ -19,38 +19,38 @@
 
 /* ---- limits ------------------------------------------------------------ */
 
-#define SFD_PEER_FRAME_MAX      (16u << 20) /* one envelope, length prefix excluded */
-#define SFD_PEER_MAC_LEN        32
-#define SFD_PEER_KEY_LEN        32
-#define SFD_PEER_MAX_MEMBERS    8192
-#define SFD_PEER_ID_MAX         0x7fffffffu
-#define SFD_PEER_PENDING_MAX    32          /* window keys in a root heartbeat */
+#define SFD_PEER_FRAME_MAX (16u << 20) /* one envelope, length prefix excluded */
+#define SFD_PEER_MAC_LEN 32
+#define SFD_PEER_KEY_LEN 32
+#define SFD_PEER_MAX_MEMBERS 8192
+#define SFD_PEER_ID_MAX 0x7fffffffu
+#define SFD_PEER_PENDING_MAX 32 /* window keys in a root heartbeat */
 /* Frame cap of a connection that has not yet proved itself with a valid MAC:
  * its first frame is a small heartbeat. */
 #define SFD_PEER_PREAUTH_FRAME_MAX 4096u
 /* A frame body: sender id (u32 big-endian), MAC, then the packed envelope. */
-#define SFD_PEER_BODY_HEADER    (4 + SFD_PEER_MAC_LEN)
+#define SFD_PEER_BODY_HEADER (4 + SFD_PEER_MAC_LEN)
 /* Terms and boot epochs move up by at most these steps per message, and never
  * past these ceilings, so one forged value can neither wrap them nor jump
  * them out of reach of the real members (docs/CLUSTER.md). */
-#define SFD_PEER_TERM_STEP      1024u
-#define SFD_PEER_TERM_MAX       (UINT64_C(1) << 62)
-#define SFD_PEER_EPOCH_STEP     (UINT64_C(1) << 20)
+#define SFD_PEER_TERM_STEP 1024u
+#define SFD_PEER_TERM_MAX (UINT64_C(1) << 62)
+#define SFD_PEER_EPOCH_STEP (UINT64_C(1) << 20)
 /* ... except the first epoch a node takes from a member it holds no state
  * of (a new node, or a lost state file): members' epochs may have climbed
  * past one step after forged ones, and must still get in. */
-#define SFD_PEER_EPOCH_FIRST    (UINT64_C(1) << 32)
-#define SFD_PEER_EPOCH_MAX      (UINT64_C(1) << 62)
+#define SFD_PEER_EPOCH_FIRST (UINT64_C(1) << 32)
+#define SFD_PEER_EPOCH_MAX (UINT64_C(1) << 62)
 
 /* ---- frame.c: u32 big-endian length prefix, hard cap -------------------- */
 
 typedef struct sfd_peer_framer {
     uint8_t hdr[4];
     uint32_t hdr_have;
-    uint32_t need;              /* body length once the header is complete */
+    uint32_t need; /* body length once the header is complete */
     uint32_t have;
-    uint32_t cap;               /* bytes allocated for the body so far */
-    uint32_t max;               /* frame cap of this stream */
+    uint32_t cap; /* bytes allocated for the body so far */
+    uint32_t max; /* frame cap of this stream */
     uint8_t *body;
 } sfd_peer_framer;
 
@@ -65,8 +65,8 @@ void sfd_peer_framer_clear(sfd_peer_framer *f);
  * callback's negative return otherwise. The body buffer grows with the bytes
  * received, never to the announced length ahead of them. After an error the
  * framer must be cleared. The callback may lower or raise f->max. */
-int sfd_peer_framer_feed(sfd_peer_framer *f, const uint8_t *data, size_t len,
-                         sfd_peer_frame_cb cb, void *ctx);
+int sfd_peer_framer_feed(sfd_peer_framer *f, const uint8_t *data, size_t len, sfd_peer_frame_cb cb,
+                         void *ctx);
 /* Bytes the framer holds for a partial frame. */
 size_t sfd_peer_framer_held(const sfd_peer_framer *f);
 
@@ -87,22 +87,22 @@ int sfd_peer_key_path(const char *name, char *ret_path, size_t size);
  * of members' public keys, "<id>.pub" (32 raw bytes each). Derives the
  * directional keys of the link with member `peer`: tx seals what this node
  * sends it, rx opens what it sends. */
-int sfd_peer_pair_keys(const char *secret_file, const char *pub_dir, uint32_t self,
-                       uint32_t peer, sfd_peer_key *ret_tx, sfd_peer_key *ret_rx);
+int sfd_peer_pair_keys(const char *secret_file, const char *pub_dir, uint32_t self, uint32_t peer,
+                       sfd_peer_key *ret_tx, sfd_peer_key *ret_rx);
 
 /* ---- envelope.c: sealing and opening envelopes ------------------------- */
 
 typedef struct sfd_peer_msg {
     uint32_t from, dest;
     uint64_t epoch, seq, term;
-    uint32_t type;              /* STAGEFRONTIER__PEER_ENVELOPE__TYPE__* */
+    uint32_t type; /* STAGEFRONTIER__PEER_ENVELOPE__TYPE__* */
     const uint8_t *payload;
     size_t payload_len;
 } sfd_peer_msg;
 
 /* Builds the length-prefixed, authenticated frame of a message. */
-int sfd_peer_seal(const sfd_peer_key *key, const sfd_peer_msg *msg,
-                  uint8_t **ret_frame, size_t *ret_len);
+int sfd_peer_seal(const sfd_peer_key *key, const sfd_peer_msg *msg, uint8_t **ret_frame,
+                  size_t *ret_len);
 /* Authenticates, then decodes one frame body (without the length prefix).
  * The MAC is checked first: nothing of a frame with a wrong MAC is decoded.
  * ret_msg's payload points into *ret_env, which the caller frees with
@@ -150,7 +150,7 @@ typedef struct sfd_peer_state_entry {
 typedef struct sfd_peer_state {
     uint64_t boot_epoch;
     uint32_t n;
-    sfd_peer_state_entry *peers;   /* sorted by id */
+    sfd_peer_state_entry *peers; /* sorted by id */
 } sfd_peer_state;
 
 /* Reads the file; a missing file is an empty state (returns 0), a damaged
@@ -173,7 +173,7 @@ typedef struct sfd_peer_member {
 
 typedef struct sfd_peer_config {
     uint32_t node_id;
-    uint32_t n_members;         /* self included, sorted by id */
+    uint32_t n_members; /* self included, sorted by id */
     sfd_peer_member *members;
     char key_file[4096];
     char member_key_file[4096]; /* per-member keys: this node's X25519 secret */
@@ -184,12 +184,12 @@ typedef struct sfd_peer_config {
     uint32_t preauth_per_addr;  /* 8: ... from one source address */
     char listen_host[256];      /* default: this node's own entry */
     uint16_t listen_port;
-    uint32_t heartbeat_ms;      /* 200 */
-    uint32_t failure_timeout_ms;/* 1000 */
-    uint32_t fanout;            /* 8 */
+    uint32_t heartbeat_ms;        /* 200 */
+    uint32_t failure_timeout_ms;  /* 1000 */
+    uint32_t fanout;              /* 8 */
     uint32_t summary_deadline_ms; /* 3000 */
-    uint32_t tree_hold_ms;      /* 100: a parent's wait for its children */
-    uint32_t retained_max;      /* summaries a node keeps for resend, 512 */
+    uint32_t tree_hold_ms;        /* 100: a parent's wait for its children */
+    uint32_t retained_max;        /* summaries a node keeps for resend, 512 */
 } sfd_peer_config;
 
 void sfd_peer_config_init(sfd_peer_config *cfg);
@@ -212,10 +212,10 @@ int sfd_peer_config_index(const sfd_peer_config *cfg, uint32_t id);
 enum sfd_elect_role { SFD_ELECT_FOLLOWER, SFD_ELECT_CANDIDATE, SFD_ELECT_ROOT };
 
 enum sfd_elect_action_type {
-    SFD_ELECT_SEND_CLAIM,       /* broadcast RootClaim{self, term} */
-    SFD_ELECT_SEND_VOTE,        /* RootVote{candidate, term, granted} to `to` */
-    SFD_ELECT_SEND_HEARTBEAT,   /* broadcast a heartbeat now */
-    SFD_ELECT_ROOT_CHANGED,     /* root is now `root` (0: none) */
+    SFD_ELECT_SEND_CLAIM,     /* broadcast RootClaim{self, term} */
+    SFD_ELECT_SEND_VOTE,      /* RootVote{candidate, term, granted} to `to` */
+    SFD_ELECT_SEND_HEARTBEAT, /* broadcast a heartbeat now */
+    SFD_ELECT_ROOT_CHANGED,   /* root is now `root` (0: none) */
 };
 
 typedef struct sfd_elect_action {
@@ -237,18 +237,18 @@ typedef struct sfd_elect_out {
 typedef struct sfd_elect {
     uint32_t self;
     uint32_t n_members;
-    uint32_t *ids;              /* sorted, self included */
-    uint64_t *last_heard;       /* ms, per member; 0 never */
-    uint8_t *votes;             /* per member, in the current candidacy */
+    uint32_t *ids;        /* sorted, self included */
+    uint64_t *last_heard; /* ms, per member; 0 never */
+    uint8_t *votes;       /* per member, in the current candidacy */
     uint64_t heartbeat_ms, failure_timeout_ms;
     uint64_t term;
-    uint32_t voted_for;         /* in term; 0 none */
-    uint32_t root;              /* followed root; self when root */
-    uint64_t root_heard;        /* ms of the root's last heartbeat */
+    uint32_t voted_for;  /* in term; 0 none */
+    uint32_t root;       /* followed root; self when root */
+    uint64_t root_heard; /* ms of the root's last heartbeat */
     enum sfd_elect_role role;
     uint64_t candidate_since;
-    uint64_t stale_rejected;    /* stale-term claims and votes */
-    uint64_t *far_term;         /* per member: last term beyond our step */
+    uint64_t stale_rejected; /* stale-term claims and votes */
+    uint64_t *far_term;      /* per member: last term beyond our step */
 } sfd_elect;
 
 int sfd_elect_init(sfd_elect *e, uint32_t self, const uint32_t *ids, uint32_t n,
@@ -259,16 +259,15 @@ void sfd_elect_tick(sfd_elect *e, uint64_t now, sfd_elect_out *out);
 /* Any authenticated message from a member (liveness only). */
 void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from);
 /* A heartbeat: sender, its term, whether it claims to be root. */
-void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from,
-                            uint64_t term, bool is_root, sfd_elect_out *out);
-void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from,
-                        uint64_t term, sfd_elect_out *out);
-void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
-                       bool granted, sfd_elect_out *out);
+void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, bool is_root,
+                            sfd_elect_out *out);
+void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
+                        sfd_elect_out *out);
+void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, bool granted,
+                       sfd_elect_out *out);
 /* Any other termed message: -ESTALE if its term is below ours (reject it);
  * a higher term is adopted (a root or candidate steps down). */
-int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
-                      sfd_elect_out *out);
+int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, sfd_elect_out *out);
 bool sfd_elect_is_live(const sfd_elect *e, uint64_t now, uint32_t id);
 uint32_t sfd_elect_majority(const sfd_elect *e);
 uint32_t sfd_elect_live_count(const sfd_elect *e, uint64_t now);
@@ -305,15 +304,14 @@ typedef struct sfd_window_key {
 bool sfd_window_key_equal(const sfd_window_key *a, const sfd_window_key *b);
 
 /* Encodes a summary (views into s; freed with sfd_peer_summary_msg_free). */
-int sfd_peer_summary_encode(const sf_summary *s, const char *job,
-                            Stagefrontier__Summary **ret);
+int sfd_peer_summary_encode(const sf_summary *s, const char *job, Stagefrontier__Summary **ret);
 void sfd_peer_summary_msg_free(Stagefrontier__Summary *m);
 /* Validates every field against the bounds and rebuilds the summary. */
 int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
                             sfd_window_key *ret_key);
 /* Packed wire form of a summary, and back (fuzz entry points use these). */
-int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent,
-                          uint32_t origin, uint8_t **ret_buf, size_t *ret_len);
+int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent, uint32_t origin,
+                          uint8_t **ret_buf, size_t *ret_len);
 int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
                             sfd_window_key *ret_key, bool *ret_resent);
 
@@ -322,16 +320,20 @@ int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
 struct uv_loop_s;
 typedef struct sfd_peer_node sfd_peer_node;
 
-enum sfd_peer_log { SFD_PEER_LOG_ERR = 3, SFD_PEER_LOG_WARNING = 4,
-                    SFD_PEER_LOG_NOTICE = 5, SFD_PEER_LOG_INFO = 6 };
+enum sfd_peer_log {
+    SFD_PEER_LOG_ERR = 3,
+    SFD_PEER_LOG_WARNING = 4,
+    SFD_PEER_LOG_NOTICE = 5,
+    SFD_PEER_LOG_INFO = 6
+};
 
 typedef struct sfd_peer_hooks {
     void *ctx;
     /* Every node, once per window key: the root closed the window with this
      * merged summary (its meta carries the root's downgrade flags). The host
      * computes and stores the report; the summary stays the peer layer's. */
-    void (*deliver)(void *ctx, const sfd_window_key *key, uint32_t root_id,
-                    uint64_t root_term, const sf_summary *merged);
+    void (*deliver)(void *ctx, const sfd_window_key *key, uint32_t root_id, uint64_t root_term,
+                    const sf_summary *merged);
     void (*log)(void *ctx, int priority, const char *msg);
 } sfd_peer_hooks;
 
@@ -347,9 +349,8 @@ typedef struct sfd_peer_counters {
     uint64_t epoch_bumps, state_writes, state_errors;
 } sfd_peer_counters;
 
-int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg,
-                      const sfd_peer_key *key, const sfd_peer_hooks *hooks,
-                      sfd_peer_node **ret);
+int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg, const sfd_peer_key *key,
+                      const sfd_peer_hooks *hooks, sfd_peer_node **ret);
 /* Binds the listener (or adopts an already bound fd >= 0) and starts the
  * timers; links are dialled from the first tick. */
 int sfd_peer_node_start(sfd_peer_node *node, int listen_fd);

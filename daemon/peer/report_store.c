@@ -10,8 +10,7 @@
 
 #include "node_internal.h"
 
-const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node,
-                                            const sfd_window_key *key)
+const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node, const sfd_window_key *key)
 {
     for (const sfd_peer_report *r = node->reports; r; r = r->next)
         if (sfd_window_key_equal(&r->key, key))
@@ -218,7 +217,7 @@ void sfd_peer_reports_repropose(sfd_peer_node *node)
 {
     sfd_peer_report *r = node->reports;
     while (r != NULL) {
-        sfd_peer_report *next = r->next;    /* a commit may drop others' entries */
+        sfd_peer_report *next = r->next; /* a commit may drop others' entries */
         if (!r->committed)
             sfd_peer_report_propose(node, r);
         r = next;

@@ -28,7 +28,7 @@ static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
 {
     sfd_window_key key = p->key;
     if (sfd_peer_report_find(node, &key) != NULL) {
-        sfd_peer_root_pending_remove(node, &key);     /* decided already: a proposal is held */
+        sfd_peer_root_pending_remove(node, &key); /* decided already: a proposal is held */
         return;
     }
     if (sf_summary_covered_ranks(p->s) < p->s->meta.world_size || p->late) {
@@ -39,18 +39,18 @@ static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
     size_t len = 0;
     int r = sfd_peer_summary_pack(p->s, key.job, false, node->cfg.node_id, &packed, &len);
     if (r < 0) {
-        sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: %s window %lld cannot be packed: %s",
-                      key.job, (long long)key.window, strerror(-r));
+        sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: %s window %lld cannot be packed: %s", key.job,
+                      (long long)key.window, strerror(-r));
         sfd_peer_root_pending_remove(node, &key);
         return;
     }
     node->c.reports_computed++;
     /* Tentative until a majority holds it: pushed now, final on the acks. */
-    sfd_peer_report *rep = sfd_peer_report_insert(node, &key, node->cfg.node_id, node->elect.term,
-                                         packed, len);
+    sfd_peer_report *rep =
+        sfd_peer_report_insert(node, &key, node->cfg.node_id, node->elect.term, packed, len);
     free(packed);
     if (rep != NULL)
-        sfd_peer_report_propose(node, rep);  /* frees p if it commits at once */
+        sfd_peer_report_propose(node, rep); /* frees p if it commits at once */
     sfd_peer_root_pending_remove(node, &key);
 }
 
@@ -84,15 +84,15 @@ static sfd_peer_pending *pending_open(sfd_peer_node *node, const sfd_window_key 
     return p;
 }
 
-void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key,
-                          const sf_summary *s, bool resent, uint32_t from)
+void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key, const sf_summary *s,
+                          bool resent, uint32_t from)
 {
     const sfd_peer_report *done = sfd_peer_report_find(node, key);
     if (done != NULL) {
         if (from != node->cfg.node_id)
             sfd_peer_report_send(node, from, done);
         else if (done->committed)
-            sfd_peer_retained_drop_key(node, key);     /* our own, already reported */
+            sfd_peer_retained_drop_key(node, key); /* our own, already reported */
         return;
     }
     sfd_peer_pending *p = pending_find(node, key);

@@ -60,8 +60,8 @@ static int parse_lines(FILE *f, sfd_peer_state *st)
             st->boot_epoch = v;
             continue;
         }
-        if (sscanf(line, "peer %" SCNu32 " %" SCNu64 "%c", &id, &v, &tail) != 3 ||
-            tail != '\n' || id == 0 || id > SFD_PEER_ID_MAX || st->n >= SFD_PEER_MAX_MEMBERS)
+        if (sscanf(line, "peer %" SCNu32 " %" SCNu64 "%c", &id, &v, &tail) != 3 || tail != '\n' ||
+            id == 0 || id > SFD_PEER_ID_MAX || st->n >= SFD_PEER_MAX_MEMBERS)
             return -EBADMSG;
         sfd_peer_state_entry *p = realloc(st->peers, (st->n + 1) * sizeof *p);
         if (p == NULL)

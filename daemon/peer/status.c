@@ -17,30 +17,24 @@ static const char *role_name(enum sfd_elect_role r)
 
 static json_t *counters_json(const sfd_peer_counters *c)
 {
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-                     "s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-                     "frames_in", (json_int_t)c->frames_in, "frames_out", (json_int_t)c->frames_out,
-                     "bytes_in", (json_int_t)c->bytes_in, "bytes_out", (json_int_t)c->bytes_out,
-                     "rejected_mac", (json_int_t)c->rejected_mac,
-                     "rejected_decode", (json_int_t)c->rejected_decode,
-                     "rejected_replay", (json_int_t)c->rejected_replay,
-                     "rejected_stale_term", (json_int_t)c->rejected_stale_term,
-                     "rejected_member", (json_int_t)c->rejected_member,
-                     "rejected_frame", (json_int_t)c->rejected_frame,
-                     "rejected_conns", (json_int_t)c->rejected_conns,
-                     "send_dropped", (json_int_t)c->send_dropped,
-                     "summaries_sent", (json_int_t)c->summaries_sent,
-                     "summaries_resent", (json_int_t)c->summaries_resent,
-                     "summaries_received", (json_int_t)c->summaries_received,
-                     "merge_duplicates", (json_int_t)c->merge_duplicates,
-                     "merge_conflicts", (json_int_t)c->merge_conflicts,
-                     "merge_mismatches", (json_int_t)c->merge_mismatches,
-                     "reports_computed", (json_int_t)c->reports_computed,
-                     "reports_received", (json_int_t)c->reports_received,
-                     "reports_adopted", (json_int_t)c->reports_adopted,
-                     "windows_late", (json_int_t)c->windows_late,
-                     "root_changes", (json_int_t)c->root_changes,
-                     "retained_dropped", (json_int_t)c->retained_dropped);
+    return json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+        "s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+        "frames_in", (json_int_t)c->frames_in, "frames_out", (json_int_t)c->frames_out, "bytes_in",
+        (json_int_t)c->bytes_in, "bytes_out", (json_int_t)c->bytes_out, "rejected_mac",
+        (json_int_t)c->rejected_mac, "rejected_decode", (json_int_t)c->rejected_decode,
+        "rejected_replay", (json_int_t)c->rejected_replay, "rejected_stale_term",
+        (json_int_t)c->rejected_stale_term, "rejected_member", (json_int_t)c->rejected_member,
+        "rejected_frame", (json_int_t)c->rejected_frame, "rejected_conns",
+        (json_int_t)c->rejected_conns, "send_dropped", (json_int_t)c->send_dropped,
+        "summaries_sent", (json_int_t)c->summaries_sent, "summaries_resent",
+        (json_int_t)c->summaries_resent, "summaries_received", (json_int_t)c->summaries_received,
+        "merge_duplicates", (json_int_t)c->merge_duplicates, "merge_conflicts",
+        (json_int_t)c->merge_conflicts, "merge_mismatches", (json_int_t)c->merge_mismatches,
+        "reports_computed", (json_int_t)c->reports_computed, "reports_received",
+        (json_int_t)c->reports_received, "reports_adopted", (json_int_t)c->reports_adopted,
+        "windows_late", (json_int_t)c->windows_late, "root_changes", (json_int_t)c->root_changes,
+        "retained_dropped", (json_int_t)c->retained_dropped);
 }
 
 /* The counters of the connection limits, the term and epoch bounds and the
@@ -68,11 +62,10 @@ static json_t *member_json(sfd_peer_node *node, uint32_t id, uint64_t now)
     if (l != NULL && l->last_heartbeat_ms != 0)
         hb = json_integer((json_int_t)(now - l->last_heartbeat_ms));
     const sfd_peer_member *m = &node->cfg.members[sfd_peer_config_index(&node->cfg, id)];
-    return json_pack("{s:I,s:s,s:i,s:b,s:b,s:b,s:o,s:I,s:I}", "id", (json_int_t)id,
-                     "host", m->host, "port", m->port, "self", self,
-                     "live", sfd_elect_is_live(&node->elect, now, id),
-                     "connected", self || (l && l->out && l->out->connected),
-                     "last_heartbeat_ms_ago", hb,
+    return json_pack("{s:I,s:s,s:i,s:b,s:b,s:b,s:o,s:I,s:I}", "id", (json_int_t)id, "host", m->host,
+                     "port", m->port, "self", self, "live",
+                     sfd_elect_is_live(&node->elect, now, id), "connected",
+                     self || (l && l->out && l->out->connected), "last_heartbeat_ms_ago", hb,
                      "summaries_in_flight", (json_int_t)(self ? node->n_retained : l->in_flight),
                      "term", (json_int_t)(self ? node->elect.term : l->term_seen));
 }
@@ -91,19 +84,14 @@ int sfd_peer_status_json(sfd_peer_node *node, char **ret_json)
     json_t *members = json_array();
     for (uint32_t i = 0; members && i < node->cfg.n_members; i++)
         json_array_append_new(members, member_json(node, node->cfg.members[i].id, now));
-    json_t *root = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:o,s:o}",
-                             "node_id", (json_int_t)node->cfg.node_id,
-                             "root", (json_int_t)sfd_elect_root(&node->elect, now),
-                             "term", (json_int_t)node->elect.term,
-                             "epoch", (json_int_t)node->epoch,
-                             "inbound", (json_int_t)node->n_inbound,
-                             "unauthenticated", (json_int_t)node->n_preauth,
-                             "role", role_name(node->elect.role),
-                             "summaries_in_flight", (json_int_t)node->n_retained,
-                             "windows_pending", (json_int_t)node->n_pending,
-                             "reports_kept", (json_int_t)node->n_reports,
-                             "members", members, "counters",
-                             guard_counters_json(counters_json(&node->c), &node->c));
+    json_t *root = json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:o,s:o}", "node_id",
+        (json_int_t)node->cfg.node_id, "root", (json_int_t)sfd_elect_root(&node->elect, now),
+        "term", (json_int_t)node->elect.term, "epoch", (json_int_t)node->epoch, "inbound",
+        (json_int_t)node->n_inbound, "unauthenticated", (json_int_t)node->n_preauth, "role",
+        role_name(node->elect.role), "summaries_in_flight", (json_int_t)node->n_retained,
+        "windows_pending", (json_int_t)node->n_pending, "reports_kept", (json_int_t)node->n_reports,
+        "members", members, "counters", guard_counters_json(counters_json(&node->c), &node->c));
     if (root == NULL)
         return -ENOMEM;
     char *text = json_dumps(root, JSON_COMPACT);

@@ -23,7 +23,7 @@
 
 struct prom_label {
     const char *key;
-    const char *value;          /* already escaped */
+    const char *value; /* already escaped */
 };
 
 struct prom_family {
@@ -118,18 +118,17 @@ static void fam_begin(struct prom_out *o, const struct prom_family *fam)
 
 /* HELP and TYPE come only with the first sample, so a family without
  * samples leaves no empty header behind. */
-static void emit(struct prom_out *o, const struct prom_label *labels,
-                 size_t n_labels, const char *value)
+static void emit(struct prom_out *o, const struct prom_label *labels, size_t n_labels,
+                 const char *value)
 {
     if (!o->header_done) {
-        fprintf(o->f, "# HELP %s %s\n# TYPE %s %s\n", o->fam->name,
-                o->fam->help, o->fam->name, o->fam->type);
+        fprintf(o->f, "# HELP %s %s\n# TYPE %s %s\n", o->fam->name, o->fam->help, o->fam->name,
+                o->fam->type);
         o->header_done = true;
     }
     fputs(o->fam->name, o->f);
     for (size_t i = 0; i < n_labels; i++)
-        fprintf(o->f, "%c%s=\"%s\"", i == 0 ? '{' : ',', labels[i].key,
-                labels[i].value);
+        fprintf(o->f, "%c%s=\"%s\"", i == 0 ? '{' : ',', labels[i].key, labels[i].value);
     fprintf(o->f, "%s %s\n", n_labels > 0 ? "}" : "", value);
 }
 
@@ -169,70 +168,64 @@ static double ns_to_s(__int128 ns)
 /* ---- families ------------------------------------------------------------ */
 
 static const struct prom_family fam_build = {
-    "stagefrontier_build_info", "gauge",
-    "Version of this sfd (value 1, version in the label)."};
-static const struct prom_family fam_records = {
-    "stagefrontier_daemon_records_total", "counter",
-    "Step records sfd accepted since it started."};
-static const struct prom_family fam_batches = {
-    "stagefrontier_daemon_record_batches_total", "counter",
-    "Record batches sfd accepted since it started."};
+    "stagefrontier_build_info", "gauge", "Version of this sfd (value 1, version in the label)."};
+static const struct prom_family fam_records = {"stagefrontier_daemon_records_total", "counter",
+                                               "Step records sfd accepted since it started."};
+static const struct prom_family fam_batches = {"stagefrontier_daemon_record_batches_total",
+                                               "counter",
+                                               "Record batches sfd accepted since it started."};
 static const struct prom_family fam_drops = {
     "stagefrontier_daemon_dropped_records_total", "counter",
     "Step records the clients reported dropped since sfd started."};
-static const struct prom_family fam_windows = {
-    "stagefrontier_daemon_windows_closed_total", "counter",
-    "Windows sfd closed since it started."};
+static const struct prom_family fam_windows = {"stagefrontier_daemon_windows_closed_total",
+                                               "counter", "Windows sfd closed since it started."};
 static const struct prom_family fam_rejections = {
     "stagefrontier_daemon_rejected_total", "counter",
     "Frames, records and queries sfd rejected since it started, by reason."};
-static const struct prom_family fam_conns = {
-    "stagefrontier_daemon_connections", "gauge",
-    "Client (ingest) connections open now."};
+static const struct prom_family fam_conns = {"stagefrontier_daemon_connections", "gauge",
+                                             "Client (ingest) connections open now."};
 static const struct prom_family fam_accepted = {
     "stagefrontier_daemon_connections_accepted_total", "counter",
     "Connections sfd accepted since it started, queries included."};
 static const struct prom_family fam_role = {
     "stagefrontier_daemon_role_info", "gauge",
     "Role of this sfd in the cluster (value 1, role in the label)."};
-static const struct prom_family fam_term = {
-    "stagefrontier_daemon_term", "gauge",
-    "Election term this sfd currently follows."};
-static const struct prom_family fam_jobs = {
-    "stagefrontier_jobs", "gauge", "Jobs known to this sfd."};
-static const struct prom_family fam_window = {
-    "stagefrontier_job_window_index", "gauge",
-    "Index of the latest closed window of the job."};
+static const struct prom_family fam_term = {"stagefrontier_daemon_term", "gauge",
+                                            "Election term this sfd currently follows."};
+static const struct prom_family fam_jobs = {"stagefrontier_jobs", "gauge",
+                                            "Jobs known to this sfd."};
+static const struct prom_family fam_window = {"stagefrontier_job_window_index", "gauge",
+                                              "Index of the latest closed window of the job."};
 static const struct prom_family fam_window_time = {
     "stagefrontier_job_window_timestamp_seconds", "gauge",
     "Unix time at which the report of the latest closed window was ready."};
-static const struct prom_family fam_steps = {
-    "stagefrontier_job_window_steps", "gauge",
-    "Complete steps in the latest closed window."};
-static const struct prom_family fam_ranks = {
-    "stagefrontier_job_window_ranks", "gauge",
-    "Ranks seen in the latest closed window."};
-static const struct prom_family fam_missing = {
-    "stagefrontier_job_window_missing_ranks", "gauge",
-    "Ranks missing from the latest closed window."};
+static const struct prom_family fam_steps = {"stagefrontier_job_window_steps", "gauge",
+                                             "Complete steps in the latest closed window."};
+static const struct prom_family fam_ranks = {"stagefrontier_job_window_ranks", "gauge",
+                                             "Ranks seen in the latest closed window."};
+static const struct prom_family fam_missing = {"stagefrontier_job_window_missing_ranks", "gauge",
+                                               "Ranks missing from the latest closed window."};
 static const struct prom_family fam_exposed = {
     "stagefrontier_job_exposed_seconds", "gauge",
     "Exposed (end-frontier) time of the latest closed window, in seconds."};
 static const struct prom_family fam_share = {
     "stagefrontier_job_stage_ratio", "gauge",
-    "Share of the exposed time advanced by each stage in the latest closed window, 0 to 1 (NaN when undefined)."};
+    "Share of the exposed time advanced by each stage in the latest closed window, 0 to 1 (NaN "
+    "when undefined)."};
 static const struct prom_family fam_advance = {
     "stagefrontier_job_stage_advance_seconds", "gauge",
     "Frontier advance of each stage in the latest closed window, in seconds."};
 static const struct prom_family fam_gshare = {
     "stagefrontier_job_group_ratio", "gauge",
-    "Share of the exposed time advanced by each reporting group in the latest closed window, 0 to 1 (NaN when undefined)."};
+    "Share of the exposed time advanced by each reporting group in the latest closed window, 0 to "
+    "1 (NaN when undefined)."};
 static const struct prom_family fam_routing = {
     "stagefrontier_job_routing_info", "gauge",
-    "Routing set of the latest closed window: one series per routed group, position 1 first (value 1)."};
-static const struct prom_family fam_leader = {
-    "stagefrontier_job_leader_rank", "gauge",
-    "Rank that most often led the first routed group in the latest closed window (absent when none led)."};
+    "Routing set of the latest closed window: one series per routed group, position 1 first (value "
+    "1)."};
+static const struct prom_family fam_leader = {"stagefrontier_job_leader_rank", "gauge",
+                                              "Rank that most often led the first routed group in "
+                                              "the latest closed window (absent when none led)."};
 static const struct prom_family fam_leader_steps = {
     "stagefrontier_job_leader_steps", "gauge",
     "Steps in which that rank was the unique leader of the first routed group."};
@@ -279,14 +272,25 @@ struct prom_job_view {
 
 typedef int64_t (*window_field_fn)(const sf_report *r);
 
-static int64_t field_window(const sf_report *r) { return r->meta.index; }
-static int64_t field_steps(const sf_report *r) { return r->steps; }
-static int64_t field_ranks(const sf_report *r) { return r->ranks; }
-static int64_t field_missing(const sf_report *r) { return r->missing_ranks; }
+static int64_t field_window(const sf_report *r)
+{
+    return r->meta.index;
+}
+static int64_t field_steps(const sf_report *r)
+{
+    return r->steps;
+}
+static int64_t field_ranks(const sf_report *r)
+{
+    return r->ranks;
+}
+static int64_t field_missing(const sf_report *r)
+{
+    return r->missing_ranks;
+}
 
 static void write_window_field(struct prom_out *o, const struct prom_family *fam,
-                               const struct prom_job_view *v, size_t n,
-                               window_field_fn field)
+                               const struct prom_job_view *v, size_t n, window_field_fn field)
 {
     char buf[32];
 
@@ -370,9 +374,8 @@ static void write_stages(struct prom_out *o, const struct prom_family *fam,
             continue;
         for (uint32_t s = 0; s < r->schema.n_stages && s < SF_MAX_STAGES; s++) {
             const sf_unit_figures *u = &r->stages[s];
-            struct prom_label l[] = {{"job_id", v[i].id},
-                                     {"stage", r->schema.names[s]},
-                                     {"group", r->schema.groups[s]}};
+            struct prom_label l[] = {
+                {"job_id", v[i].id}, {"stage", r->schema.names[s]}, {"group", r->schema.groups[s]}};
             double x = advance ? (double)u->advance_ns / 1e9 : u->share;
             emit(o, l, 3, fmt_double(buf, sizeof buf, x));
         }
@@ -389,8 +392,7 @@ static void write_group_shares(struct prom_out *o, const struct prom_job_view *v
         if (r == NULL)
             continue;
         for (uint32_t g = 0; g < r->schema.n_groups && g < SF_MAX_STAGES; g++) {
-            struct prom_label l[] = {{"job_id", v[i].id},
-                                     {"group", r->schema.group_names[g]}};
+            struct prom_label l[] = {{"job_id", v[i].id}, {"group", r->schema.group_names[g]}};
             emit(o, l, 2, fmt_double(buf, sizeof buf, r->groups[g].share));
         }
     }
@@ -410,9 +412,8 @@ static void write_routing(struct prom_out *o, const struct prom_job_view *v, siz
             if (g >= r->schema.n_groups)
                 continue;
             snprintf(pos, sizeof pos, "%" PRIu32, k + 1);
-            struct prom_label l[] = {{"job_id", v[i].id},
-                                     {"position", pos},
-                                     {"group", r->schema.group_names[g]}};
+            struct prom_label l[] = {
+                {"job_id", v[i].id}, {"position", pos}, {"group", r->schema.group_names[g]}};
             emit(o, l, 3, "1");
         }
     }
@@ -432,8 +433,8 @@ static void write_bits(struct prom_out *o, const struct prom_family *fam,
         for (unsigned b = 0; b < count; b++) {
             if (!(bits & (UINT32_C(1) << b)))
                 continue;
-            const char *name = labels ? sf_label_name((enum sf_label)b)
-                                      : sf_downgrade_name((enum sf_downgrade)b);
+            const char *name =
+                labels ? sf_label_name((enum sf_label)b) : sf_downgrade_name((enum sf_downgrade)b);
             struct prom_label l[] = {{"job_id", v[i].id},
                                      {labels ? "label" : "reason", name ? name : "unknown"}};
             emit(o, l, 2, "1");
@@ -541,7 +542,7 @@ static void write_u64(struct prom_out *o, const struct prom_family *fam, uint64_
 /* Label values of the daemon's families, escaped once by sfd_prom_write. */
 struct prom_daemon_labels {
     const char *version, *role;
-    char **reasons;             /* [n_rejected] */
+    char **reasons; /* [n_rejected] */
 };
 
 static void write_daemon(struct prom_out *o, const struct sf_prom_daemon *d,
@@ -609,8 +610,8 @@ static void views_free(struct prom_job_view *v, size_t n)
 /* Escapes every job id. A job whose escaped id equals an earlier one is left
  * out (id NULL): two series with one label set would make the whole file
  * invalid, and a client must not be able to break the export of others. */
-static int views_build(const struct sf_prom_job *jobs, size_t n,
-                       struct prom_job_view **ret, size_t *ret_skipped)
+static int views_build(const struct sf_prom_job *jobs, size_t n, struct prom_job_view **ret,
+                       size_t *ret_skipped)
 {
     struct prom_job_view *v = calloc(n ? n : 1, sizeof *v);
     size_t skipped = 0;

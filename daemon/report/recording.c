@@ -15,7 +15,10 @@
 #include "report_json.h"
 
 static const char *const event_states[] = {"none", "ready", "missing"};
-static const struct { uint32_t bit; const char *name; } window_flags[] = {
+static const struct {
+    uint32_t bit;
+    const char *name;
+} window_flags[] = {
     {SF_WIN_CLOSED_EARLY, "closed_early"},
     {SF_WIN_PARTIAL, "partial"},
     {SF_WIN_LATE_SUMMARY, "late_summary"},
@@ -71,12 +74,12 @@ json_t *sf_recording_window(const sf_window_meta *m)
         if (m->flags & window_flags[i].bit)
             json_array_append_new(flags, json_string(window_flags[i].name));
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:I, s:I, s:I}", "type", "window",
-                     "index", (json_int_t)m->index, "segment", (json_int_t)m->segment,
-                     "first_step", (json_int_t)m->first_step, "last_step",
-                     (json_int_t)m->last_step, "world_size", (json_int_t)m->world_size,
-                     "flags", flags, "dropped_records", (json_int_t)m->dropped_records,
-                     "contract_violations", (json_int_t)m->contract_violations,
-                     "rejected_records", (json_int_t)m->rejected_records);
+                     "index", (json_int_t)m->index, "segment", (json_int_t)m->segment, "first_step",
+                     (json_int_t)m->first_step, "last_step", (json_int_t)m->last_step, "world_size",
+                     (json_int_t)m->world_size, "flags", flags, "dropped_records",
+                     (json_int_t)m->dropped_records, "contract_violations",
+                     (json_int_t)m->contract_violations, "rejected_records",
+                     (json_int_t)m->rejected_records);
 }
 
 /* The job's reference (docs/CHANGE.md), right after the header: a replay of
@@ -145,8 +148,8 @@ static int get_int(json_t *obj, const char *key, json_int_t lo, json_int_t hi, b
         return fail(err, errlen, "\"%s\" must be an integer", key);
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
-        return fail(err, errlen, "\"%s\" = %lld is out of range [%lld, %lld]", key,
-                    (long long)x, (long long)lo, (long long)hi);
+        return fail(err, errlen, "\"%s\" = %lld is out of range [%lld, %lld]", key, (long long)x,
+                    (long long)lo, (long long)hi);
     *ret = x;
     return 0;
 }
@@ -183,8 +186,7 @@ static int parse_schema(json_t *obj, sf_schema *ret, char *err, size_t errlen)
         return r;
     if (g && n_groups != n)
         return fail(err, errlen, "\"groups\" must have one entry per stage");
-    r = sf_schema_init(ret, (uint32_t)version, n, names, g ? groups : NULL,
-                       (uint32_t)accumulation);
+    r = sf_schema_init(ret, (uint32_t)version, n, names, g ? groups : NULL, (uint32_t)accumulation);
     return r < 0 ? fail(err, errlen, "invalid stage list (empty, duplicate or bad names)") : 0;
 }
 
@@ -196,7 +198,8 @@ static int parse_gates(json_t *obj, sf_gates *gates, char *err, size_t errlen)
         return fail(err, errlen, "\"gates\" must be an object");
     const char *key;
     json_t *v;
-    json_object_foreach(obj, key, v) {
+    json_object_foreach(obj, key, v)
+    {
         char text[64];
         if (json_is_string(v))
             snprintf(text, sizeof text, "%s", json_string_value(v));
@@ -257,8 +260,7 @@ int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row
     int r = get_int(obj, "step", 0, INT64_MAX, false, 0, &step, err, errlen);
     if (r < 0 ||
         (r = get_int(obj, "rank", 0, SF_MAX_RANKS - 1, false, 0, &rank, err, errlen)) < 0 ||
-        (r = get_int(obj, "flags", 0, SF_ROW_FLAGS_ALL, true, 0, &flags,
-                     err, errlen)) < 0 ||
+        (r = get_int(obj, "flags", 0, SF_ROW_FLAGS_ALL, true, 0, &flags, err, errlen)) < 0 ||
         (r = get_int(obj, "overlap_ns", 0, SF_MAX_DURATION_NS * SF_MAX_STAGES, true, 0, &overlap,
                      err, errlen)) < 0)
         return r;
@@ -307,15 +309,16 @@ static int parse_window_flags(json_t *arr, uint32_t *ret, char *err, size_t errl
 int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, size_t errlen)
 {
     sf_window_meta m = {0};
-    json_int_t index = 0, segment = 0, first = 0, last = 0, world = 0, dropped = 0, violations = 0, rejected = 0;
+    json_int_t index = 0, segment = 0, first = 0, last = 0, world = 0, dropped = 0, violations = 0,
+               rejected = 0;
     int r = get_int(obj, "index", 0, INT64_MAX / 2, false, 0, &index, err, errlen);
     if (r < 0 || (r = get_int(obj, "segment", 0, UINT32_MAX, true, 0, &segment, err, errlen)) < 0 ||
         (r = get_int(obj, "first_step", 0, INT64_MAX / 2, false, 0, &first, err, errlen)) < 0 ||
         (r = get_int(obj, "last_step", first, INT64_MAX / 2, false, 0, &last, err, errlen)) < 0 ||
         (r = get_int(obj, "world_size", 1, SF_MAX_RANKS, false, 0, &world, err, errlen)) < 0 ||
         (r = get_int(obj, "dropped_records", 0, INT64_MAX, true, 0, &dropped, err, errlen)) < 0 ||
-        (r = get_int(obj, "contract_violations", 0, INT64_MAX, true, 0, &violations, err,
-                     errlen)) < 0 ||
+        (r = get_int(obj, "contract_violations", 0, INT64_MAX, true, 0, &violations, err, errlen)) <
+            0 ||
         (r = get_int(obj, "rejected_records", 0, INT64_MAX, true, 0, &rejected, err, errlen)) < 0 ||
         (r = parse_window_flags(json_object_get(obj, "flags"), &m.flags, err, errlen)) < 0)
         return r;

@@ -35,18 +35,14 @@ static json_t *unit_json(const sf_unit_figures *u)
 {
     return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
                      "s:o, s:I}",
-                     "name", u->name, "group", u->group,
-                     "advance_s", seconds(u->advance_ns), "share", ratio_or_null(u->share),
-                     "max_s", seconds(u->max_ns), "mean_s", seconds(u->mean_ns),
-                     "spread_s", seconds(u->spread_ns),
-                     "slowest_rank_s", seconds(u->slowest_rank_ns),
-                     "rank0_s", seconds(u->rank0_ns),
-                     "gain_rank_median_s", seconds(u->gain_rank_median_ns),
-                     "gain_cohort_median_s", seconds(u->gain_cohort_median_ns),
-                     "gain", ratio_or_null(u->gain),
-                     "lag_s", seconds(u->lag_ns), "delta_lag_s", seconds(u->delta_lag_ns),
-                     "leader_rank", rank_or_null(u->leader_rank),
-                     "leader_steps", (json_int_t)u->leader_steps);
+                     "name", u->name, "group", u->group, "advance_s", seconds(u->advance_ns),
+                     "share", ratio_or_null(u->share), "max_s", seconds(u->max_ns), "mean_s",
+                     seconds(u->mean_ns), "spread_s", seconds(u->spread_ns), "slowest_rank_s",
+                     seconds(u->slowest_rank_ns), "rank0_s", seconds(u->rank0_ns),
+                     "gain_rank_median_s", seconds(u->gain_rank_median_ns), "gain_cohort_median_s",
+                     seconds(u->gain_cohort_median_ns), "gain", ratio_or_null(u->gain), "lag_s",
+                     seconds(u->lag_ns), "delta_lag_s", seconds(u->delta_lag_ns), "leader_rank",
+                     rank_or_null(u->leader_rank), "leader_steps", (json_int_t)u->leader_steps);
 }
 
 static json_t *units_json(const sf_unit_figures *units, uint32_t n)
@@ -74,19 +70,24 @@ static json_t *label_list(uint32_t bits, const char *(*name)(int), int count)
     return a;
 }
 
-static const char *label_name_of(int i) { return sf_label_name((enum sf_label)i); }
-static const char *downgrade_name_of(int i) { return sf_downgrade_name((enum sf_downgrade)i); }
+static const char *label_name_of(int i)
+{
+    return sf_label_name((enum sf_label)i);
+}
+static const char *downgrade_name_of(int i)
+{
+    return sf_downgrade_name((enum sf_downgrade)i);
+}
 
 static json_t *window_json(const sf_report *r)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
-                     "index", (json_int_t)r->meta.index, "segment", (json_int_t)r->meta.segment,
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "index",
+                     (json_int_t)r->meta.index, "segment", (json_int_t)r->meta.segment,
                      "first_step", (json_int_t)r->first_step, "last_step", (json_int_t)r->last_step,
-                     "steps", (json_int_t)r->steps, "ranks", (json_int_t)r->ranks,
-                     "world_size", (json_int_t)r->meta.world_size,
-                     "missing_ranks", (json_int_t)r->missing_ranks,
-                     "incomplete_steps", (json_int_t)r->incomplete_steps,
-                     "mode", r->dense ? "dense" : "mergeable");
+                     "steps", (json_int_t)r->steps, "ranks", (json_int_t)r->ranks, "world_size",
+                     (json_int_t)r->meta.world_size, "missing_ranks", (json_int_t)r->missing_ranks,
+                     "incomplete_steps", (json_int_t)r->incomplete_steps, "mode",
+                     r->dense ? "dense" : "mergeable");
 }
 
 static json_t *suspects_json(const sf_report *r)
@@ -104,14 +105,13 @@ static json_t *straggler_json(const sf_report *r)
     const sf_straggler *v = &r->straggler;
     if (!v->present)
         return json_null();
-    return json_pack("{s:I, s:s, s:s, s:I, s:I, s:o, s:s, s:I}", "rank", (json_int_t)v->rank,
-                     "origin_stage", r->schema.names[v->origin_stage], "sync_stage",
-                     r->schema.names[v->sync_stage], "arrived_last_steps",
-                     (json_int_t)v->arrived_last_steps, "eligible_steps",
-                     (json_int_t)v->eligible_steps, "median_lateness_s",
-                     seconds(v->median_lateness_ns), "persistence",
-                     sf_persistence_name(v->persistence), "windows_in_a_row",
-                     (json_int_t)v->windows_in_a_row);
+    return json_pack(
+        "{s:I, s:s, s:s, s:I, s:I, s:o, s:s, s:I}", "rank", (json_int_t)v->rank, "origin_stage",
+        r->schema.names[v->origin_stage], "sync_stage", r->schema.names[v->sync_stage],
+        "arrived_last_steps", (json_int_t)v->arrived_last_steps, "eligible_steps",
+        (json_int_t)v->eligible_steps, "median_lateness_s", seconds(v->median_lateness_ns),
+        "persistence", sf_persistence_name(v->persistence), "windows_in_a_row",
+        (json_int_t)v->windows_in_a_row);
 }
 
 /* The chain lists the boundaries that had a unique leader, in order. */
@@ -138,10 +138,9 @@ static json_t *rank_json(const sf_report *r, const sf_rank_evidence *e)
         json_object_set_new(leads, r->schema.names[k], json_integer(e->leader_steps[k]));
         json_object_set_new(gaps, r->schema.names[k], seconds(e->median_gap_ns[k]));
     }
-    return json_pack("{s:I, s:o, s:o, s:o, s:o}", "rank", (json_int_t)e->rank,
-                     "role", e->role ? json_string(e->role) : json_null(),
-                     "leader_steps", leads, "median_gap_s", gaps,
-                     "mean_slack_s", seconds(e->mean_slack_ns));
+    return json_pack("{s:I, s:o, s:o, s:o, s:o}", "rank", (json_int_t)e->rank, "role",
+                     e->role ? json_string(e->role) : json_null(), "leader_steps", leads,
+                     "median_gap_s", gaps, "mean_slack_s", seconds(e->mean_slack_ns));
 }
 
 static json_t *ranks_json(const sf_report *r)
@@ -154,12 +153,30 @@ static json_t *ranks_json(const sf_report *r)
 
 static json_t *exact_json(const sf_report *r)
 {
-    static const char *const fields[] = {
-        "exposed_total_s", "advance_s", "share", "max_s", "mean_s", "spread_s",
-        "slowest_rank_s", "rank0_s", "gain_rank_median_s", "gain_cohort_median_s", "gain",
-        "leader_rank", "leader_steps", "routing_set", "co_critical_stages", "labels",
-        "downgrade_reasons", "suspect_ranks", "ranks", "role", "median_gap_s", "mean_slack_s",
-        "straggler", "critical_path"};
+    static const char *const fields[] = {"exposed_total_s",
+                                         "advance_s",
+                                         "share",
+                                         "max_s",
+                                         "mean_s",
+                                         "spread_s",
+                                         "slowest_rank_s",
+                                         "rank0_s",
+                                         "gain_rank_median_s",
+                                         "gain_cohort_median_s",
+                                         "gain",
+                                         "leader_rank",
+                                         "leader_steps",
+                                         "routing_set",
+                                         "co_critical_stages",
+                                         "labels",
+                                         "downgrade_reasons",
+                                         "suspect_ranks",
+                                         "ranks",
+                                         "role",
+                                         "median_gap_s",
+                                         "mean_slack_s",
+                                         "straggler",
+                                         "critical_path"};
     json_t *o = json_object();
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         json_object_set_new(o, fields[i], json_boolean(sf_report_field_exact(r, fields[i])));
@@ -184,22 +201,19 @@ json_t *sf_gates_to_json(const sf_gates *gates)
 
 static json_t *extras_json(const sf_report *r)
 {
-    return json_pack("{s:o, s:o, s:o, s:{s:I, s:I, s:o, s:o}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, "
-                     "s:o, s:o}",
-                     "residual_share", ratio_or_null(r->residual_share),
-                     "overlap_share", ratio_or_null(r->overlap_share),
-                     "leader_switch_rate", json_real(r->leader_switch_rate),
-                     "events", "samples", (json_int_t)r->event_samples,
-                     "ready", (json_int_t)r->event_ready,
-                     "ready_ratio", ratio_or_null(r->event_ready_ratio),
-                     "ratio", ratio_or_null(r->event_ratio),
-                     "counters", "dropped_records", (json_int_t)r->dropped_records,
-                     "contract_violations", (json_int_t)r->contract_violations,
-                     "rejected_records", (json_int_t)r->rejected_records,
-                     "merge_conflicts", (json_int_t)r->merge_conflicts,
-                     "arrival_missing_steps", (json_int_t)r->arrival_missing_steps,
-                     "routing_order", group_names(r, r->routing_order, r->schema.n_groups),
-                     "straggler", straggler_json(r), "critical_path", critical_path_json(r));
+    return json_pack(
+        "{s:o, s:o, s:o, s:{s:I, s:I, s:o, s:o}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, "
+        "s:o, s:o}",
+        "residual_share", ratio_or_null(r->residual_share), "overlap_share",
+        ratio_or_null(r->overlap_share), "leader_switch_rate", json_real(r->leader_switch_rate),
+        "events", "samples", (json_int_t)r->event_samples, "ready", (json_int_t)r->event_ready,
+        "ready_ratio", ratio_or_null(r->event_ready_ratio), "ratio", ratio_or_null(r->event_ratio),
+        "counters", "dropped_records", (json_int_t)r->dropped_records, "contract_violations",
+        (json_int_t)r->contract_violations, "rejected_records", (json_int_t)r->rejected_records,
+        "merge_conflicts", (json_int_t)r->merge_conflicts, "arrival_missing_steps",
+        (json_int_t)r->arrival_missing_steps, "routing_order",
+        group_names(r, r->routing_order, r->schema.n_groups), "straggler", straggler_json(r),
+        "critical_path", critical_path_json(r));
 }
 
 int sf_report_to_json(const sf_report *r, json_t **ret)
@@ -208,18 +222,17 @@ int sf_report_to_json(const sf_report *r, json_t **ret)
         return -EINVAL;
     json_t *gates = sf_gates_to_json(&r->gates);
     json_object_set_new(gates, "leader_gap_tol_s", seconds(r->leader_gap_tol_ns));
-    json_t *o = json_pack(
-        "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
-        "window", window_json(r), "exposed_total_s", seconds128(r->exposed_total_ns),
-        "telescoping_max_abs_err", seconds(r->telescoping_max_abs_err_ns),
-        "stages", units_json(r->stages, r->schema.n_stages),
-        "groups", units_json(r->groups, r->schema.n_groups),
-        "routing_set", group_names(r, r->routing_order, r->n_routing),
-        "co_critical_stages", group_names(r, r->co_critical, r->n_co_critical),
-        "labels", label_list(r->labels, label_name_of, SF_LABEL_COUNT),
-        "downgrade_reasons", label_list(r->downgrades, downgrade_name_of, SF_DG_COUNT),
-        "suspect_ranks", suspects_json(r), "ranks", ranks_json(r), "exact", exact_json(r),
-        "gates", gates);
+    json_t *o =
+        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "window",
+                  window_json(r), "exposed_total_s", seconds128(r->exposed_total_ns),
+                  "telescoping_max_abs_err", seconds(r->telescoping_max_abs_err_ns), "stages",
+                  units_json(r->stages, r->schema.n_stages), "groups",
+                  units_json(r->groups, r->schema.n_groups), "routing_set",
+                  group_names(r, r->routing_order, r->n_routing), "co_critical_stages",
+                  group_names(r, r->co_critical, r->n_co_critical), "labels",
+                  label_list(r->labels, label_name_of, SF_LABEL_COUNT), "downgrade_reasons",
+                  label_list(r->downgrades, downgrade_name_of, SF_DG_COUNT), "suspect_ranks",
+                  suspects_json(r), "ranks", ranks_json(r), "exact", exact_json(r), "gates", gates);
     if (o == NULL)
         return -ENOMEM;
     json_t *extras = extras_json(r);

@@ -13,8 +13,8 @@
 
 #include "stagefrontier/accounting.h"
 
-#define SF_SIDE_NAME_MAX 32     /* collective, datatype, algorithm, protocol */
-#define SF_SIDE_COMM_MAX 128    /* communicator name */
+#define SF_SIDE_NAME_MAX 32  /* collective, datatype, algorithm, protocol */
+#define SF_SIDE_COMM_MAX 128 /* communicator name */
 
 struct sf_side_comm {
     char name[SF_SIDE_COMM_MAX + 1];
@@ -23,7 +23,7 @@ struct sf_side_comm {
 };
 
 struct sf_side_row {
-    uint16_t comm;              /* index into the window's communicators */
+    uint16_t comm; /* index into the window's communicators */
     char stage[SF_MAX_NAME_LEN + 1];
     char coll[SF_SIDE_NAME_MAX + 1], dtype[SF_SIDE_NAME_MAX + 1];
     char algo[SF_SIDE_NAME_MAX + 1], proto[SF_SIDE_NAME_MAX + 1];

@@ -27,12 +27,13 @@ struct replay_opts {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: sfctl replay [--json] [--window-steps N] [--warmup-steps N] [--tau X]\n"
-                 "                    [--gates FILE] [--baseline FILE | --baseline-windows N] FILE\n"
-                 "FILE is a wide CSV (step,rank,<stages...>,<residual>[,step_wall], seconds) or a\n"
-                 "JSON Lines recording from `sfctl record`; - reads standard input.\n"
-                 "The change is measured against the first N eligible windows of FILE (default 3),\n"
-                 "or of the --baseline recording or CSV.\n");
+    fprintf(out,
+            "usage: sfctl replay [--json] [--window-steps N] [--warmup-steps N] [--tau X]\n"
+            "                    [--gates FILE] [--baseline FILE | --baseline-windows N] FILE\n"
+            "FILE is a wide CSV (step,rank,<stages...>,<residual>[,step_wall], seconds) or a\n"
+            "JSON Lines recording from `sfctl record`; - reads standard input.\n"
+            "The change is measured against the first N eligible windows of FILE (default 3),\n"
+            "or of the --baseline recording or CSV.\n");
 }
 
 /* ---- options and gates --------------------------------------------------- */
@@ -144,8 +145,9 @@ static int apply_gates(const struct sfctl_report_opts *o, sf_gates *gates, const
             return -EINVAL;
         }
     if (sf_gates_validate(gates) < 0) {
-        fprintf(stderr, "%s: the gates are inconsistent (window_steps >= 1, "
-                        "0 < tau <= 1, baseline_windows >= 1, change_alpha > 0)\n",
+        fprintf(stderr,
+                "%s: the gates are inconsistent (window_steps >= 1, "
+                "0 < tau <= 1, baseline_windows >= 1, change_alpha > 0)\n",
                 prog);
         return o->gates_path != NULL ? -EBADMSG : -EINVAL;
     }
@@ -265,7 +267,7 @@ static void continue_segment(struct window_job *jobs, size_t before, size_t n)
 }
 
 int sfctl_replay_assemble(struct replay_input *in, const sf_gates *g, struct window_job **ret,
-                            size_t *ret_n)
+                          size_t *ret_n)
 {
     struct window_job *jobs = NULL;
     size_t n = 0, cap = 0;
@@ -339,8 +341,8 @@ static int pick_reference(struct replay_baseline *b, const struct window_job *jo
     if (ref != NULL &&
         sf_reference_check(ref, &summary->schema, summary->meta.world_size, &why) < 0) {
         if (b->from_file) {
-            fprintf(stderr, "sfctl replay: %s: %s than window %lld of %s\n", o->report.baseline_path,
-                    why, (long long)job->meta.index, o->path);
+            fprintf(stderr, "sfctl replay: %s: %s than window %lld of %s\n",
+                    o->report.baseline_path, why, (long long)job->meta.index, o->path);
             return -EINVAL;
         }
         if (ref == b->ref) { /* the input changed shape: collect anew */
@@ -374,9 +376,8 @@ static int attach_change(struct replay_baseline *b, const struct window_job *job
     return 0;
 }
 
-static int report_window(const struct window_job *job, const sf_gates *g,
-                         struct replay_baseline *b, json_t *array, const struct replay_opts *o,
-                         sf_straggler_history *history)
+static int report_window(const struct window_job *job, const sf_gates *g, struct replay_baseline *b,
+                         json_t *array, const struct replay_opts *o, sf_straggler_history *history)
 {
     sf_summary *summary = NULL;
     sf_report *report = NULL;
@@ -462,7 +463,7 @@ int sfctl_cmd_replay(int argc, char **argv)
     }
     sf_gates gates;
     sf_gates_default(&gates);
-    r = sfctl_report_opts_check(&o.report, "sfctl replay");    /* fail fast before reading */
+    r = sfctl_report_opts_check(&o.report, "sfctl replay"); /* fail fast before reading */
     if (r < 0)
         return r == -EBADMSG ? SFCTL_EXIT_INPUT : SFCTL_EXIT_USAGE;
     struct replay_input in = {0};

@@ -26,7 +26,7 @@ struct replay_part {
     size_t n_rows, cap_rows;
     struct replay_window *windows;
     size_t n_windows, cap_windows;
-    size_t open_first_row; /* rows from here on are not yet in a window line */
+    size_t open_first_row;   /* rows from here on are not yet in a window line */
     sf_reference *reference; /* a recording's "reference" line, or NULL */
 };
 
@@ -58,11 +58,13 @@ struct sfctl_report_opts {
 };
 
 /* getopt_long entries of those options (needs <getopt.h>). */
-#define SFCTL_REPORT_LONGOPTS                                                                     \
-    {"json", no_argument, NULL, 'j'}, {"window-steps", required_argument, NULL, 'w'},             \
-        {"warmup-steps", required_argument, NULL, 'u'}, {"tau", required_argument, NULL, 't'},    \
-        {"gates", required_argument, NULL, 'g'}, {"baseline", required_argument, NULL, 'b'},      \
-        {"baseline-windows", required_argument, NULL, 'n'}
+#define SFCTL_REPORT_LONGOPTS                                                                      \
+    {"json", no_argument, NULL, 'j'}, {"window-steps", required_argument, NULL, 'w'},              \
+        {"warmup-steps", required_argument, NULL, 'u'}, {"tau", required_argument, NULL, 't'},     \
+        {"gates", required_argument, NULL, 'g'}, {"baseline", required_argument, NULL, 'b'},       \
+    {                                                                                              \
+        "baseline-windows", required_argument, NULL, 'n'                                           \
+    }
 
 /* Takes one getopt result: 1 when it was a report option, 0 when not,
  * -EINVAL past 8 gate flags. */

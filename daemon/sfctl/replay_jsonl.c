@@ -79,8 +79,7 @@ static int on_window(struct jsonl_state *st, json_t *obj, size_t line, char *err
     return add_window(st->part, &meta);
 }
 
-static int on_reference(struct jsonl_state *st, json_t *obj, size_t line, char *err,
-                        size_t errlen)
+static int on_reference(struct jsonl_state *st, json_t *obj, size_t line, char *err, size_t errlen)
 {
     char why[200];
     struct replay_part *p = st->part;

@@ -10,7 +10,7 @@
 #include "import.h"
 #include "sfctl.h"
 #include "sfctl_live.h"
-#include "peers.h"           /* peer layer: sfctl peers */
+#include "peers.h" /* peer layer: sfctl peers */
 
 struct sfctl_command {
     const char *name;
@@ -19,20 +19,21 @@ struct sfctl_command {
 };
 
 static const struct sfctl_command commands[] = {
-    { "status", sfctl_cmd_status, "[--json]", "daemon counters: connections, records, rejections" },
-    { "jobs", sfctl_cmd_jobs, "[--json]", "jobs visible to the caller" },
-    { "report", sfctl_cmd_report, "[JOB] [--window N | --last N] [--json]",
-      "report of the latest (or a given) window" },
-    { "ranks", sfctl_cmd_ranks, "JOB [--json]", "ranks of a job and their connections" },
-    { "watch", sfctl_cmd_watch, "JOB [--count N] [--interval MS] [--json]",
-      "redraw the report as windows close" },
-    { "record", sfctl_cmd_record, "JOB [-o FILE]", "JSON Lines dump of the kept windows" },
-    { "baseline", sfctl_cmd_baseline, "JOB [--pin WINDOW | --clear] [--json]",
-      "show, pin or clear the reference of the change" },
-    { "replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording" },
-    { "import", sfctl_cmd_import, "kineto|nsys FILE... [-o FILE] [--replay]",
-      "stage rows from torch.profiler or Nsight Systems traces" },
-    { "peers", sfctl_cmd_peers_view, "[--json]", "members, root, term, heartbeats, summaries in flight" },
+    {"status", sfctl_cmd_status, "[--json]", "daemon counters: connections, records, rejections"},
+    {"jobs", sfctl_cmd_jobs, "[--json]", "jobs visible to the caller"},
+    {"report", sfctl_cmd_report, "[JOB] [--window N | --last N] [--json]",
+     "report of the latest (or a given) window"},
+    {"ranks", sfctl_cmd_ranks, "JOB [--json]", "ranks of a job and their connections"},
+    {"watch", sfctl_cmd_watch, "JOB [--count N] [--interval MS] [--json]",
+     "redraw the report as windows close"},
+    {"record", sfctl_cmd_record, "JOB [-o FILE]", "JSON Lines dump of the kept windows"},
+    {"baseline", sfctl_cmd_baseline, "JOB [--pin WINDOW | --clear] [--json]",
+     "show, pin or clear the reference of the change"},
+    {"replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording"},
+    {"import", sfctl_cmd_import, "kineto|nsys FILE... [-o FILE] [--replay]",
+     "stage rows from torch.profiler or Nsight Systems traces"},
+    {"peers", sfctl_cmd_peers_view, "[--json]",
+     "members, root, term, heartbeats, summaries in flight"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -58,8 +59,8 @@ static bool wants_help(int argc, char **argv)
 
 static int command_usage(const struct sfctl_command *c)
 {
-    if (c->run == sfctl_cmd_replay)     /* replay documents its input formats too */
-        return sfctl_cmd_replay(2, (char *[]){ "replay", "--help", NULL });
+    if (c->run == sfctl_cmd_replay) /* replay documents its input formats too */
+        return sfctl_cmd_replay(2, (char *[]){"replay", "--help", NULL});
     printf("usage: sfctl [--socket PATH] %s %s\n  %s\n", c->name, c->args, c->help);
     return SFCTL_EXIT_OK;
 }

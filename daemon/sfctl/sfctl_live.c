@@ -39,8 +39,7 @@ static int usage_error(const char *cmd, const char *text)
 static int simple_args(int argc, char **argv, const char *usage, bool need_job, bool *ret_json,
                        const char **ret_job)
 {
-    static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
-                                          { NULL, 0, NULL, 0 } };
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
     int c;
     *ret_json = false;
     *ret_job = NULL;
@@ -52,8 +51,8 @@ static int simple_args(int argc, char **argv, const char *usage, bool need_job, 
     }
     if (optind < argc)
         *ret_job = argv[optind++];
-    if (optind != argc || (need_job && *ret_job == NULL) || (!need_job && *ret_job != NULL &&
-                                                            strcmp(usage, "[--json]") == 0))
+    if (optind != argc || (need_job && *ret_job == NULL) ||
+        (!need_job && *ret_job != NULL && strcmp(usage, "[--json]") == 0))
         return usage_error(argv[0], usage);
     return SFCTL_EXIT_OK;
 }
@@ -103,7 +102,7 @@ int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfc
     int ex = simple_args(argc, argv, usage, need_job, &js, &job);
     if (ex != SFCTL_EXIT_OK)
         return ex;
-    struct sfctl_request req = { .kind = kind, .job_id = job, .window = -1 };
+    struct sfctl_request req = {.kind = kind, .job_id = job, .window = -1};
     if (js)
         return print_raw(&req);
     json_t *o;
@@ -121,12 +120,11 @@ static int show_status(json_t *o, const char *job)
     const char *mode = json_string_value(json_object_get(o, "mode"));
     if (mode != NULL && strcmp(mode, "cluster") == 0)
         printf("sfd (cluster: %s, term %lld), up %llds\n",
-               json_string_value(json_object_get(o, "role")), num(o, "term"),
-               num(o, "uptime_s"));
+               json_string_value(json_object_get(o, "role")), num(o, "term"), num(o, "uptime_s"));
     else
         printf("sfd (%s), up %llds\n", mode, num(o, "uptime_s"));
-    printf("  connections  %lld (query %lld, accepted since start %lld)\n",
-           num(o, "connections"), num(o, "query_connections"), num(o, "connections_accepted"));
+    printf("  connections  %lld (query %lld, accepted since start %lld)\n", num(o, "connections"),
+           num(o, "query_connections"), num(o, "connections_accepted"));
     printf("  jobs         %lld\n", num(o, "jobs"));
     printf("  records      %lld in %lld batches (warmup %lld)\n", num(o, "records"),
            num(o, "batches"), num(o, "warmup_records"));
@@ -135,9 +133,8 @@ static int show_status(json_t *o, const char *job)
     printf("  rejected     %lld\n", num(o, "rejected_total"));
     const char *k;
     json_t *v;
-    json_object_foreach(json_object_get(o, "rejected"), k, v)
-        if (json_integer_value(v) > 0)
-            printf("    %-22s %lld\n", k, (long long)json_integer_value(v));
+    json_object_foreach(json_object_get(o, "rejected"), k, v) if (json_integer_value(v) > 0)
+        printf("    %-22s %lld\n", k, (long long)json_integer_value(v));
     return SFCTL_EXIT_OK;
 }
 
@@ -151,15 +148,17 @@ static int show_jobs(json_t *a, const char *job)
     (void)job;
     size_t i;
     json_t *j;
-    int width = 24;                 /* job ids are up to 128 characters */
-    json_array_foreach(a, i, j) {
+    int width = 24; /* job ids are up to 128 characters */
+    json_array_foreach(a, i, j)
+    {
         const char *id = json_string_value(json_object_get(j, "job_id"));
         if (id != NULL && strlen(id) > (size_t)width)
             width = (int)strlen(id);
     }
     printf("%-*s %6s %11s %4s %7s %6s %10s %8s %8s\n", width, "JOB", "UID", "RANKS", "SEG",
            "WINDOWS", "LATEST", "RECORDS", "DROPPED", "REJECTED");
-    json_array_foreach(a, i, j) {
+    json_array_foreach(a, i, j)
+    {
         char ranks[32], latest[24] = "-";
         snprintf(ranks, sizeof(ranks), "%lld/%lld", num(j, "connected_ranks"),
                  num(j, "world_size"));
@@ -167,8 +166,8 @@ static int show_jobs(json_t *a, const char *job)
             snprintf(latest, sizeof(latest), "%lld", num(j, "latest_window"));
         printf("%-*s %6lld %11s %4lld %7lld %6s %10lld %8lld %8lld\n", width,
                json_string_value(json_object_get(j, "job_id")), num(j, "uid"), ranks,
-               num(j, "segment"), num(j, "windows"), latest, num(j, "records"),
-               num(j, "dropped"), num(j, "rejected"));
+               num(j, "segment"), num(j, "windows"), latest, num(j, "records"), num(j, "dropped"),
+               num(j, "rejected"));
     }
     if (json_array_size(a) == 0)
         printf("(no jobs)\n");
@@ -182,13 +181,13 @@ int sfctl_cmd_jobs(int argc, char **argv)
 
 static int show_ranks(json_t *o, const char *job)
 {
-    printf("job %s, world size %lld, segment %lld\n", job, num(o, "world_size"),
-           num(o, "segment"));
+    printf("job %s, world size %lld, segment %lld\n", job, num(o, "world_size"), num(o, "segment"));
     printf("%6s %9s %8s %-16s %-12s %10s %10s\n", "RANK", "CONNECTED", "PID", "HOST", "ROLE",
            "RECORDS", "LAST_STEP");
     size_t i;
     json_t *r;
-    json_array_foreach(json_object_get(o, "ranks"), i, r) {
+    json_array_foreach(json_object_get(o, "ranks"), i, r)
+    {
         printf("%6lld %9s %8lld %-16s %-12s %10lld %10lld\n", num(r, "rank"),
                json_is_true(json_object_get(r, "connected")) ? "yes" : "no", num(r, "pid"),
                json_string_value(json_object_get(r, "host")),
@@ -207,7 +206,7 @@ int sfctl_cmd_ranks(int argc, char **argv)
 
 struct report_args {
     const char *job;
-    int64_t window, count, interval_ms, last;   /* last 0: the latest complete window */
+    int64_t window, count, interval_ms, last; /* last 0: the latest complete window */
     bool json;
     const char *out;
 };
@@ -215,25 +214,42 @@ struct report_args {
 static int report_args(int argc, char **argv, struct report_args *a, const char *usage)
 {
     static const struct option opts[] = {
-        { "window", required_argument, NULL, 'w' }, { "json", no_argument, NULL, 'j' },
-        { "count", required_argument, NULL, 'n' },  { "interval", required_argument, NULL, 'i' },
-        { "last", required_argument, NULL, 'l' },   { "output", required_argument, NULL, 'o' },
-        { NULL, 0, NULL, 0 },
+        {"window", required_argument, NULL, 'w'},
+        {"json", no_argument, NULL, 'j'},
+        {"count", required_argument, NULL, 'n'},
+        {"interval", required_argument, NULL, 'i'},
+        {"last", required_argument, NULL, 'l'},
+        {"output", required_argument, NULL, 'o'},
+        {NULL, 0, NULL, 0},
     };
     int c;
     bool has_last = false;
-    *a = (struct report_args){ .window = -1, .count = 0, .interval_ms = 1000, .last = 0 };
+    *a = (struct report_args){.window = -1, .count = 0, .interval_ms = 1000, .last = 0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "w:jn:i:l:o:", opts, NULL)) != -1) {
         int r = 0;
         switch (c) {
-        case 'w': r = parse_i64(optarg, 0, &a->window); break;
-        case 'j': a->json = true; break;
-        case 'n': r = parse_i64(optarg, 1, &a->count); break;
-        case 'i': r = parse_i64(optarg, 10, &a->interval_ms); break;
-        case 'l': r = parse_i64(optarg, 1, &a->last); has_last = true; break;
-        case 'o': a->out = optarg; break;
-        default: r = -EINVAL;
+        case 'w':
+            r = parse_i64(optarg, 0, &a->window);
+            break;
+        case 'j':
+            a->json = true;
+            break;
+        case 'n':
+            r = parse_i64(optarg, 1, &a->count);
+            break;
+        case 'i':
+            r = parse_i64(optarg, 10, &a->interval_ms);
+            break;
+        case 'l':
+            r = parse_i64(optarg, 1, &a->last);
+            has_last = true;
+            break;
+        case 'o':
+            a->out = optarg;
+            break;
+        default:
+            r = -EINVAL;
         }
         if (r < 0)
             return usage_error(argv[0], usage);
@@ -255,8 +271,11 @@ int sfctl_cmd_report(int argc, char **argv)
     int ex = report_args(argc, argv, &a, "[JOB] [--window N | --last N] [--json]");
     if (ex != SFCTL_EXIT_OK)
         return ex;
-    struct sfctl_request req = { .kind = SFCTL_Q_REPORT, .job_id = a.job, .window = a.window,
-                                 .limit = (uint32_t)a.last, .format = a.json ? 0 : 1 };
+    struct sfctl_request req = {.kind = SFCTL_Q_REPORT,
+                                .job_id = a.job,
+                                .window = a.window,
+                                .limit = (uint32_t)a.last,
+                                .format = a.json ? 0 : 1};
     return print_raw(&req);
 }
 
@@ -268,7 +287,7 @@ int sfctl_cmd_record(int argc, char **argv)
         return ex;
     if (a.job == NULL)
         return usage_error(argv[0], "JOB [-o FILE]");
-    struct sfctl_request req = { .kind = SFCTL_Q_RECORD, .job_id = a.job, .window = -1 };
+    struct sfctl_request req = {.kind = SFCTL_Q_RECORD, .job_id = a.job, .window = -1};
     char *text;
     size_t len;
     ex = sfctl_query(&req, &text, &len);
@@ -312,7 +331,7 @@ static void on_sigint(int sig)
 
 static int job_exists(const char *job)
 {
-    struct sfctl_request req = { .kind = SFCTL_Q_RANKS, .job_id = job, .window = -1 };
+    struct sfctl_request req = {.kind = SFCTL_Q_RANKS, .job_id = job, .window = -1};
     char *text;
     size_t len;
     int ex = sfctl_query(&req, &text, &len);
@@ -330,13 +349,16 @@ int sfctl_cmd_watch(int argc, char **argv)
         return ex;
     if (a.job == NULL)
         return usage_error(argv[0], usage);
-    struct sigaction sa = { .sa_handler = on_sigint };
-    sigaction(SIGINT, &sa, NULL);   /* no SA_RESTART: poll() below wakes up */
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: poll() below wakes up */
     bool tty = isatty(STDOUT_FILENO);
     char *shown = NULL;
     int64_t drawn = 0;
-    struct sfctl_request req = { .kind = SFCTL_Q_REPORT, .job_id = a.job, .window = -1,
-                                 .format = a.json ? 0 : 1, .quiet_not_found = true };
+    struct sfctl_request req = {.kind = SFCTL_Q_REPORT,
+                                .job_id = a.job,
+                                .window = -1,
+                                .format = a.json ? 0 : 1,
+                                .quiet_not_found = true};
     ex = SFCTL_EXIT_OK;
     while (!watch_stop && (a.count == 0 || drawn < a.count)) {
         char *text;
@@ -349,7 +371,7 @@ int sfctl_cmd_watch(int argc, char **argv)
         req.quiet_not_found = shown == NULL;
         ex = sfctl_query(&req, &text, &len);
         if (ex == SFCTL_EXIT_NOT_FOUND && shown == NULL) {
-            ex = SFCTL_EXIT_OK;     /* the job's first window has not closed yet */
+            ex = SFCTL_EXIT_OK; /* the job's first window has not closed yet */
         } else if (ex != SFCTL_EXIT_OK) {
             break;
         } else if (shown == NULL || strcmp(shown, text) != 0) {
@@ -357,7 +379,8 @@ int sfctl_cmd_watch(int argc, char **argv)
                 fputs("\033[H\033[2J", stdout);
             if (!a.json && changed(text))
                 fputs(tty ? "\033[1m*** significant change vs baseline ***\033[0m\n"
-                          : "*** significant change vs baseline ***\n", stdout);
+                          : "*** significant change vs baseline ***\n",
+                      stdout);
             fwrite(text, 1, len, stdout);
             if (len > 0 && text[len - 1] != '\n')
                 fputc('\n', stdout);

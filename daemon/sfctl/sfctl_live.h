@@ -14,18 +14,24 @@
 
 #include "stagefrontier/limits.h"
 
-
-enum sfctl_kind { SFCTL_Q_STATUS = 0, SFCTL_Q_JOBS, SFCTL_Q_REPORT, SFCTL_Q_RANKS,
-                  SFCTL_Q_RECORD, SFCTL_Q_PEERS, SFCTL_Q_BASELINE };
+enum sfctl_kind {
+    SFCTL_Q_STATUS = 0,
+    SFCTL_Q_JOBS,
+    SFCTL_Q_REPORT,
+    SFCTL_Q_RANKS,
+    SFCTL_Q_RECORD,
+    SFCTL_Q_PEERS,
+    SFCTL_Q_BASELINE
+};
 
 struct sfctl_request {
     enum sfctl_kind kind;
-    const char *job_id;         /* NULL: none */
-    int64_t window;             /* -1: latest */
-    uint32_t limit;             /* 0: default */
-    uint32_t format;            /* 0 JSON, 1 text */
-    bool clear;                 /* BASELINE: drop the pin */
-    bool quiet_not_found;       /* print nothing for "not found" (watch waiting) */
+    const char *job_id;   /* NULL: none */
+    int64_t window;       /* -1: latest */
+    uint32_t limit;       /* 0: default */
+    uint32_t format;      /* 0 JSON, 1 text */
+    bool clear;           /* BASELINE: drop the pin */
+    bool quiet_not_found; /* print nothing for "not found" (watch waiting) */
 };
 
 /* The socket path in force: --socket, else $SF_QUERY_SOCKET, else the default. */

@@ -18,7 +18,7 @@
 #include "sfctl.h"
 #include "sfctl_live.h"
 
-#define ANSWER_MAX (512u << 20)     /* refuse answers past this size */
+#define ANSWER_MAX (512u << 20) /* refuse answers past this size */
 #define TIMEOUT_MS 30000
 
 static const char *socket_override;
@@ -38,7 +38,7 @@ const char *sfctl_socket_path(void)
 
 static int connect_daemon(const char *path, int *ret_fd)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path)) {
         fprintf(stderr, "sfctl: socket path too long: %s\n", path);
         return SFCTL_EXIT_USAGE;
@@ -53,8 +53,10 @@ static int connect_daemon(const char *path, int *ret_fd)
         int e = errno;
         close(fd);
         if (e == EACCES || e == EPERM) {
-            fprintf(stderr, "sfctl: permission denied on %s (operators need the daemon's "
-                            "operators group)\n", path);
+            fprintf(stderr,
+                    "sfctl: permission denied on %s (operators need the daemon's "
+                    "operators group)\n",
+                    path);
             return SFCTL_EXIT_DENIED;
         }
         fprintf(stderr, "sfctl: sfd is not running (cannot connect to %s: %s)\n", path,
@@ -96,10 +98,15 @@ static int send_request(int fd, const struct sfctl_request *req)
 static int exit_for_status(int32_t status)
 {
     switch (-status) {
-    case ENOENT: return SFCTL_EXIT_NOT_FOUND;
-    case EACCES: case EPERM: return SFCTL_EXIT_DENIED;
-    case EINVAL: return SFCTL_EXIT_USAGE;
-    default: return SFCTL_EXIT_INTERNAL;
+    case ENOENT:
+        return SFCTL_EXIT_NOT_FOUND;
+    case EACCES:
+    case EPERM:
+        return SFCTL_EXIT_DENIED;
+    case EINVAL:
+        return SFCTL_EXIT_USAGE;
+    default:
+        return SFCTL_EXIT_INTERNAL;
     }
 }
 
@@ -116,7 +123,7 @@ static void print_refusal(const struct sfctl_request *req, const char *msg)
 static int read_chunk(int fd, const struct sfctl_request *req, uint8_t *buf, size_t cap,
                       char **text, size_t *len, int *ret_exit)
 {
-    struct pollfd p = { fd, POLLIN, 0 };
+    struct pollfd p = {fd, POLLIN, 0};
     int r = poll(&p, 1, TIMEOUT_MS);
     if (r <= 0) {
         fprintf(stderr, "sfctl: no answer from sfd within %d s\n", TIMEOUT_MS / 1000);
@@ -129,7 +136,8 @@ static int read_chunk(int fd, const struct sfctl_request *req, uint8_t *buf, siz
         *ret_exit = SFCTL_EXIT_NO_DAEMON;
         return -EPROTO;
     }
-    Stagefrontier__QueryResponse *resp = stagefrontier__query_response__unpack(NULL, (size_t)n, buf);
+    Stagefrontier__QueryResponse *resp =
+        stagefrontier__query_response__unpack(NULL, (size_t)n, buf);
     if (resp == NULL) {
         fprintf(stderr, "sfctl: undecodable answer from sfd\n");
         *ret_exit = SFCTL_EXIT_INTERNAL;

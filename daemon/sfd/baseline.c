@@ -89,8 +89,7 @@ static void reattach_kept(struct sfd_job *job)
     for (uint32_t i = 0; i < job->n_stored; i++) {
         struct sfd_stored *s = &job->stored[i];
         sf_summary *summary = NULL;
-        if (s->remote || s->rows_evicted || s->report == NULL ||
-            kept_summary(job, s, &summary) < 0)
+        if (s->remote || s->rows_evicted || s->report == NULL || kept_summary(job, s, &summary) < 0)
             continue;
         attach_one(job, summary, s->report);
         sf_summary_free(summary);

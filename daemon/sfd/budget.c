@@ -47,7 +47,7 @@ int sfd_budget_job_add(struct sfd_budget *b, uid_t uid, uint32_t max_jobs_per_ui
             b->cap_uids = cap;
         }
         s = &b->uids[b->n_uids++];
-        *s = (struct sfd_uid_share){ .uid = uid };
+        *s = (struct sfd_uid_share){.uid = uid};
     }
     if (s->jobs >= max_jobs_per_uid) {
         drop_if_empty(b, s);
@@ -123,9 +123,9 @@ int sfd_budget_move_job(struct sfd_budget *b, uid_t from, uid_t to, uint64_t byt
 const char *sfd_mem_kind_name(enum sfd_mem_kind k)
 {
     static const char *const names[SFD_MEM_KIND_COUNT] = {
-        [SFD_MEM_JOBS] = "jobs",           [SFD_MEM_RANKS] = "ranks",
-        [SFD_MEM_WINDOWS] = "windows",     [SFD_MEM_KEPT_ROWS] = "kept_rows",
-        [SFD_MEM_REPORTS] = "reports",     [SFD_MEM_BUFFERS] = "buffers",
+        [SFD_MEM_JOBS] = "jobs",       [SFD_MEM_RANKS] = "ranks",
+        [SFD_MEM_WINDOWS] = "windows", [SFD_MEM_KEPT_ROWS] = "kept_rows",
+        [SFD_MEM_REPORTS] = "reports", [SFD_MEM_BUFFERS] = "buffers",
     };
     return (unsigned)k < SFD_MEM_KIND_COUNT ? names[k] : "unknown";
 }
@@ -137,9 +137,9 @@ json_t *sfd_budget_json(const struct sfd_budget *b, const struct sfd_budget_limi
         json_object_set_new(kinds, sfd_mem_kind_name((enum sfd_mem_kind)k),
                             json_integer((json_int_t)b->by_kind[k]));
     return json_pack("{s:I, s:I, s:I, s:I, s:o}", "limit_bytes", (json_int_t)lim->total,
-                     "per_uid_limit_bytes", (json_int_t)lim->per_uid,
-                     "used_bytes", (json_int_t)b->used,
-                     "evicted_windows", (json_int_t)b->evicted_windows, "by_kind", kinds);
+                     "per_uid_limit_bytes", (json_int_t)lim->per_uid, "used_bytes",
+                     (json_int_t)b->used, "evicted_windows", (json_int_t)b->evicted_windows,
+                     "by_kind", kinds);
 }
 
 uint64_t sfd_budget_uid_bytes(const struct sfd_budget *b, uid_t uid)

@@ -95,7 +95,7 @@ void sfd_cluster_close(struct sfd *d)
 {
     const struct sfd_cluster_ops *ops = d->cluster.ops;
     void *ctx = d->cluster.ctx;
-    d->cluster = (struct sfd_cluster){ NULL, NULL };
+    d->cluster = (struct sfd_cluster){NULL, NULL};
     if (ops != NULL && ops->close != NULL)
         ops->close(ctx);
 }
@@ -103,5 +103,5 @@ void sfd_cluster_close(struct sfd *d)
 void sfd_cluster_set(struct sfd *d, const struct sfd_cluster_ops *ops, void *ctx)
 {
     sfd_cluster_close(d);
-    d->cluster = (struct sfd_cluster){ ops, ctx };
+    d->cluster = (struct sfd_cluster){ops, ctx};
 }

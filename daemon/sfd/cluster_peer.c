@@ -131,9 +131,11 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
     }
     sfd_baseline_attach(job, merged, report);
     r = remote ? sfd_job_store_remote_report(job, report) : sfd_job_store_report(job, report);
-    if (r < 0)      /* handed over again once this node closes the window */
-        sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: report of root %u came before the "
-                "window closed here", (long long)key->window, key->segment, root_id);
+    if (r < 0) /* handed over again once this node closes the window */
+        sfd_log(SFD_LOG_INFO, job->id,
+                "window %lld.%u: report of root %u came before the "
+                "window closed here",
+                (long long)key->window, key->segment, root_id);
     else
         sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: cluster report from root %u term %llu",
                 (long long)key->window, key->segment, root_id, (unsigned long long)term);
@@ -142,12 +144,16 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
 static const char *key_hint(int r)
 {
     switch (r) {
-    case -EPERM: return " (the mode must be 0600 or 0400; or pass it with "
-                        "systemd LoadCredential=, see sfd(8))";
-    case -EACCES: return " (sfd's user cannot read it: pass it with systemd LoadCredential=, "
-                         "see sfd(8))";
-    case -EINVAL: return " (need a regular file of 32 bytes)";
-    default: return "";
+    case -EPERM:
+        return " (the mode must be 0600 or 0400; or pass it with "
+               "systemd LoadCredential=, see sfd(8))";
+    case -EACCES:
+        return " (sfd's user cannot read it: pass it with systemd LoadCredential=, "
+               "see sfd(8))";
+    case -EINVAL:
+        return " (need a regular file of 32 bytes)";
+    default:
+        return "";
     }
 }
 
@@ -163,14 +169,15 @@ static int resolve_keys(sfd_peer_config *cfg, sfd_peer_key *ret)
     else if (r == 0)
         r = sfd_peer_key_load(path, &(sfd_peer_key){{0}});
     if (r == -ENOENT && strchr(name, '/') == NULL && getenv("CREDENTIALS_DIRECTORY") == NULL) {
-        sfd_log(SFD_LOG_ERR, NULL, "key %s: a bare name is a systemd credential, but "
+        sfd_log(SFD_LOG_ERR, NULL,
+                "key %s: a bare name is a systemd credential, but "
                 "$CREDENTIALS_DIRECTORY is not set (LoadCredential=%s:... in the unit)",
                 name, name);
         return r;
     }
     if (r < 0) {
-        sfd_log(SFD_LOG_ERR, NULL, "key %s: %s%s", r == -ENAMETOOLONG ? name : path,
-                strerror(-r), key_hint(r));
+        sfd_log(SFD_LOG_ERR, NULL, "key %s: %s%s", r == -ENAMETOOLONG ? name : path, strerror(-r),
+                key_hint(r));
         return r;
     }
     if (cfg->key_file[0] == '\0')
@@ -218,10 +225,11 @@ int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
         sfd_log(SFD_LOG_ERR, NULL, "state_dir %s: too long; peer replay state is not kept",
                 d->cfg.state_dir);
     if ((r = sfd_peer_config_validate(&g->cfg)) < 0) {
-        sfd_log(SFD_LOG_ERR, NULL, "peer config: node_id, peers and either cluster_key_file "
-                                   "or both member_key_file and member_pub_dir are required, "
-                                   "node_id among the peers, and "
-                                   "failure_timeout_ms >= 2 * heartbeat_ms");
+        sfd_log(SFD_LOG_ERR, NULL,
+                "peer config: node_id, peers and either cluster_key_file "
+                "or both member_key_file and member_pub_dir are required, "
+                "node_id among the peers, and "
+                "failure_timeout_ms >= 2 * heartbeat_ms");
         goto fail;
     }
     if ((r = resolve_keys(&g->cfg, &key)) < 0)
@@ -238,7 +246,7 @@ int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
         }
         goto fail;
     }
-    d->peer_fd = -1;    /* the node's listener owns it now */
+    d->peer_fd = -1; /* the node's listener owns it now */
     sfd_cluster_set(d, &peer_ops, g);
     sfd_log(SFD_LOG_NOTICE, NULL, "peer layer: node %u of %u members", g->cfg.node_id,
             g->cfg.n_members);

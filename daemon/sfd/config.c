@@ -53,9 +53,12 @@ void sfd_config_default(struct sfd_config *ret)
 
 int sfd_log_level_parse(const char *s)
 {
-    static const struct { const char *name; int level; } levels[] = {
-        { "err", SFD_LOG_ERR }, { "error", SFD_LOG_ERR }, { "warning", SFD_LOG_WARNING },
-        { "notice", SFD_LOG_NOTICE }, { "info", SFD_LOG_INFO }, { "debug", SFD_LOG_DEBUG },
+    static const struct {
+        const char *name;
+        int level;
+    } levels[] = {
+        {"err", SFD_LOG_ERR},       {"error", SFD_LOG_ERR}, {"warning", SFD_LOG_WARNING},
+        {"notice", SFD_LOG_NOTICE}, {"info", SFD_LOG_INFO}, {"debug", SFD_LOG_DEBUG},
     };
     for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
         if (strcasecmp(s, levels[i].name) == 0)
@@ -178,7 +181,7 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
     } else if (!strcmp(section, "gates")) {
         r = sf_gates_set(&p->cfg->gates, key, value);
     } else if (!strcmp(section, "peer") || !strcmp(section, "cluster")) {
-        return 1;   /* reserved for the multi-node layer, read by it */
+        return 1; /* reserved for the multi-node layer, read by it */
     } else {
         r = -ENOENT;
         if (!p->failed)
@@ -187,8 +190,8 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
         return 0;
     }
     if (r < 0 && !p->failed) {
-        snprintf(p->err, p->errlen, "[%s] %s = %s: %s", section[0] ? section : "sfd", key,
-                 value, r == -ENOENT ? "unknown key" : "invalid value");
+        snprintf(p->err, p->errlen, "[%s] %s = %s: %s", section[0] ? section : "sfd", key, value,
+                 r == -ENOENT ? "unknown key" : "invalid value");
         p->failed = true;
     }
     return r < 0 ? 0 : 1;
@@ -209,7 +212,7 @@ static int finish(struct parse_ctx *p, int r, struct sfd_config *cfg, const stru
 int sfd_config_load(struct sfd_config *cfg, const char *path, char *err, size_t errlen)
 {
     struct sfd_config tmp = *cfg;
-    struct parse_ctx p = { &tmp, err, errlen, false };
+    struct parse_ctx p = {&tmp, err, errlen, false};
     FILE *f = fopen(path, "re");
     if (f == NULL) {
         int e = errno;
@@ -224,7 +227,7 @@ int sfd_config_load(struct sfd_config *cfg, const char *path, char *err, size_t 
 int sfd_config_parse_string(struct sfd_config *cfg, const char *text, char *err, size_t errlen)
 {
     struct sfd_config tmp = *cfg;
-    struct parse_ctx p = { &tmp, err, errlen, false };
+    struct parse_ctx p = {&tmp, err, errlen, false};
     int r = ini_parse_string(text, on_kv, &p);
     return finish(&p, r, cfg, &tmp);
 }
@@ -247,8 +250,7 @@ int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "max_memory_per_uid_mb must not exceed max_memory_mb");
         return -EINVAL;
     }
-    if (cfg->runtime_dir[0] != '/' && cfg->runtime_dir[0] != '\0' &&
-        cfg->runtime_dir[0] != '.') {
+    if (cfg->runtime_dir[0] != '/' && cfg->runtime_dir[0] != '\0' && cfg->runtime_dir[0] != '.') {
         snprintf(err, errlen, "runtime_dir must be a path");
         return -EINVAL;
     }

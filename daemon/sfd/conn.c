@@ -29,13 +29,13 @@ _Static_assert(sizeof(SF_DEFAULT_INGEST_SOCKET) <= SFD_PATH_MAX &&
 /* What each socket's connections do with their datagrams. */
 struct conn_handler {
     int (*datagram)(struct sfd_conn *c, const uint8_t *buf, size_t len);
-    void (*writable)(struct sfd_conn *c);   /* NULL: never waits to write */
-    enum sfd_reject oversized;              /* a datagram beyond the frame cap */
+    void (*writable)(struct sfd_conn *c); /* NULL: never waits to write */
+    enum sfd_reject oversized;            /* a datagram beyond the frame cap */
 };
 
 static const struct conn_handler handlers[] = {
-    [false] = { sfd_ingest_handle, NULL, SFD_REJ_OVERSIZED },
-    [true] = { sfd_query_handle, sfd_query_writable, SFD_REJ_QUERY_BAD },
+    [false] = {sfd_ingest_handle, NULL, SFD_REJ_OVERSIZED},
+    [true] = {sfd_query_handle, sfd_query_writable, SFD_REJ_QUERY_BAD},
 };
 
 static const struct conn_handler *handler_of(const struct sfd_conn *c)
@@ -135,8 +135,8 @@ static void on_conn_io(uv_poll_t *h, int status, int events)
     if (!(events & UV_READABLE))
         return;
     for (int i = 0; i < READS_PER_EVENT && !c->closing; i++) {
-        struct iovec iov = { d->rxbuf, d->rxcap };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        struct iovec iov = {d->rxbuf, d->rxcap};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
         ssize_t n = recvmsg(c->fd, &mh, MSG_TRUNC | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
@@ -148,7 +148,7 @@ static void on_conn_io(uv_poll_t *h, int status, int events)
             sfd_conn_close(c);
             return;
         }
-        if ((size_t)n >= d->rxcap) {     /* rxcap is one past the frame cap */
+        if ((size_t)n >= d->rxcap) { /* rxcap is one past the frame cap */
             sfd_count_reject(d, c->job, handler_of(c)->oversized, 1, c);
             sfd_conn_close(c);
             return;
@@ -161,8 +161,7 @@ static void on_conn_io(uv_poll_t *h, int status, int events)
     }
 }
 
-static int conn_add(struct sfd *d, int fd, bool query, const struct ucred *cred,
-                    bool privileged)
+static int conn_add(struct sfd *d, int fd, bool query, const struct ucred *cred, bool privileged)
 {
     struct sfd_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -208,7 +207,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE)
                 sfd_count_reject(d, NULL, SFD_REJ_MAX_CONNECTIONS, 1, NULL);
-            return;     /* EAGAIN, or out of descriptors: the backlog waits */
+            return; /* EAGAIN, or out of descriptors: the backlog waits */
         }
         /* The accepted socket names its peer, so a refusal names it too. */
         struct ucred cred;
@@ -247,7 +246,7 @@ static bool socket_is_live(const struct sockaddr_un *sa)
 
 static int bind_socket(const char *path, mode_t mode)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
     memcpy(sa.sun_path, path, strlen(path) + 1);

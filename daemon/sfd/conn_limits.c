@@ -46,8 +46,7 @@ int sfd_admit(struct sfd *d, bool query, int fd, uid_t uid, gid_t gid, bool *ret
         privileged = sfd_query_is_operator(d, fd, uid, gid);
         /* Everyone else shares the slots below the reserve, so a flood of
          * idle clients never keeps root's `sfctl status` out. */
-        uint32_t open = privileged ? SFD_MAX_QUERY_CONNS
-                                   : SFD_MAX_QUERY_CONNS - SFD_QUERY_RESERVED;
+        uint32_t open = privileged ? SFD_MAX_QUERY_CONNS : SFD_MAX_QUERY_CONNS - SFD_QUERY_RESERVED;
         if (d->n_query_conns >= open) {
             *ret_why = SFD_REJ_MAX_CONNECTIONS;
             return -EMFILE;
@@ -74,7 +73,7 @@ int sfd_admit(struct sfd *d, bool query, int fd, uid_t uid, gid_t gid, bool *ret
 void sfd_admit_charge(struct sfd *d, const struct sfd_conn *c)
 {
     if (d->uid_conns == NULL && (d->uid_conns = calloc(1, sizeof(*d->uid_conns))) == NULL)
-        return;     /* no accounting rather than no service */
+        return; /* no accounting rather than no service */
     struct uid_conns **p = slot_of(d, c->uid);
     if (*p == NULL) {
         *p = calloc(1, sizeof(**p));
@@ -125,7 +124,7 @@ static uint64_t sweep_interval_ms(const struct sfd_config *cfg)
 {
     uint64_t t = cfg->hello_timeout_ms < cfg->query_idle_timeout_ms ? cfg->hello_timeout_ms
                                                                     : cfg->query_idle_timeout_ms;
-    t /= 4;     /* a connection outlives its timeout by at most a quarter */
+    t /= 4; /* a connection outlives its timeout by at most a quarter */
     return t < 25 ? 25 : t > 1000 ? 1000 : t;
 }
 
@@ -149,7 +148,7 @@ static void on_sweep(uv_timer_t *t)
     uint64_t now = sfd_now_ms(d);
     struct sfd_conn *next;
     for (struct sfd_conn *c = d->conns; c != NULL; c = next) {
-        next = c->next;     /* closing unlinks c only */
+        next = c->next; /* closing unlinks c only */
         enum sfd_reject why;
         if (!c->closing && timed_out(d, c, now, &why)) {
             sfd_count_reject_from(d, c->job, why, 1, c->pid, c->uid);

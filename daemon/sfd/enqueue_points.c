@@ -12,7 +12,7 @@
 #include <string.h>
 
 struct enq_slot {
-    int64_t step;               /* -1: empty */
+    int64_t step; /* -1: empty */
     int64_t offset_ns;
     uint32_t rank;
     uint32_t stage;
@@ -38,7 +38,7 @@ int sfd_enq_sync_stage(const sf_schema *schema, const char *name)
         if (sync && strcmp(schema->names[k], name) == 0)
             return (int)i;
         if (sync)
-            k++;        /* skip "<name>.sync_wait" */
+            k++; /* skip "<name>.sync_wait" */
     }
     return -1;
 }
@@ -56,7 +56,7 @@ int sfd_enq_note(struct sfd_enq_points **points, uint32_t rank, int64_t step,
     }
     struct enq_slot *s = &(*points)->slot[slot_of(rank, step, recorded_stage)];
     bool same = s->step == step && s->rank == rank && s->stage == recorded_stage;
-    *s = (struct enq_slot){ step, offset_ns, rank, recorded_stage };
+    *s = (struct enq_slot){step, offset_ns, rank, recorded_stage};
     return same ? 0 : 1;
 }
 

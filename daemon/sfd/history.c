@@ -44,15 +44,15 @@ struct live_stats {
 };
 
 struct sfd_history {
-    struct sfd_store *store;        /* NULL: history off, counters only */
+    struct sfd_store *store; /* NULL: history off, counters only */
     pthread_t thread;
-    sem_t wake;                     /* one post per queued record, and one to stop */
+    sem_t wake; /* one post per queued record, and one to stop */
     atomic_bool stop;
     /* Single producer (the loop) and single consumer (the writer): head and
      * tail only grow; tail - head records are queued. */
     struct item queue[QUEUE_MAX];
     _Atomic size_t head, tail;
-    _Atomic size_t queued_bytes;    /* added by the loop, taken off by the writer */
+    _Atomic size_t queued_bytes; /* added by the loop, taken off by the writer */
     struct live_stats live;
     struct sfd_history_stats stats; /* set before the writer starts, then read-only */
     uint64_t last_error_log_s;      /* writer thread only */
@@ -64,7 +64,7 @@ static uint64_t monotonic_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec + 1;     /* never 0: 0 means "never logged" */
+    return (uint64_t)ts.tv_sec + 1; /* never 0: 0 means "never logged" */
 }
 
 static size_t take_batch(struct sfd_history *h, struct item *out)
@@ -89,8 +89,8 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
     size_t lens[BATCH_MAX];
     uint64_t evicted = 0, used = 0;
     for (size_t i = 0; i < n; i++) {
-        keys[i] = (struct sfd_store_key){ batch[i].kind, batch[i].uid, batch[i].job,
-                                          batch[i].segment, batch[i].window };
+        keys[i] = (struct sfd_store_key){batch[i].kind, batch[i].uid, batch[i].job,
+                                         batch[i].segment, batch[i].window};
         bodies[i] = batch[i].body;
         lens[i] = batch[i].len;
     }
@@ -109,8 +109,10 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
     uint64_t now = monotonic_s();
     if (h->last_error_log_s == 0 || now >= h->last_error_log_s + ERROR_LOG_INTERVAL_S) {
         h->last_error_log_s = now;
-        sfd_log(SFD_LOG_ERR, NULL, "history: write failed (%s); %llu records lost so far, "
-                "counted in history.write_errors", strerror(-r), (unsigned long long)errors);
+        sfd_log(SFD_LOG_ERR, NULL,
+                "history: write failed (%s); %llu records lost so far, "
+                "counted in history.write_errors",
+                strerror(-r), (unsigned long long)errors);
     }
 }
 
@@ -125,7 +127,7 @@ static void *writer_main(void *arg)
             continue;
         }
         if (atomic_load(&h->stop))
-            break;      /* stop is set before its post: the queue was drained after it */
+            break; /* stop is set before its post: the queue was drained after it */
         while (sem_wait(&h->wake) < 0 && errno == EINTR)
             ;
     }
@@ -137,8 +139,8 @@ static void *writer_main(void *arg)
 static void history_off(struct sfd_history *h, const char *path, const char *what, int err)
 {
     h->stats.open_errors++;
-    sfd_log(SFD_LOG_WARNING, NULL, "history off: %s: %s: %s; reports are kept in memory only",
-            path, what, strerror(err));
+    sfd_log(SFD_LOG_WARNING, NULL, "history off: %s: %s: %s; reports are kept in memory only", path,
+            what, strerror(err));
 }
 
 static void restore(struct sfd *d, struct sfd_history *h);
@@ -168,7 +170,7 @@ static void open_store(struct sfd *d, struct sfd_history *h)
         history_off(h, path, what, -r);
         return;
     }
-    restore(d, h);  /* before the writer exists: the store has one user at a time */
+    restore(d, h); /* before the writer exists: the store has one user at a time */
     r = start_writer(h);
     if (r != 0) {
         sfd_store_close(h->store);
@@ -183,7 +185,7 @@ static void open_store(struct sfd *d, struct sfd_history *h)
 int sfd_history_start(struct sfd *d)
 {
     if (d->cfg.state_dir[0] == '\0' || d->cfg.max_history_mb == 0)
-        return 0;   /* switched off in the configuration */
+        return 0; /* switched off in the configuration */
     struct sfd_history *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return -ENOMEM;
@@ -192,7 +194,7 @@ int sfd_history_start(struct sfd *d)
         return -errno;
     }
     d->history = h;
-    open_store(d, h);   /* on failure h stays, off, to count it */
+    open_store(d, h); /* on failure h stays, off, to count it */
     return 0;
 }
 
@@ -204,7 +206,7 @@ void sfd_history_stop(struct sfd *d)
     if (h->store != NULL) {
         atomic_store(&h->stop, true);
         sem_post(&h->wake);
-        pthread_join(h->thread, NULL);  /* writes what is queued, then returns */
+        pthread_join(h->thread, NULL); /* writes what is queued, then returns */
         sfd_store_close(h->store);
     }
     sem_destroy(&h->wake);
@@ -218,10 +220,10 @@ json_t *sfd_history_json(const struct sfd *d)
     sfd_history_get_stats(d, &h);
     return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled", h.enabled,
                      "written", (json_int_t)h.written, "write_errors", (json_int_t)h.write_errors,
-                     "queue_dropped", (json_int_t)h.queue_dropped,
-                     "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
-                     "restore_errors", (json_int_t)h.restore_errors,
-                     "open_errors", (json_int_t)h.open_errors, "bytes", (json_int_t)h.bytes);
+                     "queue_dropped", (json_int_t)h.queue_dropped, "evicted", (json_int_t)h.evicted,
+                     "restored", (json_int_t)h.restored, "restore_errors",
+                     (json_int_t)h.restore_errors, "open_errors", (json_int_t)h.open_errors,
+                     "bytes", (json_int_t)h.bytes);
 }
 
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
@@ -265,8 +267,8 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
     }
     atomic_fetch_add_explicit(&h->queued_bytes, len, memory_order_relaxed);
     struct item *it = &h->queue[tail % QUEUE_MAX];
-    *it = (struct item){ SFD_HISTORY_REPORT, report->meta.segment, job->uid,
-                         report->meta.index, "", body, len };
+    *it = (struct item){
+        SFD_HISTORY_REPORT, report->meta.segment, job->uid, report->meta.index, "", body, len};
     snprintf(it->job, sizeof it->job, "%s", job->id);
     atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
     sem_post(&h->wake);
@@ -279,8 +281,8 @@ struct restore_ctx {
     struct sfd_history_stats *stats;
     char job_key[SF_MAX_JOB_ID_LEN + 1];
     uid_t uid;
-    bool skip;                      /* this job's rows are not restored */
-    sf_report *reports[4096];       /* newest first, up to keep_windows */
+    bool skip;                /* this job's rows are not restored */
+    sf_report *reports[4096]; /* newest first, up to keep_windows */
     uint32_t n;
 };
 
@@ -325,13 +327,13 @@ static void restore_job(struct restore_ctx *c)
         memset(s, 0, sizeof(*s));
         s->meta = c->reports[i]->meta;
         s->report = c->reports[i];
-        s->remote = true;   /* no rows here: RECORD has nothing of it to replay */
+        s->remote = true; /* no rows here: RECORD has nothing of it to replay */
         sfd_stored_charge_report(job, s);
     }
     c->stats->restored += c->n;
     c->n = 0;
-    sfd_log(SFD_LOG_INFO, job->id, "history: restored %u windows, latest %lld.%u",
-            job->n_stored, (long long)latest->meta.index, latest->meta.segment);
+    sfd_log(SFD_LOG_INFO, job->id, "history: restored %u windows, latest %lld.%u", job->n_stored,
+            (long long)latest->meta.index, latest->meta.segment);
 }
 
 static int restore_visit(void *ctx, const struct sfd_store_key *key, const uint8_t *body,
@@ -375,5 +377,5 @@ static void restore(struct sfd *d, struct sfd_history *h)
                 (unsigned long long)h->stats.restore_errors);
     free(c);
     if (d->n_jobs > 0)
-        sfd_after_window(d);    /* the Prometheus lines of the restored jobs */
+        sfd_after_window(d); /* the Prometheus lines of the restored jobs */
 }

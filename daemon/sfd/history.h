@@ -25,15 +25,15 @@ struct sfd_job;
 enum sfd_history_kind { SFD_HISTORY_REPORT = 1 };
 
 struct sfd_history_stats {
-    bool enabled;               /* the store is open */
-    uint64_t written;           /* records committed */
-    uint64_t write_errors;      /* records lost to a SQLite error (full disk, I/O, ...) */
-    uint64_t queue_dropped;     /* records dropped because the write queue was full */
-    uint64_t evicted;           /* oldest records deleted to stay under max_history_mb */
-    uint64_t restored;          /* reports read back at startup */
-    uint64_t restore_errors;    /* stored rows that could not be read back */
-    uint64_t open_errors;       /* the store could not be opened: history off */
-    uint64_t bytes;             /* pages in use, as of the last write */
+    bool enabled;            /* the store is open */
+    uint64_t written;        /* records committed */
+    uint64_t write_errors;   /* records lost to a SQLite error (full disk, I/O, ...) */
+    uint64_t queue_dropped;  /* records dropped because the write queue was full */
+    uint64_t evicted;        /* oldest records deleted to stay under max_history_mb */
+    uint64_t restored;       /* reports read back at startup */
+    uint64_t restore_errors; /* stored rows that could not be read back */
+    uint64_t open_errors;    /* the store could not be opened: history off */
+    uint64_t bytes;          /* pages in use, as of the last write */
 };
 
 /* ---- sfd side (history.c) ------------------------------------------------ */

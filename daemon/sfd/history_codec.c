@@ -63,7 +63,10 @@ static void put_u32(struct enc *e, uint32_t v)
     put_bytes(e, b, 4);
 }
 
-static void put_i64(struct enc *e, int64_t v) { put_u64(e, (uint64_t)v); }
+static void put_i64(struct enc *e, int64_t v)
+{
+    put_u64(e, (uint64_t)v);
+}
 
 static void put_f64(struct enc *e, double v)
 {
@@ -132,9 +135,16 @@ static void put_gates(struct enc *e, const sf_gates *g)
 
 static void put_unit(struct enc *e, const sf_unit_figures *u)
 {
-    const int64_t v[] = { u->advance_ns, u->max_ns, u->mean_ns, u->spread_ns,
-                          u->slowest_rank_ns, u->rank0_ns, u->lag_ns, u->delta_lag_ns,
-                          u->gain_rank_median_ns, u->gain_cohort_median_ns };
+    const int64_t v[] = {u->advance_ns,
+                         u->max_ns,
+                         u->mean_ns,
+                         u->spread_ns,
+                         u->slowest_rank_ns,
+                         u->rank0_ns,
+                         u->lag_ns,
+                         u->delta_lag_ns,
+                         u->gain_rank_median_ns,
+                         u->gain_cohort_median_ns};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         put_i64(e, v[i]);
     put_f64(e, u->share);
@@ -297,7 +307,7 @@ static void put_whatif(struct enc *e, const sf_whatif *w)
 
 int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
 {
-    struct enc e = { 0 };
+    struct enc e = {0};
     if (report == NULL || ret == NULL || ret_len == NULL)
         return -EINVAL;
     put_u32(&e, CODEC_MAGIC);
@@ -357,7 +367,10 @@ static uint32_t get_u32(struct dec *d)
     return v;
 }
 
-static int64_t get_i64(struct dec *d) { return (int64_t)get_u64(d); }
+static int64_t get_i64(struct dec *d)
+{
+    return (int64_t)get_u64(d);
+}
 
 static double get_f64(struct dec *d)
 {
@@ -398,7 +411,7 @@ static char *get_str(struct dec *d)
 
 static int get_schema(struct dec *d, sf_schema *ret)
 {
-    char *names[SF_MAX_STAGES] = { 0 }, *groups[SF_MAX_STAGES] = { 0 };
+    char *names[SF_MAX_STAGES] = {0}, *groups[SF_MAX_STAGES] = {0};
     uint32_t version = get_u32(d), n = get_u32(d), acc = get_u32(d);
     uint64_t hash = get_u64(d);
     int r = -EINVAL;
@@ -409,8 +422,8 @@ static int get_schema(struct dec *d, sf_schema *ret)
         groups[i] = get_str(d);
     }
     if (!d->bad)
-        r = sf_schema_init(ret, version, n, (const char *const *)names,
-                           (const char *const *)groups, acc);
+        r = sf_schema_init(ret, version, n, (const char *const *)names, (const char *const *)groups,
+                           acc);
     for (uint32_t i = 0; i < n; i++) {
         free(names[i]);
         free(groups[i]);
@@ -454,9 +467,16 @@ static int get_gates(struct dec *d, sf_gates *g)
 
 static void get_unit(struct dec *d, sf_unit_figures *u)
 {
-    int64_t *v[] = { &u->advance_ns, &u->max_ns, &u->mean_ns, &u->spread_ns,
-                     &u->slowest_rank_ns, &u->rank0_ns, &u->lag_ns, &u->delta_lag_ns,
-                     &u->gain_rank_median_ns, &u->gain_cohort_median_ns };
+    int64_t *v[] = {&u->advance_ns,
+                    &u->max_ns,
+                    &u->mean_ns,
+                    &u->spread_ns,
+                    &u->slowest_rank_ns,
+                    &u->rank0_ns,
+                    &u->lag_ns,
+                    &u->delta_lag_ns,
+                    &u->gain_rank_median_ns,
+                    &u->gain_cohort_median_ns};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         *v[i] = get_i64(d);
     u->share = get_f64(d);
@@ -702,7 +722,7 @@ static int get_change(struct dec *d, sf_report *r)
     sf_change *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return -ENOMEM;
-    r->change = c;  /* freed with the report on failure */
+    r->change = c; /* freed with the report on failure */
     c->n_stages = get_u32(d);
     c->baseline_n_windows = get_u32(d);
     if (d->bad || c->n_stages != r->schema.n_stages || c->baseline_n_windows < 1 ||
@@ -760,7 +780,7 @@ static int get_whatif(struct dec *d, sf_report *r)
 
 int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
 {
-    struct dec d = { buf, len, false };
+    struct dec d = {buf, len, false};
     if (buf == NULL || ret == NULL)
         return -EINVAL;
     uint32_t magic = get_u32(&d);

@@ -75,15 +75,22 @@ int sfd_store_count(struct sfd_store *s, uint64_t *ret)
 static int errno_of(int rc)
 {
     switch (rc & 0xff) {
-    case SQLITE_FULL: return -ENOSPC;
-    case SQLITE_NOMEM: return -ENOMEM;
-    case SQLITE_READONLY: return -EROFS;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_READONLY:
+        return -EROFS;
     case SQLITE_PERM:
-    case SQLITE_AUTH: return -EACCES;
-    case SQLITE_CANTOPEN: return -ENOENT;
+    case SQLITE_AUTH:
+        return -EACCES;
+    case SQLITE_CANTOPEN:
+        return -ENOENT;
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return -EBUSY;
-    default: return -EIO;
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    default:
+        return -EIO;
     }
 }
 
@@ -121,11 +128,12 @@ static int configure(struct sfd_store *s, const char **ret_err)
     *ret_err = "cannot prepare statements";
     if (sqlite3_prepare_v2(s->db,
                            "INSERT OR REPLACE INTO records (kind, uid, job, segment, window, body)"
-                           " VALUES (?, ?, ?, ?, ?, ?)", -1, &s->insert, NULL) != SQLITE_OK ||
+                           " VALUES (?, ?, ?, ?, ?, ?)",
+                           -1, &s->insert, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(s->db,
                            "DELETE FROM records WHERE id IN"
-                           " (SELECT id FROM records ORDER BY id LIMIT ?)", -1, &s->evict,
-                           NULL) != SQLITE_OK)
+                           " (SELECT id FROM records ORDER BY id LIMIT ?)",
+                           -1, &s->evict, NULL) != SQLITE_OK)
         return -EIO;
     return 0;
 }
@@ -157,11 +165,10 @@ int sfd_store_open(const char *path, uint64_t max_bytes, struct sfd_store **ret,
     if (s == NULL)
         return -ENOMEM;
     s->max_bytes = max_bytes;
-    int rc = sqlite3_open_v2(path, &s->db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             NULL);
+    int rc = sqlite3_open_v2(
+        path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     r = rc == SQLITE_OK ? 0 : errno_of(rc);
-    if (r == 0)     /* another process on the same file: wait on the writer thread, briefly */
+    if (r == 0) /* another process on the same file: wait on the writer thread, briefly */
         sqlite3_busy_timeout(s->db, 1000);
     if (r < 0)
         *ret_err = "cannot open the file";
@@ -221,7 +228,7 @@ static int evict(struct sfd_store *s, uint64_t *ret_evicted)
             return errno_of(rc);
         int n = sqlite3_changes(s->db);
         if (n == 0)
-            break;      /* empty, and still over: the bound is below one page set */
+            break; /* empty, and still over: the bound is below one page set */
         *ret_evicted += (uint64_t)n;
     }
     if (r == 0)
@@ -230,8 +237,7 @@ static int evict(struct sfd_store *s, uint64_t *ret_evicted)
 }
 
 int sfd_store_put(struct sfd_store *s, const struct sfd_store_key *keys,
-                  const uint8_t *const *bodies, const size_t *lens, size_t n,
-                  uint64_t *ret_evicted)
+                  const uint8_t *const *bodies, const size_t *lens, size_t n, uint64_t *ret_evicted)
 {
     uint64_t evicted = 0;
     int r = exec(s, "BEGIN IMMEDIATE");
@@ -262,8 +268,8 @@ static int visit_job(struct sfd_store *s, uint32_t kind, int64_t uid, const char
     if (sqlite3_prepare_v2(s->db,
                            "SELECT segment, window, body FROM records"
                            " WHERE kind = ? AND uid = ? AND job = ?"
-                           " ORDER BY segment DESC, window DESC LIMIT ?", -1, &st,
-                           NULL) != SQLITE_OK)
+                           " ORDER BY segment DESC, window DESC LIMIT ?",
+                           -1, &st, NULL) != SQLITE_OK)
         return -EIO;
     sqlite3_bind_int64(st, 1, kind);
     sqlite3_bind_int64(st, 2, uid);
@@ -273,7 +279,9 @@ static int visit_job(struct sfd_store *s, uint32_t kind, int64_t uid, const char
     while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t seg = sqlite3_column_int64(st, 0);
         struct sfd_store_key key = {
-            .kind = kind, .uid = (uid_t)uid, .job = job,
+            .kind = kind,
+            .uid = (uid_t)uid,
+            .job = job,
             .segment = seg >= 0 && seg <= UINT32_MAX ? (uint32_t)seg : 0,
             .window = sqlite3_column_int64(st, 1),
         };
@@ -291,8 +299,8 @@ int sfd_store_recent(struct sfd_store *s, uint32_t kind, uint32_t max_jobs, uint
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
                            "SELECT uid, job, max(id) AS last FROM records WHERE kind = ?"
-                           " GROUP BY uid, job ORDER BY last DESC LIMIT ?", -1, &st,
-                           NULL) != SQLITE_OK)
+                           " GROUP BY uid, job ORDER BY last DESC LIMIT ?",
+                           -1, &st, NULL) != SQLITE_OK)
         return -EIO;
     sqlite3_bind_int64(st, 1, kind);
     sqlite3_bind_int64(st, 2, max_jobs);

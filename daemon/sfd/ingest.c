@@ -88,8 +88,8 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
      * far in the future. */
     if (channel == 0 && h->has_connection_generation && h->connection_generation > 0 &&
         h->has_last_sent_step &&
-        h->last_sent_step < drop_bound(job, rk->last_step > job->max_step ? rk->last_step
-                                                                          : job->max_step))
+        h->last_sent_step <
+            drop_bound(job, rk->last_step > job->max_step ? rk->last_step : job->max_step))
         sfd_window_note_reconnect(job, h->last_sent_step + 1);
     return 0;
 }
@@ -97,7 +97,7 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
 static int handle_hello(struct sfd_conn *c, const Stagefrontier__Hello *h)
 {
     struct sfd *d = c->sfd;
-    struct sfd_limits lim = { d->cfg.max_ranks, d->cfg.frame_max_bytes };
+    struct sfd_limits lim = {d->cfg.max_ranks, d->cfg.frame_max_bytes};
     enum sfd_reject why = SFD_REJ_PROTOCOL;
     sf_schema schema;
 
@@ -136,8 +136,8 @@ static void fill_row(sf_row *row, const Stagefrontier__StepRecord *rec, uint32_t
     uint32_t flags = rec->has_flags ? rec->flags : 0;
     if (rec->has_violations && rec->violations > 0)
         flags |= SF_ROW_VIOLATION;
-    *row = (sf_row){ .step = rec->step, .flags = flags, .overlap_ns = overlap,
-                     .d = rec->durations_ns };
+    *row =
+        (sf_row){.step = rec->step, .flags = flags, .overlap_ns = overlap, .d = rec->durations_ns};
     if (rec->event != NULL) {
         row->event_state = (uint8_t)rec->event->state;
         row->event_cpu_ns = rec->event->has_cpu_ns ? rec->event->cpu_ns : 0;
@@ -258,8 +258,7 @@ static void note_enqueue_point(struct sfd_conn *c, const Stagefrontier__NcclBatc
         sfd_count_reject(c->sfd, job, SFD_REJ_ARRIVAL_STAGE, 1, c);
         return;
     }
-    int r = sfd_enq_note(&job->enq, c->rank, b->step, (uint32_t)stage,
-                         (int64_t)b->last_enqueue_ns);
+    int r = sfd_enq_note(&job->enq, c->rank, b->step, (uint32_t)stage, (int64_t)b->last_enqueue_ns);
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, job->id, "NCCL enqueue point not stored: out of memory");
     else
@@ -294,7 +293,7 @@ static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
 int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
 {
     struct sfd *d = c->sfd;
-    struct sfd_limits lim = { d->cfg.max_ranks, d->cfg.frame_max_bytes };
+    struct sfd_limits lim = {d->cfg.max_ranks, d->cfg.frame_max_bytes};
     Stagefrontier__ClientMessage *m;
     enum sfd_reject why;
     int r = sfd_message_decode(buf, len, &lim, &m, &why);

@@ -65,7 +65,7 @@ bool sfd_job_id_valid(const char *id)
 int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret)
 {
     const char *slash = strchr(ref, '/');
-    struct sfd_job_ref out = { .id = ref };
+    struct sfd_job_ref out = {.id = ref};
     if (slash != NULL) {
         uint64_t uid = 0;
         if (slash == ref || slash - ref > 10)
@@ -75,7 +75,7 @@ int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret)
                 return -EINVAL;
             uid = uid * 10 + (uint64_t)(*p - '0');
         }
-        if (uid >= (uint64_t)(uid_t)-2)     /* the daemon's own owners */
+        if (uid >= (uint64_t)(uid_t)-2) /* the daemon's own owners */
             return -EINVAL;
         out.has_uid = true;
         out.uid = (uid_t)uid;
@@ -129,10 +129,9 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
 
     sf_schema s;
     uint32_t version = h->has_schema_version ? h->schema_version : 1;
-    if (sf_schema_init_sync(&s, version, (uint32_t)h->n_stage_names,
-                            (const char *const *)h->stage_names,
-                            h->n_stage_groups ? (const char *const *)h->stage_groups : NULL, acc,
-                            sync_mask) < 0)
+    if (sf_schema_init_sync(
+            &s, version, (uint32_t)h->n_stage_names, (const char *const *)h->stage_names,
+            h->n_stage_groups ? (const char *const *)h->stage_groups : NULL, acc, sync_mask) < 0)
         return reject(ret_why, SFD_REJ_INVALID);
     if (sf_schema_recorded_stages(&s) != h->n_stage_names) {
         sf_schema_clear(&s); /* ".sync_wait" names are sfd's to make, never the client's */
@@ -162,11 +161,11 @@ static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages
     for (size_t i = 0; i < r->n_durations_ns; i++)
         if (!duration_ok(r->durations_ns[i]))
             return reject(ret_why, SFD_REJ_INVALID);
-    if (r->has_step_wall_ns && !(r->step_wall_ns >= 0 &&
-                                 r->step_wall_ns <= SF_MAX_DURATION_NS * SF_MAX_STAGES))
+    if (r->has_step_wall_ns &&
+        !(r->step_wall_ns >= 0 && r->step_wall_ns <= SF_MAX_DURATION_NS * SF_MAX_STAGES))
         return reject(ret_why, SFD_REJ_INVALID);
-    if (r->has_overlap_ns && !(r->overlap_ns >= 0 &&
-                               r->overlap_ns <= SF_MAX_DURATION_NS * SF_MAX_STAGES))
+    if (r->has_overlap_ns &&
+        !(r->overlap_ns >= 0 && r->overlap_ns <= SF_MAX_DURATION_NS * SF_MAX_STAGES))
         return reject(ret_why, SFD_REJ_INVALID);
     if (r->has_flags && (r->flags & ~(uint32_t)(SF_ROW_VIOLATION | SF_ROW_NON_MONOTONIC)))
         return reject(ret_why, SFD_REJ_INVALID);
@@ -176,7 +175,8 @@ static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages
         const Stagefrontier__EventSample *e = r->event;
         if (e->state > STAGEFRONTIER__EVENT_SAMPLE__STATE__MISSING)
             return reject(ret_why, SFD_REJ_INVALID);
-        if ((e->has_cpu_ns && !duration_ok(e->cpu_ns)) || (e->has_gpu_ns && !duration_ok(e->gpu_ns)))
+        if ((e->has_cpu_ns && !duration_ok(e->cpu_ns)) ||
+            (e->has_gpu_ns && !duration_ok(e->gpu_ns)))
             return reject(ret_why, SFD_REJ_INVALID);
     }
     return 0;
@@ -244,12 +244,15 @@ int sfd_validate_nccl(const Stagefrontier__NcclBatch *b, enum sfd_reject *ret_wh
 {
     if (b->step < 0 || b->step >= MAX_STEP || b->n_aggregates > MAX_NCCL_AGGREGATES)
         return reject(ret_why, SFD_REJ_INVALID);
-    if (!sf_str_len_ok(b->comm_name, 0, SF_SIDE_COMM_MAX) || !sf_str_len_ok(b->enclosing_stage, 0, SF_MAX_NAME_LEN))
+    if (!sf_str_len_ok(b->comm_name, 0, SF_SIDE_COMM_MAX) ||
+        !sf_str_len_ok(b->enclosing_stage, 0, SF_MAX_NAME_LEN))
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < b->n_aggregates; i++) {
         const Stagefrontier__NcclAggregate *a = b->aggregates[i];
-        if (!sf_str_len_ok(a->collective, 1, SF_SIDE_NAME_MAX) || !sf_str_len_ok(a->datatype, 0, SF_SIDE_NAME_MAX) ||
-            !sf_str_len_ok(a->algorithm, 0, SF_SIDE_NAME_MAX) || !sf_str_len_ok(a->protocol, 0, SF_SIDE_NAME_MAX))
+        if (!sf_str_len_ok(a->collective, 1, SF_SIDE_NAME_MAX) ||
+            !sf_str_len_ok(a->datatype, 0, SF_SIDE_NAME_MAX) ||
+            !sf_str_len_ok(a->algorithm, 0, SF_SIDE_NAME_MAX) ||
+            !sf_str_len_ok(a->protocol, 0, SF_SIDE_NAME_MAX))
             return reject(ret_why, SFD_REJ_INVALID);
         if (a->has_size_bucket && a->size_bucket > 64)
             return reject(ret_why, SFD_REJ_INVALID);

@@ -49,8 +49,8 @@ void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, siz
 
 struct sfd_budget_limits sfd_mem_limits(const struct sfd *d)
 {
-    return (struct sfd_budget_limits){ .total = (uint64_t)d->cfg.max_memory_mb << 20,
-                                       .per_uid = (uint64_t)d->cfg.max_memory_per_uid_mb << 20 };
+    return (struct sfd_budget_limits){.total = (uint64_t)d->cfg.max_memory_mb << 20,
+                                      .per_uid = (uint64_t)d->cfg.max_memory_per_uid_mb << 20};
 }
 
 int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
@@ -304,15 +304,17 @@ void sfd_job_ask_geometry(struct sfd_job *job, int64_t window_steps, int64_t war
     bool clamped = false;
     uint32_t w = window_steps < 0 ? job->gates.window_steps
                                   : clamp_u32(window_steps, 1, SF_MAX_WINDOW_STEPS, &clamped);
-    uint32_t u = warmup_steps < 0 ? job->gates.warmup_steps
-                                  : clamp_u32(warmup_steps, 0, SFD_MAX_HELLO_WARMUP_STEPS,
-                                              &clamped);
+    uint32_t u = warmup_steps < 0
+                     ? job->gates.warmup_steps
+                     : clamp_u32(warmup_steps, 0, SFD_MAX_HELLO_WARMUP_STEPS, &clamped);
     if (w == job->gates.window_steps && u == job->gates.warmup_steps && !clamped)
         return;
     if (job->records > 0 || job->n_open > 0 || job->n_stored > 0) {
-        sfd_log(SFD_LOG_WARNING, job->id, "hello asks window_steps %lld warmup_steps %lld; "
-                "the job keeps %u and %u", (long long)window_steps, (long long)warmup_steps,
-                job->gates.window_steps, job->gates.warmup_steps);
+        sfd_log(SFD_LOG_WARNING, job->id,
+                "hello asks window_steps %lld warmup_steps %lld; "
+                "the job keeps %u and %u",
+                (long long)window_steps, (long long)warmup_steps, job->gates.window_steps,
+                job->gates.warmup_steps);
         return;
     }
     job->gates.window_steps = w;
@@ -395,7 +397,7 @@ int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret)
 
 const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t rank)
 {
-    static const struct sfd_rank unseen = { .last_step = -1 };
+    static const struct sfd_rank unseen = {.last_step = -1};
     if (rank >= job->world_size || job->rank_pages == NULL)
         return &unseen;
     const struct sfd_rank *page = job->rank_pages[rank / SFD_RANK_PAGE];
@@ -426,8 +428,8 @@ int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t wo
         job->segment++;
         job->closed_max = -1;
         job->max_step = -1;
-        sfd_log(SFD_LOG_NOTICE, job->id, "shape changed: segment %u, world size %u",
-                job->segment, world_size);
+        sfd_log(SFD_LOG_NOTICE, job->id, "shape changed: segment %u, world size %u", job->segment,
+                world_size);
     }
     sf_schema_clear(&job->schema);
     job->schema = copy;

@@ -56,12 +56,11 @@ void sfd_log(int level, const char *job, const char *fmt, ...)
             sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=sfd",
                             "SF_JOB_ID=%s", job, NULL);
         else
-            sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=sfd",
-                            NULL);
+            sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=sfd", NULL);
         return;
     }
-    static const char *const names[] = { "emerg", "alert", "crit", "error", "warning",
-                                         "notice", "info", "debug" };
-    fprintf(stderr, "sfd[%s]%s%s%s: %s\n", names[level & 7], job ? " job=" : "", job ? job : "",
-            "", msg);
+    static const char *const names[] = {"emerg",   "alert",  "crit", "error",
+                                        "warning", "notice", "info", "debug"};
+    fprintf(stderr, "sfd[%s]%s%s%s: %s\n", names[level & 7], job ? " job=" : "", job ? job : "", "",
+            msg);
 }

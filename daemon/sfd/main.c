@@ -139,7 +139,7 @@ static void shutdown_begin(struct sfd *d)
     sfd_log(SFD_LOG_NOTICE, NULL, "shutting down");
     sfd_listener_close(&d->ingest);
     sfd_listener_close(&d->query);
-    sfd_cluster_close(d);           /* the peer layer, in multi-node mode */
+    sfd_cluster_close(d); /* the peer layer, in multi-node mode */
     sfd_conns_close_all(d);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         sfd_window_close_all(j, SF_WIN_PARTIAL);
@@ -234,14 +234,14 @@ static int start(struct sfd *d)
         sfd_log(SFD_LOG_ERR, NULL, "query socket %s: %s", d->cfg.query_path, strerror(-r));
         return r;
     }
-    r = sfd_history_start(d);   /* restores recent reports before anything is accepted */
+    r = sfd_history_start(d); /* restores recent reports before anything is accepted */
     if (r < 0)
         return r;
     r = sfd_timers_init(d);
     if (r < 0)
         return r;
-    uv_signal_t *sigs[] = { &d->sig_term, &d->sig_int, &d->sig_hup };
-    int nums[] = { SIGTERM, SIGINT, SIGHUP };
+    uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
+    int nums[] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
         uv_signal_init(d->loop, sigs[i]);
         sigs[i]->data = d;
@@ -271,30 +271,44 @@ static void usage(FILE *f)
 static int parse_flags(int argc, char **argv, struct sfd_flags *f)
 {
     static const struct option opts[] = {
-        { "config", required_argument, NULL, 'c' },
-        { "runtime-dir", required_argument, NULL, 'r' },
-        { "ingest", required_argument, NULL, 'i' },
-        { "query", required_argument, NULL, 'q' },
-        { "state-dir", required_argument, NULL, 's' },
-        { "foreground", no_argument, NULL, 'f' },
-        { "log-level", required_argument, NULL, 'l' },
-        { "help", no_argument, NULL, 'h' },
-        { "version", no_argument, NULL, 'V' },
-        { NULL, 0, NULL, 0 },
+        {"config", required_argument, NULL, 'c'},    {"runtime-dir", required_argument, NULL, 'r'},
+        {"ingest", required_argument, NULL, 'i'},    {"query", required_argument, NULL, 'q'},
+        {"state-dir", required_argument, NULL, 's'}, {"foreground", no_argument, NULL, 'f'},
+        {"log-level", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "c:r:i:q:s:fl:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'c': f->config = optarg; break;
-        case 'r': f->runtime_dir = optarg; break;
-        case 'i': f->ingest = optarg; break;
-        case 'q': f->query = optarg; break;
-        case 's': f->state_dir = optarg; break;
-        case 'f': break;    /* sfd always runs in the foreground */
-        case 'l': f->log_level = optarg; break;
-        case 'h': usage(stdout); exit(0);
-        case 'V': printf("sfd %s\n", SF_VERSION); exit(0);
-        default: usage(stderr); return -EINVAL;
+        case 'c':
+            f->config = optarg;
+            break;
+        case 'r':
+            f->runtime_dir = optarg;
+            break;
+        case 'i':
+            f->ingest = optarg;
+            break;
+        case 'q':
+            f->query = optarg;
+            break;
+        case 's':
+            f->state_dir = optarg;
+            break;
+        case 'f':
+            break; /* sfd always runs in the foreground */
+        case 'l':
+            f->log_level = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case 'V':
+            printf("sfd %s\n", SF_VERSION);
+            exit(0);
+        default:
+            usage(stderr);
+            return -EINVAL;
         }
     }
     if (optind != argc) {
@@ -325,8 +339,10 @@ int main(int argc, char **argv)
     d.loop = &loop;
     d.start_ms = uv_now(&loop);
     r = start(&d);
-    if (r == 0)                     /* peer layer: multi-node mode when [peer] is set */
-        r = sfd_cluster_peer_attach(&d, d.flags.config ? d.flags.config : loaded ? DEFAULT_CONFIG : NULL);
+    if (r == 0) /* peer layer: multi-node mode when [peer] is set */
+        r = sfd_cluster_peer_attach(&d, d.flags.config ? d.flags.config
+                                        : loaded       ? DEFAULT_CONFIG
+                                                       : NULL);
     if (r == 0) {
         uv_run(&loop, UV_RUN_DEFAULT);
         rc = 0;
@@ -335,7 +351,7 @@ int main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
     if (d.peer_fd >= 0)
         close(d.peer_fd);
-    sfd_history_stop(&d);           /* the reports of the windows closed at shutdown */
+    sfd_history_stop(&d); /* the reports of the windows closed at shutdown */
     sfd_jobs_free_all(&d);
     sfd_conn_limits_free(&d);
     free(d.rxbuf);

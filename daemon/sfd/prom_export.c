@@ -54,7 +54,7 @@ int sfd_prom_write(const char *dir, const struct sf_prom_daemon *daemon,
     if (fd < 0) {
         r = -errno;
         free(tmp);
-        tmp = NULL;             /* nothing to unlink */
+        tmp = NULL; /* nothing to unlink */
         goto out;
     }
     /* mkostemp creates 0600; node_exporter runs as another user. */
@@ -67,7 +67,7 @@ int sfd_prom_write(const char *dir, const struct sf_prom_daemon *daemon,
         r = -errno;
         goto out;
     }
-    fd = -1;                    /* owned by f now */
+    fd = -1; /* owned by f now */
     skipped = sf_prom_render(f, daemon, jobs, n);
     if (skipped < 0) {
         r = skipped;
@@ -92,7 +92,7 @@ int sfd_prom_write(const char *dir, const struct sf_prom_daemon *daemon,
         goto out;
     }
     free(tmp);
-    tmp = NULL;                 /* renamed: nothing to unlink */
+    tmp = NULL; /* renamed: nothing to unlink */
     /* The new file is in place; a failed directory sync only weakens crash
      * durability, which a metrics file rewritten every window can live with. */
     (void)fsync_dir(dir);

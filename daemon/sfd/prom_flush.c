@@ -31,7 +31,7 @@ void sfd_prom_flush(struct sfd *d)
     if (d->cfg.prom_dir[0] == '\0' || !d->prom_dirty)
         return;
     struct sf_prom_job *v = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*v));
-    char (*names)[SFD_JOB_NAME_MAX] = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*names));
+    char(*names)[SFD_JOB_NAME_MAX] = calloc(d->n_jobs ? d->n_jobs : 1, sizeof(*names));
     if (v == NULL || names == NULL) {
         free(v);
         free(names);
@@ -41,19 +41,25 @@ void sfd_prom_flush(struct sfd *d)
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
         /* an id two uids use is labelled UID/JOB, so neither hides the other */
         sfd_job_name(d, j, names[n], sizeof(names[n]));
-        v[n] = (struct sf_prom_job){ names[n], sfd_job_latest_report(j), j->dropped,
-                                      j->rejected, j->base.waste_rank_s,
-                                      j->latest_report_unix_ms };
+        v[n] =
+            (struct sf_prom_job){names[n],    sfd_job_latest_report(j), j->dropped,
+                                 j->rejected, j->base.waste_rank_s,     j->latest_report_unix_ms};
         n++;
     }
     struct sf_prom_reject rej[SFD_REJ_COUNT];
     for (int i = 0; i < SFD_REJ_COUNT; i++)
-        rej[i] = (struct sf_prom_reject){ sfd_reject_name(i), d->ctr.rejected[i] };
+        rej[i] = (struct sf_prom_reject){sfd_reject_name(i), d->ctr.rejected[i]};
     struct sf_prom_daemon daemon = {
-        .version = SF_VERSION, .role = role, .term = term, .records = d->ctr.records,
-        .batches = d->ctr.batches, .dropped = d->ctr.dropped,
-        .windows_closed = d->ctr.windows_closed, .connections = d->n_conns - d->n_query_conns,
-        .connections_accepted = d->ctr.connections_accepted, .rejected = rej,
+        .version = SF_VERSION,
+        .role = role,
+        .term = term,
+        .records = d->ctr.records,
+        .batches = d->ctr.batches,
+        .dropped = d->ctr.dropped,
+        .windows_closed = d->ctr.windows_closed,
+        .connections = d->n_conns - d->n_query_conns,
+        .connections_accepted = d->ctr.connections_accepted,
+        .rejected = rej,
         .n_rejected = SFD_REJ_COUNT,
     };
     int r = sfd_prom_write(d->cfg.prom_dir, &daemon, v, n);
@@ -98,7 +104,7 @@ void sfd_prom_reconfigure(struct sfd *d)
         return;
     if (d->cfg.prom_dir[0] != '\0') {
         uv_timer_start(&d->prom_timer, on_prom, 1000, 1000);
-        d->prom_dirty = true;   /* write the new directory at once */
+        d->prom_dirty = true; /* write the new directory at once */
     } else {
         uv_timer_stop(&d->prom_timer);
     }

@@ -73,23 +73,16 @@ static json_t *status_json(struct sfd *d)
     json_t *status = json_pack(
         "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
         "s:o, s:o}",
-                     "mode", sfd_cluster_mode(d), "role", role,
-                     "term", (json_int_t)term,
-                     "uptime_s", (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000),
-                     "connections", (json_int_t)(d->n_conns - nq),
-                     "query_connections", (json_int_t)nq,
-                     "connections_accepted", (json_int_t)d->ctr.connections_accepted,
-                     "jobs", (json_int_t)d->n_jobs,
-                     "records", (json_int_t)d->ctr.records,
-                     "batches", (json_int_t)d->ctr.batches,
-                     "nccl_batches", (json_int_t)d->ctr.nccl_batches,
-                     "enqueue_points", (json_int_t)d->ctr.enqueue_points,
-                     "warmup_records", (json_int_t)d->ctr.warmup_records,
-                     "dropped", (json_int_t)d->ctr.dropped,
-                     "windows_closed", (json_int_t)d->ctr.windows_closed,
-                     "query_requests", (json_int_t)d->ctr.query_requests,
-                     "rejected_total", (json_int_t)total,
-                     "rejected", rej, "memory", mem);
+        "mode", sfd_cluster_mode(d), "role", role, "term", (json_int_t)term, "uptime_s",
+        (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000), "connections",
+        (json_int_t)(d->n_conns - nq), "query_connections", (json_int_t)nq, "connections_accepted",
+        (json_int_t)d->ctr.connections_accepted, "jobs", (json_int_t)d->n_jobs, "records",
+        (json_int_t)d->ctr.records, "batches", (json_int_t)d->ctr.batches, "nccl_batches",
+        (json_int_t)d->ctr.nccl_batches, "enqueue_points", (json_int_t)d->ctr.enqueue_points,
+        "warmup_records", (json_int_t)d->ctr.warmup_records, "dropped", (json_int_t)d->ctr.dropped,
+        "windows_closed", (json_int_t)d->ctr.windows_closed, "query_requests",
+        (json_int_t)d->ctr.query_requests, "rejected_total", (json_int_t)total, "rejected", rej,
+        "memory", mem);
     if (status != NULL)
         json_object_set_new(status, "history", sfd_history_json(d));
     return status;
@@ -103,20 +96,20 @@ static json_t *job_json(const struct sfd_job *j)
     const sf_report *latest = sfd_job_latest_report(j);
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
                      "s:o, s:I, s:I, s:s}",
-                     "job_id", j->id, "uid", (json_int_t)j->uid,
-                     "memory_bytes", (json_int_t)sfd_job_mem_total(j),
-                     "evicted_windows", (json_int_t)j->evicted_windows,
-                     "world_size", (json_int_t)j->world_size,
-                     "connected_ranks", (json_int_t)j->n_live_ranks,
-                     "segment", (json_int_t)j->segment, "records", (json_int_t)j->records,
-                     "dropped", (json_int_t)j->dropped, "rejected", (json_int_t)j->rejected,
-                     "windows", (json_int_t)j->n_stored, "open_windows", (json_int_t)j->n_open,
-                     "accumulation", (json_int_t)j->schema.accumulation,
-                     "latest_window",
-                     latest ? json_integer(latest->meta.index) : json_null(),
-                     "stages", stages, "window_steps", (json_int_t)j->gates.window_steps,
-                     "warmup_steps", (json_int_t)j->gates.warmup_steps, "window_geometry",
-                     j->geometry_clamped ? "clamped" : j->geometry_asked ? "job" : "daemon");
+                     "job_id", j->id, "uid", (json_int_t)j->uid, "memory_bytes",
+                     (json_int_t)sfd_job_mem_total(j), "evicted_windows",
+                     (json_int_t)j->evicted_windows, "world_size", (json_int_t)j->world_size,
+                     "connected_ranks", (json_int_t)j->n_live_ranks, "segment",
+                     (json_int_t)j->segment, "records", (json_int_t)j->records, "dropped",
+                     (json_int_t)j->dropped, "rejected", (json_int_t)j->rejected, "windows",
+                     (json_int_t)j->n_stored, "open_windows", (json_int_t)j->n_open, "accumulation",
+                     (json_int_t)j->schema.accumulation, "latest_window",
+                     latest ? json_integer(latest->meta.index) : json_null(), "stages", stages,
+                     "window_steps", (json_int_t)j->gates.window_steps, "warmup_steps",
+                     (json_int_t)j->gates.warmup_steps, "window_geometry",
+                     j->geometry_clamped ? "clamped"
+                     : j->geometry_asked ? "job"
+                                         : "daemon");
 }
 
 static json_t *jobs_json(struct sfd *d, uid_t uid, bool op)
@@ -150,8 +143,8 @@ static size_t latest_complete(const sf_report **v, size_t n)
 
 /* Reports of a job in (segment, index) order: one window index (all its
  * segments), the latest `limit`, or (limit 0) the latest complete one. */
-static int select_reports(const struct sfd_job *j, bool has_window, int64_t window,
-                          uint32_t limit, const sf_report ***ret, size_t *ret_n)
+static int select_reports(const struct sfd_job *j, bool has_window, int64_t window, uint32_t limit,
+                          const sf_report ***ret, size_t *ret_n)
 {
     const sf_report **v = calloc(j->n_stored ? j->n_stored : 1, sizeof(*v));
     size_t n = 0;
@@ -186,8 +179,8 @@ static int find_unqualified(struct sfd *d, const char *id, struct sfd_job **ret,
 {
     static char err[160];
     struct sfd_job *found = NULL;
-    int n = 0, len = snprintf(err, sizeof(err), "job id used by several uids, name one as UID/%s:",
-                              id);
+    int n = 0,
+        len = snprintf(err, sizeof(err), "job id used by several uids, name one as UID/%s:", id);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
         if (strcmp(j->id, id) != 0)
             continue;
@@ -356,7 +349,7 @@ int sfd_query_answer(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size
         r = sfd_qstream_fill(d, st, &text, &n, &cap, n + SFD_QUERY_CHUNK, 0, &done, ret_err);
     sfd_qstream_free(st);
     if (r == 0) {
-        char *t = realloc(text, n + 1);     /* NUL-terminated, like the whole answers */
+        char *t = realloc(text, n + 1); /* NUL-terminated, like the whole answers */
         text = t != NULL ? t : text;
         r = t != NULL ? 0 : -ENOMEM;
     }
@@ -416,8 +409,8 @@ static int refill(struct sfd_conn *c, uint64_t deadline_ns, const char **ret_err
         c->out_off = 0;
     }
     bool done;
-    int r = sfd_qstream_fill(c->sfd, c->stream, &c->out, &c->out_len, &c->out_cap,
-                             SFD_QUERY_CHUNK, deadline_ns, &done, ret_err);
+    int r = sfd_qstream_fill(c->sfd, c->stream, &c->out, &c->out_len, &c->out_cap, SFD_QUERY_CHUNK,
+                             deadline_ns, &done, ret_err);
     if (r == 0 && done) {
         sfd_qstream_free(c->stream);
         c->stream = NULL;
@@ -443,7 +436,7 @@ void sfd_query_writable(struct sfd_conn *c)
         }
         size_t left = c->out_len - c->out_off;
         if (c->stream != NULL && left < SFD_QUERY_CHUNK)
-            goto yield;     /* the deadline came before a full chunk */
+            goto yield; /* the deadline came before a full chunk */
         size_t n = left < SFD_QUERY_CHUNK ? left : SFD_QUERY_CHUNK;
         bool more = n < left || c->stream != NULL;
         r = send_response(c, 0, NULL, c->out ? c->out + c->out_off : "", n, more);
@@ -470,7 +463,7 @@ yield:
 int sfd_query_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
 {
     struct sfd *d = c->sfd;
-    if (c->out != NULL || c->stream != NULL) {   /* one request at a time */
+    if (c->out != NULL || c->stream != NULL) { /* one request at a time */
         d->ctr.rejected[SFD_REJ_QUERY_BAD]++;
         return -EPROTO;
     }

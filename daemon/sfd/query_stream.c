@@ -17,8 +17,8 @@
 #include "sfd.h"
 #include "side_evidence.h"
 
-#define RANKS_PER_SCAN 256      /* ranks whose hosts one pass over conns finds */
-#define ITEMS_PER_CLOCK 32      /* items between deadline checks */
+#define RANKS_PER_SCAN 256 /* ranks whose hosts one pass over conns finds */
+#define ITEMS_PER_CLOCK 32 /* items between deadline checks */
 
 struct win_key {
     uint32_t segment;
@@ -29,18 +29,18 @@ enum qs_kind { QS_RECORD, QS_RANKS, QS_REPORT };
 
 struct sfd_qstream {
     enum qs_kind kind;
-    bool text;                  /* REPORT: the human view, else the JSON array */
-    const struct sfd_job *job;  /* compared, never dereferenced before found in d->jobs */
+    bool text;                 /* REPORT: the human view, else the JSON array */
+    const struct sfd_job *job; /* compared, never dereferenced before found in d->jobs */
     char job_id[SF_MAX_JOB_ID_LEN + 1];
     uid_t uid;
     uint32_t segment, world_size;
     bool started;
-    bool reference_sent;        /* RECORD: the job's baseline line, when it has one */
+    bool reference_sent; /* RECORD: the job's baseline line, when it has one */
     /* RECORD, REPORT: kept windows in (segment, index) order when asked */
     struct win_key *keys;
     size_t n_keys, key;
-    size_t row;                 /* RECORD: next row of keys[key], >0: window begun;
-                                 * REPORT: windows sent */
+    size_t row; /* RECORD: next row of keys[key], >0: window begun;
+                 * REPORT: windows sent */
     /* RANKS */
     uint32_t rank;
     const char *hosts[RANKS_PER_SCAN];
@@ -96,8 +96,8 @@ int sfd_qstream_open_record(struct sfd *d, const struct sfd_job *j, struct sfd_q
     for (uint32_t i = 0; i < j->n_stored; i++)
         /* Rows on other nodes, or freed for the memory budget: nothing to replay. */
         if (!j->stored[i].remote && !j->stored[i].rows_evicted)
-            s->keys[s->n_keys++] = (struct win_key){ j->stored[i].meta.segment,
-                                                     j->stored[i].meta.index };
+            s->keys[s->n_keys++] =
+                (struct win_key){j->stored[i].meta.segment, j->stored[i].meta.index};
     qsort(s->keys, s->n_keys, sizeof(*s->keys), cmp_key);
     *ret = s;
     return 0;
@@ -127,7 +127,7 @@ int sfd_qstream_open_report(struct sfd *d, const struct sfd_job *j, const sf_rep
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
-        s->keys[i] = (struct win_key){ v[i]->meta.segment, v[i]->meta.index };
+        s->keys[i] = (struct win_key){v[i]->meta.segment, v[i]->meta.index};
     s->n_keys = n;
     *ret = s;
     return 0;
@@ -206,10 +206,9 @@ static int record_step(const struct sfd_job *j, struct sfd_qstream *s, struct ou
 {
     if (!s->started) {
         s->started = true;
-        return put_json(o, sf_recording_header(j->id, &j->schema, j->world_size, &j->gates),
-                        true);
+        return put_json(o, sf_recording_header(j->id, &j->schema, j->world_size, &j->gates), true);
     }
-    if (!s->reference_sent) {   /* so a replay measures against the same baseline */
+    if (!s->reference_sent) { /* so a replay measures against the same baseline */
         s->reference_sent = true;
         const sf_reference *ref = j->base.pinned ? j->base.pinned : j->base.automatic;
         if (ref != NULL)
@@ -218,13 +217,13 @@ static int record_step(const struct sfd_job *j, struct sfd_qstream *s, struct ou
     if (s->key == s->n_keys)
         return 1;
     const struct sfd_stored *w = find_kept(j, &s->keys[s->key]);
-    if (w == NULL || w->rows_evicted) {   /* dropped, or its rows freed for the budget */
+    if (w == NULL || w->rows_evicted) { /* dropped, or its rows freed for the budget */
         if (s->row > 0) {
             *ret_err = "a window was dropped while it was being sent: read faster, or "
                        "raise keep_windows";
             return -ESTALE;
         }
-        s->key++;   /* dropped before it began: the recording lists the rest */
+        s->key++; /* dropped before it began: the recording lists the rest */
         return 0;
     }
     if (s->row < w->rows.n) {
@@ -242,8 +241,7 @@ static int record_step(const struct sfd_job *j, struct sfd_qstream *s, struct ou
 /* One window of the JSON array, formatted as the whole array would have it
  * (the canonical formatting, so `sfctl report --json` and `sfctl replay
  * --json` print the same bytes): a one-element array without its brackets. */
-static int put_report_json(const struct sfd_job *j, const sf_report *rep, bool first,
-                           struct out *o)
+static int put_report_json(const struct sfd_job *j, const sf_report *rep, bool first, struct out *o)
 {
     json_t *obj;
     int r = sf_report_to_json(rep, &obj);
@@ -261,7 +259,7 @@ static int put_report_json(const struct sfd_job *j, const sf_report *rep, bool f
     char *t = sf_report_array_dumps(a);
     json_decref(a);
     size_t n = t ? strlen(t) : 0;
-    if (n < 4) {    /* "[\n" element "\n]" */
+    if (n < 4) { /* "[\n" element "\n]" */
         free(t);
         return -ENOMEM;
     }
@@ -303,7 +301,7 @@ static int report_step(const struct sfd_job *j, struct sfd_qstream *s, struct ou
         return 1;
     const struct sfd_stored *w = find_kept(j, &s->keys[s->key++]);
     if (w == NULL || w->report == NULL)
-        return 0;   /* dropped since it was asked for: the answer lists the rest */
+        return 0; /* dropped since it was asked for: the answer lists the rest */
     bool first = s->row++ == 0;
     return s->text ? put_report_text(j, w->report, o) : put_report_json(j, w->report, first, o);
 }
@@ -324,19 +322,18 @@ static void scan_hosts(struct sfd *d, const struct sfd_job *j, struct sfd_qstrea
 
 /* The same bytes the whole answer had: {"job_id":..,"world_size":..,
  * "segment":..,"ranks":[..]}, one rank object at a time. */
-static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream *s,
-                      struct out *o)
+static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream *s, struct out *o)
 {
     if (!s->started) {
         s->started = true;
-        json_t *head = json_pack("{s:s, s:I, s:I, s:[]}", "job_id", j->id, "world_size",
-                                 (json_int_t)j->world_size, "segment", (json_int_t)j->segment,
-                                 "ranks");
+        json_t *head =
+            json_pack("{s:s, s:I, s:I, s:[]}", "job_id", j->id, "world_size",
+                      (json_int_t)j->world_size, "segment", (json_int_t)j->segment, "ranks");
         char *t = head ? json_dumps(head, JSON_COMPACT) : NULL;
         json_decref(head);
         if (t == NULL)
             return -ENOMEM;
-        int r = put(o, t, strlen(t) - 2);   /* without the closing "]}" */
+        int r = put(o, t, strlen(t) - 2); /* without the closing "]}" */
         free(t);
         return r;
     }
@@ -350,7 +347,7 @@ static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream
         scan_hosts(d, j, s);
     const struct sfd_rank *rk = sfd_job_rank_peek(j, s->rank);
     const char *host = s->hosts[s->rank - s->hosts_base];
-    if (host == NULL && rk->host < j->n_hosts)      /* the rank left: its last hello's */
+    if (host == NULL && rk->host < j->n_hosts) /* the rank left: its last hello's */
         host = j->hosts[rk->host];
     if (s->rank > 0 && put(o, ",", 1) < 0)
         return -ENOMEM;
@@ -362,11 +359,10 @@ static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream
     return put_json(o, item, false);
 }
 
-int sfd_qstream_fill(struct sfd *d, struct sfd_qstream *s, char **buf, size_t *len,
-                     size_t *cap, size_t want, uint64_t deadline_ns, bool *ret_done,
-                     const char **ret_err)
+int sfd_qstream_fill(struct sfd *d, struct sfd_qstream *s, char **buf, size_t *len, size_t *cap,
+                     size_t want, uint64_t deadline_ns, bool *ret_done, const char **ret_err)
 {
-    struct out o = { buf, len, cap };
+    struct out o = {buf, len, cap};
     const struct sfd_job *j = live_job(d, s);
     *ret_done = false;
     if (j == NULL) {

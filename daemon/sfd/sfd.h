@@ -21,41 +21,46 @@ struct Stagefrontier__Hello;
 struct Stagefrontier__RecordBatch;
 struct Stagefrontier__NcclBatch;
 struct Stagefrontier__StepRecord;
-struct sfd_side;                /* side_evidence.h */
-struct sfd_history;             /* history.h */
+struct sfd_side;    /* side_evidence.h */
+struct sfd_history; /* history.h */
 struct sfd;
 struct sfd_job;
 
-#define SFD_PATH_MAX 108            /* sun_path */
+#define SFD_PATH_MAX 108 /* sun_path */
 #define SFD_HOST_MAX 255
 #define SFD_ROLE_MAX 64
-#define SFD_MAX_JOB_ROLES 64        /* distinct role strings per job */
-#define SFD_MAX_OPEN_WINDOWS 256    /* open windows per job */
+#define SFD_MAX_JOB_ROLES 64     /* distinct role strings per job */
+#define SFD_MAX_OPEN_WINDOWS 256 /* open windows per job */
 #define SFD_FRAME_MAX_CAP (16u << 20)
 #define SFD_QUERY_REQ_MAX 4096
-#define SFD_MAX_QUERY_CONNS 64      /* beyond max_connections, for operators */
+#define SFD_MAX_QUERY_CONNS 64 /* beyond max_connections, for operators */
 #define SFD_QUERY_CHUNK (48u * 1024)
-#define SFD_QUERY_RESERVED 16       /* of SFD_MAX_QUERY_CONNS, for root and operators */
-#define SFD_QUERY_TURN_NS 2000000   /* loop time one query client gets per turn */
+#define SFD_QUERY_RESERVED 16     /* of SFD_MAX_QUERY_CONNS, for root and operators */
+#define SFD_QUERY_TURN_NS 2000000 /* loop time one query client gets per turn */
 
 /* ---- config.c ------------------------------------------------------------ */
 
-enum sfd_log_level { SFD_LOG_ERR = 3, SFD_LOG_WARNING = 4, SFD_LOG_NOTICE = 5,
-                     SFD_LOG_INFO = 6, SFD_LOG_DEBUG = 7 };
+enum sfd_log_level {
+    SFD_LOG_ERR = 3,
+    SFD_LOG_WARNING = 4,
+    SFD_LOG_NOTICE = 5,
+    SFD_LOG_INFO = 6,
+    SFD_LOG_DEBUG = 7
+};
 
 struct sfd_config {
     char runtime_dir[SFD_PATH_MAX];
     char ingest_path[SFD_PATH_MAX];
     char query_path[SFD_PATH_MAX];
     char prom_dir[4096];
-    char state_dir[4096];       /* durable history (history.c), peer replay state; empty: off */
+    char state_dir[4096]; /* durable history (history.c), peer replay state; empty: off */
     char operators_group[64];
     sf_gates gates;
     uint32_t max_jobs, max_connections, max_ranks, max_pending_steps;
     uint32_t max_jobs_per_uid;
     uint32_t max_memory_mb, max_memory_per_uid_mb;
     uint32_t frame_max_bytes, keep_windows;
-    uint32_t max_history_mb;    /* bound of the history store; 0: off */
+    uint32_t max_history_mb; /* bound of the history store; 0: off */
     uint64_t window_grace_ms, status_interval_ms;
     /* Connection fairness (conn_limits.c). */
     uint32_t max_connections_per_uid, max_query_connections_per_uid;
@@ -80,29 +85,29 @@ int sfd_log_level_parse(const char *s);
 /* ---- counters ------------------------------------------------------------ */
 
 enum sfd_reject {
-    SFD_REJ_OVERSIZED,          /* frame longer than frame_max_bytes */
-    SFD_REJ_UNDECODABLE,        /* garbage or truncated protobuf */
-    SFD_REJ_INVALID,            /* a field out of its bounds */
-    SFD_REJ_PROTOCOL,           /* no hello first, second hello, wrong version */
-    SFD_REJ_SCHEMA_HASH,        /* hash does not match names, or batch hash != hello's */
+    SFD_REJ_OVERSIZED,   /* frame longer than frame_max_bytes */
+    SFD_REJ_UNDECODABLE, /* garbage or truncated protobuf */
+    SFD_REJ_INVALID,     /* a field out of its bounds */
+    SFD_REJ_PROTOCOL,    /* no hello first, second hello, wrong version */
+    SFD_REJ_SCHEMA_HASH, /* hash does not match names, or batch hash != hello's */
     SFD_REJ_DUPLICATE_RANK,
-    SFD_REJ_WORLD_SIZE,         /* conflicting world size while ranks are live */
-    SFD_REJ_SCHEMA_CONFLICT,    /* conflicting schema/accumulation while live */
+    SFD_REJ_WORLD_SIZE,      /* conflicting world size while ranks are live */
+    SFD_REJ_SCHEMA_CONFLICT, /* conflicting schema/accumulation while live */
     SFD_REJ_MAX_JOBS,
-    SFD_REJ_MAX_JOBS_PER_UID,   /* the uid already has max_jobs_per_uid jobs */
-    SFD_REJ_MEMORY,             /* the uid's or the daemon's memory budget is spent */
+    SFD_REJ_MAX_JOBS_PER_UID, /* the uid already has max_jobs_per_uid jobs */
+    SFD_REJ_MEMORY,           /* the uid's or the daemon's memory budget is spent */
     SFD_REJ_MAX_CONNECTIONS,
     SFD_REJ_MAX_RANKS,
-    SFD_REJ_PENDING,            /* record beyond max_pending_steps */
-    SFD_REJ_LATE,               /* record for an already closed window */
-    SFD_REJ_DUPLICATE_RECORD,   /* step not after the rank's previous step */
-    SFD_REJ_QUERY_BAD,          /* bad query request */
+    SFD_REJ_PENDING,          /* record beyond max_pending_steps */
+    SFD_REJ_LATE,             /* record for an already closed window */
+    SFD_REJ_DUPLICATE_RECORD, /* step not after the rank's previous step */
+    SFD_REJ_QUERY_BAD,        /* bad query request */
     SFD_REJ_QUERY_DENIED,
-    SFD_REJ_UID_CONNECTIONS,    /* a uid's share of connections is full */
-    SFD_REJ_HELLO_TIMEOUT,      /* ingest connection without a hello in time */
-    SFD_REJ_QUERY_TIMEOUT,      /* query client that stopped reading or asking */
-    SFD_REJ_ARRIVAL_RANGE,      /* arrival or NCCL enqueue point outside 0..its stage's duration */
-    SFD_REJ_ARRIVAL_STAGE,      /* arrival or enqueue point in a stage that is not synchronizing */
+    SFD_REJ_UID_CONNECTIONS, /* a uid's share of connections is full */
+    SFD_REJ_HELLO_TIMEOUT,   /* ingest connection without a hello in time */
+    SFD_REJ_QUERY_TIMEOUT,   /* query client that stopped reading or asking */
+    SFD_REJ_ARRIVAL_RANGE,   /* arrival or NCCL enqueue point outside 0..its stage's duration */
+    SFD_REJ_ARRIVAL_STAGE,   /* arrival or enqueue point in a stage that is not synchronizing */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -118,8 +123,8 @@ void sfd_count_reject(struct sfd *d, struct sfd_job *job, enum sfd_reject why, u
 struct sfd_counters {
     uint64_t connections_accepted, query_requests;
     uint64_t records, batches, nccl_batches, warmup_records;
-    uint64_t enqueue_points;    /* distinct (rank, step, stage) NCCL enqueue points kept */
-    uint64_t dropped;           /* client-reported drops, summed deltas */
+    uint64_t enqueue_points; /* distinct (rank, step, stage) NCCL enqueue points kept */
+    uint64_t dropped;        /* client-reported drops, summed deltas */
     uint64_t windows_closed;
     uint64_t rejected[SFD_REJ_COUNT];
 };
@@ -137,12 +142,12 @@ static inline void sfd_sat_add(uint64_t *counter, uint64_t n)
 /* What the bytes hold. A new kind of per-job state (baselines, say) gets a
  * kind here and goes through sfd_mem_reserve / sfd_job_release. */
 enum sfd_mem_kind {
-    SFD_MEM_JOBS,               /* job structs and their kept-window rings */
-    SFD_MEM_RANKS,              /* per-rank state, in pages as ranks appear */
-    SFD_MEM_WINDOWS,            /* open windows and their rows */
-    SFD_MEM_KEPT_ROWS,          /* rows of closed windows, kept for RECORD */
+    SFD_MEM_JOBS,      /* job structs and their kept-window rings */
+    SFD_MEM_RANKS,     /* per-rank state, in pages as ranks appear */
+    SFD_MEM_WINDOWS,   /* open windows and their rows */
+    SFD_MEM_KEPT_ROWS, /* rows of closed windows, kept for RECORD */
     SFD_MEM_REPORTS,
-    SFD_MEM_BUFFERS,            /* the daemon's own I/O buffers */
+    SFD_MEM_BUFFERS, /* the daemon's own I/O buffers */
     SFD_MEM_KIND_COUNT
 };
 const char *sfd_mem_kind_name(enum sfd_mem_kind k);
@@ -165,7 +170,7 @@ struct sfd_budget {
 };
 
 struct sfd_budget_limits {
-    uint64_t total, per_uid;    /* bytes */
+    uint64_t total, per_uid; /* bytes */
 };
 
 struct sfd_uid_share *sfd_budget_share(const struct sfd_budget *b, uid_t uid);
@@ -189,14 +194,14 @@ void sfd_budget_free(struct sfd_budget *b);
 /* ---- jobs.c -------------------------------------------------------------- */
 
 struct sfd_rank {
-    int64_t last_step;          /* -1: nothing yet */
+    int64_t last_step; /* -1: nothing yet */
     uint64_t records;
     uint32_t pid;
-    uint16_t host;              /* index into job->hosts: kept after the rank leaves */
-    uint8_t role;               /* index into job->roles */
-    uint8_t live : 1;           /* a step-record connection is open */
+    uint16_t host;    /* index into job->hosts: kept after the rank leaves */
+    uint8_t role;     /* index into job->roles */
+    uint8_t live : 1; /* a step-record connection is open */
     uint8_t seen : 1;
-};                              /* 24 bytes: pages of them are charged per job */
+}; /* 24 bytes: pages of them are charged per job */
 _Static_assert(SFD_MAX_JOB_ROLES <= 256, "a rank's role index is one byte");
 
 /* Per-rank state comes in pages of this many ranks, allocated when a rank of
@@ -213,18 +218,18 @@ struct sfd_rec {
 
 struct sfd_rows {
     struct sfd_rec *rec;
-    int64_t *d;                 /* n * n_stages */
+    int64_t *d; /* n * n_stages */
     size_t n, cap;
-    uint64_t bytes;             /* allocated, as charged to the budget */
+    uint64_t bytes; /* allocated, as charged to the budget */
 };
 
 /* A window being assembled. */
 struct sfd_window {
     sf_window_meta meta;
     struct sfd_rows rows;
-    uint64_t deadline_ms;       /* 0: none armed */
+    uint64_t deadline_ms; /* 0: none armed */
     bool complete;
-    bool notice_only;           /* opened by a drop or reconnect notice, no row yet */
+    bool notice_only; /* opened by a drop or reconnect notice, no row yet */
 };
 
 /* A closed window: the rows and meta fed to the core and, once computed or
@@ -232,24 +237,24 @@ struct sfd_window {
 struct sfd_stored {
     sf_window_meta meta;
     struct sfd_rows rows;
-    sf_report *report;          /* NULL until the report is ready */
-    bool remote;                /* no rows here: a cluster report of ranks on other
-                                 * nodes, or a report restored from history */
-    bool rows_evicted;          /* rows freed for the memory budget; the report stays */
-    uint64_t seq;               /* order of closing, daemon-wide: oldest evicts first */
-    uint64_t report_bytes;      /* charged for report */
+    sf_report *report;     /* NULL until the report is ready */
+    bool remote;           /* no rows here: a cluster report of ranks on other
+                            * nodes, or a report restored from history */
+    bool rows_evicted;     /* rows freed for the memory budget; the report stays */
+    uint64_t seq;          /* order of closing, daemon-wide: oldest evicts first */
+    uint64_t report_bytes; /* charged for report */
 };
 
 /* The job's reference and change state (baseline.c). */
 struct sfd_baseline {
     sf_reference_collector collector; /* the first eligible windows */
     sf_reference *automatic;
-    sf_reference *pinned;             /* sfctl baseline --pin: wins over automatic */
-    uint32_t changed_run;             /* consecutive windows with a significant change */
-    uint64_t last_alert_ms;           /* 0: never */
+    sf_reference *pinned;   /* sfctl baseline --pin: wins over automatic */
+    uint32_t changed_run;   /* consecutive windows with a significant change */
+    uint64_t last_alert_ms; /* 0: never */
     bool alert_running;
     uint64_t alerts_run, alerts_suppressed, alerts_failed;
-    double waste_rank_s;              /* what-if waste over the job's windows */
+    double waste_rank_s; /* what-if waste over the job's windows */
 };
 
 /* Owner of a job this node knows only from cluster reports: no uid matches
@@ -261,42 +266,42 @@ struct sfd_job {
     char id[SF_MAX_JOB_ID_LEN + 1];
     uid_t uid;
     sf_schema schema;
-    sf_gates gates;             /* window_steps/warmup fixed for the job */
+    sf_gates gates;                 /* window_steps/warmup fixed for the job */
     sf_straggler_history straggler; /* verdict persistence over stored reports */
-    bool geometry_asked;        /* the job's hello chose window_steps/warmup */
-    bool geometry_clamped;      /* ... and sfd brought it within bounds */
+    bool geometry_asked;            /* the job's hello chose window_steps/warmup */
+    bool geometry_clamped;          /* ... and sfd brought it within bounds */
     uint32_t world_size;
     uint32_t segment;
-    uint32_t n_live;            /* live connections, all channels */
-    uint32_t n_live_ranks;      /* live step-record connections */
+    uint32_t n_live;              /* live connections, all channels */
+    uint32_t n_live_ranks;        /* live step-record connections */
     struct sfd_rank **rank_pages; /* [ceil(world_size / SFD_RANK_PAGE)], pages on demand */
     char *roles[SFD_MAX_JOB_ROLES];
     uint32_t n_roles;
-    char **hosts;               /* [0] is "" once any host is interned */
+    char **hosts; /* [0] is "" once any host is interned */
     uint32_t n_hosts, cap_hosts;
     struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
     uint32_t n_open;
     size_t pending_rows;
-    int64_t closed_max;         /* highest closed index in this segment, -1 */
-    int64_t max_step;           /* highest step seen in this segment, -1 */
-    struct sfd_window *hot;     /* the window the last record went to */
-    uint64_t orphan_deadline_ms;/* close everything after the last disconnect */
-    struct sfd_stored *stored;  /* ring of keep_windows, oldest first */
+    int64_t closed_max;          /* highest closed index in this segment, -1 */
+    int64_t max_step;            /* highest step seen in this segment, -1 */
+    struct sfd_window *hot;      /* the window the last record went to */
+    uint64_t orphan_deadline_ms; /* close everything after the last disconnect */
+    struct sfd_stored *stored;   /* ring of keep_windows, oldest first */
     uint32_t n_stored, cap_stored;
     uint64_t records, dropped, rejected, nccl_batches;
-    uint64_t mem[SFD_MEM_KIND_COUNT];  /* bytes charged to the job's uid, by kind */
-    uint64_t evicted_windows;   /* kept windows whose rows the budget took */
-    struct sfd_side *side;      /* NCCL side evidence (side_evidence.c) */
-    struct sfd_enq_points *enq; /* NCCL enqueue points (enqueue_points.c) */
+    uint64_t mem[SFD_MEM_KIND_COUNT]; /* bytes charged to the job's uid, by kind */
+    uint64_t evicted_windows;         /* kept windows whose rows the budget took */
+    struct sfd_side *side;            /* NCCL side evidence (side_evidence.c) */
+    struct sfd_enq_points *enq;       /* NCCL enqueue points (enqueue_points.c) */
     struct sfd_baseline base;
     uint64_t last_active_ms;
-    int64_t latest_report_unix_ms;  /* wall time the latest report was ready */
+    int64_t latest_report_unix_ms; /* wall time the latest report was ready */
     struct sfd_job *next;
 };
 
 /* Jobs are keyed by (uid, job id): each uid has its own job namespace. */
-int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid,
-                           struct sfd_job **ret, enum sfd_reject *ret_why);
+int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_job **ret,
+                           enum sfd_reject *ret_why);
 struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id);
 /* The job of an id whatever its uid, one with local ranks first: for the
  * multi-node layer, whose window keys carry the id alone. */
@@ -340,8 +345,7 @@ bool sfd_job_visible(const struct sfd *d, const struct sfd_job *job, uid_t uid, 
 /* ---- windows.c ----------------------------------------------------------- */
 
 /* Accepts one validated record of a rank into its window: 0, or a reject. */
-int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row,
-                   enum sfd_reject *ret_why);
+int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum sfd_reject *ret_why);
 /* Attributes client drops / violations to the windows of a step range. A
  * window that only a notice opens never makes room by closing another. */
 void sfd_window_note_drops(struct sfd_job *job, int64_t first, int64_t last, uint64_t n);
@@ -372,8 +376,7 @@ void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep);
 /* A view of stored rows as sf_row (d and role pointers into rows/job). */
 int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret);
 /* One stored row as an sf_row, pointing into rows and the job's roles. */
-void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i,
-                  sf_row *ret);
+void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret);
 const sf_report *sfd_job_latest_report(const struct sfd_job *job);
 
 /* ---- baseline.c ---------------------------------------------------------- */
@@ -447,21 +450,21 @@ struct sfd_conn {
     struct sfd *sfd;
     uv_poll_t poll;
     int fd;
-    bool query;                 /* query socket connection */
+    bool query; /* query socket connection */
     bool closing;
     uid_t uid;
     gid_t gid;
     pid_t pid;
-    bool privileged;            /* query: root or operators_group, may use reserved slots */
+    bool privileged; /* query: root or operators_group, may use reserved slots */
     uint64_t accepted_ms, last_io_ms;
     /* ingest */
     bool hello;
-    uint32_t channel;           /* 0 step records, 1 NCCL side channel */
+    uint32_t channel; /* 0 step records, 1 NCCL side channel */
     struct sfd_job *job;
     uint32_t rank;
     uint64_t schema_hash;
-    uint64_t dropped_total, violations_total;  /* as the client last sent them */
-    uint64_t dropped_counted;   /* of dropped_total, what passed the bound */
+    uint64_t dropped_total, violations_total; /* as the client last sent them */
+    uint64_t dropped_counted;                 /* of dropped_total, what passed the bound */
     char host[SFD_HOST_MAX + 1];
     /* query: out[out_off..out_len) waits to be sent; a streamed answer
      * refills it a slice at a time (query_stream.c) */
@@ -475,12 +478,12 @@ struct sfd_listener {
     uv_poll_t poll;
     int fd;
     bool active;
-    bool created;               /* we bound it: unlink on shutdown */
+    bool created; /* we bound it: unlink on shutdown */
     char path[SFD_PATH_MAX];
 };
 
-int sfd_listener_open(struct sfd *d, struct sfd_listener *l, const char *path,
-                      mode_t mode, int inherited_fd, bool query);
+int sfd_listener_open(struct sfd *d, struct sfd_listener *l, const char *path, mode_t mode,
+                      int inherited_fd, bool query);
 void sfd_listener_close(struct sfd_listener *l);
 void sfd_conn_close(struct sfd_conn *c);
 void sfd_conns_close_all(struct sfd *d);
@@ -517,9 +520,8 @@ int sfd_qstream_open_report(struct sfd *d, const struct sfd_job *j, const sf_rep
                             size_t n, bool text, struct sfd_qstream **ret);
 /* Appends to (*buf)[*len..) until *len >= want, the answer ends (*ret_done)
  * or the monotonic deadline (ns, 0: none) passes. */
-int sfd_qstream_fill(struct sfd *d, struct sfd_qstream *s, char **buf, size_t *len,
-                     size_t *cap, size_t want, uint64_t deadline_ns, bool *ret_done,
-                     const char **ret_err);
+int sfd_qstream_fill(struct sfd *d, struct sfd_qstream *s, char **buf, size_t *len, size_t *cap,
+                     size_t want, uint64_t deadline_ns, bool *ret_done, const char **ret_err);
 void sfd_qstream_free(struct sfd_qstream *s);
 
 /* ---- conn_limits.c -------------------------------------------------------- */
@@ -541,14 +543,14 @@ void sfd_conn_limits_free(struct sfd *d);
 void sfd_notify_ready(struct sfd *d);
 void sfd_notify_status(struct sfd *d);
 void sfd_notify_stopping(struct sfd *d);
-int sfd_notify_start(struct sfd *d);     /* watchdog + status timers */
+int sfd_notify_start(struct sfd *d); /* watchdog + status timers */
 
 /* ---- log.c --------------------------------------------------------------- */
 
 void sfd_log_init(int level);
 void sfd_log_set_level(int level);
-__attribute__((format(printf, 3, 4)))
-void sfd_log(int level, const char *job, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void sfd_log(int level, const char *job, const char *fmt,
+                                                   ...);
 
 /* ---- the daemon context (main.c) ----------------------------------------- */
 
@@ -559,24 +561,24 @@ struct sfd_flags {
 struct sfd {
     uv_loop_t *loop;
     struct sfd_config cfg;
-    struct sfd_flags flags;     /* command-line overrides, kept for reload */
+    struct sfd_flags flags; /* command-line overrides, kept for reload */
     struct sfd_listener ingest, query;
-    uv_timer_t tick;            /* window deadlines */
+    uv_timer_t tick; /* window deadlines */
     uv_timer_t status_timer, watchdog_timer, prom_timer;
     bool prom_dirty;
-    uint64_t prom_counters;     /* sum of the monotonic counters last exported */
-    int peer_fd;                /* socket-activated "peer", for the multi-node layer */
+    uint64_t prom_counters; /* sum of the monotonic counters last exported */
+    int peer_fd;            /* socket-activated "peer", for the multi-node layer */
     uv_signal_t sig_term, sig_int, sig_hup;
     struct sfd_conn *conns;
     uint32_t n_conns, n_query_conns;
-    struct sfd_uid_conns *uid_conns;    /* per-uid connection counts (conn_limits.c) */
-    uv_timer_t conn_timer;              /* hello and idle timeouts */
+    struct sfd_uid_conns *uid_conns; /* per-uid connection counts (conn_limits.c) */
+    uv_timer_t conn_timer;           /* hello and idle timeouts */
     struct sfd_job *jobs;
     uint32_t n_jobs;
     struct sfd_counters ctr;
-    struct sfd_budget mem;      /* budget.c */
-    uint64_t store_seq;         /* numbers kept windows in closing order */
-    uint8_t *rxbuf;             /* frame_max_bytes + 1 */
+    struct sfd_budget mem; /* budget.c */
+    uint64_t store_seq;    /* numbers kept windows in closing order */
+    uint8_t *rxbuf;        /* frame_max_bytes + 1 */
     size_t rxcap;
     uint64_t start_ms;
     gid_t operators_gid;
@@ -585,9 +587,9 @@ struct sfd {
     /* Where closed windows' summaries go, and the node's standing
      * (cluster.h): standalone, or the peer layer in multi-node mode. */
     struct sfd_cluster cluster;
-    struct sfd_history *history;    /* history.c; NULL when switched off in the config */
-    struct sfd_alert *alerts;   /* running alert hooks (alert.c) */
-    const char *prom_role;      /* role and term of the last Prometheus export */
+    struct sfd_history *history; /* history.c; NULL when switched off in the config */
+    struct sfd_alert *alerts;    /* running alert hooks (alert.c) */
+    const char *prom_role;       /* role and term of the last Prometheus export */
     uint64_t prom_term;
 };
 
@@ -602,7 +604,7 @@ void sfd_tick_now(struct sfd *d);
 /* ---- prom_flush.c ------------------------------------------------------- */
 
 int sfd_prom_timer_init(struct sfd *d);
-void sfd_after_window(struct sfd *d);    /* marks the export dirty */
+void sfd_after_window(struct sfd *d); /* marks the export dirty */
 void sfd_prom_flush(struct sfd *d);
 /* Starts or stops the export timer to match cfg.prom_dir (start, reload). */
 void sfd_prom_reconfigure(struct sfd *d);

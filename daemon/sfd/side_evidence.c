@@ -20,11 +20,11 @@ struct side_window {
     bool used;
     uint32_t segment;
     int64_t index;
-    uint64_t seq;               /* age, for eviction */
+    uint64_t seq; /* age, for eviction */
     uint64_t batches, dropped_events;
     uint32_t n_comms, n_rows;
     struct sf_side_comm comms[SFD_SIDE_COMMS];
-    struct sf_side_row *rows;      /* [SFD_SIDE_ROWS], allocated with the window */
+    struct sf_side_row *rows; /* [SFD_SIDE_ROWS], allocated with the window */
 };
 
 struct sfd_side {
@@ -34,20 +34,23 @@ struct sfd_side {
     struct sfd_side_stats stats;
 };
 
-static uint64_t sat_add(uint64_t a, uint64_t b) {
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 /* Names come from clients: anything outside printable ASCII becomes '?',
  * so the report JSON (UTF-8 only) and the terminal view stay well formed. */
-static void copy_str(char *dst, size_t cap, const char *src) {
+static void copy_str(char *dst, size_t cap, const char *src)
+{
     size_t n = src ? strnlen(src, cap - 1) : 0;
     for (size_t i = 0; i < n; i++)
         dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
     dst[n] = '\0';
 }
 
-static void window_clear(struct sfd_side *side, struct side_window *w) {
+static void window_clear(struct sfd_side *side, struct side_window *w)
+{
     side->rows_total -= w->n_rows;
     free(w->rows);
     memset(w, 0, sizeof *w);
@@ -55,7 +58,8 @@ static void window_clear(struct sfd_side *side, struct side_window *w) {
 
 /* The window for (segment, index): found, or a free slot, or the oldest one
  * evicted (counted). NULL only when memory runs out. */
-static struct side_window *window_get(struct sfd_side *side, uint32_t segment, int64_t index) {
+static struct side_window *window_get(struct sfd_side *side, uint32_t segment, int64_t index)
+{
     struct side_window *free_slot = NULL, *oldest = NULL;
     for (size_t i = 0; i < SFD_SIDE_WINDOWS; i++) {
         struct side_window *w = &side->win[i];
@@ -81,7 +85,8 @@ static struct side_window *window_get(struct sfd_side *side, uint32_t segment, i
     return free_slot;
 }
 
-static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch *b) {
+static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch *b)
+{
     char name[SF_SIDE_COMM_MAX + 1];
     uint64_t hash = b->has_comm_hash ? b->comm_hash : 0;
     copy_str(name, sizeof name, b->comm_name);
@@ -100,7 +105,8 @@ static int comm_get(struct side_window *w, const struct Stagefrontier__NcclBatch
 
 /* The row key of an aggregate, its names sanitized as they will be stored. */
 static void row_key(struct sf_side_row *k, int comm, const char *stage,
-                    const Stagefrontier__NcclAggregate *a) {
+                    const Stagefrontier__NcclAggregate *a)
+{
     memset(k, 0, sizeof *k);
     k->comm = (uint16_t)comm;
     copy_str(k->stage, sizeof k->stage, stage);
@@ -111,15 +117,17 @@ static void row_key(struct sf_side_row *k, int comm, const char *stage,
     k->bucket = a->has_size_bucket ? a->size_bucket : 0;
 }
 
-static bool same_key(const struct sf_side_row *r, const struct sf_side_row *k) {
+static bool same_key(const struct sf_side_row *r, const struct sf_side_row *k)
+{
     return r->comm == k->comm && r->bucket == k->bucket && !strcmp(r->stage, k->stage) &&
-           !strcmp(r->coll, k->coll) && !strcmp(r->dtype, k->dtype) &&
-           !strcmp(r->algo, k->algo) && !strcmp(r->proto, k->proto);
+           !strcmp(r->coll, k->coll) && !strcmp(r->dtype, k->dtype) && !strcmp(r->algo, k->algo) &&
+           !strcmp(r->proto, k->proto);
 }
 
 /* Ranks of a node report the same keys, so rows are summed over ranks. */
 static int row_add(struct sfd_side *side, struct side_window *w, int comm, const char *stage,
-                   const Stagefrontier__NcclAggregate *a) {
+                   const Stagefrontier__NcclAggregate *a)
+{
     struct sf_side_row k, *r = NULL;
     row_key(&k, comm, stage, a);
     for (uint32_t i = 0; i < w->n_rows && !r; i++)
@@ -139,15 +147,16 @@ static int row_add(struct sfd_side *side, struct side_window *w, int comm, const
     return 0;
 }
 
-int sfd_side_add(struct sfd_side **side, const sf_gates *gates, uint32_t segment,
-                 uint32_t rank, const struct Stagefrontier__NcclBatch *b) {
+int sfd_side_add(struct sfd_side **side, const sf_gates *gates, uint32_t segment, uint32_t rank,
+                 const struct Stagefrontier__NcclBatch *b)
+{
     struct sfd_side *s = *side;
     struct side_window *w;
     const char *stage = b->enclosing_stage ? b->enclosing_stage : "";
     int64_t index;
     int comm;
 
-    (void)rank;   /* rows are node sums; the rank is not needed for them */
+    (void)rank; /* rows are node sums; the rank is not needed for them */
     if (!s) {
         s = calloc(1, sizeof *s);
         if (!s)
@@ -176,7 +185,8 @@ int sfd_side_add(struct sfd_side **side, const sf_gates *gates, uint32_t segment
     return 0;
 }
 
-void sfd_side_free(struct sfd_side *side) {
+void sfd_side_free(struct sfd_side *side)
+{
     if (!side)
         return;
     for (size_t i = 0; i < SFD_SIDE_WINDOWS; i++)
@@ -184,14 +194,16 @@ void sfd_side_free(struct sfd_side *side) {
     free(side);
 }
 
-void sfd_side_get_stats(const struct sfd_side *side, struct sfd_side_stats *ret) {
+void sfd_side_get_stats(const struct sfd_side *side, struct sfd_side_stats *ret)
+{
     if (side)
         *ret = side->stats;
     else
         memset(ret, 0, sizeof *ret);
 }
 
-static const struct side_window *window_of(const struct sfd_side *side, const sf_report *r) {
+static const struct side_window *window_of(const struct sfd_side *side, const sf_report *r)
+{
     if (!side)
         return NULL;
     for (size_t i = 0; i < SFD_SIDE_WINDOWS; i++) {
@@ -203,13 +215,18 @@ static const struct side_window *window_of(const struct sfd_side *side, const sf
 }
 
 /* The window's evidence as the report formats see it. */
-static struct sf_side_view view_of(const struct side_window *w) {
-    return (struct sf_side_view){ .batches = w->batches, .dropped_events = w->dropped_events,
-                                  .n_comms = w->n_comms, .n_rows = w->n_rows,
-                                  .comms = w->comms, .rows = w->rows };
+static struct sf_side_view view_of(const struct side_window *w)
+{
+    return (struct sf_side_view){.batches = w->batches,
+                                 .dropped_events = w->dropped_events,
+                                 .n_comms = w->n_comms,
+                                 .n_rows = w->n_rows,
+                                 .comms = w->comms,
+                                 .rows = w->rows};
 }
 
-int sfd_side_annotate_json(const struct sfd_side *side, const sf_report *report, json_t *window) {
+int sfd_side_annotate_json(const struct sfd_side *side, const sf_report *report, json_t *window)
+{
     const struct side_window *w = window_of(side, report);
     if (!w || w->n_rows == 0)
         return 0;
@@ -217,7 +234,8 @@ int sfd_side_annotate_json(const struct sfd_side *side, const sf_report *report,
     return sf_side_annotate_json(&v, window);
 }
 
-int sfd_side_write_text(const struct sfd_side *side, const sf_report *report, FILE *out) {
+int sfd_side_write_text(const struct sfd_side *side, const sf_report *report, FILE *out)
+{
     const struct side_window *w = window_of(side, report);
     if (!w || w->n_rows == 0)
         return 0;

@@ -19,16 +19,16 @@ struct sfd_side;
 /* Hard bounds: windows kept per job, communicators and aggregate rows per
  * window, rows per job over all windows. Past them a batch's extra rows are
  * refused and counted, never stored. */
-#define SFD_SIDE_WINDOWS       32
-#define SFD_SIDE_COMMS         16
-#define SFD_SIDE_ROWS          256
-#define SFD_SIDE_ROWS_PER_JOB  2048
+#define SFD_SIDE_WINDOWS 32
+#define SFD_SIDE_COMMS 16
+#define SFD_SIDE_ROWS 256
+#define SFD_SIDE_ROWS_PER_JOB 2048
 
 /* Files one validated batch (sfd_validate_nccl) of a rank under the window of
  * its step in the given segment, creating *side on first use. Warmup steps
  * are counted and skipped. 0, or -ENOMEM (nothing stored). */
-int sfd_side_add(struct sfd_side **side, const sf_gates *gates, uint32_t segment,
-                 uint32_t rank, const struct Stagefrontier__NcclBatch *b);
+int sfd_side_add(struct sfd_side **side, const sf_gates *gates, uint32_t segment, uint32_t rank,
+                 const struct Stagefrontier__NcclBatch *b);
 void sfd_side_free(struct sfd_side *side);
 
 /* Adds the window's side evidence to a report's JSON window object: a

@@ -138,15 +138,18 @@ static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sf
     return 0;
 }
 
-void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i,
-                  sf_row *ret)
+void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret)
 {
     const struct sfd_rec *r = &rows->rec[i];
     *ret = (sf_row){
-        .step = r->step, .rank = r->rank, .flags = r->flags, .overlap_ns = r->overlap_ns,
+        .step = r->step,
+        .rank = r->rank,
+        .flags = r->flags,
+        .overlap_ns = r->overlap_ns,
         .d = rows->d + i * job->schema.n_stages,
         .role = r->role < job->n_roles ? job->roles[r->role] : "",
-        .event_state = r->event_state, .event_cpu_ns = r->event_cpu_ns,
+        .event_state = r->event_state,
+        .event_cpu_ns = r->event_cpu_ns,
         .event_gpu_ns = r->event_gpu_ns,
     };
 }
@@ -223,8 +226,8 @@ static bool make_room(struct sfd_job *job, int64_t index, size_t rows_needed)
     bool closed = false;
     while (job->n_open >= SFD_MAX_OPEN_WINDOWS ||
            (rows_needed && job->pending_rows + rows_needed > job->sfd->cfg.max_pending_steps)) {
-        struct sfd_window *n = job->n_open >= SFD_MAX_OPEN_WINDOWS ? newest_notice_window(job)
-                                                                   : NULL;
+        struct sfd_window *n =
+            job->n_open >= SFD_MAX_OPEN_WINDOWS ? newest_notice_window(job) : NULL;
         if (n != NULL) {
             discard_open(job, n);
             closed = true;
@@ -271,8 +274,8 @@ static struct sfd_window *get_window(struct sfd_job *job, int64_t index, bool no
     w->meta.index = index;
     w->meta.segment = job->segment;
     w->meta.world_size = job->world_size;
-    sf_window_range(index, job->gates.warmup_steps, job->gates.window_steps,
-                    &w->meta.first_step, &w->meta.last_step);
+    sf_window_range(index, job->gates.warmup_steps, job->gates.window_steps, &w->meta.first_step,
+                    &w->meta.last_step);
     job->open[job->n_open++] = w;
     if (job->max_step > w->meta.last_step) {
         /* a rank is already past this window: its deadline runs now */
@@ -329,9 +332,14 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         return -ENOSPC;
     }
     struct sfd_rec rec = {
-        .step = row->step, .overlap_ns = row->overlap_ns, .event_cpu_ns = row->event_cpu_ns,
-        .event_gpu_ns = row->event_gpu_ns, .rank = rank, .flags = row->flags,
-        .role = rk->role, .event_state = row->event_state,
+        .step = row->step,
+        .overlap_ns = row->overlap_ns,
+        .event_cpu_ns = row->event_cpu_ns,
+        .event_gpu_ns = row->event_gpu_ns,
+        .rank = rank,
+        .flags = row->flags,
+        .role = rk->role,
+        .event_state = row->event_state,
     };
     r = rows_push(job, &w->rows, &rec, row->d);
     if (r < 0) {
@@ -353,7 +361,8 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         job->max_step = row->step;
         arm_deadlines(job, row->step);
     }
-    uint64_t need = (uint64_t)job->world_size * (uint64_t)(w->meta.last_step - w->meta.first_step + 1);
+    uint64_t need =
+        (uint64_t)job->world_size * (uint64_t)(w->meta.last_step - w->meta.first_step + 1);
     if (w->rows.n == need) {
         w->complete = true;
         sfd_window_close(job, w, 0);
@@ -446,12 +455,12 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
     bool dense = job->world_size <= job->gates.dense_max_ranks;
     r = sf_summary_build(&job->schema, &s->meta, view, s->rows.n, dense, &summary);
     if (r < 0) {
-        sfd_log(SFD_LOG_ERR, job->id, "window %lld: summary failed: %s",
-                (long long)s->meta.index, strerror(-r));
+        sfd_log(SFD_LOG_ERR, job->id, "window %lld: summary failed: %s", (long long)s->meta.index,
+                strerror(-r));
         goto out;
     }
     r = sfd_cluster_submit(d, job, summary);
-    summary = NULL;         /* the cluster implementation owns it */
+    summary = NULL; /* the cluster implementation owns it */
 out:
     sf_summary_free(summary);
     free(view);
@@ -501,7 +510,7 @@ int sfd_job_store_report(struct sfd_job *job, sf_report *report)
 {
     struct sfd_stored *s = kept_window(job, &report->meta);
     if (s == NULL) {
-        sf_report_free(report);     /* its window was already evicted */
+        sf_report_free(report); /* its window was already evicted */
         return -ENOENT;
     }
     attach_report(job, s, report);

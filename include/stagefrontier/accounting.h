@@ -25,7 +25,7 @@ extern "C" {
 
 /* Hard bounds: stages, ranks and durations are limits.h's; these are the
  * core's own. */
-#define SF_MAX_WINDOW_STEPS 16384             /* window sums of prefixes stay below 2^62 */
+#define SF_MAX_WINDOW_STEPS 16384 /* window sums of prefixes stay below 2^62 */
 #define SF_MAX_NAME_LEN 64
 #define SF_MAX_ROLES 16
 #define SF_MAX_ACCUMULATION 64
@@ -60,7 +60,6 @@ typedef struct sf_schema {
 
 #define SF_SYNC_WAIT_SUFFIX ".sync_wait"
 
-
 /* Copies names; groups may be NULL or hold NULL/"" entries. -EINVAL on an
  * empty, oversized, duplicate or malformed name list. */
 int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const char *const *names,
@@ -70,8 +69,8 @@ int sf_schema_init(sf_schema *ret, uint32_t version, uint32_t n_stages, const ch
  * it, in its group. -EINVAL when a marked stage is the last (the residual),
  * a split name is too long, or the split exceeds SF_MAX_STAGES stages. */
 int sf_schema_init_sync(sf_schema *ret, uint32_t version, uint32_t n_recorded,
-                        const char *const *names, const char *const *groups,
-                        uint32_t accumulation, uint64_t recorded_sync_mask);
+                        const char *const *names, const char *const *groups, uint32_t accumulation,
+                        uint64_t recorded_sync_mask);
 /* Number of recorded (unsplit) stages: n_stages minus the split stages. */
 uint32_t sf_schema_recorded_stages(const sf_schema *schema);
 /* Splits one recorded duration vector into the schema's stages. arrival_ns
@@ -342,7 +341,7 @@ enum sf_persistence { SF_PERSIST_NONE, SF_PERSIST_FIXED, SF_PERSIST_ROTATING };
 const char *sf_persistence_name(enum sf_persistence p);
 
 typedef struct sf_straggler {
-    bool present;                /* false: the verdict is null */
+    bool present; /* false: the verdict is null */
     uint32_t rank;
     uint32_t sync_stage;         /* the synchronizing stage (own-work part) */
     uint32_t origin_stage;       /* earliest stage whose boundary rank led in most such steps */
@@ -398,19 +397,19 @@ typedef struct sf_report {
     sf_critical_path critical_path;
     /* Attached after sf_report_compute by whoever holds the job's reference
      * (stagefrontier/change.h); owned, freed with the report. */
-    struct sf_change *change;  /* NULL until the job has a reference */
-    struct sf_whatif *whatif;  /* NULL in mergeable mode */
+    struct sf_change *change; /* NULL until the job has a reference */
+    struct sf_whatif *whatif; /* NULL in mergeable mode */
 } sf_report;
 
 /* The straggler history of one job across consecutive windows, held by the
  * caller (sfd per job, replay per run) so the core stays stateless. Zero it
  * to start. */
 typedef struct sf_straggler_history {
-    bool any;            /* a window has been tracked */
-    int64_t last_index;  /* window index of the last tracked window */
+    bool any;           /* a window has been tracked */
+    int64_t last_index; /* window index of the last tracked window */
     uint32_t segment;
-    uint32_t last_rank;  /* SF_NO_RANK after a window without verdict */
-    uint32_t run;        /* windows in a row with a verdict naming last_rank */
+    uint32_t last_rank; /* SF_NO_RANK after a window without verdict */
+    uint32_t run;       /* windows in a row with a verdict naming last_rank */
     /* The state before the last window, so a replaced report of that same
      * window (a cluster report after the local one) is tracked once. */
     bool prev_any;

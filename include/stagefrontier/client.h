@@ -31,36 +31,38 @@ extern "C" {
 #endif
 
 /* Hard caps checked by sf_client_open. */
-#define SF_CLIENT_MAX_STAGES        64
-#define SF_CLIENT_MAX_NAME_LEN      64
-#define SF_CLIENT_MAX_JOB_ID_LEN    128
-#define SF_CLIENT_MAX_ROLE_LEN      64
-#define SF_CLIENT_MAX_WORLD_SIZE    262144
-#define SF_CLIENT_MAX_ACCUMULATION  64
-#define SF_CLIENT_MAX_BUFFER        (1u << 20)
-#define SF_CLIENT_MAX_BATCH         1024
+#define SF_CLIENT_MAX_STAGES 64
+#define SF_CLIENT_MAX_NAME_LEN 64
+#define SF_CLIENT_MAX_JOB_ID_LEN 128
+#define SF_CLIENT_MAX_ROLE_LEN 64
+#define SF_CLIENT_MAX_WORLD_SIZE 262144
+#define SF_CLIENT_MAX_ACCUMULATION 64
+#define SF_CLIENT_MAX_BUFFER (1u << 20)
+#define SF_CLIENT_MAX_BATCH 1024
 /* Steps ahead of the current one that sf_charge_data_wait may target. */
-#define SF_CLIENT_DATA_LOOKAHEAD    8
-#define SF_CLIENT_SCHEMA_VERSION    1
+#define SF_CLIENT_DATA_LOOKAHEAD 8
+#define SF_CLIENT_SCHEMA_VERSION 1
 
 typedef struct sf_client sf_client;
 
 typedef struct sf_client_options {
-    const char *job_id;            /* NULL: SF_JOB_ID, else TORCHELASTIC_RUN_ID, else SLURM_JOB_ID */
-    const char *socket_path;       /* NULL: SF_SOCKET, else /run/stagefrontier/ingest.sock */
-    int rank, world_size, local_rank;      /* -1: from the launcher (docs/CLIENT.md) */
-    const char *role;              /* NULL: SF_ROLE */
-    const char *const *stage_names;/* NULL: the six default stages (residual last, never timed) */
-    const char *const *stage_groups; uint32_t n_stages;
-    uint32_t accumulation;         /* 0/1: none; K>1 expands the default stages by microstep @k */
-    uint32_t buffer_records;       /* ring capacity, 0: default 4096 */
-    uint32_t batch_records;        /* records per batch datagram, 0: default 64 */
-    double event_sample_fraction;  /* CUDA-event forward sampling, 0: off */
+    const char *job_id;      /* NULL: SF_JOB_ID, else TORCHELASTIC_RUN_ID, else SLURM_JOB_ID */
+    const char *socket_path; /* NULL: SF_SOCKET, else /run/stagefrontier/ingest.sock */
+    int rank, world_size, local_rank; /* -1: from the launcher (docs/CLIENT.md) */
+    const char *role;                 /* NULL: SF_ROLE */
+    const char *const *stage_names; /* NULL: the six default stages (residual last, never timed) */
+    const char *const *stage_groups;
+    uint32_t n_stages;
+    uint32_t accumulation;        /* 0/1: none; K>1 expands the default stages by microstep @k */
+    uint32_t buffer_records;      /* ring capacity, 0: default 4096 */
+    uint32_t batch_records;       /* records per batch datagram, 0: default 64 */
+    double event_sample_fraction; /* CUDA-event forward sampling, 0: off */
     /* Synchronizing stages by name (a timed stage that ends in a collective):
      * sfd splits each into <name> and <name>.sync_wait at the rank's
      * arrival, marked with sf_stage_arrive. NULL: none. */
-    const char *const *sync_stages; uint32_t n_sync_stages;
-    int disabled;                  /* also SF_DISABLE=1 in the environment */
+    const char *const *sync_stages;
+    uint32_t n_sync_stages;
+    int disabled; /* also SF_DISABLE=1 in the environment */
     /* The job's own window geometry, asked of sfd in the hello (sfd clamps it
      * and says so). -1 (options_init): SF_WINDOW_STEPS / SF_WARMUP_STEPS, else
      * the daemon's configuration. */
@@ -71,45 +73,48 @@ typedef struct sf_client_options {
 SF_CLIENT_API void sf_client_options_init(sf_client_options *opts);
 /* -EINVAL for a bad option (after the environment is applied), -ENOMEM.
  * An absent daemon is not an error. */
-SF_CLIENT_API int  sf_client_open(const sf_client_options *opts, sf_client **ret);
-SF_CLIENT_API int  sf_client_open_env(sf_client **ret);
+SF_CLIENT_API int sf_client_open(const sf_client_options *opts, sf_client **ret);
+SF_CLIENT_API int sf_client_open_env(sf_client **ret);
 /* Flushes without blocking, closes the socket, frees. Accepts NULL. */
 SF_CLIENT_API void sf_client_close(sf_client *c);
 
 /* Index of a stage name, or -ENOENT. Not for the hot path: look ids up once. */
-SF_CLIENT_API int  sf_stage_id(const sf_client *c, const char *name);
+SF_CLIENT_API int sf_stage_id(const sf_client *c, const char *name);
 /* Number of stages, residual included. */
-SF_CLIENT_API int  sf_stage_count(const sf_client *c);
+SF_CLIENT_API int sf_stage_count(const sf_client *c);
 /* Name of stage id, or NULL. */
 SF_CLIENT_API const char *sf_stage_name(const sf_client *c, int stage_id);
 
 /* step < 0: previous + 1 (0 for the first step). A step_begin while a step is
  * open ends that step (with a violation) and returns -EINVAL. */
-SF_CLIENT_API int  sf_step_begin(sf_client *c, int64_t step);
+SF_CLIENT_API int sf_step_begin(sf_client *c, int64_t step);
 /* Ends the step, queues its record, and maybe sends one batch. */
-SF_CLIENT_API int  sf_step_end(sf_client *c);
-SF_CLIENT_API int  sf_stage_begin(sf_client *c, int stage_id);
-SF_CLIENT_API int  sf_stage_end(sf_client *c, int stage_id);
+SF_CLIENT_API int sf_step_end(sf_client *c);
+SF_CLIENT_API int sf_stage_begin(sf_client *c, int stage_id);
+SF_CLIENT_API int sf_stage_end(sf_client *c, int stage_id);
 /* Marks the rank's arrival inside the open synchronizing stage: its own
  * work ended and its wait for the peers begins. One clock read, no
  * allocation, lock or syscall. The last mark of a step wins. -EINVAL (a
  * counted violation) when no synchronizing stage is open. A step whose
  * synchronizing stage got no mark is reported whole as own work and flagged
  * (arrival_missing_steps). */
-SF_CLIENT_API int  sf_stage_arrive(sf_client *c);
+SF_CLIENT_API int sf_stage_arrive(sf_client *c);
 /* Adds wait_ns to the data stage (stage 0) of step: the open step, or a later
  * one up to SF_CLIENT_DATA_LOOKAHEAD ahead. A wait charged ahead was spent
  * before that step began, so it also lengthens that step's wall time. */
-SF_CLIENT_API int  sf_charge_data_wait(sf_client *c, int64_t step, int64_t wait_ns);
+SF_CLIENT_API int sf_charge_data_wait(sf_client *c, int64_t step, int64_t wait_ns);
 /* Side-channel probes: may nest (up to 16 deep), never enter the prefix. */
-SF_CLIENT_API int  sf_probe_begin(sf_client *c, const char *name);
-SF_CLIENT_API int  sf_probe_end(sf_client *c, const char *name);
+SF_CLIENT_API int sf_probe_begin(sf_client *c, const char *name);
+SF_CLIENT_API int sf_probe_end(sf_client *c, const char *name);
 /* One non-blocking send attempt (reconnecting first if the backoff allows). */
-SF_CLIENT_API int  sf_client_flush(sf_client *c);
+SF_CLIENT_API int sf_client_flush(sf_client *c);
 
-typedef struct sf_client_stats { uint64_t steps, records_sent, records_dropped, batches_sent,
-    send_syscalls, connects, reconnects, violations; int connected; } sf_client_stats;
-SF_CLIENT_API int  sf_client_get_stats(const sf_client *c, sf_client_stats *ret);
+typedef struct sf_client_stats {
+    uint64_t steps, records_sent, records_dropped, batches_sent, send_syscalls, connects,
+        reconnects, violations;
+    int connected;
+} sf_client_stats;
+SF_CLIENT_API int sf_client_get_stats(const sf_client *c, sf_client_stats *ret);
 
 /* The schema hash the client sends (FNV-1a 64, same definition as sfd). */
 SF_CLIENT_API uint64_t sf_client_schema_hash(const sf_client *c);

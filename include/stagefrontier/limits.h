@@ -14,9 +14,9 @@
  * path: SF_MAX_RANKS * SF_MAX_DURATION_NS < 2^61, and a prefix is at most
  * SF_MAX_STAGES * SF_MAX_DURATION_NS = 2^48. */
 #define SF_MAX_STAGES 64
-#define SF_MAX_RANKS (1u << 18)                /* 262144: a job's world size */
-#define SF_MAX_DURATION_NS (INT64_C(1) << 42)  /* about 73 minutes per stage */
-#define SF_MAX_JOB_ID_LEN 128                  /* bytes, without the NUL */
+#define SF_MAX_RANKS (1u << 18)               /* 262144: a job's world size */
+#define SF_MAX_DURATION_NS (INT64_C(1) << 42) /* about 73 minutes per stage */
+#define SF_MAX_JOB_ID_LEN 128                 /* bytes, without the NUL */
 
 /* Where sfd listens unless told otherwise (sfd.conf runtime_dir), and where
  * the client and sfctl look. */
@@ -26,9 +26,9 @@
 #define SF_DEFAULT_INGEST_SOCKET SF_DEFAULT_RUNTIME_DIR "/" SF_INGEST_SOCKET_NAME
 #define SF_DEFAULT_QUERY_SOCKET SF_DEFAULT_RUNTIME_DIR "/" SF_QUERY_SOCKET_NAME
 
-_Static_assert((uint64_t)SF_MAX_RANKS * (uint64_t)SF_MAX_DURATION_NS < (UINT64_C(1) << 61),
+_Static_assert((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_DURATION_NS < (UINT64_C(1) << 61),
                "a rank sum of one stage fits int64 with room to add");
-_Static_assert((uint64_t)SF_MAX_STAGES * (uint64_t)SF_MAX_DURATION_NS <= (UINT64_C(1) << 48),
+_Static_assert((uint64_t)SF_MAX_STAGES *(uint64_t)SF_MAX_DURATION_NS <= (UINT64_C(1) << 48),
                "a step's prefix is at most 2^48");
 _Static_assert(SF_MAX_STAGES <= 64, "stage masks are 64-bit words");
 

@@ -14,14 +14,14 @@ struct tl {
     int lfd, cfd;
 };
 
-int  tl_start(struct tl *l);                /* 0 or -errno */
-int  tl_listen(struct tl *l);               /* (re)binds l->path */
-int  tl_accept(struct tl *l, int timeout_ms);
+int tl_start(struct tl *l);  /* 0 or -errno */
+int tl_listen(struct tl *l); /* (re)binds l->path */
+int tl_accept(struct tl *l, int timeout_ms);
 /* Next datagram, decoded; NULL on timeout or end of stream. Free with
  * stagefrontier__client_message__free_unpacked(m, NULL). */
 Stagefrontier__ClientMessage *tl_recv(struct tl *l, int timeout_ms);
 void tl_close_conn(struct tl *l);
-void tl_close_listener(struct tl *l);       /* closes and unlinks */
-void tl_stop(struct tl *l);                 /* closes everything, removes the directory */
+void tl_close_listener(struct tl *l); /* closes and unlinks */
+void tl_stop(struct tl *l);           /* closes everything, removes the directory */
 
 #endif

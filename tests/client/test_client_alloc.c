@@ -21,7 +21,7 @@ void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 
 static long alloc_count;
-static long fail_at = -1;   /* the 1-based allocation to fail, -1: none */
+static long fail_at = -1; /* the 1-based allocation to fail, -1: none */
 static int fail_all;
 
 static int should_fail(void)
@@ -63,14 +63,14 @@ static void fail_each_allocation(double fraction)
         int r = sf_client_open(&o, &c);
         fail_at = -1;
         if (r == 0) {
-            assert_true(alloc_count < n);     /* succeeded only once nothing failed */
+            assert_true(alloc_count < n); /* succeeded only once nothing failed */
             sf_client_close(c);
             break;
         }
         assert_int_equal(r, -ENOMEM);
         assert_ptr_equal(c, (sf_client *)(uintptr_t)0x1);
     }
-    assert_true(n > 2);     /* open does allocate: the loop really injected failures */
+    assert_true(n > 2); /* open does allocate: the loop really injected failures */
     assert_true(n < 1000);
 }
 

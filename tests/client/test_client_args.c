@@ -58,9 +58,23 @@ static sf_client *open_ok(void)
     return c;
 }
 
-static void open_null_opts(void **s) { (void)s; sf_client *c; assert_int_equal(sf_client_open(NULL, &c), -EINVAL); }
-static void open_null_ret(void **s) { (void)s; sf_client_options o = base(); assert_int_equal(sf_client_open(&o, NULL), -EINVAL); }
-static void open_env_null_ret(void **s) { (void)s; assert_int_equal(sf_client_open_env(NULL), -EINVAL); }
+static void open_null_opts(void **s)
+{
+    (void)s;
+    sf_client *c;
+    assert_int_equal(sf_client_open(NULL, &c), -EINVAL);
+}
+static void open_null_ret(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    assert_int_equal(sf_client_open(&o, NULL), -EINVAL);
+}
+static void open_env_null_ret(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_client_open_env(NULL), -EINVAL);
+}
 
 static void open_no_job_id(void **s)
 {
@@ -70,7 +84,13 @@ static void open_no_job_id(void **s)
     expect_open_einval(&o);
 }
 
-static void open_bad_job_id_chars(void **s) { (void)s; sf_client_options o = base(); o.job_id = "job 1"; expect_open_einval(&o); }
+static void open_bad_job_id_chars(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.job_id = "job 1";
+    expect_open_einval(&o);
+}
 
 static void open_job_id_too_long(void **s)
 {
@@ -83,10 +103,35 @@ static void open_job_id_too_long(void **s)
     expect_open_einval(&o);
 }
 
-static void open_rank_ge_world(void **s) { (void)s; sf_client_options o = base(); o.rank = 4; o.world_size = 4; expect_open_einval(&o); }
-static void open_world_zero(void **s) { (void)s; sf_client_options o = base(); o.world_size = 0; expect_open_einval(&o); }
-static void open_world_too_big(void **s) { (void)s; sf_client_options o = base(); o.world_size = SF_CLIENT_MAX_WORLD_SIZE + 1; expect_open_einval(&o); }
-static void open_rank_below_minus_one(void **s) { (void)s; sf_client_options o = base(); o.rank = -2; expect_open_einval(&o); }
+static void open_rank_ge_world(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.rank = 4;
+    o.world_size = 4;
+    expect_open_einval(&o);
+}
+static void open_world_zero(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.world_size = 0;
+    expect_open_einval(&o);
+}
+static void open_world_too_big(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.world_size = SF_CLIENT_MAX_WORLD_SIZE + 1;
+    expect_open_einval(&o);
+}
+static void open_rank_below_minus_one(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.rank = -2;
+    expect_open_einval(&o);
+}
 
 static void open_env_rank_malformed(void **s)
 {
@@ -97,7 +142,13 @@ static void open_env_rank_malformed(void **s)
     unsetenv("RANK");
 }
 
-static void open_socket_empty(void **s) { (void)s; sf_client_options o = base(); o.socket_path = ""; expect_open_einval(&o); }
+static void open_socket_empty(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.socket_path = "";
+    expect_open_einval(&o);
+}
 
 static void open_socket_too_long(void **s)
 {
@@ -122,7 +173,14 @@ static void open_role_too_long(void **s)
 }
 
 static const char *const two[] = {"a", "rest"};
-static void open_one_stage(void **s) { (void)s; sf_client_options o = base(); o.stage_names = two; o.n_stages = 1; expect_open_einval(&o); }
+static void open_one_stage(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.stage_names = two;
+    o.n_stages = 1;
+    expect_open_einval(&o);
+}
 
 static void open_too_many_stages(void **s)
 {
@@ -203,20 +261,82 @@ static void open_groups_without_names(void **s)
     expect_open_einval(&o);
 }
 
-static void open_accumulation_too_big(void **s) { (void)s; sf_client_options o = base(); o.accumulation = SF_CLIENT_MAX_ACCUMULATION + 1; expect_open_einval(&o); }
+static void open_accumulation_too_big(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.accumulation = SF_CLIENT_MAX_ACCUMULATION + 1;
+    expect_open_einval(&o);
+}
 /* 3K + 3 default stages must fit in 64. */
-static void open_accumulation_too_many_stages(void **s) { (void)s; sf_client_options o = base(); o.accumulation = 21; expect_open_einval(&o); }
-static void open_buffer_too_big(void **s) { (void)s; sf_client_options o = base(); o.buffer_records = SF_CLIENT_MAX_BUFFER + 1; expect_open_einval(&o); }
-static void open_batch_too_big(void **s) { (void)s; sf_client_options o = base(); o.batch_records = SF_CLIENT_MAX_BATCH + 1; expect_open_einval(&o); }
-static void open_fraction_negative(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = -0.1; expect_open_einval(&o); }
-static void open_fraction_above_one(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = 1.5; expect_open_einval(&o); }
-static void open_fraction_nan(void **s) { (void)s; sf_client_options o = base(); o.event_sample_fraction = NAN; expect_open_einval(&o); }
+static void open_accumulation_too_many_stages(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.accumulation = 21;
+    expect_open_einval(&o);
+}
+static void open_buffer_too_big(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.buffer_records = SF_CLIENT_MAX_BUFFER + 1;
+    expect_open_einval(&o);
+}
+static void open_batch_too_big(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.batch_records = SF_CLIENT_MAX_BATCH + 1;
+    expect_open_einval(&o);
+}
+static void open_fraction_negative(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.event_sample_fraction = -0.1;
+    expect_open_einval(&o);
+}
+static void open_fraction_above_one(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.event_sample_fraction = 1.5;
+    expect_open_einval(&o);
+}
+static void open_fraction_nan(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.event_sample_fraction = NAN;
+    expect_open_einval(&o);
+}
 /* Synchronizing stages: unknown, the residual, a NULL list with a count. */
 static const char *const sync_unknown[] = {"no.such_stage"};
 static const char *const sync_residual[] = {"step.other_cpu_wall"};
-static void open_sync_unknown(void **s) { (void)s; sf_client_options o = base(); o.sync_stages = sync_unknown; o.n_sync_stages = 1; expect_open_einval(&o); }
-static void open_sync_residual(void **s) { (void)s; sf_client_options o = base(); o.sync_stages = sync_residual; o.n_sync_stages = 1; expect_open_einval(&o); }
-static void open_sync_null_list(void **s) { (void)s; sf_client_options o = base(); o.n_sync_stages = 1; expect_open_einval(&o); }
+static void open_sync_unknown(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.sync_stages = sync_unknown;
+    o.n_sync_stages = 1;
+    expect_open_einval(&o);
+}
+static void open_sync_residual(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.sync_stages = sync_residual;
+    o.n_sync_stages = 1;
+    expect_open_einval(&o);
+}
+static void open_sync_null_list(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.n_sync_stages = 1;
+    expect_open_einval(&o);
+}
 
 static void open_env_fraction_malformed(void **s)
 {
@@ -228,28 +348,131 @@ static void open_env_fraction_malformed(void **s)
 }
 
 /* A NULL client is refused by every function; close accepts it. */
-static void step_begin_null(void **s) { (void)s; assert_int_equal(sf_step_begin(NULL, 0), -EINVAL); }
-static void step_end_null(void **s) { (void)s; assert_int_equal(sf_step_end(NULL), -EINVAL); }
-static void stage_begin_null(void **s) { (void)s; assert_int_equal(sf_stage_begin(NULL, 0), -EINVAL); }
-static void stage_end_null(void **s) { (void)s; assert_int_equal(sf_stage_end(NULL, 0), -EINVAL); }
-static void charge_null(void **s) { (void)s; assert_int_equal(sf_charge_data_wait(NULL, 0, 1), -EINVAL); }
-static void probe_begin_null(void **s) { (void)s; assert_int_equal(sf_probe_begin(NULL, "p"), -EINVAL); }
-static void probe_end_null(void **s) { (void)s; assert_int_equal(sf_probe_end(NULL, "p"), -EINVAL); }
-static void flush_null(void **s) { (void)s; assert_int_equal(sf_client_flush(NULL), -EINVAL); }
-static void stats_null_client(void **s) { (void)s; sf_client_stats st; assert_int_equal(sf_client_get_stats(NULL, &st), -EINVAL); }
-static void stage_id_null_client(void **s) { (void)s; assert_int_equal(sf_stage_id(NULL, "data.next_wait"), -EINVAL); }
-static void stage_count_null(void **s) { (void)s; assert_int_equal(sf_stage_count(NULL), -EINVAL); }
-static void close_null(void **s) { (void)s; sf_client_close(NULL); }
+static void step_begin_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_step_begin(NULL, 0), -EINVAL);
+}
+static void step_end_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_step_end(NULL), -EINVAL);
+}
+static void stage_begin_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_stage_begin(NULL, 0), -EINVAL);
+}
+static void stage_end_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_stage_end(NULL, 0), -EINVAL);
+}
+static void charge_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_charge_data_wait(NULL, 0, 1), -EINVAL);
+}
+static void probe_begin_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_probe_begin(NULL, "p"), -EINVAL);
+}
+static void probe_end_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_probe_end(NULL, "p"), -EINVAL);
+}
+static void flush_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_client_flush(NULL), -EINVAL);
+}
+static void stats_null_client(void **s)
+{
+    (void)s;
+    sf_client_stats st;
+    assert_int_equal(sf_client_get_stats(NULL, &st), -EINVAL);
+}
+static void stage_id_null_client(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_stage_id(NULL, "data.next_wait"), -EINVAL);
+}
+static void stage_count_null(void **s)
+{
+    (void)s;
+    assert_int_equal(sf_stage_count(NULL), -EINVAL);
+}
+static void close_null(void **s)
+{
+    (void)s;
+    sf_client_close(NULL);
+}
 
-static void stats_null_ret(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_client_get_stats(c, NULL), -EINVAL); sf_client_close(c); }
-static void stage_id_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_stage_id(c, NULL), -EINVAL); sf_client_close(c); }
-static void stage_id_unknown(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_stage_id(c, "nope"), -ENOENT); sf_client_close(c); }
-static void charge_negative_step(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, -1, 5), -EINVAL); sf_client_close(c); }
-static void charge_negative_ns(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, 0, -5), -EINVAL); sf_client_close(c); }
-static void probe_begin_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_begin(c, NULL), -EINVAL); sf_client_close(c); }
-static void probe_end_null_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_end(c, NULL), -EINVAL); sf_client_close(c); }
-static void charge_too_long(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_charge_data_wait(c, 0, (INT64_C(1) << 42) + 1), -EINVAL); sf_client_close(c); }
-static void probe_empty_name(void **s) { (void)s; sf_client *c = open_ok(); assert_int_equal(sf_probe_begin(c, ""), -EINVAL); sf_client_close(c); }
+static void stats_null_ret(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_client_get_stats(c, NULL), -EINVAL);
+    sf_client_close(c);
+}
+static void stage_id_null_name(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_stage_id(c, NULL), -EINVAL);
+    sf_client_close(c);
+}
+static void stage_id_unknown(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_stage_id(c, "nope"), -ENOENT);
+    sf_client_close(c);
+}
+static void charge_negative_step(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_charge_data_wait(c, -1, 5), -EINVAL);
+    sf_client_close(c);
+}
+static void charge_negative_ns(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_charge_data_wait(c, 0, -5), -EINVAL);
+    sf_client_close(c);
+}
+static void probe_begin_null_name(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_probe_begin(c, NULL), -EINVAL);
+    sf_client_close(c);
+}
+static void probe_end_null_name(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_probe_end(c, NULL), -EINVAL);
+    sf_client_close(c);
+}
+static void charge_too_long(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_charge_data_wait(c, 0, (INT64_C(1) << 42) + 1), -EINVAL);
+    sf_client_close(c);
+}
+static void probe_empty_name(void **s)
+{
+    (void)s;
+    sf_client *c = open_ok();
+    assert_int_equal(sf_probe_begin(c, ""), -EINVAL);
+    sf_client_close(c);
+}
 
 static void probe_name_too_long(void **s)
 {
@@ -264,7 +487,7 @@ static void probe_name_too_long(void **s)
 
 static void check_disabled(sf_client *c)
 {
-    assert_int_equal(sf_step_end(c), 0);            /* misuse, yet 0 */
+    assert_int_equal(sf_step_end(c), 0); /* misuse, yet 0 */
     assert_int_equal(sf_stage_begin(c, 99), 0);
     assert_int_equal(sf_step_begin(c, 0), 0);
     assert_int_equal(sf_step_begin(c, 1), 0);
@@ -288,7 +511,7 @@ static void disabled_option(void **s)
 {
     (void)s;
     sf_client_options o;
-    sf_client_options_init(&o);     /* no job id: disabled wins anyway */
+    sf_client_options_init(&o); /* no job id: disabled wins anyway */
     o.disabled = 1;
     sf_client *c = NULL;
     assert_int_equal(sf_client_open(&o, &c), 0);
@@ -315,7 +538,7 @@ static void env_resolution(void **s)
     sf_client *c = NULL;
     assert_int_equal(sf_client_open_env(&c), 0);
     sf_client_close(c);
-    setenv("RANK", "8", 1);         /* rank == world size */
+    setenv("RANK", "8", 1); /* rank == world size */
     assert_int_equal(sf_client_open_env(&c), -EINVAL);
     env_setup(NULL);
 }
@@ -324,21 +547,63 @@ static void env_resolution(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(open_null_opts), T(open_null_ret), T(open_env_null_ret), T(open_no_job_id),
-        T(open_bad_job_id_chars), T(open_job_id_too_long), T(open_rank_ge_world),
-        T(open_world_zero), T(open_world_too_big), T(open_rank_below_minus_one),
-        T(open_env_rank_malformed), T(open_socket_empty), T(open_socket_too_long),
-        T(open_role_too_long), T(open_one_stage), T(open_too_many_stages),
-        T(open_duplicate_stage), T(open_stage_name_space), T(open_stage_name_null),
-        T(open_stage_name_too_long), T(open_bad_group), T(open_groups_without_names),
-        T(open_accumulation_too_big), T(open_accumulation_too_many_stages),
-        T(open_buffer_too_big), T(open_batch_too_big), T(open_fraction_negative),
-        T(open_fraction_above_one), T(open_fraction_nan), T(open_sync_unknown), T(open_sync_residual), T(open_sync_null_list), T(open_env_fraction_malformed),
-        T(step_begin_null), T(step_end_null), T(stage_begin_null), T(stage_end_null),
-        T(charge_null), T(probe_begin_null), T(probe_end_null), T(flush_null),
-        T(stats_null_client), T(stage_id_null_client), T(stage_count_null), T(close_null), T(stats_null_ret), T(stage_id_null_name), T(stage_id_unknown),
-        T(charge_negative_step), T(charge_negative_ns), T(probe_begin_null_name), T(probe_end_null_name), T(charge_too_long),
-        T(probe_empty_name), T(probe_name_too_long), T(disabled_option), T(disabled_env),
+        T(open_null_opts),
+        T(open_null_ret),
+        T(open_env_null_ret),
+        T(open_no_job_id),
+        T(open_bad_job_id_chars),
+        T(open_job_id_too_long),
+        T(open_rank_ge_world),
+        T(open_world_zero),
+        T(open_world_too_big),
+        T(open_rank_below_minus_one),
+        T(open_env_rank_malformed),
+        T(open_socket_empty),
+        T(open_socket_too_long),
+        T(open_role_too_long),
+        T(open_one_stage),
+        T(open_too_many_stages),
+        T(open_duplicate_stage),
+        T(open_stage_name_space),
+        T(open_stage_name_null),
+        T(open_stage_name_too_long),
+        T(open_bad_group),
+        T(open_groups_without_names),
+        T(open_accumulation_too_big),
+        T(open_accumulation_too_many_stages),
+        T(open_buffer_too_big),
+        T(open_batch_too_big),
+        T(open_fraction_negative),
+        T(open_fraction_above_one),
+        T(open_fraction_nan),
+        T(open_sync_unknown),
+        T(open_sync_residual),
+        T(open_sync_null_list),
+        T(open_env_fraction_malformed),
+        T(step_begin_null),
+        T(step_end_null),
+        T(stage_begin_null),
+        T(stage_end_null),
+        T(charge_null),
+        T(probe_begin_null),
+        T(probe_end_null),
+        T(flush_null),
+        T(stats_null_client),
+        T(stage_id_null_client),
+        T(stage_count_null),
+        T(close_null),
+        T(stats_null_ret),
+        T(stage_id_null_name),
+        T(stage_id_unknown),
+        T(charge_negative_step),
+        T(charge_negative_ns),
+        T(probe_begin_null_name),
+        T(probe_end_null_name),
+        T(charge_too_long),
+        T(probe_empty_name),
+        T(probe_name_too_long),
+        T(disabled_option),
+        T(disabled_env),
         T(env_resolution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,7 +28,7 @@ static sf_client *open_quiet(uint32_t buffer, uint32_t accumulation)
     o.accumulation = accumulation;
     sf_client *c = NULL;
     assert_int_equal(sf_client_open(&o, &c), 0);
-    c->next_send_ns = INT64_MAX;    /* keep records in the ring */
+    c->next_send_ns = INT64_MAX; /* keep records in the ring */
     return c;
 }
 
@@ -61,7 +61,7 @@ static void residual_closes_the_step(void **s)
     assert_int_equal(sf_stage_begin(c, 1), 0);
     spin(200000);
     assert_int_equal(sf_stage_end(c, 1), 0);
-    spin(200000);                   /* untimed: goes to the residual */
+    spin(200000); /* untimed: goes to the residual */
     assert_int_equal(sf_step_end(c), 0);
     int64_t *d;
     const struct sf__record *r = rec(c, 0, &d);
@@ -115,17 +115,17 @@ static void misuse_is_counted(void **s)
 {
     (void)s;
     sf_client *c = open_quiet(16, 1);
-    assert_int_equal(sf_stage_begin(c, 0), -EINVAL);     /* outside a step */
-    assert_int_equal(sf_step_end(c), -EINVAL);           /* no step */
+    assert_int_equal(sf_stage_begin(c, 0), -EINVAL); /* outside a step */
+    assert_int_equal(sf_step_end(c), -EINVAL);       /* no step */
     assert_int_equal(violations(c), 2);
     assert_int_equal(sf_step_begin(c, -1), 0);
-    assert_int_equal(sf_stage_begin(c, 99), -EINVAL);    /* unknown id */
+    assert_int_equal(sf_stage_begin(c, 99), -EINVAL); /* unknown id */
     assert_int_equal(sf_stage_begin(c, -1), -EINVAL);
-    assert_int_equal(sf_stage_begin(c, 5), -EINVAL);     /* the residual is never timed */
-    assert_int_equal(sf_stage_end(c, 3), -EINVAL);       /* end without begin */
+    assert_int_equal(sf_stage_begin(c, 5), -EINVAL); /* the residual is never timed */
+    assert_int_equal(sf_stage_end(c, 3), -EINVAL);   /* end without begin */
     assert_int_equal(sf_stage_begin(c, 0), 0);
-    assert_int_equal(sf_stage_begin(c, 1), -EINVAL);     /* nested ordered stage */
-    assert_int_equal(sf_stage_end(c, 1), -EINVAL);       /* its end: not counted twice */
+    assert_int_equal(sf_stage_begin(c, 1), -EINVAL); /* nested ordered stage */
+    assert_int_equal(sf_stage_end(c, 1), -EINVAL);   /* its end: not counted twice */
     assert_int_equal(sf_stage_end(c, 0), 0);
     assert_int_equal(sf_step_end(c), 0);
     assert_int_equal(violations(c), 2 + 5);
@@ -133,7 +133,7 @@ static void misuse_is_counted(void **s)
     const struct sf__record *r = rec(c, 0, &d);
     assert_int_equal(r->violations, 5);
     assert_true(r->flags & SF__FLAG_VIOLATION);
-    assert_int_equal(d[1], 0);                           /* the refused stage took no time */
+    assert_int_equal(d[1], 0); /* the refused stage took no time */
     sf_client_close(c);
 }
 
@@ -143,7 +143,7 @@ static void step_begin_inside_step(void **s)
     sf_client *c = open_quiet(16, 1);
     assert_int_equal(sf_step_begin(c, 10), 0);
     assert_int_equal(sf_stage_begin(c, 0), 0);
-    assert_int_equal(sf_step_begin(c, 11), -EINVAL);     /* step 10 closed, 11 open */
+    assert_int_equal(sf_step_begin(c, 11), -EINVAL); /* step 10 closed, 11 open */
     assert_int_equal(sf_step_end(c), 0);
     assert_int_equal(c->ring.count, 2);
     int64_t *d;
@@ -176,7 +176,7 @@ static void data_wait_charged_ahead(void **s)
 {
     (void)s;
     sf_client *c = open_quiet(16, 1);
-    assert_int_equal(sf_charge_data_wait(c, 0, 1000), 0);    /* before any step */
+    assert_int_equal(sf_charge_data_wait(c, 0, 1000), 0); /* before any step */
     sf_step_begin(c, -1);
     assert_int_equal(sf_charge_data_wait(c, 2, 3000000), 0); /* a prefetch for step 2 */
     assert_int_equal(sf_charge_data_wait(c, 2 + SF_CLIENT_DATA_LOOKAHEAD, 1), -EINVAL);
@@ -197,7 +197,7 @@ static void data_wait_charged_ahead(void **s)
     const struct sf__record *r2 = rec(c, 2, &d);
     assert_int_equal(r2->step, 2);
     assert_int_equal(d[0], 3000000);
-    assert_true(r2->wall_ns >= 3000000);     /* the wait lengthens its step */
+    assert_true(r2->wall_ns >= 3000000); /* the wait lengthens its step */
     assert_int_equal(r2->overlap_ns, 0);
     assert_int_equal(violations(c), 2);
     sf_client_close(c);
@@ -246,12 +246,12 @@ static void probes_nest_outside_prefix(void **s)
     sf_step_begin(c, -1);
     assert_int_equal(sf_probe_begin(c, "outer"), 0);
     assert_int_equal(sf_probe_begin(c, "inner"), 0);
-    assert_int_equal(sf_stage_begin(c, 0), 0);               /* probes are no ordered stage */
+    assert_int_equal(sf_stage_begin(c, 0), 0); /* probes are no ordered stage */
     assert_int_equal(sf_stage_end(c, 0), 0);
-    assert_int_equal(sf_probe_end(c, "outer"), -EINVAL);     /* out of order */
+    assert_int_equal(sf_probe_end(c, "outer"), -EINVAL); /* out of order */
     assert_int_equal(sf_probe_end(c, "inner"), 0);
     assert_int_equal(sf_probe_end(c, "outer"), 0);
-    assert_int_equal(sf_probe_end(c, "outer"), -EINVAL);     /* none open */
+    assert_int_equal(sf_probe_end(c, "outer"), -EINVAL); /* none open */
     sf_step_end(c);
     assert_int_equal(violations(c), 2);
     sf_client_close(c);

@@ -44,8 +44,8 @@ static uint64_t reference_hash(uint32_t version, uint32_t n, const char *const *
     return h;
 }
 
-static sf_client *open_schema(const char *const *names, const char *const *groups,
-                              uint32_t n, uint32_t accumulation)
+static sf_client *open_schema(const char *const *names, const char *const *groups, uint32_t n,
+                              uint32_t accumulation)
 {
     sf_client_options o;
     sf_client_options_init(&o);
@@ -64,9 +64,9 @@ static sf_client *open_schema(const char *const *names, const char *const *group
 static void default_schema(void **s)
 {
     (void)s;
-    static const char *const names[] = {
-        "data.next_wait", "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
-        "callbacks.cpu_wall", "optim.step_cpu_wall", "step.other_cpu_wall"};
+    static const char *const names[] = {"data.next_wait",          "model.fwd_loss_cpu_wall",
+                                        "model.backward_cpu_wall", "callbacks.cpu_wall",
+                                        "optim.step_cpu_wall",     "step.other_cpu_wall"};
     sf_client *c = open_schema(NULL, NULL, 0, 1);
     assert_int_equal(sf_client_schema_hash(c), reference_hash(1, 6, names, names));
     sf_client_close(c);

@@ -224,7 +224,7 @@ static void daemon_absent(void **s)
     (void)s;
     struct tl l;
     assert_int_equal(tl_start(&l), 0);
-    tl_close_listener(&l);          /* the directory exists, the socket does not */
+    tl_close_listener(&l); /* the directory exists, the socket does not */
     sf_client *c = open_at(l.path, 0, 0);
     run_steps(c, 50);
     assert_int_equal(sf_client_flush(c), 0);
@@ -306,7 +306,7 @@ static void listener_never_reads(void **s)
     assert_int_equal(tl_accept(&l, WAIT_MS), 0);
     int steps = 0;
     while (stats(c).records_dropped == 0 && steps < 400000) {
-        run_steps(c, 100);      /* every call returns 0: asserted inside */
+        run_steps(c, 100); /* every call returns 0: asserted inside */
         steps += 100;
     }
     sf_client_stats st = stats(c);
@@ -333,7 +333,7 @@ static int child_body(sf_client *c, uint64_t syscalls_before)
     sf_client_stats st;
     sf_client_get_stats(c, &st);
     bad |= st.send_syscalls != syscalls_before;
-    bad |= c->tr.fd != -1;      /* the inherited socket is closed */
+    bad |= c->tr.fd != -1; /* the inherited socket is closed */
     sf_client_close(c);
     return bad;
 }
@@ -377,14 +377,11 @@ static void fork_child_is_inert(void **s)
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_DFL);   /* a SIGPIPE would kill the test: it must never come */
+    signal(SIGPIPE, SIG_DFL); /* a SIGPIPE would kill the test: it must never come */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hello_and_batches),
-        cmocka_unit_test(arrivals_on_the_wire),
-        cmocka_unit_test(daemon_absent),
-        cmocka_unit_test(reconnect_sends_new_hello),
-        cmocka_unit_test(listener_never_reads),
-        cmocka_unit_test(fork_child_is_inert),
+        cmocka_unit_test(hello_and_batches),    cmocka_unit_test(arrivals_on_the_wire),
+        cmocka_unit_test(daemon_absent),        cmocka_unit_test(reconnect_sends_new_hello),
+        cmocka_unit_test(listener_never_reads), cmocka_unit_test(fork_child_is_inert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sfd_peer_state_read(f, &st) == 0) {
         for (uint32_t i = 1; i < st.n; i++)
             if (st.peers[i].id < st.peers[i - 1].id)
-                __builtin_trap();   /* the reader promises sorted entries */
+                __builtin_trap(); /* the reader promises sorted entries */
         sfd_peer_state_clear(&st);
     }
     fclose(f);

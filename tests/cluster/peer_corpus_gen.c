@@ -34,7 +34,9 @@ static sf_summary *sample(bool dense)
     for (int i = 0; i < 12; i++) {
         for (int s = 0; s < 6; s++)
             d[i * 6 + s] = 2000000 * (i % 4 + 1) + 37 * s + 1000 * (i / 4);
-        rows[i] = (sf_row){.step = 320 + i / 4, .rank = (uint32_t)(i % 4), .d = &d[i * 6],
+        rows[i] = (sf_row){.step = 320 + i / 4,
+                           .rank = (uint32_t)(i % 4),
+                           .d = &d[i * 6],
                            .role = i % 2 ? "x" : ""};
     }
     sf_summary *s = NULL;
@@ -56,9 +58,14 @@ int main(int argc, char **argv)
         size_t len;
         sfd_peer_summary_pack(s, "job-7", dense, 2, &buf, &len);
         put(su, dense ? "dense" : "mergeable", 0xff, buf, len);
-        sfd_peer_msg m = {.from = 2, .dest = 1, .epoch = 9, .seq = 4, .term = 2,
+        sfd_peer_msg m = {.from = 2,
+                          .dest = 1,
+                          .epoch = 9,
+                          .seq = 4,
+                          .term = 2,
                           .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__SUMMARY,
-                          .payload = buf, .payload_len = len};
+                          .payload = buf,
+                          .payload_len = len};
         uint8_t *frame;
         size_t flen;
         sfd_peer_seal(&fuzz_key, &m, &frame, &flen);
@@ -97,9 +104,14 @@ int main(int argc, char **argv)
     size_t l;
     sfd_peer_pack(&hb.base, &b, &l);
     put(fr, "heartbeat_payload", 1, b, l);
-    sfd_peer_msg m = {.from = 2, .dest = 1, .epoch = 9, .seq = 5, .term = 2,
+    sfd_peer_msg m = {.from = 2,
+                      .dest = 1,
+                      .epoch = 9,
+                      .seq = 5,
+                      .term = 2,
                       .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__HEARTBEAT,
-                      .payload = b, .payload_len = l};
+                      .payload = b,
+                      .payload_len = l};
     uint8_t *frame;
     size_t flen;
     sfd_peer_seal(&fuzz_key, &m, &frame, &flen);

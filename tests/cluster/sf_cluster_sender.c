@@ -36,7 +36,8 @@ static uint64_t mix(uint64_t x)
 
 static int64_t duration(uint64_t seed, int64_t step, uint32_t rank, uint32_t s, uint32_t slow)
 {
-    int64_t d = 200000 + (int64_t)(mix(seed ^ ((uint64_t)step << 24) ^ ((uint64_t)rank << 8) ^ s) % 3000000);
+    int64_t d = 200000 +
+                (int64_t)(mix(seed ^ ((uint64_t)step << 24) ^ ((uint64_t)rank << 8) ^ s) % 3000000);
     if (rank == slow && s == 0)
         d += 4000000;
     return d;
@@ -101,7 +102,7 @@ static void wait_gate(const char *gate, int64_t step)
         }
         if (v >= step)
             return;
-        poll(NULL, 0, 20);  /* the gate file is the test's pacing signal */
+        poll(NULL, 0, 20); /* the gate file is the test's pacing signal */
     }
 }
 

@@ -54,9 +54,14 @@ static void heartbeat_at(const sfd_peer_key *key, uint32_t from, uint32_t dest, 
     uint8_t *p;
     size_t n;
     sfd_peer_pack(&hb.base, &p, &n);
-    sfd_peer_msg m = {.from = from, .dest = dest, .epoch = epoch, .seq = seq, .term = term,
+    sfd_peer_msg m = {.from = from,
+                      .dest = dest,
+                      .epoch = epoch,
+                      .seq = seq,
+                      .term = term,
                       .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__HEARTBEAT,
-                      .payload = p, .payload_len = n};
+                      .payload = p,
+                      .payload_len = n};
     if (sfd_peer_seal(key, &m, frame, len) < 0)
         exit(1);
     free(p);
@@ -68,8 +73,8 @@ static void heartbeat_frame(const sfd_peer_key *key, uint32_t from, uint32_t des
     heartbeat_at(key, from, dest, epoch, 1, 0, frame, len);
 }
 
-static void record(int fd, const sfd_peer_key *key, uint32_t from, uint32_t dest,
-                   const char *path, uint64_t epoch, unsigned count)
+static void record(int fd, const sfd_peer_key *key, uint32_t from, uint32_t dest, const char *path,
+                   uint64_t epoch, unsigned count)
 {
     FILE *f = fopen(path, "wb");
     if (f == NULL) {
@@ -108,7 +113,7 @@ static void stale_summary(const sfd_peer_key *key, uint32_t from, uint32_t dest,
     sf_schema sc;
     sf_schema_init_default(&sc, 1);
     sf_window_meta meta = {.index = 0, .first_step = 2, .last_step = 11, .world_size = world};
-    int64_t d[6] = {900000000, 1, 1, 1, 1, 1};     /* a huge data wait, if it ever counted */
+    int64_t d[6] = {900000000, 1, 1, 1, 1, 1}; /* a huge data wait, if it ever counted */
     sf_row row = {.step = 2, .rank = world - 1, .d = d};
     sf_summary *s = NULL;
     uint8_t *p;
@@ -116,9 +121,14 @@ static void stale_summary(const sfd_peer_key *key, uint32_t from, uint32_t dest,
     if (sf_summary_build(&sc, &meta, &row, 1, false, &s) < 0 ||
         sfd_peer_summary_pack(s, job, false, from, &p, &n) < 0)
         exit(1);
-    sfd_peer_msg m = {.from = from, .dest = dest, .epoch = epoch, .seq = 2, .term = 0,
+    sfd_peer_msg m = {.from = from,
+                      .dest = dest,
+                      .epoch = epoch,
+                      .seq = 2,
+                      .term = 0,
                       .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__SUMMARY,
-                      .payload = p, .payload_len = n};
+                      .payload = p,
+                      .payload_len = n};
     if (sfd_peer_seal(key, &m, frame, len) < 0)
         exit(1);
     free(p);
@@ -178,8 +188,7 @@ int main(int argc, char **argv)
         heartbeat_at(&key, from, dest, UINT64_MAX, 1, 0, &frame, &len);
         put(fd, frame, len);
     } else if (strcmp(mode, "record") == 0 && argc >= 10) {
-        record(fd, &key, from, dest, argv[7], strtoull(argv[8], NULL, 10),
-               (unsigned)atoi(argv[9]));
+        record(fd, &key, from, dest, argv[7], strtoull(argv[8], NULL, 10), (unsigned)atoi(argv[9]));
     } else if (strcmp(mode, "playback") == 0 && argc >= 8) {
         playback(fd, argv[7]);
     } else if (strcmp(mode, "garbage") == 0) {

@@ -41,8 +41,7 @@ static fixture *fixture_new(void)
     assert_non_null(f);
     assert_int_equal(sf_schema_init_default(&f->schema, 1), 0);
     sf_gates_default(&f->gates);
-    f->meta = (sf_window_meta){.index = 0, .first_step = 20, .last_step = 119,
-                               .world_size = WORLD};
+    f->meta = (sf_window_meta){.index = 0, .first_step = 20, .last_step = 119, .world_size = WORLD};
     uint64_t x = 42;
     for (uint32_t t = 0; t < STEPS; t++) {
         for (uint32_t r = 0; r < WORLD; r++) {
@@ -50,7 +49,7 @@ static fixture *fixture_new(void)
             for (uint32_t s = 0; s < S; s++)
                 d[s] = 1000000 + (int64_t)(lcg(&x) % 5000000);
             if (r == 5)
-                d[0] += 20000000;   /* a slow data loader on rank 5 */
+                d[0] += 20000000; /* a slow data loader on rank 5 */
             sf_row *row = &f->rows[f->n_rows++];
             *row = (sf_row){.step = 20 + t, .rank = r, .d = d, .role = r < 4 ? "a" : "b"};
         }
@@ -178,28 +177,73 @@ static void test_merge_exact_mergeable(void **state)
 
 typedef void (*mutator)(Stagefrontier__Summary *m);
 
-static void m_dmax_len(Stagefrontier__Summary *m) { m->steps[0]->n_dmax--; }
-static void m_top2_rank(Stagefrontier__Summary *m) { m->steps[1]->top2_ranks[0] = WORLD; }
-static void m_hash(Stagefrontier__Summary *m) { m->schema_hash ^= 1; }
-static void m_world(Stagefrontier__Summary *m) { m->world_size = 0; }
-static void m_flags(Stagefrontier__Summary *m) { m->flags = 0x100; }
-static void m_order(Stagefrontier__Summary *m) { m->steps[1]->step = m->steps[0]->step; }
-static void m_cov(Stagefrontier__Summary *m) { m->coverage[1] = WORLD; }
-static void m_cov_odd(Stagefrontier__Summary *m) { m->n_coverage = 1; }
-static void m_neg(Stagefrontier__Summary *m) { m->steps[0]->dmin[2] = -1; }
-static void m_big(Stagefrontier__Summary *m) { m->steps[0]->dmax[2] = SF_MAX_DURATION_NS + 1; }
-static void m_job(Stagefrontier__Summary *m) { m->job_id = "bad job"; }
-static void m_clip(Stagefrontier__Summary *m) { m->steps[0]->n_clipped_end = 0; }
-static void m_dense_len(Stagefrontier__Summary *m) { m->dense->n_d--; }
-static void m_dense_present(Stagefrontier__Summary *m) { m->dense->present.data[0] = 7; }
-static void m_roles(Stagefrontier__Summary *m) { m->n_roles = SF_MAX_ROLES + 1; }
+static void m_dmax_len(Stagefrontier__Summary *m)
+{
+    m->steps[0]->n_dmax--;
+}
+static void m_top2_rank(Stagefrontier__Summary *m)
+{
+    m->steps[1]->top2_ranks[0] = WORLD;
+}
+static void m_hash(Stagefrontier__Summary *m)
+{
+    m->schema_hash ^= 1;
+}
+static void m_world(Stagefrontier__Summary *m)
+{
+    m->world_size = 0;
+}
+static void m_flags(Stagefrontier__Summary *m)
+{
+    m->flags = 0x100;
+}
+static void m_order(Stagefrontier__Summary *m)
+{
+    m->steps[1]->step = m->steps[0]->step;
+}
+static void m_cov(Stagefrontier__Summary *m)
+{
+    m->coverage[1] = WORLD;
+}
+static void m_cov_odd(Stagefrontier__Summary *m)
+{
+    m->n_coverage = 1;
+}
+static void m_neg(Stagefrontier__Summary *m)
+{
+    m->steps[0]->dmin[2] = -1;
+}
+static void m_big(Stagefrontier__Summary *m)
+{
+    m->steps[0]->dmax[2] = SF_MAX_DURATION_NS + 1;
+}
+static void m_job(Stagefrontier__Summary *m)
+{
+    m->job_id = "bad job";
+}
+static void m_clip(Stagefrontier__Summary *m)
+{
+    m->steps[0]->n_clipped_end = 0;
+}
+static void m_dense_len(Stagefrontier__Summary *m)
+{
+    m->dense->n_d--;
+}
+static void m_dense_present(Stagefrontier__Summary *m)
+{
+    m->dense->present.data[0] = 7;
+}
+static void m_roles(Stagefrontier__Summary *m)
+{
+    m->n_roles = SF_MAX_ROLES + 1;
+}
 
 static void test_hostile_fields(void **state)
 {
     (void)state;
-    static const mutator muts[] = {m_dmax_len, m_top2_rank, m_hash, m_world, m_flags, m_order,
-                                   m_cov, m_cov_odd, m_neg, m_big, m_job, m_clip, m_dense_len,
-                                   m_dense_present, m_roles};
+    static const mutator muts[] = {m_dmax_len, m_top2_rank, m_hash,      m_world,         m_flags,
+                                   m_order,    m_cov,       m_cov_odd,   m_neg,           m_big,
+                                   m_job,      m_clip,      m_dense_len, m_dense_present, m_roles};
     fixture *f = fixture_new();
     sf_summary *s = node_summary(f, 0, 3, true);
     for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {

@@ -23,7 +23,7 @@ typedef struct sim {
     uint32_t n;
     sfd_elect e[MAXN];
     bool up[MAXN];
-    bool link[MAXN][MAXN];      /* link[a][b]: a's messages reach b */
+    bool link[MAXN][MAXN]; /* link[a][b]: a's messages reach b */
     uint64_t now;
     uint32_t max_roots_per_term_violations;
 } sim;
@@ -37,8 +37,8 @@ static void heartbeat(sim *s, uint32_t from)
         if (to == from || !s->up[to] || !s->link[from][to])
             continue;
         sfd_elect_out out = {0};
-        sfd_elect_on_heartbeat(&s->e[to], s->now, from + 1, e->term,
-                               e->role == SFD_ELECT_ROOT, &out);
+        sfd_elect_on_heartbeat(&s->e[to], s->now, from + 1, e->term, e->role == SFD_ELECT_ROOT,
+                               &out);
         deliver(s, to, &out);
     }
 }
@@ -156,7 +156,7 @@ static void test_failover_and_return(void **state)
     sim_init(&s, 3);
     run(&s, FT + 5 * HB);
     uint64_t t1 = s.e[1].term;
-    s.up[0] = false;                     /* kill -9 the root */
+    s.up[0] = false; /* kill -9 the root */
     uint64_t killed = s.now;
     while (followed(&s, 1) != 2 || followed(&s, 2) != 2)
         run(&s, 10);

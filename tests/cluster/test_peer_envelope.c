@@ -20,16 +20,21 @@
 
 #include "peer.h"
 
-static const sfd_peer_key key_a = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-                                    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30,
-                                    31, 32}};
+static const sfd_peer_key key_a = {{1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                    12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                    23, 24, 25, 26, 27, 28, 29, 30, 31, 32}};
 static const sfd_peer_key key_b = {{9}};
 
 static sfd_peer_msg sample(const uint8_t *payload, size_t len)
 {
-    return (sfd_peer_msg){.from = 2, .dest = 1, .epoch = 77, .seq = 5, .term = 3,
+    return (sfd_peer_msg){.from = 2,
+                          .dest = 1,
+                          .epoch = 77,
+                          .seq = 5,
+                          .term = 3,
                           .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__HEARTBEAT,
-                          .payload = payload, .payload_len = len};
+                          .payload = payload,
+                          .payload_len = len};
 }
 
 static void test_seal_open(void **state)
@@ -64,8 +69,7 @@ static void test_seal_open(void **state)
     /* truncated: the MAC no longer matches, so nothing is decoded */
     assert_int_equal(sfd_peer_open(&key_a, frame + 4, n - 3, &env, &got), -EPERM);
     /* shorter than the sender and MAC header */
-    assert_int_equal(sfd_peer_open(&key_a, frame + 4, SFD_PEER_BODY_HEADER, &env, &got),
-                     -EBADMSG);
+    assert_int_equal(sfd_peer_open(&key_a, frame + 4, SFD_PEER_BODY_HEADER, &env, &got), -EBADMSG);
     free(frame);
 }
 
@@ -77,15 +81,14 @@ static void test_redirect_is_detected(void **state)
     uint8_t *frame = NULL;
     size_t len = 0;
     assert_int_equal(sfd_peer_seal(&key_a, &m, &frame, &len), 0);
-    Stagefrontier__PeerEnvelope *env =
-        stagefrontier__peer_envelope__unpack(NULL, len - 4 - SFD_PEER_BODY_HEADER,
-                                             frame + 4 + SFD_PEER_BODY_HEADER);
+    Stagefrontier__PeerEnvelope *env = stagefrontier__peer_envelope__unpack(
+        NULL, len - 4 - SFD_PEER_BODY_HEADER, frame + 4 + SFD_PEER_BODY_HEADER);
     assert_non_null(env);
     env->dest_id = 3;
     uint8_t buf[256];
-    memcpy(buf, frame + 4, SFD_PEER_BODY_HEADER);   /* the sender and the old MAC */
-    size_t n = SFD_PEER_BODY_HEADER +
-               stagefrontier__peer_envelope__pack(env, buf + SFD_PEER_BODY_HEADER);
+    memcpy(buf, frame + 4, SFD_PEER_BODY_HEADER); /* the sender and the old MAC */
+    size_t n =
+        SFD_PEER_BODY_HEADER + stagefrontier__peer_envelope__pack(env, buf + SFD_PEER_BODY_HEADER);
     stagefrontier__peer_envelope__free_unpacked(env, NULL);
     sfd_peer_msg got;
     assert_int_equal(sfd_peer_open(&key_a, buf, n, &env, &got), -EPERM);
@@ -134,7 +137,7 @@ static void test_mac_before_decode(void **state)
 {
     (void)state;
     uint8_t body[64];
-    memset(body, 0xff, sizeof body);    /* not a valid protobuf envelope */
+    memset(body, 0xff, sizeof body); /* not a valid protobuf envelope */
     body[0] = 0, body[1] = 0, body[2] = 0, body[3] = 2;
     Stagefrontier__PeerEnvelope *env = NULL;
     sfd_peer_msg got;
@@ -150,7 +153,7 @@ static void test_mac_before_decode(void **state)
                                   sizeof body - SFD_PEER_BODY_HEADER);
     crypto_auth_hmacsha256_final(&st, body + 4);
     assert_int_equal(sfd_peer_open(&key_a, body, sizeof body, &env, &got), -EBADMSG);
-    body[3] = 0;    /* sender 0 */
+    body[3] = 0; /* sender 0 */
     assert_int_equal(sfd_peer_frame_sender(body, sizeof body, &from), -EBADMSG);
 }
 
@@ -162,11 +165,11 @@ static void test_framer_caps(void **state)
     sfd_peer_framer f;
     int frames = 0;
     sfd_peer_framer_init(&f, SFD_PEER_PREAUTH_FRAME_MAX);
-    const uint8_t over[4] = {0, 0, 0x10, 0x01};     /* 4097 */
+    const uint8_t over[4] = {0, 0, 0x10, 0x01}; /* 4097 */
     assert_int_equal(sfd_peer_framer_feed(&f, over, 4, count_frames, &frames), -EMSGSIZE);
     sfd_peer_framer_clear(&f);
     sfd_peer_framer_init(&f, SFD_PEER_FRAME_MAX);
-    const uint8_t big[4] = {0, 0xff, 0xff, 0xff};   /* 16 MiB - 1 announced */
+    const uint8_t big[4] = {0, 0xff, 0xff, 0xff}; /* 16 MiB - 1 announced */
     assert_int_equal(sfd_peer_framer_feed(&f, big, 4, count_frames, &frames), 0);
     static uint8_t chunk[100000];
     assert_int_equal(sfd_peer_framer_feed(&f, chunk, sizeof chunk, count_frames, &frames), 0);
@@ -186,10 +189,10 @@ static void test_replay(void **state)
     assert_int_equal(sfd_peer_replay_check(&r, SFD_PEER_EPOCH_FIRST + 1, 1), SFD_REPLAY_FAR);
     assert_true(sfd_peer_replay_fresh(&r, 10, 1));
     sfd_peer_replay_commit(&r, 10, 1);
-    assert_false(sfd_peer_replay_fresh(&r, 10, 1));     /* the same message */
-    assert_false(sfd_peer_replay_fresh(&r, 9, 100));    /* an older boot */
+    assert_false(sfd_peer_replay_fresh(&r, 10, 1));  /* the same message */
+    assert_false(sfd_peer_replay_fresh(&r, 9, 100)); /* an older boot */
     assert_true(sfd_peer_replay_fresh(&r, 10, 2));
-    assert_true(sfd_peer_replay_fresh(&r, 11, 1));      /* a restart resets seq */
+    assert_true(sfd_peer_replay_fresh(&r, 11, 1)); /* a restart resets seq */
     sfd_peer_replay_commit(&r, 11, 1);
     assert_false(sfd_peer_replay_fresh(&r, 10, 3));
     /* a bounded step per new epoch, and a ceiling: 2^64-1 is never taken */
@@ -206,10 +209,10 @@ static void test_replay(void **state)
 static void test_epoch_after(void **state)
 {
     (void)state;
-    assert_int_equal(sfd_peer_epoch_after(5, 5, false), 0);     /* in step */
-    assert_int_equal(sfd_peer_epoch_after(5, 4, true), 0);      /* older: ours is new */
-    assert_int_equal(sfd_peer_epoch_after(5, 5, true), 6);      /* closed by a restart */
-    assert_int_equal(sfd_peer_epoch_after(5, 9, false), 10);    /* a forged higher one */
+    assert_int_equal(sfd_peer_epoch_after(5, 5, false), 0);  /* in step */
+    assert_int_equal(sfd_peer_epoch_after(5, 4, true), 0);   /* older: ours is new */
+    assert_int_equal(sfd_peer_epoch_after(5, 5, true), 6);   /* closed by a restart */
+    assert_int_equal(sfd_peer_epoch_after(5, 9, false), 10); /* a forged higher one */
     /* far ahead: climb one accepted step at a time, never past the ceiling */
     assert_int_equal(sfd_peer_epoch_after(5, 5 + 3 * SFD_PEER_EPOCH_STEP, false),
                      5 + SFD_PEER_EPOCH_STEP);
@@ -224,7 +227,7 @@ static void test_state_file(void **state)
     char path[128];
     snprintf(path, sizeof path, "%s/peer-1.state", dir);
     sfd_peer_state st = {0};
-    assert_int_equal(sfd_peer_state_load(path, &st), 0);        /* none yet: empty */
+    assert_int_equal(sfd_peer_state_load(path, &st), 0); /* none yet: empty */
     assert_int_equal(st.boot_epoch, 0);
     sfd_peer_state_entry e[2] = {{3, 42}, {2, 7}};
     sfd_peer_state w = {.boot_epoch = 9, .n = 2, .peers = e};
@@ -364,19 +367,21 @@ static void test_config(void **state)
     assert_int_equal(c.heartbeat_ms, 200);
     assert_int_equal(c.failure_timeout_ms, 1000);
     assert_int_equal(c.fanout, 8);
-    assert_int_equal(sfd_peer_config_set(&c, "peers", "3@127.0.0.1:7003, 1@127.0.0.1:7001,"
-                                                      "2@[::1]:7002"), 0);
+    assert_int_equal(sfd_peer_config_set(&c, "peers",
+                                         "3@127.0.0.1:7003, 1@127.0.0.1:7001,"
+                                         "2@[::1]:7002"),
+                     0);
     assert_int_equal(c.n_members, 3);
     assert_int_equal(c.members[0].id, 1);
     assert_string_equal(c.members[2].host, "127.0.0.1");
     assert_string_equal(c.members[1].host, "::1");
     assert_int_equal(c.members[1].port, 7002);
-    assert_int_equal(sfd_peer_config_validate(&c), -EINVAL);     /* no node id, no key */
+    assert_int_equal(sfd_peer_config_validate(&c), -EINVAL); /* no node id, no key */
     assert_int_equal(sfd_peer_config_set(&c, "node_id", "2"), 0);
     assert_int_equal(sfd_peer_config_set(&c, "cluster_key_file", "/k"), 0);
     assert_int_equal(sfd_peer_config_validate(&c), 0);
     assert_int_equal(sfd_peer_config_set(&c, "node_id", "9"), 0);
-    assert_int_equal(sfd_peer_config_validate(&c), -EINVAL);     /* not a member */
+    assert_int_equal(sfd_peer_config_validate(&c), -EINVAL); /* not a member */
     assert_int_equal(sfd_peer_config_set(&c, "peers", "1@h:1,1@h:2"), -EINVAL);
     assert_int_equal(sfd_peer_config_set(&c, "peers", "1@h"), -EINVAL);
     assert_int_equal(sfd_peer_config_set(&c, "peers", "0@h:1"), -EINVAL);
@@ -389,7 +394,7 @@ static void test_config(void **state)
     assert_int_equal(sfd_peer_config_set(&c, "member_key_file", "/k2"), 0);
     assert_int_equal(sfd_peer_config_validate(&c), -EINVAL);
     c.key_file[0] = '\0';
-    assert_int_equal(sfd_peer_config_validate(&c), -EINVAL);     /* no public keys */
+    assert_int_equal(sfd_peer_config_validate(&c), -EINVAL); /* no public keys */
     assert_int_equal(sfd_peer_config_set(&c, "member_pub_dir", "/pub"), 0);
     assert_int_equal(sfd_peer_config_validate(&c), 0);
     assert_int_equal(c.auth_timeout_ms, 2000);
@@ -402,18 +407,12 @@ static void test_config(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seal_open),
-        cmocka_unit_test(test_redirect_is_detected),
-        cmocka_unit_test(test_framer),
-        cmocka_unit_test(test_mac_before_decode),
-        cmocka_unit_test(test_framer_caps),
-        cmocka_unit_test(test_replay),
-        cmocka_unit_test(test_epoch_after),
-        cmocka_unit_test(test_state_file),
-        cmocka_unit_test(test_pair_keys),
-        cmocka_unit_test(test_key_path),
-        cmocka_unit_test(test_key_file),
-        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_seal_open),   cmocka_unit_test(test_redirect_is_detected),
+        cmocka_unit_test(test_framer),      cmocka_unit_test(test_mac_before_decode),
+        cmocka_unit_test(test_framer_caps), cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_epoch_after), cmocka_unit_test(test_state_file),
+        cmocka_unit_test(test_pair_keys),   cmocka_unit_test(test_key_path),
+        cmocka_unit_test(test_key_file),    cmocka_unit_test(test_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sfd_report_pack(r, &once, &n1) == 0) {
         if (sfd_report_unpack(once, n1, &back) < 0 || sfd_report_pack(back, &twice, &n2) < 0 ||
             n1 != n2 || memcmp(once, twice, n1) != 0)
-            abort();    /* what sfd writes, it must read back unchanged */
+            abort(); /* what sfd writes, it must read back unchanged */
     }
     free(once);
     free(twice);

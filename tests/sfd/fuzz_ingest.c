@@ -18,7 +18,7 @@ static int sync_schema(sf_schema *ret)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct sfd_limits lim = { .max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 20 };
+    struct sfd_limits lim = {.max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 20};
     Stagefrontier__ClientMessage *m;
     enum sfd_reject why;
     sf_schema schema;

@@ -32,15 +32,15 @@ static void setup(void)
         sfd_job_bind_shape(job, &schema, 2) < 0)
         abort();
     sf_schema_clear(&schema);
-    int64_t dur[6] = { 1000, 2000, 3000, 400, 500, 60 };
+    int64_t dur[6] = {1000, 2000, 3000, 400, 500, 60};
     for (int64_t step = 0; step < 2; step++)
         for (uint32_t rank = 0; rank < 2; rank++) {
-            sf_row row = { .step = step, .rank = rank, .d = dur };
+            sf_row row = {.step = step, .rank = rank, .d = dur};
             dur[rank] += 777;
             if (sfd_window_add(job, rank, &row, &why) < 0)
                 abort();
         }
-    if (sfd_job_latest_report(job) == NULL)   /* the window must have closed */
+    if (sfd_job_latest_report(job) == NULL) /* the window must have closed */
         abort();
 }
 

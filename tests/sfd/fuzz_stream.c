@@ -31,7 +31,7 @@ static void setup(void)
     d.cfg.max_pending_steps = 64;
     d.cfg.max_jobs = 2;
     d.cfg.keep_windows = 2;
-    sfd_log_init(SFD_LOG_ERR - 1);      /* silent */
+    sfd_log_init(SFD_LOG_ERR - 1); /* silent */
     sfd_timers_init(&d);
     sfd_ensure_rxbuf(&d);
 }
@@ -50,7 +50,7 @@ static struct sfd_conn *open_conn(int i, int *peer)
     }
     c->sfd = &d;
     c->fd = sv[0];
-    c->uid = (uid_t)(i & 1) * 1000;     /* two owners */
+    c->uid = (uid_t)(i & 1) * 1000; /* two owners */
     c->pid = 100 + i;
     c->poll.data = c;
     c->next = d.conns;
@@ -65,8 +65,8 @@ static struct sfd_conn *open_conn(int i, int *peer)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int ready;
-    struct sfd_conn *conns[N_CONNS] = { 0 };
-    int peers[N_CONNS] = { -1, -1, -1, -1 };
+    struct sfd_conn *conns[N_CONNS] = {0};
+    int peers[N_CONNS] = {-1, -1, -1, -1};
     if (!ready) {
         setup();
         ready = 1;

@@ -18,7 +18,7 @@
 
 static void sleep_us(long us)
 {
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
         ;
 }

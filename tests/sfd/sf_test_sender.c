@@ -26,13 +26,13 @@ struct opts {
     const char *socket, *job, *mode, *role;
     uint32_t rank, world, batch, acc, storm, hold_ms;
     int64_t pause_every;
-    double rate;                /* records/s, 0: as fast as possible */
+    double rate; /* records/s, 0: as fast as possible */
     int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
     int64_t slow_rank, slow_stage, slow_ns, slow_from, size;
-    uint32_t stages;            /* 0: the default schema */
-    uint64_t drop_total;        /* a drop notice on the first batch (hostile totals) */
+    uint32_t stages;     /* 0: the default schema */
+    uint64_t drop_total; /* a drop notice on the first batch (hostile totals) */
     int64_t drop_first, drop_last;
-    bool distinct_jobs;         /* storm: each connection its own job id */
+    bool distinct_jobs; /* storm: each connection its own job id */
     bool bench;
 };
 
@@ -41,11 +41,11 @@ struct sender {
     sf_schema schema;
     int fd;
     uint32_t generation;
-    int64_t last_sent;          /* last step handed to the daemon */
+    int64_t last_sent; /* last step handed to the daemon */
     uint64_t sent, dropped, reconnects;
-    int64_t drop_first, drop_last;  /* pending drop range, -1: none */
+    int64_t drop_first, drop_last; /* pending drop range, -1: none */
     uint64_t extra_drops;
-    bool blocking;              /* memflood: every record delivered */
+    bool blocking; /* memflood: every record delivered */
     char job_buf[160];
 };
 
@@ -58,7 +58,7 @@ static int64_t now_ns(void)
 
 static int connect_to(const char *path)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -129,7 +129,7 @@ static void durations(const struct sender *s, int64_t step, int64_t *d)
         uint64_t x = (uint64_t)step * 2654435761u ^ (uint64_t)(s->o.rank + 1) * 40503u ^ i * 97u;
         d[i] = 1000000 + (int64_t)(i + 1) * 500000 + (int64_t)(x % 100000);
     }
-    d[n - 1] = 100000;  /* small residual */
+    d[n - 1] = 100000; /* small residual */
     if ((int64_t)s->o.rank == s->o.slow_rank && s->o.slow_stage >= 0 &&
         s->o.slow_stage < (int64_t)n - 1 && step >= s->o.slow_from)
         d[s->o.slow_stage] += s->o.slow_ns;
@@ -238,7 +238,7 @@ static void hold_until_eof(const char *what)
 static void pace(int64_t t0, double at)
 {
     int64_t due = t0 + (int64_t)(at * 1e9);
-    struct timespec ts = { due / 1000000000, due % 1000000000 };
+    struct timespec ts = {due / 1000000000, due % 1000000000};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
@@ -265,7 +265,7 @@ static int run_normal(struct sender *s)
     }
     s->last_sent = s->o.start - 1;
     if (do_connect(s) < 0) {
-        s->generation = 1;   /* daemon absent: records drop until it appears */
+        s->generation = 1; /* daemon absent: records drop until it appears */
     }
     int64_t t0 = now_ns();
     int64_t end = s->o.start + s->o.steps;
@@ -275,7 +275,8 @@ static int run_normal(struct sender *s)
             usleep((useconds_t)(s->o.step_us * n));
         if (s->o.rate > 0)
             pace(t0, (double)(step - s->o.start) / s->o.rate);
-        if (s->o.pause_every > 0 && step > s->o.start && (step - s->o.start) % s->o.pause_every == 0)
+        if (s->o.pause_every > 0 && step > s->o.start &&
+            (step - s->o.start) % s->o.pause_every == 0)
             wait_line(step);
         send_batch(s, step, n);
     }
@@ -294,7 +295,7 @@ static int run_normal(struct sender *s)
 static int expect_closed(int fd)
 {
     char b[64];
-    struct pollfd p = { fd, POLLIN, 0 };
+    struct pollfd p = {fd, POLLIN, 0};
     int64_t deadline = now_ns() + INT64_C(10000000000);
     while (now_ns() < deadline) {
         if (poll(&p, 1, 1000) > 0) {
@@ -312,7 +313,7 @@ static int send_sync_hello(struct sender *s, int fd, uint32_t channel, sf_schema
     static uint32_t sync_ids[1] = {1};
     Stagefrontier__Hello h;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
-    memset(split, 0, sizeof *split);     /* clearing it is safe on failure too */
+    memset(split, 0, sizeof *split); /* clearing it is safe on failure too */
     if (sf_schema_init_sync(split, 1, s->schema.n_stages, (const char *const *)s->schema.names,
                             NULL, 1, 1u << 1) < 0)
         return -ENOMEM;
@@ -361,8 +362,8 @@ static int send_enqueue_points(struct sender *s, int fd)
 
 /* Records start..start+3 (durations d) of that job in one batch; record i
  * carries the arrival arr[i] unless it is NULL. */
-static int send_sync_records(struct sender *s, int fd, uint64_t hash,
-                             Stagefrontier__Arrival **arr, int64_t (*d)[SF_MAX_STAGES])
+static int send_sync_records(struct sender *s, int fd, uint64_t hash, Stagefrontier__Arrival **arr,
+                             int64_t (*d)[SF_MAX_STAGES])
 {
     Stagefrontier__StepRecord recs[4], *ptrs[4];
     Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
@@ -399,9 +400,9 @@ static int send_bad_arrivals(struct sender *s, int fd)
         durations(s, s->o.start + i, d[i]);
     for (uint32_t i = 0; i < 3; i++)
         stagefrontier__arrival__init(&arr[i]);
-    arr[0] = (Stagefrontier__Arrival){arr[0].base, 1, d[0][1] + 1};  /* out of range */
-    arr[1] = (Stagefrontier__Arrival){arr[1].base, 0, 0};            /* not synchronizing */
-    arr[2] = (Stagefrontier__Arrival){arr[2].base, 1, d[2][1] / 2};  /* valid */
+    arr[0] = (Stagefrontier__Arrival){arr[0].base, 1, d[0][1] + 1}; /* out of range */
+    arr[1] = (Stagefrontier__Arrival){arr[1].base, 0, 0};           /* not synchronizing */
+    arr[2] = (Stagefrontier__Arrival){arr[2].base, 1, d[2][1] / 2}; /* valid */
     if (r == 0)
         r = send_sync_records(s, fd, split.hash, ap, d);
     sf_schema_clear(&split);
@@ -439,8 +440,7 @@ static int run_hostile(struct sender *s)
         return 2;
     }
     s->fd = fd;
-    if (!strcmp(m, "arrivals") || !strcmp(m, "enqueue_points") ||
-        !strcmp(m, "enqueue_records")) {
+    if (!strcmp(m, "arrivals") || !strcmp(m, "enqueue_points") || !strcmp(m, "enqueue_records")) {
         int r = !strcmp(m, "arrivals")         ? send_bad_arrivals(s, fd)
                 : !strcmp(m, "enqueue_points") ? send_enqueue_points(s, fd)
                                                : send_enqueue_records(s, fd);
@@ -543,7 +543,7 @@ static int run_memflood(struct sender *s)
             s->fd = fds[i];
             send_batch(s, step, k);
             if (s->fd < 0)
-                fds[i] = -1;        /* the daemon closed it */
+                fds[i] = -1; /* the daemon closed it */
         }
     }
     printf("sent=%llu refused=%u\n", (unsigned long long)s->sent, refused);
@@ -695,57 +695,141 @@ static int run_seeds(struct sender *s)
 static int parse(int argc, char **argv, struct opts *o)
 {
     static const struct option opts[] = {
-        { "socket", 1, NULL, 's' }, { "job", 1, NULL, 'j' }, { "rank", 1, NULL, 'r' },
-        { "world", 1, NULL, 'w' }, { "steps", 1, NULL, 'n' }, { "start", 1, NULL, 'S' },
-        { "batch", 1, NULL, 'b' }, { "mode", 1, NULL, 'm' }, { "step-us", 1, NULL, 'u' },
-        { "skip-step", 1, NULL, 'k' }, { "violation-step", 1, NULL, 'v' },
-        { "fake-drop-step", 1, NULL, 'd' }, { "slow-rank", 1, NULL, 'R' },
-        { "slow-stage", 1, NULL, 'T' }, { "slow-ns", 1, NULL, 'N' }, { "size", 1, NULL, 'z' },
-        { "storm", 1, NULL, 'x' }, { "hold", 0, NULL, 'H' }, { "role", 1, NULL, 'o' },
-        { "accumulation", 1, NULL, 'a' }, { "pause-every", 1, NULL, 'P' },
-        { "rate", 1, NULL, 'Q' }, { "stages", 1, NULL, 'G' },
-        { "drop-total", 1, NULL, 'D' }, { "drop-first", 1, NULL, 'F' },
-        { "drop-last", 1, NULL, 'L' }, { "distinct-jobs", 0, NULL, 'J' },
-        { "slow-from", 1, NULL, 'W' },
-        { NULL, 0, NULL, 0 },
+        {"socket", 1, NULL, 's'},
+        {"job", 1, NULL, 'j'},
+        {"rank", 1, NULL, 'r'},
+        {"world", 1, NULL, 'w'},
+        {"steps", 1, NULL, 'n'},
+        {"start", 1, NULL, 'S'},
+        {"batch", 1, NULL, 'b'},
+        {"mode", 1, NULL, 'm'},
+        {"step-us", 1, NULL, 'u'},
+        {"skip-step", 1, NULL, 'k'},
+        {"violation-step", 1, NULL, 'v'},
+        {"fake-drop-step", 1, NULL, 'd'},
+        {"slow-rank", 1, NULL, 'R'},
+        {"slow-stage", 1, NULL, 'T'},
+        {"slow-ns", 1, NULL, 'N'},
+        {"size", 1, NULL, 'z'},
+        {"storm", 1, NULL, 'x'},
+        {"hold", 0, NULL, 'H'},
+        {"role", 1, NULL, 'o'},
+        {"accumulation", 1, NULL, 'a'},
+        {"pause-every", 1, NULL, 'P'},
+        {"rate", 1, NULL, 'Q'},
+        {"stages", 1, NULL, 'G'},
+        {"drop-total", 1, NULL, 'D'},
+        {"drop-first", 1, NULL, 'F'},
+        {"drop-last", 1, NULL, 'L'},
+        {"distinct-jobs", 0, NULL, 'J'},
+        {"slow-from", 1, NULL, 'W'},
+        {NULL, 0, NULL, 0},
     };
-    *o = (struct opts){ .job = "job", .mode = "normal", .role = "", .world = 1, .batch = 16,
-                        .acc = 1, .steps = 100, .skip_step = -1, .violation_step = -1,
-                        .fake_drop_step = -1, .slow_rank = -1, .slow_stage = -1, .size = 0,
-                        .drop_first = -1, .drop_last = -1 };
+    *o = (struct opts){.job = "job",
+                       .mode = "normal",
+                       .role = "",
+                       .world = 1,
+                       .batch = 16,
+                       .acc = 1,
+                       .steps = 100,
+                       .skip_step = -1,
+                       .violation_step = -1,
+                       .fake_drop_step = -1,
+                       .slow_rank = -1,
+                       .slow_stage = -1,
+                       .size = 0,
+                       .drop_first = -1,
+                       .drop_last = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long long v = optarg ? strtoll(optarg, NULL, 10) : 0;
         switch (c) {
-        case 's': o->socket = optarg; break;
-        case 'j': o->job = optarg; break;
-        case 'm': o->mode = optarg; break;
-        case 'o': o->role = optarg; break;
-        case 'r': o->rank = (uint32_t)v; break;
-        case 'w': o->world = (uint32_t)v; break;
-        case 'n': o->steps = v; break;
-        case 'S': o->start = v; break;
-        case 'b': o->batch = v < 1 ? 1 : v > 1024 ? 1024 : (uint32_t)v; break;
-        case 'u': o->step_us = v; break;
-        case 'k': o->skip_step = v; break;
-        case 'v': o->violation_step = v; break;
-        case 'd': o->fake_drop_step = v; break;
-        case 'R': o->slow_rank = v; break;
-        case 'T': o->slow_stage = v; break;
-        case 'N': o->slow_ns = v; break;
-        case 'z': o->size = v; break;
-        case 'x': o->storm = (uint32_t)v; break;
-        case 'H': o->hold_ms = 1; break;
-        case 'a': o->acc = (uint32_t)v; break;
-        case 'P': o->pause_every = v; break;
-        case 'Q': o->rate = strtod(optarg, NULL); break;
-        case 'G': o->stages = (uint32_t)v; break;
-        case 'D': o->drop_total = strtoull(optarg, NULL, 10); break;
-        case 'F': o->drop_first = v; break;
-        case 'L': o->drop_last = v; break;
-        case 'J': o->distinct_jobs = true; break;
-        case 'W': o->slow_from = v; break;
-        default: return -EINVAL;
+        case 's':
+            o->socket = optarg;
+            break;
+        case 'j':
+            o->job = optarg;
+            break;
+        case 'm':
+            o->mode = optarg;
+            break;
+        case 'o':
+            o->role = optarg;
+            break;
+        case 'r':
+            o->rank = (uint32_t)v;
+            break;
+        case 'w':
+            o->world = (uint32_t)v;
+            break;
+        case 'n':
+            o->steps = v;
+            break;
+        case 'S':
+            o->start = v;
+            break;
+        case 'b':
+            o->batch = v < 1 ? 1 : v > 1024 ? 1024 : (uint32_t)v;
+            break;
+        case 'u':
+            o->step_us = v;
+            break;
+        case 'k':
+            o->skip_step = v;
+            break;
+        case 'v':
+            o->violation_step = v;
+            break;
+        case 'd':
+            o->fake_drop_step = v;
+            break;
+        case 'R':
+            o->slow_rank = v;
+            break;
+        case 'T':
+            o->slow_stage = v;
+            break;
+        case 'N':
+            o->slow_ns = v;
+            break;
+        case 'z':
+            o->size = v;
+            break;
+        case 'x':
+            o->storm = (uint32_t)v;
+            break;
+        case 'H':
+            o->hold_ms = 1;
+            break;
+        case 'a':
+            o->acc = (uint32_t)v;
+            break;
+        case 'P':
+            o->pause_every = v;
+            break;
+        case 'Q':
+            o->rate = strtod(optarg, NULL);
+            break;
+        case 'G':
+            o->stages = (uint32_t)v;
+            break;
+        case 'D':
+            o->drop_total = strtoull(optarg, NULL, 10);
+            break;
+        case 'F':
+            o->drop_first = v;
+            break;
+        case 'L':
+            o->drop_last = v;
+            break;
+        case 'J':
+            o->distinct_jobs = true;
+            break;
+        case 'W':
+            o->slow_from = v;
+            break;
+        default:
+            return -EINVAL;
         }
     }
     return o->socket ? 0 : -EINVAL;
@@ -769,7 +853,7 @@ static int init_schema(struct sender *s)
 
 int main(int argc, char **argv)
 {
-    struct sender s = { .fd = -1 };
+    struct sender s = {.fd = -1};
     if (parse(argc, argv, &s.o) < 0) {
         fprintf(stderr, "usage: sf_test_sender --socket PATH [--job ID --rank R --world W "
                         "--steps N --mode MODE ...]\n");

@@ -70,10 +70,10 @@ static struct sfd_job *new_job(struct fx *fx, const char *id, uid_t uid, uint32_
 /* Closes `windows` complete windows of a one-rank job. */
 static void close_windows(struct sfd_job *job, int64_t first_window, int windows)
 {
-    int64_t d[6] = { 1000, 2000, 3000, 400, 500, 60 };
+    int64_t d[6] = {1000, 2000, 3000, 400, 500, 60};
     enum sfd_reject why;
     for (int64_t s = first_window * 4; s < (first_window + windows) * 4; s++) {
-        sf_row row = { .step = s, .d = d };
+        sf_row row = {.step = s, .d = d};
         assert_int_equal(sfd_window_add(job, 0, &row, &why), 0);
     }
 }
@@ -81,8 +81,8 @@ static void close_windows(struct sfd_job *job, int64_t first_window, int windows
 static void limits_refuse_and_release(void **state)
 {
     (void)state;
-    struct sfd_budget b = { 0 };
-    struct sfd_budget_limits lim = { .total = 1000, .per_uid = 600 };
+    struct sfd_budget b = {0};
+    struct sfd_budget_limits lim = {.total = 1000, .per_uid = 600};
     assert_int_equal(sfd_budget_job_add(&b, UID_A, 4), 0);
     assert_int_equal(sfd_budget_job_add(&b, UID_B, 4), 0);
     assert_int_equal(sfd_budget_charge(&b, &lim, UID_A, SFD_MEM_WINDOWS, 600), 0);
@@ -116,7 +116,7 @@ static void limits_refuse_and_release(void **state)
 static void job_quota_per_uid(void **state)
 {
     (void)state;
-    struct sfd_budget b = { 0 };
+    struct sfd_budget b = {0};
     assert_int_equal(sfd_budget_job_add(&b, UID_A, 2), 0);
     assert_int_equal(sfd_budget_job_add(&b, UID_A, 2), 0);
     assert_int_equal(sfd_budget_job_add(&b, UID_A, 2), -EDQUOT);
@@ -171,7 +171,7 @@ static void over_share_evicts_own_oldest_kept_rows(void **state)
     assert_int_equal(sfd_mem_reserve(&fx->d, UID_A, SFD_MEM_WINDOWS, ask), 0);
     assert_true(a->stored[0].rows_evicted);
     assert_false(a->stored[1].rows_evicted);
-    assert_non_null(a->stored[0].report);          /* the report stays */
+    assert_non_null(a->stored[0].report); /* the report stays */
     assert_int_equal(a->evicted_windows, 1);
     sfd_budget_uncharge(&fx->d.mem, UID_A, SFD_MEM_WINDOWS, ask);
 
@@ -189,8 +189,8 @@ static void over_share_evicts_own_oldest_kept_rows(void **state)
 
     /* A's new records are refused and say why */
     fx->d.cfg.max_memory_per_uid_mb = 0;
-    int64_t d[6] = { 1000, 2000, 3000, 400, 500, 60 };
-    sf_row row = { .step = 100, .d = d };
+    int64_t d[6] = {1000, 2000, 3000, 400, 500, 60};
+    sf_row row = {.step = 100, .d = d};
     enum sfd_reject why = SFD_REJ_COUNT;
     assert_int_equal(sfd_window_add(a, 0, &row, &why), -ENOSPC);
     assert_int_equal(why, SFD_REJ_MEMORY);

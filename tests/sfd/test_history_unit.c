@@ -33,7 +33,7 @@ static sf_report *make_report(int64_t index)
     gates.window_steps = 8;
     assert_int_equal(sf_schema_init_default(&schema, 1), 0);
     uint32_t S = schema.n_stages, world = 3, steps = 8;
-    sf_window_meta meta = { .index = index, .segment = 1, .world_size = world };
+    sf_window_meta meta = {.index = index, .segment = 1, .world_size = world};
     sf_window_range(index, 0, 8, &meta.first_step, &meta.last_step);
     sf_row *rows = calloc(world * steps, sizeof(*rows));
     int64_t *d = calloc((size_t)world * steps * S, sizeof(*d));
@@ -43,8 +43,10 @@ static sf_report *make_report(int64_t index)
         int64_t *di = d + (size_t)i * S;
         for (uint32_t k = 0; k < S; k++)
             di[k] = 1000000 + 1000 * k + (i % world == 2 && k == 2 ? 3000000 : 0);
-        rows[i] = (sf_row){ .step = meta.first_step + i / world, .rank = i % world, .d = di,
-                            .role = i % world ? "worker" : "chief" };
+        rows[i] = (sf_row){.step = meta.first_step + i / world,
+                           .rank = i % world,
+                           .d = di,
+                           .role = i % world ? "worker" : "chief"};
     }
     sf_report *r = NULL;
     assert_int_equal(sf_report_from_rows(&schema, &meta, rows, world * steps, &gates, &r), 0);
@@ -107,9 +109,8 @@ static void round_trip_keeps_arrival_points(void **state)
     sf_schema schema;
     sf_gates gates;
     sf_gates_default(&gates);
-    assert_int_equal(sf_schema_init_sync(&schema, 1, 6, sf_default_stage_names, NULL, 1,
-                                         UINT64_C(1) << 2),
-                     0);
+    assert_int_equal(
+        sf_schema_init_sync(&schema, 1, 6, sf_default_stage_names, NULL, 1, UINT64_C(1) << 2), 0);
     uint32_t S = schema.n_stages, world = 3, steps = 8;
     int64_t d[24][7];
     sf_row rows[24];
@@ -123,8 +124,10 @@ static void round_trip_keeps_arrival_points(void **state)
                 d[i][k] = 1000000;
             d[i][2] += i % world == 2 ? 3000000 : 0;
             d[i][3] = i % world == 2 ? 0 : 3000000; /* everyone leaves backward together */
-            rows[i] = (sf_row){.step = meta.first_step + i / world, .rank = i % world,
-                               .d = d[i], .flags = i == 1 ? SF_ROW_ARRIVAL_MISSING : 0};
+            rows[i] = (sf_row){.step = meta.first_step + i / world,
+                               .rank = i % world,
+                               .d = d[i],
+                               .flags = i == 1 ? SF_ROW_ARRIVAL_MISSING : 0};
         }
         sf_report_free(r);
         r = NULL;
@@ -147,15 +150,15 @@ static void round_trip_keeps_arrival_points(void **state)
 static sf_summary *slow_summary(const sf_schema *schema, int64_t slow_ns)
 {
     uint32_t S = schema->n_stages;
-    sf_window_meta meta = { .index = 7, .segment = 1, .world_size = 3 };
+    sf_window_meta meta = {.index = 7, .segment = 1, .world_size = 3};
     sf_window_range(7, 0, 8, &meta.first_step, &meta.last_step);
     sf_row rows[24];
     int64_t d[24 * SF_MAX_STAGES];
     for (uint32_t i = 0; i < 24; i++) {
         for (uint32_t k = 0; k < S; k++)
-            d[i * S + k] = 1000000 + 1000 * k + 37 * (i / 3 % 3) +
-                           (i % 3 == 2 && k == 2 ? slow_ns : 0);
-        rows[i] = (sf_row){ .step = meta.first_step + i / 3, .rank = i % 3, .d = &d[i * S] };
+            d[i * S + k] =
+                1000000 + 1000 * k + 37 * (i / 3 % 3) + (i % 3 == 2 && k == 2 ? slow_ns : 0);
+        rows[i] = (sf_row){.step = meta.first_step + i / 3, .rank = i % 3, .d = &d[i * S]};
     }
     sf_summary *s = NULL;
     assert_int_equal(sf_summary_build(schema, &meta, rows, 24, true, &s), 0);
@@ -196,13 +199,13 @@ static void corrupt_bodies_are_refused(void **state)
     uint8_t *buf;
     size_t len;
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
-    for (size_t n = 0; n < len; n++)    /* every truncation */
+    for (size_t n = 0; n < len; n++) /* every truncation */
         assert_int_equal(sfd_report_unpack(buf, n, &back), -EINVAL);
     uint8_t *longer = malloc(len + 1);
     memcpy(longer, buf, len);
     longer[len] = 0;
-    assert_int_equal(sfd_report_unpack(longer, len + 1, &back), -EINVAL);  /* trailing byte */
-    buf[0] ^= 0xff;                                                     /* wrong magic */
+    assert_int_equal(sfd_report_unpack(longer, len + 1, &back), -EINVAL); /* trailing byte */
+    buf[0] ^= 0xff;                                                       /* wrong magic */
     assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL);
     free(longer);
     free(buf);
@@ -223,7 +226,7 @@ static void tmp_store(struct tmp *t)
 static void tmp_remove(struct tmp *t)
 {
     char p[160];
-    static const char *const suffix[] = { "", "-wal", "-shm" };
+    static const char *const suffix[] = {"", "-wal", "-shm"};
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s%s", t->path, suffix[i]);
         unlink(p);
@@ -237,8 +240,8 @@ static int put_one(struct sfd_store *s, const char *job, int64_t window, size_t 
     uint8_t *body = malloc(size);
     for (size_t i = 0; i < size; i++)
         body[i] = (uint8_t)(i * 131 + (size_t)window);
-    struct sfd_store_key k = { SFD_HISTORY_REPORT, 1000, job, 0, window };
-    const uint8_t *bodies[1] = { body };
+    struct sfd_store_key k = {SFD_HISTORY_REPORT, 1000, job, 0, window};
+    const uint8_t *bodies[1] = {body};
     int r = sfd_store_put(s, &k, bodies, &size, 1, evicted);
     free(body);
     return r;
@@ -283,7 +286,7 @@ static void the_bound_evicts_the_oldest(void **state)
     assert_true(evicted > 400);
     assert_int_equal(sfd_store_count(s, &count), 0);
     assert_int_equal(count + evicted, 600);
-    struct seen seen = { .n = 0 };
+    struct seen seen = {.n = 0};
     assert_int_equal(sfd_store_recent(s, SFD_HISTORY_REPORT, 4, 3, collect, &seen), 0);
     assert_int_equal(seen.n, 3);
     assert_int_equal(seen.windows[0], 599);
@@ -307,7 +310,7 @@ static void an_oversized_record_is_refused(void **state)
     assert_int_equal(put_one(s, "small", 0, 1000, &evicted), 1);
     assert_int_equal(put_one(s, "huge", 1, 128u << 10, &evicted), -ENOSPC);
     assert_int_equal(sfd_store_count(s, &count), 0);
-    assert_int_equal(count, 1);     /* the failed batch left nothing, took nothing */
+    assert_int_equal(count, 1); /* the failed batch left nothing, took nothing */
     sfd_store_close(s);
     tmp_remove(&t);
 }
@@ -322,12 +325,12 @@ static void the_startup_read_is_bounded(void **state)
     uint64_t evicted = 0;
     tmp_store(&t);
     assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), 0);
-    const char *jobs[] = { "a", "b", "c" };
+    const char *jobs[] = {"a", "b", "c"};
     for (int64_t w = 0; w < 10; w++)
         for (int j = 0; j < 3; j++)
             assert_int_equal(put_one(s, jobs[j], w, 100, &evicted), 1);
-    assert_int_equal(put_one(s, "a", 3, 100, &evicted), 1);    /* rewrite: "a" is newest */
-    struct seen seen = { .n = 0 };
+    assert_int_equal(put_one(s, "a", 3, 100, &evicted), 1); /* rewrite: "a" is newest */
+    struct seen seen = {.n = 0};
     assert_int_equal(sfd_store_recent(s, SFD_HISTORY_REPORT, 2, 4, collect, &seen), 0);
     assert_int_equal(seen.n, 8);
     assert_string_equal(seen.jobs[0], "a");

@@ -40,7 +40,7 @@ static int setup(void **state)
     assert_int_equal(sfd_job_find_or_create(&fx.d, "unit", 1000, &fx.job, &why), 0);
     assert_int_equal(sfd_job_bind_shape(fx.job, &schema, 2), 0);
     sf_schema_clear(&schema);
-    fx.job->n_live = 2;         /* as if both ranks were connected */
+    fx.job->n_live = 2; /* as if both ranks were connected */
     *state = &fx;
     return 0;
 }
@@ -59,8 +59,8 @@ static int teardown(void **state)
 
 static int add(struct fx *fx, uint32_t rank, int64_t step, enum sfd_reject *why)
 {
-    int64_t d[6] = { 1000 + rank * 500, 2000, 3000, 400, 500, 60 };
-    sf_row row = { .step = step, .d = d };
+    int64_t d[6] = {1000 + rank * 500, 2000, 3000, 400, 500, 60};
+    sf_row row = {.step = step, .d = d};
     enum sfd_reject dummy;
     return sfd_window_add(fx->job, rank, &row, why ? why : &dummy);
 }
@@ -93,11 +93,10 @@ static void complete_window_closes_at_once(void **state)
 static void deadline_closes_incomplete_window(void **state)
 {
     struct fx *fx = *state;
-    add_steps(fx, 0, 0, 4);         /* step 4 lies beyond window 0 */
+    add_steps(fx, 0, 0, 4); /* step 4 lies beyond window 0 */
     add_steps(fx, 1, 0, 2);
     assert_int_equal(fx->job->n_open, 2);
-    struct sfd_window *w0 = fx->job->open[0]->meta.index == 0 ? fx->job->open[0]
-                                                                : fx->job->open[1];
+    struct sfd_window *w0 = fx->job->open[0]->meta.index == 0 ? fx->job->open[0] : fx->job->open[1];
     assert_true(w0->deadline_ms > 0);
     sfd_windows_tick(&fx->d, w0->deadline_ms - 1);
     assert_int_equal(fx->job->n_stored, 0);
@@ -107,9 +106,9 @@ static void deadline_closes_incomplete_window(void **state)
     assert_int_equal(fx->job->stored[0].report->incomplete_steps, 1);
 
     enum sfd_reject why;
-    assert_int_equal(add(fx, 1, 3, &why), -ENOSPC);      /* its window closed */
+    assert_int_equal(add(fx, 1, 3, &why), -ENOSPC); /* its window closed */
     assert_int_equal(why, SFD_REJ_LATE);
-    assert_int_equal(add(fx, 0, 4, &why), -EEXIST);      /* not after the last step */
+    assert_int_equal(add(fx, 0, 4, &why), -EEXIST); /* not after the last step */
     assert_int_equal(why, SFD_REJ_DUPLICATE_RECORD);
 }
 
@@ -117,9 +116,9 @@ static void drops_go_to_their_windows(void **state)
 {
     struct fx *fx = *state;
     add_steps(fx, 0, 0, 1);
-    sfd_window_note_drops(fx->job, 2, 9, 8);   /* windows 0 (2..3), 1 (4..7), 2 (8..9) */
+    sfd_window_note_drops(fx->job, 2, 9, 8); /* windows 0 (2..3), 1 (4..7), 2 (8..9) */
     sfd_window_note_violations(fx->job, 5, 3);
-    uint64_t dropped[3] = { 0 }, viol[3] = { 0 };
+    uint64_t dropped[3] = {0}, viol[3] = {0};
     for (uint32_t i = 0; i < fx->job->n_open; i++) {
         const sf_window_meta *m = &fx->job->open[i]->meta;
         dropped[m->index] = m->dropped_records;
@@ -129,8 +128,8 @@ static void drops_go_to_their_windows(void **state)
     assert_int_equal(dropped[1], 4);
     assert_int_equal(dropped[2], 2);
     assert_int_equal(viol[1], 3);
-    sfd_window_note_reconnect(fx->job, 1);      /* window 0 already counts drops */
-    sfd_window_note_reconnect(fx->job, 13);     /* window 3: at least one */
+    sfd_window_note_reconnect(fx->job, 1);  /* window 0 already counts drops */
+    sfd_window_note_reconnect(fx->job, 13); /* window 3: at least one */
     for (uint32_t i = 0; i < fx->job->n_open; i++) {
         const sf_window_meta *m = &fx->job->open[i]->meta;
         if (m->index == 0)
@@ -144,9 +143,9 @@ static void pressure_closes_the_oldest_window(void **state)
 {
     struct fx *fx = *state;
     fx->d.cfg.max_pending_steps = 4;
-    add_steps(fx, 0, 0, 3);                     /* window 0: 4 rows, rank 1 silent */
+    add_steps(fx, 0, 0, 3); /* window 0: 4 rows, rank 1 silent */
     assert_int_equal(fx->job->pending_rows, 4);
-    add_steps(fx, 0, 4, 4);                     /* no room: window 0 closes early */
+    add_steps(fx, 0, 4, 4); /* no room: window 0 closes early */
     assert_int_equal(fx->job->n_stored, 1);
     assert_int_equal(fx->job->stored[0].meta.index, 0);
     assert_int_equal(fx->job->pending_rows, 1);
@@ -166,7 +165,7 @@ static void shape_change_starts_a_segment(void **state)
     fx->job->n_live = 1;
     sf_schema schema;
     assert_int_equal(sf_schema_init_default(&schema, 1), 0);
-    assert_int_equal(sfd_job_bind_shape(fx->job, &schema, 3), -EXDEV);  /* live: conflict */
+    assert_int_equal(sfd_job_bind_shape(fx->job, &schema, 3), -EXDEV); /* live: conflict */
     fx->job->n_live = 0;
     assert_int_equal(sfd_job_bind_shape(fx->job, &schema, 3), 0);
     sf_schema_clear(&schema);

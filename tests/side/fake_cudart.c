@@ -13,7 +13,10 @@
 #define NOT_READY 600
 #define INVALID_VALUE 1
 
-struct fake_event { int queries; int recorded; };
+struct fake_event {
+    int queries;
+    int recorded;
+};
 
 /* The runtime's entry points, as the channel under test calls them. */
 EXPORT struct fake_cudart_ctl *fake_cudart_control(void);
@@ -27,14 +30,26 @@ EXPORT int cudaEventElapsedTime(float *ms, void *start, void *end);
 EXPORT int cudaEventSynchronize(void *ev);
 EXPORT int cudaDeviceSynchronize(void);
 
-static struct fake_cudart_ctl ctl = { .device_count = 1, .elapsed_ms = 1.0f };
+static struct fake_cudart_ctl ctl = {.device_count = 1, .elapsed_ms = 1.0f};
 
-EXPORT struct fake_cudart_ctl *fake_cudart_control(void) { return &ctl; }
+EXPORT struct fake_cudart_ctl *fake_cudart_control(void)
+{
+    return &ctl;
+}
 
-EXPORT int cudaGetDeviceCount(int *count) { *count = ctl.device_count; return ctl.device_count > 0 ? 0 : 100; }
-EXPORT int cudaGetDevice(int *dev) { *dev = ctl.device; return 0; }
+EXPORT int cudaGetDeviceCount(int *count)
+{
+    *count = ctl.device_count;
+    return ctl.device_count > 0 ? 0 : 100;
+}
+EXPORT int cudaGetDevice(int *dev)
+{
+    *dev = ctl.device;
+    return 0;
+}
 
-EXPORT int cudaEventCreateWithFlags(void **ev, unsigned flags) {
+EXPORT int cudaEventCreateWithFlags(void **ev, unsigned flags)
+{
     struct fake_event *e = calloc(1, sizeof *e);
     (void)flags;
     if (!e)
@@ -44,7 +59,8 @@ EXPORT int cudaEventCreateWithFlags(void **ev, unsigned flags) {
     return 0;
 }
 
-EXPORT int cudaEventDestroy(void *ev) {
+EXPORT int cudaEventDestroy(void *ev)
+{
     if (!ev)
         return INVALID_VALUE;
     free(ev);
@@ -52,7 +68,8 @@ EXPORT int cudaEventDestroy(void *ev) {
     return 0;
 }
 
-EXPORT int cudaEventRecord(void *ev, void *stream) {
+EXPORT int cudaEventRecord(void *ev, void *stream)
+{
     struct fake_event *e = ev;
     (void)stream;
     if (ctl.fail_record)
@@ -63,7 +80,8 @@ EXPORT int cudaEventRecord(void *ev, void *stream) {
     return 0;
 }
 
-EXPORT int cudaEventQuery(void *ev) {
+EXPORT int cudaEventQuery(void *ev)
+{
     struct fake_event *e = ev;
     ctl.queries++;
     if (ctl.not_ready_queries < 0)
@@ -71,7 +89,8 @@ EXPORT int cudaEventQuery(void *ev) {
     return e->queries++ < ctl.not_ready_queries ? NOT_READY : 0;
 }
 
-EXPORT int cudaEventElapsedTime(float *ms, void *start, void *end) {
+EXPORT int cudaEventElapsedTime(float *ms, void *start, void *end)
+{
     (void)start;
     (void)end;
     ctl.elapsed_calls++;
@@ -80,5 +99,14 @@ EXPORT int cudaEventElapsedTime(float *ms, void *start, void *end) {
 }
 
 /* Present so a test can prove the channel never calls it. */
-EXPORT int cudaEventSynchronize(void *ev) { (void)ev; ctl.syncs++; return 0; }
-EXPORT int cudaDeviceSynchronize(void) { ctl.syncs++; return 0; }
+EXPORT int cudaEventSynchronize(void *ev)
+{
+    (void)ev;
+    ctl.syncs++;
+    return 0;
+}
+EXPORT int cudaDeviceSynchronize(void)
+{
+    ctl.syncs++;
+    return 0;
+}

@@ -9,11 +9,11 @@
 #include <stdint.h>
 
 struct fake_cudart_ctl {
-    int device_count;          /* what cudaGetDeviceCount reports */
-    int device;                /* what cudaGetDevice reports */
-    float elapsed_ms;          /* what cudaEventElapsedTime reports */
-    int not_ready_queries;     /* queries answered NotReady before Success; -1: never ready */
-    int fail_record;           /* cudaEventRecord fails */
+    int device_count;      /* what cudaGetDeviceCount reports */
+    int device;            /* what cudaGetDevice reports */
+    float elapsed_ms;      /* what cudaEventElapsedTime reports */
+    int not_ready_queries; /* queries answered NotReady before Success; -1: never ready */
+    int fail_record;       /* cudaEventRecord fails */
     /* Counters, written by the double. */
     uint64_t created, destroyed, records, queries, elapsed_calls, syncs;
 };

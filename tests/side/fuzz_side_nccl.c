@@ -21,10 +21,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void render(const struct sfd_side *side, int64_t index, uint32_t segment) {
-    sf_report rep = { .meta = { .index = index, .segment = segment } };
-    json_t *w = json_pack("{s:[{s:s},{s:s}]}", "stages", "name", "model.backward_cpu_wall",
-                          "name", "model.fwd_loss_cpu_wall");
+static void render(const struct sfd_side *side, int64_t index, uint32_t segment)
+{
+    sf_report rep = {.meta = {.index = index, .segment = segment}};
+    json_t *w = json_pack("{s:[{s:s},{s:s}]}", "stages", "name", "model.backward_cpu_wall", "name",
+                          "model.fwd_loss_cpu_wall");
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -42,16 +43,17 @@ static void render(const struct sfd_side *side, int64_t index, uint32_t segment)
 
 /* Keeps the point and splits a record of its step with it, as ingest.c. */
 static void enqueue_point(struct sfd_enq_points **points, const sf_schema *schema,
-                          const Stagefrontier__NcclBatch *b) {
-    static int64_t durations[6] = { 1000, 500000, 300000, 800000, 20000, 0 };
+                          const Stagefrontier__NcclBatch *b)
+{
+    static int64_t durations[6] = {1000, 500000, 300000, 800000, 20000, 0};
     Stagefrontier__StepRecord rec = STAGEFRONTIER__STEP_RECORD__INIT;
     int64_t fallback[SF_MAX_STAGES], d[SF_MAX_STAGES];
     uint32_t flags = 0, bad = 0;
     enum sfd_reject why;
     int stage = sfd_enq_sync_stage(schema, b->enclosing_stage ? b->enclosing_stage : "");
 
-    if (stage < 0 || sfd_enq_note(points, 0, b->step, (uint32_t)stage,
-                                  (int64_t)b->last_enqueue_ns) < 0)
+    if (stage < 0 ||
+        sfd_enq_note(points, 0, b->step, (uint32_t)stage, (int64_t)b->last_enqueue_ns) < 0)
         return;
     for (size_t i = 0; i < 6; i++)
         fallback[i] = -1;
@@ -62,11 +64,12 @@ static void enqueue_point(struct sfd_enq_points **points, const sf_schema *schem
     sfd_record_split(&rec, schema, fallback, d, &flags, &bad, &why);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    struct sfd_limits lim = { .max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 16 };
-    static const char *names[6] = { "data.next_wait", "model.fwd_loss_cpu_wall",
-                                    "model.backward_cpu_wall", "optim.step_cpu_wall",
-                                    "callbacks.cpu_wall", "residual" };
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct sfd_limits lim = {.max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 16};
+    static const char *names[6] = {"data.next_wait",          "model.fwd_loss_cpu_wall",
+                                   "model.backward_cpu_wall", "optim.step_cpu_wall",
+                                   "callbacks.cpu_wall",      "residual"};
     struct sfd_side *side = NULL;
     struct sfd_enq_points *points = NULL;
     sf_schema schema;
@@ -93,8 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (m->nccl->has_last_enqueue_ns)
                     enqueue_point(&points, &schema, m->nccl);
                 sfd_side_add(&side, &gates, segment, 0, m->nccl);
-                render(side, sf_window_index(m->nccl->step, gates.warmup_steps,
-                                             gates.window_steps), segment);
+                render(side, sf_window_index(m->nccl->step, gates.warmup_steps, gates.window_steps),
+                       segment);
             }
             sfd_message_free(m);
         }

@@ -10,20 +10,22 @@
 
 #include "ingest.pb-c.h"
 
-static size_t frame(uint8_t *out, const Stagefrontier__ClientMessage *m) {
+static size_t frame(uint8_t *out, const Stagefrontier__ClientMessage *m)
+{
     size_t n = stagefrontier__client_message__pack(m, out + 2);
     out[0] = (uint8_t)(n & 0xff);
     out[1] = (uint8_t)(n >> 8);
     return n + 2;
 }
 
-static size_t batch(uint8_t *out, int64_t step, const char *comm, const char *stage,
-                    size_t n_aggs, uint64_t count, int timed) {
+static size_t batch(uint8_t *out, int64_t step, const char *comm, const char *stage, size_t n_aggs,
+                    uint64_t count, int timed)
+{
     Stagefrontier__NcclAggregate aggs[8], *ptr[8];
     Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
-    static const char *colls[] = { "AllReduce", "AllGather", "ReduceScatter", "Broadcast",
-                                   "Send", "Recv", "AlltoAll", "Reduce" };
+    static const char *colls[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast",
+                                  "Send",      "Recv",      "AlltoAll",      "Reduce"};
     for (size_t i = 0; i < n_aggs && i < 8; i++) {
         stagefrontier__nccl_aggregate__init(&aggs[i]);
         aggs[i].collective = (char *)colls[i];
@@ -58,7 +60,8 @@ static size_t batch(uint8_t *out, int64_t step, const char *comm, const char *st
 }
 
 /* A batch that carries only an enqueue point, as the plugin ships it. */
-static size_t enqueue_point(uint8_t *out, int64_t step, const char *stage, uint64_t offset_ns) {
+static size_t enqueue_point(uint8_t *out, int64_t step, const char *stage, uint64_t offset_ns)
+{
     Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     b.step = step;
@@ -71,7 +74,8 @@ static size_t enqueue_point(uint8_t *out, int64_t step, const char *stage, uint6
     return frame(out, &m);
 }
 
-static int put(const char *dir, const char *name, const uint8_t *buf, size_t n) {
+static int put(const char *dir, const char *name, const uint8_t *buf, size_t n)
+{
     char path[4096];
     FILE *f;
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -81,7 +85,8 @@ static int put(const char *dir, const char *name, const uint8_t *buf, size_t n) 
     return fclose(f);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     static uint8_t buf[1 << 16];
     size_t n = 0;
     if (argc != 2)

@@ -22,17 +22,20 @@ static const sf_nccl_profiler_v5 *v5;
 static void *ctx;
 static uint64_t clock_ns;
 
-static void *start(sf_nccl_descr_v5 *d) {
+static void *start(sf_nccl_descr_v5 *d)
+{
     void *h = NULL;
     return v5->start_event(ctx, &h, d) == ncclSuccess ? h : NULL;
 }
 
-static void stop(void *h) {
+static void stop(void *h)
+{
     if (h)
         v5->stop_event(h);
 }
 
-int sf_test_nccl_open(const char *plugin, const char *comm_name) {
+int sf_test_nccl_open(const char *plugin, const char *comm_name)
+{
     void *lib = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
     int mask = 0;
     if (!lib || !(v5 = dlsym(lib, "ncclProfiler_v5")))
@@ -42,18 +45,23 @@ int sf_test_nccl_open(const char *plugin, const char *comm_name) {
 
 /* One collective on one channel, gpu_ns long on the GPU clock. */
 int sf_test_nccl_collective(const char *func, const char *datatype, unsigned long count,
-                            unsigned long long gpu_ns) {
-    sf_nccl_descr_v5 g = { .type = SF_NCCL_EV_GROUP }, c = { .type = SF_NCCL_EV_COLL };
-    sf_nccl_descr_v5 op = { .type = SF_NCCL_EV_PROXY_OP }, k = { .type = SF_NCCL_EV_KERNEL_CH };
+                            unsigned long long gpu_ns)
+{
+    sf_nccl_descr_v5 g = {.type = SF_NCCL_EV_GROUP}, c = {.type = SF_NCCL_EV_COLL};
+    sf_nccl_descr_v5 op = {.type = SF_NCCL_EV_PROXY_OP}, k = {.type = SF_NCCL_EV_KERNEL_CH};
     sf_nccl_state_args a;
     void *gh, *ch, *oh, *kh;
 
     if (!ctx)
         return -1;
     gh = start(&g);
-    c.coll = (struct sf_nccl_coll_v5){ .func = func, .count = count, .datatype = datatype,
-                                       .n_channels = 1, .algo = "RING", .proto = "LL128",
-                                       .parent_group = gh };
+    c.coll = (struct sf_nccl_coll_v5){.func = func,
+                                      .count = count,
+                                      .datatype = datatype,
+                                      .n_channels = 1,
+                                      .algo = "RING",
+                                      .proto = "LL128",
+                                      .parent_group = gh};
     ch = start(&c);
     stop(ch);
     op.parent = ch;
@@ -72,7 +80,8 @@ int sf_test_nccl_collective(const char *func, const char *datatype, unsigned lon
     return 0;
 }
 
-int sf_test_nccl_close(void) {
+int sf_test_nccl_close(void)
+{
     int r = ctx && v5->finalize(ctx) == ncclSuccess ? 0 : -1;
     ctx = NULL;
     return r;

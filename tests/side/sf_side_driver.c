@@ -26,30 +26,37 @@
 
 static const sf_nccl_profiler_v5 *v5;
 
-static void *start(void *ctx, sf_nccl_descr_v5 *d) {
+static void *start(void *ctx, sf_nccl_descr_v5 *d)
+{
     void *h = NULL;
     return v5->start_event(ctx, &h, d) == ncclSuccess ? h : NULL;
 }
 
-static void stop(void *h) {
+static void stop(void *h)
+{
     if (h)
         v5->stop_event(h);
 }
 
-static void all_reduce(void *ctx, uint64_t t0, uint64_t span) {
-    sf_nccl_descr_v5 g = { .type = SF_NCCL_EV_GROUP }, c = { .type = SF_NCCL_EV_COLL };
-    sf_nccl_descr_v5 op = { .type = SF_NCCL_EV_PROXY_OP };
+static void all_reduce(void *ctx, uint64_t t0, uint64_t span)
+{
+    sf_nccl_descr_v5 g = {.type = SF_NCCL_EV_GROUP}, c = {.type = SF_NCCL_EV_COLL};
+    sf_nccl_descr_v5 op = {.type = SF_NCCL_EV_PROXY_OP};
     void *gh = start(ctx, &g), *ch, *oh;
-    c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1u << 18,
-                                       .datatype = "ncclBfloat16", .n_channels = 2,
-                                       .algo = "RING", .proto = "SIMPLE", .parent_group = gh };
+    c.coll = (struct sf_nccl_coll_v5){.func = "AllReduce",
+                                      .count = 1u << 18,
+                                      .datatype = "ncclBfloat16",
+                                      .n_channels = 2,
+                                      .algo = "RING",
+                                      .proto = "SIMPLE",
+                                      .parent_group = gh};
     ch = start(ctx, &c);
     stop(ch);
     op.parent = ch;
     oh = start(ctx, &op);
     for (uint8_t k = 0; k < 2; k++) {
-        sf_nccl_descr_v5 kd = { .type = SF_NCCL_EV_KERNEL_CH, .parent = ch };
-        sf_nccl_state_args a = { .kernel_ch = { t0 + span - (1 - k) } };
+        sf_nccl_descr_v5 kd = {.type = SF_NCCL_EV_KERNEL_CH, .parent = ch};
+        sf_nccl_state_args a = {.kernel_ch = {t0 + span - (1 - k)}};
         void *kh;
         kd.kernel_ch.channel = k;
         kd.kernel_ch.gpu_timer_start = t0 + k;
@@ -63,7 +70,8 @@ static void all_reduce(void *ctx, uint64_t t0, uint64_t span) {
 }
 
 /* Host work of a known length: the clock is the workload, not a wait. */
-static void spin(long ns) {
+static void spin(long ns)
+{
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do
@@ -71,8 +79,9 @@ static void spin(long ns) {
     while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < ns);
 }
 
-static int open_client(const char *mode, sf_client **ret) {
-    static const char *const sync[] = { "model.backward_cpu_wall" };
+static int open_client(const char *mode, sf_client **ret)
+{
+    static const char *const sync[] = {"model.backward_cpu_wall"};
     sf_client_options o;
     if (!mode)
         return sf_client_open_env(ret);
@@ -82,11 +91,13 @@ static int open_client(const char *mode, sf_client **ret) {
     return sf_client_open(&o, ret);
 }
 
-static int stage(sf_client *c, int id) {
+static int stage(sf_client *c, int id)
+{
     return sf_stage_begin(c, id) < 0 || sf_stage_end(c, id) < 0 ? -1 : 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     sf_client *c = NULL;
     void *lib, *ctx = NULL;
     int mask = 0, data, fwd, bwd, opt;
@@ -115,7 +126,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "sf_client_open_env failed\n");
         return 1;
     }
-    lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);     /* as NCCL loads it */
+    lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL); /* as NCCL loads it */
     if (!lib || !(v5 = dlsym(lib, "ncclProfiler_v5")) ||
         v5->init(&ctx, 0xdd9, &mask, "ddp-comm", 1, 1, 0, NULL) != ncclSuccess || !ctx) {
         fprintf(stderr, "plugin: %s\n", lib ? "init failed" : dlerror());

@@ -33,8 +33,9 @@ static char dir[64], path[108];
 static int lfd = -1;
 static struct fake_cudart_ctl *ctl;
 
-static int setup(void **state) {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+static int setup(void **state)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     (void)state;
     snprintf(dir, sizeof dir, "/tmp/sf-evt-XXXXXX");
     if (!mkdtemp(dir))
@@ -56,7 +57,8 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
     (void)state;
     close(lfd);
     unlink(path);
@@ -64,9 +66,10 @@ static int teardown(void **state) {
     return 0;
 }
 
-static Stagefrontier__ClientMessage *next_msg(int fd) {
+static Stagefrontier__ClientMessage *next_msg(int fd)
+{
     static uint8_t buf[1 << 17];
-    struct pollfd p = { .fd = fd, .events = POLLIN };
+    struct pollfd p = {.fd = fd, .events = POLLIN};
     ssize_t n;
     if (poll(&p, 1, 30000) != 1)
         return NULL;
@@ -74,10 +77,11 @@ static Stagefrontier__ClientMessage *next_msg(int fd) {
     return n > 0 ? stagefrontier__client_message__unpack(NULL, (size_t)n, buf) : NULL;
 }
 
-static void test_samples_ride_the_records(void **state) {
+static void test_samples_ride_the_records(void **state)
+{
     sf_client_options o;
     sf_client *c = NULL;
-    struct pollfd p = { .fd = lfd, .events = POLLIN };
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
     int fwd, fd, ready = 0, records = 0, with_event = 0;
     Stagefrontier__ClientMessage *m;
     (void)state;
@@ -98,7 +102,7 @@ static void test_samples_ride_the_records(void **state) {
         assert_int_equal(sf_stage_end(c, fwd), 0);
         assert_int_equal(sf_step_end(c), 0);
     }
-    sf_client_close(c);   /* flushes what the socket takes */
+    sf_client_close(c); /* flushes what the socket takes */
 
     assert_int_equal(poll(&p, 1, 30000), 1);
     fd = accept(lfd, NULL, NULL);
@@ -129,14 +133,15 @@ static void test_samples_ride_the_records(void **state) {
     } else {
         assert_int_equal(ready, STEPS);
         assert_int_equal(ctl->syncs, 0);
-        assert_int_equal(ctl->created, ctl->destroyed);   /* the pool went with close */
+        assert_int_equal(ctl->created, ctl->destroyed); /* the pool went with close */
         assert_true(ctl->created > 0);
     }
 }
 
-int main(int argc, char **argv) {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_samples_ride_the_records) };
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_samples_ride_the_records)};
     nolib = argc > 1 && strcmp(argv[1], "nolib") == 0;
-    return cmocka_run_group_tests_name(nolib ? "client_events_nolib" : "client_events",
-                                       tests, setup, teardown);
+    return cmocka_run_group_tests_name(nolib ? "client_events_nolib" : "client_events", tests,
+                                       setup, teardown);
 }

@@ -26,16 +26,18 @@
 static void *fake_lib;
 static struct fake_cudart_ctl *ctl;
 
-static void ctl_reset(void) {
+static void ctl_reset(void)
+{
     uint64_t created = ctl->created, destroyed = ctl->destroyed;
     memset(ctl, 0, sizeof *ctl);
     ctl->device_count = 1;
     ctl->elapsed_ms = 1.0f;
-    ctl->created = created;     /* lifetime counters: leak checks use deltas */
+    ctl->created = created; /* lifetime counters: leak checks use deltas */
     ctl->destroyed = destroyed;
 }
 
-static int load_fake(void **state) {
+static int load_fake(void **state)
+{
     fake_cudart_ctl_fn fn;
     (void)state;
     fake_lib = dlopen(FAKE_CUDART_PATH, RTLD_NOW | RTLD_GLOBAL);
@@ -48,13 +50,15 @@ static int load_fake(void **state) {
     return 0;
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     (void)state;
     ctl_reset();
     return 0;
 }
 
-static sf_cuda_channel *open_all(void) {
+static sf_cuda_channel *open_all(void)
+{
     sf_cuda_channel *ch = NULL;
     assert_int_equal(sf__cuda_channel_open(1.0, &ch), 0);
     assert_non_null(ch);
@@ -63,13 +67,15 @@ static sf_cuda_channel *open_all(void) {
 
 /* One sampled forward at step, then polls at now_step. */
 static int forward_and_poll(sf_cuda_channel *ch, int64_t step, int64_t cpu_ns, int64_t now_step,
-                            struct sf__event_sample *out) {
+                            struct sf__event_sample *out)
+{
     sf__cuda_forward_begin(ch, step);
     sf__cuda_forward_end(ch, step, cpu_ns);
     return sf__cuda_poll(ch, now_step, out);
 }
 
-static void test_ready(void **state) {
+static void test_ready(void **state)
+{
     struct sf__event_sample s;
     sf_cuda_channel *ch = open_all();
     (void)state;
@@ -79,13 +85,14 @@ static void test_ready(void **state) {
     assert_int_equal(s.state, SF__EVENT_READY);
     assert_int_equal(s.cpu_ns, 5000000);
     assert_int_equal(s.gpu_ns, 4250000);
-    assert_int_equal(sf__cuda_poll(ch, 7, &s), 0);    /* nothing else due */
+    assert_int_equal(sf__cuda_poll(ch, 7, &s), 0); /* nothing else due */
     assert_int_equal(ctl->records, 2);
     assert_int_equal(ctl->syncs, 0);
     sf__cuda_channel_close(ch);
 }
 
-static void test_late_then_ready(void **state) {
+static void test_late_then_ready(void **state)
+{
     struct sf__event_sample s;
     sf_cuda_channel *ch = open_all();
     (void)state;
@@ -103,7 +110,8 @@ static void test_late_then_ready(void **state) {
     sf__cuda_channel_close(ch);
 }
 
-static void test_missing(void **state) {
+static void test_missing(void **state)
+{
     struct sf__event_sample s;
     struct sf__cuda_stats st;
     sf_cuda_channel *ch = open_all();
@@ -124,7 +132,8 @@ static void test_missing(void **state) {
     sf__cuda_channel_close(ch);
 }
 
-static void test_record_failure_is_missing_not_fatal(void **state) {
+static void test_record_failure_is_missing_not_fatal(void **state)
+{
     struct sf__event_sample s;
     struct sf__cuda_stats st;
     sf_cuda_channel *ch = open_all();
@@ -139,7 +148,8 @@ static void test_record_failure_is_missing_not_fatal(void **state) {
     sf__cuda_channel_close(ch);
 }
 
-static void test_no_device(void **state) {
+static void test_no_device(void **state)
+{
     sf_cuda_channel *ch = NULL;
     (void)state;
     ctl->device_count = 0;
@@ -150,18 +160,20 @@ static void test_no_device(void **state) {
 
 /* A loaded object that lacks the runtime's entry points (libc here, named
  * through the override) is unavailable, not an error and not a crash. */
-static void test_missing_symbol(void **state) {
+static void test_missing_symbol(void **state)
+{
     sf_cuda_channel *ch = NULL;
     (void)state;
     setenv("SF_CUDART_SONAME", "libc.so.6", 1);
     assert_int_equal(sf__cuda_channel_open(1.0, &ch), -ENOTSUP);
     unsetenv("SF_CUDART_SONAME");
     assert_null(ch);
-    assert_int_equal(sf__cuda_channel_open(1.0, &ch), 0);   /* the real double still binds */
+    assert_int_equal(sf__cuda_channel_open(1.0, &ch), 0); /* the real double still binds */
     sf__cuda_channel_close(ch);
 }
 
-static void test_bad_arguments(void **state) {
+static void test_bad_arguments(void **state)
+{
     sf_cuda_channel *ch = NULL;
     (void)state;
     assert_int_equal(sf__cuda_channel_open(-0.1, &ch), -EINVAL);
@@ -179,7 +191,8 @@ static void test_bad_arguments(void **state) {
 
 /* Sampling is a function of the step alone: two channels agree, the rate is
  * near the fraction, and an unsampled step records nothing. */
-static void test_deterministic_sampling(void **state) {
+static void test_deterministic_sampling(void **state)
+{
     sf_cuda_channel *a = NULL, *b = NULL;
     int hits = 0, unsampled = -1;
     (void)state;
@@ -196,14 +209,15 @@ static void test_deterministic_sampling(void **state) {
     sf__cuda_forward_begin(a, unsampled);
     sf__cuda_forward_end(a, unsampled, 100);
     assert_int_equal(ctl->records, 0);
-    assert_int_equal(ctl->created, ctl->destroyed);   /* no pool until a sampled forward */
+    assert_int_equal(ctl->created, ctl->destroyed); /* no pool until a sampled forward */
     sf__cuda_channel_close(a);
     sf__cuda_channel_close(b);
 }
 
 /* A fixed pool: created once, never grown; a sampled step that finds every
  * pair in flight is skipped and counted, and close releases every event. */
-static void test_pool_bounded(void **state) {
+static void test_pool_bounded(void **state)
+{
     struct sf__event_sample s;
     struct sf__cuda_stats st;
     sf_cuda_channel *ch = open_all();
@@ -230,13 +244,14 @@ static void test_pool_bounded(void **state) {
 }
 
 /* A forward that began and never ended (an exception) frees its pair. */
-static void test_abandoned_begin(void **state) {
+static void test_abandoned_begin(void **state)
+{
     struct sf__event_sample s;
     sf_cuda_channel *ch = open_all();
     (void)state;
     for (int64_t t = 0; t < SF__CUDA_POOL_PAIRS; t++)
         sf__cuda_forward_begin(ch, t);
-    assert_int_equal(sf__cuda_poll(ch, 100, &s), 0);     /* nothing to report */
+    assert_int_equal(sf__cuda_poll(ch, 100, &s), 0); /* nothing to report */
     assert_int_equal(forward_and_poll(ch, 100, 5, 100, &s), 1);
     assert_int_equal(s.step, 100);
     sf__cuda_channel_close(ch);
@@ -244,13 +259,14 @@ static void test_abandoned_begin(void **state) {
 
 /* A child forked with a live channel must not touch the parent's CUDA state
  * when it closes its copy: no event destroyed, no handle closed. */
-static void test_close_in_forked_child(void **state) {
+static void test_close_in_forked_child(void **state)
+{
     sf_cuda_channel *ch = open_all();
     struct sf__event_sample s;
     int status = -1;
     pid_t pid;
     (void)state;
-    assert_int_equal(forward_and_poll(ch, 1, 10, 1, &s), 1);   /* the pool exists */
+    assert_int_equal(forward_and_poll(ch, 1, 10, 1, &s), 1); /* the pool exists */
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -262,20 +278,22 @@ static void test_close_in_forked_child(void **state) {
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     uint64_t destroyed = ctl->destroyed;
-    sf__cuda_channel_close(ch);                                 /* the parent's own close does */
+    sf__cuda_channel_close(ch); /* the parent's own close does */
     assert_int_equal(ctl->destroyed - destroyed, 2 * SF__CUDA_POOL_PAIRS);
 }
 
 /* ---- no runtime in the process -------------------------------------------- */
 
-static int count_cudart(struct dl_phdr_info *info, size_t size, void *arg) {
+static int count_cudart(struct dl_phdr_info *info, size_t size, void *arg)
+{
     (void)size;
     if (info->dlpi_name && strstr(info->dlpi_name, "cudart"))
         ++*(int *)arg;
     return 0;
 }
 
-static void test_no_library(void **state) {
+static void test_no_library(void **state)
+{
     sf_cuda_channel *ch = NULL;
     int mapped = 0;
     (void)state;
@@ -287,7 +305,8 @@ static void test_no_library(void **state) {
 
 /* The override names a runtime that exists on disk but is not loaded: still
  * unavailable, still nothing mapped. */
-static void test_no_library_override(void **state) {
+static void test_no_library_override(void **state)
+{
     sf_cuda_channel *ch = NULL;
     int mapped = 0;
     (void)state;
@@ -298,7 +317,8 @@ static void test_no_library_override(void **state) {
     assert_int_equal(mapped, 0);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     const struct CMUnitTest nolib[] = {
         cmocka_unit_test(test_no_library),
         cmocka_unit_test(test_no_library_override),

@@ -24,7 +24,8 @@
 
 static struct fake_cudart_ctl *ctl;
 
-static int load_fake(void **state) {
+static int load_fake(void **state)
+{
     fake_cudart_ctl_fn fn;
     void *lib = dlopen(FAKE_CUDART_PATH, RTLD_NOW | RTLD_GLOBAL);
     (void)state;
@@ -38,20 +39,22 @@ static int load_fake(void **state) {
 }
 
 struct scenario {
-    int64_t d[6];            /* rank 0's stage durations; rank 1 adds 2 ms to the largest */
-    float gpu_ms;            /* what every sampled forward takes on the device */
+    int64_t d[6]; /* rank 0's stage durations; rank 1 adds 2 ms to the largest */
+    float gpu_ms; /* what every sampled forward takes on the device */
     int never_ready;
 };
 
 /* Runs the channel over every (step, rank), builds the rows, and returns the
  * report's labels. */
-static uint32_t labels_for(const struct scenario *sc, double *ret_ratio) {
+static uint32_t labels_for(const struct scenario *sc, double *ret_ratio)
+{
     static int64_t durations[STEPS * RANKS][6];
     sf_row rows[STEPS * RANKS];
     sf_cuda_channel *ch = NULL;
     sf_schema schema;
     sf_gates gates;
-    sf_window_meta meta = { .index = 0, .first_step = 0, .last_step = STEPS - 1, .world_size = RANKS };
+    sf_window_meta meta = {
+        .index = 0, .first_step = 0, .last_step = STEPS - 1, .world_size = RANKS};
     sf_report *rep = NULL;
     uint32_t labels;
     size_t big = 0;
@@ -77,9 +80,12 @@ static uint32_t labels_for(const struct scenario *sc, double *ret_ratio) {
             while (sf__cuda_poll(ch, now, &ev) == 0)
                 assert_true(++now <= t + SF__CUDA_MAX_LAG_STEPS);
             assert_int_equal(ev.step, t);
-            rows[i] = (sf_row){ .step = t, .rank = r, .d = durations[i],
-                                .event_state = ev.state, .event_cpu_ns = ev.cpu_ns,
-                                .event_gpu_ns = ev.gpu_ns };
+            rows[i] = (sf_row){.step = t,
+                               .rank = r,
+                               .d = durations[i],
+                               .event_state = ev.state,
+                               .event_cpu_ns = ev.cpu_ns,
+                               .event_gpu_ns = ev.gpu_ns};
         }
     }
     sf__cuda_channel_close(ch);
@@ -95,8 +101,9 @@ static uint32_t labels_for(const struct scenario *sc, double *ret_ratio) {
 #define HAS(l, x) (((l) >> (x)) & 1u)
 
 /* Forward dominates and the device time backs it: R >= 0.5. */
-static void test_device_supported(void **state) {
-    struct scenario sc = { { 1 * MS, 60 * MS, 10 * MS, 1 * MS, 2 * MS, 1 * MS }, 54.0f, 0 };
+static void test_device_supported(void **state)
+{
+    struct scenario sc = {{1 * MS, 60 * MS, 10 * MS, 1 * MS, 2 * MS, 1 * MS}, 54.0f, 0};
     double ratio;
     uint32_t l = labels_for(&sc, &ratio);
     (void)state;
@@ -108,8 +115,9 @@ static void test_device_supported(void **state) {
 }
 
 /* Forward dominates but the device is nearly idle in it: R < 0.25. */
-static void test_host_overhead(void **state) {
-    struct scenario sc = { { 1 * MS, 60 * MS, 10 * MS, 1 * MS, 2 * MS, 1 * MS }, 6.0f, 0 };
+static void test_host_overhead(void **state)
+{
+    struct scenario sc = {{1 * MS, 60 * MS, 10 * MS, 1 * MS, 2 * MS, 1 * MS}, 6.0f, 0};
     double ratio;
     uint32_t l = labels_for(&sc, &ratio);
     (void)state;
@@ -121,8 +129,9 @@ static void test_host_overhead(void **state) {
 
 /* Every sample went MISSING: the ready ratio gate fails, scope_limited
  * suppresses the other forward labels. */
-static void test_scope_limited(void **state) {
-    struct scenario sc = { { 1 * MS, 60 * MS, 10 * MS, 1 * MS, 2 * MS, 1 * MS }, 54.0f, 1 };
+static void test_scope_limited(void **state)
+{
+    struct scenario sc = {{1 * MS, 60 * MS, 10 * MS, 1 * MS, 2 * MS, 1 * MS}, 54.0f, 1};
     uint32_t l = labels_for(&sc, NULL);
     (void)state;
     assert_true(HAS(l, SF_LABEL_FORWARD_EVENT_SCOPE_LIMITED));
@@ -133,8 +142,9 @@ static void test_scope_limited(void **state) {
 
 /* Backward leads, forward is outside the routing set, and the device is busy
  * through forward: forward work spills into what the host sees as backward. */
-static void test_spillover(void **state) {
-    struct scenario sc = { { 1 * MS, 5 * MS, 60 * MS, 1 * MS, 2 * MS, 1 * MS }, 4.0f, 0 };
+static void test_spillover(void **state)
+{
+    struct scenario sc = {{1 * MS, 5 * MS, 60 * MS, 1 * MS, 2 * MS, 1 * MS}, 4.0f, 0};
     double ratio;
     uint32_t l = labels_for(&sc, &ratio);
     (void)state;
@@ -145,15 +155,17 @@ static void test_spillover(void **state) {
 }
 
 /* The same backward-led window with a host-bound forward: no spillover. */
-static void test_no_spillover_when_device_idle(void **state) {
-    struct scenario sc = { { 1 * MS, 5 * MS, 60 * MS, 1 * MS, 2 * MS, 1 * MS }, 0.5f, 0 };
+static void test_no_spillover_when_device_idle(void **state)
+{
+    struct scenario sc = {{1 * MS, 5 * MS, 60 * MS, 1 * MS, 2 * MS, 1 * MS}, 0.5f, 0};
     uint32_t l = labels_for(&sc, NULL);
     (void)state;
     assert_false(HAS(l, SF_LABEL_FORWARD_SPILLOVER_SUSPECTED));
     assert_false(HAS(l, SF_LABEL_FORWARD_HOST_OVERHEAD_SUSPECTED));
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_supported),
         cmocka_unit_test(test_host_overhead),

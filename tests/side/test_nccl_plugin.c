@@ -30,8 +30,8 @@
 #include "ingest.pb-c.h"
 #include "nccl_profiler_abi.h"
 
-#define SF_NCCL_KEYS 256   /* the plugin's key table */
-#define ENQ_BEFORE_NS INT64_C(5000000)   /* the synchronizing stage began this long ago */
+#define SF_NCCL_KEYS 256               /* the plugin's key table */
+#define ENQ_BEFORE_NS INT64_C(5000000) /* the synchronizing stage began this long ago */
 
 /* Found by the plugin through dlsym on this executable (linked -rdynamic).
  * Its magic stays 0, so invalid, unless the mode is "beacon". */
@@ -73,10 +73,13 @@ static struct {
     struct row rows[MAX_ROWS];
 } srv;
 
-static void add_batch(const Stagefrontier__NcclBatch *b) {
+static void add_batch(const Stagefrontier__NcclBatch *b)
+{
     srv.batches++;
-    if (b->step < srv.min_step) srv.min_step = b->step;
-    if (b->step > srv.max_step) srv.max_step = b->step;
+    if (b->step < srv.min_step)
+        srv.min_step = b->step;
+    if (b->step > srv.max_step)
+        srv.max_step = b->step;
     if (b->has_dropped_events)
         srv.dropped += b->dropped_events;
     if (b->has_last_enqueue_ns) {
@@ -88,7 +91,7 @@ static void add_batch(const Stagefrontier__NcclBatch *b) {
     }
     for (size_t i = 0; i < b->n_aggregates; i++) {
         const Stagefrontier__NcclAggregate *a = b->aggregates[i];
-        struct row key = { .bucket = a->size_bucket };
+        struct row key = {.bucket = a->size_bucket};
         if (b->comm_name && !strcmp(b->comm_name, "comm-a") &&
             !strcmp(a->collective, "AllReduce") && b->step >= 96 && b->step < 112) {
             pthread_mutex_lock(&srv.lock);
@@ -112,7 +115,10 @@ static void add_batch(const Stagefrontier__NcclBatch *b) {
                 break;
         }
         if (j == srv.n_rows) {
-            if (srv.n_rows == MAX_ROWS) { srv.bad++; continue; }
+            if (srv.n_rows == MAX_ROWS) {
+                srv.bad++;
+                continue;
+            }
             srv.rows[srv.n_rows++] = key;
         }
         srv.rows[j].count += a->count;
@@ -124,9 +130,10 @@ static void add_batch(const Stagefrontier__NcclBatch *b) {
 
 /* Reads datagrams until the plugin closes its connection (after the last
  * communicator's finalize). A generous overall timeout only fails the test. */
-static void *server_main(void *arg) {
+static void *server_main(void *arg)
+{
     static uint8_t buf[1 << 17];
-    struct pollfd p = { .fd = srv.listen_fd, .events = POLLIN };
+    struct pollfd p = {.fd = srv.listen_fd, .events = POLLIN};
     int fd;
     (void)arg;
     if (poll(&p, 1, 60000) != 1 || (fd = accept(srv.listen_fd, NULL, NULL)) < 0) {
@@ -136,13 +143,19 @@ static void *server_main(void *arg) {
     for (;;) {
         ssize_t n;
         Stagefrontier__ClientMessage *m;
-        p = (struct pollfd){ .fd = fd, .events = POLLIN };
-        if (poll(&p, 1, 60000) != 1) { srv.bad++; break; }
+        p = (struct pollfd){.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 60000) != 1) {
+            srv.bad++;
+            break;
+        }
         n = recv(fd, buf, sizeof buf, 0);
         if (n <= 0)
             break;
         m = stagefrontier__client_message__unpack(NULL, (size_t)n, buf);
-        if (!m) { srv.bad++; continue; }
+        if (!m) {
+            srv.bad++;
+            continue;
+        }
         if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO) {
             srv.hellos++;
             srv.hello_channel = m->hello->has_channel ? (int)m->hello->channel : 0;
@@ -165,7 +178,8 @@ static void *server_main(void *arg) {
 }
 
 static const struct row *find_row(const char *comm, const char *stage, const char *coll,
-                                  const char *algo, uint32_t bucket) {
+                                  const char *algo, uint32_t bucket)
+{
     for (size_t j = 0; j < srv.n_rows; j++) {
         const struct row *r = &srv.rows[j];
         if (!strcmp(r->comm, comm) && !strcmp(r->stage, stage) && !strcmp(r->coll, coll) &&
@@ -177,7 +191,8 @@ static const struct row *find_row(const char *comm, const char *stage, const cha
 
 /* Waits until comm-a's all-reduces of step reached the fake sfd: the plugin
  * flushes when the trainer's step moves on. Only a timeout fails. */
-static void wait_step_shipped(int64_t step, uint64_t expect) {
+static void wait_step_shipped(int64_t step, uint64_t expect)
+{
     struct timespec deadline;
     int ok;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -193,21 +208,24 @@ static void wait_step_shipped(int64_t step, uint64_t expect) {
 
 /* ---- driving the plugin as NCCL does ------------------------------------- */
 
-static void *start5(void *ctx, sf_nccl_descr_v5 *d) {
-    void *h = (void *)1;   /* NCCL hands in garbage; the plugin must set it */
+static void *start5(void *ctx, sf_nccl_descr_v5 *d)
+{
+    void *h = (void *)1; /* NCCL hands in garbage; the plugin must set it */
     assert_int_equal(v5->start_event(ctx, &h, d), ncclSuccess);
     return h;
 }
 
-static void stop(void *h) {
+static void stop(void *h)
+{
     if (h)
         assert_int_equal(v5->stop_event(h), ncclSuccess);
 }
 
 /* One kernel channel under parent, from gpu_start to gpu_stop. */
-static void kernel_channel5(void *ctx, void *parent, uint8_t ch, uint64_t t0, uint64_t t1) {
-    sf_nccl_descr_v5 d = { .type = SF_NCCL_EV_KERNEL_CH, .parent = parent };
-    sf_nccl_state_args a = { .kernel_ch = { t1 } };
+static void kernel_channel5(void *ctx, void *parent, uint8_t ch, uint64_t t0, uint64_t t1)
+{
+    sf_nccl_descr_v5 d = {.type = SF_NCCL_EV_KERNEL_CH, .parent = parent};
+    sf_nccl_state_args a = {.kernel_ch = {t1}};
     void *k;
     d.kernel_ch.channel = ch;
     d.kernel_ch.gpu_timer_start = t0;
@@ -219,20 +237,25 @@ static void kernel_channel5(void *ctx, void *parent, uint8_t ch, uint64_t t0, ui
 
 /* Group -> Coll (stopped at enqueue) -> ProxyOp -> ProxyStep, then the
  * kernel channels report later, as the proxy thread sees them finish. */
-static void collective5(void *ctx, const char *func, const char *dt, size_t count,
-                        const char *algo, uint8_t n_channels, uint64_t t0, uint64_t span) {
-    sf_nccl_descr_v5 g = { .type = SF_NCCL_EV_GROUP };
-    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL };
-    sf_nccl_descr_v5 op = { .type = SF_NCCL_EV_PROXY_OP };
-    sf_nccl_descr_v5 ps = { .type = SF_NCCL_EV_PROXY_STEP };
+static void collective5(void *ctx, const char *func, const char *dt, size_t count, const char *algo,
+                        uint8_t n_channels, uint64_t t0, uint64_t span)
+{
+    sf_nccl_descr_v5 g = {.type = SF_NCCL_EV_GROUP};
+    sf_nccl_descr_v5 c = {.type = SF_NCCL_EV_COLL};
+    sf_nccl_descr_v5 op = {.type = SF_NCCL_EV_PROXY_OP};
+    sf_nccl_descr_v5 ps = {.type = SF_NCCL_EV_PROXY_STEP};
     void *gh, *ch, *oh, *sh;
 
     gh = start5(ctx, &g);
-    c.coll = (struct sf_nccl_coll_v5){ .func = func, .count = count, .datatype = dt,
-                                       .n_channels = n_channels, .algo = algo,
-                                       .proto = "SIMPLE", .parent_group = gh };
+    c.coll = (struct sf_nccl_coll_v5){.func = func,
+                                      .count = count,
+                                      .datatype = dt,
+                                      .n_channels = n_channels,
+                                      .algo = algo,
+                                      .proto = "SIMPLE",
+                                      .parent_group = gh};
     ch = start5(ctx, &c);
-    stop(ch);                     /* enqueued: not complete, must not count GPU time */
+    stop(ch); /* enqueued: not complete, must not count GPU time */
     op.parent = ch;
     op.proxy_op.channel = 0;
     oh = start5(ctx, &op);
@@ -245,7 +268,8 @@ static void collective5(void *ctx, const char *func, const char *dt, size_t coun
     stop(gh);
 }
 
-static void *init5(const char *name, uint64_t id) {
+static void *init5(const char *name, uint64_t id)
+{
     void *ctx = NULL;
     int mask = 0;
     assert_int_equal(v5->init(&ctx, id, &mask, name, 1, 2, 0, NULL), ncclSuccess);
@@ -258,33 +282,39 @@ static void *init5(const char *name, uint64_t id) {
 
 /* ---- tests ------------------------------------------------------------------ */
 
-static void test_symbols(void **state) {
+static void test_symbols(void **state)
+{
     void *lib = *state;
     (void)state;
     assert_non_null(v5);
     assert_non_null(v4);
     assert_string_equal(v5->name, "stagefrontier");
-    assert_null(dlsym(lib, "sf__nccl_coll_start"));   /* only the two versioned symbols */
+    assert_null(dlsym(lib, "sf__nccl_coll_start")); /* only the two versioned symbols */
     assert_null(dlsym(lib, "sf_side_beacon"));
     assert_null(dlsym(lib, "sf_client_open"));
     assert_null(dlsym(lib, "ncclProfiler_v3"));
 }
 
-#define HELD 4096   /* the plugin's collective ring and kernel-channel pool */
+#define HELD 4096 /* the plugin's collective ring and kernel-channel pool */
 
 /* Pools full: 4096 collectives each hold one kernel channel in flight, so
  * the ring has no free slot (10 collectives lose their timing handle) and the
  * channel pool is empty (5 channels dropped). Counts still land; once the
  * channels finish, timing resumes. */
-static void exhaust_pools(void) {
+static void exhaust_pools(void)
+{
     static void *held[HELD], *colls[HELD];
     void *x = init5("comm-x", 0x77);
-    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL }, k = { .type = SF_NCCL_EV_KERNEL_CH };
-    sf_nccl_state_args a = { .kernel_ch = { 0 } };
+    sf_nccl_descr_v5 c = {.type = SF_NCCL_EV_COLL}, k = {.type = SF_NCCL_EV_KERNEL_CH};
+    sf_nccl_state_args a = {.kernel_ch = {0}};
     void *extra;
 
-    c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1, .datatype = "ncclInt8",
-                                       .n_channels = 1, .algo = "RING", .proto = "LL" };
+    c.coll = (struct sf_nccl_coll_v5){.func = "AllReduce",
+                                      .count = 1,
+                                      .datatype = "ncclInt8",
+                                      .n_channels = 1,
+                                      .algo = "RING",
+                                      .proto = "LL"};
     for (int i = 0; i < HELD; i++) {
         void *ch = start5(x, &c);
         assert_non_null(ch);
@@ -297,34 +327,40 @@ static void exhaust_pools(void) {
     }
     for (int i = 0; i < 10; i++) {
         void *ch = start5(x, &c);
-        assert_null(ch);                  /* dropped: every ring slot is in flight */
+        assert_null(ch); /* dropped: every ring slot is in flight */
         k.parent = ch;
-        assert_null(start5(x, &k));       /* no parent, nothing to time */
+        assert_null(start5(x, &k)); /* no parent, nothing to time */
     }
     k.parent = colls[0];
     for (int i = 0; i < 5; i++)
-        assert_null(start5(x, &k));       /* dropped: the channel pool is empty */
+        assert_null(start5(x, &k)); /* dropped: the channel pool is empty */
     for (int i = 0; i < HELD; i++) {
         a.kernel_ch.gpu_timer = 150;
-        assert_int_equal(v5->record_event_state(held[i], SF_NCCL_STATE_KERNEL_CH_STOP, &a), ncclSuccess);
+        assert_int_equal(v5->record_event_state(held[i], SF_NCCL_STATE_KERNEL_CH_STOP, &a),
+                         ncclSuccess);
         stop(held[i]);
     }
     extra = start5(x, &c);
-    assert_non_null(extra);               /* pools drained: back to normal */
+    assert_non_null(extra); /* pools drained: back to normal */
     stop(extra);
     kernel_channel5(x, extra, 0, 1000, 1050);
     assert_int_equal(v5->finalize(x), ncclSuccess);
 }
 
 /* More distinct keys than the table holds: 44 of 300 dropped, counted. */
-static void exhaust_keys(void) {
+static void exhaust_keys(void)
+{
     void *kc = init5("comm-k", 0x88);
-    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL };
+    sf_nccl_descr_v5 c = {.type = SF_NCCL_EV_COLL};
     char algo[16];
     for (int i = 0; i < 300; i++) {
         snprintf(algo, sizeof algo, "A%d", i);
-        c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1, .datatype = "ncclInt8",
-                                           .n_channels = 1, .algo = algo, .proto = "LL" };
+        c.coll = (struct sf_nccl_coll_v5){.func = "AllReduce",
+                                          .count = 1,
+                                          .datatype = "ncclInt8",
+                                          .n_channels = 1,
+                                          .algo = algo,
+                                          .proto = "LL"};
         stop(start5(kc, &c));
     }
     assert_int_equal(v5->finalize(kc), ncclSuccess);
@@ -333,7 +369,8 @@ static void exhaust_keys(void) {
 #define N_ALLREDUCE 40
 #define SPAN_NS 250000u
 
-static void test_drive_and_ship(void **state) {
+static void test_drive_and_ship(void **state)
+{
     void *a, *b, *c4 = NULL;
     int mask4 = 0;
     (void)state;
@@ -367,10 +404,14 @@ static void test_drive_and_ship(void **state) {
         collective5(a, "AllGather", "ncclBfloat16", 1000, "RING", 1, 0, 0);
     /* Point-to-point: a Send of 4096 bytes (bucket 12), timed by its channel. */
     {
-        sf_nccl_descr_v5 g = { .type = SF_NCCL_EV_GROUP }, p2p = { .type = SF_NCCL_EV_P2P };
+        sf_nccl_descr_v5 g = {.type = SF_NCCL_EV_GROUP}, p2p = {.type = SF_NCCL_EV_P2P};
         void *gh = start5(a, &g), *ph;
-        p2p.p2p = (struct sf_nccl_p2p_v5){ .func = "Send", .datatype = "ncclInt8", .count = 4096,
-                                           .peer = 1, .n_channels = 1, .parent_group = gh };
+        p2p.p2p = (struct sf_nccl_p2p_v5){.func = "Send",
+                                          .datatype = "ncclInt8",
+                                          .count = 4096,
+                                          .peer = 1,
+                                          .n_channels = 1,
+                                          .parent_group = gh};
         ph = start5(a, &p2p);
         assert_non_null(ph);
         stop(ph);
@@ -382,22 +423,26 @@ static void test_drive_and_ship(void **state) {
 
     /* v4: the Coll's parent is the Group itself. */
     {
-        sf_nccl_descr_v4 g = { .type = SF_NCCL_EV_GROUP }, c = { .type = SF_NCCL_EV_COLL };
-        sf_nccl_descr_v4 k = { .type = SF_NCCL_EV_KERNEL_CH };
-        sf_nccl_state_args sa = { .kernel_ch = { 9000 } };
+        sf_nccl_descr_v4 g = {.type = SF_NCCL_EV_GROUP}, c = {.type = SF_NCCL_EV_COLL};
+        sf_nccl_descr_v4 k = {.type = SF_NCCL_EV_KERNEL_CH};
+        sf_nccl_state_args sa = {.kernel_ch = {9000}};
         void *gh = NULL, *ch = NULL, *kh = NULL;
         assert_int_equal(v4->start_event(c4, &gh, &g), ncclSuccess);
         c.parent = gh;
-        c.coll = (struct sf_nccl_coll_v4){ .func = "ReduceScatter", .count = 256,
-                                           .datatype = "ncclInt32", .n_channels = 1,
-                                           .algo = "RING", .proto = "LL" };
+        c.coll = (struct sf_nccl_coll_v4){.func = "ReduceScatter",
+                                          .count = 256,
+                                          .datatype = "ncclInt32",
+                                          .n_channels = 1,
+                                          .algo = "RING",
+                                          .proto = "LL"};
         assert_int_equal(v4->start_event(c4, &ch, &c), ncclSuccess);
         assert_int_equal(v4->stop_event(ch), ncclSuccess);
         k.parent = ch;
         k.kernel_ch.gpu_timer_start = 1000;
         assert_int_equal(v4->start_event(c4, &kh, &k), ncclSuccess);
         assert_non_null(kh);
-        assert_int_equal(v4->record_event_state(kh, SF_NCCL_STATE_KERNEL_CH_STOP, &sa), ncclSuccess);
+        assert_int_equal(v4->record_event_state(kh, SF_NCCL_STATE_KERNEL_CH_STOP, &sa),
+                         ncclSuccess);
         assert_int_equal(v4->stop_event(kh), ncclSuccess);
         assert_int_equal(v4->stop_event(gh), ncclSuccess);
     }
@@ -429,7 +474,8 @@ static void test_drive_and_ship(void **state) {
     assert_int_equal(srv.hello_world, 4);
     /* The Hello mirrors the trainer's published schema, else the default one. */
     assert_int_equal(srv.hello_stages, beacon_mode ? 3 : 6);
-    assert_string_equal(srv.hello_last_stage, beacon_mode ? "my.custom_stage" : "step.other_cpu_wall");
+    assert_string_equal(srv.hello_last_stage,
+                        beacon_mode ? "my.custom_stage" : "step.other_cpu_wall");
     assert_int_equal(srv.dropped, 15 + 44);
 
     const char *ar_stage = beacon_mode ? "my.custom_stage" : "model.backward_cpu_wall";
@@ -442,14 +488,14 @@ static void test_drive_and_ship(void **state) {
     assert_int_equal(r->timed, N_ALLREDUCE);
     assert_int_equal(r->gpu_ns, (uint64_t)N_ALLREDUCE * SPAN_NS);
 
-    r = find_row("comm-a", "", "AllGather", "RING", 10);   /* unattributed: not an all-reduce */
+    r = find_row("comm-a", "", "AllGather", "RING", 10); /* unattributed: not an all-reduce */
     assert_non_null(r);
     assert_int_equal(r->count, 7);
     assert_int_equal(r->bytes, 7 * 2000);
     assert_int_equal(r->timed, 0);
     assert_int_equal(r->gpu_ns, 0);
 
-    r = find_row("comm-a", "", "Send", "", 12);              /* no algorithm for p2p */
+    r = find_row("comm-a", "", "Send", "", 12); /* no algorithm for p2p */
     assert_non_null(r);
     assert_int_equal(r->count, 1);
     assert_int_equal(r->bytes, 4096);
@@ -485,7 +531,7 @@ static void test_drive_and_ship(void **state) {
     assert_int_equal(keys_k, SF_NCCL_KEYS);
     assert_int_equal(count_k, SF_NCCL_KEYS);
 
-    if (beacon_mode) {    /* every step's all-reduces under that step, exactly */
+    if (beacon_mode) { /* every step's all-reduces under that step, exactly */
         for (int64_t st = 96; st < 112; st++)
             assert_int_equal(srv.ar_by_step[st - 96], st >= 100 && st <= 103 ? 10 : 0);
         assert_true(srv.min_step >= 99);
@@ -506,8 +552,9 @@ static void test_drive_and_ship(void **state) {
 /* The fake sfd's socket and environment; its thread starts only when
  * start_thread is set (the atexit test forks first: a child forked while the
  * thread is starting can inherit the allocator's lock held, and hang). */
-static int setup_server_socket(bool start_thread) {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+static int setup_server_socket(bool start_thread)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
     snprintf(dir, sizeof dir, "/tmp/sf-nccl-XXXXXX");
     if (!mkdtemp(dir))
@@ -532,20 +579,22 @@ static int setup_server_socket(bool start_thread) {
     return 0;
 }
 
-static int setup_server(void) {
+static int setup_server(void)
+{
     return setup_server_socket(true);
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     void *lib;
 
     if (setup_server() < 0)
         return -1;
     if (beacon_mode) {
-        const char *names[] = { "data.next_wait", "model.fwd_loss_cpu_wall", "my.custom_stage" };
+        const char *names[] = {"data.next_wait", "model.fwd_loss_cpu_wall", "my.custom_stage"};
         for (int i = 0; i < 3; i++)
             snprintf(sf_side_beacon.names[i], sizeof sf_side_beacon.names[i], "%s", names[i]);
-        sf_side_beacon.sync_mask = UINT64_C(1) << 1;   /* forward synchronizing */
+        sf_side_beacon.sync_mask = UINT64_C(1) << 1; /* forward synchronizing */
         atomic_store(&sf_side_beacon.n_names, 3);
         atomic_store(&sf_side_beacon.step, 99);
         atomic_store(&sf_side_beacon.stage, -1);
@@ -561,7 +610,8 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
     (void)state;
     close(srv.listen_fd);
     unlink(sock_path);
@@ -571,10 +621,11 @@ static int teardown(void **state) {
 
 /* SF_DISABLE=1: the plugin asks NCCL for no events, and calls that come
  * anyway (a NULL context) are answered with NULL handles. */
-static void test_disabled(void **state) {
+static void test_disabled(void **state)
+{
     void *lib = dlopen(NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL), *ctx = (void *)1, *h = (void *)1;
     const sf_nccl_profiler_v5 *p;
-    sf_nccl_descr_v5 c = { .type = SF_NCCL_EV_COLL };
+    sf_nccl_descr_v5 c = {.type = SF_NCCL_EV_COLL};
     int mask = -1;
     (void)state;
     assert_non_null(lib);
@@ -585,7 +636,7 @@ static void test_disabled(void **state) {
     unsetenv("SF_DISABLE");
     assert_int_equal(mask, 0);
     assert_null(ctx);
-    c.coll = (struct sf_nccl_coll_v5){ .func = "AllReduce", .count = 1, .datatype = "ncclInt8" };
+    c.coll = (struct sf_nccl_coll_v5){.func = "AllReduce", .count = 1, .datatype = "ncclInt8"};
     assert_int_equal(p->start_event(ctx, &h, &c), ncclSuccess);
     assert_null(h);
     assert_int_equal(p->stop_event(NULL), ncclSuccess);
@@ -597,8 +648,9 @@ static void test_disabled(void **state) {
 static char logged[256];
 static int logged_level;
 
-static void capture_log(int level, unsigned long flags, const char *file, int line,
-                        const char *fmt, ...) {
+static void capture_log(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                        ...)
+{
     va_list ap;
     (void)flags;
     (void)file;
@@ -611,7 +663,8 @@ static void capture_log(int level, unsigned long flags, const char *file, int li
 
 /* init says through NCCL's logger which interface version NCCL chose: the
  * GPU check reads this line to prove NCCL itself loaded the plugin. */
-static void test_init_logs_version(void **state) {
+static void test_init_logs_version(void **state)
+{
     void *lib = dlopen(NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL), *ctx = NULL;
     const sf_nccl_profiler_v5 *p5;
     const sf_nccl_profiler_v4 *p4;
@@ -624,13 +677,13 @@ static void test_init_logs_version(void **state) {
     assert_non_null(p4);
     assert_int_equal(p5->init(&ctx, 0x5, &mask, "log-v5", 1, 2, 1, capture_log), ncclSuccess);
     assert_int_equal(logged_level, 3);
-    assert_string_equal(logged,
-                        "stagefrontier profiler: init v5 comm log-v5 hash 0x0000000000000005 rank 1 of 2");
+    assert_string_equal(
+        logged, "stagefrontier profiler: init v5 comm log-v5 hash 0x0000000000000005 rank 1 of 2");
     assert_int_equal(p5->finalize(ctx), ncclSuccess);
     ctx = NULL;
     assert_int_equal(p4->init(&ctx, &mask, "log-v4", 0x4, 1, 1, 0, capture_log), ncclSuccess);
-    assert_string_equal(logged,
-                        "stagefrontier profiler: init v4 comm log-v4 hash 0x0000000000000004 rank 0 of 1");
+    assert_string_equal(
+        logged, "stagefrontier profiler: init v4 comm log-v4 hash 0x0000000000000004 rank 0 of 1");
     assert_int_equal(p4->finalize(ctx), ncclSuccess);
     dlclose(lib);
 }
@@ -638,7 +691,8 @@ static void test_init_logs_version(void **state) {
 /* A trainer that exits without destroying its communicator: NCCL never
  * calls finalize, and the last collectives still reach sfd. The trainer is a
  * forked child; this process plays sfd. */
-static void test_exit_without_finalize(void **state) {
+static void test_exit_without_finalize(void **state)
+{
     pid_t pid;
     int status = -1;
     (void)state;
@@ -654,33 +708,35 @@ static void test_exit_without_finalize(void **state) {
         ctx = init5("comm-exit", 0xe);
         for (int i = 0; i < 5; i++)
             collective5(ctx, "AllReduce", "ncclFloat32", 256, "RING", 1, 0, 0);
-        exit(0);   /* atexit handlers run; no finalize */
+        exit(0); /* atexit handlers run; no finalize */
     }
     /* The child's connection waits in the listen backlog until then. */
     assert_int_equal(pthread_create(&srv.thread, NULL, server_main, NULL), 0);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    assert_int_equal(pthread_join(srv.thread, NULL), 0);   /* EOF: the child is gone */
+    assert_int_equal(pthread_join(srv.thread, NULL), 0); /* EOF: the child is gone */
     assert_int_equal(srv.bad, 0);
     const struct row *r = find_row("comm-exit", "model.backward_cpu_wall", "AllReduce", "RING", 10);
     assert_non_null(r);
     assert_int_equal(r->count, 5);
 }
 
-static int setup_exit(void **state) {
+static int setup_exit(void **state)
+{
     (void)state;
     return setup_server_socket(false);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_symbols),
         cmocka_unit_test(test_drive_and_ship),
     };
-    const struct CMUnitTest disabled[] = { cmocka_unit_test(test_disabled),
-                                           cmocka_unit_test(test_init_logs_version) };
-    const struct CMUnitTest at_exit[] = { cmocka_unit_test(test_exit_without_finalize) };
+    const struct CMUnitTest disabled[] = {cmocka_unit_test(test_disabled),
+                                          cmocka_unit_test(test_init_logs_version)};
+    const struct CMUnitTest at_exit[] = {cmocka_unit_test(test_exit_without_finalize)};
     if (argc > 1 && strcmp(argv[1], "disabled") == 0)
         return cmocka_run_group_tests_name("nccl_plugin_disabled", disabled, NULL, NULL);
     if (argc > 1 && strcmp(argv[1], "atexit") == 0)

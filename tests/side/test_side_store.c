@@ -28,8 +28,9 @@ struct batch {
     char names[300][8];
 };
 
-static void batch_init(struct batch *x, int64_t step, const char *comm, const char *stage,
-                       size_t n, uint64_t count) {
+static void batch_init(struct batch *x, int64_t step, const char *comm, const char *stage, size_t n,
+                       uint64_t count)
+{
     stagefrontier__nccl_batch__init(&x->b);
     x->b.step = step;
     x->b.comm_name = (char *)comm;
@@ -49,20 +50,23 @@ static void batch_init(struct batch *x, int64_t step, const char *comm, const ch
     x->b.aggregates = x->p;
 }
 
-static int64_t step_of_window(int64_t w) {
+static int64_t step_of_window(int64_t w)
+{
     return gates.warmup_steps + w * gates.window_steps;
 }
 
-static json_t *annotate(const struct sfd_side *side, int64_t index, uint32_t segment) {
-    sf_report rep = { .meta = { .index = index, .segment = segment } };
-    json_t *w = json_pack("{s:[{s:s},{s:s}]}", "stages", "name", "model.backward_cpu_wall",
-                          "name", "model.fwd_loss_cpu_wall");
+static json_t *annotate(const struct sfd_side *side, int64_t index, uint32_t segment)
+{
+    sf_report rep = {.meta = {.index = index, .segment = segment}};
+    json_t *w = json_pack("{s:[{s:s},{s:s}]}", "stages", "name", "model.backward_cpu_wall", "name",
+                          "model.fwd_loss_cpu_wall");
     assert_non_null(w);
     assert_int_equal(sfd_side_annotate_json(side, &rep, w), 0);
     return w;
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     (void)state;
     sf_gates_default(&gates);
     gates.warmup_steps = 20;
@@ -70,7 +74,8 @@ static int setup(void **state) {
     return 0;
 }
 
-static void test_files_by_window_and_sums_ranks(void **state) {
+static void test_files_by_window_and_sums_ranks(void **state)
+{
     static struct batch x;
     struct sfd_side *side = NULL;
     json_t *w, *rows, *stage;
@@ -80,7 +85,7 @@ static void test_files_by_window_and_sums_ranks(void **state) {
     x.a[0].gpu_time_ns = 2000000;
     x.a[0].timed_count = 10;
     assert_int_equal(sfd_side_add(&side, &gates, 0, 0, &x.b), 0);
-    assert_int_equal(sfd_side_add(&side, &gates, 0, 1, &x.b), 0);   /* a second rank */
+    assert_int_equal(sfd_side_add(&side, &gates, 0, 1, &x.b), 0); /* a second rank */
     w = annotate(side, 3, 0);
     rows = json_object_get(json_object_get(json_object_get(w, "side_evidence"), "nccl"),
                            "collectives");
@@ -88,7 +93,8 @@ static void test_files_by_window_and_sums_ranks(void **state) {
     assert_int_equal(json_integer_value(json_object_get(json_array_get(rows, 0), "count")), 20);
     assert_true(json_real_value(json_object_get(json_array_get(rows, 0), "gpu_time_s")) == 0.004);
     stage = json_array_get(json_object_get(w, "stages"), 0);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(stage, "nccl"), "count")), 20);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(stage, "nccl"), "count")),
+                     20);
     assert_null(json_object_get(json_array_get(json_object_get(w, "stages"), 1), "nccl"));
     json_decref(w);
     /* Another window, another segment: nothing there. */
@@ -101,14 +107,15 @@ static void test_files_by_window_and_sums_ranks(void **state) {
     sfd_side_free(side);
 }
 
-static void test_warmup_and_no_store(void **state) {
+static void test_warmup_and_no_store(void **state)
+{
     static struct batch x;
     struct sfd_side *side = NULL;
     struct sfd_side_stats st;
     json_t *w;
     char *before, *after;
     (void)state;
-    w = annotate(NULL, 0, 0);   /* no store at all: the window is untouched */
+    w = annotate(NULL, 0, 0); /* no store at all: the window is untouched */
     before = json_dumps(w, JSON_COMPACT);
     json_decref(w);
     batch_init(&x, 3, "dp", "model.backward_cpu_wall", 1, 1);
@@ -124,7 +131,8 @@ static void test_warmup_and_no_store(void **state) {
     sfd_side_free(side);
 }
 
-static void test_row_and_comm_bounds(void **state) {
+static void test_row_and_comm_bounds(void **state)
+{
     static struct batch x;
     struct sfd_side *side = NULL;
     struct sfd_side_stats st;
@@ -140,17 +148,18 @@ static void test_row_and_comm_bounds(void **state) {
         assert_int_equal(sfd_side_add(&side, &gates, 0, 0, &x.b), 0);
     }
     sfd_side_get_stats(side, &st);
-    assert_int_equal(st.rows_refused, 266 - SFD_SIDE_ROWS + 1);   /* the 17th communicator */
+    assert_int_equal(st.rows_refused, 266 - SFD_SIDE_ROWS + 1); /* the 17th communicator */
     sfd_side_free(side);
 }
 
 /* The per-job row cap holds over windows; eviction frees rows again. */
-static void test_job_cap_and_eviction(void **state) {
+static void test_job_cap_and_eviction(void **state)
+{
     static struct batch x;
     struct sfd_side *side = NULL;
     struct sfd_side_stats st;
     json_t *w;
-    const int full = SFD_SIDE_ROWS_PER_JOB / SFD_SIDE_ROWS;   /* windows that fit */
+    const int full = SFD_SIDE_ROWS_PER_JOB / SFD_SIDE_ROWS; /* windows that fit */
     (void)state;
     for (int i = 0; i <= full; i++) {
         batch_init(&x, step_of_window(i), "dp", "s", SFD_SIDE_ROWS, 1);
@@ -164,7 +173,7 @@ static void test_job_cap_and_eviction(void **state) {
     }
     sfd_side_get_stats(side, &st);
     assert_int_equal(st.windows_evicted, 5);
-    w = annotate(side, 0, 0);                        /* the oldest went first */
+    w = annotate(side, 0, 0); /* the oldest went first */
     assert_null(json_object_get(w, "side_evidence"));
     json_decref(w);
     w = annotate(side, SFD_SIDE_WINDOWS + 4, 0);
@@ -175,23 +184,29 @@ static void test_job_cap_and_eviction(void **state) {
 
 /* Client-supplied names cannot break the JSON or the terminal, and sums
  * saturate instead of wrapping. */
-static void test_hostile_names_and_saturation(void **state) {
+static void test_hostile_names_and_saturation(void **state)
+{
     static struct batch x;
     struct sfd_side *side = NULL;
-    sf_report rep = { .meta = { .index = 0, .segment = 0 } };
+    sf_report rep = {.meta = {.index = 0, .segment = 0}};
     json_t *w, *row;
     char *text = NULL, *dump;
     size_t len = 0;
     FILE *f;
     (void)state;
-    batch_init(&x, step_of_window(0), "bad\x01\xff\xfe" "comm", "st\x1b[2J", 1, UINT64_MAX - 5);
+    batch_init(&x, step_of_window(0),
+               "bad\x01\xff\xfe"
+               "comm",
+               "st\x1b[2J", 1, UINT64_MAX - 5);
     assert_int_equal(sfd_side_add(&side, &gates, 0, 0, &x.b), 0);
     assert_int_equal(sfd_side_add(&side, &gates, 0, 0, &x.b), 0);
     w = annotate(side, 0, 0);
     dump = json_dumps(w, JSON_COMPACT);
     assert_non_null(dump);
-    row = json_array_get(json_object_get(json_object_get(json_object_get(w, "side_evidence"),
-                                                         "nccl"), "collectives"), 0);
+    row =
+        json_array_get(json_object_get(json_object_get(json_object_get(w, "side_evidence"), "nccl"),
+                                       "collectives"),
+                       0);
     assert_string_equal(json_string_value(json_object_get(row, "communicator")), "bad???comm");
     assert_string_equal(json_string_value(json_object_get(row, "enclosing_stage")), "st?[2J");
     assert_int_equal(json_integer_value(json_object_get(row, "count")), INT64_MAX);
@@ -207,7 +222,8 @@ static void test_hostile_names_and_saturation(void **state) {
     sfd_side_free(side);
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_files_by_window_and_sums_ranks, setup),
         cmocka_unit_test_setup(test_warmup_and_no_store, setup),

@@ -35,10 +35,17 @@ int main(int argc, char **argv)
     };
     struct sf_prom_reject rejected[] = {{"duplicate_rank", (uint64_t)variant}, {"late_record", 0}};
     struct sf_prom_daemon daemon = {
-        .version = "0.0.0-sample", .role = variant == 1 ? "standalone" : "root",
-        .term = 40u + (unsigned)variant, .records = 1000u * (unsigned)variant, .batches = 10,
-        .dropped = 5u * (unsigned)variant, .windows_closed = 3u + (unsigned)variant,
-        .connections = 2, .connections_accepted = 9, .rejected = rejected, .n_rejected = 2,
+        .version = "0.0.0-sample",
+        .role = variant == 1 ? "standalone" : "root",
+        .term = 40u + (unsigned)variant,
+        .records = 1000u * (unsigned)variant,
+        .batches = 10,
+        .dropped = 5u * (unsigned)variant,
+        .windows_closed = 3u + (unsigned)variant,
+        .connections = 2,
+        .connections_accepted = 9,
+        .rejected = rejected,
+        .n_rejected = 2,
     };
     jobs[0].window_unix_ms = INT64_C(1700000000000) + variant;
     r = sfd_prom_write(argv[1], &daemon, jobs, 2);

@@ -44,7 +44,7 @@ static int run_rank(const char *socket, const char *job, int rank, int world, in
         fprintf(stderr, "rank %d: sf_client_open: %s\n", rank, strerror(-r));
         return 1;
     }
-    int n_explicit = sf_stage_count(c) - 1;     /* the residual is never timed */
+    int n_explicit = sf_stage_count(c) - 1; /* the residual is never timed */
     for (int t = 0; t < steps; t++) {
         sf_step_begin(c, t);
         for (int s = 0; s < n_explicit; s++) {
@@ -67,8 +67,7 @@ static int run_rank(const char *socket, const char *job, int rank, int world, in
     sf_client_close(c);
     if (st.records_sent != (uint64_t)steps || st.records_dropped != 0) {
         fprintf(stderr, "rank %d: sent %llu dropped %llu of %d\n", rank,
-                (unsigned long long)st.records_sent, (unsigned long long)st.records_dropped,
-                steps);
+                (unsigned long long)st.records_sent, (unsigned long long)st.records_dropped, steps);
         return 1;
     }
     return 0;

@@ -145,16 +145,26 @@ static bool has_sample(const char *text, const char *name, const char *labels)
 /* sfd_prom_write with fixed daemon counters, so the tests of the job
  * families can say only what they are about. */
 static const struct sf_prom_reject test_rejected[] = {
-    {"duplicate_rank", 2}, {"late_record", 0}, {"uid_mismatch", 1},
+    {"duplicate_rank", 2},
+    {"late_record", 0},
+    {"uid_mismatch", 1},
 };
 
-static int prom_write(const char *dir, const struct sf_prom_job *jobs, size_t n,
-                      const char *role, uint64_t term)
+static int prom_write(const char *dir, const struct sf_prom_job *jobs, size_t n, const char *role,
+                      uint64_t term)
 {
     struct sf_prom_daemon d = {
-        .version = "9.8.7", .role = role, .term = term, .records = 1234, .batches = 77,
-        .dropped = 5, .windows_closed = 8, .connections = 3, .connections_accepted = 17,
-        .rejected = test_rejected, .n_rejected = 3,
+        .version = "9.8.7",
+        .role = role,
+        .term = term,
+        .records = 1234,
+        .batches = 77,
+        .dropped = 5,
+        .windows_closed = 8,
+        .connections = 3,
+        .connections_accepted = 17,
+        .rejected = test_rejected,
+        .n_rejected = 3,
     };
     return sfd_prom_write(dir, &d, jobs, n);
 }
@@ -194,7 +204,7 @@ static void assert_shortest(const char *printed)
 
 struct family_seen {
     char name[128];
-    char keys[256];             /* label keys in order, comma separated */
+    char keys[256]; /* label keys in order, comma separated */
 };
 
 struct family_table {
@@ -253,7 +263,7 @@ static void check_families(const char *text, struct family_table *t)
             if (i == t->n) {
                 assert_true(t->n < MAX_FAMILIES);
                 snprintf(t->f[t->n].name, sizeof t->f[0].name, "%s", name);
-                t->f[t->n].keys[0] = '\x01';    /* no sample yet */
+                t->f[t->n].keys[0] = '\x01'; /* no sample yet */
                 t->n++;
             }
             char *flag = help ? &seen_help[i] : &seen_type[i];
@@ -285,12 +295,17 @@ static void test_straggler(void **state)
     assert_int_equal(fixture_report(3, 0, 20000000, &rep), 0);
     assert_int_equal(fixture_report(3, 0, 20000000, &clean), 0);
     clean->straggler.present = false;
-    rep->straggler = (sf_straggler){.present = true, .rank = 2, .sync_stage = 1,
-                                    .origin_stage = 0, .arrived_last_steps = 9,
-                                    .eligible_steps = 10, .median_lateness_ns = 14200000,
-                                    .persistence = SF_PERSIST_FIXED, .windows_in_a_row = 3};
+    rep->straggler = (sf_straggler){.present = true,
+                                    .rank = 2,
+                                    .sync_stage = 1,
+                                    .origin_stage = 0,
+                                    .arrived_last_steps = 9,
+                                    .eligible_steps = 10,
+                                    .median_lateness_ns = 14200000,
+                                    .persistence = SF_PERSIST_FIXED,
+                                    .windows_in_a_row = 3};
     struct sf_prom_job jobs[] = {{.job_id = "slow", .latest = rep},
-                                  {.job_id = "clean", .latest = clean}};
+                                 {.job_id = "clean", .latest = clean}};
     assert_int_equal(prom_write(dir, jobs, 2, "standalone", 1), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
@@ -300,7 +315,8 @@ static void test_straggler(void **state)
                          fixture_names[1], fixture_names[0]) > 0);
     assert_true(sample(text, "stagefrontier_job_straggler_rank", labels) == 2);
     assert_true(fabs(sample(text, "stagefrontier_job_straggler_lateness_seconds",
-                            "{job_id=\"slow\",rank=\"2\"}") - 0.0142) < 1e-12);
+                            "{job_id=\"slow\",rank=\"2\"}") -
+                     0.0142) < 1e-12);
     assert_false(has_sample(text, "stagefrontier_job_straggler_lateness_seconds",
                             "{job_id=\"clean\",rank=\"2\"}"));
     free(labels);
@@ -321,7 +337,10 @@ static void test_report_figures(void **state)
 
     assert_int_equal(fixture_report(3, 0, 20000000, &rep), 0);
     struct sf_prom_job jobs[] = {
-        {.job_id = "train-a", .latest = rep, .dropped = 11, .rejected = 4,
+        {.job_id = "train-a",
+         .latest = rep,
+         .dropped = 11,
+         .rejected = 4,
          .window_unix_ms = INT64_C(1700000000250)},
         {.job_id = "idle", .latest = NULL, .dropped = 0, .rejected = 9},
     };
@@ -338,18 +357,18 @@ static void test_report_figures(void **state)
     assert_true(sample(text, "stagefrontier_daemon_windows_closed_total", "") == 8);
     assert_true(sample(text, "stagefrontier_daemon_connections", "") == 3);
     assert_true(sample(text, "stagefrontier_daemon_connections_accepted_total", "") == 17);
-    assert_true(sample(text, "stagefrontier_daemon_rejected_total",
-                       "{reason=\"duplicate_rank\"}") == 2);
+    assert_true(
+        sample(text, "stagefrontier_daemon_rejected_total", "{reason=\"duplicate_rank\"}") == 2);
     /* Every reason is a series from the start, zeros included. */
-    assert_true(sample(text, "stagefrontier_daemon_rejected_total",
-                       "{reason=\"late_record\"}") == 0);
+    assert_true(sample(text, "stagefrontier_daemon_rejected_total", "{reason=\"late_record\"}") ==
+                0);
     assert_true(sample(text, "stagefrontier_jobs", "") == 2);
-    char *when = sample_text(text, "stagefrontier_job_window_timestamp_seconds",
-                             "{job_id=\"train-a\"}");
+    char *when =
+        sample_text(text, "stagefrontier_job_window_timestamp_seconds", "{job_id=\"train-a\"}");
     assert_string_equal(when, "1700000000.25");
     free(when);
-    assert_false(has_sample(text, "stagefrontier_job_window_timestamp_seconds",
-                            "{job_id=\"idle\"}"));
+    assert_false(
+        has_sample(text, "stagefrontier_job_window_timestamp_seconds", "{job_id=\"idle\"}"));
     /* The answer itself: the leader of the routed group and the suspects. */
     const sf_unit_figures *lead = &rep->groups[rep->routing_order[0]];
     assert_true(rep->n_routing > 0 && lead->leader_rank != SF_NO_RANK && rep->n_suspects > 0);
@@ -359,16 +378,19 @@ static void test_report_figures(void **state)
                        "{job_id=\"train-a\",group=\"data.next_wait\"}") == lead->leader_steps);
     for (uint32_t k = 0; k < rep->n_suspects; k++) {
         char *labels;
-        assert_true(asprintf(&labels, "{job_id=\"train-a\",rank=\"%u\"}",
-                             rep->suspects[k].rank) > 0);
+        assert_true(asprintf(&labels, "{job_id=\"train-a\",rank=\"%u\"}", rep->suspects[k].rank) >
+                    0);
         assert_true(sample(text, "stagefrontier_job_suspect_rank_steps", labels) ==
                     rep->suspects[k].steps);
         free(labels);
     }
     assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"train-a\"}") == 3);
-    assert_true(sample(text, "stagefrontier_job_window_steps", "{job_id=\"train-a\"}") == rep->steps);
-    assert_true(sample(text, "stagefrontier_job_window_ranks", "{job_id=\"train-a\"}") == FIXTURE_RANKS);
-    assert_true(sample(text, "stagefrontier_job_dropped_records_total", "{job_id=\"train-a\"}") == 11);
+    assert_true(sample(text, "stagefrontier_job_window_steps", "{job_id=\"train-a\"}") ==
+                rep->steps);
+    assert_true(sample(text, "stagefrontier_job_window_ranks", "{job_id=\"train-a\"}") ==
+                FIXTURE_RANKS);
+    assert_true(sample(text, "stagefrontier_job_dropped_records_total", "{job_id=\"train-a\"}") ==
+                11);
     assert_true(sample(text, "stagefrontier_job_rejected_records_total", "{job_id=\"idle\"}") == 9);
     /* A job without a closed window has counters but no window figures. */
     assert_false(has_sample(text, "stagefrontier_job_window_index", "{job_id=\"idle\"}"));
@@ -381,7 +403,7 @@ static void test_report_figures(void **state)
         assert_true(asprintf(&labels, "{job_id=\"train-a\",stage=\"%s\",group=\"%s\"}",
                              fixture_names[s], group) > 0);
         double share = sample(text, "stagefrontier_job_stage_ratio", labels);
-        assert_true(share == rep->stages[s].share);     /* exact: a round trip */
+        assert_true(share == rep->stages[s].share); /* exact: a round trip */
         char *printed = sample_text(text, "stagefrontier_job_stage_ratio", labels);
         assert_shortest(printed);
         free(printed);
@@ -434,10 +456,12 @@ static void test_consistent_across_windows(void **state)
         assert_int_equal(promtool_check(dir), 0);
         text = read_export(dir);
         check_families(text, &table);
-        assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"train-a\"}") == 3 + w);
+        assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"train-a\"}") ==
+                    3 + w);
         assert_true(sample(text, "stagefrontier_job_routing_info",
                            w ? "{job_id=\"train-a\",position=\"1\",group=\"model.bwd\"}"
-                             : "{job_id=\"train-a\",position=\"1\",group=\"data.next_wait\"}") == 1);
+                             : "{job_id=\"train-a\",position=\"1\",group=\"data.next_wait\"}") ==
+                    1);
         assert_true(sample(text, "stagefrontier_daemon_role_info",
                            w ? "{role=\"root\"}" : "{role=\"member\"}") == 1);
         /* The file is replaced, not appended to. */
@@ -466,7 +490,7 @@ static void test_label_escaping(void **state)
         {.job_id = "caf\xc3\xa9", .latest = NULL, .dropped = 2, .rejected = 0},
         {.job_id = "x\x01y", .latest = NULL, .dropped = 3, .rejected = 0},
         {.job_id = "bad\xff\xc3", .latest = NULL, .dropped = 4, .rejected = 0},
-        {.job_id = "x\x02y", .latest = NULL, .dropped = 5, .rejected = 0},  /* collides with x?y */
+        {.job_id = "x\x02y", .latest = NULL, .dropped = 5, .rejected = 0}, /* collides with x?y */
         {.job_id = long_id, .latest = NULL, .dropped = 6, .rejected = 0},
         {.job_id = "", .latest = NULL, .dropped = 7, .rejected = 0},
     };
@@ -486,7 +510,8 @@ static void test_label_escaping(void **state)
     assert_true(sample(text, name, "{job_id=\"\"}") == 7);
     assert_true(sample(text, "stagefrontier_jobs", "") == 6);
     assert_true(sample(text, "stagefrontier_daemon_role_info", "{role=\"ro\\\"le\\n\"}") == 1);
-    assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"a\\\"b\\\\c\\nd\"}") == 1);
+    assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"a\\\"b\\\\c\\nd\"}") ==
+                1);
     free(text);
     sf_report_free(rep);
     remove_dir(dir);
@@ -505,8 +530,9 @@ static void test_atomic_rename(void **state)
     ssize_t n;
 
     assert_true(ifd >= 0);
-    assert_true(inotify_add_watch(ifd, dir, IN_CREATE | IN_OPEN | IN_MODIFY | IN_CLOSE_WRITE |
-                                  IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE) >= 0);
+    assert_true(inotify_add_watch(ifd, dir,
+                                  IN_CREATE | IN_OPEN | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM |
+                                      IN_MOVED_TO | IN_DELETE) >= 0);
     assert_int_equal(fixture_report(2, 1, 20000000, &rep), 0);
     struct sf_prom_job job = {.job_id = "train-a", .latest = rep, .dropped = 0, .rejected = 0};
     for (uint64_t i = 0; i < 3; i++)
@@ -518,7 +544,7 @@ static void test_atomic_rename(void **state)
             struct inotify_event *ev = (struct inotify_event *)p;
             p += sizeof *ev + ev->len;
             if (ev->len == 0)
-                continue;           /* the directory itself (its fsync) */
+                continue; /* the directory itself (its fsync) */
             size_t len = strlen(ev->name);
             if (!strcmp(ev->name, FILE_NAME)) {
                 if (ev->mask != IN_MOVED_TO)
@@ -596,8 +622,9 @@ static void test_undefined_shares(void **state)
     assert_int_equal(prom_write(dir, &job, 1, "single", 0), 0);
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
-    assert_non_null(strstr(text, "\nstagefrontier_job_stage_ratio{job_id=\"tiny\",stage=\"data.next_wait\","
-                                 "group=\"data.next_wait\"} NaN\n"));
+    assert_non_null(
+        strstr(text, "\nstagefrontier_job_stage_ratio{job_id=\"tiny\",stage=\"data.next_wait\","
+                     "group=\"data.next_wait\"} NaN\n"));
     assert_null(strstr(text, "stagefrontier_job_routing_info"));
     assert_true(sample(text, "stagefrontier_job_window_index", "{job_id=\"tiny\"}") == 5);
     free(text);
@@ -620,7 +647,7 @@ static void test_arguments(void **state)
     assert_int_equal(sfd_prom_write(dir, &d, NULL, 1), -EINVAL);
     assert_int_equal(sfd_prom_write(dir, &d, &nameless, 1), -EINVAL);
     names = list_dir(dir);
-    assert_string_equal(names, "");     /* rejected before touching the disk */
+    assert_string_equal(names, ""); /* rejected before touching the disk */
     free(names);
     assert_true(asprintf(&missing, "%s/absent", dir) > 0);
     assert_int_equal(sfd_prom_write(missing, &d, NULL, 0), -ENOENT);

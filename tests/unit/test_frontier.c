@@ -250,13 +250,20 @@ static int cmp_i64(const void *a, const void *b)
 static int64_t shaped_value(int shape, size_t i, size_t n, uint64_t *st)
 {
     switch (shape) {
-    case 0: return (int64_t)i;
-    case 1: return (int64_t)(n - i);
-    case 2: return (int64_t)(i < n / 2 ? i : n - i);
-    case 3: return 7;
-    case 4: return (int64_t)(i % 2);
-    case 5: return (int64_t)(i % 17);
-    default: return (int64_t)rand_below(st, 1000000) - 500000;
+    case 0:
+        return (int64_t)i;
+    case 1:
+        return (int64_t)(n - i);
+    case 2:
+        return (int64_t)(i < n / 2 ? i : n - i);
+    case 3:
+        return 7;
+    case 4:
+        return (int64_t)(i % 2);
+    case 5:
+        return (int64_t)(i % 17);
+    default:
+        return (int64_t)rand_below(st, 1000000) - 500000;
     }
 }
 

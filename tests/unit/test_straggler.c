@@ -277,18 +277,22 @@ static void persistence_across_windows(void **state)
         enum sf_persistence want;
         uint32_t run;
     } seq[] = {
-        {0, true, 3, SF_PERSIST_NONE, 1},     {1, true, 3, SF_PERSIST_FIXED, 2},
-        {2, true, 3, SF_PERSIST_FIXED, 3},    {3, true, 1, SF_PERSIST_ROTATING, 1},
-        {4, true, 2, SF_PERSIST_ROTATING, 1}, {5, false, 0, SF_PERSIST_NONE, 0},
-        {6, true, 2, SF_PERSIST_NONE, 1},     {8, true, 2, SF_PERSIST_NONE, 1}, /* a gap */
+        {0, true, 3, SF_PERSIST_NONE, 1},
+        {1, true, 3, SF_PERSIST_FIXED, 2},
+        {2, true, 3, SF_PERSIST_FIXED, 3},
+        {3, true, 1, SF_PERSIST_ROTATING, 1},
+        {4, true, 2, SF_PERSIST_ROTATING, 1},
+        {5, false, 0, SF_PERSIST_NONE, 0},
+        {6, true, 2, SF_PERSIST_NONE, 1},
+        {8, true, 2, SF_PERSIST_NONE, 1}, /* a gap */
         {9, true, 2, SF_PERSIST_FIXED, 2},
         {9, true, 2, SF_PERSIST_FIXED, 2}, /* window 9 again: counted once */
         {10, true, 2, SF_PERSIST_FIXED, 3},
     };
     for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
         r.meta.index = seq[i].index;
-        r.straggler = (sf_straggler){.present = seq[i].present, .rank = seq[i].rank,
-                                     .windows_in_a_row = 1};
+        r.straggler =
+            (sf_straggler){.present = seq[i].present, .rank = seq[i].rank, .windows_in_a_row = 1};
         sf_straggler_track(&h, &r);
         if (!seq[i].present)
             continue;
@@ -355,11 +359,10 @@ static void merged_equals_dense(void **state)
     assert_int_equal(sf_report_compute(a, &w.gates, &merged), 0);
     assert_false(merged->dense);
     const sf_straggler *x = &merged->straggler, *y = &dense->straggler;
-    assert_true(x->present == y->present && x->rank == y->rank &&
-                x->sync_stage == y->sync_stage && x->origin_stage == y->origin_stage &&
-                x->arrived_last_steps == y->arrived_last_steps &&
-                x->eligible_steps == y->eligible_steps &&
-                x->median_lateness_ns == y->median_lateness_ns);
+    assert_true(
+        x->present == y->present && x->rank == y->rank && x->sync_stage == y->sync_stage &&
+        x->origin_stage == y->origin_stage && x->arrived_last_steps == y->arrived_last_steps &&
+        x->eligible_steps == y->eligible_steps && x->median_lateness_ns == y->median_lateness_ns);
     assert_int_equal(merged->arrival_missing_steps, 1);
     assert_int_equal(merged->critical_path.steps, dense->critical_path.steps);
     assert_memory_equal(merged->critical_path.chain, dense->critical_path.chain,
