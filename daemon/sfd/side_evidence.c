@@ -214,31 +214,30 @@ static const struct side_window *window_of(const struct sfd_side *side, const sf
     return NULL;
 }
 
-/* The window's evidence as the report formats see it. */
-static struct sf_side_view view_of(const struct side_window *w)
+/* The report's window as the report formats see it: false when it has no
+ * side evidence. */
+static bool view_of(const struct sfd_side *side, const sf_report *report, struct sf_side_view *ret)
 {
-    return (struct sf_side_view){.batches = w->batches,
+    const struct side_window *w = window_of(side, report);
+    if (!w || w->n_rows == 0)
+        return false;
+    *ret = (struct sf_side_view){.batches = w->batches,
                                  .dropped_events = w->dropped_events,
                                  .n_comms = w->n_comms,
                                  .n_rows = w->n_rows,
                                  .comms = w->comms,
                                  .rows = w->rows};
+    return true;
 }
 
 int sfd_side_annotate_json(const struct sfd_side *side, const sf_report *report, json_t *window)
 {
-    const struct side_window *w = window_of(side, report);
-    if (!w || w->n_rows == 0)
-        return 0;
-    struct sf_side_view v = view_of(w);
-    return sf_side_annotate_json(&v, window);
+    struct sf_side_view v;
+    return view_of(side, report, &v) ? sf_side_annotate_json(&v, window) : 0;
 }
 
 int sfd_side_write_text(const struct sfd_side *side, const sf_report *report, FILE *out)
 {
-    const struct side_window *w = window_of(side, report);
-    if (!w || w->n_rows == 0)
-        return 0;
-    struct sf_side_view v = view_of(w);
-    return sf_side_write_text(&v, out);
+    struct sf_side_view v;
+    return view_of(side, report, &v) ? sf_side_write_text(&v, out) : 0;
 }
