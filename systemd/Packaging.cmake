@@ -1,7 +1,7 @@
 # Installation of everything around the binaries (systemd units, sysusers.d and
-# tmpfiles.d entries, the default /etc/stagefrontier/sfd.conf, man pages) and
-# the CPack DEB package. Install rules of binaries and libraries live next to
-# their targets.
+# tmpfiles.d entries, the default /etc/stagefrontier/sfd.conf, man pages).
+# Install rules of binaries and libraries live next to their targets. The
+# Debian packages (systemd/debian/, .ci/build-debs) are built from these rules.
 include(GNUInstallDirs)
 
 # Relative to the prefix, as Debian lays them out (/usr/lib/systemd/system...).
@@ -36,7 +36,7 @@ add_custom_target(sf_manpages ALL DEPENDS ${_sf_man_out})
 
 # Units and the config name absolute paths, so they are rewritten at install
 # time for the prefix actually used (cmake --install --prefix, or /usr when
-# CPack builds the package). The prefix /usr keeps its config in /etc, as
+# the Debian packages are built). The prefix /usr keeps its config in /etc, as
 # GNUInstallDirs does.
 install(CODE "
   set(_prefix \"\${CMAKE_INSTALL_PREFIX}\")
@@ -69,27 +69,3 @@ install(CODE "
          PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES \"${_sf_src}/sfd.conf\")
   endif()
 " COMPONENT daemon)
-
-# ---- CPack: one .deb with the daemon, the CLI, the client library and units.
-set(CPACK_GENERATOR DEB)
-set(CPACK_PACKAGE_NAME stagefrontier)
-set(CPACK_PACKAGE_VENDOR "StageFrontier")
-set(CPACK_PACKAGE_CONTACT "StageFrontier maintainers <stagefrontier@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "per-step stage telemetry for distributed training")
-set(CPACK_PACKAGE_DESCRIPTION "sfd, the node daemon that turns per-rank stage durations of training jobs into an exact frontier accounting, with sfctl, the client library and the systemd units.")
-set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
-set(CPACK_INSTALL_PREFIX /usr)
-# Install with DESTDIR and the real prefix, so the install-time rewrite above
-# sees /usr, not the staging directory.
-set(CPACK_SET_DESTDIR ON)
-set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_PACKAGE_SECTION admin)
-set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "prometheus-node-exporter")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
-    ${_sf_src}/debian/postinst ${_sf_src}/debian/prerm ${_sf_src}/debian/postrm
-    ${_sf_src}/debian/conffiles)
-set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
-include(CPack)
