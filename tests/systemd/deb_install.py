@@ -94,7 +94,7 @@ def in_root(root, *cmd, **kw):
 
 # ---- the host's dpkg database
 
-def host_status():
+def host_status(arch):
     """Installed packages of the host: name -> (fields, stanza text)."""
     pkgs = {}
     with open('/var/lib/dpkg/status') as f:
@@ -102,16 +102,13 @@ def host_status():
             if 'Status: install ok installed' not in stanza:
                 continue
             fields = dict(re.findall(r'^([A-Za-z-]+): ?(.*)$', stanza, re.M))
-            arch = fields.get('Architecture')
             name = fields['Package']
             # Multi-Arch: same packages of another architecture stay out.
-            if arch not in ('all', None) and arch != host_status.arch:
+            if fields.get('Architecture') not in ('all', arch):
                 continue
             pkgs[name] = (fields, stanza.strip('\n'))
     return pkgs
 
-
-host_status.arch = ''
 
 
 def closure(pkgs, seeds):
@@ -171,8 +168,7 @@ def copy_files(pkg, root):
 
 def make_root(root, debs, built):
     """A minimal Debian root with a real dpkg database, from the host."""
-    host_status.arch = run(['dpkg', '--print-architecture']).strip()
-    pkgs = host_status()
+    pkgs = host_status(run(['dpkg', '--print-architecture']).strip())
     essential = [n for n, (f, _) in pkgs.items() if f.get('Essential') == 'yes']
     names = sorted(closure(pkgs, sorted(deb_depends(debs, built)) + essential))
     # Merged /usr, as the host and Debian 12 lay it out.
