@@ -348,13 +348,7 @@ def live_job(root, tmp):
         assert proc.wait(timeout=60) == 0
         ok = True
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
-        if not ok:
-            with open(os.path.join(tmp, 'sfd.log'), 'rb') as f:
-                sys.stderr.write(f.read().decode('utf-8', 'replace')[-8000:])
+        h.end_daemon(proc, log, ok)
 
 
 def config_from(path, overrides):

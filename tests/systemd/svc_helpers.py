@@ -56,6 +56,18 @@ def shipped_config(src, overrides):
     return ''.join(out)
 
 
+def end_daemon(proc, log, ok, tail=8000):
+    """Kills proc if it still runs, closes its log file, and when the test
+    failed (not ok) prints the end of the log."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    log.close()
+    if not ok:
+        with open(log.name, 'rb') as f:
+            sys.stderr.write(f.read().decode('utf-8', 'replace')[-tail:])
+
+
 def sanitizer_env():
     """Sanitizer settings the test runner gave us, for children that get a
     clean environment (systemd-socket-activate passes only -E variables)."""
