@@ -4,6 +4,10 @@
  * of one window (summary build + report compute, the anchor), then
  * sf_report_attach_change on it against a reference of three windows, timed
  * side by side in one run, best of N. Also the one-off reference build.
+ * Each size runs twice: the default schema, and a synchronizing one (the
+ * backward split at its arrival: 5 recorded stages, 6 in all) where the
+ * change also tests every (rank, own-work stage) and the what-if uses the
+ * sync model.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -108,12 +112,22 @@ static int time_pair(const sf_schema *schema, struct window *cur, const sf_gates
     return 0;
 }
 
-static int run(uint32_t R, int reps)
+/* The synchronizing schema: data, forward, backward (own work) and its
+ * .sync_wait, optimizer, residual; the generated stage 3 is the wait. */
+static int sync_schema(sf_schema *ret)
+{
+    static const char *const names[] = {"data.next_wait", "model.fwd_loss_cpu_wall",
+                                        "model.backward_cpu_wall", "optim.step_cpu_wall",
+                                        "step.other_cpu_wall"};
+    return sf_schema_init_sync(ret, 1, 5, names, NULL, 1, UINT64_C(1) << 2);
+}
+
+static int run(uint32_t R, int reps, bool sync)
 {
     sf_schema schema;
     sf_gates g;
     sf_gates_default(&g);
-    int r = sf_schema_init_default(&schema, 1);
+    int r = sync ? sync_schema(&schema) : sf_schema_init_default(&schema, 1);
     struct window w[4] = {0};
     sf_reference *ref = NULL;
     sf_report *last = NULL;
@@ -127,9 +141,10 @@ static int run(uint32_t R, int reps)
     if (r == 0)
         r = time_pair(&schema, &w[3], &g, ref, reps, &report_s, &change_s, &last);
     if (r == 0)
-        printf("%5u x %u x %u  %10.3f %10.3f %9.1f %%  %12.3f   route[0] %s, suspect %u\n", R,
-               STEPS, STAGES, report_s * 1e3, change_s * 1e3, 100 * change_s / report_s,
-               ref_s * 1e3, last->change->n_route ? schema.names[last->change->route[0]] : "none",
+        printf("%5u x %u x %u %-5s %10.3f %10.3f %9.1f %%  %12.3f   route[0] %s, suspect %u\n", R,
+               STEPS, STAGES, sync ? "sync" : "plain", report_s * 1e3, change_s * 1e3,
+               100 * change_s / report_s, ref_s * 1e3,
+               last->change->n_route ? schema.names[last->change->route[0]] : "none",
                last->change->n_suspects ? last->change->suspects[0].rank : SF_NO_RANK);
     sf_report_free(last);
     sf_reference_free(ref);
@@ -148,10 +163,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_change [REPS]\n");
         return 2;
     }
-    printf("ranks x steps x st  report ms  change+whatif ms  added   reference build ms\n");
+    printf("ranks x steps x st schema  report ms  change+whatif ms  added   reference build ms\n");
     static const uint32_t ranks[] = {8, 1024};
     for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
-        if (run(ranks[i], reps) < 0)
-            return 1;
+        for (int sync = 0; sync < 2; sync++)
+            if (run(ranks[i], reps, sync) < 0)
+                return 1;
     return 0;
 }

@@ -1,6 +1,7 @@
 /*
  * What changed in one window against the job's reference (docs/CHANGE.md):
  * the shift of each stage's per-step advance and of the exposed step, the
+ * per-rank own-work contrasts at the stages that feed a sync point, the
  * route of significant slowdowns, and the ranks that changed. Reads only a
  * summary and a reference; never touches the report it will be attached to.
  */
@@ -75,38 +76,102 @@ static void reference_column(const sf_reference *ref, uint32_t k, int64_t *ret)
     }
 }
 
+/* The advance's share of its step's exposed time, in parts per million:
+ * a machine that slows every stage alike leaves it where it was. */
+static int64_t share_ppm(int64_t advance, int64_t exposed)
+{
+    return exposed > 0 ? (int64_t)((__int128)advance * 1000000 / exposed) : 0;
+}
+
+/* The frontier test of every stage: the shift of its advance (reported,
+ * and the size that must reach the minimum effect) and the rank test of its
+ * share of the step (the significance), at change_alpha / stages for the
+ * family; then the same estimator on the exposed step. */
 static int stage_shifts(sf_change *c, const sf_reference *ref, const struct window_steps *w,
                         const sf_gates *g)
 {
-    uint32_t S = ref->n_stages;
-    int64_t *x = malloc(((size_t)ref->n_steps + 1) * sizeof *x);
-    if (x == NULL)
-        return -ENOMEM;
-    int rc = 0;
+    uint32_t S = ref->n_stages, m = ref->n_steps;
+    int64_t *x = malloc(((size_t)m + 1) * 3 * sizeof *x);
+    int64_t *ys = malloc(((size_t)w->n + 1) * sizeof *ys);
+    int rc = x == NULL || ys == NULL ? -ENOMEM : 0;
+    int64_t *ends = x + m + 1, *xs = ends + m + 1;
+    if (rc == 0)
+        reference_column(ref, S, ends);
+    double alpha = g->change_alpha / S;
     for (uint32_t k = 0; k <= S && rc == 0; k++) {
         reference_column(ref, k, x);
         const int64_t *y = k < S ? &w->advance[(size_t)k * w->n] : w->ends;
         sf_shift *out = k < S ? &c->stages[k].shift : &c->step;
-        rc = sf_shift_estimate(x, ref->n_steps, y, w->n, g->change_alpha, out);
-        if (rc == 0 && k < S)
-            c->stages[k].significant =
-                out->p_value < g->change_alpha && llabs(out->delta_ns) >= c->min_effect_ns;
+        rc = sf_shift_estimate(x, m, y, w->n, g->change_alpha, out);
+        if (rc < 0 || k == S)
+            break;
+        for (uint32_t t = 0; t < m; t++)
+            xs[t] = share_ppm(x[t], ends[t]);
+        for (uint32_t t = 0; t < w->n; t++)
+            ys[t] = share_ppm(y[t], w->ends[t]);
+        sf_shift share;
+        rc = sf_shift_estimate(xs, m, ys, w->n, alpha, &share);
+        c->stages[k].share_p_value = share.p_value;
+        c->stages[k].significant =
+            share.p_value < alpha && llabs(out->delta_ns) >= c->min_effect_ns;
     }
     free(x);
+    free(ys);
     return rc;
 }
 
-static void route_order(sf_change *c)
+static bool sync_wait_stage(const sf_schema *schema, uint32_t k)
 {
+    return k > 0 && k - 1 < 64 && (schema->sync_mask >> (k - 1)) & 1;
+}
+
+bool sf_change_own_work_stage(const sf_schema *schema, uint32_t k)
+{
+    return k < 64 && !sync_wait_stage(schema, k) && (schema->sync_mask >> k) != 0;
+}
+
+/* Sync segment of a stage: the number of ".sync_wait" stages before it, so
+ * a segment runs from after one wait up to and including the next. */
+static uint32_t sync_segment(const sf_schema *schema, uint32_t k)
+{
+    uint32_t seg = 0;
+    for (uint32_t j = 0; j < k; j++)
+        seg += sync_wait_stage(schema, j);
+    return seg;
+}
+
+static void route_insert(sf_change *c, uint32_t from, uint32_t k, int64_t key, const int64_t *keys)
+{
+    uint32_t at = c->n_route++;
+    while (at > from && keys[c->route[at - 1]] < key) {
+        c->route[at] = c->route[at - 1];
+        at--;
+    }
+    c->route[at] = k;
+}
+
+/* Own-work changes first (largest rank shift first): that is where the delay
+ * began. Then frontier shifts, largest first, except in a sync segment that
+ * holds an own-work change: there the group-visible shift (the others' wait,
+ * the collective after a late arrival) is that change's effect. */
+static void route_order(sf_change *c, const sf_schema *schema)
+{
+    int64_t own[SF_MAX_STAGES], front[SF_MAX_STAGES];
+    bool explained[SF_MAX_STAGES + 1] = {false};
     for (uint32_t k = 0; k < c->n_stages; k++) {
-        if (!c->stages[k].significant || c->stages[k].shift.delta_ns <= 0)
-            continue;
-        uint32_t at = c->n_route++;
-        while (at > 0 && c->stages[c->route[at - 1]].shift.delta_ns < c->stages[k].shift.delta_ns) {
-            c->route[at] = c->route[at - 1];
-            at--;
+        own[k] = c->stages[k].own_delta_ns;
+        front[k] = c->stages[k].shift.delta_ns;
+        if (c->stages[k].own_significant) {
+            explained[sync_segment(schema, k)] = true;
+            route_insert(c, 0, k, own[k], own);
         }
-        c->route[at] = k;
+    }
+    uint32_t from = c->n_route;
+    for (uint32_t k = 0; k < c->n_stages; k++) {
+        const sf_stage_change *st = &c->stages[k];
+        if (st->significant && st->shift.delta_ns > 0 && !st->own_significant &&
+            !explained[sync_segment(schema, k)])
+            route_insert(c, from, k, front[k], front);
     }
 }
 
@@ -169,17 +234,131 @@ static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_
     return 0;
 }
 
-/* Per dense rank and route stage: the shift of its own median duration and
- * its unique-lead share against the reference. */
+/* Per dense rank and own-work stage, the shift of the rank's contrast: the
+ * median over the window's complete steps of (its duration minus the median
+ * of the other ranks' in the step) minus the reference's median contrast.
+ * Machine load that slows every rank alike cancels in the contrast. */
+struct own_work {
+    uint32_t R, S, n;
+    int64_t *shift; /* [R][S] at own-work stages, SF_NULL_NS elsewhere */
+    int64_t *z;     /* [n][R] of the stage last filled, step by step */
+    int64_t *base;  /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
+    int64_t *tmp;   /* [n] scratch */
+    int64_t *v;     /* 2 x R scratch */
+};
+
+static void own_work_free(struct own_work *o)
+{
+    free(o->shift);
+    free(o->z);
+    free(o->base);
+    free(o->tmp);
+    free(o->v);
+}
+
+/* Fills o->z with every rank's contrast at stage k, step by step, minus its
+ * reference contrast. */
+static void own_work_fill(const sf_summary *s, const sf_reference *ref,
+                          const struct window_steps *w, struct own_work *o, uint32_t k)
+{
+    const sf_dense *d = s->dense;
+    uint32_t R = o->R, S = o->S, n = o->n;
+    for (uint32_t x = 0; x < R; x++) {
+        uint32_t *hit = bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof *hit, sf__cmp_u32);
+        o->base[x] = hit ? ref->contrast_ns[(size_t)(hit - ref->ranks) * S + k] : SF_NULL_NS;
+    }
+    for (uint32_t t = 0; t < n; t++) {
+        int64_t *v = o->v, *z = &o->z[(size_t)t * R];
+        const int64_t *row = &d->d[(size_t)w->index[t] * R * S + k];
+        for (uint32_t x = 0; x < R; x++)
+            v[x] = row[(size_t)x * S];
+        sf__contrasts(v, R, v + R, z);
+        for (uint32_t x = 0; x < R; x++)
+            z[x] -= o->base[x] == SF_NULL_NS ? 0 : o->base[x];
+    }
+}
+
+/* Rank x's column of o->z, into o->tmp. */
+static int64_t *own_work_column(struct own_work *o, uint32_t x)
+{
+    for (uint32_t t = 0; t < o->n; t++)
+        o->tmp[t] = o->z[(size_t)t * o->R + x];
+    return o->tmp;
+}
+
+/* Keeps every rank's contrast shift at stage k (for the suspects), and in
+ * c->stages[k] the significant rank with the largest shift, or else the
+ * largest shift that reached the minimum effect (none: not reported). Only
+ * such a shift can be significant, so only those ranks get the rank test. */
+static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference *ref,
+                           const struct window_steps *w, struct own_work *o, uint32_t k,
+                           double alpha)
+{
+    int64_t e = c->min_effect_ns > 1 ? c->min_effect_ns : 1;
+    own_work_fill(s, ref, w, o, k);
+    sf_stage_change *st = &c->stages[k];
+    for (uint32_t x = 0; x < o->R; x++) {
+        if (o->base[x] == SF_NULL_NS)
+            continue;
+        int64_t *z = own_work_column(o, x);
+        int64_t shift = sf_median_i64(z, o->n);
+        o->shift[(size_t)x * o->S + k] = shift;
+        if (shift < e)
+            continue;
+        double p = sf__signed_rank_p_inplace(z, o->n);
+        bool sig = p < alpha;
+        if (st->own_delta_ns == SF_NULL_NS || (sig && !st->own_significant) ||
+            (sig == st->own_significant && shift > st->own_delta_ns)) {
+            st->own_delta_ns = shift;
+            st->own_rank = s->dense->ranks[x];
+            st->own_p_value = p;
+            st->own_significant = sig;
+        }
+    }
+}
+
+/* Dense mode with the reference's contrasts: tests every (rank, own-work
+ * stage) at change_alpha / (ranks x own-work stages), so the whole family
+ * of a window keeps the false-alarm rate of one test. */
+static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference *ref,
+                          const struct window_steps *w, const sf_gates *g, struct own_work *o)
+{
+    uint32_t S = ref->n_stages, R = s->dense->n_ranks, tested = 0;
+    for (uint32_t k = 0; k < S; k++)
+        tested += sf_change_own_work_stage(&s->schema, k);
+    if (tested == 0 || R < 2 || ref->contrast_ns == NULL)
+        return 0;
+    *o = (struct own_work){.R = R, .S = S, .n = w->n};
+    o->shift = malloc((size_t)R * S * sizeof *o->shift);
+    o->z = malloc((size_t)R * w->n * sizeof *o->z);
+    o->base = malloc((size_t)R * sizeof *o->base);
+    o->tmp = malloc((size_t)w->n * sizeof *o->tmp);
+    o->v = malloc((size_t)R * 2 * sizeof *o->v);
+    if (!o->shift || !o->z || !o->base || !o->tmp || !o->v)
+        return -ENOMEM;
+    for (size_t i = 0; i < (size_t)R * S; i++)
+        o->shift[i] = SF_NULL_NS;
+    double alpha = g->change_alpha / ((double)R * tested);
+    for (uint32_t k = 0; k < S; k++)
+        if (sf_change_own_work_stage(&s->schema, k))
+            own_work_stage(c, s, ref, w, o, k, alpha);
+    return 0;
+}
+
+/* Per dense rank and route stage: the shift of its own median duration (or
+ * of its contrast, at an own-work stage) and its unique-lead share against
+ * the reference. */
 struct rank_change {
     int64_t own[SF_MAX_STAGES];
+    bool contrast[SF_MAX_STAGES];
     double lead[SF_MAX_STAGES];
     bool known;
 };
 
 static void rank_change_one(const sf_summary *s, const sf_reference *ref,
-                            const struct window_steps *w, const sf_change *c, uint32_t x,
-                            int64_t *scratch, struct rank_change *ret)
+                            const struct window_steps *w, const sf_change *c,
+                            const struct own_work *o, uint32_t x, int64_t *scratch,
+                            struct rank_change *ret)
 {
     const sf_dense *d = s->dense;
     uint32_t S = ref->n_stages, rank = d->ranks[x];
@@ -198,18 +377,24 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
             led += top->r1 == rank && top->v1 > top->v2;
         }
         int64_t base = ref->median_ns[ri * S + k];
+        int64_t shift = o->shift ? o->shift[(size_t)x * S + k] : SF_NULL_NS;
         ret->known = ret->known && base != SF_NULL_NS;
-        ret->own[k] = base == SF_NULL_NS ? 0 : sf_median_i64(scratch, n) - base;
+        ret->contrast[k] = shift != SF_NULL_NS;
+        if (ret->contrast[k])
+            ret->own[k] = shift;
+        else
+            ret->own[k] = base == SF_NULL_NS ? 0 : sf_median_i64(scratch, n) - base;
         ret->lead[k] = (double)led / w->n - (double)ref->lead_steps[ri * S + k] / ref->n_steps;
     }
 }
 
 /* Dense mode: a rank's score is, over the route, its own shift beyond the
- * cohort's median shift plus the lead share it gained times the stage's
+ * cohort's median shift (at an own-work stage: its contrast shift, already
+ * relative to the others) plus the lead share it gained times the stage's
  * shift. A fault on one rank moves its own duration or its leadership; the
  * waits it causes on the others move all of them alike. */
 static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference *ref,
-                          const struct window_steps *w, const sf_gates *g)
+                          const struct window_steps *w, const sf_gates *g, const struct own_work *o)
 {
     uint32_t R = s->dense->n_ranks;
     struct rank_change *rc = calloc(R ? R : 1, sizeof *rc);
@@ -220,14 +405,14 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
         return -ENOMEM;
     }
     for (uint32_t x = 0; x < R; x++)
-        rank_change_one(s, ref, w, c, x, scratch, &rc[x]);
+        rank_change_one(s, ref, w, c, o, x, scratch, &rc[x]);
     double score_extra[SF_MAX_STAGES] = {0};
     int64_t cohort[SF_MAX_STAGES] = {0};
     for (uint32_t j = 0; j < c->n_route; j++) {
         uint32_t k = c->route[j];
         size_t n = 0;
         for (uint32_t x = 0; x < R; x++)
-            if (rc[x].known)
+            if (rc[x].known && !rc[x].contrast[k])
                 scratch[n++] = rc[x].own[k];
         cohort[k] = n ? sf_median_i64(scratch, n) : 0;
         score_extra[k] = (double)c->stages[k].shift.delta_ns;
@@ -258,6 +443,7 @@ int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const 
     if (sf_reference_check(ref, &summary->schema, summary->meta.world_size, &why) < 0)
         return -EINVAL;
     struct window_steps w = {0};
+    struct own_work own = {0};
     sf_change *c = calloc(1, sizeof *c);
     int rc = c == NULL ? -ENOMEM : window_steps_collect(summary, &w);
     if (rc < 0)
@@ -270,21 +456,27 @@ int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const 
     c->min_effect_ns = (int64_t)llround(gates->change_min_frac * (double)ref->median_step_ns);
     if ((rc = stage_shifts(c, ref, &w, gates)) < 0)
         goto fail;
+    for (uint32_t k = 0; k < c->n_stages; k++)
+        c->stages[k].own_delta_ns = SF_NULL_NS;
+    c->suspects_dense = summary->dense != NULL && ref->median_ns != NULL;
+    if (c->suspects_dense && (rc = own_work_tests(c, summary, ref, &w, gates, &own)) < 0)
+        goto fail;
     int64_t median_step = sf_median_i64(w.ends, w.n);
     c->slowdown = ref->median_step_ns > 0 ? (double)median_step / (double)ref->median_step_ns : NAN;
-    route_order(c);
-    c->suspects_dense = summary->dense != NULL && ref->median_ns != NULL;
+    route_order(c, &summary->schema);
     if (c->n_route > 0 && c->suspects_dense)
-        rc = suspects_dense(c, summary, ref, &w, gates);
+        rc = suspects_dense(c, summary, ref, &w, gates, &own);
     else if (c->n_route > 0)
         rc = suspects_top2(c, summary, &w, gates);
     if (rc < 0)
         goto fail;
     window_steps_free(&w);
+    own_work_free(&own);
     *ret = c;
     return 0;
 fail:
     window_steps_free(&w);
+    own_work_free(&own);
     free(c);
     return rc;
 }

@@ -34,6 +34,14 @@ static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
 
 /* reference.c: qsort/bsearch order of rank numbers. */
 int sf__cmp_u32(const void *a, const void *b);
+/* reference.c: the contrast of each of n >= 2 values, v[x] minus the median
+ * (sf_median_i64's) of the other n - 1, in O(n); scratch holds n values. */
+void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret);
+/* shift.c: sf_signed_rank_p on z itself (z is reordered and overwritten). */
+double sf__signed_rank_p_inplace(int64_t *z, size_t n);
+/* window.c: puts the k-th smallest at values[k], no larger before it and no
+ * smaller after it. */
+void sf__select_kth(int64_t *values, size_t n, size_t k);
 
 /* summary.c */
 void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank);

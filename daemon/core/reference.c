@@ -1,7 +1,8 @@
 /*
  * The job's reference (docs/CHANGE.md): per complete step the frontier
  * advance of every stage, and in dense mode per (rank, stage) the median
- * duration and the share of steps led. Built once from the summaries of the
+ * duration, the share of steps led and, for own-work stages, the median
+ * contrast against the other ranks. Built once from the summaries of the
  * reference windows and bounded by SF_REF_MAX_STEPS; per-rank figures stay
  * NULL in mergeable mode, where they cannot be exact.
  */
@@ -21,6 +22,7 @@ void sf_reference_free(sf_reference *ref)
     free(ref->ranks);
     free(ref->median_ns);
     free(ref->lead_steps);
+    free(ref->contrast_ns);
     free(ref);
 }
 
@@ -150,6 +152,80 @@ static void rank_figures(sf_reference *ref, const sf_summary *const *w, uint32_t
     }
 }
 
+/* Leaving one value out of n moves the median of the rest only among the
+ * order statistics h - 1, h and h + 1 of all n (h = (n - 1) / 2): which of
+ * them it is depends only on whether the value left out lies below them. So
+ * three order statistics, found by selection, give every rank's median of
+ * the others in O(n), the same number sf_median_i64 would give. */
+void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret)
+{
+    uint32_t m = n - 1, h = m / 2;
+    memcpy(scratch, v, (size_t)n * sizeof *scratch);
+    sf__select_kth(scratch, n, h);
+    int64_t mid = scratch[h], below = INT64_MIN, above = INT64_MAX;
+    for (uint32_t i = 0; i < h; i++)
+        below = scratch[i] > below ? scratch[i] : below;
+    for (uint32_t i = h + 1; i < n; i++)
+        above = scratch[i] < above ? scratch[i] : above;
+    for (uint32_t x = 0; x < n; x++) {
+        int64_t hi = mid < v[x] ? mid : above; /* order statistic h of the rest */
+        int64_t med = hi;
+        if (m % 2 == 0) {
+            int64_t lo = below < v[x] ? below : mid; /* order statistic h - 1 of the rest */
+            med = lo + (hi - lo) / 2;
+        }
+        ret[x] = v[x] - med;
+    }
+}
+
+/* Per own-work stage, each rank's contrast on every complete step of the
+ * windows where all its dense ranks reported; the median per rank. */
+static int collect_contrasts(sf_reference *ref, const sf_summary *const *w, uint32_t n,
+                             const sf_schema *schema)
+{
+    uint32_t S = ref->n_stages, R = ref->n_ranks, steps = 0;
+    for (uint32_t j = 0; j < n; j++)
+        steps += w[j]->n_steps;
+    size_t cells = (size_t)R * S;
+    ref->contrast_ns = malloc((cells ? cells : 1) * sizeof *ref->contrast_ns);
+    int64_t *by_rank = malloc(((size_t)R * steps + 1) * sizeof *by_rank);
+    int64_t *v = malloc(((size_t)R + 1) * 3 * sizeof *v);
+    uint32_t *count = calloc(R ? R : 1, sizeof *count);
+    int rc = ref->contrast_ns && by_rank && v && count ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < cells; i++)
+        ref->contrast_ns[i] = SF_NULL_NS;
+    for (uint32_t k = 0; rc == 0 && k < S; k++) {
+        if (!sf_change_own_work_stage(schema, k))
+            continue;
+        memset(count, 0, (R ? R : 1) * sizeof *count);
+        for (uint32_t j = 0; j < n; j++) {
+            const sf_dense *d = w[j]->dense;
+            if (d->n_ranks < 2)
+                continue;
+            for (uint32_t i = 0; i < w[j]->n_steps; i++) {
+                if (!step_complete(w[j], i))
+                    continue;
+                for (uint32_t x = 0; x < d->n_ranks; x++)
+                    v[x] = d->d[((size_t)i * d->n_ranks + x) * S + k];
+                sf__contrasts(v, d->n_ranks, v + R + 1, v + 2 * ((size_t)R + 1));
+                for (uint32_t x = 0; x < d->n_ranks; x++) {
+                    uint32_t *hit = bsearch(&d->ranks[x], ref->ranks, R, sizeof *hit, sf__cmp_u32);
+                    size_t ri = (size_t)(hit - ref->ranks);
+                    by_rank[ri * steps + count[ri]++] = v[2 * ((size_t)R + 1) + x];
+                }
+            }
+        }
+        for (uint32_t ri = 0; ri < R; ri++)
+            if (count[ri] > 0)
+                ref->contrast_ns[(size_t)ri * S + k] =
+                    sf_median_i64(&by_rank[(size_t)ri * steps], count[ri]);
+    }
+    free(by_rank);
+    free(v);
+    free(count);
+    return rc;
+}
+
 static int collect_ranks(sf_reference *ref, const sf_summary *const *w, uint32_t n)
 {
     int rc = union_ranks(ref, w, n);
@@ -168,7 +244,7 @@ static int collect_ranks(sf_reference *ref, const sf_summary *const *w, uint32_t
     for (uint32_t ri = 0; ri < ref->n_ranks; ri++)
         rank_figures(ref, w, n, ri, scratch);
     free(scratch);
-    return 0;
+    return collect_contrasts(ref, w, n, &w[0]->schema);
 }
 
 int sf_reference_build(const sf_summary *const *windows, uint32_t n, sf_reference **ret)

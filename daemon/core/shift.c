@@ -3,7 +3,8 @@
  * its rank-based (Moses) interval and the two-sided Mann-Whitney p-value
  * (docs/CHANGE.md). Exact on integer ns: order statistics of the m x n
  * pairwise differences are found by counting, never by listing them, so the
- * cost is O((m + n) log) whatever the sample sizes. Knows nothing of reports.
+ * cost is O((m + n) log) whatever the sample sizes. Also the one-sample
+ * signed-rank test used for per-rank contrasts. Knows nothing of reports.
  */
 #include <errno.h>
 #include <math.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #include <stagefrontier/change.h>
+
+#include "core_internal.h"
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -135,4 +138,61 @@ int sf_shift_estimate(const int64_t *x, size_t m, const int64_t *y, size_t n, do
     free(xs);
     free(ys);
     return rc;
+}
+
+static int cmp_abs_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    uint64_t ax = x < 0 ? 0 - (uint64_t)x : (uint64_t)x, ay = y < 0 ? 0 - (uint64_t)y : (uint64_t)y;
+    return (ax > ay) - (ax < ay);
+}
+
+static bool same_abs(int64_t a, int64_t b)
+{
+    return a == b || a == -b;
+}
+
+/* The signed-rank p-value of the m nonzero values v, sorted here by |v|. */
+static double signed_rank_nonzero(int64_t *v, size_t m)
+{
+    qsort(v, m, sizeof *v, cmp_abs_i64);
+    double w_plus = 0, ties = 0;
+    for (size_t i = 0; i < m;) {
+        size_t j = i;
+        while (j < m && same_abs(v[j], v[i]))
+            j++;
+        double t = (double)(j - i), mid_rank = ((double)i + 1 + (double)j) / 2;
+        for (size_t q = i; q < j; q++)
+            w_plus += v[q] > 0 ? mid_rank : 0;
+        ties += t * t * t - t;
+        i = j;
+    }
+    double dm = (double)m;
+    double var = dm * (dm + 1) * (2 * dm + 1) / 24 - ties / 48;
+    if (var <= 0)
+        return 1;
+    double dev = fabs(w_plus - dm * (dm + 1) / 4) - 0.5; /* continuity correction */
+    return dev > 0 ? erfc(dev / sqrt(var) / M_SQRT2) : 1;
+}
+
+double sf__signed_rank_p_inplace(int64_t *z, size_t n)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (z[i] != 0)
+            z[m++] = z[i];
+    return signed_rank_nonzero(z, m);
+}
+
+int sf_signed_rank_p(const int64_t *z, size_t n, double *ret_p)
+{
+    if (z == NULL || ret_p == NULL)
+        return -EINVAL;
+    int64_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (v == NULL)
+        return -ENOMEM;
+    memcpy(v, z, n * sizeof *v);
+    *ret_p = sf__signed_rank_p_inplace(v, n);
+    free(v);
+    return 0;
 }

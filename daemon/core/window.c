@@ -162,6 +162,11 @@ static void select_kth(int64_t *v, size_t n, size_t k)
     insertion_sort(v + lo, hi - lo);
 }
 
+void sf__select_kth(int64_t *values, size_t n, size_t k)
+{
+    select_kth(values, n, k);
+}
+
 int64_t sf_median_i64(int64_t *values, size_t n)
 {
     size_t k = n / 2;

@@ -28,16 +28,28 @@ static json_t *baseline_json(const sf_change *c)
     return json_pack("{s:o, s:I}", "windows", windows, "steps", (json_int_t)c->baseline_steps);
 }
 
+/* The own-work test of a stage (docs/CHANGE.md), null where not tested. */
+static json_t *own_work_json(const sf_stage_change *s)
+{
+    if (s->own_delta_ns == SF_NULL_NS)
+        return json_null();
+    return json_pack("{s:I, s:o, s:f, s:b}", "rank", (json_int_t)s->own_rank, "delta_s",
+                     seconds(s->own_delta_ns), "p_value", s->own_p_value, "significant",
+                     s->own_significant);
+}
+
 static json_t *stages_json(const sf_report *r, const sf_change *c)
 {
     json_t *a = json_array();
     for (uint32_t k = 0; k < c->n_stages; k++) {
         const sf_stage_change *s = &c->stages[k];
-        json_array_append_new(
-            a, json_pack("{s:s, s:o, s:o, s:o, s:f, s:b}", "name", r->schema.names[k],
-                         "delta_advance_s", seconds(s->shift.delta_ns), "ci_low_s",
-                         seconds(s->shift.ci_low_ns), "ci_high_s", seconds(s->shift.ci_high_ns),
-                         "p_value", s->shift.p_value, "significant", s->significant));
+        json_t *o = json_pack(
+            "{s:s, s:o, s:o, s:o, s:f, s:o, s:b}", "name", r->schema.names[k], "delta_advance_s",
+            seconds(s->shift.delta_ns), "ci_low_s", seconds(s->shift.ci_low_ns), "ci_high_s",
+            seconds(s->shift.ci_high_ns), "p_value", s->shift.p_value, "share_p_value",
+            real_or_null(s->share_p_value), "significant", s->significant);
+        json_object_set_new(o, "own_work", own_work_json(s));
+        json_array_append_new(a, o);
     }
     return a;
 }

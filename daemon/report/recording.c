@@ -110,6 +110,7 @@ json_t *sf_recording_reference(const sf_reference *ref)
     for (uint32_t t = 0; t < ref->n_steps; t++)
         json_array_append_new(advance, int_row(&ref->advance[(size_t)t * S], S));
     json_t *ranks = json_null(), *medians = json_null(), *leads = json_null();
+    json_t *contrasts = json_null();
     if (ref->median_ns != NULL) {
         ranks = count_row(ref->ranks, ref->n_ranks);
         medians = json_array();
@@ -119,9 +120,14 @@ json_t *sf_recording_reference(const sf_reference *ref)
             json_array_append_new(leads, count_row(&ref->lead_steps[(size_t)r * S], S));
         }
     }
-    return json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:o}", "type", "reference", "windows", windows,
-                     "segment", (json_int_t)ref->segment, "advance_ns", advance, "ranks", ranks,
-                     "median_ns", medians, "lead_steps", leads);
+    if (ref->median_ns != NULL && ref->contrast_ns != NULL) {
+        contrasts = json_array();
+        for (uint32_t r = 0; r < ref->n_ranks; r++)
+            json_array_append_new(contrasts, int_row(&ref->contrast_ns[(size_t)r * S], S));
+    }
+    return json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:o, s:o}", "type", "reference", "windows",
+                     windows, "segment", (json_int_t)ref->segment, "advance_ns", advance, "ranks",
+                     ranks, "median_ns", medians, "lead_steps", leads, "contrast_ns", contrasts);
 }
 
 /* ---- decoders ------------------------------------------------------------ */
@@ -392,6 +398,28 @@ static int parse_advances(json_t *a, sf_reference *ref, char *err, size_t errlen
     return 0;
 }
 
+/* Optional (recordings made before it existed lack it): the own-work test
+ * is then off for windows replayed against this reference. */
+static int parse_contrasts(json_t *obj, sf_reference *ref, char *err, size_t errlen)
+{
+    json_t *c = json_object_get(obj, "contrast_ns");
+    size_t n = ref->n_ranks, S = ref->n_stages;
+    if (c == NULL || json_is_null(c))
+        return 0;
+    if (!json_is_array(c) || json_array_size(c) != n)
+        return fail(err, errlen, "\"contrast_ns\" must be null, or one array per rank");
+    ref->contrast_ns = malloc((n ? n : 1) * S * sizeof *ref->contrast_ns);
+    if (ref->contrast_ns == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        int r = int_array(json_array_get(c, i), "contrast_ns", S, -SF_MAX_DURATION_NS,
+                          SF_MAX_DURATION_NS, true, &ref->contrast_ns[i * S], err, errlen);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 static int parse_ranks(json_t *obj, sf_reference *ref, char *err, size_t errlen)
 {
     json_t *ranks = json_object_get(obj, "ranks"), *med = json_object_get(obj, "median_ns"),
@@ -428,7 +456,7 @@ static int parse_ranks(json_t *obj, sf_reference *ref, char *err, size_t errlen)
     }
     free(tmp);
     ref->n_ranks = r == 0 ? (uint32_t)n : 0;
-    return r;
+    return r == 0 ? parse_contrasts(obj, ref, err, errlen) : r;
 }
 
 int sf_recording_parse_reference(json_t *obj, const sf_schema *schema, uint32_t world_size,

@@ -16,7 +16,8 @@
 #include "history.h"
 
 #define CODEC_MAGIC_V2 0x32525453u /* "STR2": STR1 plus arrival points */
-#define CODEC_MAGIC 0x33525453u    /* "STR3": STR2, then the change and what-if */
+#define CODEC_MAGIC_V3 0x33525453u /* "STR3": STR2, then the change and what-if */
+#define CODEC_MAGIC 0x34525453u    /* "STR4": STR3, the change's own-work tests */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -266,6 +267,11 @@ static void put_change(struct enc *e, const sf_change *c)
     for (uint32_t k = 0; k < c->n_stages; k++) {
         put_shift(e, &c->stages[k].shift);
         put_u32(e, c->stages[k].significant);
+        put_f64(e, c->stages[k].share_p_value);
+        put_i64(e, c->stages[k].own_delta_ns);
+        put_u32(e, c->stages[k].own_rank);
+        put_f64(e, c->stages[k].own_p_value);
+        put_u32(e, c->stages[k].own_significant);
     }
     put_u32(e, c->n_route);
     for (uint32_t i = 0; i < c->n_route; i++)
@@ -692,11 +698,17 @@ static void get_shift(struct dec *d, sf_shift *s)
     s->p_value = get_f64(d);
 }
 
-static int get_change_stages(struct dec *d, sf_change *c)
+static int get_change_stages(struct dec *d, sf_change *c, bool own_work)
 {
     for (uint32_t k = 0; k < c->n_stages; k++) {
-        get_shift(d, &c->stages[k].shift);
-        c->stages[k].significant = get_bool(d);
+        sf_stage_change *st = &c->stages[k];
+        get_shift(d, &st->shift);
+        st->significant = get_bool(d);
+        st->share_p_value = own_work ? get_f64(d) : NAN;
+        st->own_delta_ns = own_work ? get_i64(d) : SF_NULL_NS;
+        st->own_rank = own_work ? get_u32(d) : 0;
+        st->own_p_value = own_work ? get_f64(d) : 1;
+        st->own_significant = own_work && get_bool(d);
     }
     c->n_route = get_u32(d);
     if (d->bad || c->n_route > c->n_stages)
@@ -715,7 +727,7 @@ static int get_change_stages(struct dec *d, sf_change *c)
     return d->bad ? -EINVAL : 0;
 }
 
-static int get_change(struct dec *d, sf_report *r)
+static int get_change(struct dec *d, sf_report *r, bool own_work)
 {
     if (!get_bool(d))
         return d->bad ? -EINVAL : 0;
@@ -735,7 +747,7 @@ static int get_change(struct dec *d, sf_report *r)
     get_shift(d, &c->step);
     c->slowdown = get_f64(d);
     c->min_effect_ns = get_i64(d);
-    return d->bad ? -EINVAL : get_change_stages(d, c);
+    return d->bad ? -EINVAL : get_change_stages(d, c, own_work);
 }
 
 static int get_whatif(struct dec *d, sf_report *r)
@@ -784,7 +796,7 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     if (buf == NULL || ret == NULL)
         return -EINVAL;
     uint32_t magic = get_u32(&d);
-    if ((magic != CODEC_MAGIC && magic != CODEC_MAGIC_V2) || d.bad)
+    if ((magic != CODEC_MAGIC && magic != CODEC_MAGIC_V3 && magic != CODEC_MAGIC_V2) || d.bad)
         return -EINVAL;
     sf_report *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -798,9 +810,10 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     rc = d.bad ? -EINVAL : get_gates(&d, &r->gates);
     if (rc == 0)
         rc = get_body(&d, r);
-    if (rc == 0 && magic == CODEC_MAGIC)
-        rc = get_change(&d, r);
-    if (rc == 0 && magic == CODEC_MAGIC)
+    bool has_change = magic == CODEC_MAGIC || magic == CODEC_MAGIC_V3;
+    if (rc == 0 && has_change)
+        rc = get_change(&d, r, magic == CODEC_MAGIC);
+    if (rc == 0 && has_change)
         rc = get_whatif(&d, r);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;

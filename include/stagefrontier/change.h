@@ -22,9 +22,11 @@ extern "C" {
 
 /* The compact, bounded reference of a job: per complete step the frontier
  * advance of every stage, and in dense mode per (rank, stage) the median
- * duration and the number of steps the rank uniquely led the stage's
- * boundary. In mergeable mode the per-rank arrays are NULL: nothing about a
- * single rank can be exact there. */
+ * duration, the number of steps the rank uniquely led the stage's boundary
+ * and, for own-work stages (sf_change_own_work_stage), the median of the
+ * rank's contrast (its duration minus the median of the other ranks' in the
+ * same step). In mergeable mode the per-rank arrays are NULL: nothing about
+ * a single rank can be exact there. */
 typedef struct sf_reference {
     uint64_t schema_hash;
     uint32_t n_stages;
@@ -39,6 +41,8 @@ typedef struct sf_reference {
     uint32_t *ranks;        /* sorted */
     int64_t *median_ns;     /* [n_ranks][n_stages], SF_NULL_NS where never seen */
     uint32_t *lead_steps;   /* [n_ranks][n_stages] complete steps led uniquely */
+    int64_t *contrast_ns;   /* [n_ranks][n_stages] median contrast over complete steps;
+                             * SF_NULL_NS for other stages; NULL when unknown */
 } sf_reference;
 
 /* Builds the reference from the summaries of its windows (any order, at most
@@ -90,11 +94,32 @@ typedef struct sf_shift {
 int sf_shift_estimate(const int64_t *x, size_t m, const int64_t *y, size_t n, double alpha,
                       sf_shift *ret);
 
+/* The two-sided Wilcoxon signed-rank test of the differences z against 0
+ * (zeros dropped, normal approximation with tie and continuity corrections):
+ * its p-value, 1 when every z is 0. z is not modified. -EINVAL, -ENOMEM. */
+int sf_signed_rank_p(const int64_t *z, size_t n, double *ret_p);
+
 /* ---- change of one window ---------------------------------------------- */
 
+/* Whether stage k is an own-work stage: not a ".sync_wait" stage, and a
+ * synchronizing stage comes at or after it in the step, so a rank's delay
+ * there holds up the group at that sync point (docs/CHANGE.md). */
+bool sf_change_own_work_stage(const sf_schema *schema, uint32_t k);
+
 typedef struct sf_stage_change {
-    sf_shift shift;
-    bool significant; /* p < change_alpha and |shift| >= change_min_frac x ref step */
+    sf_shift shift;       /* of the frontier advance */
+    double share_p_value; /* Mann-Whitney of the advance's share of the exposed step */
+    bool significant;     /* share_p < change_alpha / stages and |shift| >= change_min_frac
+                           * x ref step */
+    /* Own-work test (dense mode, own-work stages): the rank whose contrast
+     * shifted most, its shift (median of the window's contrasts minus the
+     * reference's median contrast) and p-value; own_delta_ns is SF_NULL_NS
+     * when the stage was not tested. */
+    int64_t own_delta_ns;
+    uint32_t own_rank;
+    double own_p_value;
+    bool own_significant; /* own_p < change_alpha / (ranks x own-work stages), positive,
+                           * and >= the minimum effect */
 } sf_stage_change;
 
 typedef struct sf_change_suspect {

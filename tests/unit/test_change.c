@@ -2,7 +2,8 @@
  * The change against a reference and the what-if (docs/CHANGE.md): the
  * shift estimator on fixtures with exact numbers, the false-alarm rate over
  * seeded resamplings of a clean window, power on a known shift, mergeable
- * nulls, and the clipped and sync what-ifs on exact fixtures.
+ * nulls, the own-work contrasts and their route under machine load, and the
+ * clipped and sync what-ifs on exact fixtures.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -66,6 +67,24 @@ static void shift_rejects_bad_input(void **state)
     assert_int_equal(sf_shift_estimate(x, 1, x, 1, 0.01, &s), 0);
     assert_int_equal(s.delta_ns, 0);
     assert_true(s.p_value == 1);
+}
+
+static void signed_rank_fixture(void **state)
+{
+    (void)state;
+    /* 0 dropped; |z| 1 2 2 3: ranks 1, 2.5, 2.5, 4; W+ = 1 + 2.5 + 4 = 7.5
+     * (z = -2 is the only negative); n = 4, mean 5, variance 4 x 5 x 9 / 24
+     * minus the tie (2^3 - 2) / 48. */
+    int64_t z[] = {3, -2, 0, 1, 2};
+    double p;
+    assert_int_equal(sf_signed_rank_p(z, 5, &p), 0);
+    double var = 4.0 * 5 * 9 / 24 - 6.0 / 48;
+    assert_true(fabs(p - erfc(2.0 / sqrt(var) / M_SQRT2)) < 1e-12);
+    assert_int_equal(z[2], 0); /* input untouched */
+    int64_t zero[] = {0, 0};
+    assert_int_equal(sf_signed_rank_p(zero, 2, &p), 0);
+    assert_true(p == 1);
+    assert_int_equal(sf_signed_rank_p(NULL, 2, &p), -EINVAL);
 }
 
 /* ---- windows of a job ---------------------------------------------------- */
@@ -398,6 +417,130 @@ static sf_reference *sync_reference(const sf_schema *schema)
     return ref;
 }
 
+/* The reference's contrasts, exactly: s0 is the only own-work stage. Step 0
+ * s0 = 10 10 30: contrasts -10 -10 +20 (the others' median of two is their
+ * midpoint); step 1 10 20 10: -5 +10 -5. Medians over the two steps:
+ * -10 + 5/2 = -8, -10 + 20/2 = 0, -5 + 25/2 = 7 (integer, rounding down
+ * the half difference like every median of the core). */
+static void reference_contrasts_fixture(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    assert_true(sf_change_own_work_stage(&schema, 0));
+    for (uint32_t k = 1; k < SS; k++)
+        assert_false(sf_change_own_work_stage(&schema, k)); /* wait, then the tail */
+    sf_summary *s = sync_summary(&schema, sync_late, NULL, 2, 0);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)&s, 1, &ref), 0);
+    assert_non_null(ref->contrast_ns);
+    int64_t want[SR] = {-8, 0, 7};
+    for (uint32_t r = 0; r < SR; r++) {
+        assert_int_equal(ref->contrast_ns[r * SS + 0], want[r]);
+        for (uint32_t k = 1; k < SS; k++)
+            assert_true(ref->contrast_ns[r * SS + k] == SF_NULL_NS);
+    }
+    sf_reference_free(ref);
+    sf_summary_free(s);
+    sf_schema_clear(&schema);
+}
+
+/* A synchronizing job of RANKS ranks: own work s0 near 10 ms, the wait up to
+ * the last arrival plus a 1 ms collective, then s1 near 5 ms and a 1 ms
+ * residual. load scales every duration (a machine that got slower for all);
+ * rank `late` gets `extra` ns more own work in s0. */
+static struct matrix sync_matrix(uint64_t seed, uint32_t steps, int64_t load_pct, uint32_t late,
+                                 int64_t extra)
+{
+    struct matrix m = matrix_new(steps, RANKS, SS);
+    uint64_t st = seed;
+    for (uint32_t t = 0; t < steps; t++) {
+        int64_t last = 0;
+        for (uint32_t r = 0; r < RANKS; r++) {
+            int64_t *d = cell(&m, t, r);
+            d[0] = (10000000 + rand_below(&st, 4000000)) * load_pct / 100 + (r == late) * extra;
+            d[2] = (5000000 + rand_below(&st, 2000000)) * load_pct / 100;
+            d[3] = 1000000 * load_pct / 100;
+            last = d[0] > last ? d[0] : last;
+        }
+        for (uint32_t r = 0; r < RANKS; r++)
+            cell(&m, t, r)[1] = last - cell(&m, t, r)[0] + 1000000 * load_pct / 100;
+    }
+    return m;
+}
+
+static sf_summary *sync_window(const sf_schema *schema, struct matrix *m, uint32_t first,
+                               uint32_t steps, int64_t index)
+{
+    sf_window_meta meta = {
+        .index = index, .first_step = 0, .last_step = SF_MAX_WINDOW_STEPS - 1, .world_size = RANKS};
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(schema, &meta, &m->rows[(size_t)first * RANKS],
+                                      (size_t)steps * RANKS, true, &s),
+                     0);
+    return s;
+}
+
+static sf_change *sync_change(const sf_schema *schema, sf_reference *ref, int64_t load_pct,
+                              uint32_t late, int64_t extra, uint64_t seed)
+{
+    sf_gates g;
+    sf_gates_default(&g);
+    struct matrix win = sync_matrix(seed, WSTEPS, load_pct, late, extra);
+    sf_summary *s = sync_window(schema, &win, 0, WSTEPS, 9);
+    sf_change *c = NULL;
+    assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+    sf_summary_free(s);
+    matrix_free(&win);
+    return c;
+}
+
+/* The machine is 30 % slower in the window than in the baseline, for every
+ * rank and stage. A clean window: every frontier advance shifted, but no
+ * stage's share of the step and no rank's own work against the others', so
+ * (at most one window in twenty) nothing is routed. With
+ * 1.5 ms (about a tenth of the step) more own work on rank 2, the own-work
+ * test of s0 routes it first, rank 2 first suspect, and the group-visible
+ * shifts of its sync segment (the wait) are its effect, not routed. */
+static void own_work_route_under_load(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    struct matrix base = sync_matrix(5, 3 * WSTEPS, 100, RANKS, 0);
+    sf_summary *w[3];
+    for (int j = 0; j < 3; j++)
+        w[j] = sync_window(&schema, &base, (uint32_t)j * WSTEPS, WSTEPS, j);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    uint32_t clean_flagged = 0, routed = 0, named = 0, trials = 20;
+    for (uint64_t seed = 1; seed <= trials; seed++) {
+        sf_change *c = sync_change(&schema, ref, 130, RANKS, 0, seed * 104729);
+        /* the large advances moved by the load, but no stage's share of the step
+         * and no rank's own work against the others' */
+        assert_true(c->stages[0].shift.delta_ns >= c->min_effect_ns);
+        assert_true(c->stages[2].shift.delta_ns >= c->min_effect_ns);
+        assert_true(c->slowdown > 1.2);
+        clean_flagged += c->n_route > 0;
+        sf_change_free(c);
+        c = sync_change(&schema, ref, 130, 2, 1500000, seed * 104729);
+        routed += c->n_route > 0 && c->route[0] == 0 && c->stages[0].own_significant &&
+                  c->stages[0].own_rank == 2;
+        named += c->n_suspects > 0 && c->suspects[0].rank == 2;
+        for (uint32_t i = 1; i < c->n_route; i++)
+            assert_true(c->route[i] > 1); /* s0.sync_wait is s0's effect */
+        sf_change_free(c);
+    }
+    assert_true(clean_flagged <= trials / 20);
+    assert_true(routed >= trials * 95 / 100);
+    assert_true(named >= trials * 95 / 100);
+    for (int j = 0; j < 3; j++)
+        sf_summary_free(w[j]);
+    sf_reference_free(ref);
+    matrix_free(&base);
+    sf_schema_clear(&schema);
+}
+
 static void whatif_sync_recomputes_waits(void **state)
 {
     (void)state;
@@ -525,12 +668,15 @@ int main(void)
         cmocka_unit_test(shift_small_fixture),
         cmocka_unit_test(shift_interval_fixture),
         cmocka_unit_test(shift_rejects_bad_input),
+        cmocka_unit_test(signed_rank_fixture),
         cmocka_unit_test(reference_is_compact),
         cmocka_unit_test(clean_windows_rarely_flagged),
         cmocka_unit_test(power_on_known_shift),
         cmocka_unit_test(mergeable_mode_nulls),
         cmocka_unit_test(whatif_fixture),
         cmocka_unit_test(whatif_without_arrival_points_is_a_lower_bound),
+        cmocka_unit_test(reference_contrasts_fixture),
+        cmocka_unit_test(own_work_route_under_load),
         cmocka_unit_test(whatif_sync_recomputes_waits),
         cmocka_unit_test(whatif_sync_beats_clipped_lower_bound),
         cmocka_unit_test(whatif_missing_arrival_falls_back_to_clipped),
