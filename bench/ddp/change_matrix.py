@@ -12,6 +12,11 @@ Raw windows go to --out (JSON Lines); --tables-from rebuilds the tables.
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --only-none --none-runs 3 \
       --none-windows 7 --out change.jsonl     # more clean windows
   /usr/bin/python3 bench/ddp/change_matrix.py --tables-from bench/ddp/results/change.jsonl.gz
+  /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --tables-from change.jsonl \
+      --replay-from records/   # the same jobs' rows through this build's `sfctl replay`
+
+A route entry counts for its reporting group: a ".sync_wait" stage is its
+stage's group (a slower collective is a change of that stage's group).
 """
 
 import argparse
@@ -26,6 +31,14 @@ sys.path.insert(0, HERE)
 
 import faults  # noqa: E402
 import sfharness  # noqa: E402
+import subprocess  # noqa: E402
+
+SYNC_WAIT = ".sync_wait"
+
+
+def group(stage):
+    """The reporting group of an ordered stage (docs/ACCOUNTING.md)."""
+    return stage[:-len(SYNC_WAIT)] if stage.endswith(SYNC_WAIT) else stage
 
 # Issue's fault kinds -> train.py rows and the stage where the delay first
 # becomes group-visible. The host-only callback is a control: the other ranks
@@ -51,7 +64,7 @@ def log(msg):
     sys.stderr.flush()
 
 
-def run(build, row, mag, seed, window, warmup, faulty=FAULTY):
+def run(build, row, mag, seed, window, warmup, faulty=FAULTY, record_dir=None):
     job = "chg-%s-%s-%d-%d" % (row, mag, seed, os.getpid())
     phases = "A" * BASELINE + "B" * faulty
     with sfharness.Sfd(build, warmup_steps=warmup, window_steps=window) as sfd:
@@ -60,15 +73,39 @@ def run(build, row, mag, seed, window, warmup, faulty=FAULTY):
                                            "--steps", str(window * len(phases)), "--phases",
                                            phases], sf_socket=sfd.ingest, timeout=600)
         wins = sfd.windows(job, len(phases), timeout=120)
-    keep = []
-    for w in wins:
-        keep.append({"index": w["window"]["index"], "change": w.get("change"),
-                     "whatif": {k: (w.get("whatif") or {}).get(k)
-                                for k in ("slowdown", "waste_rank_s", "basis", "lower_bound")},
-                     "routing_set": w.get("routing_set"),
-                     "downgrades": w.get("downgrade_reasons")})
-    return {"row": row, "magnitude": mag, "seed": seed, "hidden_rank": res["hidden_rank"],
+        if record_dir:
+            # The job's rows and baseline, for `sfctl replay` of the same
+            # windows (a replay equals the live report).
+            os.makedirs(record_dir, exist_ok=True)
+            r = sfd.sfctl("record", job, "-o", os.path.join(record_dir, job + ".jsonl"))
+            if r.returncode != 0:
+                raise RuntimeError("sfctl record %s: %s" % (job, r.stderr.strip()))
+    keep = [keep_window(w) for w in wins]
+    return {"row": row, "magnitude": mag, "seed": seed, "job": job,
+            "hidden_rank": res["hidden_rank"],
             "delay_s": res["delay_s"], "median_step_s": res["median_step_s"], "windows": keep}
+
+
+def keep_window(w):
+    return {"index": w["window"]["index"], "change": w.get("change"),
+            "whatif": {k: (w.get("whatif") or {}).get(k)
+                       for k in ("slowdown", "waste_rank_s", "basis", "lower_bound")},
+            "routing_set": w.get("routing_set"),
+            "downgrades": w.get("downgrade_reasons")}
+
+
+def replayed(build, rec, record_dir):
+    """rec with its windows recomputed by `sfctl replay` of the job's
+    recording, the baseline rebuilt from the recording's first windows."""
+    path = os.path.join(record_dir, rec["job"] + ".jsonl")
+    r = subprocess.run([build.sfctl, "replay", "--json", "--baseline-windows", str(BASELINE), path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                       timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError("sfctl replay %s: %s" % (path, r.stderr.strip()))
+    out = dict(rec)
+    out["windows"] = [keep_window(w) for w in json.loads(r.stdout)]
+    return out
 
 
 def scored_windows(rec):
@@ -106,9 +143,10 @@ def tables(records):
                             clean_total += 1
                             clean_flagged += bool(c["route"])
                         continue
-                    t1 += c["route"][:1] == [stage]
+                    groups = [group(x) for x in c["route"]]
+                    t1 += groups[:1] == [stage]
                     routed += bool(c["route"])
-                    t2 += stage in c["route"][:2]
+                    t2 += stage in groups[:2]
                     sus += bool(c["suspect_ranks"]) and \
                         c["suspect_ranks"][0]["rank"] == r["hidden_rank"]
             slow.sort()
@@ -118,7 +156,8 @@ def tables(records):
                 wins = [w["change"]["route"] for r in recs for w in scored_windows(r)]
                 out.append("| %s | %.2f | %d | flagged: %s | %s first: %s | | %s | |" %
                            (name, mag, n, pct(sum(bool(rt) for rt in wins), n), control,
-                            pct(sum(rt[:1] == [control] for rt in wins), n), med))
+                            pct(sum([group(x) for x in rt[:1]] == [control] for rt in wins), n),
+                            med))
             elif stage is None:
                 out.append("| %s | - | %d | flagged: %s | | | %s | |" %
                            (name, n, pct(sum(bool(w["change"]["route"]) for r in recs
@@ -138,6 +177,10 @@ def main():
     p.add_argument("--build")
     p.add_argument("--out")
     p.add_argument("--tables-from")
+    p.add_argument("--record-dir", help="keep each job's `sfctl record` here")
+    p.add_argument("--replay-from", metavar="DIR",
+                   help="with --tables-from: recompute each job's windows from its recording in "
+                        "DIR with --build's sfctl replay")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--window", type=int, default=20)
     p.add_argument("--warmup", type=int, default=6)
@@ -152,7 +195,14 @@ def main():
     if a.tables_from:
         opener = gzip.open if a.tables_from.endswith(".gz") else open
         with opener(a.tables_from, "rt") as f:
-            print(tables([json.loads(l) for l in f if l.strip()]))
+            records = [json.loads(l) for l in f if l.strip()]
+        if a.replay_from:
+            build = sfharness.Build(a.build)
+            records = [replayed(build, r, a.replay_from) for r in records]
+            if a.out:
+                with open(a.out, "w") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in records)
+        print(tables(records))
         return 0
     build = sfharness.Build(a.build)
     records = []
@@ -168,7 +218,7 @@ def main():
     for row, mag, seed in plan:
         t0 = time.monotonic()
         rec = run(build, row, mag, seed, a.window, a.warmup,
-                  a.none_windows if row == "none" else FAULTY)
+                  a.none_windows if row == "none" else FAULTY, a.record_dir)
         records.append(rec)
         if a.out:
             with open(a.out, "a") as f:
