@@ -139,14 +139,23 @@ void sf_change_write_text(const sf_report *r, FILE *out)
         return;
     }
     const sf_stage_change *s = &c->stages[c->route[0]];
-    fprintf(out, ": %+.1f ms first appears in %s (%.1f-%.1f ms)", s->shift.delta_ns / 1e6,
-            r->schema.names[c->route[0]], s->shift.ci_low_ns / 1e6, s->shift.ci_high_ns / 1e6);
-    if (c->n_suspects > 0)
+    if (s->own_significant) /* routed by a rank's own work (docs/CHANGE.md) */
+        fprintf(out, ": %+.1f ms first appears in %s, own work of rank %u (frontier %+.1f ms)",
+                s->own_delta_ns / 1e6, r->schema.names[c->route[0]], s->own_rank,
+                s->shift.delta_ns / 1e6);
+    else
+        fprintf(out, ": %+.1f ms first appears in %s (%.1f-%.1f ms)", s->shift.delta_ns / 1e6,
+                r->schema.names[c->route[0]], s->shift.ci_low_ns / 1e6, s->shift.ci_high_ns / 1e6);
+    if (c->n_suspects > 0 && !s->own_significant)
         fprintf(out, ", rank %u%s", c->suspects[0].rank,
                 c->suspects_dense ? "" : " (top leader; mergeable mode)");
-    for (uint32_t i = 1; i < c->n_route; i++)
+    for (uint32_t i = 1; i < c->n_route; i++) {
+        const sf_stage_change *n = &c->stages[c->route[i]];
         fprintf(out, "%s %s %+.1f ms", i == 1 ? "; then" : ",", r->schema.names[c->route[i]],
-                c->stages[c->route[i]].shift.delta_ns / 1e6);
+                (n->own_significant ? n->own_delta_ns : n->shift.delta_ns) / 1e6);
+        if (n->own_significant)
+            fprintf(out, " (rank %u)", n->own_rank);
+    }
     fprintf(out, "\n");
 }
 
