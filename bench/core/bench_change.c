@@ -156,14 +156,21 @@ static int run(uint32_t R, int reps, bool sync)
     return r;
 }
 
+/* bench_change [REPS [RANKS plain|sync]]: one configuration alone, for a
+ * profiler that counts instructions (docs/PERFORMANCE.md). */
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 7;
-    if (reps < 1) {
-        fprintf(stderr, "usage: bench_change [REPS]\n");
+    int only_ranks = argc > 2 ? atoi(argv[2]) : 0;
+    const char *only_schema = argc > 3 ? argv[3] : NULL;
+    if (reps < 1 || argc == 3 || argc > 4 || (argc == 4 && only_ranks < 2) ||
+        (only_schema && strcmp(only_schema, "plain") != 0 && strcmp(only_schema, "sync") != 0)) {
+        fprintf(stderr, "usage: bench_change [REPS [RANKS plain|sync]]\n");
         return 2;
     }
     printf("ranks x steps x st schema  report ms  change+whatif ms  added   reference build ms\n");
+    if (only_schema)
+        return run((uint32_t)only_ranks, reps, strcmp(only_schema, "sync") == 0) < 0;
     static const uint32_t ranks[] = {8, 1024};
     for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
         for (int sync = 0; sync < 2; sync++)
