@@ -469,25 +469,13 @@ static struct matrix sync_matrix(uint64_t seed, uint32_t steps, int64_t load_pct
     return m;
 }
 
-static sf_summary *sync_window(const sf_schema *schema, struct matrix *m, uint32_t first,
-                               uint32_t steps, int64_t index)
-{
-    sf_window_meta meta = {
-        .index = index, .first_step = 0, .last_step = SF_MAX_WINDOW_STEPS - 1, .world_size = RANKS};
-    sf_summary *s = NULL;
-    assert_int_equal(sf_summary_build(schema, &meta, &m->rows[(size_t)first * RANKS],
-                                      (size_t)steps * RANKS, true, &s),
-                     0);
-    return s;
-}
-
 static sf_change *sync_change(const sf_schema *schema, sf_reference *ref, int64_t load_pct,
                               uint32_t late, int64_t extra, uint64_t seed)
 {
     sf_gates g;
     sf_gates_default(&g);
     struct matrix win = sync_matrix(seed, WSTEPS, load_pct, late, extra);
-    sf_summary *s = sync_window(schema, &win, 0, WSTEPS, 9);
+    sf_summary *s = window_summary(schema, &win, 0, 9, true);
     sf_change *c = NULL;
     assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
     sf_summary_free(s);
@@ -510,7 +498,7 @@ static void own_work_route_under_load(void **state)
     struct matrix base = sync_matrix(5, 3 * WSTEPS, 100, RANKS, 0);
     sf_summary *w[3];
     for (int j = 0; j < 3; j++)
-        w[j] = sync_window(&schema, &base, (uint32_t)j * WSTEPS, WSTEPS, j);
+        w[j] = window_summary(&schema, &base, (uint32_t)j * WSTEPS, j, true);
     sf_reference *ref = NULL;
     assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
     uint32_t clean_flagged = 0, routed = 0, named = 0, trials = 20;
