@@ -529,6 +529,52 @@ static void own_work_route_under_load(void **state)
     sf_schema_clear(&schema);
 }
 
+/* 1,000 resamplings of a clean synchronizing window: the whole route (the
+ * share tests and the per-rank own-work family together) flags at most
+ * alpha of them, and the own-work family alone keeps its level. */
+static void own_work_clean_windows_rarely_flagged(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_gates g;
+    sf_gates_default(&g);
+    sf_gates raw = g;
+    raw.change_min_frac = 0; /* the rank tests alone */
+    struct matrix base = sync_matrix(13, 3 * WSTEPS, 100, RANKS, 0);
+    struct matrix win = matrix_new(WSTEPS, RANKS, SS);
+    sf_summary *w[3];
+    for (int j = 0; j < 3; j++)
+        w[j] = window_summary(&schema, &base, (uint32_t)j * WSTEPS, j, true);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    uint32_t flagged = 0, own_hits = 0, trials = 1000;
+    uint64_t st = 17;
+    for (uint32_t trial = 0; trial < trials; trial++) {
+        for (uint32_t t = 0; t < WSTEPS; t++)
+            memcpy(cell(&win, t, 0), cell(&base, (uint32_t)rand_below(&st, base.steps), 0),
+                   sizeof(int64_t) * RANKS * SS);
+        sf_summary *s = window_summary(&schema, &win, 0, 5, true);
+        sf_change *c = NULL, *c_raw = NULL;
+        assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+        assert_int_equal(sf_change_compute(ref, s, &raw, &c_raw), 0);
+        flagged += c->n_route > 0;
+        own_hits += c_raw->stages[0].own_significant;
+        sf_change_free(c);
+        sf_change_free(c_raw);
+        sf_summary_free(s);
+    }
+    print_message("clean sync: %u flagged, %u own-work hits of %u\n", flagged, own_hits, trials);
+    assert_true(flagged <= (uint32_t)(g.change_alpha * trials));
+    assert_true(own_hits <= (uint32_t)(g.change_alpha * trials));
+    for (int j = 0; j < 3; j++)
+        sf_summary_free(w[j]);
+    sf_reference_free(ref);
+    matrix_free(&base);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
 static void whatif_sync_recomputes_waits(void **state)
 {
     (void)state;
@@ -665,6 +711,7 @@ int main(void)
         cmocka_unit_test(whatif_without_arrival_points_is_a_lower_bound),
         cmocka_unit_test(reference_contrasts_fixture),
         cmocka_unit_test(own_work_route_under_load),
+        cmocka_unit_test(own_work_clean_windows_rarely_flagged),
         cmocka_unit_test(whatif_sync_recomputes_waits),
         cmocka_unit_test(whatif_sync_beats_clipped_lower_bound),
         cmocka_unit_test(whatif_missing_arrival_falls_back_to_clipped),
