@@ -423,7 +423,10 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
         double score = 0;
         for (uint32_t j = 0; j < c->n_route; j++) {
             uint32_t k = c->route[j];
-            score += (double)(rc[x].own[k] - cohort[k]) + rc[x].lead[k] * score_extra[k];
+            /* a contrast shift is the rank's whole change at the stage: the
+             * frontier's shift there is mostly the others' (or the load's) */
+            score += (double)(rc[x].own[k] - cohort[k]) +
+                     (rc[x].contrast[k] ? 0 : rc[x].lead[k] * score_extra[k]);
         }
         int64_t delta = (int64_t)llround(score);
         if (delta > 0)
