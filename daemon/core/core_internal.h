@@ -43,7 +43,13 @@ double sf__signed_rank_p_inplace(int64_t *z, size_t n);
  * smaller after it. */
 void sf__select_kth(int64_t *values, size_t n, size_t k);
 
-/* summary.c */
+/* summary.c. SF__BUILD_BORROW: a dense summary of rows laid out as one
+ * step-major array views that array instead of copying it, so the summary
+ * must not outlive the rows (sf_report_from_rows). SF__BUILD_GENERAL: the
+ * general path whatever the layout (the tests' reference for the fast ones). */
+enum { SF__BUILD_BORROW = 1u << 0, SF__BUILD_GENERAL = 1u << 1 };
+int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                      size_t n_rows, bool dense, unsigned flags, sf_summary **ret);
 void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank);
 int sf__roles_add(sf_summary *s, const char *role);
 void sf__dense_free(sf_dense *d);

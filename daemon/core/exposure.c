@@ -9,17 +9,22 @@
 #include "core_internal.h"
 
 /* Per step: each stage's median over ranks, then the end frontier with each
- * candidate's members clipped to those medians. */
-static void cohort_step(const sf_summary *s, const int64_t *rows, uint32_t n, int64_t *scratch,
-                        int64_t exposed, int64_t *gain)
+ * candidate's members clipped to those medians. The stages are gathered in
+ * one pass over the step's rows (scratch holds S columns of n), and the
+ * clipping loop is inlined per stage count like the summary's fold: the
+ * first S candidates are the single stages, so their cut is one saving. */
+static inline __attribute__((always_inline)) void cohort_step_s(const sf_summary *s,
+                                                                const int64_t *rows, uint32_t n,
+                                                                int64_t *scratch, int64_t exposed,
+                                                                int64_t *gain, uint32_t S)
 {
-    uint32_t S = s->schema.n_stages, C = s->cand.n;
+    uint32_t C = s->cand.n;
     int64_t baseline[SF_MAX_STAGES], clipped[SF_MAX_STAGES * 2];
-    for (uint32_t k = 0; k < S; k++) {
-        for (uint32_t r = 0; r < n; r++)
-            scratch[r] = rows[(size_t)r * S + k];
-        baseline[k] = sf_median_i64(scratch, n);
-    }
+    for (uint32_t r = 0; r < n; r++)
+        for (uint32_t k = 0; k < S; k++)
+            scratch[(size_t)k * n + r] = rows[(size_t)r * S + k];
+    for (uint32_t k = 0; k < S; k++)
+        baseline[k] = sf_median_i64(&scratch[(size_t)k * n], n);
     for (uint32_t c = 0; c < C; c++)
         clipped[c] = INT64_MIN;
     for (uint32_t r = 0; r < n; r++) {
@@ -29,16 +34,37 @@ static void cohort_step(const sf_summary *s, const int64_t *rows, uint32_t n, in
             p += d[k];
             saving[k] = d[k] > baseline[k] ? d[k] - baseline[k] : 0;
         }
-        for (uint32_t c = 0; c < C; c++) {
+        for (uint32_t c = 0; c < S; c++)
+            clipped[c] = p - saving[c] > clipped[c] ? p - saving[c] : clipped[c];
+        for (uint32_t c = S; c < C; c++) {
             int64_t cut = 0;
             for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
                 cut += saving[__builtin_ctzll(m)];
-            if (p - cut > clipped[c])
-                clipped[c] = p - cut;
+            clipped[c] = p - cut > clipped[c] ? p - cut : clipped[c];
         }
     }
     for (uint32_t c = 0; c < C; c++)
         gain[c] += exposed - clipped[c];
+}
+
+/* The default schema has six stages; arrival splits add one or two. */
+static void cohort_step(const sf_summary *s, const int64_t *rows, uint32_t n, int64_t *scratch,
+                        int64_t exposed, int64_t *gain)
+{
+    switch (s->schema.n_stages) {
+    case 6:
+        cohort_step_s(s, rows, n, scratch, exposed, gain, 6);
+        break;
+    case 7:
+        cohort_step_s(s, rows, n, scratch, exposed, gain, 7);
+        break;
+    case 8:
+        cohort_step_s(s, rows, n, scratch, exposed, gain, 8);
+        break;
+    default:
+        cohort_step_s(s, rows, n, scratch, exposed, gain, s->schema.n_stages);
+        break;
+    }
 }
 
 int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
@@ -46,7 +72,7 @@ int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_c
 {
     const sf_dense *dn = s->dense;
     uint32_t S = s->schema.n_stages, n = dn->n_ranks;
-    int64_t *scratch = malloc((n ? n : 1) * sizeof *scratch);
+    int64_t *scratch = malloc((n ? (size_t)n * S : 1) * sizeof *scratch);
     if (scratch == NULL)
         return -ENOMEM;
     for (uint32_t c = 0; c < s->cand.n; c++)
@@ -72,11 +98,14 @@ int sf__mean_slack(const sf_summary *s, const uint32_t *complete, uint32_t n_com
         const sf_step_summary *st = &s->steps[complete[i]];
         const int64_t *rows = &dn->d[(size_t)complete[i] * n * S];
         for (uint32_t r = 0; r < n; r++) {
-            int64_t p = 0;
+            /* One step's slack of one rank is at most S frontiers of S
+             * capped durations (2^54 at 64 stages): int64 holds it. */
+            int64_t p = 0, step_slack = 0;
             for (uint32_t k = 0; k < S; k++) {
                 p += rows[(size_t)r * S + k];
-                sum[r] += st->prefix_top2[k].v1 - p;
+                step_slack += st->prefix_top2[k].v1 - p;
             }
+            sum[r] += step_slack;
         }
     }
     __int128 cells = (__int128)n_complete * S;

@@ -481,7 +481,8 @@ int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta, con
     sf_summary *s = NULL;
     /* Dense by world size, as sfd decides it, so live and replay agree. */
     bool dense = meta != NULL && meta->world_size <= gates->dense_max_ranks;
-    int rc = sf_summary_build(schema, meta, rows, n_rows, dense, &s);
+    /* The summary dies below, before the rows: it may view them. */
+    int rc = sf__summary_build(schema, meta, rows, n_rows, dense, SF__BUILD_BORROW, &s);
     if (rc < 0)
         return rc;
     rc = sf_report_compute(s, gates, ret);

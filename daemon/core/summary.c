@@ -108,7 +108,8 @@ void sf__dense_free(sf_dense *d)
         free(d->roles[i]);
     free(d->roles);
     free(d->ranks);
-    free(d->d);
+    if (!d->d_borrowed)
+        free(d->d);
     free(d->present);
     free(d);
 }
@@ -138,6 +139,22 @@ void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
         t->v1 = v;
         t->r1 = rank;
     } else if (v > t->v2 || (v == t->v2 && rank < t->r2)) {
+        t->v2 = v;
+        t->r2 = rank;
+    }
+}
+
+/* The fold takes a step's rows in ascending rank order, so an equal value
+ * never displaces the rank already held (sf__top2_insert's tie rule). */
+static inline __attribute__((always_inline)) void top2_insert_ascending(sf_top2 *t, int64_t v,
+                                                                        uint32_t rank)
+{
+    if (v > t->v1) {
+        t->v2 = t->v1;
+        t->r2 = t->r1;
+        t->v1 = v;
+        t->r1 = rank;
+    } else if (v > t->v2) {
         t->v2 = v;
         t->r2 = rank;
     }
@@ -192,7 +209,7 @@ step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_ste
     int64_t saving[SF_MAX_STAGES];
     for (uint32_t k = 0; k < S; k++) {
         p += d[k];
-        sf__top2_insert(&a->top2[k], p, row->rank);
+        top2_insert_ascending(&a->top2[k], p, row->rank);
         a->dmax[k] = d[k] > a->dmax[k] ? d[k] : a->dmax[k];
         a->dmin[k] = d[k] < a->dmin[k] ? d[k] : a->dmin[k];
         a->dsum[k] += d[k];
@@ -208,7 +225,7 @@ step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_ste
             cut += saving[__builtin_ctzll(m)];
         a->clipped[c] = p - cut > a->clipped[c] ? p - cut : a->clipped[c];
     }
-    if (p > st->slowest_total || (p == st->slowest_total && row->rank < st->slowest_rank)) {
+    if (p > st->slowest_total) { /* ascending ranks: the first of equals stays */
         st->slowest_total = p;
         st->slowest_rank = row->rank;
         memcpy(st->slowest_d, d, S * sizeof *d);
@@ -234,10 +251,20 @@ static int cmp_step_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* How the caller laid its rows out. Rows that every step holds for the
+ * same ranks (a grid) need no rank lookups; a grid whose durations are one
+ * step-major array (sfd's windows, replay's files, the benchmark) is read
+ * straight from that array, and need not be copied for dense mode. */
+struct layout {
+    bool sorted;           /* the rows came in (step, rank) order */
+    uint32_t grid_ranks;   /* non-zero: rows = steps x grid_ranks, same ranks each step */
+    const int64_t *matrix; /* non-NULL: a sorted grid, row i's durations at matrix + i S */
+};
+
 /* A view of the rows sorted by (step, rank); the common case, rows already
  * in that order, costs one pass. */
 static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, const void *),
-                       const sf_row ***ret)
+                       const sf_row ***ret, struct layout *lay)
 {
     const sf_row **v = malloc((n ? n : 1) * sizeof *v);
     if (v == NULL)
@@ -250,6 +277,7 @@ static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, co
     }
     if (!sorted)
         qsort(v, n, sizeof *v, cmp);
+    lay->sorted = sorted;
     *ret = v;
     return 0;
 }
@@ -294,6 +322,23 @@ static int assign_slots(const sf_row **rows, size_t n_rows, struct rank_info *ri
     return 0;
 }
 
+/* On a grid the first step lists every rank, in order. */
+static int assign_slots_grid(const sf_row **rows, uint32_t n_ranks, struct rank_info *ri)
+{
+    uint32_t max_rank = rows[n_ranks - 1]->rank;
+    ri->slot_of = malloc(((size_t)max_rank + 1) * sizeof *ri->slot_of);
+    ri->ranks = malloc(n_ranks * sizeof *ri->ranks);
+    if (ri->slot_of == NULL || ri->ranks == NULL)
+        return -ENOMEM;
+    memset(ri->slot_of, 0xff, ((size_t)max_rank + 1) * sizeof *ri->slot_of);
+    for (uint32_t i = 0; i < n_ranks; i++) {
+        ri->ranks[i] = rows[i]->rank;
+        ri->slot_of[rows[i]->rank] = i;
+    }
+    ri->n = n_ranks;
+    return 0;
+}
+
 /* Rows arrive step by step, medians need rank by rank. A block of ranks at a
  * time is gathered (ranks ascend within each step, so one cursor per step
  * walks forward), keeping the transpose inside the cache. */
@@ -329,6 +374,47 @@ static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint
     return hi;
 }
 
+/* The grid's transpose: row (t, slot) is row t R + slot, so no cursor and no
+ * lookup; from the step-major array, a block of ranks of one step is one
+ * contiguous run. The block is small enough that the lines being filled
+ * (one per rank and stage) stay in L1 while the steps go by. */
+enum { GRID_BLOCK = 64 };
+
+static void grid_block_medians(const sf_row **rows, const struct layout *lay, uint32_t n_steps,
+                               struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
+                               int64_t *values)
+{
+    size_t R = lay->grid_ranks, T = n_steps;
+    for (size_t t = 0; t < T; t++)
+        for (uint32_t slot = lo; slot < hi; slot++) {
+            const int64_t *d =
+                lay->matrix ? lay->matrix + (t * R + slot) * S : rows[t * R + slot]->d;
+            int64_t *v = &values[(size_t)(slot - lo) * S * T + t];
+            for (uint32_t k = 0; k < S; k++)
+                v[k * T] = d[k];
+        }
+    for (uint32_t slot = lo; slot < hi; slot++) {
+        ri->roles[slot] = rows[slot]->role ? rows[slot]->role : "";
+        for (uint32_t k = 0; k < S; k++)
+            ri->baseline[(size_t)slot * S + k] =
+                sf_median_i64(&values[((size_t)(slot - lo) * S + k) * T], T);
+    }
+}
+
+static int rank_medians_grid(const sf_schema *schema, const sf_row **rows, const struct layout *lay,
+                             uint32_t n_steps, struct rank_info *ri)
+{
+    uint32_t S = schema->n_stages;
+    int64_t *values = malloc((size_t)GRID_BLOCK * S * n_steps * sizeof *values);
+    if (values == NULL)
+        return -ENOMEM;
+    for (uint32_t lo = 0; lo < ri->n; lo += GRID_BLOCK)
+        grid_block_medians(rows, lay, n_steps, ri, S, lo,
+                           lo + GRID_BLOCK < ri->n ? lo + GRID_BLOCK : ri->n, values);
+    free(values);
+    return 0;
+}
+
 static int rank_medians(const sf_schema *schema, const sf_row **rows, size_t n_rows,
                         uint32_t n_steps, struct rank_info *ri)
 {
@@ -360,16 +446,19 @@ out:
 }
 
 static int rank_info_build(const sf_schema *schema, const sf_row **rows, size_t n_rows,
-                           uint32_t n_steps, struct rank_info *ri)
+                           uint32_t n_steps, const struct layout *lay, struct rank_info *ri)
 {
     memset(ri, 0, sizeof *ri);
-    int r = assign_slots(rows, n_rows, ri);
+    int r = lay->grid_ranks ? assign_slots_grid(rows, lay->grid_ranks, ri)
+                            : assign_slots(rows, n_rows, ri);
     if (r < 0)
         return r;
     ri->baseline = malloc((ri->n ? ri->n : 1) * schema->n_stages * sizeof *ri->baseline);
     ri->roles = malloc((ri->n ? ri->n : 1) * sizeof *ri->roles);
     if (ri->baseline == NULL || ri->roles == NULL)
         return -ENOMEM;
+    if (lay->grid_ranks)
+        return rank_medians_grid(schema, rows, lay, n_steps, ri);
     return rank_medians(schema, rows, n_rows, n_steps, ri);
 }
 
@@ -416,8 +505,22 @@ int sf__roles_add(sf_summary *s, const char *role)
 
 /* ---- dense rows --------------------------------------------------------- */
 
+/* A grid's dense rows are its rows in order: one copy, or none at all when
+ * the caller's step-major array outlives the summary (borrow). */
+static void dense_fill_grid(sf_dense *d, const struct layout *lay, const sf_row **by_step,
+                            size_t n_rows, uint32_t S)
+{
+    memset(d->present, 1, n_rows);
+    if (lay->matrix != NULL) {
+        memcpy(d->d, lay->matrix, n_rows * S * sizeof *d->d);
+        return;
+    }
+    for (size_t i = 0; i < n_rows; i++)
+        memcpy(&d->d[i * S], by_step[i]->d, S * sizeof *d->d);
+}
+
 static int dense_build(sf_summary *s, const struct rank_info *ri, const sf_row **by_step,
-                       size_t n_rows)
+                       size_t n_rows, const struct layout *lay, bool borrow)
 {
     uint32_t S = s->schema.n_stages;
     sf_dense *d = calloc(1, sizeof *d);
@@ -428,14 +531,27 @@ static int dense_build(sf_summary *s, const struct rank_info *ri, const sf_row *
     size_t cells = (size_t)s->n_steps * ri->n;
     d->ranks = malloc((ri->n ? ri->n : 1) * sizeof *d->ranks);
     d->roles = calloc(ri->n ? ri->n : 1, sizeof *d->roles);
-    d->d = calloc(cells ? cells * S : 1, sizeof *d->d);
-    d->present = calloc(cells ? cells : 1, 1);
+    d->d_borrowed = borrow && lay->matrix != NULL && cells > 0;
+    if (d->d_borrowed)
+        d->d = (int64_t *)lay->matrix; /* read-only from here on: see d_borrowed */
+    else if (lay->grid_ranks)
+        d->d = malloc(cells ? cells * S * sizeof *d->d : 1);
+    else
+        d->d = calloc(cells ? cells * S : 1, sizeof *d->d);
+    d->present = lay->grid_ranks ? malloc(cells ? cells : 1) : calloc(cells ? cells : 1, 1);
     if (!d->ranks || !d->roles || !d->d || !d->present)
         return -ENOMEM;
     for (uint32_t i = 0; i < ri->n; i++) {
         d->ranks[i] = ri->ranks[i];
         if ((d->roles[i] = strdup(ri->roles[i])) == NULL)
             return -ENOMEM;
+    }
+    if (lay->grid_ranks) {
+        if (d->d_borrowed)
+            memset(d->present, 1, cells);
+        else
+            dense_fill_grid(d, lay, by_step, n_rows, S);
+        return 0;
     }
     uint32_t step_i = 0;
     for (size_t i = 0; i < n_rows; i++) {
@@ -459,18 +575,37 @@ static uint32_t count_steps(const sf_row **by_step, size_t n_rows)
     return n;
 }
 
-static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_rows)
+/* Checks every row and, in the same pass, finds the layout: a grid when
+ * every step starts exactly one first-step's length after the previous one
+ * and repeats its ranks; a step-major array when the sorted rows' durations
+ * follow one another in memory. */
+static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_rows,
+                      struct layout *lay)
 {
+    size_t per_step = 0, row_bytes = schema->n_stages * sizeof(int64_t);
+    bool grid = n_rows > 0, contiguous = lay->sorted && n_rows > 0;
+    uintptr_t base = n_rows ? (uintptr_t)by_step[0]->d : 0;
     for (size_t i = 0; i < n_rows; i++) {
-        if (by_step[i]->d == NULL)
+        const sf_row *row = by_step[i];
+        if (row->d == NULL)
             return -EINVAL;
-        int r = sf__row_check(by_step[i], schema->n_stages);
+        int r = sf__row_check(row, schema->n_stages);
         if (r < 0)
             return r;
-        if (i && by_step[i]->step == by_step[i - 1]->step &&
-            by_step[i]->rank == by_step[i - 1]->rank)
+        bool new_step = i && row->step != by_step[i - 1]->step;
+        if (i && !new_step && row->rank == by_step[i - 1]->rank)
             return -EEXIST;
+        if (new_step && per_step == 0)
+            per_step = i;
+        if (per_step)
+            grid &= new_step == (i % per_step == 0) && row->rank == by_step[i % per_step]->rank;
+        contiguous &= (uintptr_t)row->d == base + i * row_bytes;
     }
+    if (per_step == 0)
+        per_step = n_rows;
+    grid &= per_step > 0 && n_rows % per_step == 0;
+    lay->grid_ranks = grid ? (uint32_t)per_step : 0;
+    lay->matrix = grid && contiguous ? by_step[0]->d : NULL;
     return 0;
 }
 
@@ -538,30 +673,34 @@ static int fold_rows(sf_summary *s, const struct rank_info *ri, const sf_row **b
     return 0;
 }
 
-int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
-                     size_t n_rows, bool dense, sf_summary **ret)
+int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                      size_t n_rows, bool dense, unsigned flags, sf_summary **ret)
 {
     if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
         return -EINVAL;
     const sf_row **by_step = NULL;
     struct rank_info ri = {0};
+    struct layout lay = {0};
     sf_summary *s = NULL;
-    int r = sorted_view(rows, n_rows, cmp_step_rank, &by_step);
+    int r = sorted_view(rows, n_rows, cmp_step_rank, &by_step, &lay);
     if (r < 0)
         return r;
-    r = check_rows(schema, by_step, n_rows);
+    r = check_rows(schema, by_step, n_rows, &lay);
     if (r < 0)
         goto out;
-    uint32_t n_steps = count_steps(by_step, n_rows);
-    if (n_steps > SF_MAX_WINDOW_STEPS) {
+    if (flags & SF__BUILD_GENERAL)
+        lay = (struct layout){.sorted = lay.sorted};
+    size_t n_steps_z = lay.grid_ranks ? n_rows / lay.grid_ranks : count_steps(by_step, n_rows);
+    uint32_t n_steps = (uint32_t)n_steps_z;
+    if (n_steps_z > SF_MAX_WINDOW_STEPS) {
         r = -E2BIG;
         goto out;
     }
-    if ((r = rank_info_build(schema, by_step, n_rows, n_steps, &ri)) < 0 ||
+    if ((r = rank_info_build(schema, by_step, n_rows, n_steps, &lay, &ri)) < 0 ||
         (r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
         (r = coverage_from_ranks(s, &ri)) < 0 || (r = fold_rows(s, &ri, by_step, n_rows)) < 0)
         goto out;
-    if (dense && (r = dense_build(s, &ri, by_step, n_rows)) < 0)
+    if (dense && (r = dense_build(s, &ri, by_step, n_rows, &lay, flags & SF__BUILD_BORROW)) < 0)
         goto out;
     *ret = s;
     s = NULL;
@@ -570,6 +709,12 @@ out:
     rank_info_clear(&ri);
     free(by_step);
     return r;
+}
+
+int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                     size_t n_rows, bool dense, sf_summary **ret)
+{
+    return sf__summary_build(schema, meta, rows, n_rows, dense, 0, ret);
 }
 
 uint64_t sf_summary_covered_ranks(const sf_summary *s)

@@ -134,16 +134,19 @@ static void heap_sort(int64_t *v, size_t n)
 }
 
 /* After it, values[k] holds the k-th smallest and everything before it is no
- * larger. Each round splits [lo, hi) into below, equal to and above the
- * pivot, so runs of equal values (idle stages, all zero) end it at once. A
- * range that has not shrunk fast enough is sorted by heap sort instead. */
+ * larger. Each round splits [lo, hi) into below the pivot and the rest. The
+ * pivot is a value of the range, so "below" always shrinks the range from
+ * above; the rest shrinks it from below unless the pivot is the range's
+ * minimum, and only then is the rest split again into equal to and above
+ * the pivot (runs of equal values, such as idle stages at zero, end there).
+ * A range that has not shrunk fast enough is sorted by heap sort instead. */
 static void select_kth(int64_t *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n;
     unsigned rounds = 16;
     for (size_t m = n; m > 1; m >>= 1)
         rounds += 2;
-    while (hi - lo > 24) {
+    while (hi - lo > 8) {
         if (rounds-- == 0) {
             heap_sort(v + lo, hi - lo);
             return;
@@ -152,6 +155,10 @@ static void select_kth(int64_t *v, size_t n, size_t k)
         size_t below = lo + partition(v + lo, hi - lo, p, false);
         if (k < below) {
             hi = below;
+            continue;
+        }
+        if (below > lo) {
+            lo = below;
             continue;
         }
         size_t equal = below + partition(v + below, hi - below, p, true);

@@ -188,6 +188,7 @@ typedef struct sf_dense {
     /* For each summary step, each rank's durations, or absent. */
     int64_t *d;       /* [n_steps][n_ranks][S] */
     uint8_t *present; /* [n_steps][n_ranks] */
+    bool d_borrowed;  /* d is the caller's step-major rows: never written, not freed */
 } sf_dense;
 
 typedef struct sf_summary {

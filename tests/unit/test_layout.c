@@ -1,0 +1,209 @@
+/*
+ * The summary build's layout fast paths (a grid of ranks, a step-major array
+ * read in place, a dense summary that views the caller's rows) against its
+ * general path: same summaries and the same reports, byte for byte in JSON,
+ * in both modes, whatever order and memory the rows come in.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "core_internal.h"
+#include "matrix.h"
+#include "report_json.h"
+
+static char *report_json(const sf_report *r)
+{
+    json_t *obj = NULL;
+    assert_int_equal(sf_report_to_json(r, &obj), 0);
+    char *text = json_dumps(obj, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(obj);
+    return text;
+}
+
+static char *summary_report(const sf_summary *s)
+{
+    sf_gates g;
+    sf_gates_default(&g);
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_compute(s, &g, &r), 0);
+    char *text = report_json(r);
+    sf_report_free(r);
+    return text;
+}
+
+/* The fields a report does not show: rank medians feed the gains only
+ * through the clipped end frontiers, so those are compared directly. */
+static void assert_same_summary(const sf_summary *a, const sf_summary *b)
+{
+    uint32_t S = a->schema.n_stages;
+    assert_int_equal(a->n_steps, b->n_steps);
+    for (uint32_t t = 0; t < a->n_steps; t++) {
+        const sf_step_summary *x = &a->steps[t], *y = &b->steps[t];
+        assert_int_equal(x->step, y->step);
+        assert_int_equal(x->n_ranks, y->n_ranks);
+        assert_int_equal(x->slowest_rank, y->slowest_rank);
+        assert_memory_equal(x->prefix_top2, y->prefix_top2, S * sizeof *x->prefix_top2);
+        assert_memory_equal(x->dmax, y->dmax, (5 * S + a->cand.n) * sizeof(int64_t));
+    }
+    assert_int_equal(a->dense != NULL, b->dense != NULL);
+    if (a->dense) {
+        size_t cells = (size_t)a->n_steps * a->dense->n_ranks;
+        assert_int_equal(a->dense->n_ranks, b->dense->n_ranks);
+        assert_memory_equal(a->dense->ranks, b->dense->ranks, a->dense->n_ranks * sizeof(uint32_t));
+        assert_memory_equal(a->dense->d, b->dense->d, cells * S * sizeof(int64_t));
+        assert_memory_equal(a->dense->present, b->dense->present, cells);
+        for (uint32_t i = 0; i < a->dense->n_ranks; i++)
+            assert_string_equal(a->dense->roles[i], b->dense->roles[i]);
+    }
+}
+
+static sf_summary *build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                         size_t n, bool dense, unsigned flags)
+{
+    sf_summary *s = NULL;
+    assert_int_equal(sf__summary_build(schema, meta, rows, n, dense, flags, &s), 0);
+    return s;
+}
+
+static void run_case(uint64_t seed, bool dense)
+{
+    uint64_t st = seed;
+    uint32_t stages = 2 + (uint32_t)rand_below(&st, 9), ranks = 1 + (uint32_t)rand_below(&st, 40);
+    uint32_t steps = 1 + (uint32_t)rand_below(&st, 25);
+    struct matrix m = matrix_random(seed, steps, ranks, stages, seed % 2 ? 9 : 50000000);
+    size_t n = (size_t)steps * ranks;
+    for (size_t i = 0; i < n; i++) {
+        m.rows[i].step += 7;
+        m.rows[i].rank = m.rows[i].rank * 3 + (uint32_t)(seed % 3); /* sparse rank numbers */
+        m.rows[i].overlap_ns = rand_below(&st, 3);
+        m.rows[i].event_state = (uint8_t)rand_below(&st, 3);
+        m.rows[i].event_cpu_ns = rand_below(&st, 1000);
+        m.rows[i].event_gpu_ns = rand_below(&st, 1000);
+        m.rows[i].role = rand_below(&st, 4) ? "trainer" : "eval";
+        m.rows[i].flags = rand_below(&st, 10) == 0 ? SF_ROW_ARRIVAL_MISSING : 0;
+    }
+    sf_schema schema;
+    if (seed % 3 == 0 && stages >= 3)
+        synchronizing_schema(&schema, stages);
+    else
+        numbered_schema(&schema, stages);
+    sf_window_meta meta = meta_for(ranks * 3);
+
+    /* The same rows: shuffled (a grid, sorted by the build), and in order
+     * but with every row's durations copied elsewhere (a grid, not one
+     * array). */
+    sf_row *shuffled = malloc(n * sizeof *shuffled), *scattered = malloc(n * sizeof *scattered);
+    int64_t *copies = malloc(n * stages * sizeof *copies);
+    memcpy(shuffled, m.rows, n * sizeof *shuffled);
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)rand_below(&st, (int64_t)i);
+        sf_row t = shuffled[i - 1];
+        shuffled[i - 1] = shuffled[j];
+        shuffled[j] = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        scattered[i] = m.rows[i];
+        memcpy(&copies[(n - 1 - i) * stages], m.rows[i].d, stages * sizeof *copies);
+        scattered[i].d = &copies[(n - 1 - i) * stages];
+    }
+
+    sf_summary *general = build(&schema, &meta, m.rows, n, dense, SF__BUILD_GENERAL);
+    sf_summary *in_place = build(&schema, &meta, m.rows, n, dense, 0);
+    sf_summary *borrowed = build(&schema, &meta, m.rows, n, dense, SF__BUILD_BORROW);
+    sf_summary *from_shuffled = build(&schema, &meta, shuffled, n, dense, SF__BUILD_BORROW);
+    sf_summary *from_scattered = build(&schema, &meta, scattered, n, dense, SF__BUILD_BORROW);
+    if (dense) {
+        assert_true(borrowed->dense->d_borrowed);
+        assert_ptr_equal(borrowed->dense->d, m.d); /* no copy */
+        assert_false(in_place->dense->d_borrowed);
+        assert_false(from_shuffled->dense->d_borrowed);
+        assert_false(from_scattered->dense->d_borrowed);
+    }
+    sf_summary *all[] = {in_place, borrowed, from_shuffled, from_scattered};
+    char *want = summary_report(general);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        assert_same_summary(general, all[i]);
+        char *got = summary_report(all[i]);
+        if (strcmp(want, got) != 0)
+            fail_msg("seed %llu dense %d layout %zu:\nfast    %s\ngeneral %s",
+                     (unsigned long long)seed, dense, i, got, want);
+        free(got);
+    }
+    /* sf_report_from_rows views the rows in dense mode and agrees too. */
+    sf_gates g;
+    sf_gates_default(&g);
+    g.dense_max_ranks = dense ? SF_MAX_RANKS : 0;
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_from_rows(&schema, &meta, m.rows, n, &g, &r), 0);
+    assert_int_equal(r->dense, dense);
+    sf_report_free(r);
+
+    free(want);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sf_summary_free(all[i]);
+    sf_summary_free(general);
+    sf_schema_clear(&schema);
+    free(shuffled);
+    free(scattered);
+    free(copies);
+    matrix_free(&m);
+}
+
+static void grid_paths_match_the_general_path_mergeable(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 120; seed++)
+        run_case(seed, false);
+}
+
+static void grid_paths_match_the_general_path_dense(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 500; seed <= 620; seed++)
+        run_case(seed, true);
+}
+
+/* Rows that are not a grid (a step missing a rank, a step with a rank the
+ * first step lacks, steps of unequal length) take the general path and
+ * still agree with it. */
+static void near_grids_take_the_general_path(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 3; variant++) {
+        struct matrix m = matrix_random(77 + variant, 6, 5, 4, 1000);
+        sf_schema schema;
+        numbered_schema(&schema, 4);
+        sf_window_meta meta = meta_for(8);
+        size_t n = 30;
+        if (variant == 0) /* step 3 lacks rank 2 */
+            memmove(&m.rows[17], &m.rows[18], (--n - 17) * sizeof *m.rows);
+        else if (variant == 1) /* step 4's last rank is 7, which step 0 lacks */
+            m.rows[4 * 5 + 4].rank = 7;
+        else /* the last step stops after rank 1 */
+            n = 27;
+        sf_summary *general = build(&schema, &meta, m.rows, n, true, SF__BUILD_GENERAL);
+        sf_summary *fast = build(&schema, &meta, m.rows, n, true, SF__BUILD_BORROW);
+        assert_false(fast->dense->d_borrowed);
+        assert_same_summary(general, fast);
+        char *a = summary_report(general), *b = summary_report(fast);
+        assert_string_equal(a, b);
+        free(a);
+        free(b);
+        sf_summary_free(general);
+        sf_summary_free(fast);
+        sf_schema_clear(&schema);
+        matrix_free(&m);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(grid_paths_match_the_general_path_mergeable),
+        cmocka_unit_test(grid_paths_match_the_general_path_dense),
+        cmocka_unit_test(near_grids_take_the_general_path),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
