@@ -272,8 +272,8 @@ static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, co
     bool sorted = true;
     for (size_t i = 0; i < n; i++) {
         v[i] = &rows[i];
-        if (i && sorted && cmp(&v[i - 1], &v[i]) > 0)
-            sorted = false;
+        sorted &= i == 0 || rows[i - 1].step < rows[i].step ||
+                  (rows[i - 1].step == rows[i].step && rows[i - 1].rank <= rows[i].rank);
     }
     if (!sorted)
         qsort(v, n, sizeof *v, cmp);
@@ -378,7 +378,7 @@ static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint
  * lookup; from the step-major array, a block of ranks of one step is one
  * contiguous run. The block is small enough that the lines being filled
  * (one per rank and stage) stay in L1 while the steps go by. */
-enum { GRID_BLOCK = 64 };
+enum { GRID_BLOCK = 64, GRID_AHEAD = 4 };
 
 static void grid_block_medians(const sf_row **rows, const struct layout *lay, uint32_t n_steps,
                                struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
@@ -389,6 +389,10 @@ static void grid_block_medians(const sf_row **rows, const struct layout *lay, ui
         for (uint32_t slot = lo; slot < hi; slot++) {
             const int64_t *d =
                 lay->matrix ? lay->matrix + (t * R + slot) * S : rows[t * R + slot]->d;
+            /* Steps lie a whole step of rows apart: fetch a few steps ahead,
+             * which the hardware's stream detection does not do. */
+            if (lay->matrix && t + GRID_AHEAD < T)
+                __builtin_prefetch(d + GRID_AHEAD * R * S);
             int64_t *v = &values[(size_t)(slot - lo) * S * T + t];
             for (uint32_t k = 0; k < S; k++)
                 v[k * T] = d[k];
