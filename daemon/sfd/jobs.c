@@ -229,10 +229,8 @@ void sfd_job_free(struct sfd_job *job)
     if (job == NULL)
         return;
     sfd_baseline_free(job);
-    for (uint32_t i = 0; i < job->n_open; i++) {
-        sfd_rows_free(&job->open[i]->rows);
-        free(job->open[i]);
-    }
+    for (uint32_t i = 0; i < job->n_open; i++)
+        sfd_window_free(job->open[i]);
     for (uint32_t i = 0; i < job->n_stored; i++)
         sfd_stored_clear(job, &job->stored[i]);
     free(job->stored);

@@ -223,10 +223,21 @@ struct sfd_rows {
     uint64_t bytes; /* allocated, as charged to the budget */
 };
 
+/* The (step, rank) order of an open window's rows, kept as they arrive
+ * (windows.c): per step a list sorted by rank, linked through next[]. */
+struct sfd_row_order {
+    uint32_t *head, *tail; /* [window steps]: first and last row of a step */
+    uint32_t *next;        /* [rows cap]: the step's next row by rank */
+    size_t next_cap;
+    uint64_t bytes; /* charged to the job's windows */
+    bool given_up;  /* a walk too long, or no memory: the core sorts */
+};
+
 /* A window being assembled. */
 struct sfd_window {
     sf_window_meta meta;
     struct sfd_rows rows;
+    struct sfd_row_order order;
     uint64_t deadline_ms; /* 0: none armed */
     bool complete;
     bool notice_only; /* opened by a drop or reconnect notice, no row yet */
@@ -366,6 +377,9 @@ int sfd_job_store_remote_report(struct sfd_job *job, sf_report *report);
 /* Runs deadlines: closes overdue windows. Returns the next deadline (ms) or 0. */
 uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms);
 void sfd_rows_free(struct sfd_rows *rows);
+/* Frees an open window and its rows without touching the budget (the job's
+ * own teardown returns its charges by kind). */
+void sfd_window_free(struct sfd_window *w);
 /* Frees a kept window's rows and report, releasing their bytes. */
 void sfd_stored_clear(struct sfd_job *job, struct sfd_stored *s);
 /* Charges n bytes to uid, first freeing that uid's oldest kept rows (never

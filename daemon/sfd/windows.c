@@ -22,6 +22,17 @@ void sfd_rows_free(struct sfd_rows *rows)
     memset(rows, 0, sizeof(*rows));
 }
 
+void sfd_window_free(struct sfd_window *w)
+{
+    if (w == NULL)
+        return;
+    sfd_rows_free(&w->rows);
+    free(w->order.head);
+    free(w->order.tail);
+    free(w->order.next);
+    free(w);
+}
+
 void sfd_stored_clear(struct sfd_job *job, struct sfd_stored *s)
 {
     sfd_job_release(job, SFD_MEM_KEPT_ROWS, s->rows.bytes);
@@ -165,6 +176,141 @@ int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row
     return 0;
 }
 
+/* ---- rows in (step, rank) order ---------------------------------------
+ * A window keeps its rows in (step, rank) order as they arrive, so the core
+ * never sorts them and reads a complete window as one step-major array. A
+ * rank's records come in step order (older ones are refused as duplicates)
+ * and the ranks of a step mostly in rank order, so a row nearly always goes
+ * to its step's tail; otherwise a short walk of the step's list places it.
+ * A walk past ORDER_WALK_MAX rows (a step of very many local ranks arriving
+ * out of order), or no memory for the links, gives the order up for that
+ * window: its rows stay as they came and the core sorts them, as it sorts
+ * any rows. At close the rows are permuted in place into that order. */
+
+#define ORDER_NONE UINT32_MAX
+#define ORDER_WALK_MAX 64
+
+static void order_free(struct sfd_job *job, struct sfd_row_order *o)
+{
+    sfd_job_release(job, SFD_MEM_WINDOWS, o->bytes);
+    free(o->head);
+    free(o->tail);
+    free(o->next);
+    memset(o, 0, sizeof(*o));
+}
+
+static void order_give_up(struct sfd_job *job, struct sfd_row_order *o)
+{
+    order_free(job, o);
+    o->given_up = true;
+}
+
+/* Links for one more row (and the per-step heads on the first), charged to
+ * the job's windows; false when the order has been given up. */
+static bool order_reserve(struct sfd_job *job, struct sfd_window *w)
+{
+    struct sfd_row_order *o = &w->order;
+    if (o->given_up)
+        return false;
+    size_t steps = (size_t)(w->meta.last_step - w->meta.first_step + 1);
+    if (o->head == NULL) {
+        if (sfd_job_reserve(job, SFD_MEM_WINDOWS, 2 * steps * sizeof(uint32_t)) < 0)
+            goto fail;
+        o->bytes = 2 * steps * sizeof(uint32_t);
+        o->head = malloc(steps * sizeof(uint32_t));
+        o->tail = malloc(steps * sizeof(uint32_t));
+        if (o->head == NULL || o->tail == NULL)
+            goto fail;
+        memset(o->head, 0xff, steps * sizeof(uint32_t));
+    }
+    if (w->rows.n >= o->next_cap) {
+        size_t cap = w->rows.cap > o->next_cap ? w->rows.cap : o->next_cap * 2 + 64;
+        if (sfd_job_reserve(job, SFD_MEM_WINDOWS, (cap - o->next_cap) * sizeof(uint32_t)) < 0)
+            goto fail;
+        o->bytes += (cap - o->next_cap) * sizeof(uint32_t);
+        uint32_t *n = realloc(o->next, cap * sizeof(uint32_t));
+        if (n == NULL)
+            goto fail;
+        o->next = n;
+        o->next_cap = cap;
+    }
+    return true;
+fail:
+    order_give_up(job, o);
+    return false;
+}
+
+/* Links row i (just pushed) into its step's list. */
+static void order_insert(struct sfd_job *job, struct sfd_window *w, uint32_t i)
+{
+    struct sfd_row_order *o = &w->order;
+    const struct sfd_rec *rec = w->rows.rec;
+    size_t t = (size_t)(rec[i].step - w->meta.first_step);
+    uint32_t rank = rec[i].rank;
+    o->next[i] = ORDER_NONE;
+    if (o->head[t] == ORDER_NONE) {
+        o->head[t] = o->tail[t] = i;
+        return;
+    }
+    if (rec[o->tail[t]].rank < rank) {
+        o->next[o->tail[t]] = i;
+        o->tail[t] = i;
+        return;
+    }
+    uint32_t *link = &o->head[t];
+    for (int walked = 0; rec[*link].rank < rank; link = &o->next[*link])
+        if (++walked > ORDER_WALK_MAX) {
+            order_give_up(job, o);
+            return;
+        }
+    o->next[i] = *link;
+    *link = i;
+}
+
+/* Moves row `from` to row `to` (rec and durations). */
+static void row_move(struct sfd_rows *rows, uint32_t n_stages, size_t to, size_t from)
+{
+    rows->rec[to] = rows->rec[from];
+    memcpy(rows->d + to * n_stages, rows->d + from * n_stages, n_stages * sizeof(int64_t));
+}
+
+/* Puts the rows of a closing window in the order of its lists: at[k] is
+ * the row that belongs at k; each cycle of that permutation is followed
+ * once, one row held aside. Without memory for at[] the rows stay. */
+static void order_apply(struct sfd_job *job, struct sfd_window *w)
+{
+    struct sfd_row_order *o = &w->order;
+    struct sfd_rows *rows = &w->rows;
+    uint32_t S = job->schema.n_stages;
+    size_t steps = (size_t)(w->meta.last_step - w->meta.first_step + 1), n = 0;
+    uint32_t *at = o->head && rows->n ? malloc(rows->n * sizeof(*at)) : NULL;
+    if (at == NULL)
+        goto out;
+    for (size_t t = 0; t < steps; t++)
+        for (uint32_t i = o->head[t]; i != ORDER_NONE; i = o->next[i])
+            at[n++] = i;
+    for (size_t k = 0; k < n; k++) {
+        if (at[k] == k)
+            continue;
+        struct sfd_rec held = rows->rec[k];
+        int64_t held_d[SF_MAX_STAGES];
+        memcpy(held_d, rows->d + k * S, S * sizeof(int64_t));
+        size_t j = k;
+        while (at[j] != k) {
+            row_move(rows, S, j, at[j]);
+            size_t from = at[j];
+            at[j] = (uint32_t)j;
+            j = from;
+        }
+        rows->rec[j] = held;
+        memcpy(rows->d + j * S, held_d, S * sizeof(int64_t));
+        at[j] = (uint32_t)j;
+    }
+out:
+    free(at);
+    order_free(job, o);
+}
+
 static struct sfd_window *find_open(struct sfd_job *job, int64_t index)
 {
     if (job->hot != NULL && job->hot->meta.index == index)
@@ -203,6 +349,7 @@ static void discard_open(struct sfd_job *job, struct sfd_window *w)
     remove_open(job, w);
     sfd_job_release(job, SFD_MEM_WINDOWS, sizeof(*w) + w->rows.bytes);
     sfd_rows_free(&w->rows);
+    order_free(job, &w->order);
     free(w);
 }
 
@@ -347,6 +494,8 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         *ret_why = SFD_REJ_MEMORY;
         return r;
     }
+    if (order_reserve(job, w))
+        order_insert(job, w, (uint32_t)(w->rows.n - 1));
     w->notice_only = false;
     if (row->flags & SF_ROW_NON_MONOTONIC)
         w->meta.flags |= SF_WIN_NON_MONOTONIC;
@@ -440,6 +589,7 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
     int r;
 
     remove_open(job, w);
+    order_apply(job, w);
     job->pending_rows -= w->rows.n;
     w->meta.flags |= flags;
     if (w->meta.index > job->closed_max)

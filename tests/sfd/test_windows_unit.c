@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -70,6 +71,8 @@ static void add_steps(struct fx *fx, uint32_t rank, int64_t first, int64_t last)
     for (int64_t s = first; s <= last; s++)
         assert_int_equal(add(fx, rank, s, NULL), 0);
 }
+
+static void add_steps_of(struct sfd_job *job, uint32_t rank, int64_t first, int64_t last);
 
 static void complete_window_closes_at_once(void **state)
 {
@@ -211,6 +214,133 @@ static void kept_windows_are_bounded(void **state)
     assert_int_equal(fx->job->n_stored, 3);
 }
 
+/* ---- rows kept in (step, rank) order ---------------------------------- */
+
+static void add_row(struct sfd_job *job, uint32_t rank, int64_t step);
+
+static void add_steps_of(struct sfd_job *job, uint32_t rank, int64_t first, int64_t last)
+{
+    for (int64_t s = first; s <= last; s++)
+        add_row(job, rank, s);
+}
+
+static int64_t duration(uint32_t rank, int64_t step, uint32_t k)
+{
+    uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15u ^ (uint64_t)step * 0xbf58476d1ce4e5b9u ^ k;
+    x ^= x >> 29;
+    x *= 0x94d049bb133111ebu;
+    return 1000 + (int64_t)((x >> 20) % 50000);
+}
+
+static void add_row(struct sfd_job *job, uint32_t rank, int64_t step)
+{
+    int64_t d[6];
+    for (uint32_t k = 0; k < 6; k++)
+        d[k] = duration(rank, step, k);
+    sf_row row = {.step = step, .d = d};
+    enum sfd_reject why;
+    assert_int_equal(sfd_window_add(job, rank, &row, &why), 0);
+}
+
+static struct sfd_job *job_of(struct fx *fx, const char *id, uint32_t world)
+{
+    enum sfd_reject why;
+    sf_schema schema;
+    struct sfd_job *job;
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, id, 1000, &job, &why), 0);
+    assert_int_equal(sfd_job_bind_shape(job, &schema, world), 0);
+    sf_schema_clear(&schema);
+    job->n_live = world;
+    return job;
+}
+
+/* The stored rows of the job's only window, in (step, rank) order, and its
+ * report the same as the core's for those rows built in that order. */
+static void assert_window_in_order(struct sfd_job *job, uint32_t world, bool want_sorted)
+{
+    assert_int_equal(job->n_stored, 1);
+    const struct sfd_stored *s = &job->stored[0];
+    assert_int_equal(s->rows.n, 4 * world);
+    bool sorted = true;
+    for (size_t i = 1; i < s->rows.n; i++) {
+        const struct sfd_rec *a = &s->rows.rec[i - 1], *b = &s->rows.rec[i];
+        sorted &= a->step < b->step || (a->step == b->step && a->rank < b->rank);
+    }
+    assert_int_equal(sorted, want_sorted);
+    for (size_t i = 0; i < s->rows.n; i++) /* durations moved with their rows */
+        for (uint32_t k = 0; k < 6; k++)
+            assert_int_equal(s->rows.d[i * 6 + k],
+                             duration(s->rows.rec[i].rank, s->rows.rec[i].step, k));
+    int64_t *d = calloc((size_t)4 * world * 6, sizeof(*d));
+    sf_row *rows = calloc((size_t)4 * world, sizeof(*rows));
+    for (uint32_t t = 0; t < 4; t++)
+        for (uint32_t r = 0; r < world; r++) {
+            size_t i = (size_t)t * world + r;
+            for (uint32_t k = 0; k < 6; k++)
+                d[i * 6 + k] = duration(r, t, k);
+            rows[i] = (sf_row){.step = t, .rank = r, .d = &d[i * 6], .role = ""};
+        }
+    sf_report *want = NULL;
+    assert_int_equal(
+        sf_report_from_rows(&job->schema, &s->meta, rows, (size_t)4 * world, &job->gates, &want),
+        0);
+    const sf_report *got = s->report;
+    assert_non_null(got);
+    assert_int_equal(got->exposed_total_ns, want->exposed_total_ns);
+    for (uint32_t k = 0; k < 6; k++) {
+        assert_int_equal(got->stages[k].advance_ns, want->stages[k].advance_ns);
+        assert_int_equal(got->stages[k].gain_rank_median_ns, want->stages[k].gain_rank_median_ns);
+        assert_int_equal(got->stages[k].gain_cohort_median_ns,
+                         want->stages[k].gain_cohort_median_ns);
+    }
+    sf_report_free(want);
+    free(rows);
+    free(d);
+}
+
+/* Ranks deliver whole batches (all of a window's steps) in a shuffled rank
+ * order, then steps interleave rank by rank backwards: every row is placed
+ * in its step's list, and the window closes as one (step, rank) array. */
+static void out_of_order_rows_close_sorted(void **state)
+{
+    struct fx *fx = *state;
+    enum { W = 24 };
+    struct sfd_job *job = job_of(fx, "order", W);
+    uint32_t perm[W];
+    for (uint32_t r = 0; r < W; r++)
+        perm[r] = (r * 7 + 3) % W; /* 7 is prime to 24: a permutation */
+    for (uint32_t i = 0; i < W / 2; i++)
+        add_steps_of(job, perm[i], 0, 3);
+    for (int64_t step = 0; step < 4; step++) /* the rest step by step, ranks descending */
+        for (uint32_t i = W; i-- > W / 2;)
+            add_row(job, perm[i], step);
+    assert_window_in_order(job, W, true);
+}
+
+/* A step of more local ranks than a walk may cover, the even ranks first,
+ * then the odd ones, each between two placed rows: past the walk's bound the
+ * window gives its order up, keeps the rows as they came, and the core's own
+ * sort still gives the same report. */
+static void long_walks_give_the_order_up(void **state)
+{
+    struct fx *fx = *state;
+    enum { W = 200 };
+    struct sfd_job *job = job_of(fx, "walks", W);
+    for (int64_t step = 0; step < 4; step++) {
+        for (uint32_t r = 0; r < W; r += 2)
+            add_row(job, r, step);
+        for (uint32_t r = 1; r < W; r += 2) {
+            add_row(job, r, step);
+            if (step == 0) { /* rank r walks past the r rows of ranks 0 .. r - 1 */
+                assert_int_equal(job->open[0]->order.given_up, r > 64);
+                assert_int_equal(job->open[0]->order.next == NULL, r > 64);
+            }
+        }
+    }
+    assert_window_in_order(job, W, false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +351,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(shape_change_starts_a_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(orphaned_job_closes_partial, setup, teardown),
         cmocka_unit_test_setup_teardown(kept_windows_are_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(out_of_order_rows_close_sorted, setup, teardown),
+        cmocka_unit_test_setup_teardown(long_walks_give_the_order_up, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
