@@ -296,8 +296,14 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
     struct sfd_limits lim = {d->cfg.max_ranks, d->cfg.frame_max_bytes};
     Stagefrontier__ClientMessage *m;
     enum sfd_reject why;
-    int r = sfd_message_decode(buf, len, &lim, &m, &why);
+    /* One message is decoded and handled at a time on the loop, so one
+     * arena, reset after each, serves every connection. */
+    if (d->decode_arena.pb.alloc == NULL)
+        sfd_arena_init(&d->decode_arena);
+    ProtobufCAllocator *alloc = &d->decode_arena.pb;
+    int r = sfd_message_decode(buf, len, &lim, alloc, &m, &why);
     if (r < 0) {
+        sfd_arena_reset(&d->decode_arena);
         sfd_count_reject(d, c->job, why, 1, c);
         return -EPROTO;
     }
@@ -315,6 +321,7 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
         sfd_count_reject(d, c->job, SFD_REJ_UNDECODABLE, 1, c);
         r = -EPROTO;
     }
-    sfd_message_free(m);
+    sfd_message_free(m, alloc);
+    sfd_arena_reset(&d->decode_arena);
     return r;
 }

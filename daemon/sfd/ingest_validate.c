@@ -24,27 +24,28 @@ static int reject(enum sfd_reject *ret_why, enum sfd_reject why)
 }
 
 int sfd_message_decode(const uint8_t *buf, size_t len, const struct sfd_limits *lim,
-                       Stagefrontier__ClientMessage **ret, enum sfd_reject *ret_why)
+                       ProtobufCAllocator *alloc, Stagefrontier__ClientMessage **ret,
+                       enum sfd_reject *ret_why)
 {
     if (len > lim->frame_max_bytes)
         return reject(ret_why, SFD_REJ_OVERSIZED);
     if (len == 0)
         return reject(ret_why, SFD_REJ_UNDECODABLE);
-    Stagefrontier__ClientMessage *m = stagefrontier__client_message__unpack(NULL, len, buf);
+    Stagefrontier__ClientMessage *m = stagefrontier__client_message__unpack(alloc, len, buf);
     if (m == NULL)
         return reject(ret_why, SFD_REJ_UNDECODABLE);
     if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY__NOT_SET) {
-        stagefrontier__client_message__free_unpacked(m, NULL);
+        stagefrontier__client_message__free_unpacked(m, alloc);
         return reject(ret_why, SFD_REJ_UNDECODABLE);
     }
     *ret = m;
     return 0;
 }
 
-void sfd_message_free(Stagefrontier__ClientMessage *m)
+void sfd_message_free(Stagefrontier__ClientMessage *m, ProtobufCAllocator *alloc)
 {
     if (m != NULL)
-        stagefrontier__client_message__free_unpacked(m, NULL);
+        stagefrontier__client_message__free_unpacked(m, alloc);
 }
 
 bool sfd_job_id_valid(const char *id)

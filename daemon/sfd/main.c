@@ -355,6 +355,7 @@ int main(int argc, char **argv)
     sfd_jobs_free_all(&d);
     sfd_conn_limits_free(&d);
     free(d.rxbuf);
+    sfd_arena_free(&d.decode_arena);
     sfd_budget_free(&d.mem);
     r = uv_loop_close(&loop);
     if (r != 0) {

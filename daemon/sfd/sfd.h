@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "arena.h"
 #include "stagefrontier/change.h"
 
 #include "cluster.h"
@@ -427,11 +428,14 @@ struct sfd_limits {
     uint32_t frame_max_bytes;
 };
 
-/* Decodes one datagram; checks the length before decoding. On success
- * *ret is a message to free with sfd_message_free. */
+/* Decodes one datagram; checks the length before decoding. The message's
+ * memory comes from alloc (NULL: malloc, as protobuf-c's default). On
+ * success *ret is a message to free with sfd_message_free and the same
+ * allocator. */
 int sfd_message_decode(const uint8_t *buf, size_t len, const struct sfd_limits *lim,
-                       struct Stagefrontier__ClientMessage **ret, enum sfd_reject *ret_why);
-void sfd_message_free(struct Stagefrontier__ClientMessage *m);
+                       struct ProtobufCAllocator *alloc, struct Stagefrontier__ClientMessage **ret,
+                       enum sfd_reject *ret_why);
+void sfd_message_free(struct Stagefrontier__ClientMessage *m, struct ProtobufCAllocator *alloc);
 /* Checks every field of a message against its bounds. For a hello, also the
  * schema hash (ret_schema, if non-NULL, receives the initialised schema). */
 int sfd_validate_hello(const struct Stagefrontier__Hello *h, const struct sfd_limits *lim,
@@ -590,9 +594,10 @@ struct sfd {
     struct sfd_job *jobs;
     uint32_t n_jobs;
     struct sfd_counters ctr;
-    struct sfd_budget mem; /* budget.c */
-    uint64_t store_seq;    /* numbers kept windows in closing order */
-    uint8_t *rxbuf;        /* frame_max_bytes + 1 */
+    struct sfd_budget mem;         /* budget.c */
+    uint64_t store_seq;            /* numbers kept windows in closing order */
+    uint8_t *rxbuf;                /* frame_max_bytes + 1 */
+    struct sfd_arena decode_arena; /* every client message is decoded here (ingest.c) */
     size_t rxcap;
     uint64_t start_ms;
     gid_t operators_gid;

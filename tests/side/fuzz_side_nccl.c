@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         off += 2;
         if (len > size - off)
             len = size - off;
-        if (sfd_message_decode(data + off, len, &lim, &m, &why) == 0) {
+        if (sfd_message_decode(data + off, len, &lim, NULL, &m, &why) == 0) {
             if (m->body_case == STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL &&
                 sfd_validate_nccl(m->nccl, &why) == 0) {
                 uint32_t segment = (uint32_t)(m->nccl->step & 1);
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 render(side, sf_window_index(m->nccl->step, gates.warmup_steps, gates.window_steps),
                        segment);
             }
-            sfd_message_free(m);
+            sfd_message_free(m, NULL);
         }
         off += len;
     }
