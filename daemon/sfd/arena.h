@@ -21,9 +21,9 @@ struct sfd_arena {
     ProtobufCAllocator pb; /* hand &pb to protobuf-c; its free is a no-op */
     uint8_t *base;
     size_t cap, used;
-    size_t wanted;                /* bytes the current message asked for */
+    size_t wanted;                 /* bytes the current message asked for */
     struct sfd_arena_spill *spill; /* allocations past cap, until the reset */
-    uint64_t spills;              /* messages that did not fit (for the tests) */
+    uint64_t spills;               /* messages that did not fit (for the tests) */
 };
 
 void sfd_arena_init(struct sfd_arena *a);

@@ -76,7 +76,7 @@ static void assert_same_batch(const Stagefrontier__RecordBatch *a,
     }
 }
 
-static const struct sfd_limits lim = { .max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 20 };
+static const struct sfd_limits lim = {.max_ranks = SF_MAX_RANKS, .frame_max_bytes = 1u << 20};
 
 /* Batches of many sizes, one after another in the same arena, decode as
  * they do with malloc; once the buffer has grown to the largest, no
@@ -86,7 +86,7 @@ static void arena_messages_equal_malloc_ones(void **state)
     (void)state;
     struct sfd_arena a;
     sfd_arena_init(&a);
-    static const size_t sizes[] = { 1, 64, 7, 1024, 3, 512, 1024, 64, 1 };
+    static const size_t sizes[] = {1, 64, 7, 1024, 3, 512, 1024, 64, 1};
     uint64_t grown = 0;
     for (int round = 0; round < 2; round++) {
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
