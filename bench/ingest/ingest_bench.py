@@ -5,8 +5,16 @@ senders that drop a batch as soon as the socket is full. Reports, for each
 offered rate, the records/s sfd ingested and whether anything was lost, then
 the highest lossless rate and the unpaced throughput.
 
+With --sink, each offered rate is first sent by the same senders to
+ingest_sink, a read-and-discard SEQPACKET socket (the physical anchor), then
+to sfd, so both see the same load; the lossless rates are compared (target:
+sfd >= 0.9 of the sink's). With --overload F, a last run offers F times
+sfd's own lossless rate (target at 3: ingested >= 0.8 of that rate) and checks
+that every record lost is counted by sfd: dropped by the senders (and
+reported to sfd), rejected, or shed before decoding.
+
 usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
-                       [--senders 8] [--records N]
+                       [--sink PATH] [--overload 3] [--senders 8] [--records N]
                        [--batch 64] [--rates 100000,200000,...]"""
 
 import argparse
@@ -46,12 +54,12 @@ def wait_socket(path, proc, timeout=30):
 
 
 def job_counts(sfctl, query, job):
-    """(records ingested, records rejected) of a job."""
+    """(records ingested, rejected, dropped as reported, shed) of a job."""
     p = subprocess.run([sfctl, "--socket", query, "jobs", "--json"], capture_output=True)
     for j in json.loads(p.stdout or b"[]"):
         if j["job_id"] == job:
-            return j["records"], j["rejected"]
-    return 0, 0
+            return j["records"], j["rejected"], j["dropped"], j.get("shed_records", 0)
+    return 0, 0, 0, 0
 
 
 def cpu_seconds(pid):
@@ -61,13 +69,9 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_once(a, d, job, rate_total, sfd_pid):
-    ingest = os.path.join(d, "run", "ingest.sock")
-    query = os.path.join(d, "run", "query.sock")
+def start_senders(a, ingest, job, rate_total):
     per = rate_total / a.senders if rate_total else 0
     procs = []
-    c0 = cpu_seconds(sfd_pid)
-    t0 = time.monotonic()
     for r in range(a.senders):
         if a.client:
             args = [a.client, ingest, job, str(r), str(a.senders), str(a.records), str(per)]
@@ -77,26 +81,78 @@ def run_once(a, d, job, rate_total, sfd_pid):
             if per:
                 args += ["--rate", str(per)]
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE))
+    return procs
+
+
+def wait_senders(procs):
     sent = dropped = 0
     for p in procs:
         out = dict(kv.split("=", 1) for kv in p.communicate()[0].decode().split() if "=" in kv)
         sent += int(out["sent"])
         dropped += int(out["dropped"])
+    return sent, dropped
+
+
+def run_once(a, d, job, rate_total, sfd_pid):
+    ingest = os.path.join(d, "run", "ingest.sock")
+    query = os.path.join(d, "run", "query.sock")
+    c0 = cpu_seconds(sfd_pid)
+    t0 = time.monotonic()
+    sent, dropped = wait_senders(start_senders(a, ingest, job, rate_total))
     # Ingest is done when sfd has accounted for every record that was sent
-    # (taken, or refused past a bound when ranks drift far apart).
+    # (taken, refused, or shed before decoding).
     deadline = time.monotonic() + 120
-    got = rej = 0
+    got = rej = rep = shed = 0
     while time.monotonic() < deadline:
-        got, rej = job_counts(a.sfctl, query, job)
-        if got + rej >= sent:
+        got, rej, rep, shed = job_counts(a.sfctl, query, job)
+        if got + rej + shed >= sent:
             break
         time.sleep(0.005)
     t1 = time.monotonic()
     cpu = cpu_seconds(sfd_pid) - c0
     total = a.senders * a.records
     return dict(offered=rate_total, sent=sent, dropped=dropped, ingested=got, rejected=rej,
-                lost=total - got, seconds=t1 - t0, rate=got / (t1 - t0), cpu=cpu,
-                per_cpu=got / cpu if cpu > 0 else float("nan"))
+                reported=rep, shed=shed, lost=total - got, seconds=t1 - t0,
+                rate=got / (t1 - t0), cpu=cpu, per_cpu=got / cpu if cpu > 0 else float("nan"))
+
+
+def run_sink(a, d, job, rate_total):
+    """The same senders into ingest_sink: records sent are records read."""
+    path = os.path.join(d, "sink.sock")
+    sink = subprocess.Popen([a.sink, path], stdout=subprocess.PIPE)
+    wait_socket(path, sink)
+    c0 = cpu_seconds(sink.pid)
+    t0 = time.monotonic()
+    sent, dropped = wait_senders(start_senders(a, path, job, rate_total))
+    t1 = time.monotonic()
+    cpu = cpu_seconds(sink.pid) - c0
+    sink.terminate()
+    sink.communicate()
+    total = a.senders * a.records
+    return dict(offered=rate_total, sent=sent, dropped=dropped, ingested=sent, rejected=0,
+                reported=0, shed=0, lost=total - sent, seconds=t1 - t0, rate=sent / (t1 - t0),
+                cpu=cpu, per_cpu=sent / cpu if cpu > 0 else float("nan"))
+
+
+HEADER = "%-5s %12s %12s %10s %10s %10s %10s %8s %8s %14s" % (
+    "", "offered/s", "ingested/s", "dropped", "rejected", "shed", "lost", "seconds", "cpu",
+    "rec/cpu-s")
+
+
+def row(name, r):
+    return "%-5s %12s %12.0f %10d %10d %10d %10d %8.2f %8.2f %14.0f" % (
+        name, r["offered"] or "unpaced", r["rate"], r["dropped"], r["rejected"], r["shed"],
+        r["lost"], r["seconds"], r["cpu"], r["per_cpu"])
+
+
+def lossless_rate(results):
+    """The highest offered rate such that it and every lower one lost nothing."""
+    best = 0
+    for r in sorted((r for r in results if r["offered"]), key=lambda r: r["offered"]):
+        if r["lost"]:
+            break
+        best = r["offered"]
+    return best
 
 
 def main():
@@ -105,6 +161,9 @@ def main():
     ap.add_argument("--sfctl", required=True)
     ap.add_argument("--sender")
     ap.add_argument("--client")
+    ap.add_argument("--sink", help="ingest_sink: the read-and-discard anchor, same senders")
+    ap.add_argument("--overload", type=float, default=0,
+                    help="then offer this multiple of sfd's lossless rate")
     ap.add_argument("--senders", type=int, default=8)
     ap.add_argument("--records", type=int, default=200000, help="per sender")
     ap.add_argument("--batch", type=int, default=64)
@@ -120,36 +179,58 @@ def main():
     sfd = subprocess.Popen([a.sfd, "--config", conf, "--runtime-dir", os.path.join(d, "run"),
                             "--state-dir", os.path.join(d, "state")],
                            stdout=log, stderr=subprocess.STDOUT)
+    ok = True
     try:
         wait_socket(os.path.join(d, "run", "query.sock"), sfd)
-        print("%d %s senders x %d records, one job of %d ranks"
+        print("%d %s senders x %d records, one job of %d ranks; %d CPUs, load %s"
               % (a.senders, "libsfclient" if a.client else "raw protobuf-c (batch %d)" % a.batch,
-                 a.records, a.senders))
-        print("%12s %12s %10s %10s %10s %8s %8s %14s" % ("offered/s", "ingested/s", "dropped",
-                                                        "rejected", "lost", "seconds", "sfd cpu",
-                                                        "rec/sfd-cpu-s"))
-        best = prev_ok = 0
-        results = []
-        for i, rate in enumerate([int(x) for x in a.rates.split(",") if x] + [0]):
+                 a.records, a.senders, os.cpu_count(), open("/proc/loadavg").read().split()[:3]))
+        print(HEADER)
+        results, sink_results = [], []
+        rates = [int(x) for x in a.rates.split(",") if x] + [0]
+        for i, rate in enumerate(rates):
+            if a.sink:
+                r = run_sink(a, d, "sink%d" % i, rate)
+                sink_results.append(r)
+                print(row("sink", r), flush=True)
             r = run_once(a, d, "bench%d" % i, rate, sfd.pid)
             results.append(r)
-            print("%12s %12.0f %10d %10d %10d %8.2f %8.2f %14.0f"
-                  % (rate or "unpaced", r["rate"], r["dropped"], r["rejected"], r["lost"],
-                     r["seconds"], r["cpu"], r["per_cpu"]))
-            if rate and r["lost"] == 0 and best == prev_ok:
-                best = rate         # every offered rate up to this one was lossless
-            prev_ok = rate if rate and r["lost"] == 0 and best == rate else -1
+            print(row("sfd", r), flush=True)
+        best = lossless_rate(results)
         unpaced = results[-1]
-        print("highest offered rate lossless at and below: %d records/s" % best)
+        print("load after the runs: %s" % open("/proc/loadavg").read().split()[:3])
+        print("sfd: highest offered rate lossless at and below: %d records/s" % best)
         print("sfd CPU cost: %.0f records per sfd CPU-second (median over the runs)"
               % sorted(r["per_cpu"] for r in results)[len(results) // 2])
-        print("unpaced: %.0f records/s ingested (%d dropped by the senders)"
+        print("sfd unpaced: %.0f records/s ingested (%d dropped by the senders)"
               % (unpaced["rate"], unpaced["dropped"]))
+        if a.sink:
+            sink_best = lossless_rate(sink_results)
+            ratio = best / sink_best if sink_best else float("nan")
+            print("sink: highest offered rate lossless at and below: %d records/s; unpaced %.0f/s"
+                  % (sink_best, sink_results[-1]["rate"]))
+            print("sfd/sink lossless rate: %.2f (target >= 0.9: %s)"
+                  % (ratio, "met" if ratio >= 0.9 else "missed"))
+        if a.overload and best:
+            rate = int(best * a.overload)
+            r = run_once(a, d, "overload", rate, sfd.pid)
+            print(row("sfd", r))
+            counted = r["reported"] + r["rejected"] + r["shed"]
+            frac = r["rate"] / best
+            print("%.1fx overload (%d/s): ingested %.0f/s = %.2f of the lossless rate"
+                  " (target >= 0.8: %s)" % (a.overload, rate, r["rate"], frac,
+                                           "met" if frac >= 0.8 else "missed"))
+            print("lost %d: counted by sfd %d (dropped as the senders reported %d, rejected %d,"
+                  " shed before decoding %d): %s"
+                  % (r["lost"], counted, r["reported"], r["rejected"], r["shed"],
+                     "every drop counted" if counted == r["lost"] else "UNCOUNTED LOSS"))
+            ok = counted == r["lost"]
     finally:
         sfd.terminate()
         sfd.wait()
         log.close()
         shutil.rmtree(d, ignore_errors=True)
+    sys.exit(0 if ok else 1)
 
 
 main()

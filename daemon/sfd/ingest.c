@@ -290,12 +290,37 @@ static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)
     return 0;
 }
 
+/* Drops a batch unread when decoding it would be wasted (shed.c): all late,
+ * refused as late records; or the loop is behind, shed and noted as drops of
+ * its steps, so the windows' reports count them. Returns whether it did. */
+static bool shed(struct sfd_conn *c, const uint8_t *buf, size_t len)
+{
+    struct sfd *d = c->sfd;
+    struct sfd_job *job = c->job;
+    struct sfd_batch_peek pk;
+    switch (sfd_shed_check(c, buf, len, &pk)) {
+    case SFD_SHED_LATE:
+        sfd_count_reject(d, job, SFD_REJ_LATE, pk.n_records, c);
+        return true;
+    case SFD_SHED_BEHIND:
+        sfd_sat_add(&d->ctr.shed_batches, 1);
+        sfd_sat_add(&d->ctr.shed_records, pk.n_records);
+        sfd_sat_add(&job->shed_records, pk.n_records);
+        sfd_window_note_drops(job, pk.first_step, pk.last_step, pk.n_records);
+        return true;
+    default:
+        return false;
+    }
+}
+
 int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
 {
     struct sfd *d = c->sfd;
     struct sfd_limits lim = {d->cfg.max_ranks, d->cfg.frame_max_bytes};
     Stagefrontier__ClientMessage *m;
     enum sfd_reject why;
+    if (len <= lim.frame_max_bytes && shed(c, buf, len))
+        return 0;
     /* One message is decoded and handled at a time on the loop, so one
      * arena, reset after each, serves every connection. */
     if (d->decode_arena.pb.alloc == NULL)

@@ -72,7 +72,7 @@ static json_t *status_json(struct sfd *d)
     const char *role = sfd_cluster_role(d, &term);
     json_t *status = json_pack(
         "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-        "s:o, s:o}",
+        "s:I, s:I, s:o, s:o}",
         "mode", sfd_cluster_mode(d), "role", role, "term", (json_int_t)term, "uptime_s",
         (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000), "connections",
         (json_int_t)(d->n_conns - nq), "query_connections", (json_int_t)nq, "connections_accepted",
@@ -80,9 +80,10 @@ static json_t *status_json(struct sfd *d)
         (json_int_t)d->ctr.records, "batches", (json_int_t)d->ctr.batches, "nccl_batches",
         (json_int_t)d->ctr.nccl_batches, "enqueue_points", (json_int_t)d->ctr.enqueue_points,
         "warmup_records", (json_int_t)d->ctr.warmup_records, "dropped", (json_int_t)d->ctr.dropped,
-        "windows_closed", (json_int_t)d->ctr.windows_closed, "query_requests",
-        (json_int_t)d->ctr.query_requests, "rejected_total", (json_int_t)total, "rejected", rej,
-        "memory", mem);
+        "shed_batches", (json_int_t)d->ctr.shed_batches, "shed_records",
+        (json_int_t)d->ctr.shed_records, "windows_closed", (json_int_t)d->ctr.windows_closed,
+        "query_requests", (json_int_t)d->ctr.query_requests, "rejected_total", (json_int_t)total,
+        "rejected", rej, "memory", mem);
     if (status != NULL)
         json_object_set_new(status, "history", sfd_history_json(d));
     return status;
@@ -94,22 +95,22 @@ static json_t *job_json(const struct sfd_job *j)
     for (uint32_t i = 0; i < j->schema.n_stages; i++)
         json_array_append_new(stages, json_string(j->schema.names[i]));
     const sf_report *latest = sfd_job_latest_report(j);
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-                     "s:o, s:I, s:I, s:s}",
-                     "job_id", j->id, "uid", (json_int_t)j->uid, "memory_bytes",
-                     (json_int_t)sfd_job_mem_total(j), "evicted_windows",
-                     (json_int_t)j->evicted_windows, "world_size", (json_int_t)j->world_size,
-                     "connected_ranks", (json_int_t)j->n_live_ranks, "segment",
-                     (json_int_t)j->segment, "records", (json_int_t)j->records, "dropped",
-                     (json_int_t)j->dropped, "rejected", (json_int_t)j->rejected, "windows",
-                     (json_int_t)j->n_stored, "open_windows", (json_int_t)j->n_open, "accumulation",
-                     (json_int_t)j->schema.accumulation, "latest_window",
-                     latest ? json_integer(latest->meta.index) : json_null(), "stages", stages,
-                     "window_steps", (json_int_t)j->gates.window_steps, "warmup_steps",
-                     (json_int_t)j->gates.warmup_steps, "window_geometry",
-                     j->geometry_clamped ? "clamped"
-                     : j->geometry_asked ? "job"
-                                         : "daemon");
+    return json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+        "s:o, s:I, s:I, s:s}",
+        "job_id", j->id, "uid", (json_int_t)j->uid, "memory_bytes",
+        (json_int_t)sfd_job_mem_total(j), "evicted_windows", (json_int_t)j->evicted_windows,
+        "world_size", (json_int_t)j->world_size, "connected_ranks", (json_int_t)j->n_live_ranks,
+        "segment", (json_int_t)j->segment, "records", (json_int_t)j->records, "dropped",
+        (json_int_t)j->dropped, "rejected", (json_int_t)j->rejected, "shed_records",
+        (json_int_t)j->shed_records, "windows", (json_int_t)j->n_stored, "open_windows",
+        (json_int_t)j->n_open, "accumulation", (json_int_t)j->schema.accumulation, "latest_window",
+        latest ? json_integer(latest->meta.index) : json_null(), "stages", stages, "window_steps",
+        (json_int_t)j->gates.window_steps, "warmup_steps", (json_int_t)j->gates.warmup_steps,
+        "window_geometry",
+        j->geometry_clamped ? "clamped"
+        : j->geometry_asked ? "job"
+                            : "daemon");
 }
 
 static json_t *jobs_json(struct sfd *d, uid_t uid, bool op)

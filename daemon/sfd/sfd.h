@@ -124,8 +124,9 @@ void sfd_count_reject(struct sfd *d, struct sfd_job *job, enum sfd_reject why, u
 struct sfd_counters {
     uint64_t connections_accepted, query_requests;
     uint64_t records, batches, nccl_batches, warmup_records;
-    uint64_t enqueue_points; /* distinct (rank, step, stage) NCCL enqueue points kept */
-    uint64_t dropped;        /* client-reported drops, summed deltas */
+    uint64_t enqueue_points;             /* distinct (rank, step, stage) NCCL enqueue points kept */
+    uint64_t dropped;                    /* client-reported drops, summed deltas */
+    uint64_t shed_batches, shed_records; /* dropped unread while the loop was behind */
     uint64_t windows_closed;
     uint64_t rejected[SFD_REJ_COUNT];
 };
@@ -301,6 +302,7 @@ struct sfd_job {
     struct sfd_stored *stored;   /* ring of keep_windows, oldest first */
     uint32_t n_stored, cap_stored;
     uint64_t records, dropped, rejected, nccl_batches;
+    uint64_t shed_records;            /* dropped unread while the loop was behind (shed.c) */
     uint64_t mem[SFD_MEM_KIND_COUNT]; /* bytes charged to the job's uid, by kind */
     uint64_t evicted_windows;         /* kept windows whose rows the budget took */
     struct sfd_side *side;            /* NCCL side evidence (side_evidence.c) */
@@ -420,6 +422,33 @@ void sfd_alert_consider(struct sfd_job *job, const sf_report *report);
 void sfd_alert_forget(struct sfd_job *job);
 /* Shutdown: stops waiting for running hooks. */
 void sfd_alerts_shutdown(struct sfd *d);
+
+/* ---- shed.c --------------------------------------------------------------- */
+
+/* A batch whose records are all for closed windows is refused unread (as
+ * late records). Once one turn of the loop has taken this many records
+ * (about 16 ms of work; 8 connections each with a full socket of batches of
+ * 64 hold 32768), the rest of the turn's batches are dropped unread and
+ * counted (shed), their steps noted as dropped in their windows. */
+#define SFD_SHED_TURN_RECORDS 16384
+
+struct sfd_batch_peek {
+    uint32_t n_records;
+    int64_t first_step, last_step;
+};
+
+enum sfd_shed { SFD_SHED_NONE, SFD_SHED_LATE, SFD_SHED_BEHIND };
+
+struct sfd_conn;
+
+/* Reads a ClientMessage frame's batch records and step range from the wire
+ * without decoding it: 0, or -EINVAL when the frame is not a batch of at
+ * least one record the peek can read (the full decoder then judges it). */
+int sfd_batch_peek(const uint8_t *buf, size_t len, struct sfd_batch_peek *ret);
+/* Whether to drop the frame from c unread, and why; *ret holds the peek
+ * when the answer is not SFD_SHED_NONE. */
+enum sfd_shed sfd_shed_check(struct sfd_conn *c, const uint8_t *buf, size_t len,
+                             struct sfd_batch_peek *ret);
 
 /* ---- ingest_validate.c (pure) -------------------------------------------- */
 
@@ -594,10 +623,11 @@ struct sfd {
     struct sfd_job *jobs;
     uint32_t n_jobs;
     struct sfd_counters ctr;
-    struct sfd_budget mem;         /* budget.c */
-    uint64_t store_seq;            /* numbers kept windows in closing order */
-    uint8_t *rxbuf;                /* frame_max_bytes + 1 */
-    struct sfd_arena decode_arena; /* every client message is decoded here (ingest.c) */
+    struct sfd_budget mem;          /* budget.c */
+    uint64_t store_seq;             /* numbers kept windows in closing order */
+    uint8_t *rxbuf;                 /* frame_max_bytes + 1 */
+    struct sfd_arena decode_arena;  /* every client message is decoded here (ingest.c) */
+    uint64_t turn_ms, turn_records; /* records taken in this turn of the loop (shed.c) */
     size_t rxcap;
     uint64_t start_ms;
     gid_t operators_gid;

@@ -1,9 +1,11 @@
 /*
  * Fuzz target: sfd's ingest decoder and field validator, exactly the path a
- * datagram takes before it touches any daemon state.
+ * datagram takes before it touches any daemon state, and the shedding peek
+ * (shed.c) on every input, checked against the decoder where both read it.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
@@ -22,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     Stagefrontier__ClientMessage *m;
     enum sfd_reject why;
     sf_schema schema;
+    struct sfd_batch_peek pk;
 
     /* Decoded in the daemon's arena, reused from one input to the next,
      * so the sanitizers see a stale or overrun field as sfd would make it. */
@@ -38,6 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sf_schema_clear(&schema);
         break;
     case STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH:
+        /* The shedding peek never disagrees with the decoder it skips. */
+        if (sfd_batch_peek(data, size, &pk) == 0) {
+            if (pk.n_records != m->batch->n_records)
+                abort();
+            for (size_t i = 0; i < m->batch->n_records; i++)
+                if (m->batch->records[i]->step < pk.first_step ||
+                    m->batch->records[i]->step > pk.last_step)
+                    abort();
+        }
         if (sfd_validate_batch(m->batch, 6, &why) == 0 && sync_schema(&schema) == 0) {
             int64_t d[SF_MAX_STAGES];
             uint32_t flags = 0;

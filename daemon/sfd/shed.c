@@ -1,0 +1,167 @@
+/*
+ * Load shedding before decoding: a wire-level peek at a client batch (its
+ * record count and step range, no allocation, no unpacking) and the rule
+ * that drops a whole batch unread when decoding it would be wasted: every
+ * record is for a window already closed, or the loop is behind: this turn
+ * of the loop has already taken more records than it can handle at once.
+ * It decides; it never touches windows.
+ */
+#include <errno.h>
+
+#include "sfd.h"
+
+/* ---- the peek ------------------------------------------------------------
+ * Protobuf wire format: a key varint (field << 3 | type), then a varint
+ * (type 0), 8 bytes (1), a length and that many bytes (2) or 4 bytes (5).
+ * Groups (3, 4) do not occur in these messages: the peek gives up on them,
+ * and on anything malformed, and the full decoder takes the frame. */
+
+struct cursor {
+    const uint8_t *p, *end;
+};
+
+static int read_varint(struct cursor *c, uint64_t *ret)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64 && c->p < c->end; shift += 7) {
+        uint8_t b = *c->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *ret = v;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Reads a key; for length-delimited fields *ret_sub is the field's bytes
+ * and the cursor moves past them, for others the value is skipped. */
+static int next_field(struct cursor *c, uint32_t *ret_field, uint32_t *ret_type, uint64_t *ret_v,
+                      struct cursor *ret_sub)
+{
+    uint64_t key, len;
+    if (read_varint(c, &key) < 0 || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+        return -EINVAL;
+    *ret_field = (uint32_t)(key >> 3);
+    *ret_type = (uint32_t)(key & 7);
+    size_t left = (size_t)(c->end - c->p);
+    switch (*ret_type) {
+    case 0:
+        return read_varint(c, ret_v);
+    case 1:
+    case 5:
+        len = *ret_type == 1 ? 8 : 4;
+        if (len > left)
+            return -EINVAL;
+        c->p += len;
+        return 0;
+    case 2:
+        if (read_varint(c, &len) < 0 || len > (uint64_t)(c->end - c->p))
+            return -EINVAL;
+        *ret_sub = (struct cursor){c->p, c->p + len};
+        c->p += len;
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+/* A StepRecord's step (field 1; the last one counts, as in protobuf). */
+static int record_step(struct cursor rec, int64_t *ret)
+{
+    bool seen = false;
+    while (rec.p < rec.end) {
+        uint32_t f, t;
+        uint64_t v = 0;
+        struct cursor sub;
+        if (next_field(&rec, &f, &t, &v, &sub) < 0)
+            return -EINVAL;
+        if (f == 1 && t == 0) {
+            *ret = (int64_t)v;
+            seen = true;
+        }
+    }
+    return seen ? 0 : -EINVAL;
+}
+
+static int batch_peek(struct cursor b, struct sfd_batch_peek *ret)
+{
+    struct sfd_batch_peek pk = {0, INT64_MAX, INT64_MIN};
+    while (b.p < b.end) {
+        uint32_t f, t;
+        uint64_t v;
+        struct cursor sub;
+        if (next_field(&b, &f, &t, &v, &sub) < 0)
+            return -EINVAL;
+        if (f != 1)
+            continue;
+        int64_t step;
+        if (t != 2 || record_step(sub, &step) < 0)
+            return -EINVAL;
+        pk.n_records++;
+        pk.first_step = step < pk.first_step ? step : pk.first_step;
+        pk.last_step = step > pk.last_step ? step : pk.last_step;
+    }
+    if (pk.n_records == 0)
+        return -EINVAL;
+    *ret = pk;
+    return 0;
+}
+
+int sfd_batch_peek(const uint8_t *buf, size_t len, struct sfd_batch_peek *ret)
+{
+    struct cursor c = {buf, buf + len}, body = {NULL, NULL};
+    uint32_t body_field = 0;
+    while (c.p < c.end) {
+        uint32_t f, t;
+        uint64_t v;
+        struct cursor sub;
+        if (next_field(&c, &f, &t, &v, &sub) < 0)
+            return -EINVAL;
+        if (f >= 1 && f <= 3) { /* the oneof: the last member wins */
+            if (t != 2)
+                return -EINVAL;
+            body_field = f;
+            body = sub;
+        }
+    }
+    return body_field == 2 ? batch_peek(body, ret) : -EINVAL;
+}
+
+/* ---- the rule ------------------------------------------------------------ */
+
+/* Every record of the batch would be refused as late: past the rank's last
+ * step (so none is a duplicate) and in windows that have closed. */
+static bool batch_is_late(const struct sfd_conn *c, const struct sfd_batch_peek *pk)
+{
+    const struct sfd_job *job = c->job;
+    const struct sfd_rank *rk = sfd_job_rank_peek(job, c->rank);
+    int64_t first =
+        sf_window_index(pk->first_step, job->gates.warmup_steps, job->gates.window_steps);
+    int64_t last = sf_window_index(pk->last_step, job->gates.warmup_steps, job->gates.window_steps);
+    return rk != NULL && pk->first_step > rk->last_step && first >= 0 && last <= job->closed_max;
+}
+
+enum sfd_shed sfd_shed_check(struct sfd_conn *c, const uint8_t *buf, size_t len,
+                             struct sfd_batch_peek *ret)
+{
+    if (c->job == NULL || !c->hello || c->channel != 0)
+        return SFD_SHED_NONE;
+    if (sfd_batch_peek(buf, len, ret) < 0)
+        return SFD_SHED_NONE;
+    if (batch_is_late(c, ret))
+        return SFD_SHED_LATE;
+    /* Work, not time: a turn slowed by other processes on the machine sheds
+     * nothing. The loop's clock moves once per turn (turns within one
+     * millisecond count together, which only sheds later). */
+    struct sfd *d = c->sfd;
+    uint64_t turn = uv_now(d->loop);
+    if (turn != d->turn_ms) {
+        d->turn_ms = turn;
+        d->turn_records = 0;
+    }
+    if (d->turn_records >= SFD_SHED_TURN_RECORDS)
+        return SFD_SHED_BEHIND;
+    d->turn_records += ret->n_records;
+    return SFD_SHED_NONE;
+}

@@ -1,0 +1,183 @@
+/*
+ * Shedding before decoding (daemon/sfd/shed.c) without sockets: the wire
+ * peek against protobuf-c's own encoding and malformed frames; a batch all
+ * for closed windows refused unread as late records; a batch met once a
+ * turn of the loop has taken its fill dropped unread, counted and noted in
+ * its windows.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "frames.h"
+#include "sfd.h"
+
+static void peek_reads_what_the_decoder_reads(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {1, 2, 64, 1024};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t len;
+        uint8_t *buf = batch_frame(sizes[i], 300 + (int64_t)i, &len);
+        struct sfd_batch_peek pk;
+        assert_int_equal(sfd_batch_peek(buf, len, &pk), 0);
+        assert_int_equal(pk.n_records, sizes[i]);
+        assert_int_equal(pk.first_step, 300 + (int64_t)i);
+        assert_int_equal(pk.last_step, 300 + (int64_t)i + (int64_t)sizes[i] - 1);
+        for (size_t cut = 0; cut < len; cut++) /* every truncation is refused */
+            if (cut != 0)
+                assert_int_equal(sfd_batch_peek(buf, cut, &pk), -EINVAL);
+        free(buf);
+    }
+    /* Not a batch: a hello, an empty frame, a group key, a bare key. */
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    Stagefrontier__Hello h = STAGEFRONTIER__HELLO__INIT;
+    h.job_id = "j";
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    uint8_t hello[256];
+    size_t n = stagefrontier__client_message__pack(&m, hello);
+    struct sfd_batch_peek pk;
+    assert_int_equal(sfd_batch_peek(hello, n, &pk), -EINVAL);
+    assert_int_equal(sfd_batch_peek(hello, 0, &pk), -EINVAL);
+    static const uint8_t group[] = {0x13, 0x14}, bare[] = {0x12};
+    assert_int_equal(sfd_batch_peek(group, sizeof(group), &pk), -EINVAL);
+    assert_int_equal(sfd_batch_peek(bare, sizeof(bare), &pk), -EINVAL);
+}
+
+struct fx {
+    struct sfd d;
+    uv_loop_t loop;
+    struct sfd_job *job;
+    struct sfd_conn conn[2];
+};
+
+static int setup(void **state)
+{
+    static struct fx fx;
+    memset(&fx, 0, sizeof(fx));
+    assert_int_equal(uv_loop_init(&fx.loop), 0);
+    fx.d.loop = &fx.loop;
+    sfd_config_default(&fx.d.cfg);
+    fx.d.cfg.gates.warmup_steps = 0;
+    fx.d.cfg.gates.window_steps = 4;
+    fx.d.cfg.window_grace_ms = 100;
+    sfd_log_init(SFD_LOG_ERR);
+    assert_int_equal(sfd_timers_init(&fx.d), 0);
+    enum sfd_reject why;
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    assert_int_equal(sfd_job_find_or_create(&fx.d, "shed", 1000, &fx.job, &why), 0);
+    assert_int_equal(sfd_job_bind_shape(fx.job, &schema, 2), 0);
+    sf_schema_clear(&schema);
+    fx.job->n_live = 2;
+    for (uint32_t r = 0; r < 2; r++) /* as if both ranks had said hello */
+        fx.conn[r] =
+            (struct sfd_conn){.sfd = &fx.d, .job = fx.job, .rank = r, .hello = true, .pid = -1};
+    *state = &fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *fx = *state;
+    fx->d.stopping = true;
+    uv_close((uv_handle_t *)&fx->d.tick, NULL);
+    uv_close((uv_handle_t *)&fx->d.prom_timer, NULL);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    sfd_jobs_free_all(&fx->d);
+    sfd_arena_free(&fx->d.decode_arena);
+    assert_int_equal(uv_loop_close(&fx->loop), 0);
+    return 0;
+}
+
+static void add(struct fx *fx, uint32_t rank, int64_t first, int64_t last)
+{
+    int64_t d[6] = {1000, 2000, 3000, 400, 500, 60};
+    enum sfd_reject why;
+    for (int64_t s = first; s <= last; s++) {
+        sf_row row = {.step = s, .d = d};
+        assert_int_equal(sfd_window_add(fx->job, rank, &row, &why), 0);
+    }
+}
+
+/* Window 0 closed at its deadline without rank 1's steps 2 and 3: when they
+ * come, they are refused as late without being decoded. */
+static void late_batches_are_refused_unread(void **state)
+{
+    struct fx *fx = *state;
+    add(fx, 0, 0, 4);
+    add(fx, 1, 0, 1);
+    sfd_windows_tick(&fx->d, fx->job->open[0]->deadline_ms + 1000);
+    assert_int_equal(fx->job->closed_max, 0);
+    uv_update_time(&fx->loop); /* the loop is not behind */
+    size_t len;
+    uint8_t *buf = batch_frame(2, 2, &len);
+    struct sfd_batch_peek pk;
+    assert_int_equal(sfd_shed_check(&fx->conn[1], buf, len, &pk), SFD_SHED_LATE);
+    uint64_t late = fx->d.ctr.rejected[SFD_REJ_LATE], batches = fx->d.ctr.batches;
+    assert_int_equal(sfd_ingest_handle(&fx->conn[1], buf, len), 0);
+    assert_int_equal(fx->d.ctr.rejected[SFD_REJ_LATE], late + 2);
+    assert_int_equal(fx->d.ctr.batches, batches); /* never decoded */
+    assert_int_equal(fx->job->rejected, 2);
+    free(buf);
+    /* Steps 2..5 reach into window 1, still open: decoded as usual. */
+    buf = batch_frame(4, 2, &len);
+    assert_int_equal(sfd_shed_check(&fx->conn[1], buf, len, &pk), SFD_SHED_NONE);
+    free(buf);
+    /* Rank 0 has sent step 4 already: a resend is a duplicate, for the decoder. */
+    buf = batch_frame(2, 2, &len);
+    assert_int_equal(sfd_shed_check(&fx->conn[0], buf, len, &pk), SFD_SHED_NONE);
+    free(buf);
+}
+
+/* Once one turn of the loop has taken SFD_SHED_TURN_RECORDS records, the
+ * turn's further batches are dropped unread: counted as shed, daemon-wide
+ * and for the job, and noted as dropped in the windows of their steps. The
+ * next turn takes batches again. */
+static void batches_are_shed_while_the_loop_is_behind(void **state)
+{
+    struct fx *fx = *state;
+    size_t big_len, len;
+    uint8_t *big = batch_frame(1024, 100, &big_len), *buf = batch_frame(3, 5, &len);
+    struct sfd_batch_peek pk;
+    uv_update_time(&fx->loop);
+    for (int i = 0; i < SFD_SHED_TURN_RECORDS / 1024; i++)
+        assert_int_equal(sfd_shed_check(&fx->conn[0], big, big_len, &pk), SFD_SHED_NONE);
+    assert_int_equal(sfd_shed_check(&fx->conn[0], buf, len, &pk), SFD_SHED_BEHIND);
+    assert_int_equal(sfd_ingest_handle(&fx->conn[0], buf, len), 0);
+    assert_int_equal(fx->d.ctr.shed_batches, 1);
+    assert_int_equal(fx->d.ctr.shed_records, 3);
+    assert_int_equal(fx->job->shed_records, 3);
+    assert_int_equal(fx->d.ctr.records, 0);
+    assert_int_equal(fx->d.ctr.batches, 0);
+    assert_int_equal(fx->job->n_open, 1); /* window 1 (steps 4..7) holds the note */
+    assert_int_equal(fx->job->open[0]->meta.index, 1);
+    assert_int_equal(fx->job->open[0]->meta.dropped_records, 3);
+    /* a frame that is not a batch is never shed: the decoder judges it */
+    static const uint8_t junk[] = {0x12, 0x05, 0x01};
+    assert_int_equal(sfd_shed_check(&fx->conn[0], junk, sizeof(junk), &pk), SFD_SHED_NONE);
+    /* the next turn (the loop's clock has moved) takes batches again */
+    uint64_t turn = uv_now(&fx->loop), give_up = uv_hrtime() + UINT64_C(5000000000);
+    while (uv_now(&fx->loop) == turn && uv_hrtime() < give_up)
+        uv_update_time(&fx->loop);
+    assert_int_equal(sfd_shed_check(&fx->conn[0], buf, len, &pk), SFD_SHED_NONE);
+    free(big);
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(peek_reads_what_the_decoder_reads),
+        cmocka_unit_test_setup_teardown(late_batches_are_refused_unread, setup, teardown),
+        cmocka_unit_test_setup_teardown(batches_are_shed_while_the_loop_is_behind, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
