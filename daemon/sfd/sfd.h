@@ -431,6 +431,9 @@ void sfd_alerts_shutdown(struct sfd *d);
  * 64 hold 32768), the rest of the turn's batches are dropped unread and
  * counted (shed), their steps noted as dropped in their windows. */
 #define SFD_SHED_TURN_RECORDS 16384
+/* ... and only once this many turns in a row took as many: a lasting
+ * backlog, not a moment's descheduling. */
+#define SFD_SHED_FULL_TURNS 4
 
 struct sfd_batch_peek {
     uint32_t n_records;
@@ -628,6 +631,7 @@ struct sfd {
     uint8_t *rxbuf;                 /* frame_max_bytes + 1 */
     struct sfd_arena decode_arena;  /* every client message is decoded here (ingest.c) */
     uint64_t turn_ms, turn_records; /* records taken in this turn of the loop (shed.c) */
+    uint32_t full_turns;            /* turns in a row that took SFD_SHED_TURN_RECORDS */
     size_t rxcap;
     uint64_t start_ms;
     gid_t operators_gid;

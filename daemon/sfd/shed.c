@@ -152,15 +152,18 @@ enum sfd_shed sfd_shed_check(struct sfd_conn *c, const uint8_t *buf, size_t len,
     if (batch_is_late(c, ret))
         return SFD_SHED_LATE;
     /* Work, not time: a turn slowed by other processes on the machine sheds
-     * nothing. The loop's clock moves once per turn (turns within one
-     * millisecond count together, which only sheds later). */
+     * nothing, and a backlog must last (SFD_SHED_FULL_TURNS full turns in a
+     * row) before anything is shed: a daemon descheduled for a moment
+     * catches up instead. The loop's clock moves once per turn (turns within
+     * one millisecond count together, which only sheds later). */
     struct sfd *d = c->sfd;
     uint64_t turn = uv_now(d->loop);
     if (turn != d->turn_ms) {
+        d->full_turns = d->turn_records >= SFD_SHED_TURN_RECORDS ? d->full_turns + 1 : 0;
         d->turn_ms = turn;
         d->turn_records = 0;
     }
-    if (d->turn_records >= SFD_SHED_TURN_RECORDS)
+    if (d->turn_records >= SFD_SHED_TURN_RECORDS && d->full_turns >= SFD_SHED_FULL_TURNS)
         return SFD_SHED_BEHIND;
     d->turn_records += ret->n_records;
     return SFD_SHED_NONE;
