@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "loop_fixture.h"
 #include "sfd.h"
 
 #define UID_A 1000
@@ -26,14 +27,7 @@ struct fx {
 static int setup(void **state)
 {
     static struct fx fx;
-    memset(&fx, 0, sizeof(fx));
-    assert_int_equal(uv_loop_init(&fx.loop), 0);
-    fx.d.loop = &fx.loop;
-    sfd_config_default(&fx.d.cfg);
-    fx.d.cfg.gates.warmup_steps = 0;
-    fx.d.cfg.gates.window_steps = 4;
-    sfd_log_init(SFD_LOG_ERR);
-    assert_int_equal(sfd_timers_init(&fx.d), 0);
+    loop_fixture_open(&fx.d, &fx.loop);
     *state = &fx;
     return 0;
 }
@@ -41,11 +35,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *fx = *state;
-    fx->d.stopping = true;
-    uv_close((uv_handle_t *)&fx->d.tick, NULL);
-    uv_close((uv_handle_t *)&fx->d.prom_timer, NULL);
-    uv_run(&fx->loop, UV_RUN_DEFAULT);
-    sfd_jobs_free_all(&fx->d);
+    loop_fixture_close(&fx->d);
     /* every byte charged to a job went back with it */
     assert_int_equal(fx->d.mem.used, 0);
     assert_int_equal(fx->d.mem.n_uids, 0);

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "loop_fixture.h"
 #include "sfd.h"
 
 struct fx {
@@ -25,23 +26,9 @@ struct fx {
 static int setup(void **state)
 {
     static struct fx fx;
-    memset(&fx, 0, sizeof(fx));
-    assert_int_equal(uv_loop_init(&fx.loop), 0);
-    fx.d.loop = &fx.loop;
-    sfd_config_default(&fx.d.cfg);
-    fx.d.cfg.gates.warmup_steps = 0;
-    fx.d.cfg.gates.window_steps = 4;
+    loop_fixture_open(&fx.d, &fx.loop);
     fx.d.cfg.window_grace_ms = 100;
-    sfd_log_init(SFD_LOG_ERR);
-    assert_int_equal(sfd_timers_init(&fx.d), 0);
-
-    enum sfd_reject why;
-    sf_schema schema;
-    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
-    assert_int_equal(sfd_job_find_or_create(&fx.d, "unit", 1000, &fx.job, &why), 0);
-    assert_int_equal(sfd_job_bind_shape(fx.job, &schema, 2), 0);
-    sf_schema_clear(&schema);
-    fx.job->n_live = 2; /* as if both ranks were connected */
+    fx.job = loop_fixture_job(&fx.d, "unit"); /* both ranks connected */
     *state = &fx;
     return 0;
 }
@@ -49,11 +36,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *fx = *state;
-    fx->d.stopping = true;
-    uv_close((uv_handle_t *)&fx->d.tick, NULL);
-    uv_close((uv_handle_t *)&fx->d.prom_timer, NULL);
-    uv_run(&fx->loop, UV_RUN_DEFAULT);
-    sfd_jobs_free_all(&fx->d);
+    loop_fixture_close(&fx->d);
     assert_int_equal(uv_loop_close(&fx->loop), 0);
     return 0;
 }

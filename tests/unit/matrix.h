@@ -66,6 +66,19 @@ static inline struct matrix matrix_random(uint64_t seed, uint32_t steps, uint32_
     return m;
 }
 
+/* Random overlap, event samples, roles and arrival flags on every row. */
+static inline void matrix_random_extras(struct matrix *m, uint64_t *st)
+{
+    for (size_t i = 0; i < (size_t)m->steps * m->ranks; i++) {
+        m->rows[i].overlap_ns = rand_below(st, 3);
+        m->rows[i].event_state = (uint8_t)rand_below(st, 3);
+        m->rows[i].event_cpu_ns = rand_below(st, 1000);
+        m->rows[i].event_gpu_ns = rand_below(st, 1000);
+        m->rows[i].role = rand_below(st, 4) ? "trainer" : "eval";
+        m->rows[i].flags = rand_below(st, 10) == 0 ? SF_ROW_ARRIVAL_MISSING : 0;
+    }
+}
+
 static inline void matrix_free(struct matrix *m)
 {
     free(m->d);

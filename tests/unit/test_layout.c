@@ -77,13 +77,8 @@ static void run_case(uint64_t seed, bool dense)
     for (size_t i = 0; i < n; i++) {
         m.rows[i].step += 7;
         m.rows[i].rank = m.rows[i].rank * 3 + (uint32_t)(seed % 3); /* sparse rank numbers */
-        m.rows[i].overlap_ns = rand_below(&st, 3);
-        m.rows[i].event_state = (uint8_t)rand_below(&st, 3);
-        m.rows[i].event_cpu_ns = rand_below(&st, 1000);
-        m.rows[i].event_gpu_ns = rand_below(&st, 1000);
-        m.rows[i].role = rand_below(&st, 4) ? "trainer" : "eval";
-        m.rows[i].flags = rand_below(&st, 10) == 0 ? SF_ROW_ARRIVAL_MISSING : 0;
     }
+    matrix_random_extras(&m, &st);
     sf_schema schema;
     if (seed % 3 == 0 && stages >= 3)
         synchronizing_schema(&schema, stages);

@@ -58,15 +58,9 @@ static void run_case(uint64_t seed, bool dense)
     uint32_t stages = 2 + (uint32_t)rand_below(&st, 9), ranks = 2 + (uint32_t)rand_below(&st, 40);
     uint32_t steps = 1 + (uint32_t)rand_below(&st, 25), nodes = 1 + (uint32_t)rand_below(&st, 6);
     struct matrix m = matrix_random(seed, steps, ranks, stages, seed % 2 ? 9 : 50000000);
-    for (size_t i = 0; i < (size_t)steps * ranks; i++) {
+    for (size_t i = 0; i < (size_t)steps * ranks; i++)
         m.rows[i].step += 20;
-        m.rows[i].overlap_ns = rand_below(&st, 3);
-        m.rows[i].event_state = (uint8_t)rand_below(&st, 3);
-        m.rows[i].event_cpu_ns = rand_below(&st, 1000);
-        m.rows[i].event_gpu_ns = rand_below(&st, 1000);
-        m.rows[i].role = rand_below(&st, 4) ? "trainer" : "eval";
-        m.rows[i].flags = rand_below(&st, 10) == 0 ? SF_ROW_ARRIVAL_MISSING : 0;
-    }
+    matrix_random_extras(&m, &st);
     uint32_t *node_of = calloc(ranks, sizeof *node_of);
     bool *dropped = calloc((size_t)steps * ranks, sizeof *dropped);
     sf_row *rows = calloc((size_t)steps * ranks, sizeof *rows);
