@@ -30,7 +30,7 @@ static void on_term(int sig)
 
 static int listen_on(const char *path)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
         return -1;
     strcpy(sa.sun_path, path);
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ingest_sink SOCKET\n");
         return 2;
     }
-    struct sigaction sa = { .sa_handler = on_term };
+    struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     int lfd = listen_on(argv[1]);
@@ -57,7 +57,7 @@ int main(int argc, char **argv)
         perror("ingest_sink");
         return 1;
     }
-    struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd };
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
     uint64_t datagrams = 0, bytes = 0;
     while (!stop) {
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
             if (fd == lfd) {
                 int c;
                 while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                    struct epoll_event cev = { .events = EPOLLIN, .data.fd = c };
+                    struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
                     epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
                 }
                 continue;
@@ -88,8 +88,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    printf("datagrams=%llu bytes=%llu\n", (unsigned long long)datagrams,
-           (unsigned long long)bytes);
+    printf("datagrams=%llu bytes=%llu\n", (unsigned long long)datagrams, (unsigned long long)bytes);
     unlink(argv[1]);
     return 0;
 }
