@@ -22,6 +22,7 @@
 
 struct replay_opts {
     const char *path;
+    const char *prog; /* prefixes messages: "sfctl replay", "sfctl plot" */
     struct sfctl_report_opts report;
 };
 
@@ -358,7 +359,8 @@ static int pick_reference(struct replay_baseline *b, const struct window_job *jo
 }
 
 static int attach_change(struct replay_baseline *b, const struct window_job *job,
-                         sf_summary *summary, sf_report *report, const struct replay_opts *o)
+                         sf_summary *summary, sf_report *report, const struct replay_opts *o,
+                         const sf_reference **ret_ref)
 {
     const sf_reference *ref;
     int r = pick_reference(b, job, summary, o, &ref);
@@ -367,6 +369,7 @@ static int attach_change(struct replay_baseline *b, const struct window_job *job
     r = sf_report_attach_change(report, summary, ref);
     if (r < 0)
         return window_failed(job, r, o->path);
+    *ret_ref = ref;
     bool recorded = job->part->reference != NULL && !o->report.baseline_windows;
     if (b->ref == NULL && !b->from_file && !recorded) {
         r = sf_reference_collect(&b->collector, summary, report, &b->ref);
@@ -376,40 +379,67 @@ static int attach_change(struct replay_baseline *b, const struct window_job *job
     return 0;
 }
 
-static int report_window(const struct window_job *job, const sf_gates *g, struct replay_baseline *b,
-                         json_t *array, const struct replay_opts *o, sf_straggler_history *history)
+/* Computes one window as sfd would (change, straggler persistence) and hands
+ * it to visit. */
+static int visit_window(const struct window_job *job, const sf_gates *g, struct replay_baseline *b,
+                        const struct replay_opts *o, sf_straggler_history *history,
+                        sfctl_window_visit visit, void *user)
 {
     sf_summary *summary = NULL;
     sf_report *report = NULL;
+    const sf_reference *ref = NULL;
     int r = sfctl_replay_window(job, g, &summary, &report);
     if (r < 0)
         return window_failed(job, r, o->path);
-    r = attach_change(b, job, summary, report, o);
+    r = attach_change(b, job, summary, report, o, &ref);
     sf_straggler_track(history, report); /* windows come in order, as sfd stores them */
-    if (r == 0 && o->report.json) {
-        json_t *obj;
-        r = sf_report_to_json(report, &obj);
-        if (r == 0)
-            json_array_append_new(array, obj);
-    } else if (r == 0) {
-        r = sf_report_write_text(report, stdout);
-        printf("\n");
-    }
+    if (r == 0)
+        r = visit(job, summary, report, ref, user);
     sf_report_free(report);
     sf_summary_free(summary);
+    return r;
+}
+
+struct print_ctx {
+    json_t *array;
+    bool json;
+};
+
+static int print_window(const struct window_job *job, const sf_summary *summary,
+                        const sf_report *report, const sf_reference *ref, void *user)
+{
+    (void)job, (void)summary, (void)ref;
+    struct print_ctx *p = user;
+    if (!p->json) {
+        int r = sf_report_write_text(report, stdout);
+        printf("\n");
+        return r;
+    }
+    json_t *obj;
+    int r = sf_report_to_json(report, &obj);
+    if (r == 0)
+        json_array_append_new(p->array, obj);
+    return r;
+}
+
+static int each_window(const struct window_job *jobs, size_t n, const sf_gates *g,
+                       struct replay_baseline *b, const struct replay_opts *o,
+                       sfctl_window_visit visit, void *user)
+{
+    sf_straggler_history history = {0};
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++)
+        r = visit_window(&jobs[i], g, b, o, &history, visit, user);
     return r;
 }
 
 static int print_reports(const struct window_job *jobs, size_t n, const sf_gates *g,
                          struct replay_baseline *b, const struct replay_opts *o)
 {
-    json_t *array = json_array();
-    sf_straggler_history history = {0};
-    int r = 0;
-    for (size_t i = 0; i < n && r == 0; i++)
-        r = report_window(&jobs[i], g, b, array, o, &history);
+    struct print_ctx p = {.array = json_array(), .json = o->report.json};
+    int r = p.array == NULL ? -ENOMEM : each_window(jobs, n, g, b, o, print_window, &p);
     if (r == 0 && o->report.json) {
-        char *text = sf_report_array_dumps(array);
+        char *text = sf_report_array_dumps(p.array);
         if (text == NULL)
             r = -ENOMEM;
         else
@@ -419,13 +449,15 @@ static int print_reports(const struct window_job *jobs, size_t n, const sf_gates
     if (r == 0 && n == 0)
         fprintf(stderr, "sfctl replay: %s: no window: every step is within the %u warmup steps\n",
                 o->path, g->warmup_steps);
-    json_decref(array);
+    json_decref(p.array);
     return r;
 }
 
 /* Gates, windows and reports of input already read; shared with `sfctl
- * import --replay`. Returns 0, -EINVAL or -ENOMEM. */
-static int report_input(struct replay_input *in, const struct replay_opts *o)
+ * import --replay` and the pictures. With visit NULL the reports are printed.
+ * Returns 0, -EINVAL (message printed), -ENOMEM or visit's error. */
+static int report_input(struct replay_input *in, const struct replay_opts *o,
+                        sfctl_window_visit visit, void *user, size_t *ret_n)
 {
     sf_gates gates;
     sf_gates_default(&gates);
@@ -434,27 +466,38 @@ static int report_input(struct replay_input *in, const struct replay_opts *o)
     struct window_job *jobs = NULL;
     struct replay_baseline b = {0};
     size_t n = 0;
-    int r = apply_gates(&o->report, &gates, "sfctl replay");
+    int r = apply_gates(&o->report, &gates, o->prog);
     if (r == 0 && o->report.baseline_path != NULL)
         r = sfctl_baseline_load(o->report.baseline_path, &gates, &b);
     b.collector.want = gates.baseline_windows;
     if (r == 0 && (r = sfctl_replay_assemble(in, &gates, &jobs, &n)) == 0)
-        r = print_reports(jobs, n, &gates, &b, o);
+        r = visit ? each_window(jobs, n, &gates, &b, o, visit, user)
+                  : print_reports(jobs, n, &gates, &b, o);
+    if (r == 0 && ret_n != NULL)
+        *ret_n = n;
     sfctl_baseline_clear(&b);
     free(jobs);
     return r;
 }
 
+int sfctl_replay_each(struct replay_input *in, const char *label, const char *prog,
+                      const struct sfctl_report_opts *report, sfctl_window_visit visit, void *user,
+                      size_t *ret_windows)
+{
+    struct replay_opts o = {.path = label, .prog = prog, .report = *report};
+    return report_input(in, &o, visit, user, ret_windows);
+}
+
 int sfctl_replay_report(struct replay_input *in, const char *label,
                         const struct sfctl_report_opts *report)
 {
-    struct replay_opts o = {.path = label, .report = *report};
-    return report_input(in, &o);
+    struct replay_opts o = {.path = label, .prog = "sfctl replay", .report = *report};
+    return report_input(in, &o, NULL, NULL, NULL);
 }
 
 int sfctl_cmd_replay(int argc, char **argv)
 {
-    struct replay_opts o = {0};
+    struct replay_opts o = {.prog = "sfctl replay"};
     int r = parse_opts(argc, argv, &o);
     if (r != 0) {
         if (r < 0)
@@ -470,7 +513,7 @@ int sfctl_cmd_replay(int argc, char **argv)
     r = sfctl_replay_read(o.path, &gates, &in);
     if (r < 0)
         return r == -ENOMEM ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_INPUT;
-    r = report_input(&in, &o);
+    r = report_input(&in, &o, NULL, NULL, NULL);
     sfctl_replay_input_clear(&in);
     if (r == 0)
         return SFCTL_EXIT_OK;

@@ -98,6 +98,19 @@ int sfctl_replay_assemble(struct replay_input *in, const sf_gates *g, struct win
 int sfctl_replay_window(const struct window_job *job, const sf_gates *g, sf_summary **ret_summary,
                         sf_report **ret_report);
 
+/* One window as `sfctl replay` computes it: the change against the reference
+ * in force (ref, NULL when none applies) and the straggler persistence over
+ * the windows before it. A nonzero return stops the walk and is returned. */
+typedef int (*sfctl_window_visit)(const struct window_job *job, const sf_summary *summary,
+                                  const sf_report *report, const sf_reference *ref, void *user);
+/* Walks the windows of input already read, in order, under the report
+ * options (gates, baseline); prog prefixes messages. *ret_windows (may be
+ * NULL) gets the number of windows. Returns 0, -EINVAL (message printed),
+ * -ENOMEM, or what visit returned. */
+int sfctl_replay_each(struct replay_input *in, const char *label, const char *prog,
+                      const struct sfctl_report_opts *report, sfctl_window_visit visit, void *user,
+                      size_t *ret_windows);
+
 /* ---- the reference of a replay (replay_baseline.c) ------------------------ */
 
 struct replay_baseline {

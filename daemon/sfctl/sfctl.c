@@ -32,6 +32,10 @@ static const struct sfctl_command commands[] = {
     {"replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording"},
     {"import", sfctl_cmd_import, "kineto|nsys FILE... [-o FILE] [--replay]",
      "stage rows from torch.profiler or Nsight Systems traces"},
+    {"plot", sfctl_cmd_plot, "[JOB | --file FILE] [--kind K] -o OUT.svg|.png|.pdf",
+     "heatmap, frontier ledger or windows picture (cairo)"},
+    {"export", sfctl_cmd_export, "[JOB | --file FILE] --format perfetto -o OUT",
+     "Chrome trace JSON of windows for Perfetto"},
     {"peers", sfctl_cmd_peers_view, "[--json]",
      "members, root, term, heartbeats, summaries in flight"},
 };
@@ -61,6 +65,8 @@ static int command_usage(const struct sfctl_command *c)
 {
     if (c->run == sfctl_cmd_replay) /* replay documents its input formats too */
         return sfctl_cmd_replay(2, (char *[]){"replay", "--help", NULL});
+    if (c->run == sfctl_cmd_plot || c->run == sfctl_cmd_export)
+        return c->run(2, (char *[]){(char *)c->name, "--help", NULL});
     printf("usage: sfctl [--socket PATH] %s %s\n  %s\n", c->name, c->args, c->help);
     return SFCTL_EXIT_OK;
 }

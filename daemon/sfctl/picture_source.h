@@ -1,0 +1,62 @@
+/*
+ * What `sfctl plot` and `sfctl export` share: their input (a live job's
+ * recording over the query socket, or a replay file), the choice of windows,
+ * and an output file that appears whole or not at all (temp file + rename).
+ */
+#ifndef SFCTL_PICTURE_SOURCE_H
+#define SFCTL_PICTURE_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "replay.h"
+
+/* The windows asked for: first..last by index (both -1: the latest full
+ * window, that is the last one neither partial nor closed early, else the
+ * last one). */
+struct picture_select {
+    int64_t first, last;
+};
+
+struct picture_source {
+    const char *prog;   /* "sfctl plot" */
+    const char *file;   /* --file, or NULL for a live job */
+    const char *job;    /* JOB, or NULL */
+    char label[300];    /* names the input in messages */
+    struct replay_input input;
+    struct sfctl_report_opts report;
+};
+
+/* Reads the input. Returns an exit code of sfctl.h (message printed). */
+int picture_source_load(struct picture_source *src);
+void picture_source_clear(struct picture_source *src);
+
+/* Resolves the default selection to the latest full window. Returns an exit
+ * code: 5 when the input has no window, or no window in the range asked. */
+int picture_source_select(struct picture_source *src, struct picture_select *sel);
+
+/* Walks the selected windows in order (the windows before them are computed
+ * too: the straggler's persistence and the baseline depend on them). */
+int picture_source_each(struct picture_source *src, const struct picture_select *sel,
+                        sfctl_window_visit visit, void *user);
+
+/* "N" or "A-B" into a selection; -EINVAL when malformed. */
+int picture_parse_windows(const char *text, bool range_ok, struct picture_select *sel);
+
+/* An output file written whole or not at all. */
+struct picture_out {
+    char *path, *tmp;
+    FILE *f;
+};
+
+/* Creates the temp file beside path. Returns an exit code (1 and a message
+ * naming path when it cannot be written). */
+int picture_out_open(struct picture_out *o, const char *prog, const char *path);
+/* Flushes, syncs and renames into place; on failure removes the temp file.
+ * Returns an exit code. */
+int picture_out_commit(struct picture_out *o, const char *prog);
+/* Removes the temp file; accepts an unopened or committed one. */
+void picture_out_abort(struct picture_out *o);
+
+#endif
