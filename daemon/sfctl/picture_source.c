@@ -159,11 +159,26 @@ int picture_parse_windows(const char *text, bool range_ok, struct picture_select
 
 /* ---- atomic output ------------------------------------------------------- */
 
+/* A target that exists and is not a regular file (a terminal, a pipe,
+ * /dev/stdout) is written in place: renaming over it would replace it. */
+static bool write_in_place(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+}
+
 int picture_out_open(struct picture_out *o, const char *prog, const char *path)
 {
     *o = (struct picture_out){0};
     size_t len = strlen(path);
     o->path = strdup(path);
+    if (o->path != NULL && write_in_place(path)) {
+        if ((o->f = fopen(path, "we")) != NULL)
+            return SFCTL_EXIT_OK;
+        fprintf(stderr, "%s: cannot write %s: %s\n", prog, path, strerror(errno));
+        picture_out_abort(o);
+        return SFCTL_EXIT_INTERNAL;
+    }
     o->tmp = malloc(len + 8);
     if (o->path == NULL || o->tmp == NULL) {
         picture_out_abort(o);
@@ -192,16 +207,18 @@ int picture_out_open(struct picture_out *o, const char *prog, const char *path)
 
 int picture_out_commit(struct picture_out *o, const char *prog)
 {
-    bool ok = fflush(o->f) == 0 && !ferror(o->f) && fsync(fileno(o->f)) == 0;
+    bool ok = fflush(o->f) == 0 && !ferror(o->f);
+    if (ok && o->tmp != NULL)
+        ok = fsync(fileno(o->f)) == 0;
     int err = errno;
     ok = fclose(o->f) == 0 && ok;
     o->f = NULL;
-    if (ok && rename(o->tmp, o->path) < 0) {
+    if (ok && o->tmp != NULL && rename(o->tmp, o->path) < 0) {
         ok = false;
         err = errno;
     }
     if (!ok) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", prog, o->path, strerror(err));
+        fprintf(stderr, "%s: cannot write %s: %s\n", prog, o->path, strerror(err ? err : EIO));
         picture_out_abort(o);
         return SFCTL_EXIT_INTERNAL;
     }
