@@ -1,7 +1,8 @@
 # Installation of everything around the binaries (systemd units, sysusers.d and
-# tmpfiles.d entries, the default /etc/stagefrontier/sfd.conf, man pages).
-# Install rules of binaries and libraries live next to their targets. The
-# Debian packages (systemd/debian/, .ci/build-debs) are built from these rules.
+# tmpfiles.d entries, the default /etc/stagefrontier/sfd.conf, man pages, the
+# Grafana dashboard). Install rules of binaries and libraries live next to
+# their targets. The Debian packages (systemd/debian/, .ci/build-debs) are
+# built from these rules.
 include(GNUInstallDirs)
 
 # Relative to the prefix, as Debian lays them out (/usr/lib/systemd/system...).
@@ -16,6 +17,9 @@ set(_sf_stage ${PROJECT_BINARY_DIR}/sf-install)
 
 install(FILES ${_sf_src}/sysusers.d/stagefrontier.conf DESTINATION ${SF_SYSUSERSDIR} COMPONENT daemon)
 install(FILES ${_sf_src}/tmpfiles.d/stagefrontier.conf DESTINATION ${SF_TMPFILESDIR} COMPONENT daemon)
+# The Grafana dashboard of the Prometheus export (docs/OPERATIONS.md).
+install(FILES ${_sf_src}/grafana/stagefrontier-dashboard.json
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/stagefrontier/grafana COMPONENT daemon)
 
 # Man pages are installed compressed, as Debian policy asks; -n keeps the
 # archives reproducible (no name or time stamp inside).

@@ -14,8 +14,11 @@
 # median step; default 0.5), DEMO_RANKS (default 4).
 # Without python3-torch it runs bench/ddp's C workload instead: forked ranks
 # that synchronize through a process-shared barrier, instrumented with
-# libsfclient (arrivals marked before each barrier). Exit status: 0 when the
-# verdict names the hidden rank, 1 when it does not, 2 on a setup error.
+# libsfclient (arrivals marked before each barrier). It ends by drawing the
+# window's heatmap (PNG and SVG, with its numbers as JSON) and exporting its
+# Perfetto trace into DEMO_OUT (default BUILD_DIR/demo); the heatmap's hottest
+# cell must be the hidden rank at the injected stage. Exit status: 0 when the
+# verdict and the heatmap name the hidden rank, 1 when not, 2 on a setup error.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -118,7 +121,8 @@ done
 echo
 "$sfctl" --socket "$run/query.sock" report "$job"
 echo
-$py - "$run/report.json" "$stage" "$hidden" <<'EOF'
+set +e
+$py - "$run/report.json" "$stage" "$hidden" "$run/window" <<'EOF'
 import json, sys
 wins, stage, hidden = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 full = [w for w in wins if "window_partial" not in (w.get("downgrade_reasons") or [])]
@@ -133,6 +137,8 @@ v = w.get("straggler")
 print("demo: injected stage %s on hidden rank %s; routing order: %s; suspect ranks: %s"
       % (stage, hidden, ", ".join(order[:3]), suspects))
 print("demo: straggler verdict: %s" % (json.dumps(v) if v else "none"))
+with open(sys.argv[4], "w") as f:
+    print(w["window"]["index"], file=f)
 if v and str(v["rank"]) == hidden:
     print("demo: PASS: the straggler verdict names hidden rank %s (sync stage %s, origin %s)"
           % (hidden, v["sync_stage"], v["origin_stage"]))
@@ -140,3 +146,30 @@ if v and str(v["rank"]) == hidden:
 print("demo: FAIL: the straggler verdict does not name hidden rank %s" % hidden)
 sys.exit(1)
 EOF
+verdict=$?
+set -e
+[[ -s $run/window ]] || exit "$verdict"
+
+# The pictures of that window: the heatmap (lead counts), its numbers, and
+# the Perfetto trace (open it at ui.perfetto.dev or chrome://tracing).
+window=$(cat "$run/window")
+out=${DEMO_OUT:-$build/demo}
+mkdir -p "$out"
+q=(--socket "$run/query.sock")
+"$sfctl" "${q[@]}" plot "$job" --window "$window" -o "$out/heatmap.png" --data "$out/heatmap.json"
+"$sfctl" "${q[@]}" plot "$job" --window "$window" -o "$out/heatmap.svg"
+"$sfctl" "${q[@]}" export "$job" --window "$window" --format perfetto -o "$out/trace.json"
+echo "demo: wrote $out/heatmap.png, $out/heatmap.svg, $out/heatmap.json and $out/trace.json"
+$py - "$out/heatmap.json" "$stage" "$hidden" <<'EOF' || verdict=1
+import json, sys
+h, stage, hidden = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3])
+hot = h["hottest"]
+where = "rank %d" % hot["first_rank"] if hot["first_rank"] == hot["last_rank"] else \
+        "ranks %d-%d" % (hot["first_rank"], hot["last_rank"])
+print("demo: the heatmap's hottest cell: %s x %s (%s)" % (where, hot["stage"], hot["value"]))
+ok = hot["first_rank"] <= hidden <= hot["last_rank"] and hot["stage"] == stage
+print("demo: %s: the hottest cell is %sthe hidden rank at the injected stage"
+      % ("PASS" if ok else "FAIL", "" if ok else "not "))
+sys.exit(0 if ok else 1)
+EOF
+exit "$verdict"

@@ -38,6 +38,7 @@ PACKAGES = {
                       'usr/lib/sysusers.d/stagefrontier.conf',
                       'usr/lib/tmpfiles.d/stagefrontier.conf',
                       'usr/share/man/man8/sfd.8.gz', 'usr/share/man/man1/sfctl.1.gz',
+                      'usr/share/stagefrontier/grafana/stagefrontier-dashboard.json',
                       'usr/share/doc/stagefrontier/copyright'],
     'libsfclient0': [f'usr/lib/{TRIPLET}/libsfclient.so.0'],
     'libsfclient-dev': ['usr/include/stagefrontier/client.h', f'usr/lib/{TRIPLET}/libsfclient.so',
