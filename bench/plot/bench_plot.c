@@ -90,7 +90,8 @@ static int run(uint32_t R, struct timing *best, uint32_t *ret_hot)
         if (sf_heatmap_build(s, rep_, NULL, rows, n, SF_HEAT_LEADS, SF_HEATMAP_MAX_ROWS, &lead) < 0)
             return -EINVAL;
         double t2 = now_s();
-        if (sf_heatmap_build(s, rep_, NULL, rows, n, SF_HEAT_SLACK, SF_HEATMAP_MAX_ROWS, &slack) < 0)
+        if (sf_heatmap_build(s, rep_, NULL, rows, n, SF_HEAT_SLACK, SF_HEATMAP_MAX_ROWS, &slack) <
+            0)
             return -EINVAL;
         double t3 = now_s();
         size_t png_bytes, svg_bytes;
@@ -130,10 +131,10 @@ int main(void)
             return 1;
         }
         double total = t.report + t.leads + t.png, total_slack = t.report + t.slack + t.png;
-        printf("%5u x %3d x %d %11.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %s (%s 1 s)\n",
-               sizes[i], STEPS, STAGES, t.report * 1e3, t.leads * 1e3, t.slack * 1e3,
-               t.png * 1e3, t.svg * 1e3, total * 1e3, total_slack * 1e3,
-               hot ? "slow rank x data" : "WRONG", total_slack < 1.0 ? "under" : "OVER");
+        printf("%5u x %3d x %d %11.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %s (%s 1 s)\n", sizes[i],
+               STEPS, STAGES, t.report * 1e3, t.leads * 1e3, t.slack * 1e3, t.png * 1e3,
+               t.svg * 1e3, total * 1e3, total_slack * 1e3, hot ? "slow rank x data" : "WRONG",
+               total_slack < 1.0 ? "under" : "OVER");
     }
     plot_release();
     return 0;

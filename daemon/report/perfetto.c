@@ -117,8 +117,7 @@ static void rank_spans(struct window_ctx *c, const sf_row *row, int64_t t0)
             fprintf(c->w->out,
                     "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"arrival\",\"pid\":%d,\"tid\":%u,"
                     "\"name\":\"arrival\",\"ts\":%s,\"args\":{\"stage\":%s,\"step\":%lld}}",
-                    PID_RANKS, row->rank, us(ts, sizeof ts, at), c->names[k],
-                    (long long)row->step);
+                    PID_RANKS, row->rank, us(ts, sizeof ts, at), c->names[k], (long long)row->step);
         }
     }
 }

@@ -126,7 +126,8 @@ static int rank_change(const sf_summary *s, const sf_reference *ref, const sf_ro
                        size_t n_rows, const uint32_t *ids, uint32_t n, double *v)
 {
     uint32_t S = s->schema.n_stages;
-    size_t *start = calloc((size_t)n + 1, sizeof *start), *fill = calloc((size_t)n + 1, sizeof *fill);
+    size_t *start = calloc((size_t)n + 1, sizeof *start),
+           *fill = calloc((size_t)n + 1, sizeof *fill);
     int64_t *vals = malloc((n_rows ? n_rows : 1) * sizeof *vals);
     int64_t *row_at = malloc((n_rows ? n_rows : 1) * sizeof *row_at);
     int rc = -ENOMEM;
@@ -287,9 +288,13 @@ int sf_heatmap_build(const sf_summary *summary, const sf_report *report, const s
     int rc = -ENOMEM;
     if (h == NULL || ids == NULL || per_rank == NULL)
         goto fail;
-    *h = (sf_heatmap){.metric = metric, .window = report->meta.index,
-                      .segment = report->meta.segment, .steps = report->steps,
-                      .n_stages = report->schema.n_stages, .n_ranks = n, .ranks_per_row = 1};
+    *h = (sf_heatmap){.metric = metric,
+                      .window = report->meta.index,
+                      .segment = report->meta.segment,
+                      .steps = report->steps,
+                      .n_stages = report->schema.n_stages,
+                      .n_ranks = n,
+                      .ranks_per_row = 1};
     copy_names(h->names, &report->schema);
     if (max_rows > 0 && n > max_rows)
         h->ranks_per_row = (n + max_rows - 1) / max_rows;
@@ -395,10 +400,13 @@ int sf_window_series_add(sf_window_series *w, const sf_report *report)
         w->cap_points = cap;
     }
     sf_window_point *p = &w->points[w->n_points];
-    *p = (sf_window_point){.index = report->meta.index, .segment = report->meta.segment,
-                           .steps = report->steps, .labels = report->labels, .slowdown = NAN,
-                           .straggler = report->straggler.present ? report->straggler.rank
-                                                                   : SF_NO_RANK};
+    *p = (sf_window_point){.index = report->meta.index,
+                           .segment = report->meta.segment,
+                           .steps = report->steps,
+                           .labels = report->labels,
+                           .slowdown = NAN,
+                           .straggler =
+                               report->straggler.present ? report->straggler.rank : SF_NO_RANK};
     for (uint32_t k = 0; k < SF_MAX_STAGES; k++)
         p->share[k] = NAN;
     if (report->steps > 0)

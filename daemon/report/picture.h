@@ -32,9 +32,9 @@ typedef struct sf_heatmap {
     uint32_t steps; /* complete steps the cells are computed over */
     uint32_t n_stages;
     char names[SF_MAX_STAGES][SF_MAX_NAME_LEN + 1];
-    uint32_t n_ranks;       /* ranks in the window */
-    uint32_t n_rows;        /* drawn rows: n_ranks, or bins above max_rows */
-    uint32_t ranks_per_row; /* 1 unless binned */
+    uint32_t n_ranks;               /* ranks in the window */
+    uint32_t n_rows;                /* drawn rows: n_ranks, or bins above max_rows */
+    uint32_t ranks_per_row;         /* 1 unless binned */
     uint32_t *row_first, *row_last; /* rank ids each row covers (inclusive) */
     double *value;  /* [n_rows][n_stages]: leads (steps), slack or change (s); NaN: none */
     double *heat;   /* [n_rows][n_stages] in 0..1, the colour; 0 for NaN cells */
@@ -82,11 +82,11 @@ typedef struct sf_window_point {
     int64_t index;
     uint32_t segment;
     uint32_t steps;
-    int64_t mean_step_ns; /* exposed time over complete steps; 0 without steps */
-    uint32_t labels;      /* enum sf_label bits */
-    bool changed;         /* the change has a non-empty route */
-    double slowdown;      /* NaN without a change */
-    uint32_t straggler;   /* SF_NO_RANK when no verdict */
+    int64_t mean_step_ns;        /* exposed time over complete steps; 0 without steps */
+    uint32_t labels;             /* enum sf_label bits */
+    bool changed;                /* the change has a non-empty route */
+    double slowdown;             /* NaN without a change */
+    uint32_t straggler;          /* SF_NO_RANK when no verdict */
     double share[SF_MAX_STAGES]; /* by union stage index; NaN when absent */
 } sf_window_point;
 

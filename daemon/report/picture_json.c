@@ -46,16 +46,16 @@ int sf_heatmap_to_json(const sf_heatmap *h, json_t **ret)
                             ? json_pack("{s:I, s:s}", "rank", (json_int_t)h->straggler_rank,
                                         "sync_stage", h->names[h->straggler_stage])
                             : json_null();
-    json_t *o = json_pack(
-        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:{s:I, s:I, s:s, s:o}, s:o}", "kind",
-        "heatmap", "metric", sf_heat_metric_name(h->metric), "window", (json_int_t)h->window,
-        "segment", (json_int_t)h->segment, "steps", (json_int_t)h->steps, "ranks",
-        (json_int_t)h->n_ranks, "ranks_per_row", (json_int_t)h->ranks_per_row, "stages",
-        stage_list(h->names, h->n_stages), "rows", rows, "hottest", "first_rank",
-        (json_int_t)h->row_first[h->hot_row], "last_rank", (json_int_t)h->row_last[h->hot_row],
-        "stage", h->names[h->hot_stage], "value",
-        number_or_null(h->value[(size_t)h->hot_row * h->n_stages + h->hot_stage]), "straggler",
-        straggler);
+    json_t *o =
+        json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:{s:I, s:I, s:s, s:o}, s:o}",
+                  "kind", "heatmap", "metric", sf_heat_metric_name(h->metric), "window",
+                  (json_int_t)h->window, "segment", (json_int_t)h->segment, "steps",
+                  (json_int_t)h->steps, "ranks", (json_int_t)h->n_ranks, "ranks_per_row",
+                  (json_int_t)h->ranks_per_row, "stages", stage_list(h->names, h->n_stages), "rows",
+                  rows, "hottest", "first_rank", (json_int_t)h->row_first[h->hot_row], "last_rank",
+                  (json_int_t)h->row_last[h->hot_row], "stage", h->names[h->hot_stage], "value",
+                  number_or_null(h->value[(size_t)h->hot_row * h->n_stages + h->hot_stage]),
+                  "straggler", straggler);
     if (o == NULL)
         return -ENOMEM;
     *ret = o;
@@ -73,10 +73,9 @@ int sf_ledger_to_json(const sf_ledger *l, json_t **ret)
             json_array_append_new(adv, json_integer(l->advance[(size_t)i * l->n_stages + k]));
             json_array_append_new(lead, rank_or_null(l->leader[(size_t)i * l->n_stages + k]));
         }
-        json_array_append_new(steps, json_pack("{s:I, s:I, s:o, s:o}", "step",
-                                               (json_int_t)l->step[i], "exposed_ns",
-                                               (json_int_t)total, "advance_ns", adv, "leader",
-                                               lead));
+        json_array_append_new(
+            steps, json_pack("{s:I, s:I, s:o, s:o}", "step", (json_int_t)l->step[i], "exposed_ns",
+                             (json_int_t)total, "advance_ns", adv, "leader", lead));
     }
     json_t *o = json_pack("{s:s, s:I, s:I, s:o, s:o}", "kind", "frontier", "window",
                           (json_int_t)l->window, "segment", (json_int_t)l->segment, "stages",
@@ -105,12 +104,12 @@ int sf_window_series_to_json(const sf_window_series *w, json_t **ret)
         for (uint32_t k = 0; shares != NULL && k < w->n_stages; k++)
             json_array_append_new(shares, number_or_null(p->share[k]));
         json_array_append_new(
-            windows, json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:b, s:o, s:o}", "window",
-                               (json_int_t)p->index, "segment", (json_int_t)p->segment, "steps",
-                               (json_int_t)p->steps, "mean_step_ns", (json_int_t)p->mean_step_ns,
-                               "shares", shares, "labels", label_list(p->labels), "changed",
-                               p->changed, "slowdown", number_or_null(p->slowdown), "straggler",
-                               rank_or_null(p->straggler)));
+            windows,
+            json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:b, s:o, s:o}", "window",
+                      (json_int_t)p->index, "segment", (json_int_t)p->segment, "steps",
+                      (json_int_t)p->steps, "mean_step_ns", (json_int_t)p->mean_step_ns, "shares",
+                      shares, "labels", label_list(p->labels), "changed", p->changed, "slowdown",
+                      number_or_null(p->slowdown), "straggler", rank_or_null(p->straggler)));
     }
     json_t *o = json_pack("{s:s, s:o, s:o}", "kind", "windows", "stages",
                           stage_list(w->names, w->n_stages), "windows", windows);

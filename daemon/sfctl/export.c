@@ -93,8 +93,7 @@ static int export_window(const struct window_job *job, const sf_summary *summary
     (void)ref;
     struct export_ctx *c = user;
     c->windows++;
-    return sf_trace_window(&c->w, summary, report, job->part->rows + job->first_row,
-                           job->n_rows);
+    return sf_trace_window(&c->w, summary, report, job->part->rows + job->first_row, job->n_rows);
 }
 
 static int export(struct export_opts *o, struct picture_source *src)

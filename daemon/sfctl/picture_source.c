@@ -84,11 +84,11 @@ static int scan_window(const struct window_job *job, const sf_summary *summary,
 
 int picture_source_select(struct picture_source *src, struct picture_select *sel)
 {
-    struct scan s = {.latest_full = -1, .latest = -1, .first_seen = -1, .last_seen = -1,
-                     .want = sel};
+    struct scan s = {
+        .latest_full = -1, .latest = -1, .first_seen = -1, .last_seen = -1, .want = sel};
     size_t n = 0;
-    int r = sfctl_replay_each(&src->input, src->label, src->prog, &src->report, scan_window, &s,
-                              &n);
+    int r =
+        sfctl_replay_each(&src->input, src->label, src->prog, &src->report, scan_window, &s, &n);
     if (r < 0)
         return r == -ENOMEM ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_INPUT;
     if (n == 0) {

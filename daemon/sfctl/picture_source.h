@@ -20,10 +20,10 @@ struct picture_select {
 };
 
 struct picture_source {
-    const char *prog;   /* "sfctl plot" */
-    const char *file;   /* --file, or NULL for a live job */
-    const char *job;    /* JOB, or NULL */
-    char label[300];    /* names the input in messages */
+    const char *prog; /* "sfctl plot" */
+    const char *file; /* --file, or NULL for a live job */
+    const char *job;  /* JOB, or NULL */
+    char label[300];  /* names the input in messages */
     struct replay_input input;
     struct sfctl_report_opts report;
 };

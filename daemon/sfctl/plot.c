@@ -171,7 +171,7 @@ static int model_error(const struct plot_ctx *c, const char *label)
 
 static int data_json(const struct plot_ctx *c, const struct plot_layout *l, json_t **ret)
 {
-    int r = c->heatmap   ? sf_heatmap_to_json(c->heatmap, ret)
+    int r = c->heatmap  ? sf_heatmap_to_json(c->heatmap, ret)
             : c->ledger ? sf_ledger_to_json(c->ledger, ret)
                         : sf_window_series_to_json(&c->series, ret);
     if (r < 0)
@@ -180,8 +180,8 @@ static int data_json(const struct plot_ctx *c, const struct plot_layout *l, json
     json_object_set_new(*ret, "picture",
                         json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "format",
                                   formats[c->o->format], "width", l->width, "height", l->height,
-                                  "grid_x", l->grid_x, "grid_y", l->grid_y, "cell_width",
-                                  l->cell_w, "cell_height", l->cell_h));
+                                  "grid_x", l->grid_x, "grid_y", l->grid_y, "cell_width", l->cell_w,
+                                  "cell_height", l->cell_h));
     return 0;
 }
 
@@ -204,7 +204,9 @@ static int write_data(const struct plot_ctx *c, const struct plot_layout *l,
  * complete, so a failure leaves neither. */
 static int write_outputs(const struct plot_ctx *c, const char *title)
 {
-    struct plot_picture p = {.title = title, .heatmap = c->heatmap, .ledger = c->ledger,
+    struct plot_picture p = {.title = title,
+                             .heatmap = c->heatmap,
+                             .ledger = c->ledger,
                              .series = c->heatmap || c->ledger ? NULL : &c->series};
     struct plot_layout l;
     plot_measure(&p, &l);

@@ -193,8 +193,8 @@ static void heatmap_axes(cairo_t *cr, const sf_heatmap *h, const struct plot_lay
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     for (uint32_t row = 0; row < h->n_rows; row += every) {
         row_label(buf, sizeof buf, h, row);
-        text_right(cr, l->grid_x - MARK_W - 4, l->grid_y + row * l->cell_h + l->cell_h / 2 + 4,
-                   11, buf);
+        text_right(cr, l->grid_x - MARK_W - 4, l->grid_y + row * l->cell_h + l->cell_h / 2 + 4, 11,
+                   buf);
     }
     cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
     cairo_set_line_width(cr, 1);
@@ -213,7 +213,8 @@ static void heatmap_legend(cairo_t *cr, const sf_heatmap *h, const struct plot_l
     }
     bool cooler_high = h->metric == SF_HEAT_SLACK; /* less slack is hotter */
     fmt_value(hi, sizeof hi, h->metric, cooler_high ? h->lo : h->hi);
-    fmt_value(lo, sizeof lo, h->metric, cooler_high ? h->hi : (h->metric == SF_HEAT_LEADS ? 0 : h->lo));
+    fmt_value(lo, sizeof lo, h->metric,
+              cooler_high ? h->hi : (h->metric == SF_HEAT_LEADS ? 0 : h->lo));
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     text_at(cr, x + 22, y + 10, 11, hi);
     text_at(cr, x + 22, y + bar_h, 11, lo);
@@ -498,8 +499,7 @@ void plot_measure(const struct plot_picture *p, struct plot_layout *ret)
 
 static cairo_status_t write_stream(void *closure, const unsigned char *data, unsigned int len)
 {
-    return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS
-                                                 : CAIRO_STATUS_WRITE_ERROR;
+    return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
 static void draw(cairo_t *cr, const struct plot_picture *p, const struct plot_layout *l)
