@@ -18,68 +18,34 @@ static const char usage_text[] =
     "Chrome trace JSON (Perfetto UI, chrome://tracing) of the latest full window, or of\n"
     "the windows asked for: one track per rank, the frontier's track, verdicts.\n";
 
-struct export_opts {
-    const char *out;
-    struct picture_select sel;
-};
-
-static int bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "sfctl export: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", usage_text);
-    return SFCTL_EXIT_USAGE;
-}
-
-static int parse_args(int argc, char **argv, struct export_opts *o, struct picture_source *src)
+static int parse_args(int argc, char **argv, struct picture_select *sel, struct picture_source *src)
 {
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'F'},
         {"window", required_argument, NULL, 'W'},
         {"windows", required_argument, NULL, 'R'},
-        {"output", required_argument, NULL, 'o'},
-        {"file", required_argument, NULL, 'f'},
-        {"window-steps", required_argument, NULL, 'w'},
-        {"warmup-steps", required_argument, NULL, 'u'},
-        {"tau", required_argument, NULL, 't'},
-        {"gates", required_argument, NULL, 'g'},
-        {"baseline", required_argument, NULL, 'b'},
-        {"baseline-windows", required_argument, NULL, 'n'},
+        PICTURE_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    *o = (struct export_opts){.sel = {-1, -1}};
+    *sel = (struct picture_select){-1, -1};
     const char *format = NULL;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
-        if (sfctl_report_opt(&src->report, c, optarg) == 1)
+        if (picture_source_opt(src, c, optarg))
             continue;
-        if ((c == 'W' || c == 'R') && o->sel.first >= 0)
-            return bad_usage("%s", "--window and --windows exclude each other");
-        if ((c == 'W' || c == 'R') && picture_parse_windows(optarg, c == 'R', &o->sel) < 0)
-            return bad_usage("invalid window selection '%s'", optarg);
+        if ((c == 'W' || c == 'R') && sel->first >= 0)
+            return picture_usage_error(src, "%s", "--window and --windows exclude each other");
+        if ((c == 'W' || c == 'R') && picture_parse_windows(optarg, c == 'R', sel) < 0)
+            return picture_usage_error(src, "invalid window selection '%s'", optarg);
         if (c == 'F')
             format = optarg;
-        else if (c == 'o')
-            o->out = optarg;
-        else if (c == 'f')
-            src->file = optarg;
         else if (c != 'W' && c != 'R')
-            return bad_usage("%s", "invalid option");
+            return picture_usage_error(src, "%s", "invalid option");
     }
-    if (optind < argc)
-        src->job = argv[optind++];
-    if (optind != argc)
-        return bad_usage("unexpected argument '%s'", argv[optind]);
-    if ((src->job == NULL) == (src->file == NULL))
-        return bad_usage("%s", "name a JOB or a --file, not both");
     if (format == NULL || strcmp(format, "perfetto") != 0)
-        return bad_usage("unknown format '%s' (perfetto)", format ? format : "");
-    if (o->out == NULL)
-        return bad_usage("%s", "-o OUT is required");
-    if (sfctl_report_opts_check(&src->report, "sfctl export") < 0)
-        return src->report.gates_path ? SFCTL_EXIT_INPUT : SFCTL_EXIT_USAGE;
-    return SFCTL_EXIT_OK;
+        return picture_usage_error(src, "unknown format '%s' (perfetto)", format ? format : "");
+    return picture_source_args(src, argc, argv, optind);
 }
 
 struct export_ctx {
@@ -96,24 +62,24 @@ static int export_window(const struct window_job *job, const sf_summary *summary
     return sf_trace_window(&c->w, summary, report, job->part->rows + job->first_row, job->n_rows);
 }
 
-static int export(struct export_opts *o, struct picture_source *src)
+static int export(struct picture_select *sel, struct picture_source *src)
 {
-    int ex = picture_source_select(src, &o->sel);
+    int ex = picture_source_select(src, sel);
     if (ex != SFCTL_EXIT_OK)
         return ex;
     struct picture_out out;
-    ex = picture_out_open(&out, "sfctl export", o->out);
+    ex = picture_out_open(&out, "sfctl export", src->out);
     if (ex != SFCTL_EXIT_OK)
         return ex;
     struct export_ctx c = {0};
     int r = sf_trace_begin(&c.w, out.f, src->file ? src->file : src->job);
     if (r == 0)
-        r = picture_source_each(src, &o->sel, export_window, &c);
+        r = picture_source_each(src, sel, export_window, &c);
     if (r == 0)
         r = sf_trace_end(&c.w);
     if (r < 0) {
         if (r == -EIO)
-            fprintf(stderr, "sfctl export: cannot write %s\n", o->out);
+            fprintf(stderr, "sfctl export: cannot write %s\n", src->out);
         picture_out_abort(&out);
         return r == -EINVAL ? SFCTL_EXIT_INPUT : SFCTL_EXIT_INTERNAL;
     }
@@ -126,14 +92,14 @@ int sfctl_cmd_export(int argc, char **argv)
         fputs(usage_text, stdout);
         return SFCTL_EXIT_OK;
     }
-    struct export_opts o;
-    struct picture_source src = {.prog = "sfctl export"};
-    int ex = parse_args(argc, argv, &o, &src);
+    struct picture_select sel;
+    struct picture_source src = {.prog = "sfctl export", .usage = usage_text};
+    int ex = parse_args(argc, argv, &sel, &src);
     if (ex != SFCTL_EXIT_OK)
         return ex;
     ex = picture_source_load(&src);
     if (ex == SFCTL_EXIT_OK)
-        ex = export(&o, &src);
+        ex = export(&sel, &src);
     picture_source_clear(&src);
     return ex;
 }

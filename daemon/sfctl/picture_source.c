@@ -58,6 +58,42 @@ void picture_source_clear(struct picture_source *src)
     sfctl_replay_input_clear(&src->input);
 }
 
+/* ---- command line ---------------------------------------------------------- */
+
+int picture_source_opt(struct picture_source *src, int c, const char *arg)
+{
+    if (sfctl_report_opt(&src->report, c, arg) == 1)
+        return 1;
+    if (c == 'o')
+        src->out = arg;
+    else if (c == 'f')
+        src->file = arg;
+    return c == 'o' || c == 'f';
+}
+
+int picture_usage_error(const struct picture_source *src, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "%s: ", src->prog);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", src->usage);
+    return SFCTL_EXIT_USAGE;
+}
+
+int picture_source_args(struct picture_source *src, int argc, char **argv, int optind_)
+{
+    if (optind_ < argc)
+        src->job = argv[optind_++];
+    if (optind_ != argc)
+        return picture_usage_error(src, "unexpected argument '%s'", argv[optind_]);
+    if ((src->job == NULL) == (src->file == NULL))
+        return picture_usage_error(src, "%s", "name a JOB or a --file, not both");
+    if (src->out == NULL)
+        return picture_usage_error(src, "%s", "-o OUT is required");
+    if (sfctl_report_opts_check(&src->report, src->prog) < 0)
+        return src->report.gates_path ? SFCTL_EXIT_INPUT : SFCTL_EXIT_USAGE;
+    return SFCTL_EXIT_OK;
+}
+
 /* ---- window choice ------------------------------------------------------- */
 
 struct scan {

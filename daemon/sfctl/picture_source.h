@@ -20,13 +20,34 @@ struct picture_select {
 };
 
 struct picture_source {
-    const char *prog; /* "sfctl plot" */
-    const char *file; /* --file, or NULL for a live job */
-    const char *job;  /* JOB, or NULL */
-    char label[300];  /* names the input in messages */
+    const char *prog;  /* "sfctl plot" */
+    const char *usage; /* the command's usage text */
+    const char *file;  /* --file, or NULL for a live job */
+    const char *job;   /* JOB, or NULL */
+    const char *out;   /* -o OUT */
+    char label[300];   /* names the input in messages */
     struct replay_input input;
     struct sfctl_report_opts report;
 };
+
+/* getopt_long entries both commands take: -o, --file and the replay options
+ * (needs <getopt.h>). */
+#define PICTURE_SOURCE_LONGOPTS                                                                    \
+    {"output", required_argument, NULL, 'o'}, {"file", required_argument, NULL, 'f'},              \
+        {"window-steps", required_argument, NULL, 'w'},                                            \
+        {"warmup-steps", required_argument, NULL, 'u'}, {"tau", required_argument, NULL, 't'},     \
+        {"gates", required_argument, NULL, 'g'}, {"baseline", required_argument, NULL, 'b'},       \
+    {                                                                                              \
+        "baseline-windows", required_argument, NULL, 'n'                                           \
+    }
+
+/* Takes one getopt result: 1 when it was one of those options, else 0. */
+int picture_source_opt(struct picture_source *src, int c, const char *arg);
+/* After getopt: JOB (or --file, not both), -o, the replay options. Returns
+ * an exit code, with the usage printed on a bad command line. */
+int picture_source_args(struct picture_source *src, int argc, char **argv, int optind_);
+/* Prints "PROG: <fmt with arg>" and the usage; returns SFCTL_EXIT_USAGE. */
+int picture_usage_error(const struct picture_source *src, const char *fmt, const char *arg);
 
 /* Reads the input. Returns an exit code of sfctl.h (message printed). */
 int picture_source_load(struct picture_source *src);

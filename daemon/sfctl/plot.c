@@ -71,66 +71,44 @@ static int parse_format(const char *path, enum plot_format *ret)
     return 0;
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "sfctl plot: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", usage_text);
-    return SFCTL_EXIT_USAGE;
-}
-
 static int parse_args(int argc, char **argv, struct plot_opts *o, struct picture_source *src)
 {
     static const struct option longopts[] = {
         {"kind", required_argument, NULL, 'k'},
         {"metric", required_argument, NULL, 'm'},
         {"window", required_argument, NULL, 'W'},
-        {"output", required_argument, NULL, 'o'},
         {"data", required_argument, NULL, 'd'},
-        {"file", required_argument, NULL, 'f'},
-        {"window-steps", required_argument, NULL, 'w'},
-        {"warmup-steps", required_argument, NULL, 'u'},
-        {"tau", required_argument, NULL, 't'},
-        {"gates", required_argument, NULL, 'g'},
-        {"baseline", required_argument, NULL, 'b'},
-        {"baseline-windows", required_argument, NULL, 'n'},
+        PICTURE_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     *o = (struct plot_opts){.kind = KIND_HEATMAP, .sel = {-1, -1}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
-        if (sfctl_report_opt(&src->report, c, optarg) == 1)
+        if (picture_source_opt(src, c, optarg))
             continue;
         if (c == 'k' && parse_kind(optarg, &o->kind) < 0)
-            return bad_usage("unknown kind '%s' (heatmap, frontier or windows)", optarg);
+            return picture_usage_error(src, "unknown kind '%s' (heatmap, frontier or windows)",
+                                       optarg);
         if (c == 'm' && sf_heat_metric_parse(optarg, &o->metric) < 0)
-            return bad_usage("unknown metric '%s' (leads, slack or change)", optarg);
+            return picture_usage_error(src, "unknown metric '%s' (leads, slack or change)", optarg);
         if (c == 'W' && picture_parse_windows(optarg, false, &o->sel) < 0)
-            return bad_usage("invalid --window '%s'", optarg);
-        if (c == 'o')
-            o->out = optarg;
-        else if (c == 'd')
+            return picture_usage_error(src, "invalid --window '%s'", optarg);
+        if (c == 'd')
             o->data = optarg;
-        else if (c == 'f')
-            src->file = optarg;
         else if (c != 'k' && c != 'm' && c != 'W')
-            return bad_usage("%s", "invalid option");
+            return picture_usage_error(src, "%s", "invalid option");
     }
-    if (optind < argc)
-        src->job = argv[optind++];
-    if (optind != argc)
-        return bad_usage("unexpected argument '%s'", argv[optind]);
-    if ((src->job == NULL) == (src->file == NULL))
-        return bad_usage("%s", "name a JOB or a --file, not both");
-    if (o->out == NULL)
-        return bad_usage("%s", "-o OUT is required");
+    int ex = picture_source_args(src, argc, argv, optind);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    o->out = src->out;
     if (parse_format(o->out, &o->format) < 0)
-        return bad_usage("cannot tell the format of '%s' (.svg, .png or .pdf)", o->out);
+        return picture_usage_error(src, "cannot tell the format of '%s' (.svg, .png or .pdf)",
+                                   o->out);
     if (o->kind == KIND_WINDOWS && o->sel.first >= 0)
-        return bad_usage("%s", "--kind windows draws every window; --window does not apply");
-    if (sfctl_report_opts_check(&src->report, "sfctl plot") < 0)
-        return src->report.gates_path ? SFCTL_EXIT_INPUT : SFCTL_EXIT_USAGE;
+        return picture_usage_error(src, "%s",
+                                   "--kind windows draws every window; --window does not apply");
     return SFCTL_EXIT_OK;
 }
 
@@ -280,7 +258,7 @@ int sfctl_cmd_plot(int argc, char **argv)
         return SFCTL_EXIT_OK;
     }
     struct plot_opts o;
-    struct picture_source src = {.prog = "sfctl plot"};
+    struct picture_source src = {.prog = "sfctl plot", .usage = usage_text};
     int ex = parse_args(argc, argv, &o, &src);
     if (ex != SFCTL_EXIT_OK)
         return ex;
