@@ -67,6 +67,18 @@ def test_svg_and_chromium(tmp):
               "--kind", kind, "-o", out, "--data", os.path.join(tmp, kind + ".json"))
         p = subprocess.run(["xmllint", "--noout", out], capture_output=True)
         check(p.returncode == 0, "%s SVG is not well-formed: %s" % (kind, p.stderr.decode()))
+    # PNG and PDF come from the same drawing: a PNG of the size --data gives.
+    for ext, magic in (("png", b"\x89PNG\r\n\x1a\n"), ("pdf", b"%PDF-")):
+        out = os.path.join(tmp, "heatmap." + ext)
+        sfctl("plot", "--file", STRAGGLER, "--warmup-steps", "0", "--window-steps", "10",
+              "-o", out, "--data", os.path.join(tmp, ext + ".json"))
+        head = open(out, "rb").read(24)
+        check(head.startswith(magic), "%s does not start like a %s" % (out, ext))
+    pic = json.load(open(os.path.join(tmp, "png.json")))["picture"]
+    head = open(os.path.join(tmp, "heatmap.png"), "rb").read(24)
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    check((width, height) == (pic["width"], pic["height"]), "PNG %dx%d, --data %s"
+          % (width, height, pic))
     out = os.path.join(tmp, "heatmap.svg")
     data = json.load(open(os.path.join(tmp, "heatmap.json")))
     w, h = svg_size(out)
