@@ -3,7 +3,7 @@ Debian packages no Grafana, so it is checked against the classic dashboard
 JSON model's schema (Grafana's dashboard kind: required fields and their
 types, the 24-column grid, variable types, unique panel ids and refIds), and
 every PromQL query against the metrics sfd writes: each metric name must be a
-family daemon/sfd's Prometheus writer declares, and each label a query
+family sfd's Prometheus writer declares (daemon/report/prom_text.c), and each label a query
 matches or groups on must be a label sfd writes on that metric (read from
 prom_sample, which writes the file through sfd's own writer).
 
@@ -93,11 +93,14 @@ def check_panels(panels, variables):
 # ---- the queries against what sfd writes --------------------------------------
 
 def declared_families():
-    """The metric families sfd's Prometheus writer declares, name -> type."""
-    paths = glob.glob(os.path.join(SRC, "daemon", "*", "prom_export.c"))
-    check(len(paths) == 1, "sfd's Prometheus writer not found: %s" % paths)
-    text = open(paths[0]).read() if paths else ""
-    return dict(re.findall(r'"(stagefrontier_[a-z0-9_]+)",\s*"(gauge|counter)"', text))
+    """The metric families sfd's Prometheus writer declares, name -> type
+    (its family table: "NAME", "gauge|counter", in daemon/report/prom_text.c)."""
+    families = {}
+    for path in glob.glob(os.path.join(SRC, "daemon", "*", "*.c")):
+        text = open(path).read()
+        families.update(re.findall(r'"(stagefrontier_[a-z0-9_]+)",\s*"(gauge|counter)"', text))
+    check(len(families) > 20, "sfd's Prometheus families not found: %s" % sorted(families))
+    return families
 
 
 def written_labels():
