@@ -129,11 +129,22 @@ def do_verdict(build, out, a):
                                       steps=window * a.verdict_windows,
                                       want_windows=a.verdict_windows)
                         rec["slot"] = mag
+                        if a.record_dir:
+                            keep_recording(sfd, rec["job"], a.record_dir)
                         out.add(rec)
                     except Exception as e:  # a failed run is a row, not an abort
                         log("FAILED verdict %s seed %d mag %s: %s" % (fault, seed, m, e))
                         out.add({"kind": "verdict", "fault": fault, "seed": seed,
                                  "magnitude": m, "slot": mag, "error": str(e)})
+
+
+def keep_recording(sfd, job, directory):
+    """The job's rows as sfd fed them to the core (`sfctl record`), so that
+    `sfctl replay` recomputes its windows offline under other gates."""
+    os.makedirs(directory, exist_ok=True)
+    r = sfd.sfctl("record", job, "-o", os.path.join(directory, job + ".jsonl"))
+    if r.returncode != 0:
+        raise RuntimeError("sfctl record %s: %s" % (job, r.stderr.strip()))
 
 
 def do_aba(build, out, a):
@@ -566,6 +577,8 @@ def main():
     p.add_argument("--verdict-magnitudes", type=float, nargs="+", default=[0.1, 0.25, 0.5])
     p.add_argument("--verdict-window", type=int, default=40, help="steps per window")
     p.add_argument("--verdict-windows", type=int, default=3, help="windows per job")
+    p.add_argument("--record-dir", default=None,
+                   help="keep each verdict job's `sfctl record` recording here")
     p.add_argument("--aba-seeds", type=int, default=2)
     p.add_argument("--scope-seeds", type=int, default=2)
     p.add_argument("--blocks", type=int, default=8)
