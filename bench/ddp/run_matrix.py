@@ -548,7 +548,37 @@ def tables_verdict(recs):
     lines.append("")
     lines.append("Clean windows with a verdict: %d of %d (%s)." % (false, len(clean),
                                                                    pct(false, len(clean))))
+    lines += verdict_summary(runs)
     return lines
+
+
+# The rows the issue's 95 % target covers (a fault in the rank's own work).
+VERDICT_TARGET_ROWS = ["data_wait", "forward_host", "backward_compute", "callback_barrier"]
+
+
+def verdict_summary(runs):
+    """Per magnitude: the target rows' hit rate, beside the clean windows run
+    in the same magnitude slot."""
+    lines = ["", "| magnitude | target rows: hit | wrong rank | no verdict | clean windows of "
+             "the same slot with a verdict |", "|---|---|---|---|---|"]
+    for mag in sorted({r["slot"] for r in runs if "slot" in r}):
+        ws = [(r, w) for r in runs if r.get("slot") == mag and r["fault"] in VERDICT_TARGET_ROWS
+              for w in verdict_windows(r)]
+        clean = [w for r in runs if r.get("slot") == mag and r["fault"] == "none"
+                 for w in verdict_windows(r)]
+        hidden = lambda r: r["result"]["hidden_rank"]  # noqa: E731
+        hit = sum(1 for r, w in ws if w["straggler"] and w["straggler"]["rank"] == hidden(r))
+        wrong = sum(1 for r, w in ws if w["straggler"] and w["straggler"]["rank"] != hidden(r))
+        none = sum(1 for _, w in ws if not w["straggler"])
+        false = sum(1 for w in clean if w.get("straggler"))
+        lines.append("| %.2f | %s | %s | %s | %s |" % (mag, share(hit, len(ws)),
+                                                      share(wrong, len(ws)), share(none, len(ws)),
+                                                      share(false, len(clean))))
+    return lines
+
+
+def share(k, n):
+    return "%d/%d (%.0f %%)" % (k, n, 100.0 * k / n) if n else "-"
 
 
 def all_tables(recs):
