@@ -59,8 +59,9 @@ def job_name(kind, *parts):
 
 
 def run_one(build, sfd, kind, fault, seed, mag, ranks, extra=(), steps=100, warmup=20,
-            want_windows=1):
-    job = job_name(kind, fault, seed, mag, ranks, *[a.strip("-") for a in extra])
+            want_windows=1, tag=None):
+    job = job_name(kind, fault, seed, mag, ranks, *[a.strip("-") for a in extra] +
+                   ([tag] if tag else []))
     args = ["--ranks", str(ranks), "--fault", fault, "--seed", str(seed), "--magnitude",
             str(mag), "--warmup", str(warmup), "--steps", str(steps)] + list(extra)
     t0 = time.monotonic()
@@ -119,15 +120,22 @@ def do_verdict(build, out, a):
     """Each job runs several windows; the clean row runs once per magnitude
     slot so that clean windows are as many as each fault's."""
     window = a.verdict_window
-    with sfharness.Sfd(build, warmup_steps=20, window_steps=window) as sfd:
+    # One sfd holds every job of the matrix (54 by default): past the
+    # default per-uid job limit.
+    limits = {"max_jobs": 256, "max_jobs_per_uid": 256}
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=window, limits=limits) as sfd:
         for seed in a.seed_list or range(1, a.seeds + 1):
             for mag in a.verdict_magnitudes:
                 for fault in a.verdict_rows:
                     m = 0.0 if fault == "none" else mag
                     try:
+                        # The clean row runs once per slot: a job id of its own
+                        # each time, or sfd would take it for the first run's
+                        # duplicate and answer with that run's windows.
                         rec = run_one(build, sfd, "verdict", fault, seed, m, 4,
                                       steps=window * a.verdict_windows,
-                                      want_windows=a.verdict_windows)
+                                      want_windows=a.verdict_windows,
+                                      tag="slot%g" % mag if fault == "none" else None)
                         rec["slot"] = mag
                         if a.record_dir:
                             keep_recording(sfd, rec["job"], a.record_dir)
