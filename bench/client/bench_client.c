@@ -93,8 +93,8 @@ static struct result run(const char *socket_path, long steps)
     return r;
 }
 
-/* ns per sf_stage_arrive: marks inside one open synchronizing stage. */
-static double bench_arrive(long n)
+/* A client with no daemon whose synchronizing stage (2, backward) is open. */
+static sf_client *open_in_sync_stage(void)
 {
     sf_client_options o;
     sf_client_options_init(&o);
@@ -111,6 +111,13 @@ static double bench_arrive(long n)
     }
     sf_step_begin(c, -1);
     sf_stage_begin(c, 2);
+    return c;
+}
+
+/* ns per sf_stage_arrive: marks inside one open synchronizing stage. */
+static double bench_arrive(long n)
+{
+    sf_client *c = open_in_sync_stage();
     int64_t t0 = now_ns();
     for (long i = 0; i < n; i++)
         sf_stage_arrive(c);
@@ -169,21 +176,7 @@ static double bench_enqueue_point(long n, long *ret_points)
  * and the NCCL plugin's per-collective reads, against a bare clock read. */
 static int bench_enqueue(long n)
 {
-    sf_client_options o;
-    sf_client_options_init(&o);
-    o.job_id = "bench";
-    o.socket_path = "/nonexistent-stagefrontier-bench/ingest.sock";
-    o.rank = 0, o.world_size = 1, o.local_rank = 0;
-    const char *sync[] = {"model.backward_cpu_wall"};
-    o.sync_stages = sync;
-    o.n_sync_stages = 1;
-    sf_client *c = NULL;
-    if (sf_client_open(&o, &c) < 0) {
-        fprintf(stderr, "open failed\n");
-        return 1;
-    }
-    sf_step_begin(c, -1);
-    sf_stage_begin(c, 2); /* the synchronizing stage is open while NCCL enqueues */
+    sf_client *c = open_in_sync_stage(); /* open while NCCL enqueues */
     sf__nccl_beacon_lookup();
     if (sf__nccl_beacon() == NULL) {
         fprintf(stderr, "no beacon found in the loaded libsfclient\n");
