@@ -4,10 +4,13 @@
  * a receiver process that drains the socket; a bare clock_gettime loop runs
  * side by side as the floor, and so does sf_stage_arrive (an arrival mark
  * inside an open synchronizing stage). Usage: bench_client [steps] [mode]
- * mode: all (default), none (no daemon only), drain (draining receiver only).
+ * mode: all (default), none (no daemon only), drain (draining receiver only),
+ * enqueue (the enqueue points' stores and per-collective reads, steps x 20
+ * calls each).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,8 @@
 #include <unistd.h>
 
 #include <stagefrontier/client.h>
+
+#include "nccl_beacon.h"
 
 #define STAGES_PER_STEP 5
 
@@ -88,8 +93,8 @@ static struct result run(const char *socket_path, long steps)
     return r;
 }
 
-/* ns per sf_stage_arrive: marks inside one open synchronizing stage. */
-static double bench_arrive(long n)
+/* A client with no daemon whose synchronizing stage (2, backward) is open. */
+static sf_client *open_in_sync_stage(void)
 {
     sf_client_options o;
     sf_client_options_init(&o);
@@ -106,6 +111,13 @@ static double bench_arrive(long n)
     }
     sf_step_begin(c, -1);
     sf_stage_begin(c, 2);
+    return c;
+}
+
+/* ns per sf_stage_arrive: marks inside one open synchronizing stage. */
+static double bench_arrive(long n)
+{
+    sf_client *c = open_in_sync_stage();
     int64_t t0 = now_ns();
     for (long i = 0; i < n; i++)
         sf_stage_arrive(c);
@@ -118,6 +130,72 @@ static double bench_arrive(long n)
         fprintf(stderr, "arrive: %llu violations\n", (unsigned long long)st.violations);
     sf_client_close(c);
     return ns;
+}
+
+/* The beacon's stores at a stage begin, on a beacon of the same layout: the
+ * stage id alone (release), as before enqueue points, and with the stage's
+ * start time before it (relaxed), as now. noinline keeps the loop honest. */
+static struct sf_side_beacon local;
+
+__attribute__((noinline)) static void publish_id(int32_t id, int64_t start)
+{
+    (void)start;
+    atomic_store_explicit(&local.stage, id, memory_order_release);
+}
+
+__attribute__((noinline)) static void publish_id_and_start(int32_t id, int64_t start)
+{
+    atomic_store_explicit(&local.stage_start_ns, start, memory_order_relaxed);
+    atomic_store_explicit(&local.stage, id, memory_order_release);
+}
+
+static double bench_publish(void (*publish)(int32_t, int64_t), long n)
+{
+    int64_t t0 = now_ns();
+    for (long i = 0; i < n; i++)
+        publish((int32_t)(i & 7), i);
+    return (double)(now_ns() - t0) / (double)n;
+}
+
+/* Per collective the plugin reads the clock and the beacon's sync point. */
+static double bench_enqueue_point(long n, long *ret_points)
+{
+    long points = 0;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        int32_t stage;
+        int64_t offset;
+        points += sf__nccl_current_sync_point(&stage, now_ns(), &offset);
+    }
+    double ns = (double)(now_ns() - t0) / (double)n;
+    *ret_points = points;
+    return ns;
+}
+
+/* Enqueue points (docs/SIDE_EVIDENCE.md): the beacon's stores at stage begin
+ * and the NCCL plugin's per-collective reads, against a bare clock read. */
+static int bench_enqueue(long n)
+{
+    sf_client *c = open_in_sync_stage(); /* open while NCCL enqueues */
+    sf__nccl_beacon_lookup();
+    if (sf__nccl_beacon() == NULL) {
+        fprintf(stderr, "no beacon found in the loaded libsfclient\n");
+        return 1;
+    }
+    long points = 0;
+    printf("clock_gettime(CLOCK_MONOTONIC):          %6.2f ns per call\n", bench_clock(n));
+    printf("stage begin, stage id only (release):     %6.2f ns per call\n",
+           bench_publish(publish_id, n));
+    printf("stage begin, start time + id (now):       %6.2f ns per call\n",
+           bench_publish(publish_id_and_start, n));
+    printf("plugin per collective, clock + sync point: %5.2f ns per call\n",
+           bench_enqueue_point(n, &points));
+    printf("clock_gettime(CLOCK_MONOTONIC) (again):  %6.2f ns per call\n", bench_clock(n));
+    printf("enqueue points found: %ld of %ld\n", points, n);
+    sf_stage_end(c, 2);
+    sf_step_end(c);
+    sf_client_close(c);
+    return points == n ? 0 : 1;
 }
 
 /* A child that accepts one connection and drains it until EOF. */
@@ -156,6 +234,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 2 ? argv[2] : "all";
     if (steps <= 0)
         steps = 1000000;
+    if (strcmp(mode, "enqueue") == 0)
+        return bench_enqueue(steps * 20);
     char dir[] = "/tmp/sfbench-XXXXXX";
     if (mkdtemp(dir) == NULL)
         return 1;

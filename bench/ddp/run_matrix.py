@@ -59,8 +59,9 @@ def job_name(kind, *parts):
 
 
 def run_one(build, sfd, kind, fault, seed, mag, ranks, extra=(), steps=100, warmup=20,
-            want_windows=1):
-    job = job_name(kind, fault, seed, mag, ranks, *[a.strip("-") for a in extra])
+            want_windows=1, tag=None):
+    job = job_name(kind, fault, seed, mag, ranks, *[a.strip("-") for a in extra] +
+                   ([tag] if tag else []))
     args = ["--ranks", str(ranks), "--fault", fault, "--seed", str(seed), "--magnitude",
             str(mag), "--warmup", str(warmup), "--steps", str(steps)] + list(extra)
     t0 = time.monotonic()
@@ -119,21 +120,39 @@ def do_verdict(build, out, a):
     """Each job runs several windows; the clean row runs once per magnitude
     slot so that clean windows are as many as each fault's."""
     window = a.verdict_window
-    with sfharness.Sfd(build, warmup_steps=20, window_steps=window) as sfd:
+    # One sfd holds every job of the matrix (54 by default): past the
+    # default per-uid job limit.
+    limits = {"max_jobs": 256, "max_jobs_per_uid": 256}
+    with sfharness.Sfd(build, warmup_steps=20, window_steps=window, limits=limits) as sfd:
         for seed in a.seed_list or range(1, a.seeds + 1):
             for mag in a.verdict_magnitudes:
                 for fault in a.verdict_rows:
                     m = 0.0 if fault == "none" else mag
                     try:
+                        # The clean row runs once per slot: a job id of its own
+                        # each time, or sfd would take it for the first run's
+                        # duplicate and answer with that run's windows.
                         rec = run_one(build, sfd, "verdict", fault, seed, m, 4,
                                       steps=window * a.verdict_windows,
-                                      want_windows=a.verdict_windows)
+                                      want_windows=a.verdict_windows,
+                                      tag="slot%g" % mag if fault == "none" else None)
                         rec["slot"] = mag
+                        if a.record_dir:
+                            keep_recording(sfd, rec["job"], a.record_dir)
                         out.add(rec)
                     except Exception as e:  # a failed run is a row, not an abort
                         log("FAILED verdict %s seed %d mag %s: %s" % (fault, seed, m, e))
                         out.add({"kind": "verdict", "fault": fault, "seed": seed,
                                  "magnitude": m, "slot": mag, "error": str(e)})
+
+
+def keep_recording(sfd, job, directory):
+    """The job's rows as sfd fed them to the core (`sfctl record`), so that
+    `sfctl replay` recomputes its windows offline under other gates."""
+    os.makedirs(directory, exist_ok=True)
+    r = sfd.sfctl("record", job, "-o", os.path.join(directory, job + ".jsonl"))
+    if r.returncode != 0:
+        raise RuntimeError("sfctl record %s: %s" % (job, r.stderr.strip()))
 
 
 def do_aba(build, out, a):
@@ -537,7 +556,37 @@ def tables_verdict(recs):
     lines.append("")
     lines.append("Clean windows with a verdict: %d of %d (%s)." % (false, len(clean),
                                                                    pct(false, len(clean))))
+    lines += verdict_summary(runs)
     return lines
+
+
+# The rows the issue's 95 % target covers (a fault in the rank's own work).
+VERDICT_TARGET_ROWS = ["data_wait", "forward_host", "backward_compute", "callback_barrier"]
+
+
+def verdict_summary(runs):
+    """Per magnitude: the target rows' hit rate, beside the clean windows run
+    in the same magnitude slot."""
+    lines = ["", "| magnitude | target rows: hit | wrong rank | no verdict | clean windows of "
+             "the same slot with a verdict |", "|---|---|---|---|---|"]
+    for mag in sorted({r["slot"] for r in runs if "slot" in r}):
+        ws = [(r, w) for r in runs if r.get("slot") == mag and r["fault"] in VERDICT_TARGET_ROWS
+              for w in verdict_windows(r)]
+        clean = [w for r in runs if r.get("slot") == mag and r["fault"] == "none"
+                 for w in verdict_windows(r)]
+        hidden = lambda r: r["result"]["hidden_rank"]  # noqa: E731
+        hit = sum(1 for r, w in ws if w["straggler"] and w["straggler"]["rank"] == hidden(r))
+        wrong = sum(1 for r, w in ws if w["straggler"] and w["straggler"]["rank"] != hidden(r))
+        none = sum(1 for _, w in ws if not w["straggler"])
+        false = sum(1 for w in clean if w.get("straggler"))
+        lines.append("| %.2f | %s | %s | %s | %s |" % (mag, share(hit, len(ws)),
+                                                      share(wrong, len(ws)), share(none, len(ws)),
+                                                      share(false, len(clean))))
+    return lines
+
+
+def share(k, n):
+    return "%d/%d (%.0f %%)" % (k, n, 100.0 * k / n) if n else "-"
 
 
 def all_tables(recs):
@@ -566,6 +615,8 @@ def main():
     p.add_argument("--verdict-magnitudes", type=float, nargs="+", default=[0.1, 0.25, 0.5])
     p.add_argument("--verdict-window", type=int, default=40, help="steps per window")
     p.add_argument("--verdict-windows", type=int, default=3, help="windows per job")
+    p.add_argument("--record-dir", default=None,
+                   help="keep each verdict job's `sfctl record` recording here")
     p.add_argument("--aba-seeds", type=int, default=2)
     p.add_argument("--scope-seeds", type=int, default=2)
     p.add_argument("--blocks", type=int, default=8)

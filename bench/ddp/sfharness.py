@@ -65,7 +65,7 @@ class Sfd(object):
     """sfd in a private runtime directory; use as a context manager."""
 
     def __init__(self, build, warmup_steps=20, window_steps=100, extra_gates=None,
-                 log=None):
+                 log=None, limits=None):
         self.build = build
         self.dir = tempfile.mkdtemp(prefix="sf-ddp-")
         self.ingest = os.path.join(self.dir, "ingest.sock")
@@ -77,6 +77,10 @@ class Sfd(object):
             f.write("[gates]\n")
             for k, v in gates.items():
                 f.write("%s = %s\n" % (k, v))
+            if limits:
+                f.write("[limits]\n")
+                for k, v in limits.items():
+                    f.write("%s = %s\n" % (k, v))
         self.log_path = log or os.path.join(self.dir, "sfd.log")
         self.proc = None
 

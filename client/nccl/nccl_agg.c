@@ -147,14 +147,22 @@ uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage)
 /* Collectives of one stage are enqueued in order, so the latest store is the
  * last collective. A slot still holding an older step is simply taken over:
  * the flusher ships every step change within milliseconds, and a point it
- * never saw only leaves that row without an arrival. */
+ * never saw only leaves that row without an arrival. A writer claims the slot
+ * by moving seq from even to odd; one that finds another writer inside (two
+ * threads enqueuing on one communicator at the same instant) leaves the slot
+ * to it rather than wait or interleave its stores: both points are of the
+ * same stage at the same moment, and two writers in one slot would let the
+ * flusher read one's tag with the other's offset. */
 static void enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage, int64_t offset)
 {
     struct sf_nccl_enq *e = &agg->enq[sf__nccl_enq_slot(step, stage)];
-    atomic_fetch_add_explicit(&e->seq, 1, memory_order_acq_rel);
+    uint32_t seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
+    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(
+                         &e->seq, &seq, seq + 1, memory_order_acq_rel, memory_order_relaxed))
+        return;
     atomic_store_explicit(&e->offset_ns, offset, memory_order_relaxed);
     atomic_store_explicit(&e->tag, sf__nccl_enq_tag(step, stage), memory_order_relaxed);
-    atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
+    atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
 }
 
 int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *ret_offset)

@@ -48,6 +48,7 @@ static const struct gate_key gate_keys[] = {
     GATE(window_steps, GATE_COUNT, SF_MAX_WINDOW_STEPS),
     GATE(suspect_ranks_max, GATE_COUNT, SF_MAX_RANKS),
     GATE(dense_max_ranks, GATE_COUNT, SF_MAX_RANKS),
+    GATE(straggler_alpha, GATE_RATIO, 0.5),
     GATE(straggler_last_share_min, GATE_RATIO, 1),
     GATE(straggler_persist_windows, GATE_COUNT, 1e6),
     GATE(baseline_windows, GATE_COUNT, 16),
@@ -82,7 +83,8 @@ void sf_gates_default(sf_gates *ret)
         .window_steps = 100,
         .suspect_ranks_max = 3,
         .dense_max_ranks = 1024,
-        .straggler_last_share_min = 0.5,
+        .straggler_alpha = 0.01,
+        .straggler_last_share_min = 0,
         .straggler_persist_windows = 2,
         .baseline_windows = 3,
         .change_alpha = 0.01,
@@ -179,7 +181,7 @@ int sf_gates_validate(const sf_gates *gates)
         return -EINVAL;
     if (gates->dense_max_ranks > SF_MAX_RANKS || gates->straggler_persist_windows < 1)
         return -EINVAL;
-    if (gates->baseline_windows < 1 || gates->change_alpha <= 0)
+    if (gates->baseline_windows < 1 || gates->change_alpha <= 0 || gates->straggler_alpha <= 0)
         return -EINVAL;
     return 0;
 }

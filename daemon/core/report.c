@@ -493,9 +493,12 @@ int sf_report_from_rows(const sf_schema *schema, const sf_window_meta *meta, con
 bool sf_report_field_exact(const sf_report *report, const char *field)
 {
     static const char *const dense_only[] = {"gain_cohort_median_s", "mean_slack_s", "ranks",
-                                             "role"};
+                                             "role", "straggler"};
     for (size_t i = 0; i < sizeof dense_only / sizeof dense_only[0]; i++)
         if (strcmp(field, dense_only[i]) == 0)
             return report->dense;
+    /* The verdict's rank leads the suspects. */
+    if (strcmp(field, "suspect_ranks") == 0)
+        return report->dense || report->schema.sync_mask == 0;
     return true;
 }

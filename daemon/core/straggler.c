@@ -6,6 +6,7 @@
  * summary's top-2 prefixes and the report's per-step leaders, nothing else.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +27,36 @@ const char *sf_persistence_name(enum sf_persistence p)
 
 /* ---- the verdict ---------------------------------------------------------- */
 
+/* The test (docs/ACCOUNTING.md, "Straggler verdict"): under the null, the
+ * ranks are exchangeable at a step, so a rank's place in the step's arrival
+ * order is uniform. Each step adds a centred score per rank and its null
+ * variance; the candidate is the rank with the largest score sum, and its
+ * one-sided normal p-value, Bonferroni-adjusted over ranks and synchronizing
+ * stages, must be at most straggler_alpha. */
+
 struct arrival { /* one eligible step: who arrived last, by how much */
     uint32_t rank, at;
     int64_t lateness;
+};
+
+struct tally {        /* one synchronizing stage's evidence over the window */
+    uint32_t n;       /* eligible steps; arr[0..n) */
+    uint32_t cand;    /* candidate rank id */
+    double score;     /* the candidate's centred score sum */
+    double var;       /* the null variance of that sum */
+    uint32_t n_ranks; /* ranks of the Bonferroni adjustment */
+};
+
+struct place { /* one rank's own work up to its arrival at one step */
+    int64_t late;
+    uint32_t r; /* dense index */
+};
+
+struct scratch {
+    struct arrival *arr; /* [n_complete] */
+    uint32_t *at;        /* [n_complete] */
+    double *score;       /* [dense ranks] */
+    struct place *place; /* [dense ranks] */
 };
 
 static int cmp_arrival(const void *a, const void *b)
@@ -47,14 +75,113 @@ static int cmp_u32_asc(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The earliest stage up to k whose boundary rank led (uniquely, beyond the
- * gap tolerance) in more than half of the steps it arrived last; k itself
+/* Ascending lateness; among equals the higher dense index first, so that the
+ * last place goes to the lowest rank. */
+static int cmp_place(const void *a, const void *b)
+{
+    const struct place *x = a, *y = b;
+    if (x->late != y->late)
+        return x->late < y->late ? -1 : 1;
+    return (x->r < y->r) - (x->r > y->r);
+}
+
+/* The first stage after the previous synchronizing stage's wait: every rank
+ * left that collective together, so lateness is timed from there (from the
+ * step's start for the first synchronizing stage). */
+static uint32_t aligned_from(uint64_t sync_mask, uint32_t k)
+{
+    uint64_t before = sync_mask & ((UINT64_C(1) << k) - 1);
+    return before ? (uint32_t)(63 - __builtin_clzll(before)) + 2 : 0;
+}
+
+static bool eligible(const sf_step_summary *st)
+{
+    return st->arrival_missing == 0 && st->n_ranks >= 2;
+}
+
+/* Dense rows: every rank's own work from stage b through k, placed by mid-rank
+ * among the step's ranks (ties share their places). */
+static void tally_dense(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
+                        uint32_t b, uint32_t k, struct scratch *w, struct tally *t)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t S = s->schema.n_stages, m = dn->n_ranks;
+    memset(w->score, 0, m * sizeof *w->score);
+    for (uint32_t i = 0; i < n_complete; i++) {
+        const sf_step_summary *st = &s->steps[complete[i]];
+        if (!eligible(st))
+            continue;
+        const int64_t *rows = &dn->d[(size_t)complete[i] * m * S];
+        struct place *pl = w->place;
+        for (uint32_t r = 0; r < m; r++) {
+            pl[r] = (struct place){0, r};
+            for (uint32_t j = b; j <= k; j++)
+                pl[r].late += rows[(size_t)r * S + j];
+        }
+        qsort(pl, m, sizeof *pl, cmp_place);
+        for (uint32_t lo = 0; lo < m;) {
+            uint32_t hi = lo + 1;
+            while (hi < m && pl[hi].late == pl[lo].late)
+                hi++;
+            double centred = (double)(lo + hi - 1) / 2 - (double)(m - 1) / 2;
+            for (uint32_t p = lo; p < hi; p++)
+                w->score[pl[p].r] += centred;
+            lo = hi;
+        }
+        t->var += ((double)m * m - 1) / 12;
+        w->arr[t->n++] =
+            (struct arrival){dn->ranks[pl[m - 1].r], i, pl[m - 1].late - pl[m - 2].late};
+    }
+    uint32_t best = 0;
+    for (uint32_t r = 1; r < m; r++)
+        if (w->score[r] > w->score[best])
+            best = r;
+    t->cand = dn->ranks[best];
+    t->score = w->score[best];
+    t->n_ranks = m;
+}
+
+/* Top-2 only (mergeable mode): the score is the last place alone, on the
+ * prefixes from the step's start. */
+static void tally_top2(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
+                       uint32_t k, struct scratch *w, struct tally *t)
+{
+    double expected = 0;
+    t->n_ranks = 0;
+    for (uint32_t i = 0; i < n_complete; i++) {
+        const sf_step_summary *st = &s->steps[complete[i]];
+        if (!eligible(st))
+            continue;
+        const sf_top2 *p = &st->prefix_top2[k];
+        double q = 1.0 / st->n_ranks;
+        expected += q;
+        t->var += q * (1 - q);
+        t->n_ranks = st->n_ranks > t->n_ranks ? st->n_ranks : t->n_ranks;
+        w->arr[t->n++] = (struct arrival){p->r1, i, p->v1 - p->v2};
+    }
+    uint32_t count = 0;
+    qsort(w->arr, t->n, sizeof *w->arr, cmp_arrival);
+    for (uint32_t i = 0; i < t->n;) {
+        uint32_t j = i;
+        while (j < t->n && w->arr[j].rank == w->arr[i].rank)
+            j++;
+        if (j - i > count) { /* strict: the lowest rank wins ties */
+            count = j - i;
+            t->cand = w->arr[i].rank;
+        }
+        i = j;
+    }
+    t->score = count - expected;
+}
+
+/* The earliest stage from b up to k whose boundary rank led (uniquely, beyond
+ * the gap tolerance) in more than half of the steps it arrived last; k itself
  * when no earlier one does. at[] holds complete-step positions. */
-static uint32_t origin_stage(const sf_report *r, uint32_t rank, uint32_t k, const uint32_t *at,
-                             uint32_t n)
+static uint32_t origin_stage(const sf_report *r, uint32_t rank, uint32_t b, uint32_t k,
+                             const uint32_t *at, uint32_t n)
 {
     uint32_t S = r->schema.n_stages;
-    for (uint32_t j = 0; j < k; j++) {
+    for (uint32_t j = b; j < k; j++) {
         uint32_t led = 0;
         for (uint32_t i = 0; i < n; i++)
             led += r->step_leaders[(size_t)at[i] * S + j] == rank;
@@ -64,81 +191,100 @@ static uint32_t origin_stage(const sf_report *r, uint32_t rank, uint32_t k, cons
     return k;
 }
 
-/* The candidate verdict at synchronizing stage k, or present = false. */
+/* The candidate verdict at synchronizing stage k, or present = false; *ret_z
+ * is the candidate's score in standard deviations. */
 static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *complete,
-                       uint32_t n_complete, uint32_t k, struct arrival *arr, uint32_t *at,
-                       sf_straggler *ret)
+                       uint32_t n_complete, uint32_t k, uint32_t n_sync, struct scratch *w,
+                       sf_straggler *ret, double *ret_z)
 {
-    uint32_t n = 0;
+    struct tally t = {0};
+    uint32_t b = aligned_from(s->schema.sync_mask, k);
     memset(ret, 0, sizeof *ret);
-    for (uint32_t i = 0; i < n_complete; i++) {
-        const sf_step_summary *st = &s->steps[complete[i]];
-        if (st->arrival_missing != 0 || st->n_ranks < 2)
-            continue;
-        const sf_top2 *t = &st->prefix_top2[k];
-        arr[n++] = (struct arrival){t->r1, i, t->v1 - t->v2};
-    }
-    ret->eligible_steps = n;
-    if (n == 0)
+    *ret_z = 0;
+    if (s->dense != NULL && s->dense->n_ranks >= 2)
+        tally_dense(s, complete, n_complete, b, k, w, &t);
+    else
+        tally_top2(s, complete, n_complete, k, w, &t);
+    ret->eligible_steps = t.n;
+    if (t.n == 0 || t.var <= 0)
         return;
-    qsort(arr, n, sizeof *arr, cmp_arrival);
-    uint32_t best = 0, best_len = 0;
-    for (uint32_t i = 0; i < n;) {
-        uint32_t j = i;
-        while (j < n && arr[j].rank == arr[i].rank)
-            j++;
-        if (j - i > best_len) { /* strict: the lowest rank wins ties */
-            best = i;
-            best_len = j - i;
-        }
-        i = j;
-    }
-    /* Lateness is sorted within the run: its median, integer ns. */
-    int64_t lo = arr[best + (best_len - 1) / 2].lateness, hi = arr[best + best_len / 2].lateness;
+    *ret_z = t.score / sqrt(t.var);
+    double p = 0.5 * erfc(*ret_z / sqrt(2.0)) * t.n_ranks * n_sync;
+    /* The candidate's own last arrivals: their count and median lateness. */
+    qsort(w->arr, t.n, sizeof *w->arr, cmp_arrival);
+    uint32_t first = 0, len = 0;
+    while (first < t.n && w->arr[first].rank != t.cand)
+        first++;
+    while (first + len < t.n && w->arr[first + len].rank == t.cand)
+        len++;
+    if (len == 0 || p > r->gates.straggler_alpha ||
+        (double)len < r->gates.straggler_last_share_min * t.n)
+        return;
+    int64_t lo = w->arr[first + (len - 1) / 2].lateness, hi = w->arr[first + len / 2].lateness;
     int64_t median = lo + (hi - lo) / 2;
-    if ((double)best_len < r->gates.straggler_last_share_min * n || median <= r->leader_gap_tol_ns)
+    if (median <= r->leader_gap_tol_ns)
         return;
-    for (uint32_t i = 0; i < best_len; i++)
-        at[i] = arr[best + i].at;
-    qsort(at, best_len, sizeof *at, cmp_u32_asc);
+    for (uint32_t i = 0; i < len; i++)
+        w->at[i] = w->arr[first + i].at;
+    qsort(w->at, len, sizeof *w->at, cmp_u32_asc);
     *ret = (sf_straggler){.present = true,
-                          .rank = arr[best].rank,
+                          .rank = t.cand,
                           .sync_stage = k,
-                          .origin_stage = origin_stage(r, arr[best].rank, k, at, best_len),
-                          .arrived_last_steps = best_len,
-                          .eligible_steps = n,
+                          .origin_stage = origin_stage(r, t.cand, b, k, w->at, len),
+                          .arrived_last_steps = len,
+                          .eligible_steps = t.n,
                           .median_lateness_ns = median,
                           .persistence = SF_PERSIST_NONE,
                           .windows_in_a_row = 1};
 }
 
-/* Over every synchronizing stage, the verdict with the most arrived-last
- * steps; the earliest stage on ties. Without one, eligible_steps still says
- * how many steps the first synchronizing stage could judge. */
+static void scratch_free(struct scratch *w)
+{
+    free(w->arr);
+    free(w->at);
+    free(w->score);
+    free(w->place);
+}
+
+static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_complete)
+{
+    uint32_t m = s->dense != NULL && s->dense->n_ranks ? s->dense->n_ranks : 1;
+    *w = (struct scratch){malloc(n_complete * sizeof *w->arr), malloc(n_complete * sizeof *w->at),
+                          malloc(m * sizeof *w->score), malloc(m * sizeof *w->place)};
+    if (w->arr == NULL || w->at == NULL || w->score == NULL || w->place == NULL) {
+        scratch_free(w);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Over every synchronizing stage, the verdict whose candidate scored the most
+ * standard deviations; the earliest stage on ties. Without one,
+ * eligible_steps still says how many steps the first synchronizing stage
+ * could judge. */
 int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *complete,
                           uint32_t n_complete)
 {
     memset(&r->straggler, 0, sizeof r->straggler);
     if (s->schema.sync_mask == 0 || n_complete == 0)
         return 0;
-    struct arrival *arr = malloc(n_complete * sizeof *arr);
-    uint32_t *at = malloc(n_complete * sizeof *at);
-    if (arr == NULL || at == NULL) {
-        free(arr);
-        free(at);
+    struct scratch w;
+    if (scratch_init(&w, s, n_complete) < 0)
         return -ENOMEM;
-    }
+    uint32_t n_sync = (uint32_t)__builtin_popcountll(s->schema.sync_mask);
     bool first = true;
+    double best_z = 0;
     for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
         sf_straggler v;
-        verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), arr, at, &v);
-        if (first || (v.present && (!r->straggler.present ||
-                                    v.arrived_last_steps > r->straggler.arrived_last_steps)))
+        double z;
+        verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), n_sync, &w, &v, &z);
+        if (first || (v.present && (!r->straggler.present || z > best_z))) {
             r->straggler = v;
+            best_z = z;
+        }
         first = false;
     }
-    free(arr);
-    free(at);
+    scratch_free(&w);
     return 0;
 }
 

@@ -148,7 +148,8 @@ static int apply_gates(const struct sfctl_report_opts *o, sf_gates *gates, const
     if (sf_gates_validate(gates) < 0) {
         fprintf(stderr,
                 "%s: the gates are inconsistent (window_steps >= 1, "
-                "0 < tau <= 1, baseline_windows >= 1, change_alpha > 0)\n",
+                "0 < tau <= 1, baseline_windows >= 1, change_alpha > 0, "
+                "straggler_alpha > 0)\n",
                 prog);
         return o->gates_path != NULL ? -EBADMSG : -EINVAL;
     }

@@ -123,9 +123,13 @@ int sfd_budget_move_job(struct sfd_budget *b, uid_t from, uid_t to, uint64_t byt
 const char *sfd_mem_kind_name(enum sfd_mem_kind k)
 {
     static const char *const names[SFD_MEM_KIND_COUNT] = {
-        [SFD_MEM_JOBS] = "jobs",       [SFD_MEM_RANKS] = "ranks",
-        [SFD_MEM_WINDOWS] = "windows", [SFD_MEM_KEPT_ROWS] = "kept_rows",
-        [SFD_MEM_REPORTS] = "reports", [SFD_MEM_BUFFERS] = "buffers",
+        [SFD_MEM_JOBS] = "jobs",
+        [SFD_MEM_RANKS] = "ranks",
+        [SFD_MEM_WINDOWS] = "windows",
+        [SFD_MEM_KEPT_ROWS] = "kept_rows",
+        [SFD_MEM_REPORTS] = "reports",
+        [SFD_MEM_BUFFERS] = "buffers",
+        [SFD_MEM_ENQ_POINTS] = "enqueue_points",
     };
     return (unsigned)k < SFD_MEM_KIND_COUNT ? names[k] : "unknown";
 }

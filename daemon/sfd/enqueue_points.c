@@ -75,6 +75,11 @@ void sfd_enq_fill(const struct sfd_enq_points *points, const sf_schema *schema, 
     }
 }
 
+size_t sfd_enq_table_bytes(void)
+{
+    return sizeof(struct sfd_enq_points);
+}
+
 void sfd_enq_free(struct sfd_enq_points *points)
 {
     free(points);

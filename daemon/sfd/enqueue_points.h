@@ -7,6 +7,7 @@
 #ifndef SFD_ENQUEUE_POINTS_H
 #define SFD_ENQUEUE_POINTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "stagefrontier/accounting.h"
@@ -31,5 +32,7 @@ int sfd_enq_note(struct sfd_enq_points **points, uint32_t rank, int64_t step,
 void sfd_enq_fill(const struct sfd_enq_points *points, const sf_schema *schema, uint32_t rank,
                   int64_t step, int64_t *own);
 void sfd_enq_free(struct sfd_enq_points *points);
+/* The bytes of one job's table, charged to its uid before the first point. */
+size_t sfd_enq_table_bytes(void);
 
 #endif

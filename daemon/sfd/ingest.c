@@ -258,10 +258,18 @@ static void note_enqueue_point(struct sfd_conn *c, const Stagefrontier__NcclBatc
         sfd_count_reject(c->sfd, job, SFD_REJ_ARRIVAL_STAGE, 1, c);
         return;
     }
+    /* The table is charged to the job's uid once, before its first point. */
+    bool fresh = job->enq == NULL;
+    if (fresh && sfd_job_reserve(job, SFD_MEM_ENQ_POINTS, sfd_enq_table_bytes()) < 0) {
+        sfd_count_reject(c->sfd, job, SFD_REJ_MEMORY, 1, c);
+        return;
+    }
     int r = sfd_enq_note(&job->enq, c->rank, b->step, (uint32_t)stage, (int64_t)b->last_enqueue_ns);
-    if (r < 0)
+    if (r < 0) {
+        if (fresh)
+            sfd_job_release(job, SFD_MEM_ENQ_POINTS, sfd_enq_table_bytes());
         sfd_log(SFD_LOG_WARNING, job->id, "NCCL enqueue point not stored: out of memory");
-    else
+    } else
         sfd_sat_add(&c->sfd->ctr.enqueue_points, (uint64_t)r);
 }
 

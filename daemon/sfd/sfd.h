@@ -149,7 +149,8 @@ enum sfd_mem_kind {
     SFD_MEM_WINDOWS,   /* open windows and their rows */
     SFD_MEM_KEPT_ROWS, /* rows of closed windows, kept for RECORD */
     SFD_MEM_REPORTS,
-    SFD_MEM_BUFFERS, /* the daemon's own I/O buffers */
+    SFD_MEM_BUFFERS,    /* the daemon's own I/O buffers */
+    SFD_MEM_ENQ_POINTS, /* a job's table of NCCL enqueue points */
     SFD_MEM_KIND_COUNT
 };
 const char *sfd_mem_kind_name(enum sfd_mem_kind k);

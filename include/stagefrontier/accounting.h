@@ -249,6 +249,7 @@ typedef struct sf_gates {
     double share_floor_s;
     uint32_t warmup_steps, window_steps;
     uint32_t suspect_ranks_max, dense_max_ranks;
+    double straggler_alpha;             /* adjusted p-value a straggler verdict must reach */
     double straggler_last_share_min;    /* share of eligible steps a rank must arrive last */
     uint32_t straggler_persist_windows; /* windows in a row that make a verdict "fixed" */
     /* Change against the job's reference (docs/CHANGE.md). */

@@ -111,11 +111,15 @@ def main():
         before = {k: sfd.rejected(k) for k in ("arrival_out_of_range",
                                                  "arrival_not_synchronizing")}
         points, records = sfd.status()["enqueue_points"], sfd.status()["records"]
+        enq_bytes = sfd.status()["memory"]["by_kind"]["enqueue_points"]
         rc, out, p = send(sfd, mode="enqueue_points", job="eq", world=1)
         check(rc == 0 and out.get("sent") == "5", "enqueue sender: %s %s" % (out, p.stderr))
         wait_for(lambda: sfd.rejected("arrival_out_of_range") == before["arrival_out_of_range"] + 1,
                  "the batch past the bound rejected")
         check(sfd.status()["enqueue_points"] == points + 3, "three enqueue points kept")
+        # The job's table (4096 slots of 24 bytes) is charged to the budget once.
+        check(sfd.status()["memory"]["by_kind"]["enqueue_points"] == enq_bytes + 4096 * 24,
+              "enqueue-point table not charged: %s" % sfd.status()["memory"])
         check(sfd.rejected("arrival_not_synchronizing") == before["arrival_not_synchronizing"] + 1,
               "enqueue point outside a synchronizing stage not counted")
         rc, out, p = send(sfd, mode="enqueue_records", job="eq", world=1)

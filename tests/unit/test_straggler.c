@@ -208,24 +208,131 @@ static void slow_loader_origin(void **state)
     win_clear(&w);
 }
 
-static void share_gate(void **state)
+/* Rank 1 arrives last (4 ms) in `late` of 20 steps, ranks 0, 2 and 3 in
+ * turn in the others. Dense: rank 1's centred place sums to 2 late - 10
+ * over a null variance of 20 x 15/12 = 25, so z = (2 late - 10) / 5; the
+ * Bonferroni-adjusted p-value is 4 x Q(z). */
+static void delay_rank1_in(struct win *w, uint32_t late)
+{
+    static const uint32_t others[] = {0, 2, 3};
+    for (uint32_t t = 0; t < 20; t++)
+        delay(w, t < late ? 1 : others[t % 3], BWD, 4 * MS, t, 1);
+}
+
+static void significance_gate(void **state)
 {
     (void)state;
     struct win w;
-    win_init(&w, 10, 4);
-    delay(&w, 1, BWD, 4 * MS, 0, 4); /* rank 1 last in 4 of 10 steps */
-    delay(&w, 2, BWD, 4 * MS, 4, 3);
-    delay(&w, 0, BWD, 4 * MS, 7, 3);
+    /* 12 of 20: z = 2.8, p = 4 x 0.002555 = 0.0102 > 0.01: no verdict. */
+    win_init(&w, 20, 4);
+    delay_rank1_in(&w, 12);
     sf_report *r = win_compute(&w);
     assert_false(r->straggler.present);
-    assert_int_equal(r->straggler.eligible_steps, 10);
-    w.gates.straggler_last_share_min = 0.4;
+    assert_int_equal(r->straggler.eligible_steps, 20);
+    /* The same window passes a looser alpha. */
+    w.gates.straggler_alpha = 0.011;
     r = win_compute(&w);
     assert_true(r->straggler.present);
     assert_int_equal(r->straggler.rank, 1);
-    assert_int_equal(r->straggler.arrived_last_steps, 4);
-    assert_int_equal(r->straggler.median_lateness_ns, 4 * MS);
+    assert_int_equal(r->straggler.arrived_last_steps, 12);
     win_clear(&w);
+    /* 13 of 20: z = 3.2, p = 0.0027: rank 1, although it was not last in a
+     * third of the steps. */
+    win_init(&w, 20, 4);
+    delay_rank1_in(&w, 13);
+    r = win_compute(&w);
+    assert_true(r->straggler.present);
+    assert_int_equal(r->straggler.rank, 1);
+    assert_int_equal(r->straggler.arrived_last_steps, 13);
+    assert_int_equal(r->straggler.eligible_steps, 20);
+    assert_int_equal(r->straggler.median_lateness_ns, 4 * MS);
+    /* The optional share floor still holds it back when set above 13/20. */
+    w.gates.straggler_last_share_min = 0.7;
+    r = win_compute(&w);
+    assert_false(r->straggler.present);
+    win_clear(&w);
+}
+
+/* Without dense rows only the last arrival of each step is known: the score
+ * is the last-place count, z = (count - 20/4) / sqrt(20 x 3/16). */
+static sf_report *mergeable_report(struct win *w)
+{
+    sf_summary *s = NULL;
+    sf_report *r = NULL;
+    win_compute(w);
+    assert_int_equal(sf_summary_build(&w->schema, &w->meta, w->m.rows,
+                                      (size_t)w->m.steps * w->m.ranks, false, &s),
+                     0);
+    assert_int_equal(sf_report_compute(s, &w->gates, &r), 0);
+    sf_summary_free(s);
+    assert_false(r->dense);
+    return r;
+}
+
+static void significance_gate_mergeable(void **state)
+{
+    (void)state;
+    struct win w;
+    /* 10 of 20: z = 2.58, p = 4 x 0.0049 = 0.0196: no verdict. */
+    win_init(&w, 20, 4);
+    delay_rank1_in(&w, 10);
+    sf_report *r = mergeable_report(&w);
+    assert_false(r->straggler.present);
+    assert_int_equal(r->straggler.eligible_steps, 20);
+    sf_report_free(r);
+    win_clear(&w);
+    /* 11 of 20: z = 3.10, p = 0.0039. */
+    win_init(&w, 20, 4);
+    delay_rank1_in(&w, 11);
+    r = mergeable_report(&w);
+    assert_true(r->straggler.present);
+    assert_int_equal(r->straggler.rank, 1);
+    assert_int_equal(r->straggler.arrived_last_steps, 11);
+    assert_int_equal(r->straggler.median_lateness_ns, 4 * MS);
+    sf_report_free(r);
+    win_clear(&w);
+}
+
+/* Backward and a callback barrier both synchronizing. Rank 1 started every
+ * step 5 ms before the others, so its prefix at backward's end is 5 ms ahead
+ * although every rank left the all-reduce together; rank 3 spends 2 ms more
+ * before the barrier. From the step's start rank 1 looks last at the
+ * barrier; timed from the all-reduce that aligned them, rank 3 is. */
+static void aligned_after_a_collective(void **state)
+{
+    (void)state;
+    enum { D, F, B, BW, C, CW, O, S7 };
+    const char *names[] = {"data.next_wait", "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",
+                           "callbacks.cpu_wall", "step.other_cpu_wall"};
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_sync(&schema, 1, 5, names, NULL, 1, (1u << 2) | (1u << 3)), 0);
+    assert_int_equal(schema.n_stages, S7);
+    struct matrix m = matrix_new(10, 4, S7);
+    for (uint32_t t = 0; t < 10; t++)
+        for (uint32_t r = 0; r < 4; r++) {
+            int64_t *d = cell(&m, t, r);
+            d[D] = 1 * MS, d[F] = 10 * MS, d[B] = 20 * MS, d[O] = 2 * MS;
+            d[BW] = r == 1 ? 5 * MS : 0;
+            d[C] = r == 3 ? 3 * MS : 1 * MS;
+            d[CW] = r == 3 ? 0 : 2 * MS;
+        }
+    sf_gates gates;
+    sf_gates_default(&gates);
+    sf_window_meta meta = meta_for(4);
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_from_rows(&schema, &meta, m.rows, 40, &gates, &r), 0);
+    assert_true(r->straggler.present);
+    assert_int_equal(r->straggler.rank, 3);
+    assert_int_equal(r->straggler.sync_stage, C);
+    assert_int_equal(r->straggler.origin_stage, C);
+    assert_int_equal(r->straggler.arrived_last_steps, 10);
+    assert_int_equal(r->straggler.median_lateness_ns, 2 * MS);
+    /* The frontier itself still reads prefixes: rank 1 leads the barrier's
+     * arrival boundary. */
+    assert_int_equal(r->step_leaders[C], 1);
+    sf_report_free(r);
+    matrix_free(&m);
+    sf_schema_clear(&schema);
 }
 
 static void lateness_gate(void **state)
@@ -382,7 +489,9 @@ int main(void)
         cmocka_unit_test(split_durations),
         cmocka_unit_test(backward_straggler),
         cmocka_unit_test(slow_loader_origin),
-        cmocka_unit_test(share_gate),
+        cmocka_unit_test(significance_gate),
+        cmocka_unit_test(significance_gate_mergeable),
+        cmocka_unit_test(aligned_after_a_collective),
         cmocka_unit_test(lateness_gate),
         cmocka_unit_test(missing_arrivals_are_not_eligible),
         cmocka_unit_test(persistence_across_windows),
