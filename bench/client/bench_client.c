@@ -3,7 +3,10 @@
  * end are two boundaries) and send syscalls per step, with no daemon and with
  * a receiver process that drains the socket; a bare clock_gettime loop runs
  * side by side as the floor, and so does sf_stage_arrive (an arrival mark
- * inside an open synchronizing stage). Usage: bench_client [steps] [mode]
+ * inside an open synchronizing stage). The draining receiver runs twice:
+ * with the liveness thread on (the default, 1 s) and off, so what the
+ * heartbeat and the control poll at flush cost shows side by side.
+ * Usage: bench_client [steps] [mode]
  * mode: all (default), none (no daemon only), drain (draining receiver only),
  * enqueue (the enqueue points' stores and per-collective reads, steps x 20
  * calls each).
@@ -49,10 +52,11 @@ struct result {
     sf_client_stats st;
 };
 
-static struct result run(const char *socket_path, long steps)
+static struct result run(const char *socket_path, long steps, int heartbeat_ms)
 {
     sf_client_options o;
     sf_client_options_init(&o);
+    o.heartbeat_ms = heartbeat_ms;
     o.job_id = "bench";
     o.socket_path = socket_path;
     o.rank = 0, o.world_size = 1, o.local_rank = 0;
@@ -248,16 +252,18 @@ int main(int argc, char **argv)
     printf("%-16s %10s %10s %10s %10s %10s %10s\n", "receiver", "ns/stage", "ns/bound", "sys/step",
            "steps", "sent", "dropped");
     if (strcmp(mode, "drain") != 0) {
-        struct result r = run(path, steps); /* nothing listens at path */
+        struct result r = run(path, steps, -1); /* nothing listens at path */
         print("none", &r);
     }
     if (strcmp(mode, "none") != 0) {
-        pid_t pid = start_drainer(path);
-        struct result r = run(path, steps);
-        int status;
-        waitpid(pid, &status, 0);
-        unlink(path);
-        print("draining", &r);
+        for (int hb = 0; hb < 2; hb++) {
+            pid_t pid = start_drainer(path);
+            struct result r = run(path, steps, hb ? 0 : -1);
+            int status;
+            waitpid(pid, &status, 0);
+            unlink(path);
+            print(hb ? "draining,no-hb" : "draining", &r);
+        }
     }
     rmdir(dir);
     return 0;

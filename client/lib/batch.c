@@ -148,6 +148,8 @@ int sf__batch_send_one(sf_client *c, int64_t now_ns)
             return 0;
         }
     }
+    /* The control channel rides on the flush: one non-blocking read. */
+    sf__control_exchange(c, now_ns);
     uint32_t n = fill_records(c);
     if (n == 0)
         return 0;

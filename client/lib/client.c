@@ -48,6 +48,7 @@ void sf_client_options_init(sf_client_options *opts)
     memset(opts, 0, sizeof *opts);
     opts->rank = opts->world_size = opts->local_rank = -1;
     opts->window_steps = opts->warmup_steps = -1;
+    opts->heartbeat_ms = -1;
 }
 
 static const char *env_nonempty(const char *name)
@@ -153,6 +154,7 @@ struct resolved {
     const char *job_id, *socket_path, *role;
     int rank, world_size, local_rank;
     int window_steps, warmup_steps; /* -1: the daemon's */
+    int heartbeat_ms;               /* 0: no heartbeat thread */
     uint32_t accumulation, buffer, batch;
     double fraction;
 };
@@ -194,6 +196,9 @@ static int resolve(const sf_client_options *o, struct resolved *r)
     if (resolve_int(o->window_steps, "SF_WINDOW_STEPS", -1, &r->window_steps) < 0 ||
         resolve_int(o->warmup_steps, "SF_WARMUP_STEPS", -1, &r->warmup_steps) < 0 ||
         r->window_steps == 0)
+        return -EINVAL;
+    if (resolve_int(o->heartbeat_ms, "SF_HEARTBEAT_MS", 1000, &r->heartbeat_ms) < 0 ||
+        r->heartbeat_ms > SF_CLIENT_MAX_HEARTBEAT_MS)
         return -EINVAL;
     if (r->world_size < 1 || r->world_size > SF_CLIENT_MAX_WORLD_SIZE || r->rank >= r->world_size)
         return -EINVAL;
@@ -265,6 +270,10 @@ static int mark_sync_stages(sf_client *c, const sf_client_options *o)
 
 static void client_free(sf_client *c)
 {
+    /* A fork child has no heartbeat thread to join. */
+    bool child = __atomic_load_n(&fork_generation, __ATOMIC_RELAXED) != c->fork_generation;
+    sf__heartbeat_stop(c->heartbeat, child);
+    sf__control_free(c);
     sf__transport_close(&c->tr);
     sf__cuda_channel_close(c->cuda);
     sf__batch_free(c);
@@ -320,7 +329,7 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     if (err < 0)
         goto fail;
     err = sf__batch_alloc(c);
-    if (err < 0)
+    if (err < 0 || (err = sf__control_alloc(c)) < 0)
         goto fail;
     if (r.fraction > 0.0) {
         err = sf__cuda_channel_open(r.fraction, &c->cuda);
@@ -334,6 +343,11 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     c->last_now = sf__now_ns();
     c->last_flush_ns = c->last_now;
     sf__transport_connect(&c->tr, c->last_now); /* absent daemon: not an error */
+    if (r.heartbeat_ms > 0) {
+        err = sf__heartbeat_start(c, (uint32_t)r.heartbeat_ms, &c->heartbeat);
+        if (err < 0)
+            goto fail;
+    }
     /* For the NCCL plugin in this process: the first client's schema wins. */
     sf__side_publish_schema(c->n_stages, (const char *const *)c->schema.names, c->schema.sync_mask);
     *ret = c;
@@ -357,6 +371,8 @@ void sf_client_close(sf_client *c)
     if (!c->inert && !sf__fork_check(c)) {
         /* Drain what the socket takes now; never wait for it. */
         int64_t now = sf__now_ns();
+        sf__capture_finish_early(c);
+        sf__control_exchange(c, now);
         uint32_t tries = c->ring.cap / (c->batch_records ? c->batch_records : 1) + 2;
         while (c->ring.count > 0 && tries-- > 0 && sf__transport_connected(&c->tr)) {
             uint32_t before = c->ring.count;
@@ -424,6 +440,15 @@ int sf_client_get_stats(const sf_client *c, sf_client_stats *ret)
         .reconnects = c->tr.reconnects,
         .violations = c->violations,
         .connected = sf__transport_connected(&c->tr),
+        .heartbeats_sent = sf__heartbeat_sent(c->heartbeat),
     };
+    if (c->cap != NULL) {
+        ret->captures_requested = c->cap->requested;
+        ret->captures_done = c->cap->done;
+        ret->captures_failed = c->cap->failed_total;
+        ret->captures_unsupported = c->cap->unsupported;
+        ret->captures_busy = c->cap->busy;
+        ret->control_rejected = c->cap->rejected;
+    }
     return 0;
 }

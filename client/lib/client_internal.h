@@ -27,6 +27,10 @@ _Static_assert(SF_CLIENT_MAX_STAGES == SF_MAX_STAGES, "client stage cap");
 _Static_assert(SF_CLIENT_MAX_WORLD_SIZE == SF_MAX_RANKS, "client world-size cap");
 _Static_assert(SF_CLIENT_MAX_JOB_ID_LEN == SF_MAX_JOB_ID_LEN, "client job-id length");
 _Static_assert(SF_CLIENT_MAX_STAGES <= 256, "sync_slot holds a stage index in one byte");
+_Static_assert(SF_CAPTURE_MAX_STEPS == SF_MAX_CAPTURE_STEPS, "client capture steps");
+_Static_assert(SF_CAPTURE_PATH_MAX == SF_MAX_CAPTURE_PATH, "client trace path length");
+_Static_assert(SF_CAPTURE_ERROR_MAX == SF_MAX_CAPTURE_ERROR, "client capture error length");
+_Static_assert(SF_CLIENT_MAX_HEARTBEAT_MS == SF_MAX_HEARTBEAT_MS, "client heartbeat interval");
 
 #define SF__FLAG_VIOLATION (1u << 0)
 #define SF__FLAG_NON_MONOTONIC (1u << 1)
@@ -77,6 +81,56 @@ void sf__ring_commit(struct sf__ring *r);
 struct sf__record *sf__ring_peek(const struct sf__ring *r, uint32_t i, int64_t **ret_durations);
 void sf__ring_consume(struct sf__ring *r, uint32_t n);
 
+/* ---- control.c: sfd's capture requests and the replies ---- */
+#define SF__CONTROL_READS 4       /* control messages read per flush, at most */
+#define SF__MAX_REPLIES 4         /* replies waiting for the next flush */
+#define SF__CONTROL_MAX_BYTES 256 /* a ControlMessage is far smaller; larger is hostile */
+#define SF__CONTROL_ARENA 1024    /* decoding memory, allocated at open */
+
+enum sf__cap_state { SF__CAP_IDLE, SF__CAP_PENDING, SF__CAP_RUNNING };
+
+struct sf__reply {
+    uint64_t id;
+    int state;                     /* STAGEFRONTIER__CAPTURE_REPLY__STATE__* */
+    int64_t first_step, last_step; /* -1: not sent */
+    int64_t started_at_ms, finished_at_ms;
+    char text[SF_CAPTURE_PATH_MAX + 1]; /* DONE: the path; else the reason, or "" */
+};
+
+/* Bump allocator over a fixed buffer, so decoding never calls malloc. */
+struct sf__arena {
+    uint8_t *base;
+    size_t cap, used;
+};
+
+struct sf__capture {
+    sf_capture_handler fn;
+    void *arg;
+    sf_capture_request req;
+    uint32_t steps_done;
+    bool failed;
+    int64_t started_at_ms;
+    char out[SF_CAPTURE_PATH_MAX + 1];
+    struct sf__reply replies[SF__MAX_REPLIES];
+    uint32_t n_replies;
+    uint64_t requested, done, failed_total, unsupported, busy, rejected, replies_lost;
+    struct sf__arena arena;
+    uint8_t *buf; /* receive and reply packing, SF__CONTROL_BUF */
+};
+#define SF__CONTROL_BUF (SF_CAPTURE_PATH_MAX + SF_CAPTURE_ERROR_MAX + 256)
+
+/* Decodes and checks one ControlMessage (pure; the fuzz target's entry):
+ * 0 with *ret filled, -EBADMSG (undecodable or unknown body), -ERANGE (a
+ * field out of bounds). The arena is reset first. */
+int sf__control_decode(const uint8_t *buf, size_t len, struct sf__arena *arena,
+                       sf_capture_request *ret);
+/* ---- heartbeat.c ---- */
+struct sf__heartbeat;
+int sf__heartbeat_start(sf_client *c, uint32_t interval_ms, struct sf__heartbeat **ret);
+/* Stops and frees. In a fork child (the thread is not there) it only frees. */
+void sf__heartbeat_stop(struct sf__heartbeat *h, bool in_child);
+uint64_t sf__heartbeat_sent(const struct sf__heartbeat *h);
+
 /* ---- the client ---- */
 struct sf_client {
     bool inert; /* disabled, or inherited across fork */
@@ -125,6 +179,11 @@ struct sf_client {
     char role[SF_CLIENT_MAX_ROLE_LEN + 1];
     char host[256];
     sf__transport tr;
+
+    /* captures: cap_state is the one field the hot path reads */
+    uint8_t cap_state;               /* enum sf__cap_state */
+    struct sf__capture *cap;         /* allocated at open */
+    struct sf__heartbeat *heartbeat; /* NULL: off */
 };
 
 /* ---- batch.c ---- */
@@ -138,6 +197,19 @@ void sf__batch_drop_all(sf_client *c);
 void sf__batch_note_drop(sf_client *c, int64_t step);
 int sf__batch_alloc(sf_client *c);
 void sf__batch_free(sf_client *c);
+
+/* ---- control.c ---- */
+int sf__control_alloc(sf_client *c);
+void sf__control_free(sf_client *c);
+/* At flush, connected: reads pending control messages without blocking and
+ * sends queued replies. Never blocks; a reply that does not fit is kept. */
+void sf__control_exchange(sf_client *c, int64_t now_ns);
+/* Hot-path hooks, called only when cap_state != SF__CAP_IDLE. before_begin
+ * returns true when it called the handler (the caller rereads the clock). */
+bool sf__capture_before_begin(sf_client *c, int64_t step);
+void sf__capture_after_end(sf_client *c);
+/* sf_client_close: ends a running capture with what it has. */
+void sf__capture_finish_early(sf_client *c);
 
 /* ---- client.c ---- */
 /* Turns a client inherited by a fork() child inert; returns true if it did. */

@@ -97,16 +97,19 @@ static void end_step(sf_client *c, int64_t now)
     queue_record(c, wall);
     /* Reset here, not at begin: the begin's own clock read may set it. */
     c->cur_flags = 0;
-    c->in_step = false;
-    c->steps++;
+    /* Relaxed stores (plain moves): the heartbeat thread reads them. */
+    __atomic_store_n(&c->in_step, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->steps, c->steps + 1, __ATOMIC_RELAXED);
     sf__batch_maybe_send(c, now);
+    if (__builtin_expect(c->cap_state == SF__CAP_RUNNING, 0) && !c->inert)
+        sf__capture_after_end(c);
 }
 
 static void start_step(sf_client *c, int64_t step, int64_t now)
 {
     c->step = step;
     c->any_step = true;
-    c->in_step = true;
+    __atomic_store_n(&c->in_step, true, __ATOMIC_RELAXED);
     c->step_t0 = now;
     c->open_stage = -1;
     c->nested_ignored = 0;
@@ -136,6 +139,10 @@ int sf_step_begin(sf_client *c, int64_t step)
         if (c->inert)
             return 0;
     }
+    /* A capture's handler runs before the step's clock read: its cost is
+     * in no stage. */
+    if (__builtin_expect(c->cap_state != SF__CAP_IDLE, 0) && sf__capture_before_begin(c, step))
+        now = tick(c);
     start_step(c, step, now);
     return r;
 }

@@ -16,6 +16,7 @@
 
 #define SF__CHANNEL_STEPS 0u
 #define SF__CHANNEL_NCCL 1u
+#define SF__CHANNEL_HEARTBEAT 2u
 
 #define SF__BACKOFF_MIN_NS (10 * INT64_C(1000000))   /* 10 ms */
 #define SF__BACKOFF_MAX_NS (2000 * INT64_C(1000000)) /* 2 s */

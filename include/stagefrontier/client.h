@@ -31,6 +31,7 @@ extern "C" {
 #endif
 
 /* Hard caps checked by sf_client_open. */
+#define SF_CLIENT_MAX_HEARTBEAT_MS 3600000
 #define SF_CLIENT_MAX_STAGES 64
 #define SF_CLIENT_MAX_NAME_LEN 64
 #define SF_CLIENT_MAX_JOB_ID_LEN 128
@@ -67,6 +68,10 @@ typedef struct sf_client_options {
      * and says so). -1 (options_init): SF_WINDOW_STEPS / SF_WARMUP_STEPS, else
      * the daemon's configuration. */
     int window_steps, warmup_steps;
+    /* Liveness (docs/CLIENT.md): when no step has ended for this many ms, a
+     * background thread sends the open step and stage. -1 (options_init):
+     * SF_HEARTBEAT_MS, else 1000; 0: no heartbeat thread. At most 3600000. */
+    int heartbeat_ms;
 } sf_client_options;
 
 /* Fills the "from environment" defaults: NULL strings, -1 ranks, zeros. */
@@ -113,8 +118,59 @@ typedef struct sf_client_stats {
     uint64_t steps, records_sent, records_dropped, batches_sent, send_syscalls, connects,
         reconnects, violations;
     int connected;
+    /* Captures (docs/CLIENT.md, "Captures"): requests taken, finished,
+     * failed, answered "unsupported" (no handler) or "busy", and control
+     * messages refused as malformed or out of bounds. */
+    uint64_t captures_requested, captures_done, captures_failed, captures_unsupported,
+        captures_busy, control_rejected;
+    /* Heartbeats sent by the background thread (docs/CLIENT.md, "Liveness"). */
+    uint64_t heartbeats_sent;
 } sf_client_stats;
 SF_CLIENT_API int sf_client_get_stats(const sf_client *c, sf_client_stats *ret);
+
+/* ---- captures (docs/CLIENT.md, "Captures") ----
+ * sfd may ask a rank to capture a profiler trace of its next few steps. The
+ * client reads the request without blocking when it flushes and calls the
+ * handler on the training thread at step boundaries, outside every stage:
+ *   SF_CAPTURE_START      before the first captured step begins;
+ *   SF_CAPTURE_STEP_BEGIN before each captured step begins (step = its index);
+ *   SF_CAPTURE_STEP_END   after each captured step ended;
+ *   SF_CAPTURE_STOP       after the last one: write the trace, put its path
+ *                         (NUL-terminated) in out[0..out_cap) and return 0, or
+ *                         return -errno with a short reason in out.
+ * A negative return from START or a STEP phase ends the capture as failed
+ * (STOP is still called, so the handler can clean up). Nothing a handler
+ * returns reaches the training loop: the outcome goes to sfd and the
+ * counters. Without a handler a request is answered "unsupported". */
+#define SF_CAPTURE_KIND_CPU 1u
+#define SF_CAPTURE_KIND_CUDA 2u
+#define SF_CAPTURE_MAX_STEPS 100
+#define SF_CAPTURE_PATH_MAX 1024
+#define SF_CAPTURE_ERROR_MAX 256
+
+enum sf_capture_phase {
+    SF_CAPTURE_START,
+    SF_CAPTURE_STEP_BEGIN,
+    SF_CAPTURE_STEP_END,
+    SF_CAPTURE_STOP
+};
+
+typedef struct sf_capture_request {
+    uint64_t id;        /* sfd's capture id */
+    uint32_t steps;     /* 1..SF_CAPTURE_MAX_STEPS */
+    uint32_t kinds;     /* SF_CAPTURE_KIND_*; 0: CPU, and CUDA when available */
+    int64_t first_step; /* the first captured step (set from START on) */
+    int64_t step;       /* STEP_*: this step; STOP: the last captured step */
+    const char *job_id; /* this client's job and rank, to name the trace */
+    uint32_t rank;
+} sf_capture_request;
+
+typedef int (*sf_capture_handler)(void *arg, enum sf_capture_phase phase,
+                                  const sf_capture_request *req, char *out, size_t out_cap);
+
+/* Installs (fn != NULL) or removes the capture handler. -EBUSY while a
+ * capture runs. Not for the hot path. */
+SF_CLIENT_API int sf_client_set_capture_handler(sf_client *c, sf_capture_handler fn, void *arg);
 
 /* The schema hash the client sends (FNV-1a 64, same definition as sfd). */
 SF_CLIENT_API uint64_t sf_client_schema_hash(const sf_client *c);

@@ -26,6 +26,14 @@
 #define SF_DEFAULT_INGEST_SOCKET SF_DEFAULT_RUNTIME_DIR "/" SF_INGEST_SOCKET_NAME
 #define SF_DEFAULT_QUERY_SOCKET SF_DEFAULT_RUNTIME_DIR "/" SF_QUERY_SOCKET_NAME
 
+/* The control channel and liveness (docs/SFD.md, "Captures" and "Liveness"):
+ * what one capture may ask for and report, and the heartbeat interval. */
+#define SF_MAX_CAPTURE_STEPS 100 /* steps of one capture */
+#define SF_MAX_CAPTURE_RANKS 16  /* ranks of one capture */
+#define SF_MAX_CAPTURE_PATH 1024 /* bytes of a trace path, without the NUL */
+#define SF_MAX_CAPTURE_ERROR 256 /* bytes of a capture's failure reason */
+#define SF_MAX_HEARTBEAT_MS 3600000
+
 _Static_assert((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_DURATION_NS < (UINT64_C(1) << 61),
                "a rank sum of one stage fits int64 with room to add");
 _Static_assert((uint64_t)SF_MAX_STAGES *(uint64_t)SF_MAX_DURATION_NS <= (UINT64_C(1) << 48),

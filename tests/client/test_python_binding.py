@@ -14,6 +14,10 @@ import warnings
 
 import stagefrontier as sf
 
+# The fake listener below counts connections: the liveness thread's own
+# connection (docs/CLIENT.md, "Liveness") is tested in tests/sfd/test_liveness.py.
+os.environ["SF_HEARTBEAT_MS"] = "0"
+
 TIMEOUT = 20.0
 
 
