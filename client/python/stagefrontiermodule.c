@@ -16,6 +16,8 @@
 
 #include <stagefrontier/client.h>
 
+#include "capture_glue.h"
+
 #define STAGE_CACHE_MAX 256
 
 static const char *const default_stages[6] = {
@@ -32,12 +34,14 @@ typedef struct {
     bool any_step;
     int64_t last_step;
     int64_t pending_wait_ns; /* next() time waiting for its consuming step */
+    struct sfpy_capture cap; /* the capture handler's state (capture_glue.c) */
 } Handle;
 
 static void handle_dealloc(Handle *h)
 {
-    sf_client_close(h->c);
+    sf_client_close(h->c); /* may end a running capture through cap */
     h->c = NULL;
+    sfpy_capture_clear(&h->cap);
     Py_TYPE(h)->tp_free((PyObject *)h);
 }
 
@@ -104,6 +108,9 @@ static void stagectx_dealloc(StageContext *s)
 static PyObject *stagectx_enter(StageContext *s, PyObject *unused)
 {
     (void)unused;
+    /* During a capture the stage is a profiler range around its timing. */
+    if (s->h->cap.capturing && s->h->c != NULL)
+        sfpy_capture_stage(&s->h->cap, sf_stage_name(s->h->c, s->id), true);
     if (s->h->c != NULL && warn_refused(sf_stage_begin(s->h->c, s->id), "stage begin") < 0)
         return NULL;
     Py_INCREF(s);
@@ -115,8 +122,10 @@ static PyObject *stagectx_exit(StageContext *s, PyObject *const *args, Py_ssize_
     (void)args;
     (void)nargs;
     /* An unknown name was counted once, at enter. */
-    if (s->h->c != NULL && s->id >= 0 &&
-        warn_refused(sf_stage_end(s->h->c, s->id), "stage end") < 0)
+    int r = s->h->c != NULL && s->id >= 0 ? sf_stage_end(s->h->c, s->id) : 0;
+    if (s->h->cap.capturing && s->h->c != NULL)
+        sfpy_capture_stage(&s->h->cap, sf_stage_name(s->h->c, s->id), false);
+    if (warn_refused(r, "stage end") < 0)
         return NULL;
     Py_RETURN_FALSE;
 }
@@ -267,10 +276,16 @@ static void dataiter_dealloc(DataIter *d)
 
 static PyObject *dataiter_next(DataIter *d)
 {
+    /* During a capture the fetch is a range named after the data stage. */
+    const char *range = d->h->cap.capturing && d->h->c != NULL ? sf_stage_name(d->h->c, 0) : NULL;
+    if (range != NULL)
+        sfpy_capture_stage(&d->h->cap, range, true);
     int64_t t0 = now_ns();
     PyObject *item = PyIter_Next(d->it);
     if (item != NULL)
         d->h->pending_wait_ns += now_ns() - t0;
+    if (range != NULL)
+        sfpy_capture_stage(&d->h->cap, range, false);
     return item; /* NULL without an exception set means StopIteration */
 }
 
@@ -506,16 +521,19 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
                              "sync_stages",
                              "window_steps",
                              "warmup_steps",
+                             "capture",
+                             "heartbeat_ms",
                              NULL};
     sf_client_options o;
     sf_client_options_init(&o);
-    PyObject *stages = Py_None, *groups = Py_None, *sync = Py_None;
+    PyObject *stages = Py_None, *groups = Py_None, *sync = Py_None, *capture = Py_True;
     int disabled = 0;
     unsigned int accumulation = 1, buffer = 0, batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "|$zziiizOOIpdIIOii", kwlist, &o.job_id, &o.socket_path, &o.rank,
-            &o.world_size, &o.local_rank, &o.role, &stages, &groups, &accumulation, &disabled,
-            &o.event_sample_fraction, &buffer, &batch, &sync, &o.window_steps, &o.warmup_steps))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdIIOiiOi", kwlist, &o.job_id,
+                                     &o.socket_path, &o.rank, &o.world_size, &o.local_rank, &o.role,
+                                     &stages, &groups, &accumulation, &disabled,
+                                     &o.event_sample_fraction, &buffer, &batch, &sync,
+                                     &o.window_steps, &o.warmup_steps, &capture, &o.heartbeat_ms))
         return -1;
     if (self->h != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
@@ -558,10 +576,15 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
     h->any_step = false;
     h->last_step = -1;
     h->pending_wait_ns = 0;
+    h->cap = (struct sfpy_capture){0};
     int r = sf_client_open(&o, &h->c);
     if (r < 0) {
         Py_DECREF(h);
         return raise_open_error(r);
+    }
+    if (sfpy_capture_install(h->c, &h->cap, capture) < 0) {
+        Py_DECREF(h);
+        return -1;
     }
     self->h = h;
     self->stage_cache = PyDict_New();
@@ -742,13 +765,20 @@ static PyObject *recorder_stats(Recorder *r, PyObject *unused)
     if (r->h->c != NULL)
         sf_client_get_stats(r->h->c, &st);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "steps", (unsigned long long)st.steps,
-        "records_sent", (unsigned long long)st.records_sent, "records_dropped",
-        (unsigned long long)st.records_dropped, "batches_sent", (unsigned long long)st.batches_sent,
-        "send_syscalls", (unsigned long long)st.send_syscalls, "connects",
-        (unsigned long long)st.connects, "reconnects", (unsigned long long)st.reconnects,
-        "violations", (unsigned long long)st.violations, "connected",
-        st.connected ? Py_True : Py_False);
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "steps",
+        (unsigned long long)st.steps, "records_sent", (unsigned long long)st.records_sent,
+        "records_dropped", (unsigned long long)st.records_dropped, "batches_sent",
+        (unsigned long long)st.batches_sent, "send_syscalls", (unsigned long long)st.send_syscalls,
+        "connects", (unsigned long long)st.connects, "reconnects",
+        (unsigned long long)st.reconnects, "violations", (unsigned long long)st.violations,
+        "connected", st.connected ? Py_True : Py_False, "captures_requested",
+        (unsigned long long)st.captures_requested, "captures_done",
+        (unsigned long long)st.captures_done, "captures_failed",
+        (unsigned long long)st.captures_failed, "captures_unsupported",
+        (unsigned long long)st.captures_unsupported, "captures_busy",
+        (unsigned long long)st.captures_busy, "control_rejected",
+        (unsigned long long)st.control_rejected, "heartbeats_sent",
+        (unsigned long long)st.heartbeats_sent);
 }
 
 static PyObject *recorder_flush(Recorder *r, PyObject *unused)
