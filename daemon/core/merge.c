@@ -215,6 +215,12 @@ static int merge_window_fields(sf_summary *dst, const sf_summary *src)
     dst->meta.dropped_records += src->meta.dropped_records;
     dst->meta.contract_violations += src->meta.contract_violations;
     dst->meta.rejected_records += src->meta.rejected_records;
+    /* The window's wall-clock span over the nodes: earliest open, latest close. */
+    if (src->meta.opened_at_ms > 0 &&
+        (dst->meta.opened_at_ms <= 0 || src->meta.opened_at_ms < dst->meta.opened_at_ms))
+        dst->meta.opened_at_ms = src->meta.opened_at_ms;
+    if (src->meta.closed_at_ms > dst->meta.closed_at_ms)
+        dst->meta.closed_at_ms = src->meta.closed_at_ms;
     dst->event_samples += src->event_samples;
     dst->event_ready += src->event_ready;
     dst->event_cpu_ns += src->event_cpu_ns;

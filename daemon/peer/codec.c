@@ -110,6 +110,9 @@ static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
     m->dropped_records = s->meta.dropped_records;
     m->contract_violations = s->meta.contract_violations;
     m->rejected_records = s->meta.rejected_records;
+    m->has_opened_at_ms = m->has_closed_at_ms = true;
+    m->opened_at_ms = s->meta.opened_at_ms;
+    m->closed_at_ms = s->meta.closed_at_ms;
     m->n_roles = s->n_roles;
     m->roles = (char **)s->roles;
     m->has_roles_overflow = true;
@@ -207,9 +210,12 @@ static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
 static int decode_meta(const Stagefrontier__Summary *m, sf_window_meta *meta)
 {
     if (m->window < 0 || m->world_size < 1 || m->world_size > SF_MAX_RANKS ||
-        (m->flags & ~UINT32_C(0xf)) != 0 || m->first_step < 0 || m->last_step < m->first_step)
+        (m->flags & ~UINT32_C(0xf)) != 0 || m->first_step < 0 || m->last_step < m->first_step ||
+        m->opened_at_ms < 0 || m->closed_at_ms < 0)
         return -EBADMSG;
     *meta = (sf_window_meta){
+        .opened_at_ms = m->opened_at_ms,
+        .closed_at_ms = m->closed_at_ms,
         .index = m->window,
         .segment = m->segment,
         .first_step = m->first_step,

@@ -263,6 +263,12 @@ static const struct prom_family fam_lateness = {
 static const struct prom_family fam_arrival_missing = {
     "stagefrontier_job_arrival_missing_steps", "gauge",
     "Rank-steps of the latest closed window whose synchronizing stage had no arrival mark."};
+static const struct prom_family fam_stalled = {
+    "stagefrontier_job_stalled", "gauge",
+    "1 while the job is stalled: a rank made no progress for stall_after_s (docs/SFD.md)."};
+static const struct prom_family fam_last_seen = {
+    "stagefrontier_rank_last_seen_timestamp_seconds", "gauge",
+    "Unix time at which sfd last heard from the rank (records or heartbeats)."};
 
 /* A job as rendered: its escaped id, or NULL when it is left out. */
 struct prom_job_view {
@@ -531,6 +537,32 @@ static void write_change(struct prom_out *o, const struct prom_job_view *v, size
     }
 }
 
+static void write_liveness(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    char buf[40], rank[16];
+
+    fam_begin(o, &fam_stalled);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].id == NULL)
+            continue;
+        struct prom_label l[] = {{"job_id", v[i].id}};
+        emit(o, l, 1, v[i].job->stalled ? "1" : "0");
+    }
+    fam_begin(o, &fam_last_seen);
+    for (size_t i = 0; i < n; i++) {
+        const struct sf_prom_job *j = v[i].job;
+        if (v[i].id == NULL || j->ranks == NULL || j->last_seen_unix_ms == NULL)
+            continue;
+        for (size_t k = 0; k < j->n_ranks && k < SF_PROM_MAX_RANK_SERIES; k++) {
+            if (j->last_seen_unix_ms[k] <= 0)
+                continue;
+            snprintf(rank, sizeof rank, "%u", j->ranks[k]);
+            struct prom_label l[] = {{"job_id", v[i].id}, {"rank", rank}};
+            emit(o, l, 2, fmt_double(buf, sizeof buf, (double)j->last_seen_unix_ms[k] / 1000.0));
+        }
+    }
+}
+
 static void write_u64(struct prom_out *o, const struct prom_family *fam, uint64_t v)
 {
     char buf[32];
@@ -592,6 +624,7 @@ static void write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n
     write_bits(&o, &fam_label, v, n, true);
     write_bits(&o, &fam_downgrade, v, n, false);
     write_straggler(&o, v, n);
+    write_liveness(&o, v, n);
     write_counters(&o, v, n);
     write_change(&o, v, n);
 }

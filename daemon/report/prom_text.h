@@ -21,7 +21,16 @@ struct sf_prom_job {
     uint64_t dropped, rejected;
     double waste_rank_s; /* cumulative what-if waste (docs/CHANGE.md) */
     int64_t window_unix_ms;
+    /* Liveness (docs/SFD.md, "Liveness"): stalled or not, and when each rank
+     * was last heard from (Unix ms), for n_ranks ranks (at most
+     * SF_PROM_MAX_RANK_SERIES are written per job). */
+    int stalled;
+    size_t n_ranks;
+    const uint32_t *ranks;
+    const int64_t *last_seen_unix_ms;
 };
+
+#define SF_PROM_MAX_RANK_SERIES 4096
 
 struct sf_prom_reject {
     const char *reason;

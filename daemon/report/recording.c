@@ -73,13 +73,19 @@ json_t *sf_recording_window(const sf_window_meta *m)
     for (size_t i = 0; i < N_WINDOW_FLAGS; i++)
         if (m->flags & window_flags[i].bit)
             json_array_append_new(flags, json_string(window_flags[i].name));
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:I, s:I, s:I}", "type", "window",
-                     "index", (json_int_t)m->index, "segment", (json_int_t)m->segment, "first_step",
-                     (json_int_t)m->first_step, "last_step", (json_int_t)m->last_step, "world_size",
-                     (json_int_t)m->world_size, "flags", flags, "dropped_records",
-                     (json_int_t)m->dropped_records, "contract_violations",
-                     (json_int_t)m->contract_violations, "rejected_records",
-                     (json_int_t)m->rejected_records);
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:I, s:I, s:I}", "type", "window",
+                          "index", (json_int_t)m->index, "segment", (json_int_t)m->segment,
+                          "first_step", (json_int_t)m->first_step, "last_step",
+                          (json_int_t)m->last_step, "world_size", (json_int_t)m->world_size,
+                          "flags", flags, "dropped_records", (json_int_t)m->dropped_records,
+                          "contract_violations", (json_int_t)m->contract_violations,
+                          "rejected_records", (json_int_t)m->rejected_records);
+    /* Wall clock (ms since the epoch) when known, so a replay shows it too. */
+    if (o != NULL && m->opened_at_ms > 0)
+        json_object_set_new(o, "opened_at_ms", json_integer(m->opened_at_ms));
+    if (o != NULL && m->closed_at_ms > 0)
+        json_object_set_new(o, "closed_at_ms", json_integer(m->closed_at_ms));
+    return o;
 }
 
 /* The job's reference (docs/CHANGE.md), right after the header: a replay of
@@ -317,6 +323,7 @@ int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, 
     sf_window_meta m = {0};
     json_int_t index = 0, segment = 0, first = 0, last = 0, world = 0, dropped = 0, violations = 0,
                rejected = 0;
+    json_int_t opened = 0, closed = 0;
     int r = get_int(obj, "index", 0, INT64_MAX / 2, false, 0, &index, err, errlen);
     if (r < 0 || (r = get_int(obj, "segment", 0, UINT32_MAX, true, 0, &segment, err, errlen)) < 0 ||
         (r = get_int(obj, "first_step", 0, INT64_MAX / 2, false, 0, &first, err, errlen)) < 0 ||
@@ -326,6 +333,8 @@ int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, 
         (r = get_int(obj, "contract_violations", 0, INT64_MAX, true, 0, &violations, err, errlen)) <
             0 ||
         (r = get_int(obj, "rejected_records", 0, INT64_MAX, true, 0, &rejected, err, errlen)) < 0 ||
+        (r = get_int(obj, "opened_at_ms", 0, INT64_MAX / 2, true, 0, &opened, err, errlen)) < 0 ||
+        (r = get_int(obj, "closed_at_ms", 0, INT64_MAX / 2, true, 0, &closed, err, errlen)) < 0 ||
         (r = parse_window_flags(json_object_get(obj, "flags"), &m.flags, err, errlen)) < 0)
         return r;
     m.index = index;
@@ -336,6 +345,8 @@ int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, 
     m.dropped_records = (uint64_t)dropped;
     m.contract_violations = (uint64_t)violations;
     m.rejected_records = (uint64_t)rejected;
+    m.opened_at_ms = opened;
+    m.closed_at_ms = closed;
     *ret_meta = m;
     return 0;
 }

@@ -81,13 +81,19 @@ static const char *downgrade_name_of(int i)
 
 static json_t *window_json(const sf_report *r)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "index",
-                     (json_int_t)r->meta.index, "segment", (json_int_t)r->meta.segment,
-                     "first_step", (json_int_t)r->first_step, "last_step", (json_int_t)r->last_step,
-                     "steps", (json_int_t)r->steps, "ranks", (json_int_t)r->ranks, "world_size",
-                     (json_int_t)r->meta.world_size, "missing_ranks", (json_int_t)r->missing_ranks,
-                     "incomplete_steps", (json_int_t)r->incomplete_steps, "mode",
-                     r->dense ? "dense" : "mergeable");
+    json_t *w = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "index", (json_int_t)r->meta.index,
+        "segment", (json_int_t)r->meta.segment, "first_step", (json_int_t)r->first_step,
+        "last_step", (json_int_t)r->last_step, "steps", (json_int_t)r->steps, "ranks",
+        (json_int_t)r->ranks, "world_size", (json_int_t)r->meta.world_size, "missing_ranks",
+        (json_int_t)r->missing_ranks, "incomplete_steps", (json_int_t)r->incomplete_steps, "mode",
+        r->dense ? "dense" : "mergeable");
+    /* Wall clock, seconds since the epoch: absent when the input had none. */
+    if (w != NULL && r->meta.opened_at_ms > 0)
+        json_object_set_new(w, "opened_at", json_real((double)r->meta.opened_at_ms / 1000.0));
+    if (w != NULL && r->meta.closed_at_ms > 0)
+        json_object_set_new(w, "closed_at", json_real((double)r->meta.closed_at_ms / 1000.0));
+    return w;
 }
 
 static json_t *suspects_json(const sf_report *r)

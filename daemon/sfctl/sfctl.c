@@ -36,6 +36,10 @@ static const struct sfctl_command commands[] = {
      "heatmap, frontier ledger or windows picture (cairo)"},
     {"export", sfctl_cmd_export, "[JOB | --file FILE] --format perfetto -o OUT",
      "Chrome trace JSON of windows for Perfetto"},
+    {"capture", sfctl_cmd_capture, "JOB [--ranks 3,5 | --suspects] [--steps N] [--json]",
+     "ask the ranks for a profiler trace; prints the capture id"},
+    {"captures", sfctl_cmd_captures, "JOB [--json]",
+     "captures of a job: window, reason, ranks, steps, state, trace paths"},
     {"peers", sfctl_cmd_peers_view, "[--json]",
      "members, root, term, heartbeats, summaries in flight"},
 };

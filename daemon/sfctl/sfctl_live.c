@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sfctl.h"
@@ -143,6 +144,52 @@ int sfctl_cmd_status(int argc, char **argv)
     return sfctl_show(argc, argv, "[--json]", false, SFCTL_Q_STATUS, show_status);
 }
 
+void sfctl_format_time(json_t *seconds, char *buf, size_t len)
+{
+    if (!json_is_number(seconds)) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    double s = json_number_value(seconds);
+    time_t t = (time_t)s;
+    struct tm tm;
+    if (gmtime_r(&t, &tm) == NULL || strftime(buf, len, "%Y-%m-%d %H:%M:%SZ", &tm) == 0)
+        snprintf(buf, len, "%.3f", s);
+}
+
+/* "job J stalled since ...: rank 3 (silent, last in model.fwd at step 17) ..." */
+static void show_stall(json_t *j)
+{
+    json_t *st = json_object_get(j, "stalled");
+    if (!json_is_object(st))
+        return;
+    char since[40];
+    sfctl_format_time(json_object_get(st, "since"), since, sizeof since);
+    printf("\n%s: STALLED since %s (%lld rank(s) without progress for %llds)\n",
+           json_string_value(json_object_get(j, "job_id")), since, num(st, "stalled_ranks"),
+           num(st, "after_s"));
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(st, "ranks"), i, r)
+    {
+        const char *stage = json_string_value(json_object_get(r, "stage"));
+        char step[32] = "-";
+        if (json_is_integer(json_object_get(r, "step")))
+            snprintf(step, sizeof step, "%lld", num(r, "step"));
+        printf("  rank %lld: %s%s, %s%s, step %s\n", num(r, "rank"),
+               json_is_true(json_object_get(r, "culprit")) ? "CULPRIT, " : "",
+               json_is_true(json_object_get(r, "silent")) ? "silent" : "heartbeating",
+               stage ? "in " : "last seen between steps", stage ? stage : "", step);
+    }
+    json_t *c = json_object_get(st, "culprits");
+    if (json_array_size(c) > 0) {
+        printf("  the group waits for rank");
+        json_array_foreach(c, i, r)
+            printf("%s %lld", i ? "," : "", (long long)json_integer_value(r));
+        printf(": not where the other stalled ranks are, or silent\n");
+    }
+}
+
 static int show_jobs(json_t *a, const char *job)
 {
     (void)job;
@@ -155,8 +202,8 @@ static int show_jobs(json_t *a, const char *job)
         if (id != NULL && strlen(id) > (size_t)width)
             width = (int)strlen(id);
     }
-    printf("%-*s %6s %11s %4s %7s %6s %10s %8s %8s\n", width, "JOB", "UID", "RANKS", "SEG",
-           "WINDOWS", "LATEST", "RECORDS", "DROPPED", "REJECTED");
+    printf("%-*s %6s %8s %11s %4s %7s %6s %10s %8s %8s\n", width, "JOB", "UID", "STATE", "RANKS",
+           "SEG", "WINDOWS", "LATEST", "RECORDS", "DROPPED", "REJECTED");
     json_array_foreach(a, i, j)
     {
         char ranks[32], latest[24] = "-";
@@ -164,11 +211,13 @@ static int show_jobs(json_t *a, const char *job)
                  num(j, "world_size"));
         if (json_is_integer(json_object_get(j, "latest_window")))
             snprintf(latest, sizeof(latest), "%lld", num(j, "latest_window"));
-        printf("%-*s %6lld %11s %4lld %7lld %6s %10lld %8lld %8lld\n", width,
-               json_string_value(json_object_get(j, "job_id")), num(j, "uid"), ranks,
-               num(j, "segment"), num(j, "windows"), latest, num(j, "records"), num(j, "dropped"),
-               num(j, "rejected"));
+        const char *state = json_string_value(json_object_get(j, "state"));
+        printf("%-*s %6lld %8s %11s %4lld %7lld %6s %10lld %8lld %8lld\n", width,
+               json_string_value(json_object_get(j, "job_id")), num(j, "uid"), state ? state : "-",
+               ranks, num(j, "segment"), num(j, "windows"), latest, num(j, "records"),
+               num(j, "dropped"), num(j, "rejected"));
     }
+    json_array_foreach(a, i, j) show_stall(j);
     if (json_array_size(a) == 0)
         printf("(no jobs)\n");
     return SFCTL_EXIT_OK;
@@ -182,17 +231,24 @@ int sfctl_cmd_jobs(int argc, char **argv)
 static int show_ranks(json_t *o, const char *job)
 {
     printf("job %s, world size %lld, segment %lld\n", job, num(o, "world_size"), num(o, "segment"));
-    printf("%6s %9s %8s %-16s %-12s %10s %10s\n", "RANK", "CONNECTED", "PID", "HOST", "ROLE",
-           "RECORDS", "LAST_STEP");
+    printf("%6s %9s %8s %-16s %-12s %10s %10s %-21s %8s %-24s %s\n", "RANK", "CONNECTED", "PID",
+           "HOST", "ROLE", "RECORDS", "LAST_STEP", "LAST_SEEN", "AT_STEP", "OPEN_STAGE", "STATE");
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(o, "ranks"), i, r)
     {
-        printf("%6lld %9s %8lld %-16s %-12s %10lld %10lld\n", num(r, "rank"),
+        char seen[40], at[24] = "-";
+        sfctl_format_time(json_object_get(r, "last_seen"), seen, sizeof seen);
+        if (json_is_integer(json_object_get(r, "position_step")))
+            snprintf(at, sizeof at, "%lld", num(r, "position_step"));
+        const char *stage = json_string_value(json_object_get(r, "open_stage"));
+        const char *state = json_string_value(json_object_get(r, "state"));
+        printf("%6lld %9s %8lld %-16s %-12s %10lld %10lld %-21s %8s %-24s %s%s\n", num(r, "rank"),
                json_is_true(json_object_get(r, "connected")) ? "yes" : "no", num(r, "pid"),
                json_string_value(json_object_get(r, "host")),
                json_string_value(json_object_get(r, "role")), num(r, "records"),
-               num(r, "last_step"));
+               num(r, "last_step"), seen, at, stage ? stage : "-", state ? state : "-",
+               json_is_true(json_object_get(r, "culprit")) ? " (culprit)" : "");
     }
     return SFCTL_EXIT_OK;
 }

@@ -21,7 +21,9 @@ enum sfctl_kind {
     SFCTL_Q_RANKS,
     SFCTL_Q_RECORD,
     SFCTL_Q_PEERS,
-    SFCTL_Q_BASELINE
+    SFCTL_Q_BASELINE,
+    SFCTL_Q_CAPTURE,
+    SFCTL_Q_CAPTURES
 };
 
 struct sfctl_request {
@@ -32,6 +34,11 @@ struct sfctl_request {
     uint32_t format;      /* 0 JSON, 1 text */
     bool clear;           /* BASELINE: drop the pin */
     bool quiet_not_found; /* print nothing for "not found" (watch waiting) */
+    /* CAPTURE: the ranks, or the latest window's suspects; steps 0: sfd's default */
+    const uint32_t *ranks;
+    uint32_t n_ranks;
+    bool suspects;
+    uint32_t steps;
 };
 
 /* The socket path in force: --socket, else $SF_QUERY_SOCKET, else the default. */
@@ -56,5 +63,9 @@ int sfctl_cmd_ranks(int argc, char **argv);
 int sfctl_cmd_watch(int argc, char **argv);
 int sfctl_cmd_record(int argc, char **argv);
 int sfctl_cmd_baseline(int argc, char **argv);
+int sfctl_cmd_capture(int argc, char **argv);
+int sfctl_cmd_captures(int argc, char **argv);
+/* Seconds since the epoch as "2026-11-24 05:31:07Z" (UTC), "-" for null. */
+void sfctl_format_time(json_t *seconds, char *buf, size_t len);
 
 #endif

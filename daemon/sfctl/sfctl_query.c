@@ -89,6 +89,14 @@ static int send_request(int fd, const struct sfctl_request *req)
         q.has_clear = true;
         q.clear = true;
     }
+    q.n_ranks = req->n_ranks;
+    q.ranks = (uint32_t *)req->ranks; /* packing never writes */
+    if (req->suspects)
+        q.has_suspects = q.suspects = true;
+    if (req->steps > 0) {
+        q.has_steps = true;
+        q.steps = req->steps;
+    }
     if (stagefrontier__query_request__get_packed_size(&q) > sizeof(buf))
         return -EMSGSIZE;
     size_t len = stagefrontier__query_request__pack(&q, buf);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "capture.h"
 #include "sfd.h"
 #include "stagefrontier/strutil.h"
 
@@ -49,6 +50,13 @@ void sfd_config_default(struct sfd_config *ret)
     ret->log_level = SFD_LOG_INFO;
     ret->alert_windows = 3;
     ret->alert_interval_ms = 600000;
+    ret->stall_after_s = 30;
+    ret->auto_capture = false;
+    ret->auto_capture_windows = 2;
+    ret->auto_capture_cooldown_s = 600;
+    ret->auto_capture_max = 3;
+    ret->auto_capture_steps = 5;
+    ret->capture_timeout_s = 600;
 }
 
 int sfd_log_level_parse(const char *s)
@@ -95,6 +103,26 @@ static int set_u32(uint32_t *dst, const char *v, uint64_t lo, uint64_t hi)
     if (r == 0)
         *dst = (uint32_t)x;
     return r;
+}
+
+/* Liveness and captures (docs/SFD.md, "Liveness" and "Captures"). */
+static int set_capture_key(struct sfd_config *c, const char *k, const char *v)
+{
+    if (!strcmp(k, "stall_after_s"))
+        return set_u32(&c->stall_after_s, v, 1, 86400);
+    if (!strcmp(k, "auto_capture"))
+        return sf_parse_bool(v, &c->auto_capture);
+    if (!strcmp(k, "auto_capture_windows"))
+        return set_u32(&c->auto_capture_windows, v, 1, 1000);
+    if (!strcmp(k, "auto_capture_cooldown_s"))
+        return set_u32(&c->auto_capture_cooldown_s, v, 0, 7 * 86400);
+    if (!strcmp(k, "auto_capture_max"))
+        return set_u32(&c->auto_capture_max, v, 0, SFD_AUTO_CAPTURE_MAX);
+    if (!strcmp(k, "auto_capture_steps"))
+        return set_u32(&c->auto_capture_steps, v, 1, SF_MAX_CAPTURE_STEPS);
+    if (!strcmp(k, "capture_timeout_s"))
+        return set_u32(&c->capture_timeout_s, v, 10, 86400);
+    return -ENOENT;
 }
 
 static int set_sfd_key(struct sfd_config *c, const char *k, const char *v)
@@ -176,6 +204,8 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
         r = set_sfd_key(p->cfg, key, value);
         if (r == -ENOENT)
             r = set_limit_key(p->cfg, key, value);
+        if (r == -ENOENT)
+            r = set_capture_key(p->cfg, key, value);
     } else if (!strcmp(section, "limits")) {
         r = set_limit_key(p->cfg, key, value);
     } else if (!strcmp(section, "gates")) {

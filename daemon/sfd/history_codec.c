@@ -17,7 +17,8 @@
 
 #define CODEC_MAGIC_V2 0x32525453u /* "STR2": STR1 plus arrival points */
 #define CODEC_MAGIC_V3 0x33525453u /* "STR3": STR2, then the change and what-if */
-#define CODEC_MAGIC 0x34525453u    /* "STR4": STR3, the change's own-work tests */
+#define CODEC_MAGIC_V4 0x34525453u /* "STR4": STR3, the change's own-work tests */
+#define CODEC_MAGIC 0x35525453u    /* "STR5": STR4, then the window's wall clock */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -323,6 +324,8 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_body(&e, report);
     put_change(&e, report->change);
     put_whatif(&e, report->whatif);
+    put_i64(&e, report->meta.opened_at_ms);
+    put_i64(&e, report->meta.closed_at_ms);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -796,7 +799,9 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     if (buf == NULL || ret == NULL)
         return -EINVAL;
     uint32_t magic = get_u32(&d);
-    if ((magic != CODEC_MAGIC && magic != CODEC_MAGIC_V3 && magic != CODEC_MAGIC_V2) || d.bad)
+    if ((magic != CODEC_MAGIC && magic != CODEC_MAGIC_V4 && magic != CODEC_MAGIC_V3 &&
+         magic != CODEC_MAGIC_V2) ||
+        d.bad)
         return -EINVAL;
     sf_report *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -810,11 +815,17 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     rc = d.bad ? -EINVAL : get_gates(&d, &r->gates);
     if (rc == 0)
         rc = get_body(&d, r);
-    bool has_change = magic == CODEC_MAGIC || magic == CODEC_MAGIC_V3;
+    bool has_change = magic == CODEC_MAGIC || magic == CODEC_MAGIC_V4 || magic == CODEC_MAGIC_V3;
     if (rc == 0 && has_change)
-        rc = get_change(&d, r, magic == CODEC_MAGIC);
+        rc = get_change(&d, r, magic == CODEC_MAGIC || magic == CODEC_MAGIC_V4);
     if (rc == 0 && has_change)
         rc = get_whatif(&d, r);
+    if (rc == 0 && magic == CODEC_MAGIC) {
+        r->meta.opened_at_ms = get_i64(&d);
+        r->meta.closed_at_ms = get_i64(&d);
+        if (d.bad || r->meta.opened_at_ms < 0 || r->meta.closed_at_ms < 0)
+            rc = -EINVAL;
+    }
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

@@ -13,6 +13,7 @@
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
+#include "capture.h"
 #include "enqueue_points.h"
 #include "side_evidence.h"
 
@@ -66,6 +67,7 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         return role;
     }
     if (channel == 0) {
+        sfd_liveness_connected(job, h->rank);
         rk->live = 1;
         rk->role = (uint8_t)role;
         rk->pid = h->has_pid ? h->pid : (uint32_t)c->pid;
@@ -243,6 +245,38 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
         }
         d->ctr.records++;
     }
+    sfd_liveness_records(job, c->rank, sfd_job_rank_peek(job, c->rank)->last_step);
+    return 0;
+}
+
+/* A capture reply: counted and dropped when bad, never closing the
+ * connection, whose step records matter more than any reply. */
+static int handle_capture_reply(struct sfd_conn *c, const Stagefrontier__CaptureReply *r)
+{
+    if (!c->hello) {
+        sfd_count_reject(c->sfd, NULL, SFD_REJ_PROTOCOL, 1, c);
+        return -EPROTO;
+    }
+    if (sfd_validate_capture_reply(r) < 0) {
+        sfd_count_reject(c->sfd, c->job, SFD_REJ_CAPTURE_REPLY, 1, c);
+        return 0;
+    }
+    sfd_capture_reply(c, r);
+    return 0;
+}
+
+static int handle_heartbeat(struct sfd_conn *c, const Stagefrontier__RankHeartbeat *h)
+{
+    if (!c->hello) {
+        sfd_count_reject(c->sfd, NULL, SFD_REJ_PROTOCOL, 1, c);
+        return -EPROTO;
+    }
+    if (c->channel == SFD_CHANNEL_NCCL ||
+        sfd_validate_heartbeat(h, sf_schema_recorded_stages(&c->job->schema)) < 0) {
+        sfd_count_reject(c->sfd, c->job, SFD_REJ_HEARTBEAT, 1, c);
+        return 0;
+    }
+    sfd_liveness_heartbeat(c, h);
     return 0;
 }
 
@@ -349,6 +383,12 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
         break;
     case STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL:
         r = handle_nccl(c, m->nccl);
+        break;
+    case STAGEFRONTIER__CLIENT_MESSAGE__BODY_CAPTURE_REPLY:
+        r = handle_capture_reply(c, m->capture_reply);
+        break;
+    case STAGEFRONTIER__CLIENT_MESSAGE__BODY_HEARTBEAT:
+        r = handle_heartbeat(c, m->heartbeat);
         break;
     default:
         sfd_count_reject(d, c->job, SFD_REJ_UNDECODABLE, 1, c);

@@ -103,7 +103,7 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
         return reject(ret_why, SFD_REJ_INVALID);
     if (!sf_str_len_ok(h->host, 0, SFD_HOST_MAX) || !sf_str_len_ok(h->role, 0, SFD_ROLE_MAX))
         return reject(ret_why, SFD_REJ_INVALID);
-    if (h->has_channel && h->channel > 1)
+    if (h->has_channel && h->channel > 2)
         return reject(ret_why, SFD_REJ_INVALID);
     if (h->n_stage_names < 2 || h->n_stage_names > SF_MAX_STAGES)
         return reject(ret_why, SFD_REJ_INVALID);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "sfd.h"
 #include "enqueue_points.h"
 #include "side_evidence.h"
@@ -229,6 +230,7 @@ void sfd_job_free(struct sfd_job *job)
     if (job == NULL)
         return;
     sfd_baseline_free(job);
+    sfd_captures_free(job);
     for (uint32_t i = 0; i < job->n_open; i++)
         sfd_window_free(job->open[i]);
     for (uint32_t i = 0; i < job->n_stored; i++)

@@ -150,6 +150,7 @@ static void shutdown_begin(struct sfd *d)
     close_handle((uv_handle_t *)&d->watchdog_timer);
     close_handle((uv_handle_t *)&d->prom_timer);
     sfd_conn_limits_stop(d);
+    sfd_liveness_stop(d);
     close_handle((uv_handle_t *)&d->sig_term);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_hup);
@@ -251,6 +252,9 @@ static int start(struct sfd *d)
     if (r < 0)
         return r;
     r = sfd_conn_limits_start(d);
+    if (r < 0)
+        return r;
+    r = sfd_liveness_start(d);
     if (r < 0)
         return r;
     sfd_log(SFD_LOG_NOTICE, NULL, "listening: ingest %s%s, query %s%s", d->ingest.path,

@@ -11,6 +11,31 @@
 #include "prom_export.h"
 #include "sfd.h"
 
+/* The ranks of a job sfd has heard from and when, for the export; the
+ * caller frees both arrays (left NULL when none or out of memory). */
+static void rank_last_seen(const struct sfd_job *j, struct sf_prom_job *v)
+{
+    size_t n = 0,
+           cap = j->world_size < SF_PROM_MAX_RANK_SERIES ? j->world_size : SF_PROM_MAX_RANK_SERIES;
+    uint32_t *ranks = calloc(cap ? cap : 1, sizeof *ranks);
+    int64_t *seen = calloc(cap ? cap : 1, sizeof *seen);
+    for (uint32_t r = 0; ranks != NULL && seen != NULL && r < j->world_size && n < cap; r++) {
+        int64_t ms = sfd_job_rank_peek(j, r)->last_seen_unix_ms;
+        if (ms > 0) {
+            ranks[n] = r;
+            seen[n++] = ms;
+        }
+    }
+    if (ranks == NULL || seen == NULL || n == 0) {
+        free(ranks);
+        free(seen);
+        return;
+    }
+    v->ranks = ranks;
+    v->last_seen_unix_ms = seen;
+    v->n_ranks = n;
+}
+
 /* Changes whenever one of the monotonic counters the export carries moves. */
 static uint64_t counters_sum(const struct sfd *d)
 {
@@ -41,9 +66,14 @@ void sfd_prom_flush(struct sfd *d)
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
         /* an id two uids use is labelled UID/JOB, so neither hides the other */
         sfd_job_name(d, j, names[n], sizeof(names[n]));
-        v[n] =
-            (struct sf_prom_job){names[n],    sfd_job_latest_report(j), j->dropped,
-                                 j->rejected, j->base.waste_rank_s,     j->latest_report_unix_ms};
+        v[n] = (struct sf_prom_job){names[n],
+                                    sfd_job_latest_report(j),
+                                    j->dropped,
+                                    j->rejected,
+                                    j->base.waste_rank_s,
+                                    j->latest_report_unix_ms,
+                                    .stalled = j->stall.stalled};
+        rank_last_seen(j, &v[n]);
         n++;
     }
     struct sf_prom_reject rej[SFD_REJ_COUNT];
@@ -71,6 +101,10 @@ void sfd_prom_flush(struct sfd *d)
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, NULL, "prometheus export to %s: %s", d->cfg.prom_dir,
                 strerror(-r));
+    for (size_t i = 0; i < n; i++) {
+        free((void *)v[i].ranks);
+        free((void *)v[i].last_seen_unix_ms);
+    }
     free(v);
     free(names);
     d->prom_dirty = false;

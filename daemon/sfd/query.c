@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "history.h"
 #include "query.pb-c.h"
 #include "sfd.h"
@@ -95,7 +96,7 @@ static json_t *job_json(const struct sfd_job *j)
     for (uint32_t i = 0; i < j->schema.n_stages; i++)
         json_array_append_new(stages, json_string(j->schema.names[i]));
     const sf_report *latest = sfd_job_latest_report(j);
-    return json_pack(
+    json_t *o = json_pack(
         "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
         "s:o, s:I, s:I, s:s}",
         "job_id", j->id, "uid", (json_int_t)j->uid, "memory_bytes",
@@ -111,10 +112,16 @@ static json_t *job_json(const struct sfd_job *j)
         j->geometry_clamped ? "clamped"
         : j->geometry_asked ? "job"
                             : "daemon");
+    if (o != NULL) {
+        json_object_set_new(o, "state", json_string(sfd_job_state(j)));
+        json_object_set_new(o, "stalled", sfd_job_stall_json(j));
+    }
+    return o;
 }
 
 static json_t *jobs_json(struct sfd *d, uid_t uid, bool op)
 {
+    sfd_liveness_refresh(d); /* never a state older than the clock */
     json_t *a = json_array();
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         if (sfd_job_visible(d, j, uid, op))
@@ -271,6 +278,7 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
         return r;
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RANKS:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        sfd_liveness_refresh(d);
         return r < 0 ? r : sfd_qstream_open_ranks(d, j, ret_stream);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RECORD:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
@@ -282,6 +290,26 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
         else if (r == 0 && q->has_window && q->window >= 0)
             r = sfd_baseline_pin(j, q->window, ret_err);
         return r < 0 ? r : dump_json(sfd_baseline_json(j), ret, ret_len);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__CAPTURE: {
+        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        if (r < 0)
+            return r;
+        struct sfd_capture_ask ask = {.ranks = q->ranks,
+                                      .n_ranks = (uint32_t)q->n_ranks,
+                                      .suspects = q->has_suspects && q->suspects,
+                                      .steps = q->has_steps ? q->steps : 0,
+                                      .uid = uid};
+        uint64_t id;
+        if (q->n_ranks > SF_MAX_CAPTURE_RANKS) {
+            *ret_err = "name 1..16 ranks";
+            return -EINVAL;
+        }
+        r = sfd_capture_ask(j, &ask, &id, ret_err);
+        return r < 0 ? r : dump_json(sfd_capture_json(j, id), ret, ret_len);
+    }
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__CAPTURES:
+        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        return r < 0 ? r : dump_json(sfd_captures_json(j), ret, ret_len);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT: {
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
         if (r < 0)

@@ -355,6 +355,8 @@ static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream
                              "connected", rk->live, "pid", (json_int_t)rk->pid, "host",
                              host ? host : "", "role", j->roles[rk->role], "records",
                              (json_int_t)rk->records, "last_step", (json_int_t)rk->last_step);
+    if (item != NULL) /* last seen (wall clock), position and state (liveness.c) */
+        json_object_update_new(item, sfd_rank_liveness_json(j, s->rank));
     s->rank++;
     return put_json(o, item, false);
 }

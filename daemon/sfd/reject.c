@@ -29,6 +29,8 @@ static const char *const reject_names[SFD_REJ_COUNT] = {
     [SFD_REJ_QUERY_TIMEOUT] = "query_timeout",
     [SFD_REJ_ARRIVAL_RANGE] = "arrival_out_of_range",
     [SFD_REJ_ARRIVAL_STAGE] = "arrival_not_synchronizing",
+    [SFD_REJ_CAPTURE_REPLY] = "capture_reply",
+    [SFD_REJ_HEARTBEAT] = "heartbeat",
 };
 
 const char *sfd_reject_name(enum sfd_reject r)

@@ -16,6 +16,7 @@
 #include "stagefrontier/change.h"
 
 #include "cluster.h"
+#include "liveness.h"
 
 struct Stagefrontier__ClientMessage;
 struct Stagefrontier__Hello;
@@ -27,7 +28,8 @@ struct sfd_history; /* history.h */
 struct sfd;
 struct sfd_job;
 
-#define SFD_PATH_MAX 108 /* sun_path */
+#define SFD_PATH_MAX 108    /* sun_path */
+#define SFD_CHANNEL_NCCL 1u /* a hello's channel: 0 step records, 2 heartbeats */
 #define SFD_HOST_MAX 255
 #define SFD_ROLE_MAX 64
 #define SFD_MAX_JOB_ROLES 64     /* distinct role strings per job */
@@ -72,6 +74,11 @@ struct sfd_config {
     char alert_command[1024];
     uint32_t alert_windows;
     uint64_t alert_interval_ms;
+    /* Liveness and captures (liveness.c, capture.c). */
+    uint32_t stall_after_s;
+    bool auto_capture;
+    uint32_t auto_capture_windows, auto_capture_max, auto_capture_steps;
+    uint32_t auto_capture_cooldown_s, capture_timeout_s;
 };
 
 void sfd_config_default(struct sfd_config *ret);
@@ -109,6 +116,8 @@ enum sfd_reject {
     SFD_REJ_QUERY_TIMEOUT,   /* query client that stopped reading or asking */
     SFD_REJ_ARRIVAL_RANGE,   /* arrival or NCCL enqueue point outside 0..its stage's duration */
     SFD_REJ_ARRIVAL_STAGE,   /* arrival or enqueue point in a stage that is not synchronizing */
+    SFD_REJ_CAPTURE_REPLY,   /* capture reply: unknown id, another rank's, or after its end */
+    SFD_REJ_HEARTBEAT,       /* heartbeat out of bounds or on the wrong connection */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -204,7 +213,16 @@ struct sfd_rank {
     uint8_t role;     /* index into job->roles */
     uint8_t live : 1; /* a step-record connection is open */
     uint8_t seen : 1;
-}; /* 24 bytes: pages of them are charged per job */
+    /* liveness (liveness.c): where its records and heartbeats put it */
+    uint8_t pos_in_step : 1; /* inside step pos_step (else after it) */
+    uint8_t stalled : 1;
+    uint8_t culprit : 1;
+    int16_t pos_stage;         /* open recorded stage, -1: none or unknown */
+    int64_t pos_step;          /* -1: nothing yet */
+    int64_t last_seen_unix_ms; /* realtime of its last message, 0: never */
+    uint64_t seen_ms;          /* sfd's monotonic ms of that message */
+    uint64_t moved_ms;         /* monotonic ms when its position last changed */
+};                             /* 64 bytes: pages of them are charged per job */
 _Static_assert(SFD_MAX_JOB_ROLES <= 256, "a rank's role index is one byte");
 
 /* Per-rank state comes in pages of this many ranks, allocated when a rank of
@@ -310,7 +328,9 @@ struct sfd_job {
     struct sfd_enq_points *enq;       /* NCCL enqueue points (enqueue_points.c) */
     struct sfd_baseline base;
     uint64_t last_active_ms;
-    int64_t latest_report_unix_ms; /* wall time the latest report was ready */
+    int64_t latest_report_unix_ms;     /* wall time the latest report was ready */
+    struct sfd_job_stall stall;        /* liveness.c */
+    struct sfd_job_captures *captures; /* capture.c; NULL until the first */
     struct sfd_job *next;
 };
 
@@ -510,7 +530,7 @@ struct sfd_conn {
     uint64_t accepted_ms, last_io_ms;
     /* ingest */
     bool hello;
-    uint32_t channel; /* 0 step records, 1 NCCL side channel */
+    uint32_t channel; /* 0 step records, 1 NCCL side channel, 2 heartbeats */
     struct sfd_job *job;
     uint32_t rank;
     uint64_t schema_hash;
@@ -645,6 +665,9 @@ struct sfd {
     struct sfd_alert *alerts;    /* running alert hooks (alert.c) */
     const char *prom_role;       /* role and term of the last Prometheus export */
     uint64_t prom_term;
+    uv_timer_t live_timer;    /* liveness.c: stalls, capture timeouts */
+    uint64_t next_capture_id; /* capture.c */
+    uint64_t captures_started, captures_auto;
 };
 
 /* ---- tick.c ------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "history.h"
+#include "capture.h"
 #include "sfd.h"
 
 void sfd_rows_free(struct sfd_rows *rows)
@@ -421,6 +422,7 @@ static struct sfd_window *get_window(struct sfd_job *job, int64_t index, bool no
     w->meta.index = index;
     w->meta.segment = job->segment;
     w->meta.world_size = job->world_size;
+    w->meta.opened_at_ms = sfd_realtime_ms();
     sf_window_range(index, job->gates.warmup_steps, job->gates.window_steps, &w->meta.first_step,
                     &w->meta.last_step);
     job->open[job->n_open++] = w;
@@ -572,6 +574,7 @@ static struct sfd_stored *store_rows(struct sfd_job *job, struct sfd_window *w)
     struct sfd_stored *s = &job->stored[job->n_stored++];
     memset(s, 0, sizeof(*s));
     s->meta = w->meta;
+    s->meta.closed_at_ms = sfd_realtime_ms();
     s->seq = ++job->sfd->store_seq;
     s->rows = w->rows;
     /* the same bytes, now kept rows: the uid's share does not change */
@@ -654,6 +657,7 @@ static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *
             s->meta.segment);
     sfd_after_window(job->sfd);
     sfd_history_put_report(job->sfd, job, report);
+    sfd_capture_consider(job, s);
 }
 
 int sfd_job_store_report(struct sfd_job *job, sf_report *report)

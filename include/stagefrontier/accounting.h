@@ -134,6 +134,10 @@ typedef struct sf_window_meta {
     uint64_t dropped_records;
     uint64_t contract_violations;
     uint64_t rejected_records;
+    /* Wall clock (realtime, ms since the epoch) when the window opened and
+     * closed; 0 when unknown (a replayed CSV). Carried, never computed on:
+     * the accounting stays on the monotonic clock. */
+    int64_t opened_at_ms, closed_at_ms;
 } sf_window_meta;
 
 /* Window index of a step: floor((step - warmup) / window_steps), or -1 for a

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "capture.h"
 #include "ingest.pb-c.h"
 #include "sfd.h"
 
@@ -60,6 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL:
         sfd_validate_nccl(m->nccl, &why);
+        break;
+    case STAGEFRONTIER__CLIENT_MESSAGE__BODY_CAPTURE_REPLY:
+        sfd_validate_capture_reply(m->capture_reply);
+        break;
+    case STAGEFRONTIER__CLIENT_MESSAGE__BODY_HEARTBEAT:
+        sfd_validate_heartbeat(m->heartbeat, 6);
         break;
     default:
         break;

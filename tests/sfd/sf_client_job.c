@@ -6,6 +6,8 @@
  * BASE_US (default 100) is each stage's sleep; FLUSH 0 skips the final wait
  * for the ring to drain (for a daemon that is stopped). JOB "-" and RANK or
  * WORLD -1 leave the identity to the environment, as a launcher sets it.
+ * With SF_TEST_CAPTURE_DIR set, a capture handler writes one line per
+ * captured step into <dir>/capture-ID-rankR.txt (the C handler API).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +17,40 @@
 #include <time.h>
 
 #include "stagefrontier/client.h"
+
+/* The smallest real handler: the steps it saw, in a file it names. */
+struct capture_file {
+    char path[512];
+    FILE *f;
+};
+
+static int capture_handler(void *arg, enum sf_capture_phase phase, const sf_capture_request *req,
+                           char *out, size_t out_cap)
+{
+    struct capture_file *cf = arg;
+    switch (phase) {
+    case SF_CAPTURE_START:
+        snprintf(cf->path, sizeof cf->path, "%s/capture-%llu-rank%u.txt",
+                 getenv("SF_TEST_CAPTURE_DIR"), (unsigned long long)req->id, req->rank);
+        cf->f = fopen(cf->path, "w");
+        if (cf->f == NULL) {
+            snprintf(out, out_cap, "cannot open %s: %s", cf->path, strerror(errno));
+            return -errno;
+        }
+        return 0;
+    case SF_CAPTURE_STEP_BEGIN:
+        fprintf(cf->f, "step %lld\n", (long long)req->step);
+        return 0;
+    case SF_CAPTURE_STEP_END:
+        return 0;
+    case SF_CAPTURE_STOP:
+        if (fclose(cf->f) != 0)
+            return -EIO;
+        snprintf(out, out_cap, "%s", cf->path);
+        return 0;
+    }
+    return -EINVAL;
+}
 
 static void sleep_us(long us)
 {
@@ -49,6 +85,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sf_client_open: %d\n", r);
         return 1;
     }
+    static struct capture_file cf;
+    if (getenv("SF_TEST_CAPTURE_DIR") != NULL)
+        sf_client_set_capture_handler(c, capture_handler, &cf);
     int n = sf_stage_count(c);
     for (long s = 0; s < steps; s++) {
         sf_step_begin(c, -1);
@@ -72,10 +111,12 @@ int main(int argc, char **argv)
         sleep_us(1000);
     }
     sf_client_get_stats(c, &stats);
-    printf("steps=%llu sent=%llu dropped=%llu violations=%llu reconnects=%llu\n",
+    printf("steps=%llu sent=%llu dropped=%llu violations=%llu reconnects=%llu "
+           "captures_done=%llu captures_unsupported=%llu\n",
            (unsigned long long)stats.steps, (unsigned long long)stats.records_sent,
            (unsigned long long)stats.records_dropped, (unsigned long long)stats.violations,
-           (unsigned long long)stats.reconnects);
+           (unsigned long long)stats.reconnects, (unsigned long long)stats.captures_done,
+           (unsigned long long)stats.captures_unsupported);
     sf_client_close(c);
     return 0;
 }

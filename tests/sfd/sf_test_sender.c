@@ -291,6 +291,115 @@ static int run_normal(struct sender *s)
     return 0;
 }
 
+/* ---- --mode capture-peer: a scripted client of the control channel ---- */
+
+static int send_reply(int fd, uint64_t id, const char *state, const char *path)
+{
+    static const struct {
+        const char *name;
+        int state;
+    } states[] = {
+        {"accepted", STAGEFRONTIER__CAPTURE_REPLY__STATE__ACCEPTED},
+        {"unsupported", STAGEFRONTIER__CAPTURE_REPLY__STATE__UNSUPPORTED},
+        {"busy", STAGEFRONTIER__CAPTURE_REPLY__STATE__BUSY},
+        {"done", STAGEFRONTIER__CAPTURE_REPLY__STATE__DONE},
+        {"failed", STAGEFRONTIER__CAPTURE_REPLY__STATE__FAILED},
+        {"bogus", 99},
+    };
+    Stagefrontier__CaptureReply r = STAGEFRONTIER__CAPTURE_REPLY__INIT;
+    r.id = id;
+    r.state = STAGEFRONTIER__CAPTURE_REPLY__STATE__FAILED;
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+        if (!strcmp(states[i].name, state))
+            r.state = (Stagefrontier__CaptureReply__State)states[i].state;
+    if (path != NULL && path[0] != '\0')
+        r.path = (char *)path;
+    if (r.state == STAGEFRONTIER__CAPTURE_REPLY__STATE__DONE) {
+        r.has_first_step = r.has_last_step = true;
+        r.first_step = 100;
+        r.last_step = 102;
+    }
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_CAPTURE_REPLY;
+    m.capture_reply = &r;
+    return send_msg(fd, &m, false);
+}
+
+static int send_heartbeat(int fd, int64_t step, int32_t stage)
+{
+    Stagefrontier__RankHeartbeat h = STAGEFRONTIER__RANK_HEARTBEAT__INIT;
+    h.step = step;
+    h.has_stage = h.has_in_step = true;
+    h.stage = stage;
+    h.in_step = true;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HEARTBEAT;
+    m.heartbeat = &h;
+    return send_msg(fd, &m, false);
+}
+
+/* Waits up to 10 s for one control message and prints it. */
+static void recv_request(int fd)
+{
+    uint8_t buf[512];
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) <= 0) {
+        printf("norequest\n");
+        return;
+    }
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    Stagefrontier__ControlMessage *m =
+        n > 0 ? stagefrontier__control_message__unpack(NULL, (size_t)n, buf) : NULL;
+    if (m != NULL && m->body_case == STAGEFRONTIER__CONTROL_MESSAGE__BODY_CAPTURE)
+        printf("request %llu %u\n", (unsigned long long)m->capture->id, m->capture->steps);
+    else
+        printf("badrequest\n");
+    if (m != NULL)
+        stagefrontier__control_message__free_unpacked(m, NULL);
+}
+
+/* Hello and --steps records, then one command per stdin line:
+ *   recv | reply ID STATE [PATH] | flood N ID | heartbeat STEP STAGE | records N
+ * each answered "ok" (or by recv's line) once done. */
+static int run_capture_peer(struct sender *s)
+{
+    s->last_sent = s->o.start - 1;
+    if (do_connect(s) < 0)
+        return 1;
+    int64_t next = s->o.start;
+    for (; next < s->o.start + s->o.steps; next += s->o.batch)
+        send_batch(s, next, s->o.batch);
+    printf("ready\n");
+    fflush(stdout);
+    char line[1200], a[1100], b[64];
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        unsigned long long id, n;
+        long long step;
+        int stage;
+        a[0] = '\0';
+        if (!strncmp(line, "recv", 4)) {
+            recv_request(s->fd);
+        } else if (sscanf(line, "reply %llu %63s %1099s", &id, b, a) >= 2) {
+            printf(send_reply(s->fd, id, b, a) == 0 ? "ok\n" : "sendfail\n");
+        } else if (sscanf(line, "flood %llu %llu", &n, &id) == 2) {
+            for (unsigned long long i = 0; i < n; i++)
+                send_reply(s->fd, id, "done", "/flood");
+            printf("ok\n");
+        } else if (sscanf(line, "heartbeat %lld %d", &step, &stage) == 2) {
+            printf(send_heartbeat(s->fd, step, stage) == 0 ? "ok\n" : "sendfail\n");
+        } else if (sscanf(line, "records %llu", &n) == 1) {
+            send_batch(s, next, (uint32_t)n);
+            next += (int64_t)n;
+            printf("ok\n");
+        } else {
+            printf("what\n");
+        }
+        fflush(stdout);
+    }
+    close(s->fd);
+    return 0;
+}
+
 /* 0 when the daemon closes the connection within 10 s, 3 otherwise. */
 static int expect_closed(int fd)
 {
@@ -870,6 +979,8 @@ int main(int argc, char **argv)
         r = run_storm(&s);
     else if (!strcmp(s.o.mode, "memflood"))
         r = run_memflood(&s);
+    else if (!strcmp(s.o.mode, "capture-peer"))
+        r = run_capture_peer(&s);
     else
         r = run_hostile(&s);
     fflush(stdout);

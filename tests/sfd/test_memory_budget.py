@@ -134,8 +134,9 @@ def hello_attack(sfd):
     wait_for(lambda: sum(1 for j in json.loads(sfd.sfctl("jobs", "--json").stdout)
                          if j["job_id"].startswith("big-")) == 64, "64 big jobs")
     ranks = sfd.status()["memory"]["by_kind"]["ranks"] - before
-    # One 256-rank page and a directory of 1024 pointers per job.
-    check(ranks <= 64 * (256 * 24 + 1024 * 8), "rank state from world size: %d bytes" % ranks)
+    # One 256-rank page (64 bytes a rank, liveness included) and a directory
+    # of 1024 pointers per job.
+    check(ranks <= 64 * (256 * 64 + 1024 * 8), "rank state from world size: %d bytes" % ranks)
     victim_job(sfd, "v-hello", 200)
     p.stdin.close()
     p.wait(timeout=60)

@@ -1,0 +1,212 @@
+/*
+ * `sfctl capture JOB [--ranks 3,5 | --suspects] [--steps N] [--json]` asks a
+ * job's ranks for a profiler trace and prints the capture id;
+ * `sfctl captures JOB [--json]` lists the job's captures (docs/SFCTL.md).
+ * Speaks only the query protocol; sfd decides who may capture what.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfctl.h"
+#include "sfctl_live.h"
+
+#define CAPTURE_USAGE "JOB [--ranks 3,5 | --suspects] [--steps N] [--json]"
+#define MAX_RANKS SF_MAX_CAPTURE_RANKS
+
+struct capture_args {
+    const char *job;
+    uint32_t ranks[MAX_RANKS];
+    uint32_t n_ranks, steps;
+    bool suspects, json;
+};
+
+static int usage_error(const char *cmd, const char *usage, const char *why)
+{
+    if (why != NULL)
+        fprintf(stderr, "sfctl %s: %s\n", cmd, why);
+    fprintf(stderr, "usage: sfctl %s %s\n", cmd, usage);
+    return SFCTL_EXIT_USAGE;
+}
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi)
+        return -EINVAL;
+    *ret = (uint32_t)v;
+    return 0;
+}
+
+/* "3,5,7": at most MAX_RANKS ranks, each a number. */
+static int parse_ranks(const char *list, struct capture_args *a)
+{
+    char buf[256];
+    if (strlen(list) >= sizeof buf)
+        return -EINVAL;
+    strcpy(buf, list);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (a->n_ranks == MAX_RANKS || parse_u32(tok, 0, UINT32_MAX - 1, &a->ranks[a->n_ranks]) < 0)
+            return -EINVAL;
+        a->n_ranks++;
+    }
+    return a->n_ranks > 0 ? 0 : -EINVAL;
+}
+
+static int parse_capture(int argc, char **argv, struct capture_args *a)
+{
+    static const struct option opts[] = {
+        {"ranks", required_argument, NULL, 'r'},
+        {"suspects", no_argument, NULL, 's'},
+        {"steps", required_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct capture_args){0};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "r:sn:j", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            if (parse_ranks(optarg, a) < 0)
+                return usage_error("capture", CAPTURE_USAGE, "--ranks takes 1..16 rank numbers");
+            break;
+        case 's':
+            a->suspects = true;
+            break;
+        case 'n':
+            if (parse_u32(optarg, 1, SF_MAX_CAPTURE_STEPS, &a->steps) < 0)
+                return usage_error("capture", CAPTURE_USAGE, "--steps takes 1..100");
+            break;
+        case 'j':
+            a->json = true;
+            break;
+        default:
+            return usage_error("capture", CAPTURE_USAGE, NULL);
+        }
+    }
+    if (optind != argc - 1)
+        return usage_error("capture", CAPTURE_USAGE, NULL);
+    if (a->suspects == (a->n_ranks > 0))
+        return usage_error("capture", CAPTURE_USAGE, "name the ranks or --suspects, not both");
+    a->job = argv[optind];
+    return SFCTL_EXIT_OK;
+}
+
+static int ask(const struct sfctl_request *req, json_t **ret, char **ret_text)
+{
+    size_t len;
+    int ex = sfctl_query(req, ret_text, &len);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    *ret = json_loadb(*ret_text, len, 0, NULL);
+    if (*ret == NULL) {
+        fprintf(stderr, "sfctl: undecodable answer from sfd\n");
+        free(*ret_text);
+        return SFCTL_EXIT_INTERNAL;
+    }
+    return SFCTL_EXIT_OK;
+}
+
+static long long num(json_t *o, const char *key)
+{
+    return json_integer_value(json_object_get(o, key));
+}
+
+static const char *str(json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s != NULL ? s : "-";
+}
+
+int sfctl_cmd_capture(int argc, char **argv)
+{
+    struct capture_args a;
+    int ex = parse_capture(argc, argv, &a);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = {.kind = SFCTL_Q_CAPTURE,
+                                .job_id = a.job,
+                                .window = -1,
+                                .ranks = a.ranks,
+                                .n_ranks = a.n_ranks,
+                                .suspects = a.suspects,
+                                .steps = a.steps};
+    json_t *o;
+    char *text;
+    ex = ask(&req, &o, &text);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    if (a.json)
+        printf("%s\n", text);
+    else
+        printf("%lld\n", num(o, "id"));
+    json_decref(o);
+    free(text);
+    return SFCTL_EXIT_OK;
+}
+
+static void show_capture(json_t *k)
+{
+    char created[40];
+    sfctl_format_time(json_object_get(k, "created_at"), created, sizeof created);
+    char window[24] = "-";
+    if (json_is_integer(json_object_get(k, "window")))
+        snprintf(window, sizeof window, "%lld", num(k, "window"));
+    printf("capture %lld  %s  %s  window %s  %lld steps  %s\n  reason: %s\n", num(k, "id"), created,
+           str(k, "trigger"), window, num(k, "steps"), str(k, "state"), str(k, "reason"));
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(k, "ranks"), i, t)
+    {
+        char steps[48] = "";
+        if (json_is_integer(json_object_get(t, "first_step")))
+            snprintf(steps, sizeof steps, " steps %lld-%lld", num(t, "first_step"),
+                     num(t, "last_step"));
+        json_t *path = json_object_get(t, "path"), *err = json_object_get(t, "error");
+        printf("  rank %lld%s: %s%s%s%s\n", num(t, "rank"),
+               json_is_true(json_object_get(t, "control")) ? " (control)" : "", str(t, "state"),
+               steps, json_is_string(path) || json_is_string(err) ? "  " : "",
+               json_is_string(path)  ? json_string_value(path)
+               : json_is_string(err) ? json_string_value(err)
+                                     : "");
+    }
+}
+
+int sfctl_cmd_captures(int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    bool js = false;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
+        if (c != 'j')
+            return usage_error("captures", "JOB [--json]", NULL);
+        js = true;
+    }
+    if (optind != argc - 1)
+        return usage_error("captures", "JOB [--json]", NULL);
+    struct sfctl_request req = {.kind = SFCTL_Q_CAPTURES, .job_id = argv[optind], .window = -1};
+    json_t *a;
+    char *text;
+    int ex = ask(&req, &a, &text);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    if (js) {
+        printf("%s\n", text);
+    } else {
+        size_t i;
+        json_t *k;
+        json_array_foreach(a, i, k) show_capture(k);
+        if (json_array_size(a) == 0)
+            printf("(no captures)\n");
+    }
+    json_decref(a);
+    free(text);
+    return SFCTL_EXIT_OK;
+}

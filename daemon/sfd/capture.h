@@ -1,0 +1,51 @@
+/*
+ * Trace captures (docs/SFD.md, "Captures"): the per-job table of capture
+ * requests and their per-rank outcomes, requests sent on a rank's ingest
+ * connection, the replies, the automatic trigger with its cooldown and
+ * budget, and the CAPTURE/CAPTURES answers. Never changes windows or reports.
+ */
+#ifndef SFD_CAPTURE_H
+#define SFD_CAPTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "stagefrontier/limits.h"
+
+struct sfd;
+struct sfd_job;
+struct sfd_conn;
+struct sfd_stored;
+struct json_t;
+struct Stagefrontier__CaptureReply;
+
+#define SFD_CAPTURES_KEPT 32     /* captures listed per job, oldest dropped first */
+#define SFD_AUTO_CAPTURE_MAX 100 /* bound of auto_capture_max (per day) */
+
+struct sfd_capture_ask {
+    const uint32_t *ranks; /* NULL with suspects */
+    uint32_t n_ranks;
+    bool suspects;  /* the latest window's suspects plus a control rank */
+    uint32_t steps; /* 0: auto_capture_steps */
+    uid_t uid;      /* who asks (logged) */
+};
+
+/* Checks a reply's fields (pure): 0 or -EINVAL. */
+int sfd_validate_capture_reply(const struct Stagefrontier__CaptureReply *r);
+/* An operator's or user's capture: sends the requests, returns the id. */
+int sfd_capture_ask(struct sfd_job *job, const struct sfd_capture_ask *ask, uint64_t *ret_id,
+                    const char **ret_err);
+/* A reply on a step-record connection; a reply sfd cannot match (unknown id,
+ * another rank's, after the end) is a counted rejection. */
+void sfd_capture_reply(struct sfd_conn *c, const struct Stagefrontier__CaptureReply *r);
+/* A window's report was stored: the automatic trigger. */
+void sfd_capture_consider(struct sfd_job *job, const struct sfd_stored *s);
+/* Times out requests without an answer (the liveness tick). */
+void sfd_captures_tick(struct sfd *d);
+/* The CAPTURES answer (newest last) and one capture's object. */
+struct json_t *sfd_captures_json(const struct sfd_job *job);
+struct json_t *sfd_capture_json(const struct sfd_job *job, uint64_t id);
+void sfd_captures_free(struct sfd_job *job);
+
+#endif
