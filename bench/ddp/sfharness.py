@@ -65,7 +65,7 @@ class Sfd(object):
     """sfd in a private runtime directory; use as a context manager."""
 
     def __init__(self, build, warmup_steps=20, window_steps=100, extra_gates=None,
-                 log=None, limits=None):
+                 log=None, limits=None, sfd_keys=None):
         self.build = build
         self.dir = tempfile.mkdtemp(prefix="sf-ddp-")
         self.ingest = os.path.join(self.dir, "ingest.sock")
@@ -74,6 +74,10 @@ class Sfd(object):
         gates.update(extra_gates or {})
         self.config = os.path.join(self.dir, "sfd.conf")
         with open(self.config, "w") as f:
+            if sfd_keys:        # [sfd] keys: auto_capture, stall_after_s, ...
+                f.write("[sfd]\n")
+                for k, v in sfd_keys.items():
+                    f.write("%s = %s\n" % (k, v))
             f.write("[gates]\n")
             for k, v in gates.items():
                 f.write("%s = %s\n" % (k, v))
@@ -97,6 +101,16 @@ class Sfd(object):
     def __exit__(self, *exc):
         self.stop()
         return False
+
+    def json(self, *args):
+        """The parsed --json answer of an sfctl command, or None when it failed."""
+        r = self.sfctl(*(list(args) + ["--json"]))
+        if r.returncode != 0:
+            return None
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return None
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:

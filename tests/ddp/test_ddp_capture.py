@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""CI-sized live check of the automatic capture (docs/SFD.md, "Captures"): a
+real 4-rank PyTorch DDP job (Gloo, CPU) with a backward-compute straggler on
+a hidden rank, sfd with auto_capture on. The straggler verdict persists for
+two windows, so sfd asks the hidden rank and one healthy control rank (the
+median step time) for a torch.profiler trace of auto_capture_steps steps.
+
+--row cooldown: the fault persists in every later window, within the
+  cooldown: exactly one capture, of the hidden rank plus a control rank.
+--row budget: no cooldown, auto_capture_max = 2: exactly two captures.
+Both rows: every trace file exists, is gzipped JSON owned by the job's user
+in SF_CAPTURE_DIR, and holds a ProfilerStep#N range for each captured step
+and the stages as record_function ranges. Exit 77 only without torch/Gloo.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench", "ddp"))
+
+import faults  # noqa: E402
+import sfharness  # noqa: E402
+
+SKIP = 77
+WARMUP = 6
+WINDOW = 8
+WINDOWS = 4
+STEPS = 3
+MAGNITUDE = 1.5
+ROWS = {
+    "cooldown": {"auto_capture_cooldown_s": 600, "auto_capture_max": 3, "want": 1},
+    "budget": {"auto_capture_cooldown_s": 0, "auto_capture_max": 2, "want": 2},
+}
+
+
+def fail(msg, caps=None):
+    print("FAIL: " + msg)
+    if caps is not None:
+        print(json.dumps(caps, indent=1))
+    return 1
+
+
+def check_trace(path, first, last):
+    """None when the trace holds ProfilerStep#first..last and the stages."""
+    if not os.path.isfile(path):
+        return "trace %s does not exist" % path
+    st = os.stat(path)
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return "trace %s: owner %d mode %o" % (path, st.st_uid, st.st_mode & 0o777)
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    names = {e.get("name") for e in events}
+    want = {"ProfilerStep#%d" % s for s in range(first, last + 1)}
+    if not want <= names:
+        return "trace %s lacks %s" % (path, sorted(want - names))
+    if "model.backward_cpu_wall" not in names or "model.fwd_loss_cpu_wall" not in names:
+        return "trace %s lacks the stage ranges" % path
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", required=True)
+    p.add_argument("--row", required=True, choices=sorted(ROWS))
+    p.add_argument("--seed", type=int, default=2)
+    a = p.parse_args()
+    if not sfharness.has_torch():
+        print("SKIP: /usr/bin/python3 cannot import torch with Gloo (install python3-torch)")
+        return SKIP
+    row = ROWS[a.row]
+    build = sfharness.Build(a.build)
+    job = "ci-capture-%s-%d" % (a.row, os.getpid())
+    capdir = tempfile.mkdtemp(prefix="sf-captures-")
+    shutil.rmtree(capdir)       # the backend creates it, mode 0700
+    keys = {"auto_capture": "true", "auto_capture_windows": 2, "auto_capture_steps": STEPS,
+            "auto_capture_cooldown_s": row["auto_capture_cooldown_s"],
+            "auto_capture_max": row["auto_capture_max"]}
+    try:
+        with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=WINDOW,
+                           sfd_keys=keys) as sfd:
+            res = sfharness.train(build, job, ["--ranks", "4", "--fault", "backward_compute",
+                                               "--seed", str(a.seed), "--magnitude",
+                                               str(MAGNITUDE), "--warmup", str(WARMUP),
+                                               "--steps", str(WINDOW * WINDOWS)],
+                                  sf_socket=sfd.ingest, timeout=240,
+                                  extra_env={"SF_CAPTURE_DIR": capdir})
+            sfd.windows(job, WINDOWS, timeout=60)
+            caps = []
+
+            def settled():
+                caps[:] = sfd.json("captures", job) or []
+                return caps and all(k["state"] != "running" for k in caps)
+            sfharness.wait_for(settled, 30, "captures to settle", sfd.proc)
+            text = sfd.sfctl("captures", job).stdout
+        print(text)
+        hidden = res["hidden_rank"]
+        if len(caps) != row["want"]:
+            return fail("%d captures, want %d" % (len(caps), row["want"]), caps)
+        for k in caps:
+            ranks = {t["rank"]: t for t in k["ranks"]}
+            controls = [t["rank"] for t in k["ranks"] if t["control"]]
+            if k["trigger"] != "auto" or set(ranks) != {hidden} | set(controls) or \
+                    len(controls) != 1 or hidden in controls:
+                return fail("capture %d is not the hidden rank %d plus one control" %
+                            (k["id"], hidden), caps)
+            if "straggler" not in k["reason"] or k["window"] is None:
+                return fail("capture %d: reason %r window %r" % (k["id"], k["reason"],
+                                                                 k["window"]), caps)
+            for t in k["ranks"]:
+                if t["state"] != "done" or t["last_step"] - t["first_step"] + 1 != STEPS:
+                    return fail("rank %d: %s" % (t["rank"], t), caps)
+                err = check_trace(t["path"], t["first_step"], t["last_step"])
+                if err:
+                    return fail(err, caps)
+        if oct(os.stat(capdir).st_mode & 0o777) != oct(0o700):
+            return fail("capture directory mode %o" % (os.stat(capdir).st_mode & 0o777))
+        print("row %s: hidden rank %d, %d capture(s), control rank(s) %s: PASS" % (
+            a.row, hidden, len(caps), [t["rank"] for k in caps for t in k["ranks"]
+                                       if t["control"]]))
+        return 0
+    finally:
+        shutil.rmtree(capdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
