@@ -314,15 +314,16 @@ static void hand_back(sfd_peer_node *node, const Stagefrontier__Heartbeat *hb, u
     }
 }
 
-static bool heartbeat_valid(const sfd_peer_node *node, const sfd_peer_msg *msg,
-                            const Stagefrontier__Heartbeat *hb)
+bool sfd_peer_heartbeat_valid(const Stagefrontier__Heartbeat *hb, uint32_t from, uint32_t n_members,
+                              uint32_t failure_timeout_ms)
 {
-    if (hb == NULL || hb->node_id != msg->from || hb->n_pending > SFD_PEER_PENDING_MAX)
+    size_t live_bytes = ((size_t)n_members + 7) / 8;
+    if (hb == NULL || hb->node_id != from || hb->n_pending > SFD_PEER_PENDING_MAX)
         return false;
-    if (hb->has_subtree_live && hb->subtree_live.len != node->live_bytes)
+    if (hb->has_subtree_live && hb->subtree_live.len != live_bytes)
         return false;
-    if (hb->has_root_view && (hb->root_view.len != node->live_bytes || !hb->has_root_age_ms ||
-                              hb->root_age_ms > node->cfg.failure_timeout_ms || !hb->has_root_id))
+    if (hb->has_root_view && (hb->root_view.len != live_bytes || !hb->has_root_age_ms ||
+                              hb->root_age_ms > failure_timeout_ms || !hb->has_root_id))
         return false;
     return true;
 }
@@ -331,7 +332,8 @@ void sfd_peer_on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_
 {
     Stagefrontier__Heartbeat *hb =
         stagefrontier__heartbeat__unpack(NULL, msg->payload_len, msg->payload);
-    if (!heartbeat_valid(node, msg, hb)) {
+    if (!sfd_peer_heartbeat_valid(hb, msg->from, node->cfg.n_members,
+                                  node->cfg.failure_timeout_ms)) {
         node->c.rejected_decode++;
         goto out;
     }

@@ -282,6 +282,14 @@ uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now);
 bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
                        sfd_elect_out *out);
 
+/* ---- liveness.c: the checks of a heartbeat (pure) ------------------------ */
+
+/* A decoded heartbeat from `from` in a cluster of n_members: its node id,
+ * window list, and liveness sets (exactly ceil(n_members / 8) bytes each,
+ * the root's view with its root and an age within the failure timeout). */
+bool sfd_peer_heartbeat_valid(const Stagefrontier__Heartbeat *hb, uint32_t from, uint32_t n_members,
+                              uint32_t failure_timeout_ms);
+
 /* ---- tree.c: fan-in tree (pure) ------------------------------------------ */
 
 /* Parent of `self` in the tree over the live members, rooted at `root`:
