@@ -541,9 +541,9 @@ def scenario_liveness(build):
     root's death elects node 2 with the 4 of 7 left (a bare majority)."""
     c = Cluster(build, 7, fanout=2)
     # A member's death reaches the root's view within its parent's failure
-    # timeout plus the root's, and the other nodes a few heartbeats later
+    # timeout plus the root's, and the other nodes one failure timeout later
     # (docs/CLUSTER.md, "Liveness"); twice that for a loaded sanitizer build.
-    notice_bound_s = 2 * (2 * FT_MS + 4 * HB_MS) / 1000.0
+    notice_bound_s = 2 * (3 * FT_MS + 4 * HB_MS) / 1000.0
     try:
         c.start()
         c.wait_root(1)
