@@ -233,10 +233,11 @@ static uint64_t cpu_ns(pid_t pid)
     snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
     FILE *f = fopen(path, "r");
     unsigned long long ns = 0;
-    if (f == NULL || fscanf(f, "%llu", &ns) != 1)
-        ns = 0;
+    bool ok = f != NULL && fscanf(f, "%llu", &ns) == 1;
     if (f)
         fclose(f);
+    if (!ok)
+        die("cannot read the root's CPU time from %s", path);
     return ns;
 }
 
@@ -436,13 +437,22 @@ static void on_alloc(uv_handle_t *h, size_t n, uv_buf_t *b)
     b->len = n;
 }
 
+static void on_inconn_closed(uv_handle_t *h)
+{
+    inconn *c = h->data;
+    sfd_peer_framer_clear(&c->f);
+    free(c);
+}
+
+/* A link the root closed (it redials links it has not heard on) is closed
+ * here too, or the descriptors of its past links would pile up. */
 static void on_root_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     inconn *c = st->data;
     if (n > 0)
         sfd_peer_framer_feed(&c->f, (const uint8_t *)b->base, (size_t)n, on_root_frame, c);
-    else if (n < 0)
-        uv_read_stop(st);
+    else if (n < 0 && !uv_is_closing((uv_handle_t *)st))
+        uv_close((uv_handle_t *)st, on_inconn_closed);
     free(b->base);
 }
 
