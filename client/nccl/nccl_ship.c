@@ -87,7 +87,7 @@ static const char *job_id_env(void)
 static void configure(const struct sf_nccl_comm *first)
 {
     const char *job = job_id_env(), *sock = getenv("SF_SOCKET");
-    long rank = env_long("RANK", -1, 0, 262143);
+    long rank = env_long("RANK", -1, 0, SF_MAX_RANKS - 1);
     long world = env_long("WORLD_SIZE", -1, 1, SF_MAX_RANKS);
 
     st.configured = true;

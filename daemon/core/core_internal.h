@@ -16,12 +16,14 @@ static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
 {
     if (row->step < 0 || row->rank >= SF_MAX_RANKS)
         return -ERANGE;
-    uint64_t over = 0;
-    for (uint32_t s = 0; s < n_stages; s++)
+    uint64_t over = 0, total = 0;
+    for (uint32_t s = 0; s < n_stages; s++) {
         over |= (uint64_t)((uint64_t)row->d[s] > (uint64_t)SF_MAX_DURATION_NS);
-    if (over)
+        total += (uint64_t)row->d[s];
+    }
+    if (over || total > (uint64_t)SF_MAX_STEP_NS)
         return -ERANGE;
-    if (row->overlap_ns < 0 || row->overlap_ns > SF_MAX_DURATION_NS * SF_MAX_STAGES)
+    if (row->overlap_ns < 0 || row->overlap_ns > SF_MAX_STEP_NS)
         return -ERANGE;
     if (row->event_state > SF_EVENT_MISSING)
         return -EINVAL;

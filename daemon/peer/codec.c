@@ -13,7 +13,6 @@
 #include "stagefrontier/strutil.h"
 
 #define PREFIX_MAX ((int64_t)SF_MAX_STAGES * SF_MAX_DURATION_NS)
-#define SUM_MAX (INT64_C(1) << 62)
 
 /* One allocation list for an encoded message, so the message's arrays can
  * be views or copies and still be freed in one call. */
@@ -277,15 +276,18 @@ static int decode_step(const Stagefrontier__StepSummary *o, sf_step_summary *st,
     if (!durations_ok(o->dmax, S) || !durations_ok(o->dmin, S) || !durations_ok(o->slowest_d, S) ||
         !durations_ok(o->rank0_d, o->n_rank0_d))
         return -EBADMSG;
+    /* A sum over n ranks is at most n whole steps: merged sums of disjoint
+     * ranks then stay within SF_MAX_RANKS * SF_MAX_STEP_NS, inside int64. */
+    int64_t sum_max = (int64_t)o->n_ranks * SF_MAX_STEP_NS;
     for (size_t k = 0; k < S; k++)
-        if (o->dmin[k] > o->dmax[k] || !in_range(o->dsum[k], 0, SUM_MAX))
+        if (o->dmin[k] > o->dmax[k] || !in_range(o->dsum[k], 0, sum_max))
             return -EBADMSG;
     for (size_t c = 0; c < C; c++)
         if (!in_range(o->clipped_end[c], 0, PREFIX_MAX))
             return -EBADMSG;
     if (!in_range(o->slowest_total, 0, PREFIX_MAX) || !covered(s, o->slowest_rank) ||
-        !in_range(o->residual_sum, 0, SUM_MAX) || !in_range(o->overlap_sum, 0, SUM_MAX) ||
-        !in_range(o->end_sum, 0, SUM_MAX) ||
+        !in_range(o->residual_sum, 0, sum_max) || !in_range(o->overlap_sum, 0, sum_max) ||
+        !in_range(o->end_sum, 0, sum_max) ||
         (o->has_arrival_missing && o->arrival_missing > o->n_ranks))
         return -EBADMSG;
     if (decode_top2(o, st, S, s) < 0)

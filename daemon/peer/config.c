@@ -104,14 +104,26 @@ static int parse_one(char *tok, sfd_peer_member *m)
     return parse_hostport(at + 1, m->host, sizeof m->host, &m->port);
 }
 
+static size_t pow2_at_least(size_t n)
+{
+    size_t p = 1;
+    while (p < n)
+        p *= 2;
+    return p;
+}
+
+/* Adds one line of members: `peers` may span several lines (inih's
+ * indented continuation lines, or the key repeated), since a config line is
+ * short and a cluster may have SFD_PEER_MAX_MEMBERS members. Lines in id
+ * order append in linear time; others sort the whole list again. */
 static int parse_peers(sfd_peer_config *cfg, const char *value)
 {
-    size_t cap = 1;
+    size_t cap = cfg->n_members + 1;
     for (const char *p = value; *p; p++)
         cap += *p == ',';
     if (cap > SFD_PEER_MAX_MEMBERS)
         return -EINVAL;
-    sfd_peer_member *m = calloc(cap, sizeof *m);
+    sfd_peer_member *m = calloc(cap - cfg->n_members, sizeof *m);
     char *copy = strdup(value);
     int r = -ENOMEM;
     uint32_t n = 0;
@@ -130,10 +142,23 @@ static int parse_peers(sfd_peer_config *cfg, const char *value)
     for (uint32_t i = 1; i < n; i++)
         if (m[i].id == m[i - 1].id)
             goto out;
-    free(cfg->members);
-    cfg->members = m;
-    cfg->n_members = n;
-    m = NULL;
+    uint32_t old = cfg->n_members;
+    for (uint32_t i = 0; i < n; i++)
+        if (old > 0 && bsearch(&m[i], cfg->members, old, sizeof *m, cmp_member) != NULL)
+            goto out;
+    /* Room in powers of two, so a long list of lines costs linear time. */
+    sfd_peer_member *all = cfg->members;
+    if (old == 0 || old + n > pow2_at_least(old)) {
+        all = realloc(cfg->members, pow2_at_least(old + n) * sizeof *all);
+        r = -ENOMEM;
+        if (all == NULL)
+            goto out;
+        cfg->members = all;
+    }
+    memcpy(all + old, m, n * sizeof *m);
+    if (old > 0 && all[old - 1].id > all[old].id)
+        qsort(all, old + n, sizeof *all, cmp_member);
+    cfg->n_members = old + n;
     r = 0;
 out:
     free(m);

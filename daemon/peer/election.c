@@ -36,7 +36,8 @@ uint32_t sfd_elect_majority(const sfd_elect *e)
     return majority(e);
 }
 
-/* A candidate that has not won in this time gives up and may retry. */
+/* A candidate that has not won, and got no new vote, in this time gives up
+ * and may retry. */
 static uint64_t candidate_timeout(const sfd_elect *e)
 {
     return 2 * e->heartbeat_ms;
@@ -151,10 +152,13 @@ static uint32_t lowest_live(const sfd_elect *e, uint64_t now)
     return e->self;
 }
 
+/* Keeps the latest time: liveness relayed down the fan-in tree arrives
+ * stamped with the time the root heard it, which may be older than what
+ * this node heard itself. */
 void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from)
 {
     int i = member_index(e, from);
-    if (i >= 0 && from != e->self && now > 0)
+    if (i >= 0 && from != e->self && now > e->last_heard[i])
         e->last_heard[i] = now;
 }
 
@@ -184,6 +188,7 @@ static void start_candidacy(sfd_elect *e, uint64_t now, sfd_elect_out *out)
     e->candidate_since = now;
     memset(e->votes, 0, e->n_members);
     e->votes[member_index(e, e->self)] = 1;
+    e->n_votes = 1;
     if (majority(e) <= 1) {
         become_root(e, out);
         return;
@@ -233,7 +238,8 @@ void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from, uint64_t 
             return;
     }
     e->role = SFD_ELECT_FOLLOWER;
-    e->root_heard = now;
+    if (e->root != from || now > e->root_heard)
+        e->root_heard = now;
     set_root(e, from, out);
 }
 
@@ -278,12 +284,12 @@ void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
     }
     if (e->role != SFD_ELECT_CANDIDATE || !granted)
         return;
+    e->n_votes += !e->votes[i];
     e->votes[i] = 1;
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < e->n_members; k++)
-        n += e->votes[k];
-    if (n >= majority(e))
+    if (e->n_votes >= majority(e))
         become_root(e, out);
+    else
+        e->candidate_since = now; /* votes still coming: a large cluster's take longer */
 }
 
 int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, sfd_elect_out *out)

@@ -2,8 +2,8 @@
  * One node of the cluster: the tick that drives election, heartbeats and
  * routing; the summaries it holds until their reports arrive (its own, and
  * the merges it forwards for its children in the fan-in tree); and the
- * dispatch of authenticated messages. Sockets live in link.c, the root's
- * merge in root.c.
+ * dispatch of authenticated messages. Sockets live in link.c, heartbeats and
+ * liveness in liveness.c, the root's merge in root.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,60 +37,6 @@ void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
 
 /* ---- election actions --------------------------------------------------- */
 
-/* The fields every heartbeat carries. */
-static void heartbeat_init(sfd_peer_node *node, uint64_t now, Stagefrontier__Heartbeat *hb)
-{
-    stagefrontier__heartbeat__init(hb);
-    hb->node_id = node->cfg.node_id;
-    hb->term = node->elect.term;
-    hb->has_root_id = hb->has_is_root = hb->has_summaries_in_flight = true;
-    hb->root_id = sfd_elect_root(&node->elect, now);
-    hb->is_root = node->elect.role == SFD_ELECT_ROOT;
-    hb->summaries_in_flight = node->n_retained;
-    hb->has_epoch_seen = hb->has_epoch_closed = true;
-}
-
-/* Sends a heartbeat to one member, with the replay state held for it. */
-static void heartbeat_to(sfd_peer_node *node, const sfd_peer_link *l, Stagefrontier__Heartbeat *hb)
-{
-    hb->epoch_seen = l->replay.epoch;
-    hb->epoch_closed = l->replay.closed;
-    sfd_peer_send(node, l->id, T(HEARTBEAT), &hb->base);
-}
-
-static void send_heartbeats(sfd_peer_node *node, uint64_t now)
-{
-    Stagefrontier__Heartbeat hb;
-    Stagefrontier__WindowKey keys[SFD_PEER_PENDING_MAX];
-    Stagefrontier__WindowKey *kp[SFD_PEER_PENDING_MAX];
-    heartbeat_init(node, now, &hb);
-    size_t n = 0;
-    for (sfd_peer_pending *p = node->pending; p && hb.is_root && n < SFD_PEER_PENDING_MAX;
-         p = p->next, n++) {
-        stagefrontier__window_key__init(&keys[n]);
-        keys[n].job_id = p->key.job;
-        keys[n].window = p->key.window;
-        keys[n].segment = p->key.segment;
-        kp[n] = &keys[n];
-    }
-    hb.n_pending = n;
-    hb.pending = kp;
-    for (uint32_t i = 0; i < node->n_links; i++)
-        heartbeat_to(node, &node->links[i], &hb);
-}
-
-/* Without the window list, so it fits the receiver's 4 KiB cap on frames of
- * a connection that has not authenticated yet. */
-void sfd_peer_send_hello(sfd_peer_node *node, uint32_t dest)
-{
-    sfd_peer_link *l = sfd_peer_link_find(node, dest);
-    Stagefrontier__Heartbeat hb;
-    if (l == NULL)
-        return;
-    heartbeat_init(node, sfd_peer_now(node), &hb);
-    heartbeat_to(node, l, &hb);
-}
-
 static void root_changed(sfd_peer_node *node, uint32_t root)
 {
     node->c.root_changes++;
@@ -102,7 +48,7 @@ static void root_changed(sfd_peer_node *node, uint32_t root)
         sfd_peer_reports_repropose(node);
 }
 
-static void apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now)
+void sfd_peer_apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now)
 {
     for (uint32_t i = 0; i < out->n; i++) {
         const sfd_elect_action *a = &out->a[i];
@@ -119,7 +65,7 @@ static void apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now)
             m.granted = a->granted;
             sfd_peer_send(node, a->to, T(ROOT_VOTE), &m.base);
         } else if (a->type == SFD_ELECT_SEND_HEARTBEAT) {
-            send_heartbeats(node, now);
+            sfd_peer_heartbeat_all(node, now); /* a new root announces itself */
         } else if (a->type == SFD_ELECT_ROOT_CHANGED) {
             root_changed(node, a->root);
         }
@@ -282,7 +228,7 @@ static bool stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now, co
 {
     sfd_elect_out out = {0};
     int r = sfd_elect_on_term(&node->elect, now, msg->from, msg->term, &out);
-    apply(node, &out, now);
+    sfd_peer_apply(node, &out, now);
     if (r == 0)
         return false;
     node->c.rejected_stale_term++;
@@ -290,60 +236,6 @@ static bool stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now, co
                   "peer: rejected %s from node %u: stale term %llu < %llu", what, msg->from,
                   (unsigned long long)msg->term, (unsigned long long)node->elect.term);
     return true;
-}
-
-/* A member holds our epoch as closed (it restarted) or holds a higher one
- * (accepted from a forger): start a new epoch above it. */
-static void follow_epoch(sfd_peer_node *node, uint32_t from, uint64_t seen, bool closed)
-{
-    uint64_t next = sfd_peer_epoch_after(node->epoch, seen, closed);
-    if (next == 0)
-        return;
-    sfd_peer_logf(node, SFD_PEER_LOG_NOTICE,
-                  "peer: node %u holds epoch %" PRIu64 "%s; "
-                  "starting epoch %" PRIu64,
-                  from, seen, closed ? " (closed)" : "", next);
-    node->epoch = next;
-    node->seq = 0;
-    node->c.epoch_bumps++;
-    sfd_peer_state_changed(node);
-}
-
-static void on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
-{
-    Stagefrontier__Heartbeat *hb =
-        stagefrontier__heartbeat__unpack(NULL, msg->payload_len, msg->payload);
-    if (hb == NULL || hb->node_id != msg->from || hb->n_pending > SFD_PEER_PENDING_MAX) {
-        node->c.rejected_decode++;
-        goto out;
-    }
-    sfd_peer_link *l = sfd_peer_link_find(node, msg->from);
-    if (hb->has_epoch_seen)
-        follow_epoch(node, msg->from, hb->epoch_seen, hb->has_epoch_closed && hb->epoch_closed);
-    l->last_heartbeat_ms = now;
-    l->in_flight = hb->summaries_in_flight;
-    l->term_seen = msg->term;
-    l->root_seen = hb->root_id;
-    sfd_elect_out eo = {0};
-    sfd_elect_on_heartbeat(&node->elect, now, msg->from, msg->term, hb->is_root, &eo);
-    apply(node, &eo, now);
-    if (!hb->is_root || sfd_elect_root(&node->elect, now) != msg->from)
-        goto out;
-    /* The root is collecting windows we already hold reports of: hand them
-     * back so it adopts them instead of reporting twice. */
-    for (size_t i = 0; i < hb->n_pending; i++) {
-        const Stagefrontier__WindowKey *k = hb->pending[i];
-        sfd_window_key key = {.window = k->window, .segment = k->segment};
-        size_t n = strnlen(k->job_id, SF_MAX_JOB_ID_LEN + 1);
-        if (!sfd_peer_job_id_valid(k->job_id, n))
-            continue;
-        memcpy(key.job, k->job_id, n + 1);
-        const sfd_peer_report *r = sfd_peer_report_find(node, &key);
-        if (r != NULL)
-            sfd_peer_report_send(node, msg->from, r);
-    }
-out:
-    stagefrontier__heartbeat__free_unpacked(hb, NULL);
 }
 
 static void on_claim(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
@@ -355,7 +247,7 @@ static void on_claim(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
     } else {
         sfd_elect_out eo = {0};
         sfd_elect_on_claim(&node->elect, now, msg->from, msg->term, &eo);
-        apply(node, &eo, now);
+        sfd_peer_apply(node, &eo, now);
     }
     stagefrontier__root_claim__free_unpacked(m, NULL);
 }
@@ -369,7 +261,7 @@ static void on_vote(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
     } else {
         sfd_elect_out eo = {0};
         sfd_elect_on_vote(&node->elect, now, msg->from, msg->term, m->granted, &eo);
-        apply(node, &eo, now);
+        sfd_peer_apply(node, &eo, now);
     }
     stagefrontier__root_vote__free_unpacked(m, NULL);
 }
@@ -484,7 +376,7 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
     sfd_elect_heard(&node->elect, now, msg->from);
     sfd_elect_out out = {0};
     bool ok = sfd_elect_term_ok(&node->elect, now, msg->from, msg->term, &out);
-    apply(node, &out, now);
+    sfd_peer_apply(node, &out, now);
     if (!ok) {
         uint64_t n = ++node->c.rejected_term_jump;
         if ((n & (n - 1)) == 0)
@@ -497,7 +389,7 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
     }
     switch (msg->type) {
     case T(HEARTBEAT):
-        on_heartbeat(node, msg, now);
+        sfd_peer_on_heartbeat(node, msg, now);
         break;
     case T(ROOT_CLAIM):
         on_claim(node, msg, now);
@@ -528,8 +420,8 @@ static void on_tick(uv_timer_t *t)
     sfd_peer_links_tick(node, now);
     sfd_elect_out out = {0};
     sfd_elect_tick(&node->elect, now, &out);
-    apply(node, &out, now);
-    send_heartbeats(node, now);
+    sfd_peer_apply(node, &out, now);
+    sfd_peer_heartbeat_tick(node, now);
     route_retained(node, now);
     if (node->elect.role == SFD_ELECT_ROOT)
         sfd_peer_root_tick(node, now);
@@ -652,7 +544,7 @@ int sfd_peer_node_new(uv_loop_t *loop, const sfd_peer_config *cfg, const sfd_pee
         node->hooks = *hooks;
     if ((r = sfd_elect_init(&node->elect, cfg->node_id, ids, cfg->n_members, cfg->heartbeat_ms,
                             cfg->failure_timeout_ms)) < 0 ||
-        (r = sfd_peer_links_init(node)) < 0)
+        (r = sfd_peer_links_init(node)) < 0 || (r = sfd_peer_liveness_init(node)) < 0)
         goto fail;
     state_restore(node);
     free(ids);
@@ -661,6 +553,7 @@ int sfd_peer_node_new(uv_loop_t *loop, const sfd_peer_config *cfg, const sfd_pee
 fail:
     free(ids);
     if (node != NULL) {
+        sfd_peer_liveness_free(node);
         sfd_elect_clear(&node->elect);
         free(node->links);
         free(node->cfg.members);
@@ -691,6 +584,7 @@ static void node_free(sfd_peer_node *node)
     }
     sfd_peer_root_drop_all(node);
     sfd_peer_reports_free(node);
+    sfd_peer_liveness_free(node);
     sfd_elect_clear(&node->elect);
     free(node->links);
     free(node->cfg.members);

@@ -39,6 +39,8 @@ typedef struct sfd_peer_link {
     uint32_t in_flight; /* as its last heartbeat said */
     uint64_t term_seen;
     uint32_t root_seen;
+    uint8_t *subtree;    /* its last up heartbeat's subtree set (liveness.c) */
+    uint64_t subtree_ms; /* when it came; 0 none */
 } sfd_peer_link;
 
 /* A summary this node holds until its window's report arrives: its own, or
@@ -108,6 +110,15 @@ struct sfd_peer_node {
     sfd_peer_report *reports; /* newest first */
     uint32_t n_reports;
     uint32_t last_root;
+    /* liveness.c: bitmaps over the members in id order, live_bytes each */
+    uint32_t live_bytes;
+    uint8_t *view;           /* the root's view, as last pushed down (or built, at the root) */
+    uint32_t view_root;      /* the root it came from; 0 none */
+    uint8_t *up;             /* scratch: this node's subtree set */
+    uint32_t *kids;          /* scratch: tree children */
+    uint32_t n_subtrees;     /* links holding a subtree set */
+    uint32_t n_view_pending; /* the root's window list, relayed down */
+    sfd_window_key view_pending[SFD_PEER_PENDING_MAX];
     sfd_peer_counters c;
     uint32_t open_handles;
     bool closing;
@@ -129,10 +140,21 @@ void sfd_peer_conn_close(sfd_peer_conn *conn);
 void sfd_peer_links_close(sfd_peer_node *node);
 void sfd_peer_handle_closed(sfd_peer_node *node);
 
-/* node.c */
+/* liveness.c */
+int sfd_peer_liveness_init(sfd_peer_node *node);
+void sfd_peer_liveness_free(sfd_peer_node *node);
 /* The first message of a new outbound link: a heartbeat small enough for
  * the receiver's pre-authentication frame cap. */
 void sfd_peer_send_hello(sfd_peer_node *node, uint32_t dest);
+/* Every tick: up to the tree parent, down to the children; to every member
+ * while no root is in force. */
+void sfd_peer_heartbeat_tick(sfd_peer_node *node, uint64_t now);
+/* Once, to every member: a new root announces itself. */
+void sfd_peer_heartbeat_all(sfd_peer_node *node, uint64_t now);
+void sfd_peer_on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
+
+/* node.c */
+void sfd_peer_apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now);
 /* A new epoch of `l` was accepted or this node's own epoch changed: save the
  * replay state (rate limited; the rest is saved from the tick). */
 void sfd_peer_state_changed(sfd_peer_node *node);

@@ -22,7 +22,7 @@
 #define SFD_PEER_FRAME_MAX (16u << 20) /* one envelope, length prefix excluded */
 #define SFD_PEER_MAC_LEN 32
 #define SFD_PEER_KEY_LEN 32
-#define SFD_PEER_MAX_MEMBERS 8192
+#define SFD_PEER_MAX_MEMBERS SF_MAX_MEMBERS /* limits.h */
 #define SFD_PEER_ID_MAX 0x7fffffffu
 #define SFD_PEER_PENDING_MAX 32 /* window keys in a root heartbeat */
 /* Frame cap of a connection that has not yet proved itself with a valid MAC:
@@ -240,6 +240,7 @@ typedef struct sfd_elect {
     uint32_t *ids;        /* sorted, self included */
     uint64_t *last_heard; /* ms, per member; 0 never */
     uint8_t *votes;       /* per member, in the current candidacy */
+    uint32_t n_votes;     /* ... how many granted */
     uint64_t heartbeat_ms, failure_timeout_ms;
     uint64_t term;
     uint32_t voted_for;  /* in term; 0 none */
@@ -280,6 +281,14 @@ uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now);
  * highest term that majority backs (a restarted node catching up). */
 bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
                        sfd_elect_out *out);
+
+/* ---- liveness.c: the checks of a heartbeat (pure) ------------------------ */
+
+/* A decoded heartbeat from `from` in a cluster of n_members: its node id,
+ * window list, and liveness sets (exactly ceil(n_members / 8) bytes each,
+ * the root's view with its root and an age within the failure timeout). */
+bool sfd_peer_heartbeat_valid(const Stagefrontier__Heartbeat *hb, uint32_t from, uint32_t n_members,
+                              uint32_t failure_timeout_ms);
 
 /* ---- tree.c: fan-in tree (pure) ------------------------------------------ */
 

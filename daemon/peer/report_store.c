@@ -249,16 +249,16 @@ void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r)
     uint64_t now = sfd_peer_now(node);
     if (sfd_elect_root(&node->elect, now) == 0)
         return;
-    uint32_t ids[256];
-    uint32_t fanout = node->cfg.fanout < 256 ? node->cfg.fanout : 256;
     if (node->cfg.fanout >= node->cfg.n_members) {
         for (uint32_t i = 0; i < node->n_links; i++)
             sfd_peer_report_send(node, node->links[i].id, r);
         return;
     }
-    uint32_t n = sfd_peer_tree_child_ids(&node->elect, now, fanout, ids, 256);
+    /* The whole fanout: the children are the same ones heartbeats go to. */
+    uint32_t n = sfd_peer_tree_child_ids(&node->elect, now, node->cfg.fanout, node->kids,
+                                         node->cfg.n_members);
     for (uint32_t i = 0; i < n; i++)
-        sfd_peer_report_send(node, ids[i], r);
+        sfd_peer_report_send(node, node->kids[i], r);
 }
 
 static void push_report(sfd_peer_node *node, const sfd_peer_report *r)

@@ -54,14 +54,17 @@ static json_t *guard_counters_json(json_t *o, const sfd_peer_counters *c)
     return o;
 }
 
-static json_t *member_json(sfd_peer_node *node, uint32_t id, uint64_t now)
+/* One member, by its index in the config (a lookup by id per member would
+ * make the view quadratic in the members). */
+static json_t *member_json(sfd_peer_node *node, uint32_t index, uint64_t now)
 {
+    const sfd_peer_member *m = &node->cfg.members[index];
+    uint32_t id = m->id;
     sfd_peer_link *l = sfd_peer_link_find(node, id);
     bool self = id == node->cfg.node_id;
     json_t *hb = json_null();
     if (l != NULL && l->last_heartbeat_ms != 0)
         hb = json_integer((json_int_t)(now - l->last_heartbeat_ms));
-    const sfd_peer_member *m = &node->cfg.members[sfd_peer_config_index(&node->cfg, id)];
     return json_pack("{s:I,s:s,s:i,s:b,s:b,s:b,s:o,s:I,s:I}", "id", (json_int_t)id, "host", m->host,
                      "port", m->port, "self", self, "live",
                      sfd_elect_is_live(&node->elect, now, id), "connected",
@@ -83,7 +86,7 @@ int sfd_peer_status_json(sfd_peer_node *node, char **ret_json)
     uint64_t now = sfd_peer_now(node);
     json_t *members = json_array();
     for (uint32_t i = 0; members && i < node->cfg.n_members; i++)
-        json_array_append_new(members, member_json(node, node->cfg.members[i].id, now));
+        json_array_append_new(members, member_json(node, i, now));
     json_t *root = json_pack(
         "{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:o,s:o}", "node_id",
         (json_int_t)node->cfg.node_id, "root", (json_int_t)sfd_elect_root(&node->elect, now),

@@ -4,41 +4,53 @@
  * is position (p - 1) / fanout. Pure: derived from the election state and a
  * timestamp. Parents always come earlier in the order, so no view of
  * liveness can make a cycle; a fanout of at least the member count is a star.
+ * Each query is one pass over the members (heartbeats ask every tick).
  */
 #include "peer.h"
+
+static bool live_at(const sfd_elect *e, uint64_t now, uint32_t i)
+{
+    if (e->ids[i] == e->self)
+        return true;
+    return e->last_heard[i] != 0 && now - e->last_heard[i] <= e->failure_timeout_ms;
+}
 
 /* Position of `id` in the order (root first), or -1 when it is not live. */
 static int64_t position(const sfd_elect *e, uint64_t now, uint32_t root, uint32_t id)
 {
     if (id == root)
         return 0;
-    if (!sfd_elect_is_live(e, now, id))
-        return -1;
     int64_t p = 1;
     for (uint32_t i = 0; i < e->n_members; i++) {
         uint32_t m = e->ids[i];
+        bool live = live_at(e, now, i);
         if (m == id)
-            return p;
-        if (m != root && sfd_elect_is_live(e, now, m))
+            return live ? p : -1;
+        if (m != root && live)
             p++;
     }
     return -1;
 }
 
-static uint32_t at_position(const sfd_elect *e, uint64_t now, uint32_t root, int64_t pos)
+/* Writes the members at positions [first, first + n) (fewer when the order
+ * ends first) and returns how many. */
+static uint32_t at_positions(const sfd_elect *e, uint64_t now, uint32_t root, int64_t first,
+                             uint32_t n, uint32_t *ret_ids)
 {
-    if (pos == 0)
-        return root;
+    if (first == 0 && n > 0) {
+        ret_ids[0] = root;
+        return 1 + at_positions(e, now, root, 1, n - 1, ret_ids + 1);
+    }
+    uint32_t k = 0;
     int64_t p = 1;
-    for (uint32_t i = 0; i < e->n_members; i++) {
-        uint32_t m = e->ids[i];
-        if (m == root || !sfd_elect_is_live(e, now, m))
+    for (uint32_t i = 0; i < e->n_members && k < n; i++) {
+        if (e->ids[i] == root || !live_at(e, now, i))
             continue;
-        if (p == pos)
-            return m;
+        if (p >= first)
+            ret_ids[k++] = e->ids[i];
         p++;
     }
-    return root;
+    return k;
 }
 
 uint32_t sfd_peer_tree_parent(const sfd_elect *e, uint64_t now, uint32_t fanout)
@@ -49,25 +61,25 @@ uint32_t sfd_peer_tree_parent(const sfd_elect *e, uint64_t now, uint32_t fanout)
     if (fanout == 0)
         fanout = 1;
     int64_t p = position(e, now, root, e->self);
-    if (p <= 0)
-        return root;
-    return at_position(e, now, root, (p - 1) / fanout);
+    uint32_t parent = root;
+    if (p > 0)
+        at_positions(e, now, root, (p - 1) / fanout, 1, &parent);
+    return parent;
 }
 
 uint32_t sfd_peer_tree_child_ids(const sfd_elect *e, uint64_t now, uint32_t fanout,
                                  uint32_t *ret_ids, uint32_t max)
 {
-    uint32_t n = sfd_peer_tree_children(e, now, fanout);
     uint32_t root = sfd_elect_root(e, now);
-    if (n == 0)
+    if (root == 0)
         return 0;
     if (fanout == 0)
         fanout = 1;
-    int64_t first = position(e, now, root, e->self) * (int64_t)fanout + 1;
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < n && k < max; i++)
-        ret_ids[k++] = at_position(e, now, root, first + i);
-    return k;
+    int64_t p = position(e, now, root, e->self);
+    if (p < 0)
+        return 0;
+    return at_positions(e, now, root, p * (int64_t)fanout + 1, fanout < max ? fanout : max,
+                        ret_ids);
 }
 
 uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanout)
@@ -82,7 +94,7 @@ uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanou
         return 0;
     uint32_t live = 1;
     for (uint32_t i = 0; i < e->n_members; i++)
-        if (e->ids[i] != root && sfd_elect_is_live(e, now, e->ids[i]))
+        if (e->ids[i] != root && live_at(e, now, i))
             live++;
     int64_t first = p * (int64_t)fanout + 1;
     if (first >= live)

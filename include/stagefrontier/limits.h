@@ -10,12 +10,16 @@
 
 #include <stdint.h>
 
-/* They keep every per-step sum inside int64 without checks on the hot merge
- * path: SF_MAX_RANKS * SF_MAX_DURATION_NS < 2^61, and a prefix is at most
- * SF_MAX_STAGES * SF_MAX_DURATION_NS = 2^48. */
+/* They keep every per-step sum over ranks inside int64 without checks on the
+ * hot merge path: a rank's stages in one step add up to at most
+ * SF_MAX_STEP_NS, so a sum over ranks is at most SF_MAX_RANKS *
+ * SF_MAX_STEP_NS = 2^62; and a prefix is at most SF_MAX_STAGES *
+ * SF_MAX_DURATION_NS = 2^48 (docs/ACCOUNTING.md, "Bounds"). */
 #define SF_MAX_STAGES 64
-#define SF_MAX_RANKS (1u << 18)               /* 262144: a job's world size */
+#define SF_MAX_RANKS (1u << 21)               /* 2097152: a job's world size */
 #define SF_MAX_DURATION_NS (INT64_C(1) << 42) /* about 73 minutes per stage */
+#define SF_MAX_STEP_NS (INT64_C(1) << 41)     /* about 37 minutes: one rank's whole step */
+#define SF_MAX_MEMBERS 65536                  /* sfd daemons in one cluster (docs/CLUSTER.md) */
 #define SF_MAX_JOB_ID_LEN 128                 /* bytes, without the NUL */
 
 /* Where sfd listens unless told otherwise (sfd.conf runtime_dir), and where
@@ -34,8 +38,10 @@
 #define SF_MAX_CAPTURE_ERROR 256 /* bytes of a capture's failure reason */
 #define SF_MAX_HEARTBEAT_MS 3600000
 
-_Static_assert((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_DURATION_NS < (UINT64_C(1) << 61),
-               "a rank sum of one stage fits int64 with room to add");
+_Static_assert((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_STEP_NS <= (UINT64_C(1) << 62),
+               "a per-step sum over ranks fits int64 with room to add");
+_Static_assert(SF_MAX_STEP_NS <= SF_MAX_DURATION_NS, "a stage may take a whole step");
+_Static_assert(SF_MAX_MEMBERS <= (1u << 16), "member sets are at most 8 KiB bitmaps");
 _Static_assert((uint64_t)SF_MAX_STAGES *(uint64_t)SF_MAX_DURATION_NS <= (UINT64_C(1) << 48),
                "a step's prefix is at most 2^48");
 _Static_assert(SF_MAX_STAGES <= 64, "stage masks are 64-bit words");

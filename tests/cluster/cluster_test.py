@@ -519,6 +519,81 @@ def scenario_failover(build):
         c.close()
 
 
+def live_view(node):
+    """{member id: live} as one node sees it, or None while it does not answer."""
+    p = node.peers()
+    return {m["id"]: m["live"] for m in p["members"]} if p else None
+
+
+def frames_out_rate(node, seconds):
+    """Frames this node sends per heartbeat period, over `seconds`."""
+    f0, t0 = node.peers()["counters"]["frames_out"], time.monotonic()
+    time.sleep(seconds)
+    f1, t1 = node.peers()["counters"]["frames_out"], time.monotonic()
+    return (f1 - f0) / ((t1 - t0) * 1000.0 / HB_MS)
+
+
+def scenario_liveness(build):
+    """Heartbeats along a fan-in tree of fanout 2 over 7 nodes (root 1; 2 and
+    3 under it; 4, 5 under 2; 6, 7 under 3): each member sends a heartbeat
+    or so per period, not one per member; a dead leaf and a dead inner node
+    drop out of every node's view; the inner node's children rejoin; the
+    root's death elects node 2 with the 4 of 7 left (a bare majority)."""
+    c = Cluster(build, 7, fanout=2)
+    # A member's death reaches the root's view within its parent's failure
+    # timeout plus the root's, and the other nodes one failure timeout later
+    # (docs/CLUSTER.md, "Liveness"); twice that for a loaded sanitizer build.
+    notice_bound_s = 2 * (3 * FT_MS + 4 * HB_MS) / 1000.0
+    try:
+        c.start()
+        c.wait_root(1)
+        ids = [n.id for n in c.nodes]
+        c.wait(lambda: all((live_view(n) or {}).get(i) for n in c.nodes for i in ids),
+               "every node sees every member live")
+        # a leaf sends up to its parent only; the root down to its 2 children
+        leaf_rate, root_rate = frames_out_rate(c.nodes[6], 2.0), frames_out_rate(c.nodes[0], 2.0)
+        check(leaf_rate <= 1.5, "leaf 7 sends %.2f frames per heartbeat period" % leaf_rate)
+        check(root_rate <= 2.5, "root 1 sends %.2f frames per heartbeat period" % root_rate)
+        # a leaf dies: every survivor's view drops it
+        c.nodes[4].kill()
+        killed = time.monotonic()
+        alive = [n for n in c.nodes if n.id != 5]
+        c.wait(lambda: all((live_view(n) or {}).get(5) is False for n in alive),
+               "every node sees member 5 dead")
+        took_leaf = time.monotonic() - killed
+        check(took_leaf <= notice_bound_s,
+              "member 5's death seen everywhere after %.2f s > %.2f s" % (took_leaf, notice_bound_s))
+        # an inner node dies: its children 6 and 7 rejoin under the root
+        c.nodes[2].kill()
+        killed = time.monotonic()
+        alive = [n for n in alive if n.id != 3]
+        c.wait(lambda: all((live_view(n) or {}).get(3) is False and
+                           all((live_view(n) or {}).get(m.id) for m in alive) for n in alive),
+               "every node sees member 3 dead and 1, 2, 4, 6, 7 live")
+        took_inner = time.monotonic() - killed
+        check(took_inner <= 2 * notice_bound_s,
+              "after the inner node's death the views agreed after %.2f s" % took_inner)
+        c.wait_root(1, alive)
+        # the root dies: 2, 4, 6, 7 are 4 of 7, a majority, and elect node 2
+        c.nodes[0].kill()
+        killed = time.monotonic()
+        alive = [n for n in alive if n.id != 1]
+        c.wait_root(2, alive, timeout=TIMEOUT_S)
+        took_root = time.monotonic() - killed
+        check(took_root <= 2 * FAILOVER_BOUND_S,
+              "new root after %.2f s > %.2f s" % (took_root, 2 * FAILOVER_BOUND_S))
+        check_roles(c, alive, root_id=2)
+        c.stop_checked()
+        print("liveness: leaf %.2f and root %.2f frames per period; member death seen in %.2f s, "
+              "inner node in %.2f s; new root in %.2f s" % (leaf_rate, root_rate, took_leaf,
+                                                           took_inner, took_root))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        c.close()
+
+
 def sweep_stale_namespaces():
     """Removes namespaces left by an earlier run that was killed outright
     (a ctest timeout): their creator's pid is gone."""

@@ -25,6 +25,16 @@ static int on_frame(void *ctx, uint8_t *body, uint32_t len)
 static void payloads(const uint8_t *p, size_t n)
 {
     Stagefrontier__Heartbeat *hb = stagefrontier__heartbeat__unpack(NULL, n, p);
+    if (hb != NULL) {
+        /* the cluster size the sets must fit: from the sender's id */
+        uint32_t members = 1 + hb->node_id % SFD_PEER_MAX_MEMBERS;
+        if (sfd_peer_heartbeat_valid(hb, hb->node_id, members, 1000) && hb->has_root_view) {
+            unsigned live = 0;
+            for (size_t i = 0; i < hb->root_view.len; i++)
+                live += (unsigned)__builtin_popcount(hb->root_view.data[i]);
+            (void)live;
+        }
+    }
     stagefrontier__heartbeat__free_unpacked(hb, NULL);
     Stagefrontier__RootClaim *c = stagefrontier__root_claim__unpack(NULL, n, p);
     stagefrontier__root_claim__free_unpacked(c, NULL);

@@ -118,6 +118,22 @@ int main(int argc, char **argv)
     put(fr, "heartbeat", 0, frame, flen);
     free(frame);
     free(b);
+    /* a down heartbeat of a 10-member cluster: the root's view and its age */
+    uint8_t view[2] = {0xff, 0x02};
+    hb.node_id = 9; /* 1 + 9 % cap = 10 members in the fuzz target */
+    hb.has_root_view = hb.has_root_age_ms = true;
+    hb.root_view = (ProtobufCBinaryData){sizeof view, view};
+    hb.root_age_ms = 300;
+    hb.is_root = false;
+    sfd_peer_pack(&hb.base, &b, &l);
+    put(fr, "heartbeat_view_payload", 1, b, l);
+    free(b);
+    hb.has_root_view = false; /* an up heartbeat: the subtree's set */
+    hb.has_subtree_live = true;
+    hb.subtree_live = (ProtobufCBinaryData){sizeof view, view};
+    sfd_peer_pack(&hb.base, &b, &l);
+    put(fr, "heartbeat_subtree_payload", 1, b, l);
+    free(b);
     Stagefrontier__RootClaim c = STAGEFRONTIER__ROOT_CLAIM__INIT;
     c.candidate_id = 1;
     c.term = 4;

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -331,6 +332,42 @@ static void test_tree(void **state)
     sim_clear(&s);
 }
 
+/* The member cap is hard: an election of exactly SFD_PEER_MAX_MEMBERS works
+ * (the lowest id wins once it hears a majority), one more is refused. */
+static void test_member_cap(void **state)
+{
+    (void)state;
+    uint32_t n = SFD_PEER_MAX_MEMBERS;
+    uint32_t *ids = malloc((n + 1) * sizeof *ids);
+    assert_non_null(ids);
+    for (uint32_t i = 0; i <= n; i++)
+        ids[i] = i + 1;
+    sfd_elect e;
+    assert_int_equal(sfd_elect_init(&e, 1, ids, n + 1, HB, FT), -EINVAL);
+    assert_int_equal(sfd_elect_init(&e, 1, ids, n, HB, FT), 0);
+    uint64_t now = 1000;
+    for (uint32_t i = 1; i < n / 2 + 1; i++)
+        sfd_elect_heard(&e, now, ids[i]);
+    assert_int_equal(sfd_elect_live_count(&e, now), n / 2 + 1);
+    sfd_elect_out out = {0};
+    sfd_elect_tick(&e, now, &out);
+    assert_int_equal(e.role, SFD_ELECT_CANDIDATE);
+    for (uint32_t i = 1; i < n / 2 + 1; i++)
+        sfd_elect_on_vote(&e, now, ids[i], e.term, true, &out);
+    assert_int_equal(sfd_elect_root(&e, now), 1);
+    /* the tree over all of them: the last member's parent */
+    uint32_t last = n;
+    sfd_elect f;
+    assert_int_equal(sfd_elect_init(&f, last, ids, n, HB, FT), 0);
+    for (uint32_t i = 0; i < n - 1; i++)
+        sfd_elect_heard(&f, now, ids[i]);
+    sfd_elect_on_heartbeat(&f, now, 1, e.term, true, &out);
+    assert_int_equal(sfd_peer_tree_parent(&f, now, 8), (n - 1 - 1) / 8 + 1);
+    sfd_elect_clear(&f);
+    sfd_elect_clear(&e);
+    free(ids);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_stale_term_and_single_vote),
         cmocka_unit_test(test_term_step),
         cmocka_unit_test(test_tree),
+        cmocka_unit_test(test_member_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

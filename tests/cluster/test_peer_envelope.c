@@ -359,6 +359,33 @@ static void test_key_file(void **state)
     rmdir(dir);
 }
 
+/* `peers` spans lines (each adds members) up to the hard member cap. */
+static void test_config_member_cap(void **state)
+{
+    (void)state;
+    sfd_peer_config c;
+    sfd_peer_config_init(&c);
+    char line[256];
+    uint32_t id = 1;
+    while (id <= SFD_PEER_MAX_MEMBERS) {
+        size_t o = 0;
+        for (int k = 0; k < 8 && id <= SFD_PEER_MAX_MEMBERS; k++, id++)
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s%u@10.0.%u.%u:7100", k ? ", " : "",
+                                  id, id >> 8, id & 255);
+        assert_int_equal(sfd_peer_config_set(&c, "peers", line), 0);
+    }
+    assert_int_equal(c.n_members, SFD_PEER_MAX_MEMBERS);
+    assert_int_equal(c.members[SFD_PEER_MAX_MEMBERS - 1].id, SFD_PEER_MAX_MEMBERS);
+    assert_int_equal(sfd_peer_config_set(&c, "peers", "1@h:1"), -EINVAL); /* duplicate */
+    snprintf(line, sizeof line, "%u@h:1", SFD_PEER_MAX_MEMBERS + 1);
+    assert_int_equal(sfd_peer_config_set(&c, "peers", line), -EINVAL); /* one past the cap */
+    assert_int_equal(c.n_members, SFD_PEER_MAX_MEMBERS);
+    assert_int_equal(sfd_peer_config_set(&c, "node_id", "65536"), 0);
+    assert_int_equal(sfd_peer_config_set(&c, "cluster_key_file", "/k"), 0);
+    assert_int_equal(sfd_peer_config_validate(&c), 0);
+    sfd_peer_config_clear(&c);
+}
+
 static void test_config(void **state)
 {
     (void)state;
@@ -407,12 +434,19 @@ static void test_config(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seal_open),   cmocka_unit_test(test_redirect_is_detected),
-        cmocka_unit_test(test_framer),      cmocka_unit_test(test_mac_before_decode),
-        cmocka_unit_test(test_framer_caps), cmocka_unit_test(test_replay),
-        cmocka_unit_test(test_epoch_after), cmocka_unit_test(test_state_file),
-        cmocka_unit_test(test_pair_keys),   cmocka_unit_test(test_key_path),
-        cmocka_unit_test(test_key_file),    cmocka_unit_test(test_config),
+        cmocka_unit_test(test_seal_open),
+        cmocka_unit_test(test_redirect_is_detected),
+        cmocka_unit_test(test_framer),
+        cmocka_unit_test(test_mac_before_decode),
+        cmocka_unit_test(test_framer_caps),
+        cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_epoch_after),
+        cmocka_unit_test(test_state_file),
+        cmocka_unit_test(test_pair_keys),
+        cmocka_unit_test(test_key_path),
+        cmocka_unit_test(test_key_file),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_config_member_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

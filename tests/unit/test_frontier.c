@@ -52,8 +52,8 @@ static void telescoping_is_exact(void **state)
         uint32_t stages = 1 + (uint32_t)rand_below(&st, SF_MAX_STAGES);
         uint32_t ranks = 1 + (uint32_t)rand_below(&st, 48);
         uint32_t steps = 1 + (uint32_t)rand_below(&st, 30);
-        /* Half the seeds run at the field bound, half with small values and ties. */
-        int64_t max = seed % 2 ? SF_MAX_DURATION_NS : 7;
+        /* Half the seeds run at the step bound, half with small values and ties. */
+        int64_t max = seed % 2 ? SF_MAX_STEP_NS / stages : 7;
         struct matrix m = matrix_random(seed * 7919, steps, ranks, stages, max);
         sf_schema schema;
         numbered_schema(&schema, stages);

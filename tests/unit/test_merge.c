@@ -197,9 +197,61 @@ static void duplicate_rows_are_rejected(void **state)
     cell(&m, 0, 1)[0] = 0;
     cell(&m, 1, 1)[2] = INT64_MIN;
     assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
-    cell(&m, 1, 1)[2] = SF_MAX_DURATION_NS; /* the cap itself is allowed */
+    /* A stage may hold the whole step bound, and a rank's step no more. */
+    cell(&m, 1, 1)[0] = cell(&m, 1, 1)[1] = 0;
+    cell(&m, 1, 1)[2] = SF_MAX_STEP_NS + 1;
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
+    cell(&m, 1, 1)[2] = SF_MAX_STEP_NS / 2;
+    cell(&m, 1, 1)[1] = SF_MAX_STEP_NS / 2 + 1; /* the stages add up past the bound */
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
+    cell(&m, 1, 1)[1] = SF_MAX_STEP_NS / 2; /* the cap itself is allowed */
     assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), 0);
     sf_summary_free(s);
+    sf_schema_clear(&schema);
+    matrix_free(&m);
+}
+
+/* The rank cap is hard: a window of SF_MAX_RANKS ranks, each at the step
+ * bound (the largest per-step sums over ranks there can be, 2^62), builds,
+ * merges from two halves and reports exactly; a rank past the cap is
+ * refused. Under UBSan an overflow anywhere in the sums fails the test. */
+static void rank_cap_is_hard(void **state)
+{
+    (void)state;
+    const uint32_t stages = 3, ranks = SF_MAX_RANKS;
+    struct matrix m = matrix_new(1, ranks, stages);
+    for (uint32_t r = 0; r < ranks; r++) {
+        cell(&m, 0, r)[0] = SF_MAX_STEP_NS / 2;
+        cell(&m, 0, r)[1] = SF_MAX_STEP_NS / 4;
+        cell(&m, 0, r)[2] = SF_MAX_STEP_NS / 4;
+    }
+    sf_schema schema;
+    numbered_schema(&schema, stages);
+    sf_window_meta meta = meta_for(ranks);
+    sf_summary *lo = NULL, *hi = NULL, *whole = NULL;
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, ranks / 2, false, &lo), 0);
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows + ranks / 2, ranks / 2, false, &hi),
+                     0);
+    assert_int_equal(sf_summary_merge(lo, hi), 0);
+    assert_int_equal(lo->steps[0].n_ranks, ranks);
+    assert_true(lo->steps[0].end_sum == (int64_t)ranks * SF_MAX_STEP_NS);
+    assert_true(lo->steps[0].dsum[0] == (int64_t)ranks * (SF_MAX_STEP_NS / 2));
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, ranks, false, &whole), 0);
+    char *a = report_text(lo), *b = report_text(whole);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    sf_summary_free(whole);
+    sf_summary_free(hi);
+    sf_summary_free(lo);
+    whole = NULL;
+    /* the last rank under the cap, and one past it */
+    m.rows[0].rank = ranks - 1;
+    assert_int_equal(sf_row_validate(&m.rows[0], &schema), 0);
+    m.rows[0].rank = ranks;
+    assert_int_equal(sf_row_validate(&m.rows[0], &schema), -ERANGE);
+    assert_int_not_equal(sf_summary_build(&schema, &meta, m.rows, 1, false, &whole), 0);
+    assert_null(whole);
     sf_schema_clear(&schema);
     matrix_free(&m);
 }
@@ -211,6 +263,7 @@ int main(void)
         cmocka_unit_test(merged_equals_whole_dense),
         cmocka_unit_test(resend_and_overlap_are_refused),
         cmocka_unit_test(duplicate_rows_are_rejected),
+        cmocka_unit_test(rank_cap_is_hard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
