@@ -192,6 +192,6 @@ void sf__batch_maybe_send(sf_client *c, int64_t now_ns)
         return;
     if (now_ns < c->next_send_ns)
         return;
-    if (c->ring.count >= c->batch_records || now_ns - c->last_flush_ns >= SF__FLUSH_INTERVAL_NS)
+    if (c->ring.count >= c->batch_records || now_ns - c->last_flush_ns >= c->flush_interval_ns)
         sf__batch_send_one(c, now_ns);
 }

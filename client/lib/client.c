@@ -49,6 +49,7 @@ void sf_client_options_init(sf_client_options *opts)
     opts->rank = opts->world_size = opts->local_rank = -1;
     opts->window_steps = opts->warmup_steps = -1;
     opts->heartbeat_ms = -1;
+    opts->flush_ms = -1;
 }
 
 static const char *env_nonempty(const char *name)
@@ -155,6 +156,7 @@ struct resolved {
     int rank, world_size, local_rank;
     int window_steps, warmup_steps; /* -1: the daemon's */
     int heartbeat_ms;               /* 0: no heartbeat thread */
+    int flush_ms;
     uint32_t accumulation, buffer, batch;
     double fraction;
 };
@@ -199,6 +201,9 @@ static int resolve(const sf_client_options *o, struct resolved *r)
         return -EINVAL;
     if (resolve_int(o->heartbeat_ms, "SF_HEARTBEAT_MS", 1000, &r->heartbeat_ms) < 0 ||
         r->heartbeat_ms > SF_CLIENT_MAX_HEARTBEAT_MS)
+        return -EINVAL;
+    if (resolve_int(o->flush_ms, "SF_FLUSH_MS", SF__DEFAULT_FLUSH_MS, &r->flush_ms) < 0 ||
+        r->flush_ms < 1 || r->flush_ms > SF_CLIENT_MAX_FLUSH_MS)
         return -EINVAL;
     if (r->world_size < 1 || r->world_size > SF_CLIENT_MAX_WORLD_SIZE || r->rank >= r->world_size)
         return -EINVAL;
@@ -319,6 +324,7 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
         goto fail;
     c->n_stages = c->schema.n;
     c->batch_records = r.batch;
+    c->flush_interval_ns = (int64_t)r.flush_ms * 1000000;
     err = -ENOMEM;
     c->cur = calloc(c->n_stages, sizeof *c->cur);
     c->cur_arrival = calloc(c->schema.n_sync + 1, sizeof *c->cur_arrival);

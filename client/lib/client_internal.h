@@ -18,8 +18,8 @@
 
 #define SF__DEFAULT_BUFFER 4096u
 #define SF__DEFAULT_BATCH 64u
-#define SF__FLUSH_INTERVAL_NS (100 * INT64_C(1000000)) /* 100 ms */
-#define SF__EAGAIN_RETRY_NS (5 * INT64_C(1000000))     /* socket full: retry after 5 ms */
+#define SF__DEFAULT_FLUSH_MS 100
+#define SF__EAGAIN_RETRY_NS (5 * INT64_C(1000000)) /* socket full: retry after 5 ms */
 #define SF__MAX_PROBE_DEPTH 16
 
 /* The public caps (client.h, a stable ABI) are the project's limits. */
@@ -31,6 +31,7 @@ _Static_assert(SF_CAPTURE_MAX_STEPS == SF_MAX_CAPTURE_STEPS, "client capture ste
 _Static_assert(SF_CAPTURE_PATH_MAX == SF_MAX_CAPTURE_PATH, "client trace path length");
 _Static_assert(SF_CAPTURE_ERROR_MAX == SF_MAX_CAPTURE_ERROR, "client capture error length");
 _Static_assert(SF_CLIENT_MAX_HEARTBEAT_MS == SF_MAX_HEARTBEAT_MS, "client heartbeat interval");
+_Static_assert(SF_CLIENT_MAX_FLUSH_MS == SF_MAX_FLUSH_MS, "client flush interval");
 
 #define SF__FLAG_VIOLATION (1u << 0)
 #define SF__FLAG_NON_MONOTONIC (1u << 1)
@@ -160,8 +161,9 @@ struct sf_client {
     /* batching */
     uint32_t batch_records; /* effective, bounded by the datagram size */
     int64_t last_flush_ns, next_send_ns;
-    uint8_t *sendbuf;  /* SF__MAX_DATAGRAM */
-    uint8_t *hellobuf; /* SF__MAX_DATAGRAM */
+    int64_t flush_interval_ns; /* SF_FLUSH_MS: a partial batch waits at most this */
+    uint8_t *sendbuf;          /* SF__MAX_DATAGRAM */
+    uint8_t *hellobuf;         /* SF__MAX_DATAGRAM */
     Stagefrontier__StepRecord *pb_recs;
     Stagefrontier__StepRecord **pb_rec_ptrs;
     Stagefrontier__EventSample *pb_events;

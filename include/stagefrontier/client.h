@@ -32,6 +32,7 @@ extern "C" {
 
 /* Hard caps checked by sf_client_open. */
 #define SF_CLIENT_MAX_HEARTBEAT_MS 3600000
+#define SF_CLIENT_MAX_FLUSH_MS 3600000
 #define SF_CLIENT_MAX_STAGES 64
 #define SF_CLIENT_MAX_NAME_LEN 64
 #define SF_CLIENT_MAX_JOB_ID_LEN 128
@@ -72,6 +73,10 @@ typedef struct sf_client_options {
      * background thread sends the open step and stage. -1 (options_init):
      * SF_HEARTBEAT_MS, else 1000; 0: no heartbeat thread. At most 3600000. */
     int heartbeat_ms;
+    /* The longest a finished step waits in the ring before a batch goes out
+     * (a full batch goes at once). -1 (options_init): SF_FLUSH_MS, else 100.
+     * 1..3600000. */
+    int flush_ms;
 } sf_client_options;
 
 /* Fills the "from environment" defaults: NULL strings, -1 ranks, zeros. */

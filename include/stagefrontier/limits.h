@@ -37,6 +37,7 @@
 #define SF_MAX_CAPTURE_PATH 1024 /* bytes of a trace path, without the NUL */
 #define SF_MAX_CAPTURE_ERROR 256 /* bytes of a capture's failure reason */
 #define SF_MAX_HEARTBEAT_MS 3600000
+#define SF_MAX_FLUSH_MS 3600000 /* the client's batch flush interval */
 
 _Static_assert((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_STEP_NS <= (UINT64_C(1) << 62),
                "a per-step sum over ranks fits int64 with room to add");

@@ -29,6 +29,7 @@ static int env_setup(void **state)
     unsetenv("SF_DISABLE");
     unsetenv("SF_ROLE");
     unsetenv("SF_EVENT_SAMPLE");
+    unsetenv("SF_FLUSH_MS");
     setenv("SF_SOCKET", NO_DAEMON, 1);
     return 0;
 }
@@ -347,6 +348,31 @@ static void open_env_fraction_malformed(void **s)
     unsetenv("SF_EVENT_SAMPLE");
 }
 
+/* The flush interval is 1..SF_CLIENT_MAX_FLUSH_MS, from the option or the
+ * environment; the bounds themselves open. */
+static void open_flush_bounds(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    sf_client *c = NULL;
+    o.flush_ms = 0;
+    expect_open_einval(&o);
+    o.flush_ms = SF_CLIENT_MAX_FLUSH_MS + 1;
+    expect_open_einval(&o);
+    o.flush_ms = SF_CLIENT_MAX_FLUSH_MS;
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    sf_client_close(c);
+    o.flush_ms = -1;
+    setenv("SF_FLUSH_MS", "1", 1);
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    sf_client_close(c);
+    setenv("SF_FLUSH_MS", "10ms", 1);
+    expect_open_einval(&o);
+    setenv("SF_FLUSH_MS", "0", 1);
+    expect_open_einval(&o);
+    unsetenv("SF_FLUSH_MS");
+}
+
 /* A NULL client is refused by every function; close accepts it. */
 static void step_begin_null(void **s)
 {
@@ -580,6 +606,7 @@ int main(void)
         T(open_sync_residual),
         T(open_sync_null_list),
         T(open_env_fraction_malformed),
+        T(open_flush_bounds),
         T(step_begin_null),
         T(step_end_null),
         T(stage_begin_null),

@@ -37,8 +37,10 @@ def sync_child(sock):
     backward is synchronizing and never marked; host work of SPIN_S, then
     the collectives. It closes the plugin (shipping every enqueue point) and
     waits for the parent's word before its records go out."""
+    # SF_FLUSH_MS: no partial batch leaves before the gate, however slow the
+    # loaded machine makes this loop (the job fits one 64-record batch).
     os.environ.update(SF_SOCKET=sock, SF_JOB_ID="py-sync", RANK="0", WORLD_SIZE="1",
-                      SF_NCCL_FLUSH_MS="2")
+                      SF_NCCL_FLUSH_MS="2", SF_FLUSH_MS="3600000")
     rec = sf.Recorder(job_id="py-sync", socket=sock, rank=0, world_size=1,
                       sync_stages=["model.backward_cpu_wall"])
     nccl = open_nccl(b"ddp-comm")

@@ -27,8 +27,12 @@ def sync_job(sfd, job, mode):
     work before its collectives. The driver closes the plugin (shipping every
     enqueue point) and waits; once sfd holds all of them, the step records
     follow. Returns the job's windows."""
+    assert SYNC_STEPS < 64, "the job must fit one client batch"
+    # The step records must all wait for the gate: a batch (64 records) holds
+    # the whole job, and SF_FLUSH_MS keeps a slow, loaded run from sending
+    # a partial batch before its enqueue points reach sfd.
     env = dict(os.environ, SF_SOCKET=sfd.ingest, SF_JOB_ID=job, RANK="0", WORLD_SIZE="1",
-               LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2")
+               LOCAL_RANK="0", SF_NCCL_FLUSH_MS="2", SF_FLUSH_MS="3600000")
     return run_gated(sfd, [DRIVER, PLUGIN, str(SYNC_STEPS), str(SYNC_PER_STEP), "1000", mode,
                            str(SPIN_NS)], job, SYNC_STEPS, WINDOW, env=env)
 
