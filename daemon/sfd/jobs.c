@@ -101,12 +101,12 @@ static void unlink_job(struct sfd *d, struct sfd_job *job)
 
 /* Oldest job with no connection and no open window, or NULL. The uid's own
  * idle jobs go first, so a uid filling the table forgets its own history
- * before anyone else's. */
-static struct sfd_job *idle_victim(struct sfd *d, uid_t uid)
+ * before anyone else's; with own_only, only the uid's own jobs qualify. */
+static struct sfd_job *idle_victim(struct sfd *d, uid_t uid, bool own_only)
 {
     struct sfd_job *best = NULL;
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
-        if (j->n_live != 0 || j->n_open != 0)
+        if (j->n_live != 0 || j->n_open != 0 || (own_only && j->uid != uid))
             continue;
         bool own = j->uid == uid, best_own = best != NULL && best->uid == uid;
         if (best == NULL || (own && !best_own) ||
@@ -126,20 +126,38 @@ static int adopt(struct sfd *d, struct sfd_job *job, uid_t uid)
     return 0;
 }
 
+static void forget_job(struct sfd *d, struct sfd_job *victim, const char *why)
+{
+    sfd_log(SFD_LOG_INFO, victim->id, "%s: forgetting idle job of uid %u", why,
+            (unsigned)victim->uid);
+    unlink_job(d, victim);
+    sfd_job_free(victim);
+}
+
 static int make_table_room(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
 {
     if (d->n_jobs < d->cfg.max_jobs)
         return 0;
-    struct sfd_job *victim = idle_victim(d, uid);
+    struct sfd_job *victim = idle_victim(d, uid, false);
     if (victim == NULL) {
         *ret_why = SFD_REJ_MAX_JOBS;
         return -ENOSPC;
     }
-    sfd_log(SFD_LOG_INFO, victim->id, "job table full: forgetting idle job of uid %u",
-            (unsigned)victim->uid);
-    unlink_job(d, victim);
-    sfd_job_free(victim);
+    forget_job(d, victim, "job table full");
     return 0;
+}
+
+/* A uid at max_jobs_per_uid forgets its own oldest idle job, so a user who
+ * runs job after job on a node is never locked out by its own history. With
+ * no idle job of its own, admit_job refuses the new one. */
+static void make_uid_room(struct sfd *d, uid_t uid, uint32_t cap)
+{
+    const struct sfd_uid_share *s = sfd_budget_share(&d->mem, uid);
+    if (s == NULL || s->jobs < cap)
+        return;
+    struct sfd_job *victim = idle_victim(d, uid, true);
+    if (victim != NULL)
+        forget_job(d, victim, "max_jobs_per_uid reached");
 }
 
 /* Counts the job in its uid's share: max_jobs_per_uid and the bytes of the
@@ -147,6 +165,7 @@ static int make_table_room(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
 static int admit_job(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
 {
     uint32_t cap = uid == SFD_UID_REMOTE ? d->cfg.max_jobs : d->cfg.max_jobs_per_uid;
+    make_uid_room(d, uid, cap);
     int r = sfd_budget_job_add(&d->mem, uid, cap);
     if (r < 0) {
         *ret_why = r == -EDQUOT ? SFD_REJ_MAX_JOBS_PER_UID : SFD_REJ_MEMORY;

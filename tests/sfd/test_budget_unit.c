@@ -139,6 +139,30 @@ static void same_id_two_uids_are_two_jobs(void **state)
     assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_B, &j, &why), 0);
 }
 
+/* A uid at its job cap forgets its own oldest idle job, never another
+ * uid's, and is refused only when none of its jobs is idle. */
+static void uid_cap_forgets_own_oldest_idle_job(void **state)
+{
+    struct fx *fx = *state;
+    fx->d.cfg.max_jobs_per_uid = 2;
+    struct sfd_job *old = new_job(fx, "old", UID_A, 1);
+    struct sfd_job *other = new_job(fx, "other", UID_B, 1);
+    new_job(fx, "newer", UID_A, 1);
+    old->n_live = 0;
+    old->last_active_ms = 1;
+    other->n_live = 0;
+    other->last_active_ms = 0; /* older, but B's */
+    struct sfd_job *j;
+    enum sfd_reject why = SFD_REJ_COUNT;
+    assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_A, &j, &why), 0);
+    j->n_live = 1;
+    assert_null(sfd_job_lookup(&fx->d, UID_A, "old"));
+    assert_ptr_equal(sfd_job_lookup(&fx->d, UID_B, "other"), other);
+    assert_int_equal(sfd_budget_share(&fx->d.mem, UID_A)->jobs, 2);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, "fourth", UID_A, &j, &why), -EDQUOT);
+    assert_int_equal(why, SFD_REJ_MAX_JOBS_PER_UID);
+}
+
 static void over_share_evicts_own_oldest_kept_rows(void **state)
 {
     struct fx *fx = *state;
@@ -243,6 +267,7 @@ int main(void)
         cmocka_unit_test(counters_saturate),
         cmocka_unit_test(job_refs_parse),
         cmocka_unit_test_setup_teardown(same_id_two_uids_are_two_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(uid_cap_forgets_own_oldest_idle_job, setup, teardown),
         cmocka_unit_test_setup_teardown(over_share_evicts_own_oldest_kept_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(rank_state_grows_with_ranks_not_world_size, setup,
                                         teardown),
