@@ -397,7 +397,7 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
                           const struct window_steps *w, const sf_gates *g, const struct own_work *o)
 {
     uint32_t R = s->dense->n_ranks;
-    struct rank_change *rc = calloc(R ? R : 1, sizeof *rc);
+    struct rank_change *rc = malloc((R ? R : 1) * sizeof *rc); /* each set by rank_change_one */
     int64_t *scratch = malloc(((size_t)(w->n > R ? w->n : R) + 1) * sizeof *scratch);
     if (rc == NULL || scratch == NULL) {
         free(rc);

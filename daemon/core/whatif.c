@@ -24,8 +24,9 @@ void sf_whatif_free(sf_whatif *whatif)
 struct whatif_work {
     uint32_t R, S, n_route;
     const uint32_t *route;
-    int64_t *basis;   /* [R][S]; per step for the cohort basis */
+    int64_t *basis;   /* [R][S]; the cohort stages refilled per step */
     int64_t *ref_map; /* [R][S] reference medians, SF_NULL_NS where unknown */
+    bool *cohort;     /* [S] some rank falls back to the cohort median here */
     int64_t *scratch; /* [R] */
     int64_t *end;     /* [R] P[t,r,S] */
     int64_t *clipped; /* [R] P with every stage clipped */
@@ -48,6 +49,7 @@ static void work_free(struct whatif_work *w)
 {
     free(w->basis);
     free(w->ref_map);
+    free(w->cohort);
     free(w->scratch);
     free(w->end);
     free(w->clipped);
@@ -70,12 +72,14 @@ static int work_alloc(struct whatif_work *w, uint32_t R, uint32_t S, uint32_t n_
     w->n_route = n_route;
     w->basis = malloc(cells * sizeof *w->basis);
     w->ref_map = malloc(cells * sizeof *w->ref_map);
+    w->cohort = calloc(S ? S : 1, sizeof *w->cohort);
     w->scratch = malloc(R * sizeof *w->scratch);
     w->end = malloc(R * sizeof *w->end);
     w->clipped = malloc(R * sizeof *w->clipped);
     w->saved = calloc(R, sizeof *w->saved);
     w->cell = calloc((size_t)(n_route ? n_route : 1) * R, sizeof *w->cell);
-    if (!w->basis || !w->ref_map || !w->scratch || !w->end || !w->clipped || !w->saved || !w->cell)
+    if (!w->basis || !w->ref_map || !w->cohort || !w->scratch || !w->end || !w->clipped ||
+        !w->saved || !w->cell)
         return -ENOMEM;
     return 0;
 }
@@ -104,7 +108,8 @@ static int sync_alloc(struct whatif_work *w, uint64_t sync_mask)
 }
 
 /* Reference medians per dense rank; SF_NULL_NS for a rank the reference
- * never saw, which then falls back to the cohort median of each step. */
+ * never saw, which then falls back to the cohort median of each step. The
+ * basis of a known (rank, stage) is the same on every step: set once here. */
 static void map_reference(struct whatif_work *w, const sf_dense *d, const sf_reference *ref)
 {
     for (uint32_t x = 0; x < w->R; x++) {
@@ -112,9 +117,12 @@ static void map_reference(struct whatif_work *w, const sf_dense *d, const sf_ref
             ref && ref->median_ns
                 ? bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof(uint32_t), sf__cmp_u32)
                 : NULL;
-        for (uint32_t k = 0; k < w->S; k++)
-            w->ref_map[(size_t)x * w->S + k] =
-                hit ? ref->median_ns[(size_t)(hit - ref->ranks) * w->S + k] : SF_NULL_NS;
+        for (uint32_t k = 0; k < w->S; k++) {
+            int64_t b = hit ? ref->median_ns[(size_t)(hit - ref->ranks) * w->S + k] : SF_NULL_NS;
+            w->ref_map[(size_t)x * w->S + k] = b;
+            w->basis[(size_t)x * w->S + k] = b;
+            w->cohort[k] = w->cohort[k] || b == SF_NULL_NS;
+        }
     }
 }
 
@@ -122,18 +130,18 @@ static void step_basis(struct whatif_work *w, const int64_t *rows)
 {
     uint32_t R = w->R, S = w->S;
     for (uint32_t k = 0; k < S; k++) {
+        if (!w->cohort[k])
+            continue;
         int64_t cohort = SF_NULL_NS;
         for (uint32_t x = 0; x < R; x++) {
-            int64_t b = w->ref_map[(size_t)x * S + k];
-            if (b == SF_NULL_NS) {
-                if (cohort == SF_NULL_NS) {
-                    for (uint32_t y = 0; y < R; y++)
-                        w->scratch[y] = rows[(size_t)y * S + k];
-                    cohort = sf_median_i64(w->scratch, R);
-                }
-                b = cohort;
+            if (w->ref_map[(size_t)x * S + k] != SF_NULL_NS)
+                continue;
+            if (cohort == SF_NULL_NS) {
+                for (uint32_t y = 0; y < R; y++)
+                    w->scratch[y] = rows[(size_t)y * S + k];
+                cohort = sf_median_i64(w->scratch, R);
             }
-            w->basis[(size_t)x * S + k] = b;
+            w->basis[(size_t)x * S + k] = cohort;
         }
     }
 }
