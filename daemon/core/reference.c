@@ -152,6 +152,58 @@ static void rank_figures(sf_reference *ref, const sf_summary *const *w, uint32_t
     }
 }
 
+/* Order statistics h - 1, h and h + 1 of n values (INT64_MIN and INT64_MAX
+ * where h - 1 or h + 1 lies outside them). */
+struct middle {
+    int64_t below, mid, above;
+};
+
+/* Order statistic k of the n values in scratch, and its two neighbours. */
+static struct middle middle_of(int64_t *scratch, size_t n, size_t k)
+{
+    struct middle m = {INT64_MIN, 0, INT64_MAX};
+    sf__select_kth(scratch, n, k);
+    m.mid = scratch[k];
+    for (size_t i = 0; i < k; i++)
+        m.below = scratch[i] > m.below ? scratch[i] : m.below;
+    for (size_t i = k + 1; i < n; i++)
+        m.above = scratch[i] < m.above ? scratch[i] : m.above;
+    return m;
+}
+
+/* Large rows: two values of a fixed sample of 64 bracket a range that
+ * should hold order statistics h - 1 to h + 1; one pass counts the values
+ * below the range and copies those inside it, and the three are found among
+ * those alone. The counts prove whether the range holds the three: if not,
+ * false, and the caller selects among all n. Either way the values are the
+ * same order statistics, so the result never depends on the sample. */
+static bool middle_bracketed(const int64_t *v, uint32_t n, int64_t *scratch, uint32_t h,
+                             struct middle *ret)
+{
+    enum { SAMPLE = 64, MARGIN = 8 };
+    int64_t sample[SAMPLE];
+    for (uint32_t i = 0; i < SAMPLE; i++)
+        sample[i] = v[(size_t)i * n / SAMPLE];
+    uint32_t at = (uint32_t)((uint64_t)h * SAMPLE / n);
+    uint32_t lo_at = at > MARGIN ? at - MARGIN : 0;
+    uint32_t hi_at = at + MARGIN < SAMPLE ? at + MARGIN : SAMPLE - 1;
+    sf__select_kth(sample, SAMPLE, lo_at);
+    sf__select_kth(sample + lo_at, SAMPLE - lo_at, hi_at - lo_at);
+    int64_t lo = sample[lo_at], hi = sample[hi_at];
+    uint64_t width = (uint64_t)hi - (uint64_t)lo; /* lo <= x <= hi in one unsigned test */
+    size_t below = 0, inside = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t x = v[i];
+        scratch[inside] = x;
+        inside += (size_t)((uint64_t)x - (uint64_t)lo <= width);
+        below += (size_t)(x < lo);
+    }
+    if (below + 1 > h || h + 1 >= below + inside)
+        return false;
+    *ret = middle_of(scratch, inside, h - below);
+    return true;
+}
+
 /* Leaving one value out of n moves the median of the rest only among the
  * order statistics h - 1, h and h + 1 of all n (h = (n - 1) / 2): which of
  * them it is depends only on whether the value left out lies below them. So
@@ -160,13 +212,12 @@ static void rank_figures(sf_reference *ref, const sf_summary *const *w, uint32_t
 void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret)
 {
     uint32_t m = n - 1, h = m / 2;
-    memcpy(scratch, v, (size_t)n * sizeof *scratch);
-    sf__select_kth(scratch, n, h);
-    int64_t mid = scratch[h], below = INT64_MIN, above = INT64_MAX;
-    for (uint32_t i = 0; i < h; i++)
-        below = scratch[i] > below ? scratch[i] : below;
-    for (uint32_t i = h + 1; i < n; i++)
-        above = scratch[i] < above ? scratch[i] : above;
+    struct middle mm;
+    if (n < 256 || !middle_bracketed(v, n, scratch, h, &mm)) {
+        memcpy(scratch, v, (size_t)n * sizeof *scratch);
+        mm = middle_of(scratch, n, h);
+    }
+    int64_t mid = mm.mid, below = mm.below, above = mm.above;
     for (uint32_t x = 0; x < n; x++) {
         int64_t hi = mid < v[x] ? mid : above; /* order statistic h of the rest */
         int64_t med = hi;

@@ -445,6 +445,68 @@ static void reference_contrasts_fixture(void **state)
     sf_schema_clear(&schema);
 }
 
+/* The median of the others, found in large rows from a bracketing sample
+ * and otherwise by selection among all, gives exactly the contrasts of a
+ * plain median per rank and step: heavy ties, a wide spread, a sorted row, a
+ * row whose sample misses the middle (64 evenly spaced ranks far above the
+ * rest), and the medians over the steps. */
+enum { BIG_R = 301, BIG_T = 5 };
+
+static int64_t others_median(const int64_t *v, uint32_t n, uint32_t x, int64_t *scratch)
+{
+    uint32_t c = 0;
+    for (uint32_t y = 0; y < n; y++)
+        if (y != x)
+            scratch[c++] = v[y];
+    return sf_median_i64(scratch, c);
+}
+
+static void reference_contrasts_large_rows(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    int64_t(*d)[BIG_R][SS] = calloc(BIG_T, sizeof *d);
+    sf_row *rows = calloc((size_t)BIG_T * BIG_R, sizeof *rows);
+    int64_t *scratch = calloc(BIG_R, sizeof *scratch), *z = calloc(BIG_T * BIG_R, sizeof *z);
+    assert_true(d && rows && scratch && z);
+    uint64_t st = 13;
+    for (uint32_t r = 0; r < BIG_R; r++) {
+        d[0][r][0] = 100 + rand_below(&st, 4);
+        d[1][r][0] = rand_below(&st, 1000000000);
+        d[2][r][0] = 1000 + r;
+        d[3][r][0] = r;
+        d[4][r][0] = 5000 + rand_below(&st, 50);
+    }
+    for (uint32_t i = 0; i < 64; i++)
+        d[3][i * BIG_R / 64][0] = 1000000 + i; /* 64 evenly spaced ranks */
+    for (uint32_t t = 0; t < BIG_T; t++)
+        for (uint32_t r = 0; r < BIG_R; r++)
+            rows[t * BIG_R + r] = (sf_row){.step = t, .rank = r, .d = d[t][r]};
+    sf_window_meta meta = {.index = 0, .last_step = 100, .world_size = BIG_R};
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&schema, &meta, rows, (size_t)BIG_T * BIG_R, true, &s), 0);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)&s, 1, &ref), 0);
+    assert_non_null(ref->contrast_ns);
+    for (uint32_t t = 0; t < BIG_T; t++) {
+        int64_t v[BIG_R];
+        for (uint32_t r = 0; r < BIG_R; r++)
+            v[r] = d[t][r][0];
+        for (uint32_t r = 0; r < BIG_R; r++)
+            z[r * BIG_T + t] = v[r] - others_median(v, BIG_R, r, scratch);
+    }
+    for (uint32_t r = 0; r < BIG_R; r++)
+        assert_int_equal(ref->contrast_ns[r * SS + 0], sf_median_i64(&z[r * BIG_T], BIG_T));
+    sf_reference_free(ref);
+    sf_summary_free(s);
+    free(d);
+    free(rows);
+    free(scratch);
+    free(z);
+    sf_schema_clear(&schema);
+}
+
 /* A synchronizing job of RANKS ranks: own work s0 near 10 ms, the wait up to
  * the last arrival plus a 1 ms collective, then s1 near 5 ms and a 1 ms
  * residual. load scales every duration (a machine that got slower for all);
@@ -710,6 +772,7 @@ int main(void)
         cmocka_unit_test(whatif_fixture),
         cmocka_unit_test(whatif_without_arrival_points_is_a_lower_bound),
         cmocka_unit_test(reference_contrasts_fixture),
+        cmocka_unit_test(reference_contrasts_large_rows),
         cmocka_unit_test(own_work_route_under_load),
         cmocka_unit_test(own_work_clean_windows_rarely_flagged),
         cmocka_unit_test(whatif_sync_recomputes_waits),
