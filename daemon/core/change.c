@@ -241,10 +241,9 @@ static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_
 struct own_work {
     uint32_t R, S, n;
     int64_t *shift; /* [R][S] at own-work stages, SF_NULL_NS elsewhere */
-    int64_t *z;     /* [n][R] of the stage last filled, step by step */
+    int64_t *z;     /* [R][n] of the stage last filled, rank by rank */
     int64_t *base;  /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
-    int64_t *tmp;   /* [n] scratch */
-    int64_t *v;     /* 2 x R scratch */
+    int64_t *v;     /* 3 x R scratch */
 };
 
 static void own_work_free(struct own_work *o)
@@ -252,7 +251,6 @@ static void own_work_free(struct own_work *o)
     free(o->shift);
     free(o->z);
     free(o->base);
-    free(o->tmp);
     free(o->v);
 }
 
@@ -268,28 +266,34 @@ static void own_work_fill(const sf_summary *s, const sf_reference *ref,
         o->base[x] = hit ? ref->contrast_ns[(size_t)(hit - ref->ranks) * S + k] : SF_NULL_NS;
     }
     for (uint32_t t = 0; t < n; t++) {
-        int64_t *v = o->v, *z = &o->z[(size_t)t * R];
+        int64_t *v = o->v, *zt = v + 2 * (size_t)R;
         const int64_t *row = &d->d[(size_t)w->index[t] * R * S + k];
         for (uint32_t x = 0; x < R; x++)
             v[x] = row[(size_t)x * S];
-        sf__contrasts(v, R, v + R, z);
+        sf__contrasts(v, R, v + R, zt);
         for (uint32_t x = 0; x < R; x++)
-            z[x] -= o->base[x] == SF_NULL_NS ? 0 : o->base[x];
+            o->z[(size_t)x * n + t] = zt[x] - (o->base[x] == SF_NULL_NS ? 0 : o->base[x]);
     }
 }
 
-/* Rank x's column of o->z, into o->tmp. */
-static int64_t *own_work_column(struct own_work *o, uint32_t x)
+/* Whether the median of z (sf_median_i64's) is below e, proved by a count
+ * alone: more than half of the values below e put the upper middle one, and
+ * so the median, below it. */
+static bool median_below(const int64_t *z, uint32_t n, int64_t e)
 {
-    for (uint32_t t = 0; t < o->n; t++)
-        o->tmp[t] = o->z[(size_t)t * o->R + x];
-    return o->tmp;
+    uint32_t below = 0;
+    for (uint32_t t = 0; t < n; t++)
+        below += z[t] < e;
+    return below > n / 2;
 }
 
 /* Keeps every rank's contrast shift at stage k (for the suspects), and in
  * c->stages[k] the significant rank with the largest shift, or else the
  * largest shift that reached the minimum effect (none: not reported). Only
- * such a shift can be significant, so only those ranks get the rank test. */
+ * such a shift can be significant, so only those ranks get the rank test.
+ * The suspects read the shifts only at a stage the route can hold (one with
+ * an own-work change or a significant frontier slowdown): elsewhere a shift
+ * that a count proves below the minimum effect is left unknown. */
 static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference *ref,
                            const struct window_steps *w, struct own_work *o, uint32_t k,
                            double alpha)
@@ -297,10 +301,15 @@ static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference
     int64_t e = c->min_effect_ns > 1 ? c->min_effect_ns : 1;
     own_work_fill(s, ref, w, o, k);
     sf_stage_change *st = &c->stages[k];
+    bool skipped = false;
     for (uint32_t x = 0; x < o->R; x++) {
         if (o->base[x] == SF_NULL_NS)
             continue;
-        int64_t *z = own_work_column(o, x);
+        int64_t *z = &o->z[(size_t)x * o->n];
+        if (median_below(z, o->n, e)) {
+            skipped = true;
+            continue;
+        }
         int64_t shift = sf_median_i64(z, o->n);
         o->shift[(size_t)x * o->S + k] = shift;
         if (shift < e)
@@ -315,6 +324,11 @@ static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference
             st->own_significant = sig;
         }
     }
+    if (!skipped || !(st->own_significant || (st->significant && st->shift.delta_ns > 0)))
+        return;
+    for (uint32_t x = 0; x < o->R; x++) /* a skipped column is still whole */
+        if (o->base[x] != SF_NULL_NS && o->shift[(size_t)x * o->S + k] == SF_NULL_NS)
+            o->shift[(size_t)x * o->S + k] = sf_median_i64(&o->z[(size_t)x * o->n], o->n);
 }
 
 /* Dense mode with the reference's contrasts: tests every (rank, own-work
@@ -332,9 +346,8 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->shift = malloc((size_t)R * S * sizeof *o->shift);
     o->z = malloc((size_t)R * w->n * sizeof *o->z);
     o->base = malloc((size_t)R * sizeof *o->base);
-    o->tmp = malloc((size_t)w->n * sizeof *o->tmp);
-    o->v = malloc((size_t)R * 2 * sizeof *o->v);
-    if (!o->shift || !o->z || !o->base || !o->tmp || !o->v)
+    o->v = malloc((size_t)R * 3 * sizeof *o->v);
+    if (!o->shift || !o->z || !o->base || !o->v)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)
         o->shift[i] = SF_NULL_NS;

@@ -591,6 +591,68 @@ static void own_work_route_under_load(void **state)
     sf_schema_clear(&schema);
 }
 
+/* Every rank's own work in s0 grows by 3 ms: s0's share of the step moves
+ * (routed by the frontier), no rank's contrast does (no own-work change).
+ * The suspects at an own-work stage are scored by their contrast shifts:
+ * each listed delta is exactly the median over the window of the rank's
+ * contrast (its s0 minus the median of the others') less its reference
+ * contrast, computed here the plain way. */
+static void frontier_routed_own_work_stage_scores_contrasts(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    struct matrix base = sync_matrix(7, 3 * WSTEPS, 100, RANKS, 0);
+    sf_summary *w[3];
+    for (int j = 0; j < 3; j++)
+        w[j] = window_summary(&schema, &base, (uint32_t)j * WSTEPS, j, true);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    struct matrix win = sync_matrix(8, WSTEPS, 100, RANKS, 0);
+    for (uint32_t t = 0; t < WSTEPS; t++)
+        for (uint32_t r = 0; r < RANKS; r++)
+            cell(&win, t, r)[0] += 3000000; /* the waits stay: every arrival moved alike */
+    sf_summary *s = window_summary(&schema, &win, 0, 9, true);
+    sf_gates g;
+    sf_gates_default(&g);
+    sf_change *c = NULL;
+    assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+    assert_int_equal(c->n_route, 1);
+    assert_int_equal(c->route[0], 0);
+    assert_false(c->stages[0].own_significant);
+    int64_t want[RANKS], z[WSTEPS], v[RANKS];
+    uint32_t positive = 0;
+    for (uint32_t r = 0; r < RANKS; r++) {
+        for (uint32_t t = 0; t < WSTEPS; t++) {
+            uint32_t n = 0;
+            for (uint32_t y = 0; y < RANKS; y++)
+                if (y != r)
+                    v[n++] = cell(&win, t, y)[0];
+            z[t] = cell(&win, t, r)[0] - sf_median_i64(v, n) - ref->contrast_ns[r * SS + 0];
+        }
+        want[r] = sf_median_i64(z, WSTEPS);
+        positive += want[r] > 0;
+    }
+    assert_true(positive > 0);
+    assert_int_equal(c->n_suspects,
+                     positive < g.suspect_ranks_max ? positive : g.suspect_ranks_max);
+    for (uint32_t i = 0; i < c->n_suspects; i++) {
+        assert_int_equal(c->suspects[i].delta_ns, want[c->suspects[i].rank]);
+        if (i > 0)
+            assert_true(c->suspects[i].delta_ns <= c->suspects[i - 1].delta_ns);
+    }
+    for (uint32_t r = 0; r < RANKS; r++)
+        assert_true(want[r] <= c->suspects[0].delta_ns);
+    sf_change_free(c);
+    sf_summary_free(s);
+    for (int j = 0; j < 3; j++)
+        sf_summary_free(w[j]);
+    sf_reference_free(ref);
+    matrix_free(&win);
+    matrix_free(&base);
+    sf_schema_clear(&schema);
+}
+
 /* 1,000 resamplings of a clean synchronizing window: the whole route (the
  * share tests and the per-rank own-work family together) flags at most
  * alpha of them, and the own-work family alone keeps its level. */
@@ -775,6 +837,7 @@ int main(void)
         cmocka_unit_test(reference_contrasts_large_rows),
         cmocka_unit_test(own_work_route_under_load),
         cmocka_unit_test(own_work_clean_windows_rarely_flagged),
+        cmocka_unit_test(frontier_routed_own_work_stage_scores_contrasts),
         cmocka_unit_test(whatif_sync_recomputes_waits),
         cmocka_unit_test(whatif_sync_beats_clipped_lower_bound),
         cmocka_unit_test(whatif_missing_arrival_falls_back_to_clipped),
