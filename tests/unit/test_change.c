@@ -545,6 +545,21 @@ static sf_change *sync_change(const sf_schema *schema, sf_reference *ref, int64_
     return c;
 }
 
+/* The reference of three clean synchronizing windows. */
+static sf_reference *sync_baseline(const sf_schema *schema, uint64_t seed)
+{
+    struct matrix base = sync_matrix(seed, 3 * WSTEPS, 100, RANKS, 0);
+    sf_summary *w[3];
+    for (int j = 0; j < 3; j++)
+        w[j] = window_summary(schema, &base, (uint32_t)j * WSTEPS, j, true);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    for (int j = 0; j < 3; j++)
+        sf_summary_free(w[j]);
+    matrix_free(&base);
+    return ref;
+}
+
 /* The machine is 30 % slower in the window than in the baseline, for every
  * rank and stage. A clean window: every frontier advance shifted, but no
  * stage's share of the step and no rank's own work against the others', so
@@ -557,12 +572,7 @@ static void own_work_route_under_load(void **state)
     (void)state;
     sf_schema schema;
     synchronizing_schema(&schema, SS);
-    struct matrix base = sync_matrix(5, 3 * WSTEPS, 100, RANKS, 0);
-    sf_summary *w[3];
-    for (int j = 0; j < 3; j++)
-        w[j] = window_summary(&schema, &base, (uint32_t)j * WSTEPS, j, true);
-    sf_reference *ref = NULL;
-    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    sf_reference *ref = sync_baseline(&schema, 5);
     uint32_t clean_flagged = 0, routed = 0, named = 0, trials = 20;
     for (uint64_t seed = 1; seed <= trials; seed++) {
         sf_change *c = sync_change(&schema, ref, 130, RANKS, 0, seed * 104729);
@@ -584,10 +594,7 @@ static void own_work_route_under_load(void **state)
     assert_true(clean_flagged <= trials / 20);
     assert_true(routed >= trials * 95 / 100);
     assert_true(named >= trials * 95 / 100);
-    for (int j = 0; j < 3; j++)
-        sf_summary_free(w[j]);
     sf_reference_free(ref);
-    matrix_free(&base);
     sf_schema_clear(&schema);
 }
 
@@ -602,12 +609,7 @@ static void frontier_routed_own_work_stage_scores_contrasts(void **state)
     (void)state;
     sf_schema schema;
     synchronizing_schema(&schema, SS);
-    struct matrix base = sync_matrix(7, 3 * WSTEPS, 100, RANKS, 0);
-    sf_summary *w[3];
-    for (int j = 0; j < 3; j++)
-        w[j] = window_summary(&schema, &base, (uint32_t)j * WSTEPS, j, true);
-    sf_reference *ref = NULL;
-    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    sf_reference *ref = sync_baseline(&schema, 7);
     struct matrix win = sync_matrix(8, WSTEPS, 100, RANKS, 0);
     for (uint32_t t = 0; t < WSTEPS; t++)
         for (uint32_t r = 0; r < RANKS; r++)
@@ -645,11 +647,8 @@ static void frontier_routed_own_work_stage_scores_contrasts(void **state)
         assert_true(want[r] <= c->suspects[0].delta_ns);
     sf_change_free(c);
     sf_summary_free(s);
-    for (int j = 0; j < 3; j++)
-        sf_summary_free(w[j]);
     sf_reference_free(ref);
     matrix_free(&win);
-    matrix_free(&base);
     sf_schema_clear(&schema);
 }
 
