@@ -188,8 +188,9 @@ static bool middle_bracketed(const int64_t *v, uint32_t n, int64_t *scratch, uin
     uint32_t lo_at = at > MARGIN ? at - MARGIN : 0;
     uint32_t hi_at = at + MARGIN < SAMPLE ? at + MARGIN : SAMPLE - 1;
     sf__select_kth(sample, SAMPLE, lo_at);
+    int64_t lo = sample[lo_at]; /* read before the next selection reorders it */
     sf__select_kth(sample + lo_at, SAMPLE - lo_at, hi_at - lo_at);
-    int64_t lo = sample[lo_at], hi = sample[hi_at];
+    int64_t hi = sample[hi_at];
     uint64_t width = (uint64_t)hi - (uint64_t)lo; /* lo <= x <= hi in one unsigned test */
     size_t below = 0, inside = 0;
     for (uint32_t i = 0; i < n; i++) {
