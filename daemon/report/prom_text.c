@@ -270,6 +270,17 @@ static const struct prom_family fam_last_seen = {
     "stagefrontier_rank_last_seen_timestamp_seconds", "gauge",
     "Unix time at which sfd last heard from the rank (records or heartbeats)."};
 
+static const struct prom_family fam_captures_started = {
+    "stagefrontier_job_captures_started_total", "counter",
+    "Trace captures of the job started since sfd started, by trigger (operator or auto)."};
+static const struct prom_family fam_captures = {
+    "stagefrontier_job_captures_total", "counter",
+    "Trace captures of the job that ended since sfd started, by trigger and state (done: at "
+    "least one rank wrote its trace; failed: none did)."};
+static const struct prom_family fam_last_capture = {
+    "stagefrontier_job_last_capture_timestamp_seconds", "gauge",
+    "Unix time at which the job's latest trace capture was started."};
+
 /* A job as rendered: its escaped id, or NULL when it is left out. */
 struct prom_job_view {
     const struct sf_prom_job *job;
@@ -563,6 +574,40 @@ static void write_liveness(struct prom_out *o, const struct prom_job_view *v, si
     }
 }
 
+static const char *const trigger_names[SF_PROM_TRIGGERS] = {"operator", "auto"};
+
+/* Counters by trigger (and state): every series from zero, so that rate()
+ * and increase() see the first capture. */
+static void write_captures(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    char buf[40];
+
+    fam_begin(o, &fam_captures_started);
+    for (size_t i = 0; i < n; i++)
+        for (int t = 0; v[i].id != NULL && t < SF_PROM_TRIGGERS; t++) {
+            struct prom_label l[] = {{"job_id", v[i].id}, {"trigger", trigger_names[t]}};
+            emit(o, l, 2, fmt_u64(buf, sizeof buf, v[i].job->captures_started[t]));
+        }
+    fam_begin(o, &fam_captures);
+    for (size_t i = 0; i < n; i++)
+        for (int t = 0; v[i].id != NULL && t < SF_PROM_TRIGGERS * 2; t++) {
+            const struct sf_prom_job *j = v[i].job;
+            bool done = t % 2 == 0;
+            struct prom_label l[] = {{"job_id", v[i].id},
+                                     {"trigger", trigger_names[t / 2]},
+                                     {"state", done ? "done" : "failed"}};
+            uint64_t count = done ? j->captures_done[t / 2] : j->captures_failed[t / 2];
+            emit(o, l, 3, fmt_u64(buf, sizeof buf, count));
+        }
+    fam_begin(o, &fam_last_capture);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].id == NULL || v[i].job->last_capture_unix_ms <= 0)
+            continue;
+        struct prom_label l[] = {{"job_id", v[i].id}};
+        emit(o, l, 1, fmt_double(buf, sizeof buf, (double)v[i].job->last_capture_unix_ms / 1e3));
+    }
+}
+
 static void write_u64(struct prom_out *o, const struct prom_family *fam, uint64_t v)
 {
     char buf[32];
@@ -625,6 +670,7 @@ static void write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n
     write_bits(&o, &fam_downgrade, v, n, false);
     write_straggler(&o, v, n);
     write_liveness(&o, v, n);
+    write_captures(&o, v, n);
     write_counters(&o, v, n);
     write_change(&o, v, n);
 }

@@ -12,6 +12,9 @@
 
 #include <stagefrontier/accounting.h>
 
+/* Who asked for a capture: the label values of trigger="operator|auto". */
+enum { SF_PROM_TRIGGER_OPERATOR, SF_PROM_TRIGGER_AUTO, SF_PROM_TRIGGERS };
+
 /* One job: its latest closed window (NULL before the first one closes), when
  * that window's report was ready (Unix ms, 0 unknown), its cumulative
  * dropped and rejected record counters and its waste. */
@@ -28,6 +31,13 @@ struct sf_prom_job {
     size_t n_ranks;
     const uint32_t *ranks;
     const int64_t *last_seen_unix_ms;
+    /* Trace captures (docs/SFD.md, "Captures") since sfd started, by
+     * trigger (SF_PROM_TRIGGER_*): started, and ended done or failed; a
+     * capture is counted once when it ends. The latest one's creation time
+     * (Unix ms, 0 none). */
+    uint64_t captures_started[SF_PROM_TRIGGERS];
+    uint64_t captures_done[SF_PROM_TRIGGERS], captures_failed[SF_PROM_TRIGGERS];
+    int64_t last_capture_unix_ms;
 };
 
 #define SF_PROM_MAX_RANK_SERIES 4096

@@ -53,6 +53,7 @@ struct capture {
     char reason[192];
     int64_t created_at_ms; /* realtime */
     uint64_t created_mono_ms;
+    bool ended; /* counted in the table's done or failed */
     uint32_t n;
     struct target t[SF_MAX_CAPTURE_RANKS];
 };
@@ -69,6 +70,9 @@ struct sfd_job_captures {
     uint64_t auto_ms[SFD_AUTO_CAPTURE_MAX]; /* the last day's, a ring */
     uint32_t n_auto, auto_head;
     uint64_t auto_fired, auto_suppressed_cooldown, auto_suppressed_budget;
+    /* since sfd started, by trigger (0 operator, 1 auto), for the export */
+    uint64_t started[2], done[2], failed[2];
+    int64_t last_created_ms;
 };
 
 /* ---- validation ---------------------------------------------------------------- */
@@ -179,6 +183,20 @@ static const char *capture_state(const struct capture *k)
     return any_done ? "done" : "failed";
 }
 
+/* Counts a capture once, when no rank is left running, and tells the
+ * Prometheus export. */
+static void settle(struct sfd_job *job, struct capture *k)
+{
+    if (k->ended || running(k) || job->captures == NULL)
+        return;
+    k->ended = true;
+    if (strcmp(capture_state(k), "done") == 0)
+        job->captures->done[k->automatic]++;
+    else
+        job->captures->failed[k->automatic]++;
+    job->sfd->prom_dirty = true;
+}
+
 /* ---- requests -------------------------------------------------------------------- */
 
 static struct sfd_conn *rank_conn(struct sfd *d, const struct sfd_job *job, uint32_t rank)
@@ -258,6 +276,10 @@ static void launch(struct sfd_job *job, struct capture *k)
     for (uint32_t i = 0; i < k->n; i++)
         send_request(job, k, &k->t[i]);
     job->sfd->captures_started++;
+    job->captures->started[k->automatic]++;
+    job->captures->last_created_ms = k->created_at_ms;
+    job->sfd->prom_dirty = true;
+    settle(job, k); /* no rank could be asked */
     char ranks[128];
     size_t off = 0;
     for (uint32_t i = 0; i < k->n && off < sizeof ranks; i++)
@@ -455,6 +477,7 @@ void sfd_capture_reply(struct sfd_conn *c, const Stagefrontier__CaptureReply *r)
         sfd_log(SFD_LOG_NOTICE, c->job->id, "capture %llu: rank %u %s%s%s",
                 (unsigned long long)k->id, t->rank, target_names[t->state], t->text ? ": " : "",
                 t->text ? t->text : "");
+    settle(c->job, k);
 }
 
 void sfd_captures_tick(struct sfd *d)
@@ -473,6 +496,7 @@ void sfd_captures_tick(struct sfd *d)
                 }
             sfd_log(SFD_LOG_WARNING, j->id, "capture %llu timed out after %u s",
                     (unsigned long long)k->id, d->cfg.capture_timeout_s);
+            settle(j, k);
         }
 }
 
@@ -649,6 +673,18 @@ json_t *sfd_capture_json(const struct sfd_job *job, uint64_t id)
 {
     const struct capture *k = find(job->captures, id);
     return k != NULL ? one_json(k) : json_null();
+}
+
+void sfd_captures_counts(const struct sfd_job *job, struct sfd_capture_counts *ret)
+{
+    const struct sfd_job_captures *tb = job->captures;
+    *ret = (struct sfd_capture_counts){0};
+    for (int t = 0; tb != NULL && t < 2; t++) {
+        ret->started[t] = tb->started[t];
+        ret->done[t] = tb->done[t];
+        ret->failed[t] = tb->failed[t];
+    }
+    ret->last_created_ms = tb != NULL ? tb->last_created_ms : 0;
 }
 
 void sfd_captures_free(struct sfd_job *job)

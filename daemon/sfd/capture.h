@@ -31,6 +31,14 @@ struct sfd_capture_ask {
     uid_t uid;      /* who asks (logged) */
 };
 
+/* The job's captures since sfd started, by trigger (0 operator, 1 auto):
+ * started, and ended done or failed; the latest one's creation (Unix ms, 0
+ * none). For the Prometheus export. */
+struct sfd_capture_counts {
+    uint64_t started[2], done[2], failed[2];
+    int64_t last_created_ms;
+};
+
 /* Checks a reply's fields (pure): 0 or -EINVAL. */
 int sfd_validate_capture_reply(const struct Stagefrontier__CaptureReply *r);
 /* An operator's or user's capture: sends the requests, returns the id. */
@@ -46,6 +54,7 @@ void sfd_captures_tick(struct sfd *d);
 /* The CAPTURES answer (newest last) and one capture's object. */
 struct json_t *sfd_captures_json(const struct sfd_job *job);
 struct json_t *sfd_capture_json(const struct sfd_job *job, uint64_t id);
+void sfd_captures_counts(const struct sfd_job *job, struct sfd_capture_counts *ret);
 void sfd_captures_free(struct sfd_job *job);
 
 #endif

@@ -8,8 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "prom_export.h"
 #include "sfd.h"
+
+_Static_assert(SF_PROM_TRIGGER_OPERATOR == 0 && SF_PROM_TRIGGER_AUTO == 1,
+               "capture.c counts operator captures at 0 and automatic ones at 1");
 
 /* The ranks of a job sfd has heard from and when, for the export; the
  * caller frees both arrays (left NULL when none or out of memory). */
@@ -74,6 +78,14 @@ void sfd_prom_flush(struct sfd *d)
                                     j->latest_report_unix_ms,
                                     .stalled = j->stall.stalled};
         rank_last_seen(j, &v[n]);
+        struct sfd_capture_counts cc;
+        sfd_captures_counts(j, &cc);
+        for (int t = 0; t < SF_PROM_TRIGGERS; t++) {
+            v[n].captures_started[t] = cc.started[t];
+            v[n].captures_done[t] = cc.done[t];
+            v[n].captures_failed[t] = cc.failed[t];
+        }
+        v[n].last_capture_unix_ms = cc.last_created_ms;
         n++;
     }
     struct sf_prom_reject rej[SFD_REJ_COUNT];

@@ -3,19 +3,82 @@ close: the file appears atomically with the job's latest window, names the
 slow rank as the routed group's leader and suspect, carries the daemon's
 build and counters, and promtool accepts it when promtool is installed."""
 
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 from sfdtest import SFD, Sfd, check, run_job, wait_for
+
+CLIENT_JOB = os.environ["SF_CLIENT_JOB"]
 
 
 def metric(text, name, labels=""):
     m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
     return float(m.group(1)) if m else None
+
+
+def settled(sfd, job, cid):
+    for k in json.loads(sfd.sfctl("captures", job, "--json").stdout):
+        if k["id"] == cid and k["state"] != "running":
+            return k
+    return None
+
+
+def captures_exported(sfd, read):
+    """A real capture that is done (rank 1 has a handler) and one that fails
+    (rank 0 has none) show as operator captures by state, with the time of
+    the latest one."""
+    capdir = tempfile.mkdtemp(prefix="sf-capdir-")
+    procs = []
+    try:
+        for rank in (0, 1):
+            env = dict(os.environ, SF_HEARTBEAT_MS="0")
+            if rank == 1:
+                env["SF_TEST_CAPTURE_DIR"] = capdir
+            procs.append(subprocess.Popen(
+                [CLIENT_JOB, sfd.ingest, "capjob", str(rank), "2", "4000", "-1", "0", "0", "300",
+                 "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for(lambda: sfd.jobs().get("capjob", {}).get("connected_ranks") == 2,
+                 "capjob connected")
+        before = time.time()
+        ids = []
+        for rank in ("1", "0"):
+            ids.append(int(sfd.sfctl("capture", "capjob", "--ranks", rank, "--steps",
+                                     "2").stdout.decode().strip()))
+            k = wait_for(lambda: settled(sfd, "capjob", ids[-1]), "capture %d" % ids[-1])
+            check(k["state"] == ("done" if rank == "1" else "failed"), "capture: %s" % k)
+        j = '{job_id="capjob",trigger="operator"'
+        text = wait_for(lambda: (metric(read(), "stagefrontier_job_captures_total",
+                                        j + ',state="failed"}') == 1 and read()),
+                        "the failed capture in the export")
+        check(metric(text, "stagefrontier_job_captures_total", j + ',state="done"}') == 1,
+              "one done capture:\n" + text)
+        check(metric(text, "stagefrontier_job_captures_started_total", j + "}") == 2,
+              "two started")
+        check(metric(text, "stagefrontier_job_captures_started_total",
+                     '{job_id="capjob",trigger="auto"}') == 0, "no automatic capture")
+        stamp = metric(text, "stagefrontier_job_last_capture_timestamp_seconds",
+                       '{job_id="capjob"}')
+        check(stamp is not None and before - 1 <= stamp <= time.time() + 1,
+              "latest capture time %s" % stamp)
+        check(metric(text, "stagefrontier_job_stalled", '{job_id="capjob"}') == 0,
+              "capjob is not stalled")
+        for rank in ("0", "1"):
+            seen = metric(text, "stagefrontier_rank_last_seen_timestamp_seconds",
+                          '{job_id="capjob",rank="%s"}' % rank)
+            check(seen is not None and before - 60 <= seen <= time.time() + 1,
+                  "rank %s last seen %s" % (rank, seen))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        shutil.rmtree(capdir, ignore_errors=True)
 
 
 def main():
@@ -60,6 +123,8 @@ def main():
         check("_share" not in text, "a _share name is left")
         check(all(not n.startswith(".") or n == "." for n in os.listdir(prom)) or
               os.listdir(prom) == ["stagefrontier.prom"], "temporary files left in prom_dir")
+        captures_exported(sfd, lambda: exported() or "")
+        text = exported()
         promtool = shutil.which("promtool")
         if promtool:
             p = subprocess.run([promtool, "check", "metrics"], input=text.encode(),

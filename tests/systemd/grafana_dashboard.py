@@ -175,7 +175,7 @@ def main():
           % sorted(set(labels) - set(families)))
     used = check_queries(d, families, labels)
     titles = " ".join(p["title"].lower() for p in d["panels"])
-    for topic in ("step time", "slowdown", "stage shares", "leader", "straggler", "stall",
+    for topic in ("step time", "slowdown", "stage shares", "leader", "straggler", "stall", "capture",
                   "daemon health", "rejections"):
         check(topic in titles, "no panel about %s" % topic)
     if FAILS:

@@ -48,6 +48,18 @@ int main(int argc, char **argv)
         .n_rejected = 2,
     };
     jobs[0].window_unix_ms = INT64_C(1700000000000) + variant;
+    /* liveness and captures, so the dashboard test sees their labels */
+    static const uint32_t ranks[] = {0, 1};
+    static const int64_t seen[] = {INT64_C(1700000000100), INT64_C(1700000000200)};
+    jobs[0].stalled = variant == 2;
+    jobs[0].n_ranks = 2;
+    jobs[0].ranks = ranks;
+    jobs[0].last_seen_unix_ms = seen;
+    jobs[0].captures_started[SF_PROM_TRIGGER_OPERATOR] = 1;
+    jobs[0].captures_started[SF_PROM_TRIGGER_AUTO] = (unsigned)variant;
+    jobs[0].captures_done[SF_PROM_TRIGGER_AUTO] = (unsigned)variant - 1;
+    jobs[0].captures_failed[SF_PROM_TRIGGER_OPERATOR] = 1;
+    jobs[0].last_capture_unix_ms = INT64_C(1700000000050);
     r = sfd_prom_write(argv[1], &daemon, jobs, 2);
     sf_report_free(rep);
     if (r < 0) {

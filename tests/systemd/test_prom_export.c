@@ -326,6 +326,44 @@ static void test_straggler(void **state)
     remove_dir(dir);
 }
 
+/* Captures by trigger and state, every series from zero, and the latest
+ * capture's time only for a job that has one. */
+static void test_captures(void **state)
+{
+    (void)state;
+    char *dir = make_dir(), *text;
+    struct sf_prom_job jobs[] = {{.job_id = "cap"}, {.job_id = "none"}};
+
+    jobs[0].captures_started[SF_PROM_TRIGGER_OPERATOR] = 3;
+    jobs[0].captures_started[SF_PROM_TRIGGER_AUTO] = 2;
+    jobs[0].captures_done[SF_PROM_TRIGGER_OPERATOR] = 2;
+    jobs[0].captures_failed[SF_PROM_TRIGGER_OPERATOR] = 1;
+    jobs[0].captures_done[SF_PROM_TRIGGER_AUTO] = 1;
+    jobs[0].last_capture_unix_ms = INT64_C(1700000000250);
+    assert_int_equal(prom_write(dir, jobs, 2, "standalone", 1), 0);
+    assert_int_equal(promtool_check(dir), 0);
+    text = read_export(dir);
+    assert_true(sample(text, "stagefrontier_job_captures_started_total",
+                       "{job_id=\"cap\",trigger=\"operator\"}") == 3);
+    assert_true(sample(text, "stagefrontier_job_captures_started_total",
+                       "{job_id=\"cap\",trigger=\"auto\"}") == 2);
+    assert_true(sample(text, "stagefrontier_job_captures_total",
+                       "{job_id=\"cap\",trigger=\"operator\",state=\"done\"}") == 2);
+    assert_true(sample(text, "stagefrontier_job_captures_total",
+                       "{job_id=\"cap\",trigger=\"operator\",state=\"failed\"}") == 1);
+    assert_true(sample(text, "stagefrontier_job_captures_total",
+                       "{job_id=\"cap\",trigger=\"auto\",state=\"done\"}") == 1);
+    assert_true(sample(text, "stagefrontier_job_captures_total",
+                       "{job_id=\"none\",trigger=\"auto\",state=\"failed\"}") == 0);
+    assert_true(
+        fabs(sample(text, "stagefrontier_job_last_capture_timestamp_seconds", "{job_id=\"cap\"}") -
+             1700000000.25) < 1e-6);
+    assert_false(
+        has_sample(text, "stagefrontier_job_last_capture_timestamp_seconds", "{job_id=\"none\"}"));
+    free(text);
+    remove_dir(dir);
+}
+
 static void test_report_figures(void **state)
 {
     (void)state;
@@ -671,6 +709,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_figures),
         cmocka_unit_test(test_straggler),
+        cmocka_unit_test(test_captures),
         cmocka_unit_test(test_consistent_across_windows),
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_atomic_rename),
