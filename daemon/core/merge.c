@@ -143,7 +143,7 @@ static void merge_steps(sf_summary *merged, const sf_summary *a, const sf_summar
 
 /* ---- dense rows ---------------------------------------------------------- */
 
-static int64_t step_position(const sf_summary *s, int64_t step)
+int64_t sf_summary_step_index(const sf_summary *s, int64_t step)
 {
     uint32_t lo = 0, hi = s->n_steps;
     while (lo < hi) {
@@ -170,7 +170,8 @@ static void dense_scatter(sf_dense *out, const sf_summary *merged, const sf_summ
             size_t src = (size_t)t * in->n_ranks + r;
             if (!in->present[src])
                 continue;
-            size_t dst = (size_t)step_position(merged, side->steps[t].step) * out->n_ranks + slot;
+            size_t dst =
+                (size_t)sf_summary_step_index(merged, side->steps[t].step) * out->n_ranks + slot;
             out->present[dst] = 1;
             memcpy(&out->d[dst * S], &in->d[src * S], S * sizeof(int64_t));
         }

@@ -61,20 +61,6 @@ static int64_t find_u32(const uint32_t *a, uint32_t n, uint32_t key)
     return lo < n && a[lo] == key ? (int64_t)lo : -1;
 }
 
-/* Summary index of a step, or -1. Summary steps are sorted. */
-static int64_t find_step(const sf_summary *s, int64_t step)
-{
-    uint32_t lo = 0, hi = s->n_steps;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (s->steps[mid].step < step)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < s->n_steps && s->steps[lo].step == step ? (int64_t)lo : -1;
-}
-
 /* ---- per-rank cell values ------------------------------------------------- */
 
 static void rank_leads(const sf_report *r, const uint32_t *ids, uint32_t n, double *v)
@@ -102,7 +88,7 @@ static int rank_slack(const sf_summary *s, const sf_row *rows, size_t n_rows, co
         return -ENOMEM;
     }
     for (size_t i = 0; i < n_rows; i++) {
-        int64_t st = find_step(s, rows[i].step), at = find_u32(ids, n, rows[i].rank);
+        int64_t st = sf_summary_step_index(s, rows[i].step), at = find_u32(ids, n, rows[i].rank);
         if (st < 0 || at < 0 || s->steps[st].n_ranks != n)
             continue;
         int64_t prefix = 0;
@@ -134,7 +120,7 @@ static int rank_change(const sf_summary *s, const sf_reference *ref, const sf_ro
     if (start == NULL || fill == NULL || vals == NULL || row_at == NULL)
         goto out;
     for (size_t i = 0; i < n_rows; i++) {
-        int64_t st = find_step(s, rows[i].step);
+        int64_t st = sf_summary_step_index(s, rows[i].step);
         row_at[i] = st >= 0 && s->steps[st].n_ranks == n ? find_u32(ids, n, rows[i].rank) : -1;
         if (row_at[i] >= 0)
             start[row_at[i] + 1]++;

@@ -231,6 +231,8 @@ int sf_summary_clone(const sf_summary *s, sf_summary **ret);
  * survive only when both sides carry them. */
 int sf_summary_merge(sf_summary *dst, const sf_summary *src);
 uint64_t sf_summary_covered_ranks(const sf_summary *s);
+/* Index of a step in the summary's sorted steps, or -1. */
+int64_t sf_summary_step_index(const sf_summary *s, int64_t step);
 
 /* Allocates empty step arrays for the given step indices (used by decoders
  * of the wire form). */
