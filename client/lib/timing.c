@@ -241,10 +241,18 @@ int sf_charge_data_wait(sf_client *c, int64_t step, int64_t wait_ns)
     return 0;
 }
 
-int sf_probe_begin(sf_client *c, const char *name)
+/* Both probe calls take a caller's name: 1 to SF_CLIENT_MAX_NAME_LEN bytes.
+ * Returns its length, or 0 when it is not a valid name. */
+static size_t probe_name_len(const sf_client *c, const char *name)
 {
     size_t len = name ? strnlen(name, SF_CLIENT_MAX_NAME_LEN + 1) : 0;
-    if (c == NULL || len == 0 || len > SF_CLIENT_MAX_NAME_LEN)
+    return c == NULL || len > SF_CLIENT_MAX_NAME_LEN ? 0 : len;
+}
+
+int sf_probe_begin(sf_client *c, const char *name)
+{
+    size_t len = probe_name_len(c, name);
+    if (len == 0)
         return -EINVAL;
     if (c->inert)
         return 0;
@@ -258,8 +266,7 @@ int sf_probe_begin(sf_client *c, const char *name)
 
 int sf_probe_end(sf_client *c, const char *name)
 {
-    size_t len = name ? strnlen(name, SF_CLIENT_MAX_NAME_LEN + 1) : 0;
-    if (c == NULL || len == 0 || len > SF_CLIENT_MAX_NAME_LEN)
+    if (probe_name_len(c, name) == 0)
         return -EINVAL;
     if (c->inert)
         return 0;
