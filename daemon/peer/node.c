@@ -238,6 +238,12 @@ static bool stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now, co
     return true;
 }
 
+bool sfd_peer_msg_stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now,
+                        const char *what)
+{
+    return stale(node, msg, now, what);
+}
+
 static void on_claim(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
 {
     Stagefrontier__RootClaim *m =
@@ -405,6 +411,12 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
         break;
     case T(SUMMARY_ACK):
         on_ack(node, msg, now);
+        break;
+    case T(CAPTURE_REQUEST):
+        sfd_peer_on_capture_request(node, msg, now);
+        break;
+    case T(CAPTURE_RESULT):
+        sfd_peer_on_capture_result(node, msg, now);
         break;
     default:
         break; /* QUERY_FORWARD: answered from pushed reports instead */
@@ -628,6 +640,11 @@ void sfd_peer_node_close(sfd_peer_node *node, void (*done)(void *ctx), void *ctx
 const sfd_peer_counters *sfd_peer_node_counters(const sfd_peer_node *node)
 {
     return &node->c;
+}
+
+uint32_t sfd_peer_node_id(const sfd_peer_node *node)
+{
+    return node->cfg.node_id;
 }
 
 uint32_t sfd_peer_node_root(sfd_peer_node *node)

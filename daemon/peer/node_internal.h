@@ -159,9 +159,16 @@ void sfd_peer_apply(sfd_peer_node *node, const sfd_elect_out *out, uint64_t now)
  * replay state (rate limited; the rest is saved from the tick). */
 void sfd_peer_state_changed(sfd_peer_node *node);
 void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg);
+/* A termed message below this node's term: counted, logged, true (drop it). */
+bool sfd_peer_msg_stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now,
+                        const char *what);
 void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t sfd_peer_now(sfd_peer_node *node);
+
+/* capture_route.c: CAPTURE_REQUEST and CAPTURE_RESULT envelopes */
+void sfd_peer_on_capture_request(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
+void sfd_peer_on_capture_result(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
 
 /* root.c */
 void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key, const sf_summary *s,

@@ -324,6 +324,45 @@ int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent, uin
 int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
                             sfd_window_key *ret_key, bool *ret_resent);
 
+/* ---- capture_codec.c: PeerCaptureRequest / PeerCaptureResult (pure) ----- */
+
+/* A capture request as it travels between nodes (docs/CLUSTER.md,
+ * "Captures"). Every field is checked on decode and before encode. */
+typedef struct sfd_peer_capture_request {
+    char job[SF_MAX_JOB_ID_LEN + 1];
+    uint64_t id; /* 1..SF_MAX_CAPTURE_ID */
+    uint32_t n_ranks;
+    uint32_t ranks[SF_MAX_CAPTURE_RANKS]; /* unique, < SF_MAX_RANKS */
+    int64_t control_rank;                 /* one of ranks, -1: none */
+    uint32_t steps;                       /* 1..SF_MAX_CAPTURE_STEPS */
+    bool automatic;
+    char reason[SF_MAX_CAPTURE_REASON + 1];
+    int64_t window; /* -1: none */
+    uint32_t segment;
+    int64_t created_at_ms;
+} sfd_peer_capture_request;
+
+/* One rank's outcome. state is a STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__*. */
+typedef struct sfd_peer_capture_result {
+    char job[SF_MAX_JOB_ID_LEN + 1];
+    uint64_t id;
+    uint32_t rank;
+    uint32_t state;
+    uint32_t node;                         /* the node hosting the rank, 0: none */
+    int64_t first_step, last_step;         /* -1: unknown */
+    int64_t started_at_ms, finished_at_ms; /* 0: unknown */
+    char text[SF_MAX_CAPTURE_PATH + 1];    /* DONE: the trace path; else the reason */
+} sfd_peer_capture_result;
+
+/* Packed payloads, and back: -EINVAL for a value out of its bound (nothing
+ * is sent), -EBADMSG for bytes that do not decode or a field out of bounds. */
+int sfd_peer_capture_request_pack(const sfd_peer_capture_request *q, uint8_t **ret_buf,
+                                  size_t *ret_len);
+int sfd_peer_capture_request_unpack(const uint8_t *buf, size_t len, sfd_peer_capture_request *ret);
+int sfd_peer_capture_result_pack(const sfd_peer_capture_result *r, uint8_t **ret_buf,
+                                 size_t *ret_len);
+int sfd_peer_capture_result_unpack(const uint8_t *buf, size_t len, sfd_peer_capture_result *ret);
+
 /* ---- node.c, link.c, root.c: the running peer layer (libuv) ------------ */
 
 struct uv_loop_s;
@@ -344,6 +383,14 @@ typedef struct sfd_peer_hooks {
     void (*deliver)(void *ctx, const sfd_window_key *key, uint32_t root_id, uint64_t root_term,
                     const sf_summary *merged);
     void (*log)(void *ctx, int priority, const char *msg);
+    /* Captures (docs/CLUSTER.md, "Captures"): a request or an outcome that
+     * passed the codec and the routing rule, either to this node as the root
+     * from a member (from_root false) or from the root (from_root true). A
+     * negative return is a counted rejection (rejected_capture). */
+    int (*capture_request)(void *ctx, uint32_t from, bool from_root,
+                           const sfd_peer_capture_request *q);
+    int (*capture_result)(void *ctx, uint32_t from, bool from_root,
+                          const sfd_peer_capture_result *r);
 } sfd_peer_hooks;
 
 typedef struct sfd_peer_counters {
@@ -356,6 +403,7 @@ typedef struct sfd_peer_counters {
     uint64_t root_changes, retained_dropped;
     uint64_t rejected_auth_timeout, rejected_preauth, rejected_term_jump, rejected_epoch;
     uint64_t epoch_bumps, state_writes, state_errors;
+    uint64_t captures_sent, captures_received, rejected_capture;
 } sfd_peer_counters;
 
 int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg, const sfd_peer_key *key,
@@ -374,5 +422,19 @@ const sfd_peer_counters *sfd_peer_node_counters(const sfd_peer_node *node);
 uint32_t sfd_peer_node_root(sfd_peer_node *node);
 /* This node's election role ("root", "candidate", "follower") and term. */
 void sfd_peer_node_role(const sfd_peer_node *node, const char **ret_role, uint64_t *ret_term);
+uint32_t sfd_peer_node_id(const sfd_peer_node *node);
+
+/* ---- capture_route.c: captures between the nodes ------------------------- */
+
+/* Who decides captures now: 1 this node (the root), 0 another (the root in
+ * force), -EAGAIN nobody (no root in force). */
+int sfd_peer_capture_decider(sfd_peer_node *node);
+/* A request: the root sends it to every other member, a member to the root.
+ * -EAGAIN without a root. */
+int sfd_peer_capture_request_send(sfd_peer_node *node, const sfd_peer_capture_request *q);
+/* An outcome: the root relays it to every other member but `except` (0:
+ * none), a member sends it to the root. -EAGAIN without a root. */
+int sfd_peer_capture_result_send(sfd_peer_node *node, const sfd_peer_capture_result *r,
+                                 uint32_t except);
 
 #endif

@@ -51,6 +51,9 @@ static json_t *guard_counters_json(json_t *o, const sfd_peer_counters *c)
     json_object_set_new(o, "epoch_bumps", json_integer((json_int_t)c->epoch_bumps));
     json_object_set_new(o, "state_writes", json_integer((json_int_t)c->state_writes));
     json_object_set_new(o, "state_errors", json_integer((json_int_t)c->state_errors));
+    json_object_set_new(o, "captures_sent", json_integer((json_int_t)c->captures_sent));
+    json_object_set_new(o, "captures_received", json_integer((json_int_t)c->captures_received));
+    json_object_set_new(o, "rejected_capture", json_integer((json_int_t)c->rejected_capture));
     return o;
 }
 

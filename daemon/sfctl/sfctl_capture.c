@@ -169,9 +169,12 @@ static void show_capture(json_t *k)
             snprintf(steps, sizeof steps, " steps %lld-%lld", num(t, "first_step"),
                      num(t, "last_step"));
         json_t *path = json_object_get(t, "path"), *err = json_object_get(t, "error");
-        printf("  rank %lld%s: %s%s%s%s\n", num(t, "rank"),
-               json_is_true(json_object_get(t, "control")) ? " (control)" : "", str(t, "state"),
-               steps, json_is_string(path) || json_is_string(err) ? "  " : "",
+        char node[32] = "";
+        if (json_is_integer(json_object_get(t, "node")))
+            snprintf(node, sizeof node, " on node %lld", num(t, "node"));
+        printf("  rank %lld%s%s: %s%s%s%s\n", num(t, "rank"),
+               json_is_true(json_object_get(t, "control")) ? " (control)" : "", node,
+               str(t, "state"), steps, json_is_string(path) || json_is_string(err) ? "  " : "",
                json_is_string(path)  ? json_string_value(path)
                : json_is_string(err) ? json_string_value(err)
                                      : "");

@@ -2,8 +2,10 @@
  * Trace captures (capture.h, docs/SFD.md "Captures"): requests sent on the
  * ranks' ingest connections, replies matched to them, the automatic trigger
  * (a persisting verdict or change, a cooldown and a daily budget), timeouts
- * and the JSON answers. A capture is state of its job: bounded in number and
- * size, dropped with the job. Never changes windows or reports.
+ * and the JSON answers; in a cluster, the requests and outcomes shared with
+ * the other nodes through the cluster ops (docs/CLUSTER.md, "Captures"). A
+ * capture is state of its job: bounded in number and size, dropped with the
+ * job. Never changes windows or reports.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,7 +16,9 @@
 #include <sys/socket.h>
 
 #include "capture.h"
+#include "cluster.h"
 #include "ingest.pb-c.h"
+#include "peer.h"
 #include "sfd.h"
 
 enum target_state {
@@ -29,6 +33,12 @@ enum target_state {
     T_TIMED_OUT,     /* no outcome within capture_timeout_s */
 };
 
+/* A target's state travels between nodes as CaptureResult.State, one above. */
+_Static_assert(T_REQUESTED + 1 == STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__REQUESTED &&
+                   T_TIMED_OUT + 1 == STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__TIMED_OUT &&
+                   T_NOT_CONNECTED + 1 == STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__NOT_CONNECTED,
+               "capture states match the peer protocol's");
+
 static const char *const target_names[] = {
     "requested", "accepted",      "done",          "failed",    "unsupported",
     "busy",      "not_connected", "undeliverable", "timed_out",
@@ -38,6 +48,7 @@ struct target {
     uint32_t rank;
     uint8_t state;
     bool control;                  /* the healthy control rank */
+    uint32_t node;                 /* the cluster node hosting it, 0: none known */
     int64_t first_step, last_step; /* -1: unknown */
     int64_t started_at_ms, finished_at_ms;
     char *text; /* done: the trace path; else the reason; NULL: none */
@@ -50,7 +61,7 @@ struct capture {
     uint32_t segment;
     uint32_t steps;
     uid_t uid;
-    char reason[192];
+    char reason[SF_MAX_CAPTURE_REASON + 1];
     int64_t created_at_ms; /* realtime */
     uint64_t created_mono_ms;
     bool ended; /* counted in the table's done or failed */
@@ -208,13 +219,8 @@ static struct sfd_conn *rank_conn(struct sfd *d, const struct sfd_job *job, uint
     return NULL;
 }
 
-static void send_request(struct sfd_job *job, const struct capture *k, struct target *t)
+static void send_request(struct sfd_conn *c, const struct capture *k, struct target *t)
 {
-    struct sfd_conn *c = rank_conn(job->sfd, job, t->rank);
-    if (c == NULL) {
-        t->state = T_NOT_CONNECTED;
-        return;
-    }
     Stagefrontier__CaptureRequest q = STAGEFRONTIER__CAPTURE_REQUEST__INIT;
     q.id = k->id;
     q.steps = k->steps;
@@ -231,8 +237,81 @@ static void send_request(struct sfd_job *job, const struct capture *k, struct ta
     t->state = T_REQUESTED;
 }
 
-static struct capture *capture_new(struct sfd_job *job, uint32_t steps, const char *reason,
-                                   uid_t uid, bool automatic, const struct sfd_stored *s)
+/* ---- sharing with the other nodes (docs/CLUSTER.md, "Captures") ---------------------- */
+
+static bool shared(const struct sfd_job *job)
+{
+    return sfd_cluster_capture_shared(job->sfd);
+}
+
+/* One target's state to the other nodes: a member's to the root, the root's
+ * to every other member but `except`. */
+static void share_outcome(struct sfd_job *job, const struct capture *k, const struct target *t,
+                          uint32_t except)
+{
+    sfd_peer_capture_result r = {.id = k->id,
+                                 .rank = t->rank,
+                                 .state = t->state + 1u,
+                                 .node = t->node,
+                                 .first_step = t->first_step,
+                                 .last_step = t->last_step,
+                                 .started_at_ms = t->started_at_ms,
+                                 .finished_at_ms = t->finished_at_ms};
+    snprintf(r.job, sizeof r.job, "%s", job->id);
+    snprintf(r.text, sizeof r.text, "%s", t->text != NULL ? t->text : "");
+    if (t->state == T_DONE && r.text[0] == '\0')
+        snprintf(r.text, sizeof r.text, "?"); /* its path was dropped by the memory budget */
+    int rc = sfd_cluster_capture_result(job->sfd, &r, except);
+    if (rc < 0)
+        sfd_log(SFD_LOG_WARNING, job->id, "capture %llu: rank %u's outcome not shared: %s",
+                (unsigned long long)k->id, t->rank, strerror(-rc));
+}
+
+static int share_request(struct sfd_job *job, const struct capture *k)
+{
+    sfd_peer_capture_request q = {.id = k->id,
+                                  .control_rank = -1,
+                                  .steps = k->steps,
+                                  .automatic = k->automatic,
+                                  .window = k->window,
+                                  .segment = k->segment,
+                                  .created_at_ms = k->created_at_ms};
+    snprintf(q.job, sizeof q.job, "%s", job->id);
+    snprintf(q.reason, sizeof q.reason, "%s", k->reason);
+    for (uint32_t i = 0; i < k->n; i++) {
+        q.ranks[q.n_ranks++] = k->t[i].rank;
+        if (k->t[i].control)
+            q.control_rank = k->t[i].rank;
+    }
+    return sfd_cluster_capture_request(job->sfd, &q);
+}
+
+/* Asks the ranks connected to this node. Standalone, a rank not connected
+ * here is not connected anywhere; in a cluster, another node may host it,
+ * and whatever this node asked is shared. */
+static void ask_local(struct sfd_job *job, struct capture *k)
+{
+    bool cluster = shared(job);
+    for (uint32_t i = 0; i < k->n; i++) {
+        struct target *t = &k->t[i];
+        if (t->state != T_REQUESTED || (cluster && t->node != 0))
+            continue; /* claimed already, or ended */
+        struct sfd_conn *c = rank_conn(job->sfd, job, t->rank);
+        if (c == NULL) {
+            if (!cluster)
+                t->state = T_NOT_CONNECTED;
+            continue;
+        }
+        t->node = sfd_cluster_node_id(job->sfd);
+        send_request(c, k, t);
+        if (cluster)
+            share_outcome(job, k, t, 0);
+    }
+}
+
+static struct capture *capture_new(struct sfd_job *job, uint64_t id, uint32_t steps,
+                                   const char *reason, uid_t uid, bool automatic,
+                                   const struct sfd_stored *s)
 {
     struct sfd *d = job->sfd;
     struct sfd_job_captures *tb = table(job);
@@ -249,7 +328,7 @@ static struct capture *capture_new(struct sfd_job *job, uint32_t steps, const ch
         tb->n--;
     }
     tb->c[tb->n++] = k;
-    k->id = ++d->next_capture_id;
+    k->id = id != 0 ? id : sfd_cluster_capture_id(d);
     k->automatic = automatic;
     k->window = s != NULL ? s->meta.index : -1;
     k->segment = s != NULL ? s->meta.segment : job->segment;
@@ -267,19 +346,20 @@ static void add_target(struct capture *k, uint32_t rank, bool control)
         if (k->t[i].rank == rank)
             return;
     if (k->n < SF_MAX_CAPTURE_RANKS)
-        k->t[k->n++] =
-            (struct target){.rank = rank, .control = control, .first_step = -1, .last_step = -1};
+        k->t[k->n++] = (struct target){.rank = rank,
+                                       .state = T_REQUESTED,
+                                       .control = control,
+                                       .first_step = -1,
+                                       .last_step = -1};
 }
 
-static void launch(struct sfd_job *job, struct capture *k)
+/* Counts a new capture in this node's table and logs it. */
+static void note_started(struct sfd_job *job, const struct capture *k)
 {
-    for (uint32_t i = 0; i < k->n; i++)
-        send_request(job, k, &k->t[i]);
     job->sfd->captures_started++;
     job->captures->started[k->automatic]++;
     job->captures->last_created_ms = k->created_at_ms;
     job->sfd->prom_dirty = true;
-    settle(job, k); /* no rank could be asked */
     char ranks[128];
     size_t off = 0;
     for (uint32_t i = 0; i < k->n && off < sizeof ranks; i++)
@@ -287,6 +367,32 @@ static void launch(struct sfd_job *job, struct capture *k)
                                 k->t[i].rank, k->t[i].control ? "(control)" : "");
     sfd_log(SFD_LOG_NOTICE, job->id, "capture %llu: ranks %s, %u steps: %s",
             (unsigned long long)k->id, ranks, k->steps, k->reason);
+}
+
+/* Starts a capture decided here or asked for here: standalone, or as the
+ * root, the local ranks are asked and (a cluster) every other member too; a
+ * member hands an operator's capture to the root. */
+static void launch(struct sfd_job *job, struct capture *k)
+{
+    note_started(job, k);
+    if (shared(job)) {
+        bool root = sfd_cluster_capture_decider(job->sfd) == 1;
+        int r = share_request(job, k);
+        if (r < 0 && !root) {
+            for (uint32_t i = 0; i < k->n; i++) {
+                k->t[i].state = T_UNDELIVERABLE;
+                k->t[i].finished_at_ms = sfd_realtime_ms();
+                set_text(job, &k->t[i], "the root is unreachable");
+            }
+            sfd_log(SFD_LOG_WARNING, job->id, "capture %llu: not handed to the root: %s",
+                    (unsigned long long)k->id, strerror(-r));
+        }
+        if (root)
+            ask_local(job, k);
+    } else {
+        ask_local(job, k);
+    }
+    settle(job, k); /* no rank could be asked */
 }
 
 /* ---- suspects and the control rank --------------------------------------------------- */
@@ -361,8 +467,11 @@ static int64_t control_rank(const struct sfd_job *job, const struct sfd_stored *
     int64_t pick = -1;
     if (n > 0)
         pick = m[(n - 1) / 2].rank;
+    /* In a cluster the root may host none of the ranks: any rank of the
+     * world may be the control, and the node that hosts it answers. */
+    bool cluster = sfd_cluster_capture_shared(job->sfd);
     for (uint32_t r = 0; pick < 0 && r < world; r++)
-        if (!listed(sus, n_sus, r) && sfd_job_rank_peek(job, r)->seen)
+        if (!listed(sus, n_sus, r) && (cluster || sfd_job_rank_peek(job, r)->seen))
             pick = r;
     free(m);
     free(cnt);
@@ -406,7 +515,11 @@ int sfd_capture_ask(struct sfd_job *job, const struct sfd_capture_ask *ask, uint
     char reason[96];
     snprintf(reason, sizeof reason, "operator (uid %u)%s", (unsigned)ask->uid,
              ask->suspects ? ": the latest window's suspects" : "");
-    struct capture *k = capture_new(job, steps, reason, ask->uid, false, s);
+    if (sfd_cluster_capture_decider(job->sfd) < 0) {
+        *ret_err = "no cluster root in force: try again";
+        return -EAGAIN;
+    }
+    struct capture *k = capture_new(job, 0, steps, reason, ask->uid, false, s);
     if (k == NULL) {
         *ret_err = "out of memory";
         return -ENOMEM;
@@ -477,25 +590,153 @@ void sfd_capture_reply(struct sfd_conn *c, const Stagefrontier__CaptureReply *r)
         sfd_log(SFD_LOG_NOTICE, c->job->id, "capture %llu: rank %u %s%s%s",
                 (unsigned long long)k->id, t->rank, target_names[t->state], t->text ? ": " : "",
                 t->text ? t->text : "");
+    if (shared(c->job))
+        share_outcome(c->job, k, t, 0);
     settle(c->job, k);
+}
+
+/* ---- requests and outcomes from other nodes (docs/CLUSTER.md, "Captures") ----------- */
+
+/* This node's copy of a capture decided at the root. */
+static struct capture *copy_of(struct sfd_job *job, const sfd_peer_capture_request *q)
+{
+    struct capture *k = capture_new(job, q->id, q->steps, q->reason, 0, q->automatic, NULL);
+    if (k == NULL)
+        return NULL;
+    k->window = q->window;
+    k->segment = q->segment;
+    k->created_at_ms = q->created_at_ms;
+    for (uint32_t i = 0; i < q->n_ranks; i++)
+        add_target(k, q->ranks[i], (int64_t)q->ranks[i] == q->control_rank);
+    return k;
+}
+
+int sfd_capture_peer_request(struct sfd *d, uint32_t from, bool from_root,
+                             const sfd_peer_capture_request *q)
+{
+    struct sfd_job *job = sfd_job_find(d, q->job);
+    struct sfd_job_captures *tb = job != NULL ? table(job) : NULL;
+    if (tb == NULL) {
+        sfd_log(SFD_LOG_WARNING, q->job, "capture %llu from node %u: no such job here",
+                (unsigned long long)q->id, from);
+        return -ENOENT;
+    }
+    for (uint32_t i = 0; job->world_size > 0 && i < q->n_ranks; i++)
+        if (q->ranks[i] >= job->world_size)
+            return -EINVAL;
+    struct capture *k = find(tb, q->id);
+    if (!from_root) {
+        /* This node is the root: a member hands it an operator's capture. */
+        if (k != NULL)
+            return -EALREADY;
+        k = copy_of(job, q);
+        if (k == NULL)
+            return -ENOMEM;
+        launch(job, k);
+        return 0;
+    }
+    if (k == NULL) { /* the origin holds it already; every other member copies it */
+        k = copy_of(job, q);
+        if (k == NULL)
+            return -ENOMEM;
+        note_started(job, k);
+    }
+    ask_local(job, k);
+    settle(job, k);
+    return 0;
+}
+
+static void apply_outcome(struct sfd_job *job, struct target *t, const sfd_peer_capture_result *r)
+{
+    t->state = (uint8_t)(r->state - 1);
+    t->node = r->node;
+    t->first_step = r->first_step;
+    t->last_step = r->last_step;
+    t->started_at_ms = r->started_at_ms;
+    t->finished_at_ms = r->finished_at_ms;
+    set_text(job, t, r->text);
+}
+
+/* What a hosting member may tell the root of its rank: that it asked it, then
+ * its reply, while the target is open and not another node's. */
+static bool member_may(const struct target *t, uint32_t from, uint32_t state)
+{
+    if (t->node != 0 && t->node != from)
+        return false;
+    switch (state - 1) {
+    case T_REQUESTED:
+        return t->state == T_REQUESTED && t->node == 0;
+    case T_ACCEPTED:
+        return t->state == T_REQUESTED;
+    case T_DONE:
+    case T_FAILED:
+    case T_UNSUPPORTED:
+    case T_BUSY:
+    case T_UNDELIVERABLE:
+        return t->state == T_REQUESTED || t->state == T_ACCEPTED;
+    default:
+        return false; /* not connected and timed out are the root's to say */
+    }
+}
+
+int sfd_capture_peer_result(struct sfd *d, uint32_t from, bool from_root,
+                            const sfd_peer_capture_result *r)
+{
+    struct sfd_job *job = sfd_job_find(d, r->job);
+    struct capture *k = job != NULL ? find(job->captures, r->id) : NULL;
+    struct target *t = NULL;
+    for (uint32_t i = 0; k != NULL && i < k->n; i++)
+        if (k->t[i].rank == r->rank)
+            t = &k->t[i];
+    if (t == NULL)
+        return -ENOENT;
+    if (!from_root && !member_may(t, from, r->state))
+        return -EPERM;
+    apply_outcome(job, t, r);
+    if (!from_root)
+        share_outcome(job, k, t, from);
+    if (t->state != T_REQUESTED && t->state != T_ACCEPTED)
+        sfd_log(SFD_LOG_NOTICE, job->id, "capture %llu: rank %u on node %u %s%s%s",
+                (unsigned long long)k->id, t->rank, t->node, target_names[t->state],
+                t->text ? ": " : "", t->text ? t->text : "");
+    settle(job, k);
+    return 0;
+}
+
+/* Ends a target that got no outcome in time, and, at the root of a cluster,
+ * tells the other members. */
+static void expire(struct sfd_job *job, const struct capture *k, struct target *t, uint8_t state,
+                   bool root)
+{
+    t->state = state;
+    t->finished_at_ms = sfd_realtime_ms();
+    if (root)
+        share_outcome(job, k, t, 0);
 }
 
 void sfd_captures_tick(struct sfd *d)
 {
     uint64_t now = sfd_now_ms(d);
     uint64_t limit = (uint64_t)d->cfg.capture_timeout_s * 1000;
+    bool cluster = sfd_cluster_capture_shared(d);
+    bool root = cluster && sfd_cluster_capture_decider(d) == 1;
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         for (uint32_t i = 0; j->captures != NULL && i < j->captures->n; i++) {
             struct capture *k = j->captures->c[i];
-            if (now - k->created_mono_ms < limit || !running(k))
+            if (!running(k))
                 continue;
-            for (uint32_t t = 0; t < k->n; t++)
-                if (k->t[t].state == T_REQUESTED || k->t[t].state == T_ACCEPTED) {
-                    k->t[t].state = T_TIMED_OUT;
-                    k->t[t].finished_at_ms = sfd_realtime_ms();
-                }
-            sfd_log(SFD_LOG_WARNING, j->id, "capture %llu timed out after %u s",
-                    (unsigned long long)k->id, d->cfg.capture_timeout_s);
+            uint64_t age = now - k->created_mono_ms;
+            /* The root ends what no node claimed: no node hosts the rank. */
+            for (uint32_t t = 0; root && age >= SFD_CAPTURE_CLAIM_MS && t < k->n; t++)
+                if (k->t[t].state == T_REQUESTED && k->t[t].node == 0)
+                    expire(j, k, &k->t[t], T_NOT_CONNECTED, root);
+            if (age >= limit && running(k)) {
+                for (uint32_t t = 0; t < k->n; t++)
+                    if (k->t[t].state == T_REQUESTED || k->t[t].state == T_ACCEPTED)
+                        expire(j, k, &k->t[t], T_TIMED_OUT, root);
+                sfd_log(SFD_LOG_WARNING, j->id, "capture %llu timed out after %u s",
+                        (unsigned long long)k->id, d->cfg.capture_timeout_s);
+            }
             settle(j, k);
         }
 }
@@ -594,6 +835,8 @@ void sfd_capture_consider(struct sfd_job *job, const struct sfd_stored *s)
     const sf_report *r = s->report;
     if (!d->cfg.auto_capture || r == NULL || r != sfd_job_latest_report(job))
         return;
+    if (sfd_cluster_capture_decider(d) != 1)
+        return; /* in a cluster, the root decides, with its cooldown and budget */
     struct sfd_job_captures *tb = table(job);
     if (tb == NULL)
         return;
@@ -611,7 +854,7 @@ void sfd_capture_consider(struct sfd_job *job, const struct sfd_stored *s)
     uint64_t now = sfd_now_ms(d);
     if (reason == NULL || any_running(tb) || !auto_allowed(job, tb, now))
         return;
-    struct capture *k = capture_new(job, d->cfg.auto_capture_steps, reason, 0, true, s);
+    struct capture *k = capture_new(job, 0, d->cfg.auto_capture_steps, reason, 0, true, s);
     if (k == NULL)
         return;
     for (uint32_t i = 0; i < n_sus; i++)
@@ -644,6 +887,7 @@ static json_t *target_json(const struct target *t)
                             t->state == T_DONE && t->text ? json_string(t->text) : json_null());
         json_object_set_new(o, "error",
                             t->state != T_DONE && t->text ? json_string(t->text) : json_null());
+        json_object_set_new(o, "node", t->node != 0 ? json_integer(t->node) : json_null());
     }
     return o;
 }

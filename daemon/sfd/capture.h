@@ -19,9 +19,13 @@ struct sfd_conn;
 struct sfd_stored;
 struct json_t;
 struct Stagefrontier__CaptureReply;
+struct sfd_peer_capture_request;
+struct sfd_peer_capture_result;
 
 #define SFD_CAPTURES_KEPT 32     /* captures listed per job, oldest dropped first */
 #define SFD_AUTO_CAPTURE_MAX 100 /* bound of auto_capture_max (per day) */
+/* In a cluster, a rank no node claims within this is not connected. */
+#define SFD_CAPTURE_CLAIM_MS 5000
 
 struct sfd_capture_ask {
     const uint32_t *ranks; /* NULL with suspects */
@@ -49,6 +53,15 @@ int sfd_capture_ask(struct sfd_job *job, const struct sfd_capture_ask *ask, uint
 void sfd_capture_reply(struct sfd_conn *c, const struct Stagefrontier__CaptureReply *r);
 /* A window's report was stored: the automatic trigger. */
 void sfd_capture_consider(struct sfd_job *job, const struct sfd_stored *s);
+/* In a cluster (docs/CLUSTER.md, "Captures"): a request from another node,
+ * either a member's to this node as the root (from_root false) or the root's
+ * to this member; and a rank's outcome likewise. A negative return (unknown
+ * job, capture or rank, a duplicate id, a rank of another node, an outcome
+ * after the end) is counted by the peer layer as a rejection. */
+int sfd_capture_peer_request(struct sfd *d, uint32_t from, bool from_root,
+                             const struct sfd_peer_capture_request *q);
+int sfd_capture_peer_result(struct sfd *d, uint32_t from, bool from_root,
+                            const struct sfd_peer_capture_result *r);
 /* Times out requests without an answer (the liveness tick). */
 void sfd_captures_tick(struct sfd *d);
 /* The CAPTURES answer (newest last) and one capture's object. */

@@ -86,6 +86,43 @@ int sfd_cluster_peers(struct sfd *d, char **ret_text)
     return ops_of(d)->peers(d->cluster.ctx, ret_text);
 }
 
+int sfd_cluster_capture_decider(struct sfd *d)
+{
+    const struct sfd_cluster_ops *ops = ops_of(d);
+    return ops->capture_decider != NULL ? ops->capture_decider(d->cluster.ctx) : 1;
+}
+
+uint32_t sfd_cluster_node_id(const struct sfd *d)
+{
+    const struct sfd_cluster_ops *ops = ops_of(d);
+    return ops->node_id != NULL ? ops->node_id(d->cluster.ctx) : 0;
+}
+
+uint64_t sfd_cluster_capture_id(struct sfd *d)
+{
+    const struct sfd_cluster_ops *ops = ops_of(d);
+    return ops->capture_id != NULL ? ops->capture_id(d->cluster.ctx) : ++d->next_capture_id;
+}
+
+/* Whether captures travel to other nodes (a cluster) or stay here. */
+bool sfd_cluster_capture_shared(const struct sfd *d)
+{
+    return ops_of(d)->capture_request != NULL;
+}
+
+int sfd_cluster_capture_request(struct sfd *d, const struct sfd_peer_capture_request *q)
+{
+    const struct sfd_cluster_ops *ops = ops_of(d);
+    return ops->capture_request != NULL ? ops->capture_request(d->cluster.ctx, q) : 0;
+}
+
+int sfd_cluster_capture_result(struct sfd *d, const struct sfd_peer_capture_result *r,
+                               uint32_t except)
+{
+    const struct sfd_cluster_ops *ops = ops_of(d);
+    return ops->capture_result != NULL ? ops->capture_result(d->cluster.ctx, r, except) : 0;
+}
+
 bool sfd_cluster_is_standalone(const struct sfd *d)
 {
     return ops_of(d) == &sfd_cluster_standalone_ops;

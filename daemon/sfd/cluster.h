@@ -14,6 +14,8 @@
 
 struct sfd;
 struct sfd_job;
+struct sfd_peer_capture_request;
+struct sfd_peer_capture_result;
 
 struct sfd_cluster_ops {
     /* Takes ownership of summary in every case: computes and stores the
@@ -28,6 +30,17 @@ struct sfd_cluster_ops {
     int (*peers)(void *ctx, char **ret_text);
     /* Frees ctx and everything it owns; NULL when ctx owns nothing. */
     void (*close)(void *ctx);
+    /* Captures (docs/CLUSTER.md, "Captures"). Who decides them: 1 this
+     * node, 0 another (the root), -EAGAIN nobody yet. NULL: this node. */
+    int (*capture_decider)(void *ctx);
+    /* This node's id in the cluster (0: standalone). */
+    uint32_t (*node_id)(const void *ctx);
+    /* A capture id unique in the cluster. NULL: the node's own counter. */
+    uint64_t (*capture_id)(void *ctx);
+    /* A request or a rank's outcome to the other nodes: a member's to the
+     * root, the root's to every other member but `except`. NULL: none. */
+    int (*capture_request)(void *ctx, const struct sfd_peer_capture_request *q);
+    int (*capture_result)(void *ctx, const struct sfd_peer_capture_result *r, uint32_t except);
 };
 
 /* What struct sfd holds. ops NULL (a zeroed sfd, as tests make) is the
@@ -45,6 +58,14 @@ int sfd_cluster_submit(struct sfd *d, struct sfd_job *job, sf_summary *summary);
 const char *sfd_cluster_mode(const struct sfd *d);
 const char *sfd_cluster_role(const struct sfd *d, uint64_t *ret_term);
 int sfd_cluster_peers(struct sfd *d, char **ret_text);
+/* Captures across nodes (capture.c): the dispatch of the ops above. */
+int sfd_cluster_capture_decider(struct sfd *d);
+uint32_t sfd_cluster_node_id(const struct sfd *d);
+uint64_t sfd_cluster_capture_id(struct sfd *d);
+bool sfd_cluster_capture_shared(const struct sfd *d);
+int sfd_cluster_capture_request(struct sfd *d, const struct sfd_peer_capture_request *q);
+int sfd_cluster_capture_result(struct sfd *d, const struct sfd_peer_capture_result *r,
+                               uint32_t except);
 /* Whether reports are computed here from local rows (baseline pinning). */
 bool sfd_cluster_is_standalone(const struct sfd *d);
 /* Installs an implementation, closing the one in place. */

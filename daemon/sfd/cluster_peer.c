@@ -10,7 +10,9 @@
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
+#include "capture.h"
 #include "cluster.h"
 #include "peer.h"
 #include "sfd.h"
@@ -76,6 +78,59 @@ static int glue_peers(void *ctx, char **ret_text)
     return sfd_peer_status_json(g->node, ret_text);
 }
 
+static int glue_capture_decider(void *ctx)
+{
+    glue *g = ctx;
+    return sfd_peer_capture_decider(g->node);
+}
+
+static uint32_t glue_node_id(const void *ctx)
+{
+    const glue *g = ctx;
+    return sfd_peer_node_id(g->node);
+}
+
+/* Any node may start a capture, with no round trip to agree on its id: a
+ * random one (53 bits, exact in JSON) is unique in the cluster in practice,
+ * and survives restarts, which a counter would not. */
+static uint64_t glue_capture_id(void *ctx)
+{
+    (void)ctx;
+    uint64_t id = 0;
+    while (id == 0) {
+        if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+            id = 0;
+        id &= SF_MAX_CAPTURE_ID;
+    }
+    return id;
+}
+
+static int glue_capture_request(void *ctx, const sfd_peer_capture_request *q)
+{
+    glue *g = ctx;
+    return sfd_peer_capture_request_send(g->node, q);
+}
+
+static int glue_capture_result(void *ctx, const sfd_peer_capture_result *r, uint32_t except)
+{
+    glue *g = ctx;
+    return sfd_peer_capture_result_send(g->node, r, except);
+}
+
+static int on_capture_request(void *ctx, uint32_t from, bool from_root,
+                              const sfd_peer_capture_request *q)
+{
+    glue *g = ctx;
+    return sfd_capture_peer_request(g->d, from, from_root, q);
+}
+
+static int on_capture_result(void *ctx, uint32_t from, bool from_root,
+                             const sfd_peer_capture_result *r)
+{
+    glue *g = ctx;
+    return sfd_capture_peer_result(g->d, from, from_root, r);
+}
+
 static void glue_free(void *ctx);
 
 /* Closing the node is asynchronous: the glue is freed once the loop has let
@@ -93,6 +148,11 @@ static const struct sfd_cluster_ops peer_ops = {
     .term = glue_term,
     .peers = glue_peers,
     .close = glue_close,
+    .capture_decider = glue_capture_decider,
+    .node_id = glue_node_id,
+    .capture_id = glue_capture_id,
+    .capture_request = glue_capture_request,
+    .capture_result = glue_capture_result,
 };
 
 /* A job with no ranks on this node: known from its cluster reports alone, so
@@ -234,7 +294,11 @@ int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
     }
     if ((r = resolve_keys(&g->cfg, &key)) < 0)
         goto fail;
-    sfd_peer_hooks hooks = {.ctx = g, .deliver = deliver, .log = log_hook};
+    sfd_peer_hooks hooks = {.ctx = g,
+                            .deliver = deliver,
+                            .log = log_hook,
+                            .capture_request = on_capture_request,
+                            .capture_result = on_capture_result};
     r = sfd_peer_node_new(d->loop, &g->cfg, &key, &hooks, &g->node);
     if (r == 0)
         r = sfd_peer_node_start(g->node, d->peer_fd);

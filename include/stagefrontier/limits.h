@@ -38,10 +38,16 @@
 #define SF_MAX_CAPTURE_ERROR 256 /* bytes of a capture's failure reason */
 #define SF_MAX_HEARTBEAT_MS 3600000
 #define SF_MAX_FLUSH_MS 3600000 /* the client's batch flush interval */
+/* Bytes of why a capture was asked for; capture ids fit a JSON number
+ * exactly (a cluster's ids are drawn at random, docs/CLUSTER.md). */
+#define SF_MAX_CAPTURE_REASON 191
+#define SF_MAX_CAPTURE_ID ((UINT64_C(1) << 53) - 1)
 
 _Static_assert((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_STEP_NS <= (UINT64_C(1) << 62),
                "a per-step sum over ranks fits int64 with room to add");
 _Static_assert(SF_MAX_STEP_NS <= SF_MAX_DURATION_NS, "a stage may take a whole step");
+_Static_assert(SF_MAX_CAPTURE_ERROR <= SF_MAX_CAPTURE_PATH,
+               "a capture outcome's text holds a path or a reason");
 _Static_assert(SF_MAX_MEMBERS <= (1u << 16), "member sets are at most 8 KiB bitmaps");
 _Static_assert((uint64_t)SF_MAX_STAGES *(uint64_t)SF_MAX_DURATION_NS <= (UINT64_C(1) << 48),
                "a step's prefix is at most 2^48");

@@ -79,12 +79,13 @@ class Node:
             f.write("[sfd]\nruntime_dir = %s\nstate_dir = %s/state\ningest_socket = %s\n"
                     "query_socket = %s\n"
                     "window_grace_ms = 300\nkeep_windows = 64\nlog_level = info\n"
-                    "prom_dir = %s\n"
+                    "prom_dir = %s\n%s"
                     "[gates]\nwarmup_steps = %d\nwindow_steps = %d\n"
                     "[peer]\nnode_id = %d\npeers = %s\n%s"
                     "heartbeat_ms = %d\nfailure_timeout_ms = %d\nsummary_deadline_ms = %d\n"
                     "fanout = %d\n%s"
-                    % (self.dir, self.dir, self.ingest, self.query, self.prom, WARMUP, WINDOW,
+                    % (self.dir, self.dir, self.ingest, self.query, self.prom, self.c.sfd_extra,
+                       WARMUP, WINDOW,
                        self.id, peers, key, HB_MS, FT_MS, DEADLINE_MS, self.c.fanout,
                        self.c.peer_extra))
 
@@ -173,7 +174,7 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, build, n, netns=False, fanout=8, members=None, peer_extra=""):
+    def __init__(self, build, n, netns=False, fanout=8, members=None, peer_extra="", sfd_extra=""):
         self.build = build
         self.sfd = os.path.join(build, "daemon/sfd/sfd")
         self.sfctl = os.path.join(build, "daemon/sfctl/sfctl")
@@ -183,6 +184,7 @@ class Cluster:
         os.chmod(self.tmp, 0o755)      # other uids reach the query sockets
         self.fanout = fanout
         self.peer_extra = peer_extra
+        self.sfd_extra = sfd_extra
         self.key = os.path.join(self.tmp, "cluster.key")
         fd = os.open(self.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.write(fd, os.urandom(32))

@@ -10,10 +10,13 @@
  *   record    valid heartbeats (epoch EPOCH, seq 1..COUNT) sent, and written
  *             to FILE as they went over the wire
  *   playback  the bytes of FILE sent again, as a recorded stream replayed
+ *   capture   a validly sealed capture outcome (DONE, a forged trace path) of
+ *             JOB's capture ID, rank RANK, claiming node NODE, at term TERM
  * SF_INJECT_EPOCH sets the boot epoch (default 1); SF_INJECT_PAIR seals with
  * a per-member link key instead of KEY_FILE.
  * usage: sf_peer_inject HOST PORT KEY_FILE FROM DEST MODE [JOB WORLD]
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST record|playback FILE [EPOCH COUNT]
+ *        sf_peer_inject HOST PORT KEY_FILE FROM DEST capture JOB ID RANK NODE TERM
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -136,6 +139,34 @@ static void stale_summary(const sfd_peer_key *key, uint32_t from, uint32_t dest,
     sf_schema_clear(&sc);
 }
 
+static void capture_result(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
+                           char **arg, uint8_t **frame, size_t *len)
+{
+    sfd_peer_capture_result r = {.id = strtoull(arg[1], NULL, 10),
+                                 .rank = (uint32_t)atoi(arg[2]),
+                                 .state = STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__DONE,
+                                 .node = (uint32_t)atoi(arg[3]),
+                                 .first_step = -1,
+                                 .last_step = -1};
+    snprintf(r.job, sizeof r.job, "%s", arg[0]);
+    snprintf(r.text, sizeof r.text, "/tmp/forged-trace.json.gz");
+    uint8_t *p;
+    size_t n;
+    if (sfd_peer_capture_result_pack(&r, &p, &n) < 0)
+        exit(1);
+    sfd_peer_msg m = {.from = from,
+                      .dest = dest,
+                      .epoch = epoch,
+                      .seq = 1,
+                      .term = strtoull(arg[4], NULL, 10),
+                      .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__CAPTURE_RESULT,
+                      .payload = p,
+                      .payload_len = n};
+    if (sfd_peer_seal(key, &m, frame, len) < 0)
+        exit(1);
+    free(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 7)
@@ -191,6 +222,9 @@ int main(int argc, char **argv)
         record(fd, &key, from, dest, argv[7], strtoull(argv[8], NULL, 10), (unsigned)atoi(argv[9]));
     } else if (strcmp(mode, "playback") == 0 && argc >= 8) {
         playback(fd, argv[7]);
+    } else if (strcmp(mode, "capture") == 0 && argc >= 12) {
+        capture_result(&key, from, dest, epoch, argv + 7, &frame, &len);
+        put(fd, frame, len);
     } else if (strcmp(mode, "garbage") == 0) {
         const uint8_t huge[8] = {0x7f, 0xff, 0xff, 0xff, 1, 2, 3, 4};
         put(fd, huge, sizeof huge);
