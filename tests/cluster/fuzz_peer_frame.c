@@ -42,6 +42,10 @@ static void payloads(const uint8_t *p, size_t n)
     stagefrontier__root_vote__free_unpacked(v, NULL);
     Stagefrontier__SummaryAck *a = stagefrontier__summary_ack__unpack(NULL, n, p);
     stagefrontier__summary_ack__free_unpacked(a, NULL);
+    sfd_peer_capture_request q;
+    (void)sfd_peer_capture_request_unpack(p, n, &q);
+    sfd_peer_capture_result cr;
+    (void)sfd_peer_capture_result_unpack(p, n, &cr);
     Stagefrontier__Report *r = stagefrontier__report__unpack(NULL, n, p);
     if (r != NULL) {
         sf_summary *s = NULL;

@@ -1,6 +1,7 @@
 /*
  * Writes the seed corpora of the peer fuzz targets: sealed frames of every
- * message type and packed summaries (mergeable and dense). Run by hand:
+ * message type, packed summaries (mergeable and dense) and capture requests
+ * and outcomes. Run by hand:
  * peer_corpus_gen tests/fuzz/corpus
  */
 #include <stdio.h>
@@ -43,6 +44,72 @@ static sf_summary *sample(bool dense)
     sf_summary_build(&sc, &meta, rows, 12, dense, &s);
     sf_schema_clear(&sc);
     return s;
+}
+
+/* Capture requests and outcomes: packed for fuzz_peer_capture, and sealed
+ * as frames (and bare payloads) for fuzz_peer_frame. */
+static void captures(const char *dir, const char *fr)
+{
+    char cp[4096];
+    snprintf(cp, sizeof cp, "%s/fuzz_peer_capture", dir);
+    sfd_peer_capture_request q = {.id = 4242,
+                                  .n_ranks = 2,
+                                  .ranks = {5, 1},
+                                  .control_rank = 1,
+                                  .steps = 5,
+                                  .automatic = true,
+                                  .window = 7,
+                                  .created_at_ms = 1700000000000};
+    snprintf(q.job, sizeof q.job, "job-7");
+    snprintf(q.reason, sizeof q.reason, "route: rank 5 led the routed stage for 2 windows");
+    sfd_peer_capture_result r = {.id = 4242,
+                                 .rank = 5,
+                                 .state = STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__DONE,
+                                 .node = 3,
+                                 .first_step = 80,
+                                 .last_step = 84,
+                                 .started_at_ms = 1700000000100,
+                                 .finished_at_ms = 1700000000900};
+    snprintf(r.job, sizeof r.job, "job-7");
+    snprintf(r.text, sizeof r.text, "/var/lib/sf/captures/job-7-rank5.json.gz");
+    uint8_t *b;
+    size_t l;
+    sfd_peer_capture_request_pack(&q, &b, &l);
+    put(cp, "request", 0xff, b, l);
+    put(fr, "capture_request_payload", 1, b, l);
+    sfd_peer_msg m = {.from = 1,
+                      .dest = 2,
+                      .epoch = 9,
+                      .seq = 6,
+                      .term = 2,
+                      .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__CAPTURE_REQUEST,
+                      .payload = b,
+                      .payload_len = l};
+    uint8_t *frame;
+    size_t flen;
+    sfd_peer_seal(&fuzz_key, &m, &frame, &flen);
+    put(fr, "capture_request", 0, frame, flen);
+    free(frame);
+    free(b);
+    sfd_peer_capture_result_pack(&r, &b, &l);
+    put(cp, "result_done", 0xff, b, l);
+    put(fr, "capture_result_payload", 1, b, l);
+    m.type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__CAPTURE_RESULT;
+    m.from = 3;
+    m.dest = 1;
+    m.payload = b;
+    m.payload_len = l;
+    sfd_peer_seal(&fuzz_key, &m, &frame, &flen);
+    put(fr, "capture_result", 0, frame, flen);
+    free(frame);
+    free(b);
+    r.state = STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__NOT_CONNECTED;
+    r.node = 0;
+    r.first_step = r.last_step = -1;
+    snprintf(r.text, sizeof r.text, "no node hosts the rank");
+    sfd_peer_capture_result_pack(&r, &b, &l);
+    put(cp, "result_not_connected", 0xff, b, l);
+    free(b);
 }
 
 int main(int argc, char **argv)
@@ -134,6 +201,7 @@ int main(int argc, char **argv)
     sfd_peer_pack(&hb.base, &b, &l);
     put(fr, "heartbeat_subtree_payload", 1, b, l);
     free(b);
+    captures(argv[1], fr);
     Stagefrontier__RootClaim c = STAGEFRONTIER__ROOT_CLAIM__INIT;
     c.candidate_id = 1;
     c.term = 4;
