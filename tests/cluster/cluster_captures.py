@@ -90,56 +90,21 @@ def inject_result(c, root, epoch, job, cid, rank, node_id):
     check(r.returncode == 0, "injector: %s" % r.stderr)
 
 
-def scenario_operator(build):
-    # Four configured members, three running: the injector speaks as member 4.
-    c = Cluster(build, 3, members=4, sfd_extra="capture_timeout_s = 60\n")
+def with_cluster(build, body, members=None, sfd_extra=""):
+    """Runs body(cluster, capture_dirs, client_procs) on 3 started nodes with
+    root 1, then stops them checked; cleans up on every exit path."""
+    c = Cluster(build, 3, members=members, sfd_extra=sfd_extra)
     dirs = [tempfile.mkdtemp(prefix="sf-cap%d-" % i) for i in (2, 3)]
     procs = []
     try:
         c.start()
         c.wait_root(1)
-        job = "capj"
-        # rank 0 on node 2, rank 1 on node 3, rank 2 nowhere; the root hosts none
-        procs = [client(c, c.nodes[1], job, 0, 3, dirs[0]),
-                 client(c, c.nodes[2], job, 1, 3, dirs[1])]
-        c.wait(lambda: all(has_report(n, job) for n in c.nodes), "a report on every node")
-        rc, out, err = c.nodes[1].sfctl("capture", job, "--ranks", "1", "--steps", "3")
-        check(rc == 0, "sfctl capture on node 2: %s" % err)
-        cid = int(out.strip())
-        k = same_everywhere(c, job, cid)
-        check(k["state"] == "done" and k["trigger"] == "operator" and len(k["ranks"]) == 1,
-              "capture: %s" % k)
-        check_trace(k["ranks"][0], dirs[1], 3)
-        check(os.listdir(dirs[0]) == [], "node 2's rank captured too")
-        rc, text, _ = c.nodes[0].sfctl("captures", job)
-        check(rc == 0 and "node 3" in text and k["ranks"][0]["path"] in text,
-              "sfctl captures on the root: %r" % text)
-
-        rc, out, err = c.nodes[2].sfctl("capture", job, "--ranks", "2")
-        check(rc == 0, "sfctl capture on node 3: %s" % err)
-        nc = same_everywhere(c, job, int(out.strip()))
-        check(nc["state"] == "failed" and nc["ranks"][0]["state"] == "not_connected" and
-              nc["ranks"][0]["node"] is None, "a rank nobody hosts: %s" % nc)
-
-        # Hostile member 4: an unknown id, a rank of node 3 claimed as its
-        # own, and an outcome claiming to come from node 3.
-        root = c.nodes[0]
-        before = root.peers()["counters"]["rejected_capture"]
-        inject_result(c, root, 1, job, 999999, 1, 4)
-        inject_result(c, root, 2, job, cid, 1, 4)
-        inject_result(c, root, 3, job, cid, 1, 3)
-        c.wait(lambda: root.peers()["counters"]["rejected_capture"] - before == 3,
-               "three rejected capture outcomes at the root")
-        for n in c.nodes:
-            check(capture_on(n, job, cid)["ranks"] == k["ranks"],
-                  "node %d: a forged outcome changed the capture" % n.id)
-        check("rejected a capture message from node 4" in root.log_text(),
-              "no log line about the forged outcome")
+        summary = body(c, dirs, procs)
         for p in procs:
             p.kill()
             p.wait()
         c.stop_checked()
-        print("operator: capture %d done on node 3 at %s" % (cid, k["ranks"][0]["path"]))
+        print(summary)
     except Exception:
         c.dump_logs()
         raise
@@ -151,57 +116,87 @@ def scenario_operator(build):
         c.close()
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def operator(c, dirs, procs):
+    job = "capj"
+    # rank 0 on node 2, rank 1 on node 3, rank 2 nowhere; the root hosts none
+    procs += [client(c, c.nodes[1], job, 0, 3, dirs[0]),
+              client(c, c.nodes[2], job, 1, 3, dirs[1])]
+    c.wait(lambda: all(has_report(n, job) for n in c.nodes), "a report on every node")
+    rc, out, err = c.nodes[1].sfctl("capture", job, "--ranks", "1", "--steps", "3")
+    check(rc == 0, "sfctl capture on node 2: %s" % err)
+    cid = int(out.strip())
+    k = same_everywhere(c, job, cid)
+    check(k["state"] == "done" and k["trigger"] == "operator" and len(k["ranks"]) == 1,
+          "capture: %s" % k)
+    check_trace(k["ranks"][0], dirs[1], 3)
+    check(os.listdir(dirs[0]) == [], "node 2's rank captured too")
+    rc, text, _ = c.nodes[0].sfctl("captures", job)
+    check(rc == 0 and "node 3" in text and k["ranks"][0]["path"] in text,
+          "sfctl captures on the root: %r" % text)
+
+    rc, out, err = c.nodes[2].sfctl("capture", job, "--ranks", "2")
+    check(rc == 0, "sfctl capture on node 3: %s" % err)
+    nc = same_everywhere(c, job, int(out.strip()))
+    check(nc["state"] == "failed" and nc["ranks"][0]["state"] == "not_connected" and
+          nc["ranks"][0]["node"] is None, "a rank nobody hosts: %s" % nc)
+
+    # Hostile member 4: an unknown id, a rank of node 3 claimed as its own,
+    # and an outcome claiming to come from node 3.
+    root = c.nodes[0]
+    before = root.peers()["counters"]["rejected_capture"]
+    inject_result(c, root, 1, job, 999999, 1, 4)
+    inject_result(c, root, 2, job, cid, 1, 4)
+    inject_result(c, root, 3, job, cid, 1, 3)
+    c.wait(lambda: root.peers()["counters"]["rejected_capture"] - before == 3,
+           "three rejected capture outcomes at the root")
+    for n in c.nodes:
+        check(capture_on(n, job, cid)["ranks"] == k["ranks"],
+              "node %d: a forged outcome changed the capture" % n.id)
+    check("rejected a capture message from node 4" in root.log_text(),
+          "no log line about the forged outcome")
+    return "operator: capture %d done on node 3 at %s" % (cid, k["ranks"][0]["path"])
+
+
+def scenario_operator(build):
+    # Four configured members, three running: the injector speaks as member 4.
+    with_cluster(build, operator, members=4, sfd_extra="capture_timeout_s = 60\n")
+
+
+def auto(c, dirs, procs):
+    job = "autoj"
+    # rank 1, on node 3, is slow in the forward pass in every step
+    procs += [client(c, c.nodes[1], job, 0, 2, dirs[0]),
+              client(c, c.nodes[2], job, 1, 2, dirs[1], slow_us=4000)]
+
+    def fired():
+        ks = [k for k in captures(c.nodes[1], job) if k["trigger"] == "auto"]
+        return ks if ks and ks[0]["state"] != "running" else None
+    k = c.wait(fired, "an automatic capture on node 2")[0]
+    k = same_everywhere(c, job, k["id"])
+    sus = [t for t in k["ranks"] if not t["control"]]
+    check([t["rank"] for t in sus] == [1], "the suspect is rank 1: %s" % k)
+    check_trace(sus[0], dirs[1], 3)
+    ctl = [t for t in k["ranks"] if t["control"]]
+    check([t["rank"] for t in ctl] == [0] and ctl[0]["state"] == "done" and
+          ctl[0]["node"] == 2, "the control rank 0 on node 2: %s" % ctl)
+    # The suspect persists for ten more windows: the cooldown holds, and no
+    # other node decides a capture of its own.
+    last = k["window"] + 10
+    c.wait(lambda: all(latest_window(n, job) >= last for n in c.nodes), "window %d" % last)
+    for n in c.nodes:
+        autos = [x["id"] for x in captures(n, job) if x["trigger"] == "auto"]
+        check(autos == [k["id"]], "node %d lists automatic captures %s" % (n.id, autos))
+    return "auto: capture %d of window %d, one in %d windows" % (k["id"], k["window"],
+                                                                 last - k["window"] + 1)
 
 
 def scenario_auto(build):
-    auto = ("auto_capture = true\nauto_capture_windows = 2\nauto_capture_cooldown_s = 600\n"
-            "auto_capture_steps = 3\ncapture_timeout_s = 60\n")
-    c = Cluster(build, 3, sfd_extra=auto)
-    dirs = [tempfile.mkdtemp(prefix="sf-cap%d-" % i) for i in (2, 3)]
-    procs = []
-    try:
-        c.start()
-        c.wait_root(1)
-        job = "autoj"
-        # rank 1, on node 3, is slow in the forward pass in every step
-        procs = [client(c, c.nodes[1], job, 0, 2, dirs[0]),
-                 client(c, c.nodes[2], job, 1, 2, dirs[1], slow_us=4000)]
-
-        def fired():
-            ks = [k for k in captures(c.nodes[1], job) if k["trigger"] == "auto"]
-            return ks if ks and ks[0]["state"] != "running" else None
-        k = c.wait(fired, "an automatic capture on node 2")[0]
-        k = same_everywhere(c, job, k["id"])
-        sus = [t for t in k["ranks"] if not t["control"]]
-        check([t["rank"] for t in sus] == [1], "the suspect is rank 1: %s" % k)
-        check_trace(sus[0], dirs[1], 3)
-        ctl = [t for t in k["ranks"] if t["control"]]
-        check([t["rank"] for t in ctl] == [0] and ctl[0]["state"] == "done" and
-              ctl[0]["node"] == 2, "the control rank 0 on node 2: %s" % ctl)
-        # The suspect persists for ten more windows: the cooldown holds,
-        # and no other node decides a capture of its own.
-        last = k["window"] + 10
-        c.wait(lambda: all(latest_window(n, job) >= last for n in c.nodes), "window %d" % last)
-        for n in c.nodes:
-            autos = [x["id"] for x in captures(n, job) if x["trigger"] == "auto"]
-            check(autos == [k["id"]], "node %d lists automatic captures %s" % (n.id, autos))
-        for p in procs:
-            p.kill()
-            p.wait()
-        c.stop_checked()
-        print("auto: capture %d of window %d, one in %d windows"
-              % (k["id"], k["window"], last - k["window"] + 1))
-    except Exception:
-        c.dump_logs()
-        raise
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        c.close()
-        for d in dirs:
-            shutil.rmtree(d, ignore_errors=True)
+    # auto_capture on every node: only the root may act on it
+    with_cluster(build, auto, sfd_extra="auto_capture = true\nauto_capture_windows = 2\n"
+                 "auto_capture_cooldown_s = 600\nauto_capture_steps = 3\n"
+                 "capture_timeout_s = 60\n")
 
 
 def main():
