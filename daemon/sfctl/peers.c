@@ -58,10 +58,11 @@ static int print_view(json_t *o, const char *job)
     json_t *m;
     json_array_foreach(members, i, m) print_member(m, root);
     json_t *c = json_object_get(o, "counters");
-    printf("rejected: mac %lld, replay %lld, stale term %lld, decode %lld, frame %lld; "
-           "merge conflicts %lld\n",
+    printf("rejected: mac %lld, replay %lld, stale term %lld, decode %lld, frame %lld, "
+           "capture %lld; merge conflicts %lld\n",
            num(c, "rejected_mac"), num(c, "rejected_replay"), num(c, "rejected_stale_term"),
-           num(c, "rejected_decode"), num(c, "rejected_frame"), num(c, "merge_conflicts"));
+           num(c, "rejected_decode"), num(c, "rejected_frame"), num(c, "rejected_capture"),
+           num(c, "merge_conflicts"));
     printf("peer port: %lld unauthenticated; closed: auth timeout %lld, over limits %lld; "
            "refused: term jump %lld, epoch %lld\n",
            num(o, "unauthenticated"), num(c, "rejected_auth_timeout"), num(c, "rejected_preauth"),

@@ -156,6 +156,8 @@ def operator(c, dirs, procs):
               "node %d: a forged outcome changed the capture" % n.id)
     check("rejected a capture message from node 4" in root.log_text(),
           "no log line about the forged outcome")
+    rc, text, _ = root.sfctl("peers")
+    check(rc == 0 and "capture %d;" % (before + 3) in text, "sfctl peers: %r" % text)
     return "operator: capture %d done on node 3 at %s" % (cid, k["ranks"][0]["path"])
 
 
