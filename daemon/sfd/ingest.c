@@ -147,6 +147,36 @@ static void fill_row(sf_row *row, const Stagefrontier__StepRecord *rec, uint32_t
     }
 }
 
+/* Counts what a batch's drop report adds to the client's drops. first is
+ * the batch's first step, sent the rank's highest step so far, delivered
+ * its records counting this batch's. Each step up to the bound was either
+ * delivered or dropped, so no report can claim more. The bound follows the
+ * job's highest step, not only the rank's: a rank whose last records were
+ * all dropped reaches the end its peers show. */
+static void note_drops(struct sfd_conn *c, const struct sfd_drop_report *r, int64_t first,
+                       int64_t sent, uint64_t delivered)
+{
+    struct sfd_job *job = c->job;
+    int64_t bound = drop_bound(job, sent > job->max_step ? sent : job->max_step);
+    uint64_t cap = (uint64_t)bound + 1 > delivered ? (uint64_t)bound + 1 - delivered : 0;
+    uint64_t total = r->has_total ? r->total : 0;
+    if (total > cap)
+        total = cap;
+    if (r->has_total)
+        c->dropped_total = r->total;
+    if (total <= c->dropped_counted)
+        return;
+    uint64_t delta = total - c->dropped_counted;
+    c->dropped_counted = total;
+    sfd_sat_add(&c->sfd->ctr.dropped, delta);
+    sfd_sat_add(&job->dropped, delta);
+    if (r->has_first)
+        sfd_window_note_drops(job, min_i64(r->first_step, bound), min_i64(r->last_step, bound),
+                              delta);
+    else
+        sfd_window_note_drops(job, first, first, delta);
+}
+
 static void note_counters(struct sfd_conn *c, const Stagefrontier__RecordBatch *b,
                           uint64_t rec_violations)
 {
@@ -156,32 +186,38 @@ static void note_counters(struct sfd_conn *c, const Stagefrontier__RecordBatch *
     for (size_t i = 0; i < b->n_records; i++)
         if (b->records[i]->step > sent)
             sent = b->records[i]->step;
-    /* Each step up to the bound was either delivered or dropped. */
-    int64_t bound = drop_bound(job, sent);
-    uint64_t delivered = rk->records + b->n_records;
-    uint64_t cap = (uint64_t)bound + 1 > delivered ? (uint64_t)bound + 1 - delivered : 0;
-    uint64_t total = b->has_dropped_total ? b->dropped_total : 0;
-    if (total > cap)
-        total = cap;
-    if (b->has_dropped_total)
-        c->dropped_total = b->dropped_total;
-    if (total > c->dropped_counted) {
-        uint64_t delta = total - c->dropped_counted;
-        c->dropped_counted = total;
-        sfd_sat_add(&c->sfd->ctr.dropped, delta);
-        sfd_sat_add(&job->dropped, delta);
-        if (b->has_dropped_first_step)
-            sfd_window_note_drops(job, min_i64(b->dropped_first_step, bound),
-                                  min_i64(b->dropped_last_step, bound), delta);
-        else
-            sfd_window_note_drops(job, first, first, delta);
-    }
+    struct sfd_drop_report drops = {
+        .has_total = b->has_dropped_total,
+        .has_first = b->has_dropped_first_step,
+        .has_last = b->has_dropped_last_step,
+        .total = b->dropped_total,
+        .first_step = b->dropped_first_step,
+        .last_step = b->dropped_last_step,
+    };
+    note_drops(c, &drops, first, sent, rk->records + b->n_records);
     if (b->has_violations_total && b->violations_total > c->violations_total) {
         uint64_t delta = b->violations_total - c->violations_total;
         c->violations_total = b->violations_total;
         if (delta > rec_violations)
             sfd_window_note_violations(job, first, delta - rec_violations);
     }
+}
+
+/* The drop report of a batch dropped unread: counted when it would have
+ * passed validation, so a shed batch loses its records but never the drops
+ * it reports. */
+static void note_shed_drops(struct sfd_conn *c, const struct sfd_batch_peek *pk)
+{
+    struct sfd_drop_report r = pk->drops;
+    if (!r.has_total || r.total < c->dropped_total)
+        return;
+    if (r.has_first != r.has_last ||
+        (r.has_first &&
+         (r.first_step < 0 || r.last_step < r.first_step || r.last_step >= SFD_MAX_STEP)))
+        r.has_first = r.has_last = false;
+    const struct sfd_rank *rk = sfd_job_rank_peek(c->job, c->rank);
+    int64_t sent = rk->last_step > pk->last_step ? rk->last_step : pk->last_step;
+    note_drops(c, &r, pk->first_step, sent, rk->records);
 }
 
 static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
@@ -343,12 +379,14 @@ static bool shed(struct sfd_conn *c, const uint8_t *buf, size_t len)
     switch (sfd_shed_check(c, buf, len, &pk)) {
     case SFD_SHED_LATE:
         sfd_count_reject(d, job, SFD_REJ_LATE, pk.n_records, c);
+        note_shed_drops(c, &pk);
         return true;
     case SFD_SHED_BEHIND:
         sfd_sat_add(&d->ctr.shed_batches, 1);
         sfd_sat_add(&d->ctr.shed_records, pk.n_records);
         sfd_sat_add(&job->shed_records, pk.n_records);
         sfd_window_note_drops(job, pk.first_step, pk.last_step, pk.n_records);
+        note_shed_drops(c, &pk);
         return true;
     default:
         return false;

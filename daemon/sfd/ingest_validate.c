@@ -14,9 +14,6 @@
 #define SFD_PROTOCOL_VERSION 1
 #define MAX_BATCH_RECORDS 1024
 #define MAX_NCCL_AGGREGATES 256
-/* Step indices stay far from int64 overflow in window arithmetic. */
-#define MAX_STEP (INT64_C(1) << 62)
-
 static int reject(enum sfd_reject *ret_why, enum sfd_reject why)
 {
     *ret_why = why;
@@ -125,7 +122,7 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
     uint32_t acc = h->has_accumulation ? h->accumulation : 1;
     if (acc < 1 || acc > SF_MAX_ACCUMULATION)
         return reject(ret_why, SFD_REJ_INVALID);
-    if (h->has_last_sent_step && (h->last_sent_step < -1 || h->last_sent_step >= MAX_STEP))
+    if (h->has_last_sent_step && (h->last_sent_step < -1 || h->last_sent_step >= SFD_MAX_STEP))
         return reject(ret_why, SFD_REJ_INVALID);
 
     sf_schema s;
@@ -157,7 +154,7 @@ static bool duration_ok(int64_t v)
 static int validate_record(const Stagefrontier__StepRecord *r, uint32_t n_stages,
                            enum sfd_reject *ret_why)
 {
-    if (r->step < 0 || r->step >= MAX_STEP || r->n_durations_ns != n_stages)
+    if (r->step < 0 || r->step >= SFD_MAX_STEP || r->n_durations_ns != n_stages)
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < r->n_durations_ns; i++)
         if (!duration_ok(r->durations_ns[i]))
@@ -231,7 +228,7 @@ int sfd_validate_batch(const Stagefrontier__RecordBatch *b, uint32_t n_stages,
         return reject(ret_why, SFD_REJ_INVALID);
     if (b->has_dropped_first_step &&
         (b->dropped_first_step < 0 || b->dropped_last_step < b->dropped_first_step ||
-         b->dropped_last_step >= MAX_STEP))
+         b->dropped_last_step >= SFD_MAX_STEP))
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < b->n_records; i++) {
         int r = validate_record(b->records[i], n_stages, ret_why);
@@ -243,7 +240,7 @@ int sfd_validate_batch(const Stagefrontier__RecordBatch *b, uint32_t n_stages,
 
 int sfd_validate_nccl(const Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why)
 {
-    if (b->step < 0 || b->step >= MAX_STEP || b->n_aggregates > MAX_NCCL_AGGREGATES)
+    if (b->step < 0 || b->step >= SFD_MAX_STEP || b->n_aggregates > MAX_NCCL_AGGREGATES)
         return reject(ret_why, SFD_REJ_INVALID);
     if (!sf_str_len_ok(b->comm_name, 0, SF_SIDE_COMM_MAX) ||
         !sf_str_len_ok(b->enclosing_stage, 0, SF_MAX_NAME_LEN))

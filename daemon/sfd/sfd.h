@@ -456,17 +456,29 @@ void sfd_alerts_shutdown(struct sfd *d);
  * backlog, not a moment's descheduling. */
 #define SFD_SHED_FULL_TURNS 4
 
+/* Step indices stay far from int64 overflow in window arithmetic. */
+#define SFD_MAX_STEP (INT64_C(1) << 62)
+
+/* A batch's drop report (RecordBatch fields 3 to 5), as sent: the shed path
+ * keeps it, so that drops a shed batch reports are still counted. */
+struct sfd_drop_report {
+    bool has_total, has_first, has_last;
+    uint64_t total;
+    int64_t first_step, last_step;
+};
+
 struct sfd_batch_peek {
     uint32_t n_records;
     int64_t first_step, last_step;
+    struct sfd_drop_report drops;
 };
 
 enum sfd_shed { SFD_SHED_NONE, SFD_SHED_LATE, SFD_SHED_BEHIND };
 
 struct sfd_conn;
 
-/* Reads a ClientMessage frame's batch records and step range from the wire
- * without decoding it: 0, or -EINVAL when the frame is not a batch of at
+/* Reads a ClientMessage frame's batch records, step range and drop report
+ * from the wire without decoding it: 0, or -EINVAL when the frame is not a batch of at
  * least one record the peek can read (the full decoder then judges it). */
 int sfd_batch_peek(const uint8_t *buf, size_t len, struct sfd_batch_peek *ret);
 /* Whether to drop the frame from c unread, and why; *ret holds the peek

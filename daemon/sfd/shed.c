@@ -1,6 +1,7 @@
 /*
  * Load shedding before decoding: a wire-level peek at a client batch (its
- * record count and step range, no allocation, no unpacking) and the rule
+ * record count, step range and drop report; no allocation, no unpacking)
+ * and the rule
  * that drops a whole batch unread when decoding it would be wasted: every
  * record is for a window already closed, or the loop is behind: this turn
  * of the loop has already taken more records than it can handle at once.
@@ -84,15 +85,28 @@ static int record_step(struct cursor rec, int64_t *ret)
     return seen ? 0 : -EINVAL;
 }
 
+/* RecordBatch fields 3 to 5 (varints; the last one counts, as in protobuf). */
+static void note_drop_field(struct sfd_drop_report *r, uint32_t field, uint64_t v)
+{
+    if (field == 3)
+        r->has_total = true, r->total = v;
+    else if (field == 4)
+        r->has_first = true, r->first_step = (int64_t)v;
+    else if (field == 5)
+        r->has_last = true, r->last_step = (int64_t)v;
+}
+
 static int batch_peek(struct cursor b, struct sfd_batch_peek *ret)
 {
-    struct sfd_batch_peek pk = {0, INT64_MAX, INT64_MIN};
+    struct sfd_batch_peek pk = {0, INT64_MAX, INT64_MIN, {0}};
     while (b.p < b.end) {
         uint32_t f, t;
-        uint64_t v;
+        uint64_t v = 0;
         struct cursor sub;
         if (next_field(&b, &f, &t, &v, &sub) < 0)
             return -EINVAL;
+        if (f >= 3 && f <= 5 && t == 0)
+            note_drop_field(&pk.drops, f, v);
         if (f != 1)
             continue;
         int64_t step;

@@ -10,8 +10,16 @@
 
 #include "ingest.pb-c.h"
 
-/* A packed batch of n records of 6 stages, steps from first. */
-static inline uint8_t *batch_frame(size_t n, int64_t first, size_t *ret_len)
+/* The drop report a test batch carries: total 0 leaves it out. */
+struct frame_drops {
+    uint64_t total;
+    int64_t first_step, last_step; /* sent when last_step >= first_step */
+};
+
+/* A packed batch of n records of 6 stages, steps from first, with the
+ * given drop report (NULL: none). */
+static inline uint8_t *batch_frame_dropping(size_t n, int64_t first,
+                                            const struct frame_drops *drops, size_t *ret_len)
 {
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
@@ -32,6 +40,13 @@ static inline uint8_t *batch_frame(size_t n, int64_t first, size_t *ret_len)
     b.n_records = n;
     b.records = ptrs;
     b.schema_hash = 0x1234;
+    if (drops != NULL && drops->total > 0) {
+        b.has_dropped_total = 1, b.dropped_total = drops->total;
+        if (drops->last_step >= drops->first_step) {
+            b.has_dropped_first_step = 1, b.dropped_first_step = drops->first_step;
+            b.has_dropped_last_step = 1, b.dropped_last_step = drops->last_step;
+        }
+    }
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
     m.batch = &b;
     size_t len = stagefrontier__client_message__get_packed_size(&m);
@@ -42,6 +57,12 @@ static inline uint8_t *batch_frame(size_t n, int64_t first, size_t *ret_len)
     free(d);
     *ret_len = len;
     return buf;
+}
+
+/* A packed batch of n records of 6 stages, steps from first. */
+static inline uint8_t *batch_frame(size_t n, int64_t first, size_t *ret_len)
+{
+    return batch_frame_dropping(n, first, NULL, ret_len);
 }
 
 #endif

@@ -50,6 +50,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (m->batch->records[i]->step < pk.first_step ||
                     m->batch->records[i]->step > pk.last_step)
                     abort();
+            const Stagefrontier__RecordBatch *b = m->batch;
+            if (pk.drops.has_total != (b->has_dropped_total != 0) ||
+                (b->has_dropped_total && pk.drops.total != b->dropped_total) ||
+                pk.drops.has_first != (b->has_dropped_first_step != 0) ||
+                (b->has_dropped_first_step && pk.drops.first_step != b->dropped_first_step) ||
+                pk.drops.has_last != (b->has_dropped_last_step != 0) ||
+                (b->has_dropped_last_step && pk.drops.last_step != b->dropped_last_step))
+                abort();
         }
         if (sfd_validate_batch(m->batch, 6, &why) == 0 && sync_schema(&schema) == 0) {
             int64_t d[SF_MAX_STAGES];

@@ -1,7 +1,7 @@
 """Finding 7 of issue 11: one rank's drop notice cannot wedge its job. A batch
 claiming 10^6 drops over steps up to 10^9 opens no far-future windows: every
 real window still closes complete and no record is refused. Drop totals are
-bounded by the steps the rank has sent plus one window, and a total of 2^64-1
+bounded by the steps the job has sent plus one window, and a total of 2^64-1
 neither wraps nor shows negative."""
 
 import json
@@ -43,9 +43,10 @@ def run(sfd, name, notice):
 def main():
     sfd = Sfd(CONF)
     try:
-        # At most the steps up to one window past the highest sent, less those
-        # delivered: rank 0 delivers every one of its steps, so the window.
-        bound = 10
+        # At most the steps up to one window past the job's highest, less those
+        # the rank delivered. Rank 0's notice rides on its first batch (10
+        # records), when rank 1 may have shown every step: 99 + 10 + 1 - 10.
+        bound = STEPS
         j = run(sfd, "wedge", dict(drop_total=10**6, drop_first=0, drop_last=10**9))
         check(j["records"] == 2 * STEPS and j["rejected"] == 0, "records refused: %s" % j)
         check(sfd.rejected("pending_full") == 0, "pending_full: %s" % sfd.status()["rejected"])

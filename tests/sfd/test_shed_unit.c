@@ -36,6 +36,21 @@ static void peek_reads_what_the_decoder_reads(void **state)
                 assert_int_equal(sfd_batch_peek(buf, cut, &pk), -EINVAL);
         free(buf);
     }
+    /* The drop report is read as well, range and all. */
+    size_t len;
+    struct frame_drops drops = {.total = 9, .first_step = 40, .last_step = 48};
+    uint8_t *buf = batch_frame_dropping(2, 50, &drops, &len);
+    struct sfd_batch_peek pk;
+    assert_int_equal(sfd_batch_peek(buf, len, &pk), 0);
+    assert_true(pk.drops.has_total && pk.drops.has_first && pk.drops.has_last);
+    assert_int_equal(pk.drops.total, 9);
+    assert_int_equal(pk.drops.first_step, 40);
+    assert_int_equal(pk.drops.last_step, 48);
+    free(buf);
+    buf = batch_frame(2, 50, &len);
+    assert_int_equal(sfd_batch_peek(buf, len, &pk), 0);
+    assert_false(pk.drops.has_total || pk.drops.has_first || pk.drops.has_last);
+    free(buf);
     /* Not a batch: a hello, an empty frame, a group key, a bare key. */
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     Stagefrontier__Hello h = STAGEFRONTIER__HELLO__INIT;
@@ -44,7 +59,6 @@ static void peek_reads_what_the_decoder_reads(void **state)
     m.hello = &h;
     uint8_t hello[256];
     size_t n = stagefrontier__client_message__pack(&m, hello);
-    struct sfd_batch_peek pk;
     assert_int_equal(sfd_batch_peek(hello, n, &pk), -EINVAL);
     assert_int_equal(sfd_batch_peek(hello, 0, &pk), -EINVAL);
     static const uint8_t group[] = {0x13, 0x14}, bare[] = {0x12};
@@ -170,12 +184,89 @@ static void batches_are_shed_while_the_loop_is_behind(void **state)
     free(buf);
 }
 
+/* A batch dropped unread still reports the client's drops: a late batch
+ * and a shed one each add what their drop total adds, in the windows of the
+ * steps they name; a total below what the client already said is ignored. */
+static void shed_batches_keep_their_drop_reports(void **state)
+{
+    struct fx *fx = *state;
+    add(fx, 0, 0, 4);
+    add(fx, 1, 0, 1);
+    sfd_windows_tick(&fx->d, fx->job->open[0]->deadline_ms + 1000);
+    uv_update_time(&fx->loop);
+    size_t len;
+    struct frame_drops drops = {.total = 2, .first_step = 2, .last_step = 3};
+    uint8_t *buf = batch_frame_dropping(2, 2, &drops, &len);
+    assert_int_equal(sfd_ingest_handle(&fx->conn[1], buf, len), 0);
+    assert_int_equal(fx->d.ctr.batches, 0); /* refused unread as late */
+    assert_int_equal(fx->job->rejected, 2);
+    assert_int_equal(fx->d.ctr.dropped, 2);
+    assert_int_equal(fx->job->dropped, 2);
+    free(buf);
+    drops = (struct frame_drops){.total = 1}; /* lower than said: ignored */
+    buf = batch_frame_dropping(2, 2, &drops, &len);
+    assert_int_equal(sfd_ingest_handle(&fx->conn[1], buf, len), 0);
+    assert_int_equal(fx->job->rejected, 4);
+    assert_int_equal(fx->job->dropped, 2);
+    free(buf);
+    /* The loop is behind: rank 0's batch for window 1 is shed, and its
+     * report of 5 drops at steps 5..6 lands in window 1 (steps 4..7) with the
+     * 3 shed. */
+    size_t big_len;
+    uint8_t *big = batch_frame(1024, 100, &big_len);
+    struct sfd_batch_peek pk;
+    for (int turn = 0; turn <= SFD_SHED_FULL_TURNS; turn++) {
+        next_turn(fx);
+        for (int i = 0; i <= SFD_SHED_TURN_RECORDS / 1024; i++)
+            sfd_shed_check(&fx->conn[0], big, big_len, &pk);
+    }
+    drops = (struct frame_drops){.total = 5, .first_step = 5, .last_step = 6};
+    buf = batch_frame_dropping(3, 5, &drops, &len);
+    assert_int_equal(sfd_shed_check(&fx->conn[0], buf, len, &pk), SFD_SHED_BEHIND);
+    assert_int_equal(sfd_ingest_handle(&fx->conn[0], buf, len), 0);
+    assert_int_equal(fx->d.ctr.shed_records, 3);
+    assert_int_equal(fx->d.ctr.dropped, 7);
+    assert_int_equal(fx->job->dropped, 7);
+    assert_int_equal(fx->job->open[0]->meta.index, 1);
+    assert_int_equal(fx->job->open[0]->meta.dropped_records, 3 + 5);
+    free(buf);
+    free(big);
+}
+
+/* A rank whose last steps were all dropped reports them with its last
+ * delivered batch, far past its own highest step; the bound follows the
+ * job's highest step, which its peer has shown, so every drop counts. */
+static void tail_drops_count_up_to_the_jobs_highest_step(void **state)
+{
+    struct fx *fx = *state;
+    add(fx, 1, 0, 30); /* the peer has shown step 30 */
+    fx->conn[0].schema_hash = 0x1234;
+    uv_update_time(&fx->loop);
+    size_t len;
+    struct frame_drops drops = {.total = 20, .first_step = 2, .last_step = 21};
+    uint8_t *buf = batch_frame_dropping(2, 0, &drops, &len);
+    assert_int_equal(sfd_ingest_handle(&fx->conn[0], buf, len), 0);
+    assert_int_equal(fx->d.ctr.batches, 1);
+    assert_int_equal(fx->job->dropped, 20);
+    free(buf);
+    /* Past the job's highest step and its window of horizon, still bounded:
+     * steps 0..34 at most, 2 delivered, 20 counted already. */
+    drops = (struct frame_drops){.total = 1000, .first_step = 22, .last_step = 1000};
+    buf = batch_frame_dropping(1, 2, &drops, &len);
+    assert_int_equal(sfd_ingest_handle(&fx->conn[0], buf, len), 0);
+    assert_int_equal(fx->job->dropped, 30 + 4 + 1 - 3);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(peek_reads_what_the_decoder_reads),
         cmocka_unit_test_setup_teardown(late_batches_are_refused_unread, setup, teardown),
         cmocka_unit_test_setup_teardown(batches_are_shed_while_the_loop_is_behind, setup, teardown),
+        cmocka_unit_test_setup_teardown(shed_batches_keep_their_drop_reports, setup, teardown),
+        cmocka_unit_test_setup_teardown(tail_drops_count_up_to_the_jobs_highest_step, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
