@@ -80,7 +80,8 @@ def start_senders(a, ingest, job, rate_total):
                     str(a.senders), "--steps", str(a.records), "--batch", str(a.batch)]
             if per:
                 args += ["--rate", str(per)]
-        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE))
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE,
+                                      preexec_fn=(lambda: os.nice(a.sender_nice)) if a.sender_nice else None))
     return procs
 
 
@@ -165,6 +166,8 @@ def main():
     ap.add_argument("--overload", type=float, default=0,
                     help="then offer this multiple of sfd's lossless rate")
     ap.add_argument("--senders", type=int, default=8)
+    ap.add_argument("--sender-nice", type=int, default=0,
+                    help="run the senders at this nice value (sink and sfd alike keep theirs)")
     ap.add_argument("--records", type=int, default=200000, help="per sender")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
