@@ -72,6 +72,7 @@ def cpu_seconds(pid):
 def start_senders(a, ingest, job, rate_total):
     per = rate_total / a.senders if rate_total else 0
     procs = []
+    behind = (lambda: os.nice(a.sender_nice)) if a.sender_nice else None
     for r in range(a.senders):
         if a.client:
             args = [a.client, ingest, job, str(r), str(a.senders), str(a.records), str(per)]
@@ -80,8 +81,7 @@ def start_senders(a, ingest, job, rate_total):
                     str(a.senders), "--steps", str(a.records), "--batch", str(a.batch)]
             if per:
                 args += ["--rate", str(per)]
-        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE,
-                                      preexec_fn=(lambda: os.nice(a.sender_nice)) if a.sender_nice else None))
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, preexec_fn=behind))
     return procs
 
 
