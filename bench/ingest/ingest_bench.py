@@ -15,7 +15,7 @@ reported to sfd), rejected, or shed before decoding.
 
 usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
                        [--sink PATH] [--overload 3] [--senders 8] [--records N]
-                       [--batch 64] [--rates 100000,200000,...]"""
+                       [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]"""
 
 import argparse
 import json
