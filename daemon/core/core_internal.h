@@ -45,6 +45,23 @@ double sf__signed_rank_p_inplace(int64_t *z, size_t n);
  * smaller after it. */
 void sf__select_kth(int64_t *values, size_t n, size_t k);
 
+/* median_net.c: the median of each of `lanes` series of n values at once,
+ * v holding value t of every series at v + t lanes (overwritten). Exact, the
+ * same as sf_median_i64 on each series. The vector forms are chosen at run
+ * time; sf__median_net_pays says whether one exists on this CPU (without one,
+ * sf_median_i64 per series is faster). */
+#define SF__MEDIAN_NET_MAX 256 /* values per series; the network grows as n log^2 n */
+typedef struct sf__median_net sf__median_net;
+enum sf__net_isa { SF__NET_GENERIC, SF__NET_AVX2, SF__NET_AVX512 };
+int sf__median_net_new(uint32_t n, sf__median_net **ret);
+void sf__median_net_free(sf__median_net *net);
+uint32_t sf__median_net_size(const sf__median_net *net);
+enum sf__net_isa sf__median_net_best(void);
+bool sf__median_net_pays(void);
+/* -ENOTSUP when this CPU lacks isa. */
+int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
+                       int64_t *ret_median);
+
 /* summary.c. SF__BUILD_BORROW: a dense summary of rows laid out as one
  * step-major array views that array instead of copying it, so the summary
  * must not outlive the rows (sf_report_from_rows). SF__BUILD_GENERAL: the

@@ -405,17 +405,62 @@ static void grid_block_medians(const sf_row **rows, const struct layout *lay, ui
     }
 }
 
+/* The same block through a selection network (median_net.c), NET_RANKS
+ * ranks at a time: each group's values lie step by step, every (rank, stage)
+ * series in its own lane, so a step of a step-major array is one copy. */
+enum { NET_RANKS = 8 };
+
+static void grid_block_net(const sf_row **rows, const struct layout *lay, uint32_t n_steps,
+                           struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
+                           int64_t *values, const sf__median_net *net, enum sf__net_isa isa)
+{
+    size_t R = lay->grid_ranks, T = n_steps, group = (size_t)NET_RANKS * S * T;
+    for (size_t t = 0; t < T; t++) {
+        if (lay->matrix && t + GRID_AHEAD < T)
+            __builtin_prefetch(lay->matrix + ((t + GRID_AHEAD) * R + lo) * S);
+        for (uint32_t g = lo; g < hi; g += NET_RANKS) {
+            uint32_t n = hi - g < NET_RANKS ? hi - g : NET_RANKS;
+            int64_t *v = &values[(g - lo) / NET_RANKS * group + t * n * S];
+            if (lay->matrix) {
+                memcpy(v, lay->matrix + (t * R + g) * S, (size_t)n * S * sizeof *v);
+                continue;
+            }
+            for (uint32_t i = 0; i < n; i++)
+                memcpy(v + (size_t)i * S, rows[t * R + g + i]->d, S * sizeof *v);
+        }
+    }
+    for (uint32_t g = lo; g < hi; g += NET_RANKS) {
+        uint32_t n = hi - g < NET_RANKS ? hi - g : NET_RANKS;
+        sf__median_net_run(net, isa, &values[(g - lo) / NET_RANKS * group], (size_t)n * S,
+                           &ri->baseline[(size_t)g * S]);
+    }
+    for (uint32_t slot = lo; slot < hi; slot++)
+        ri->roles[slot] = rows[slot]->role ? rows[slot]->role : "";
+}
+
 static int rank_medians_grid(const sf_schema *schema, const sf_row **rows, const struct layout *lay,
                              uint32_t n_steps, struct rank_info *ri)
 {
     uint32_t S = schema->n_stages;
-    int64_t *values = malloc((size_t)GRID_BLOCK * S * n_steps * sizeof *values);
-    if (values == NULL)
+    sf__median_net *net = NULL;
+    enum sf__net_isa isa = sf__median_net_best();
+    if (n_steps <= SF__MEDIAN_NET_MAX && sf__median_net_pays() &&
+        sf__median_net_new(n_steps, &net) < 0)
         return -ENOMEM;
-    for (uint32_t lo = 0; lo < ri->n; lo += GRID_BLOCK)
-        grid_block_medians(rows, lay, n_steps, ri, S, lo,
-                           lo + GRID_BLOCK < ri->n ? lo + GRID_BLOCK : ri->n, values);
+    int64_t *values = malloc((size_t)GRID_BLOCK * S * n_steps * sizeof *values);
+    if (values == NULL) {
+        sf__median_net_free(net);
+        return -ENOMEM;
+    }
+    for (uint32_t lo = 0; lo < ri->n; lo += GRID_BLOCK) {
+        uint32_t hi = lo + GRID_BLOCK < ri->n ? lo + GRID_BLOCK : ri->n;
+        if (net != NULL)
+            grid_block_net(rows, lay, n_steps, ri, S, lo, hi, values, net, isa);
+        else
+            grid_block_medians(rows, lay, n_steps, ri, S, lo, hi, values);
+    }
     free(values);
+    sf__median_net_free(net);
     return 0;
 }
 
