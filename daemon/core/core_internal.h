@@ -62,6 +62,16 @@ bool sf__median_net_pays(void);
 int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
                        int64_t *ret_median);
 
+/* fold_vec.c: the fold of one step of a checked grid window, each row's
+ * stages in one vector, into s->steps[step_i]: R rows (rows[r]->d, or
+ * matrix + r S when the step's durations are one array), ranks[r] ascending,
+ * baseline[r S + k] the rank medians. Only the durations: the rows' other
+ * fields are the caller's. Call it only where sf__fold_vec_pays(S). */
+bool sf__fold_vec_pays(uint32_t n_stages);
+void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *const *rows,
+                       const int64_t *matrix, uint32_t R, const uint32_t *ranks,
+                       const int64_t *baseline);
+
 /* summary.c. SF__BUILD_BORROW: a dense summary of rows laid out as one
  * step-major array views that array instead of copying it, so the summary
  * must not outlive the rows (sf_report_from_rows). SF__BUILD_GENERAL: the

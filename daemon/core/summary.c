@@ -261,27 +261,6 @@ struct layout {
     const int64_t *matrix; /* non-NULL: a sorted grid, row i's durations at matrix + i S */
 };
 
-/* A view of the rows sorted by (step, rank); the common case, rows already
- * in that order, costs one pass. */
-static int sorted_view(const sf_row *rows, size_t n, int (*cmp)(const void *, const void *),
-                       const sf_row ***ret, struct layout *lay)
-{
-    const sf_row **v = malloc((n ? n : 1) * sizeof *v);
-    if (v == NULL)
-        return -ENOMEM;
-    bool sorted = true;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = &rows[i];
-        sorted &= i == 0 || rows[i - 1].step < rows[i].step ||
-                  (rows[i - 1].step == rows[i].step && rows[i - 1].rank <= rows[i].rank);
-    }
-    if (!sorted)
-        qsort(v, n, sizeof *v, cmp);
-    lay->sorted = sorted;
-    *ret = v;
-    return 0;
-}
-
 /* ---- rank medians, coverage and roles ---------------------------------- */
 
 struct rank_info {
@@ -438,8 +417,20 @@ static void grid_block_net(const sf_row **rows, const struct layout *lay, uint32
         ri->roles[slot] = rows[slot]->role ? rows[slot]->role : "";
 }
 
+/* The durations of ranks [lo, hi) into every step of fold_into, right after
+ * their medians: the block's rows are still in cache (fold_vec.c). */
+static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri, const sf_row **rows,
+                            const struct layout *lay, uint32_t lo, uint32_t hi)
+{
+    size_t R = lay->grid_ranks, S = fold_into->schema.n_stages;
+    for (uint32_t t = 0; t < fold_into->n_steps; t++)
+        sf__fold_grid_vec(fold_into, t, rows + t * R + lo,
+                          lay->matrix ? lay->matrix + (t * R + lo) * S : NULL, hi - lo,
+                          ri->ranks + lo, ri->baseline + lo * S);
+}
+
 static int rank_medians_grid(const sf_schema *schema, const sf_row **rows, const struct layout *lay,
-                             uint32_t n_steps, struct rank_info *ri)
+                             uint32_t n_steps, struct rank_info *ri, sf_summary *fold_into)
 {
     uint32_t S = schema->n_stages;
     sf__median_net *net = NULL;
@@ -458,6 +449,8 @@ static int rank_medians_grid(const sf_schema *schema, const sf_row **rows, const
             grid_block_net(rows, lay, n_steps, ri, S, lo, hi, values, net, isa);
         else
             grid_block_medians(rows, lay, n_steps, ri, S, lo, hi, values);
+        if (fold_into != NULL)
+            fold_grid_block(fold_into, ri, rows, lay, lo, hi);
     }
     free(values);
     sf__median_net_free(net);
@@ -494,9 +487,17 @@ out:
     return r;
 }
 
-static int rank_info_build(const sf_schema *schema, const sf_row **rows, size_t n_rows,
-                           uint32_t n_steps, const struct layout *lay, struct rank_info *ri)
+/* Whether a grid's durations are folded block by block while its medians
+ * are taken (fold_grid_block), rather than by fold_rows. */
+static bool grid_fold_vec(const sf_summary *s, const struct layout *lay)
 {
+    return lay->grid_ranks && sf__fold_vec_pays(s->schema.n_stages);
+}
+
+static int rank_info_build(sf_summary *s, const sf_row **rows, size_t n_rows, uint32_t n_steps,
+                           const struct layout *lay, struct rank_info *ri)
+{
+    const sf_schema *schema = &s->schema;
     memset(ri, 0, sizeof *ri);
     int r = lay->grid_ranks ? assign_slots_grid(rows, lay->grid_ranks, ri)
                             : assign_slots(rows, n_rows, ri);
@@ -507,7 +508,7 @@ static int rank_info_build(const sf_schema *schema, const sf_row **rows, size_t 
     if (ri->baseline == NULL || ri->roles == NULL)
         return -ENOMEM;
     if (lay->grid_ranks)
-        return rank_medians_grid(schema, rows, lay, n_steps, ri);
+        return rank_medians_grid(schema, rows, lay, n_steps, ri, grid_fold_vec(s, lay) ? s : NULL);
     return rank_medians(schema, rows, n_rows, n_steps, ri);
 }
 
@@ -624,54 +625,174 @@ static uint32_t count_steps(const sf_row **by_step, size_t n_rows)
     return n;
 }
 
-/* Checks every row and, in the same pass, finds the layout: a grid when
- * every step starts exactly one first-step's length after the previous one
- * and repeats its ranks; a step-major array when the sorted rows' durations
- * follow one another in memory. */
-static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_rows,
-                      struct layout *lay)
+/* The window-level counts of the rows' flags and event samples. */
+struct window_sums {
+    uint64_t violation_rows, non_monotonic_rows, event_samples, event_ready;
+    int64_t event_cpu_ns, event_gpu_ns;
+};
+
+static inline void window_sums_add(struct window_sums *w, const sf_row *row)
 {
-    size_t per_step = 0, row_bytes = schema->n_stages * sizeof(int64_t);
-    bool grid = n_rows > 0, contiguous = lay->sorted && n_rows > 0;
-    uintptr_t base = n_rows ? (uintptr_t)by_step[0]->d : 0;
-    for (size_t i = 0; i < n_rows; i++) {
-        const sf_row *row = by_step[i];
-        if (row->d == NULL)
-            return -EINVAL;
-        int r = sf__row_check(row, schema->n_stages);
-        if (r < 0)
-            return r;
-        bool new_step = i && row->step != by_step[i - 1]->step;
-        if (i && !new_step && row->rank == by_step[i - 1]->rank)
-            return -EEXIST;
-        if (new_step && per_step == 0)
-            per_step = i;
-        if (per_step)
-            grid &= new_step == (i % per_step == 0) && row->rank == by_step[i % per_step]->rank;
-        contiguous &= (uintptr_t)row->d == base + i * row_bytes;
+    w->violation_rows += (row->flags & SF_ROW_VIOLATION) != 0;
+    w->non_monotonic_rows += (row->flags & SF_ROW_NON_MONOTONIC) != 0;
+    if (row->event_state != SF_EVENT_NONE) {
+        w->event_samples++;
+        if (row->event_state == SF_EVENT_READY) {
+            w->event_ready++;
+            w->event_cpu_ns += row->event_cpu_ns;
+            w->event_gpu_ns += row->event_gpu_ns;
+        }
     }
-    if (per_step == 0)
-        per_step = n_rows;
-    grid &= per_step > 0 && n_rows % per_step == 0;
-    lay->grid_ranks = grid ? (uint32_t)per_step : 0;
-    lay->matrix = grid && contiguous ? by_step[0]->d : NULL;
+}
+
+static void window_sums_store(sf_summary *s, const struct window_sums *w)
+{
+    s->violation_rows += w->violation_rows;
+    s->non_monotonic_rows += w->non_monotonic_rows;
+    s->event_samples += w->event_samples;
+    s->event_ready += w->event_ready;
+    s->event_cpu_ns += w->event_cpu_ns;
+    s->event_gpu_ns += w->event_gpu_ns;
+}
+
+/* Checks rows and, in the same pass, finds the layout: a grid when every
+ * step starts exactly one first-step's length after the previous one and
+ * repeats its ranks; a step-major array when the sorted rows' durations
+ * follow one another in memory. One row at a time (check_row), so that
+ * view_and_check can run it while it builds the view. */
+struct row_check {
+    size_t per_step, row_bytes;
+    bool grid, contiguous;
+    uintptr_t base;
+    /* The rows' other fields, summed on the way, so that a grid's fold
+     * (fold_grid_fields) never reads the rows again: per step, in order. */
+    int64_t *overlap;
+    uint32_t *arrival;
+    size_t n_steps, cap;
+    struct window_sums win;
+};
+
+static void check_free(struct row_check *c)
+{
+    free(c->overlap);
+    free(c->arrival);
+}
+
+static int check_new_step(struct row_check *c)
+{
+    if (c->n_steps == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        int64_t *overlap = realloc(c->overlap, cap * sizeof *overlap);
+        if (overlap == NULL)
+            return -ENOMEM;
+        c->overlap = overlap;
+        uint32_t *arrival = realloc(c->arrival, cap * sizeof *arrival);
+        if (arrival == NULL)
+            return -ENOMEM;
+        c->arrival = arrival;
+        c->cap = cap;
+    }
+    c->overlap[c->n_steps] = 0;
+    c->arrival[c->n_steps++] = 0;
     return 0;
 }
 
-static void fold_window_sums(sf_summary *s, const sf_row *row)
+static void check_begin(struct row_check *c, const sf_schema *schema, const sf_row *first,
+                        size_t n_rows, bool sorted)
 {
-    if (row->flags & SF_ROW_VIOLATION)
-        s->violation_rows++;
-    if (row->flags & SF_ROW_NON_MONOTONIC)
-        s->non_monotonic_rows++;
-    if (row->event_state != SF_EVENT_NONE) {
-        s->event_samples++;
-        if (row->event_state == SF_EVENT_READY) {
-            s->event_ready++;
-            s->event_cpu_ns += row->event_cpu_ns;
-            s->event_gpu_ns += row->event_gpu_ns;
-        }
+    check_free(c);
+    *c = (struct row_check){.row_bytes = schema->n_stages * sizeof(int64_t),
+                            .grid = n_rows > 0,
+                            .contiguous = sorted && n_rows > 0,
+                            .base = n_rows ? (uintptr_t)first->d : 0};
+}
+
+static inline int check_row(struct row_check *c, uint32_t n_stages, const sf_row **by_step,
+                            size_t i)
+{
+    const sf_row *row = by_step[i];
+    if (row->d == NULL)
+        return -EINVAL;
+    int r = sf__row_check(row, n_stages);
+    if (r < 0)
+        return r;
+    bool new_step = i && row->step != by_step[i - 1]->step;
+    if (i && !new_step && row->rank == by_step[i - 1]->rank)
+        return -EEXIST;
+    if ((i == 0 || new_step) && (r = check_new_step(c)) < 0)
+        return r;
+    c->overlap[c->n_steps - 1] += row->overlap_ns;
+    c->arrival[c->n_steps - 1] += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
+    window_sums_add(&c->win, row);
+    if (new_step && c->per_step == 0)
+        c->per_step = i;
+    if (c->per_step)
+        c->grid &=
+            new_step == (i % c->per_step == 0) && row->rank == by_step[i % c->per_step]->rank;
+    c->contiguous &= (uintptr_t)row->d == c->base + i * c->row_bytes;
+    return 0;
+}
+
+static void check_end(struct row_check *c, const sf_row **by_step, size_t n_rows,
+                      struct layout *lay)
+{
+    size_t per_step = c->per_step ? c->per_step : n_rows;
+    bool grid = c->grid && per_step > 0 && n_rows % per_step == 0;
+    lay->grid_ranks = grid ? (uint32_t)per_step : 0;
+    lay->matrix = grid && c->contiguous ? by_step[0]->d : NULL;
+}
+
+static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_rows,
+                      struct layout *lay, struct row_check *c)
+{
+    check_begin(c, schema, n_rows ? by_step[0] : NULL, n_rows, lay->sorted);
+    for (size_t i = 0; i < n_rows; i++) {
+        int r = check_row(c, schema->n_stages, by_step, i);
+        if (r < 0)
+            return r;
     }
+    check_end(c, by_step, n_rows, lay);
+    return 0;
+}
+
+static bool in_order(const sf_row *a, const sf_row *b)
+{
+    return a->step < b->step || (a->step == b->step && a->rank <= b->rank);
+}
+
+/* The view sorted by (step, rank), checked into c (zeroed, or from an
+ * earlier call). Rows that came in that order (the common case) are viewed
+ * and checked in one pass. Others are sorted and checked again, so the error
+ * returned is always the first in (step, rank) order, whichever order the
+ * rows came in. */
+static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n,
+                          const sf_row ***ret, struct layout *lay, struct row_check *c)
+{
+    const sf_row **v = malloc((n ? n : 1) * sizeof *v);
+    if (v == NULL)
+        return -ENOMEM;
+    check_begin(c, schema, rows, n, true);
+    bool sorted = true;
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = &rows[i];
+        sorted &= i == 0 || in_order(&rows[i - 1], &rows[i]);
+        if (sorted && err == 0)
+            err = check_row(c, schema->n_stages, v, i);
+    }
+    lay->sorted = sorted;
+    if (sorted && err == 0)
+        check_end(c, v, n, lay);
+    if (!sorted) {
+        qsort(v, n, sizeof *v, cmp_step_rank);
+        err = check_rows(schema, v, n, lay, c);
+    }
+    if (err < 0) {
+        free(v);
+        return err;
+    }
+    *ret = v;
+    return 0;
 }
 
 /* Every row into its step, in (step, rank) order, one step at a time;
@@ -683,6 +804,7 @@ static inline __attribute__((always_inline)) void fold_rows_s(sf_summary *s,
 {
     uint32_t C = s->cand.n;
     struct step_acc acc;
+    struct window_sums w = {0};
     for (size_t i = 0, step_i = 0; i < n_rows; step_i++) {
         sf_step_summary *st = &s->steps[step_i];
         st->step = by_step[i]->step;
@@ -690,30 +812,48 @@ static inline __attribute__((always_inline)) void fold_rows_s(sf_summary *s,
         for (; i < n_rows && by_step[i]->step == st->step; i++) {
             const int64_t *baseline = &ri->baseline[(size_t)rank_slot(ri, by_step[i]->rank) * S];
             step_add_row_s(&s->cand, &acc, st, by_step[i], baseline, S);
-            fold_window_sums(s, by_step[i]);
+            window_sums_add(&w, by_step[i]);
         }
         acc_store(&acc, st, S, C);
     }
+    window_sums_store(s, &w);
+}
+
+/* A grid whose durations fold_grid_block has folded: the rows' other
+ * fields, as check_row summed them. */
+static void fold_grid_fields(sf_summary *s, const sf_row **by_step, const struct layout *lay,
+                             const struct row_check *c)
+{
+    for (uint32_t t = 0; t < s->n_steps; t++) {
+        sf_step_summary *st = &s->steps[t];
+        st->step = by_step[(size_t)t * lay->grid_ranks]->step;
+        st->overlap_sum += c->overlap[t];
+        st->arrival_missing += c->arrival[t];
+    }
+    window_sums_store(s, &c->win);
 }
 
 /* The default schema has six stages; arrival splits add one or two. */
 static int fold_rows(sf_summary *s, const struct rank_info *ri, const sf_row **by_step,
-                     size_t n_rows)
+                     size_t n_rows, const struct layout *lay, const struct row_check *c)
 {
-    switch (s->schema.n_stages) {
-    case 6:
-        fold_rows_s(s, ri, by_step, n_rows, 6);
-        break;
-    case 7:
-        fold_rows_s(s, ri, by_step, n_rows, 7);
-        break;
-    case 8:
-        fold_rows_s(s, ri, by_step, n_rows, 8);
-        break;
-    default:
-        fold_rows_s(s, ri, by_step, n_rows, s->schema.n_stages);
-        break;
-    }
+    if (grid_fold_vec(s, lay))
+        fold_grid_fields(s, by_step, lay, c);
+    else
+        switch (s->schema.n_stages) {
+        case 6:
+            fold_rows_s(s, ri, by_step, n_rows, 6);
+            break;
+        case 7:
+            fold_rows_s(s, ri, by_step, n_rows, 7);
+            break;
+        case 8:
+            fold_rows_s(s, ri, by_step, n_rows, 8);
+            break;
+        default:
+            fold_rows_s(s, ri, by_step, n_rows, s->schema.n_stages);
+            break;
+        }
     for (uint32_t i = 0; i < ri->n; i++) {
         int r = sf__roles_add(s, ri->roles[i]);
         if (r < 0)
@@ -730,11 +870,9 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
     const sf_row **by_step = NULL;
     struct rank_info ri = {0};
     struct layout lay = {0};
+    struct row_check check = {0};
     sf_summary *s = NULL;
-    int r = sorted_view(rows, n_rows, cmp_step_rank, &by_step, &lay);
-    if (r < 0)
-        return r;
-    r = check_rows(schema, by_step, n_rows, &lay);
+    int r = view_and_check(schema, rows, n_rows, &by_step, &lay, &check);
     if (r < 0)
         goto out;
     if (flags & SF__BUILD_GENERAL)
@@ -745,9 +883,10 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
         r = -E2BIG;
         goto out;
     }
-    if ((r = rank_info_build(schema, by_step, n_rows, n_steps, &lay, &ri)) < 0 ||
-        (r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
-        (r = coverage_from_ranks(s, &ri)) < 0 || (r = fold_rows(s, &ri, by_step, n_rows)) < 0)
+    if ((r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
+        (r = rank_info_build(s, by_step, n_rows, n_steps, &lay, &ri)) < 0 ||
+        (r = coverage_from_ranks(s, &ri)) < 0 ||
+        (r = fold_rows(s, &ri, by_step, n_rows, &lay, &check)) < 0)
         goto out;
     if (dense && (r = dense_build(s, &ri, by_step, n_rows, &lay, flags & SF__BUILD_BORROW)) < 0)
         goto out;
@@ -756,6 +895,7 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
 out:
     sf_summary_free(s);
     rank_info_clear(&ri);
+    check_free(&check);
     free(by_step);
     return r;
 }
