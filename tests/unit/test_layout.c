@@ -44,9 +44,21 @@ static void assert_same_summary(const sf_summary *a, const sf_summary *b)
         assert_int_equal(x->step, y->step);
         assert_int_equal(x->n_ranks, y->n_ranks);
         assert_int_equal(x->slowest_rank, y->slowest_rank);
+        assert_int_equal(x->slowest_total, y->slowest_total);
+        assert_int_equal(x->has_rank0, y->has_rank0);
+        assert_int_equal(x->residual_sum, y->residual_sum);
+        assert_int_equal(x->overlap_sum, y->overlap_sum);
+        assert_int_equal(x->end_sum, y->end_sum);
+        assert_int_equal(x->arrival_missing, y->arrival_missing);
         assert_memory_equal(x->prefix_top2, y->prefix_top2, S * sizeof *x->prefix_top2);
         assert_memory_equal(x->dmax, y->dmax, (5 * S + a->cand.n) * sizeof(int64_t));
     }
+    assert_int_equal(a->violation_rows, b->violation_rows);
+    assert_int_equal(a->non_monotonic_rows, b->non_monotonic_rows);
+    assert_int_equal(a->event_samples, b->event_samples);
+    assert_int_equal(a->event_ready, b->event_ready);
+    assert_int_equal(a->event_cpu_ns, b->event_cpu_ns);
+    assert_int_equal(a->event_gpu_ns, b->event_gpu_ns);
     assert_int_equal(a->dense != NULL, b->dense != NULL);
     if (a->dense) {
         size_t cells = (size_t)a->n_steps * a->dense->n_ranks;

@@ -1,0 +1,286 @@
+/*
+ * The summary build's fast fold and its median network against the
+ * straightforward computation from the definitions (docs/SPEC.md sections 3
+ * and 4): sorts instead of selections and top-2 heaps, one row at a time, on
+ * random windows with missing ranks, a single rank, ties and maximal values.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "core_internal.h"
+#include "matrix.h"
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median by sorting: lo + (hi - lo) / 2 for even counts. */
+static int64_t median_by_sort(int64_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_i64);
+    int64_t hi = v[n / 2], lo = n % 2 ? hi : v[n / 2 - 1];
+    return lo + (hi - lo) / 2;
+}
+
+/* Durations for one random case: ties (a range of 4), spread values, or
+ * rows at the bounds (one stage a whole step, SF_MAX_STEP_NS, or every
+ * stage an equal share of it). */
+static void fill(struct matrix *m, uint64_t *st, int kind)
+{
+    uint32_t S = m->stages;
+    for (size_t i = 0; i < (size_t)m->steps * m->ranks; i++) {
+        int64_t *d = &m->d[i * S];
+        for (uint32_t k = 0; k < S; k++) {
+            if (kind == 0)
+                d[k] = rand_below(st, 4);
+            else if (kind == 1)
+                d[k] = rand_below(st, 50000000);
+            else
+                d[k] =
+                    rand_below(st, 2) ? SF_MAX_STEP_NS / S : SF_MAX_STEP_NS / S - rand_below(st, 3);
+        }
+        if (kind == 2 && rand_below(st, 4) == 0) {
+            memset(d, 0, S * sizeof *d);
+            d[rand_below(st, S)] = SF_MAX_STEP_NS;
+        }
+    }
+}
+
+/* One step of the reference: every field of sf_step_summary from its
+ * definition, over rows[0..n) (one step, ascending ranks). */
+static void check_step(const sf_summary *s, const sf_step_summary *got, const sf_row *rows,
+                       size_t n, const uint32_t *rank_of, const int64_t *median, uint32_t n_slots)
+{
+    uint32_t S = s->schema.n_stages;
+    int64_t residual = 0, overlap = 0, end = 0, slowest = INT64_MIN;
+    uint32_t arrival = 0, slowest_rank = SF_NO_RANK;
+    const sf_row *slowest_row = NULL, *rank0 = NULL;
+    assert_int_equal(got->step, rows[0].step);
+    assert_int_equal(got->n_ranks, n);
+    for (uint32_t k = 0; k < S; k++) {
+        int64_t mx = INT64_MIN, mn = INT64_MAX, sum = 0;
+        sf_top2 want = {INT64_MIN, INT64_MIN, SF_NO_RANK, SF_NO_RANK};
+        for (size_t i = 0; i < n; i++) {
+            int64_t p = 0;
+            for (uint32_t j = 0; j <= k; j++)
+                p += rows[i].d[j];
+            /* value descending, then rank ascending */
+            if (p > want.v1 || (p == want.v1 && rows[i].rank < want.r1)) {
+                want = (sf_top2){p, want.v1, rows[i].rank, want.r1};
+            } else if (p > want.v2 || (p == want.v2 && rows[i].rank < want.r2)) {
+                want.v2 = p;
+                want.r2 = rows[i].rank;
+            }
+            mx = rows[i].d[k] > mx ? rows[i].d[k] : mx;
+            mn = rows[i].d[k] < mn ? rows[i].d[k] : mn;
+            sum += rows[i].d[k];
+        }
+        assert_int_equal(got->prefix_top2[k].v1, want.v1);
+        assert_int_equal(got->prefix_top2[k].v2, want.v2);
+        assert_int_equal(got->prefix_top2[k].r1, want.r1);
+        assert_int_equal(got->prefix_top2[k].r2, want.r2);
+        assert_int_equal(got->dmax[k], mx);
+        assert_int_equal(got->dmin[k], mn);
+        assert_int_equal(got->dsum[k], sum);
+    }
+    int64_t clipped[2 * SF_MAX_STAGES];
+    for (uint32_t c = 0; c < s->cand.n; c++)
+        clipped[c] = INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = 0;
+        while (slot < n_slots && rank_of[slot] != rows[i].rank)
+            slot++;
+        assert_true(slot < n_slots);
+        int64_t p = 0;
+        for (uint32_t k = 0; k < S; k++)
+            p += rows[i].d[k];
+        for (uint32_t c = 0; c < s->cand.n; c++) {
+            int64_t cut = 0; /* each member stage clipped to the rank's median */
+            for (uint32_t k = 0; k < S; k++) {
+                int64_t b = median[(size_t)slot * S + k];
+                if (s->cand.member_mask[c] >> k & 1 && rows[i].d[k] > b)
+                    cut += rows[i].d[k] - b;
+            }
+            clipped[c] = p - cut > clipped[c] ? p - cut : clipped[c];
+        }
+    }
+    for (uint32_t c = 0; c < s->cand.n; c++)
+        assert_int_equal(got->clipped_end[c], clipped[c]);
+    for (size_t i = 0; i < n; i++) {
+        int64_t p = 0;
+        for (uint32_t k = 0; k < S; k++)
+            p += rows[i].d[k];
+        if (p > slowest || (p == slowest && rows[i].rank < slowest_rank)) {
+            slowest = p;
+            slowest_rank = rows[i].rank;
+            slowest_row = &rows[i];
+        }
+        if (rows[i].rank == 0)
+            rank0 = &rows[i];
+        residual += rows[i].d[S - 1];
+        overlap += rows[i].overlap_ns;
+        end += p;
+        arrival += (rows[i].flags & SF_ROW_ARRIVAL_MISSING) != 0;
+    }
+    assert_int_equal(got->slowest_total, slowest);
+    assert_int_equal(got->slowest_rank, slowest_rank);
+    assert_memory_equal(got->slowest_d, slowest_row->d, S * sizeof(int64_t));
+    assert_int_equal(got->has_rank0, rank0 != NULL);
+    if (rank0 != NULL)
+        assert_memory_equal(got->rank0_d, rank0->d, S * sizeof(int64_t));
+    assert_int_equal(got->residual_sum, residual);
+    assert_int_equal(got->overlap_sum, overlap);
+    assert_int_equal(got->end_sum, end);
+    assert_int_equal(got->arrival_missing, arrival);
+}
+
+/* Every rank's median per stage over the steps it reported, by sorting. */
+static int64_t *medians_by_sort(const sf_row *rows, size_t n_rows, uint32_t S, uint32_t **ret_ranks,
+                                uint32_t *ret_n)
+{
+    uint32_t *ranks = malloc(n_rows * sizeof *ranks), n = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        uint32_t j = 0;
+        while (j < n && ranks[j] != rows[i].rank)
+            j++;
+        if (j == n)
+            ranks[n++] = rows[i].rank;
+    }
+    int64_t *median = malloc((n ? n : 1) * S * sizeof *median);
+    int64_t *v = malloc(n_rows * sizeof *v);
+    for (uint32_t slot = 0; slot < n; slot++)
+        for (uint32_t k = 0; k < S; k++) {
+            size_t m = 0;
+            for (size_t i = 0; i < n_rows; i++)
+                if (rows[i].rank == ranks[slot])
+                    v[m++] = rows[i].d[k];
+            median[(size_t)slot * S + k] = median_by_sort(v, m);
+        }
+    free(v);
+    *ret_ranks = ranks;
+    *ret_n = n;
+    return median;
+}
+
+static void check_build(const sf_schema *schema, const sf_row *rows, size_t n_rows)
+{
+    uint32_t S = schema->n_stages, n_slots = 0, *rank_of = NULL;
+    sf_window_meta meta = meta_for(SF_MAX_RANKS);
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(schema, &meta, rows, n_rows, false, &s), 0);
+    int64_t *median = medians_by_sort(rows, n_rows, S, &rank_of, &n_slots);
+    uint64_t events = 0, ready = 0;
+    int64_t cpu = 0, gpu = 0;
+    uint32_t step_i = 0;
+    for (size_t i = 0; i < n_rows; step_i++) {
+        size_t j = i;
+        while (j < n_rows && rows[j].step == rows[i].step)
+            j++;
+        assert_true(step_i < s->n_steps);
+        check_step(s, &s->steps[step_i], &rows[i], j - i, rank_of, median, n_slots);
+        i = j;
+    }
+    assert_int_equal(s->n_steps, step_i);
+    for (size_t i = 0; i < n_rows; i++) {
+        events += rows[i].event_state != SF_EVENT_NONE;
+        ready += rows[i].event_state == SF_EVENT_READY;
+        cpu += rows[i].event_state == SF_EVENT_READY ? rows[i].event_cpu_ns : 0;
+        gpu += rows[i].event_state == SF_EVENT_READY ? rows[i].event_gpu_ns : 0;
+    }
+    assert_int_equal(s->event_samples, events);
+    assert_int_equal(s->event_ready, ready);
+    assert_int_equal(s->event_cpu_ns, cpu);
+    assert_int_equal(s->event_gpu_ns, gpu);
+    assert_int_equal(sf_summary_covered_ranks(s), n_slots);
+    free(median);
+    free(rank_of);
+    sf_summary_free(s);
+}
+
+/* One random window, whole (a grid: the vector fold and the median network
+ * where this CPU has them), then with random rows missing (the general
+ * path). More than 64 ranks crosses the build's blocks of ranks. */
+static void run_case(uint64_t seed)
+{
+    uint64_t st = seed;
+    uint32_t S = 1 + (uint32_t)rand_below(&st, 9);
+    uint32_t ranks = seed % 7 == 0 ? 1 : 1 + (uint32_t)rand_below(&st, seed % 5 ? 20 : 150);
+    uint32_t steps = 1 + (uint32_t)rand_below(&st, seed % 11 ? 30 : 260);
+    struct matrix m = matrix_new(steps, ranks, S);
+    fill(&m, &st, (int)(seed % 3));
+    matrix_random_extras(&m, &st);
+    sf_schema schema;
+    if (seed % 4 == 0 && S >= 3)
+        synchronizing_schema(&schema, S);
+    else
+        numbered_schema(&schema, S);
+    size_t n = (size_t)steps * ranks;
+    check_build(&schema, m.rows, n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rand_below(&st, 5) != 0 || i == 0)
+            m.rows[kept++] = m.rows[i];
+    check_build(&schema, m.rows, kept);
+    sf_schema_clear(&schema);
+    matrix_free(&m);
+}
+
+static void fast_fold_matches_the_definitions(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 160; seed++)
+        run_case(seed);
+}
+
+/* Every instruction set this CPU has, every count the network takes, against
+ * a sort: lanes of ties, of spread values and of values at the bounds. */
+static void median_network_matches_a_sort(void **state)
+{
+    (void)state;
+    uint64_t st = 42;
+    enum { LANES = 19 };
+    int64_t *v = malloc(SF__MEDIAN_NET_MAX * LANES * sizeof *v);
+    int64_t *copy = malloc(SF__MEDIAN_NET_MAX * LANES * sizeof *copy);
+    int64_t series[SF__MEDIAN_NET_MAX], got[LANES];
+    for (uint32_t n = 1; n <= SF__MEDIAN_NET_MAX; n++) {
+        sf__median_net *net = NULL;
+        assert_int_equal(sf__median_net_new(n, &net), 0);
+        for (size_t i = 0; i < (size_t)n * LANES; i++) {
+            size_t lane = i % LANES;
+            copy[i] = lane < 6    ? rand_below(&st, 3)
+                      : lane < 12 ? rand_below(&st, INT64_C(1) << 62) - (INT64_C(1) << 61)
+                                  : SF_MAX_DURATION_NS - rand_below(&st, 2);
+        }
+        for (int isa = SF__NET_GENERIC; isa <= SF__NET_AVX512; isa++) {
+            memcpy(v, copy, (size_t)n * LANES * sizeof *v);
+            int r = sf__median_net_run(net, (enum sf__net_isa)isa, v, LANES, got);
+            if (r == -ENOTSUP)
+                continue;
+            assert_int_equal(r, 0);
+            for (uint32_t l = 0; l < LANES; l++) {
+                for (uint32_t t = 0; t < n; t++)
+                    series[t] = copy[(size_t)t * LANES + l];
+                assert_int_equal(got[l], median_by_sort(series, n));
+            }
+        }
+        sf__median_net_free(net);
+    }
+    sf__median_net *net = NULL;
+    assert_int_equal(sf__median_net_new(SF__MEDIAN_NET_MAX + 1, &net), -EINVAL);
+    assert_int_equal(sf__median_net_new(0, &net), -EINVAL);
+    free(v);
+    free(copy);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fast_fold_matches_the_definitions),
+        cmocka_unit_test(median_network_matches_a_sort),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
