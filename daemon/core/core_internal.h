@@ -34,6 +34,15 @@ static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
     return 0;
 }
 
+/* max(d - b, 0), branch-free: whether a duration lies above its median is a
+ * coin flip no branch predictor learns. Both are checked durations (or
+ * medians of them), so d - b cannot overflow. */
+static inline int64_t sf__excess(int64_t d, int64_t b)
+{
+    int64_t x = d - b;
+    return x & ~(x >> 63);
+}
+
 /* reference.c: qsort/bsearch order of rank numbers. */
 int sf__cmp_u32(const void *a, const void *b);
 /* reference.c: the contrast of each of n >= 2 values, v[x] minus the median
@@ -44,6 +53,14 @@ double sf__signed_rank_p_inplace(int64_t *z, size_t n);
 /* window.c: puts the k-th smallest at values[k], no larger before it and no
  * smaller after it. */
 void sf__select_kth(int64_t *values, size_t n, size_t k);
+/* window.c: the selection's pivot for values[0..n), n >= 1: a value of the
+ * range (median of three, or Tukey's ninther on large ranges). */
+int64_t sf__pivot(const int64_t *values, size_t n);
+/* median_wide.c: sf_median_i64 of one large multiset, its partitions AVX-512
+ * compressions where the CPU has them (eight values a compare, no branch on
+ * the data), sf_median_i64 itself elsewhere. values is overwritten; tmp
+ * holds 3 n + 24 values. */
+int64_t sf__median_wide(int64_t *values, size_t n, int64_t *tmp);
 
 /* median_net.c: the median of each of `lanes` series of n values at once,
  * v holding value t of every series at v + t lanes (overwritten). Exact, the
@@ -71,6 +88,12 @@ bool sf__fold_vec_pays(uint32_t n_stages);
 void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *const *rows,
                        const int64_t *matrix, uint32_t R, const uint32_t *ranks,
                        const int64_t *baseline);
+/* The end frontier of one step's n rows (rows[r S + k]) with each
+ * candidate's stages clipped to baseline[k], maxed into clipped[c] (whose
+ * group candidates, past the first S, the caller sets); the first S are
+ * written. Only where sf__fold_vec_pays(S). */
+void sf__clip_rows_vec(const sf_summary *s, const int64_t *rows, uint32_t n,
+                       const int64_t *baseline, int64_t *clipped);
 
 /* summary.c. SF__BUILD_BORROW: a dense summary of rows laid out as one
  * step-major array views that array instead of copying it, so the summary

@@ -8,11 +8,38 @@
 
 #include "core_internal.h"
 
+/* The scalar clipping of one step's rows, the fallback of
+ * sf__clip_rows_vec: the first S candidates are the single stages, so their
+ * cut is one saving. */
+static inline __attribute__((always_inline)) void clip_rows_s(const sf_summary *s,
+                                                              const int64_t *rows, uint32_t n,
+                                                              const int64_t *baseline,
+                                                              int64_t *clipped, uint32_t S)
+{
+    uint32_t C = s->cand.n;
+    for (uint32_t r = 0; r < n; r++) {
+        const int64_t *d = &rows[(size_t)r * S];
+        int64_t p = 0, saving[SF_MAX_STAGES];
+        for (uint32_t k = 0; k < S; k++) {
+            p += d[k];
+            saving[k] = sf__excess(d[k], baseline[k]);
+        }
+        for (uint32_t c = 0; c < S; c++)
+            clipped[c] = p - saving[c] > clipped[c] ? p - saving[c] : clipped[c];
+        for (uint32_t c = S; c < C; c++) {
+            int64_t cut = 0;
+            for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
+                cut += saving[__builtin_ctzll(m)];
+            clipped[c] = p - cut > clipped[c] ? p - cut : clipped[c];
+        }
+    }
+}
+
 /* Per step: each stage's median over ranks, then the end frontier with each
  * candidate's members clipped to those medians. The stages are gathered in
- * one pass over the step's rows (scratch holds S columns of n), and the
- * clipping loop is inlined per stage count like the summary's fold: the
- * first S candidates are the single stages, so their cut is one saving. */
+ * one pass over the step's rows (scratch holds S columns of n, then the
+ * selection's room), and the scalar clipping is inlined per stage count
+ * like the summary's fold. */
 static inline __attribute__((always_inline)) void cohort_step_s(const sf_summary *s,
                                                                 const int64_t *rows, uint32_t n,
                                                                 int64_t *scratch, int64_t exposed,
@@ -24,25 +51,13 @@ static inline __attribute__((always_inline)) void cohort_step_s(const sf_summary
         for (uint32_t k = 0; k < S; k++)
             scratch[(size_t)k * n + r] = rows[(size_t)r * S + k];
     for (uint32_t k = 0; k < S; k++)
-        baseline[k] = sf_median_i64(&scratch[(size_t)k * n], n);
+        baseline[k] = sf__median_wide(&scratch[(size_t)k * n], n, scratch + (size_t)S * n);
     for (uint32_t c = 0; c < C; c++)
         clipped[c] = INT64_MIN;
-    for (uint32_t r = 0; r < n; r++) {
-        const int64_t *d = &rows[(size_t)r * S];
-        int64_t p = 0, saving[SF_MAX_STAGES];
-        for (uint32_t k = 0; k < S; k++) {
-            p += d[k];
-            saving[k] = d[k] > baseline[k] ? d[k] - baseline[k] : 0;
-        }
-        for (uint32_t c = 0; c < S; c++)
-            clipped[c] = p - saving[c] > clipped[c] ? p - saving[c] : clipped[c];
-        for (uint32_t c = S; c < C; c++) {
-            int64_t cut = 0;
-            for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
-                cut += saving[__builtin_ctzll(m)];
-            clipped[c] = p - cut > clipped[c] ? p - cut : clipped[c];
-        }
-    }
+    if (sf__fold_vec_pays(S))
+        sf__clip_rows_vec(s, rows, n, baseline, clipped);
+    else
+        clip_rows_s(s, rows, n, baseline, clipped, S);
     for (uint32_t c = 0; c < C; c++)
         gain[c] += exposed - clipped[c];
 }
@@ -72,7 +87,7 @@ int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_c
 {
     const sf_dense *dn = s->dense;
     uint32_t S = s->schema.n_stages, n = dn->n_ranks;
-    int64_t *scratch = malloc((n ? (size_t)n * S : 1) * sizeof *scratch);
+    int64_t *scratch = malloc(((size_t)n * S + 3 * (size_t)n + 24) * sizeof *scratch);
     if (scratch == NULL)
         return -ENOMEM;
     for (uint32_t c = 0; c < s->cand.n; c++)

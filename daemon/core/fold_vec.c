@@ -2,8 +2,9 @@
  * The summary fold of a grid window (every step holds the same ranks in the
  * same order, rows already checked) with a row's stages in one AVX-512
  * vector: prefixes, max/min/sum, top-2 prefixes, clipped end frontiers, the
- * slowest rank and rank 0 in one pass. Exact: the same integers as the
- * scalar fold in summary.c, which stays the reference and the fallback.
+ * slowest rank and rank 0 in one pass; and the same clipping for the cohort
+ * gains (exposure.c). Exact: the same integers as the scalar loops there,
+ * which stay the reference and the fallback.
  */
 #include <string.h>
 
@@ -120,6 +121,37 @@ void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *const *rows
     fold_step(s, &s->steps[step_i], rows, matrix, R, ranks, baseline);
 }
 
+__attribute__((target("avx512f"))) void sf__clip_rows_vec(const sf_summary *s, const int64_t *rows,
+                                                          uint32_t n, const int64_t *baseline,
+                                                          int64_t *clipped)
+{
+    uint32_t S = s->schema.n_stages, C = s->cand.n;
+    __mmask8 m = (__mmask8)((1u << S) - 1);
+    __m512i zero = _mm512_setzero_si512(), last = _mm512_set1_epi64(S - 1);
+    __m512i b = _mm512_maskz_loadu_epi64(m, baseline), vclip = _mm512_set1_epi64(INT64_MIN);
+    int64_t saving[8];
+    for (uint32_t r = 0; r < n; r++) {
+        __m512i x = _mm512_maskz_loadu_epi64(m, rows + (size_t)r * S);
+        __m512i p = _mm512_add_epi64(x, LANES_UP(x, 1));
+        p = _mm512_add_epi64(p, LANES_UP(p, 2));
+        p = _mm512_add_epi64(p, LANES_UP(p, 4));
+        __m512i end = _mm512_permutexvar_epi64(last, p);
+        __m512i sav = _mm512_max_epi64(_mm512_sub_epi64(x, b), zero);
+        vclip = _mm512_max_epi64(vclip, _mm512_sub_epi64(end, sav));
+        if (C > S) {
+            int64_t total = _mm_cvtsi128_si64(_mm512_castsi512_si128(end));
+            _mm512_storeu_si512(saving, sav);
+            for (uint32_t c = S; c < C; c++) {
+                int64_t cut = 0;
+                for (uint64_t mm = s->cand.member_mask[c]; mm; mm &= mm - 1)
+                    cut += saving[__builtin_ctzll(mm)];
+                clipped[c] = total - cut > clipped[c] ? total - cut : clipped[c];
+            }
+        }
+    }
+    _mm512_mask_storeu_epi64(clipped, m, vclip);
+}
+
 #else
 
 bool sf__fold_vec_pays(uint32_t n_stages)
@@ -133,6 +165,12 @@ void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *const *rows
                        const int64_t *baseline)
 {
     (void)s, (void)step_i, (void)rows, (void)matrix, (void)R, (void)ranks, (void)baseline;
+}
+
+void sf__clip_rows_vec(const sf_summary *s, const int64_t *rows, uint32_t n,
+                       const int64_t *baseline, int64_t *clipped)
+{
+    (void)s, (void)rows, (void)n, (void)baseline, (void)clipped;
 }
 
 #endif

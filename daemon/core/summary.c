@@ -213,7 +213,7 @@ step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_ste
         a->dmax[k] = d[k] > a->dmax[k] ? d[k] : a->dmax[k];
         a->dmin[k] = d[k] < a->dmin[k] ? d[k] : a->dmin[k];
         a->dsum[k] += d[k];
-        saving[k] = d[k] > baseline[k] ? d[k] - baseline[k] : 0;
+        saving[k] = sf__excess(d[k], baseline[k]);
     }
     for (uint32_t c = 0; c < S; c++) {
         int64_t end = p - saving[c];

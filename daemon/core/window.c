@@ -186,3 +186,8 @@ int64_t sf_median_i64(int64_t *values, size_t n)
             lo = values[i];
     return lo + (hi - lo) / 2;
 }
+
+int64_t sf__pivot(const int64_t *values, size_t n)
+{
+    return choose_pivot(values, n);
+}

@@ -276,11 +276,71 @@ static void median_network_matches_a_sort(void **state)
     free(copy);
 }
 
+/* The wide selection (a step's median over ranks) on shapes that stress a
+ * quickselect: ties, runs of the minimum (the equal split), sorted,
+ * reversed, organ pipe, values at the bounds; sizes around its vector
+ * width and its scalar cut-off, and large ones. */
+static void wide_median_matches_a_sort(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {1,   2,   63,  64,  65,  66,   71,   72,   73,    100,  127,
+                                   128, 129, 255, 256, 257, 1000, 1001, 4097, 16384, 20001};
+    size_t max = 20001;
+    int64_t *v = malloc(max * sizeof *v), *want = malloc(max * sizeof *want);
+    int64_t *tmp = malloc((3 * max + 24) * sizeof *tmp);
+    uint64_t st = 7;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int shape = 0; shape < 9; shape++) {
+            size_t n = sizes[i];
+            for (size_t j = 0; j < n; j++) {
+                int64_t x;
+                switch (shape) {
+                case 0:
+                    x = rand_below(&st, 3);
+                    break;
+                case 1:
+                    x = j < n * 3 / 4 ? 5 : 5 + rand_below(&st, 100);
+                    break;
+                case 2:
+                    x = (int64_t)j;
+                    break;
+                case 3:
+                    x = (int64_t)(n - j);
+                    break;
+                case 4:
+                    x = (int64_t)(j < n / 2 ? j : n - j);
+                    break;
+                case 5:
+                    x = SF_MAX_DURATION_NS - rand_below(&st, 2);
+                    break;
+                case 6:
+                    x = 42;
+                    break;
+                case 7: /* half the values the minimum: the median straddles its run */
+                    x = j % 2 ? 5 : 6 + rand_below(&st, 100);
+                    break;
+                default:
+                    x = rand_below(&st, INT64_C(1) << 50);
+                    break;
+                }
+                v[j] = want[j] = x;
+            }
+            int64_t got = sf__median_wide(v, n, tmp);
+            if (got != median_by_sort(want, n))
+                fail_msg("n %zu shape %d: %lld, want %lld", n, shape, (long long)got,
+                         (long long)median_by_sort(want, n));
+        }
+    free(v);
+    free(want);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fast_fold_matches_the_definitions),
         cmocka_unit_test(median_network_matches_a_sort),
+        cmocka_unit_test(wide_median_matches_a_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
