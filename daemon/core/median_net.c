@@ -91,20 +91,41 @@ uint32_t sf__median_net_size(const sf__median_net *net)
 
 /* One body, compiled once per instruction set: the lane loop is what the
  * compiler turns into vector min and max. */
-#define NET_BODY                                                                                   \
-    for (uint32_t c = 0; c < net->n_cmp; c++) {                                                    \
-        int64_t *restrict a = v + (size_t)net->cmp[c][0] * lanes;                                  \
-        int64_t *restrict b = v + (size_t)net->cmp[c][1] * lanes;                                  \
-        for (size_t l = 0; l < lanes; l++) {                                                       \
-            int64_t x = a[l], y = b[l];                                                            \
-            a[l] = x < y ? x : y;                                                                  \
-            b[l] = x < y ? y : x;                                                                  \
-        }                                                                                          \
+static inline __attribute__((always_inline)) void net_body(const sf__median_net *net, int64_t *v,
+                                                           size_t lanes)
+{
+    for (uint32_t c = 0; c < net->n_cmp; c++) {
+        int64_t *restrict a = v + (size_t)net->cmp[c][0] * lanes;
+        int64_t *restrict b = v + (size_t)net->cmp[c][1] * lanes;
+        for (size_t l = 0; l < lanes; l++) {
+            int64_t x = a[l], y = b[l];
+            a[l] = x < y ? x : y;
+            b[l] = x < y ? y : x;
+        }
+    }
+}
+
+/* Whole groups of ranks have 8 S lanes: with the count a constant, the lane
+ * loop unrolls into straight vector code, no branch per comparator. */
+#define NET_BY_LANES(net, v, lanes)                                                                \
+    switch (lanes) {                                                                               \
+    case 48:                                                                                       \
+        net_body(net, v, 48);                                                                      \
+        break;                                                                                     \
+    case 56:                                                                                       \
+        net_body(net, v, 56);                                                                      \
+        break;                                                                                     \
+    case 64:                                                                                       \
+        net_body(net, v, 64);                                                                      \
+        break;                                                                                     \
+    default:                                                                                       \
+        net_body(net, v, lanes);                                                                   \
+        break;                                                                                     \
     }
 
 static void run_generic(const sf__median_net *net, int64_t *v, size_t lanes)
 {
-    NET_BODY
+    net_body(net, v, lanes);
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -112,13 +133,13 @@ static void run_generic(const sf__median_net *net, int64_t *v, size_t lanes)
 __attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, int64_t *v,
                                                      size_t lanes)
 {
-    NET_BODY
+    NET_BY_LANES(net, v, lanes)
 }
 
 __attribute__((target("avx512f"))) static void run_avx512(const sf__median_net *net, int64_t *v,
                                                           size_t lanes)
 {
-    NET_BODY
+    NET_BY_LANES(net, v, lanes)
 }
 #endif
 

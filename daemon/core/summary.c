@@ -149,12 +149,14 @@ void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
 static inline __attribute__((always_inline)) void top2_insert_ascending(sf_top2 *t, int64_t v,
                                                                         uint32_t rank)
 {
+    if (v <= t->v2) /* nearly every row: one compare */
+        return;
     if (v > t->v1) {
         t->v2 = t->v1;
         t->r2 = t->r1;
         t->v1 = v;
         t->r1 = rank;
-    } else if (v > t->v2) {
+    } else {
         t->v2 = v;
         t->r2 = rank;
     }
@@ -182,10 +184,14 @@ acc_start(struct step_acc *a, const sf_step_summary *st, uint32_t S, uint32_t C)
         a->clipped[c] = st->clipped_end[c];
 }
 
+/* Also the residual and end sums, which the stage sums hold: the rows'
+ * totals summed stage by stage are the same integers. */
 static inline __attribute__((always_inline)) void
 acc_store(const struct step_acc *a, sf_step_summary *st, uint32_t S, uint32_t C)
 {
+    st->residual_sum += a->dsum[S - 1] - st->dsum[S - 1];
     for (uint32_t k = 0; k < S; k++) {
+        st->end_sum += a->dsum[k] - st->dsum[k];
         st->prefix_top2[k] = a->top2[k];
         st->dmax[k] = a->dmax[k];
         st->dmin[k] = a->dmin[k];
@@ -235,9 +241,7 @@ step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_ste
         memcpy(st->rank0_d, d, S * sizeof *d);
     }
     st->n_ranks++;
-    st->residual_sum += d[S - 1];
     st->overlap_sum += row->overlap_ns;
-    st->end_sum += p;
     st->arrival_missing += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
 }
 
