@@ -101,6 +101,24 @@ int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_c
     return 0;
 }
 
+/* One step's slack summed over boundaries 1..S is sum_k F[k] - sum_k P[k],
+ * and sum_k P[k] = sum_k (S - k) d[k]: one weighted sum a row. A step's
+ * slack of one rank is at most S frontiers of S capped durations (2^54 at
+ * 64 stages), so int64 holds it; the total over steps is 128-bit. */
+static inline __attribute__((always_inline)) void
+slack_step_s(const sf_step_summary *st, const int64_t *rows, uint32_t n, __int128 *sum, uint32_t S)
+{
+    int64_t frontiers = 0;
+    for (uint32_t k = 0; k < S; k++)
+        frontiers += st->prefix_top2[k].v1;
+    for (uint32_t r = 0; r < n; r++) {
+        int64_t prefixes = 0;
+        for (uint32_t k = 0; k < S; k++)
+            prefixes += (int64_t)(S - k) * rows[(size_t)r * S + k];
+        sum[r] += frontiers - prefixes;
+    }
+}
+
 int sf__mean_slack(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
                    int64_t *ret_slack)
 {
@@ -112,16 +130,10 @@ int sf__mean_slack(const sf_summary *s, const uint32_t *complete, uint32_t n_com
     for (uint32_t i = 0; i < n_complete; i++) {
         const sf_step_summary *st = &s->steps[complete[i]];
         const int64_t *rows = &dn->d[(size_t)complete[i] * n * S];
-        for (uint32_t r = 0; r < n; r++) {
-            /* One step's slack of one rank is at most S frontiers of S
-             * capped durations (2^54 at 64 stages): int64 holds it. */
-            int64_t p = 0, step_slack = 0;
-            for (uint32_t k = 0; k < S; k++) {
-                p += rows[(size_t)r * S + k];
-                step_slack += st->prefix_top2[k].v1 - p;
-            }
-            sum[r] += step_slack;
-        }
+        if (S == 6)
+            slack_step_s(st, rows, n, sum, 6);
+        else
+            slack_step_s(st, rows, n, sum, S);
     }
     __int128 cells = (__int128)n_complete * S;
     for (uint32_t r = 0; r < n; r++)

@@ -665,7 +665,7 @@ static void window_sums_store(sf_summary *s, const struct window_sums *w)
  * follow one another in memory. One row at a time (check_row), so that
  * view_and_check can run it while it builds the view. */
 struct row_check {
-    size_t per_step, row_bytes;
+    size_t per_step, col, row_bytes;
     bool grid, contiguous;
     uintptr_t base;
     /* The rows' other fields, summed on the way, so that a grid's fold
@@ -711,8 +711,8 @@ static void check_begin(struct row_check *c, const sf_schema *schema, const sf_r
                             .base = n_rows ? (uintptr_t)first->d : 0};
 }
 
-static inline int check_row(struct row_check *c, uint32_t n_stages, const sf_row **by_step,
-                            size_t i)
+static inline __attribute__((always_inline)) int check_row(struct row_check *c, uint32_t n_stages,
+                                                           const sf_row **by_step, size_t i)
 {
     const sf_row *row = by_step[i];
     if (row->d == NULL)
@@ -728,11 +728,14 @@ static inline int check_row(struct row_check *c, uint32_t n_stages, const sf_row
     c->overlap[c->n_steps - 1] += row->overlap_ns;
     c->arrival[c->n_steps - 1] += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
     window_sums_add(&c->win, row);
-    if (new_step && c->per_step == 0)
+    if (new_step && c->per_step == 0) {
         c->per_step = i;
-    if (c->per_step)
-        c->grid &=
-            new_step == (i % c->per_step == 0) && row->rank == by_step[i % c->per_step]->rank;
+        c->col = 0;
+    } else if (c->per_step) {
+        c->col = c->col + 1 == c->per_step ? 0 : c->col + 1;
+    }
+    if (c->per_step) /* col is i % per_step, kept without a division */
+        c->grid &= new_step == (c->col == 0) && row->rank == by_step[c->col]->rank;
     c->contiguous &= (uintptr_t)row->d == c->base + i * c->row_bytes;
     return 0;
 }
@@ -764,6 +767,23 @@ static bool in_order(const sf_row *a, const sf_row *b)
     return a->step < b->step || (a->step == b->step && a->rank <= b->rank);
 }
 
+/* The one pass of view_and_check: whether the rows came sorted, and the
+ * first error among them if they did. */
+static inline __attribute__((always_inline)) bool view_check_s(struct row_check *c,
+                                                               const sf_row *rows, size_t n,
+                                                               const sf_row **v, int *err,
+                                                               uint32_t S)
+{
+    bool sorted = true;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = &rows[i];
+        sorted &= i == 0 || in_order(&rows[i - 1], &rows[i]);
+        if (sorted && *err == 0)
+            *err = check_row(c, S, v, i);
+    }
+    return sorted;
+}
+
 /* The view sorted by (step, rank), checked into c (zeroed, or from an
  * earlier call). Rows that came in that order (the common case) are viewed
  * and checked in one pass. Others are sorted and checked again, so the error
@@ -776,13 +796,21 @@ static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n,
     if (v == NULL)
         return -ENOMEM;
     check_begin(c, schema, rows, n, true);
-    bool sorted = true;
     int err = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = &rows[i];
-        sorted &= i == 0 || in_order(&rows[i - 1], &rows[i]);
-        if (sorted && err == 0)
-            err = check_row(c, schema->n_stages, v, i);
+    bool sorted;
+    switch (schema->n_stages) { /* constant stage counts unroll the duration checks */
+    case 6:
+        sorted = view_check_s(c, rows, n, v, &err, 6);
+        break;
+    case 7:
+        sorted = view_check_s(c, rows, n, v, &err, 7);
+        break;
+    case 8:
+        sorted = view_check_s(c, rows, n, v, &err, 8);
+        break;
+    default:
+        sorted = view_check_s(c, rows, n, v, &err, schema->n_stages);
+        break;
     }
     lay->sorted = sorted;
     if (sorted && err == 0)

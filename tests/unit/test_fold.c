@@ -236,6 +236,49 @@ static void fast_fold_matches_the_definitions(void **state)
         run_case(seed);
 }
 
+/* Dense mode's mean slack per rank against its definition: over every
+ * complete step and boundary 1..S, the frontier minus the rank's prefix. */
+static void mean_slack_matches_the_definition(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        uint64_t st = seed;
+        uint32_t S = 1 + (uint32_t)rand_below(&st, 9), R = 1 + (uint32_t)rand_below(&st, 30);
+        uint32_t T = 1 + (uint32_t)rand_below(&st, 12);
+        struct matrix m = matrix_new(T, R, S);
+        fill(&m, &st, (int)(seed % 3));
+        sf_schema schema;
+        numbered_schema(&schema, S);
+        sf_window_meta meta = meta_for(R);
+        sf_gates g;
+        sf_gates_default(&g);
+        g.dense_max_ranks = SF_MAX_RANKS;
+        sf_report *rep = NULL;
+        assert_int_equal(sf_report_from_rows(&schema, &meta, m.rows, (size_t)T * R, &g, &rep), 0);
+        assert_int_equal(rep->n_rank_evidence, R);
+        for (uint32_t i = 0; i < R; i++) {
+            uint32_t r = rep->rank_evidence[i].rank;
+            __int128 sum = 0;
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t k = 0; k < S; k++) {
+                    int64_t front = INT64_MIN, mine = 0;
+                    for (uint32_t q = 0; q < R; q++) {
+                        int64_t p = 0;
+                        for (uint32_t j = 0; j <= k; j++)
+                            p += cell(&m, t, q)[j];
+                        front = p > front ? p : front;
+                        mine = q == r ? p : mine;
+                    }
+                    sum += front - mine;
+                }
+            assert_int_equal(rep->rank_evidence[i].mean_slack_ns, (int64_t)(sum / (T * S)));
+        }
+        sf_report_free(rep);
+        sf_schema_clear(&schema);
+        matrix_free(&m);
+    }
+}
+
 /* Every instruction set this CPU has, every count the network takes, against
  * a sort: lanes of ties, of spread values and of values at the bounds. */
 static void median_network_matches_a_sort(void **state)
@@ -341,6 +384,7 @@ int main(void)
         cmocka_unit_test(fast_fold_matches_the_definitions),
         cmocka_unit_test(median_network_matches_a_sort),
         cmocka_unit_test(wide_median_matches_a_sort),
+        cmocka_unit_test(mean_slack_matches_the_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
