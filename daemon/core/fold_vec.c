@@ -45,6 +45,29 @@ top2_update(sf_top2 *top2, __mmask8 hit, const int64_t *p, uint32_t rank, uint32
 /* Shifts lanes up by `by` (1, 2 or 4), zeros in: one step of the prefix scan. */
 #define LANES_UP(x, by) _mm512_alignr_epi64((x), _mm512_setzero_si512(), 8 - (by))
 
+/* A row's prefixes P[1..S] from its durations: three lane shifts. */
+__attribute__((target("avx512f"))) static inline __m512i prefixes(__m512i x)
+{
+    __m512i p = _mm512_add_epi64(x, LANES_UP(x, 1));
+    p = _mm512_add_epi64(p, LANES_UP(p, 2));
+    return _mm512_add_epi64(p, LANES_UP(p, 4));
+}
+
+/* The group candidates (past the first S): each cut is the sum of its
+ * members' savings. */
+__attribute__((target("avx512f"))) static void clip_groups(const sf_summary *s, __m512i sav,
+                                                           int64_t total, int64_t *clipped)
+{
+    int64_t saving[8];
+    _mm512_storeu_si512(saving, sav);
+    for (uint32_t c = s->schema.n_stages; c < s->cand.n; c++) {
+        int64_t cut = 0;
+        for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
+            cut += saving[__builtin_ctzll(m)];
+        clipped[c] = total - cut > clipped[c] ? total - cut : clipped[c];
+    }
+}
+
 __attribute__((target("avx512f"))) static void
 fold_step(sf_summary *s, sf_step_summary *st, const sf_row *const *rows, const int64_t *matrix,
           uint32_t R, const uint32_t *ranks, const int64_t *baseline)
@@ -56,17 +79,14 @@ fold_step(sf_summary *s, sf_step_summary *st, const sf_row *const *rows, const i
             vmin = _mm512_maskz_loadu_epi64(m, st->dmin);
     __m512i vsum = _mm512_maskz_loadu_epi64(m, st->dsum), vsum0 = vsum;
     __m512i vclip = _mm512_maskz_loadu_epi64(m, st->clipped_end);
-    int64_t v2s[8] = {0}, p_lanes[8], saving[8];
+    int64_t v2s[8] = {0}, p_lanes[8];
     for (uint32_t k = 0; k < S; k++)
         v2s[k] = st->prefix_top2[k].v2;
     __m512i v2 = _mm512_loadu_si512(v2s);
     int64_t slowest = st->slowest_total, end_sum = 0;
     for (uint32_t r = 0; r < R; r++) {
         const int64_t *d = matrix ? matrix + (size_t)r * S : rows[r]->d;
-        __m512i x = _mm512_maskz_loadu_epi64(m, d);
-        __m512i p = _mm512_add_epi64(x, LANES_UP(x, 1));
-        p = _mm512_add_epi64(p, LANES_UP(p, 2));
-        p = _mm512_add_epi64(p, LANES_UP(p, 4));
+        __m512i x = _mm512_maskz_loadu_epi64(m, d), p = prefixes(x);
         vmax = _mm512_max_epi64(vmax, x);
         vmin = _mm512_min_epi64(vmin, x);
         vsum = _mm512_add_epi64(vsum, x);
@@ -81,16 +101,8 @@ fold_step(sf_summary *s, sf_step_summary *st, const sf_row *const *rows, const i
             _mm512_storeu_si512(p_lanes, p);
             v2 = top2_update(st->prefix_top2, hit, p_lanes, ranks[r], S);
         }
-        if (C > S) {
-            _mm512_storeu_si512(saving, sav);
-            for (uint32_t c = S; c < C; c++) {
-                int64_t cut = 0;
-                for (uint64_t mm = s->cand.member_mask[c]; mm; mm &= mm - 1)
-                    cut += saving[__builtin_ctzll(mm)];
-                st->clipped_end[c] =
-                    total - cut > st->clipped_end[c] ? total - cut : st->clipped_end[c];
-            }
-        }
+        if (C > S)
+            clip_groups(s, sav, total, st->clipped_end);
         if (total > slowest) { /* ascending ranks: the first of equals stays */
             slowest = total;
             st->slowest_rank = ranks[r];
@@ -129,25 +141,13 @@ __attribute__((target("avx512f"))) void sf__clip_rows_vec(const sf_summary *s, c
     __mmask8 m = (__mmask8)((1u << S) - 1);
     __m512i zero = _mm512_setzero_si512(), last = _mm512_set1_epi64(S - 1);
     __m512i b = _mm512_maskz_loadu_epi64(m, baseline), vclip = _mm512_set1_epi64(INT64_MIN);
-    int64_t saving[8];
     for (uint32_t r = 0; r < n; r++) {
-        __m512i x = _mm512_maskz_loadu_epi64(m, rows + (size_t)r * S);
-        __m512i p = _mm512_add_epi64(x, LANES_UP(x, 1));
-        p = _mm512_add_epi64(p, LANES_UP(p, 2));
-        p = _mm512_add_epi64(p, LANES_UP(p, 4));
+        __m512i x = _mm512_maskz_loadu_epi64(m, rows + (size_t)r * S), p = prefixes(x);
         __m512i end = _mm512_permutexvar_epi64(last, p);
         __m512i sav = _mm512_max_epi64(_mm512_sub_epi64(x, b), zero);
         vclip = _mm512_max_epi64(vclip, _mm512_sub_epi64(end, sav));
-        if (C > S) {
-            int64_t total = _mm_cvtsi128_si64(_mm512_castsi512_si128(end));
-            _mm512_storeu_si512(saving, sav);
-            for (uint32_t c = S; c < C; c++) {
-                int64_t cut = 0;
-                for (uint64_t mm = s->cand.member_mask[c]; mm; mm &= mm - 1)
-                    cut += saving[__builtin_ctzll(mm)];
-                clipped[c] = total - cut > clipped[c] ? total - cut : clipped[c];
-            }
-        }
+        if (C > S)
+            clip_groups(s, sav, _mm_cvtsi128_si64(_mm512_castsi512_si128(end)), clipped);
     }
     _mm512_mask_storeu_epi64(clipped, m, vclip);
 }
