@@ -80,14 +80,15 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
                        int64_t *ret_median);
 
 /* fold_vec.c: the fold of one step of a checked grid window, each row's
- * stages in one vector, into s->steps[step_i]: R rows (rows[r]->d, or
- * matrix + r S when the step's durations are one array), ranks[r] ascending,
- * baseline[r S + k] the rank medians. Only the durations: the rows' other
- * fields are the caller's. Call it only where sf__fold_vec_pays(S). */
+ * stages in one vector, into s->steps[step_i]: R rows (row r's durations at
+ * matrix + r S when the step's durations are one array, else ptrs[r]->d, or
+ * rows[r].d when ptrs is NULL), ranks[r] ascending, baseline[r S + k] the
+ * rank medians. Only the durations: the rows' other fields are the
+ * caller's. Call it only where sf__fold_vec_pays(S). */
 bool sf__fold_vec_pays(uint32_t n_stages);
-void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *const *rows,
-                       const int64_t *matrix, uint32_t R, const uint32_t *ranks,
-                       const int64_t *baseline);
+void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *rows,
+                       const sf_row *const *ptrs, const int64_t *matrix, uint32_t R,
+                       const uint32_t *ranks, const int64_t *baseline);
 /* The end frontier of one step's n rows (rows[r S + k]) with each
  * candidate's stages clipped to baseline[k], maxed into clipped[c] (whose
  * group candidates, past the first S, the caller sets); the first S are

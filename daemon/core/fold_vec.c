@@ -69,8 +69,8 @@ __attribute__((target("avx512f"))) static void clip_groups(const sf_summary *s, 
 }
 
 __attribute__((target("avx512f"))) static void
-fold_step(sf_summary *s, sf_step_summary *st, const sf_row *const *rows, const int64_t *matrix,
-          uint32_t R, const uint32_t *ranks, const int64_t *baseline)
+fold_step(sf_summary *s, sf_step_summary *st, const sf_row *rows, const sf_row *const *ptrs,
+          const int64_t *matrix, uint32_t R, const uint32_t *ranks, const int64_t *baseline)
 {
     uint32_t S = s->schema.n_stages, C = s->cand.n;
     __mmask8 m = (__mmask8)((1u << S) - 1);
@@ -85,7 +85,7 @@ fold_step(sf_summary *s, sf_step_summary *st, const sf_row *const *rows, const i
     __m512i v2 = _mm512_loadu_si512(v2s);
     int64_t slowest = st->slowest_total, end_sum = 0;
     for (uint32_t r = 0; r < R; r++) {
-        const int64_t *d = matrix ? matrix + (size_t)r * S : rows[r]->d;
+        const int64_t *d = matrix ? matrix + (size_t)r * S : ptrs ? ptrs[r]->d : rows[r].d;
         __m512i x = _mm512_maskz_loadu_epi64(m, d), p = prefixes(x);
         vmax = _mm512_max_epi64(vmax, x);
         vmin = _mm512_min_epi64(vmin, x);
@@ -126,11 +126,11 @@ fold_step(sf_summary *s, sf_step_summary *st, const sf_row *const *rows, const i
     st->n_ranks += R;
 }
 
-void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *const *rows,
-                       const int64_t *matrix, uint32_t R, const uint32_t *ranks,
-                       const int64_t *baseline)
+void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *rows,
+                       const sf_row *const *ptrs, const int64_t *matrix, uint32_t R,
+                       const uint32_t *ranks, const int64_t *baseline)
 {
-    fold_step(s, &s->steps[step_i], rows, matrix, R, ranks, baseline);
+    fold_step(s, &s->steps[step_i], rows, ptrs, matrix, R, ranks, baseline);
 }
 
 __attribute__((target("avx512f"))) void sf__clip_rows_vec(const sf_summary *s, const int64_t *rows,
@@ -160,11 +160,12 @@ bool sf__fold_vec_pays(uint32_t n_stages)
     return false;
 }
 
-void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *const *rows,
-                       const int64_t *matrix, uint32_t R, const uint32_t *ranks,
-                       const int64_t *baseline)
+void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *rows,
+                       const sf_row *const *ptrs, const int64_t *matrix, uint32_t R,
+                       const uint32_t *ranks, const int64_t *baseline)
 {
-    (void)s, (void)step_i, (void)rows, (void)matrix, (void)R, (void)ranks, (void)baseline;
+    (void)s, (void)step_i, (void)rows, (void)ptrs, (void)matrix, (void)R, (void)ranks,
+        (void)baseline;
 }
 
 void sf__clip_rows_vec(const sf_summary *s, const int64_t *rows, uint32_t n,

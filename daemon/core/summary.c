@@ -265,6 +265,19 @@ struct layout {
     const int64_t *matrix; /* non-NULL: a sorted grid, row i's durations at matrix + i S */
 };
 
+/* The rows in (step, rank) order: the caller's array itself when it came in
+ * that order (the common case, which then needs no array of pointers), or
+ * pointers to its rows, sorted. */
+struct view {
+    const sf_row *rows;
+    const sf_row **sorted; /* NULL when rows came in order */
+};
+
+static inline const sf_row *at(const struct view *v, size_t i)
+{
+    return v->sorted ? v->sorted[i] : &v->rows[i];
+}
+
 /* ---- rank medians, coverage and roles ---------------------------------- */
 
 struct rank_info {
@@ -284,19 +297,19 @@ static void rank_info_clear(struct rank_info *ri)
 }
 
 /* Slots in ascending rank order, from a presence table: O(rows + max rank). */
-static int assign_slots(const sf_row **rows, size_t n_rows, struct rank_info *ri)
+static int assign_slots(const struct view *rows, size_t n_rows, struct rank_info *ri)
 {
     uint32_t max_rank = 0;
     for (size_t i = 0; i < n_rows; i++)
-        if (rows[i]->rank > max_rank)
-            max_rank = rows[i]->rank;
+        if (at(rows, i)->rank > max_rank)
+            max_rank = at(rows, i)->rank;
     ri->slot_of = malloc(((size_t)max_rank + 1) * sizeof *ri->slot_of);
     ri->ranks = malloc((n_rows ? n_rows : 1) * sizeof *ri->ranks);
     if (ri->slot_of == NULL || ri->ranks == NULL)
         return -ENOMEM;
     memset(ri->slot_of, 0xff, ((size_t)max_rank + 1) * sizeof *ri->slot_of);
     for (size_t i = 0; i < n_rows; i++)
-        ri->slot_of[rows[i]->rank] = 0;
+        ri->slot_of[at(rows, i)->rank] = 0;
     for (uint32_t r = 0; n_rows && r <= max_rank; r++)
         if (ri->slot_of[r] == 0) {
             ri->slot_of[r] = ri->n;
@@ -306,17 +319,17 @@ static int assign_slots(const sf_row **rows, size_t n_rows, struct rank_info *ri
 }
 
 /* On a grid the first step lists every rank, in order. */
-static int assign_slots_grid(const sf_row **rows, uint32_t n_ranks, struct rank_info *ri)
+static int assign_slots_grid(const struct view *rows, uint32_t n_ranks, struct rank_info *ri)
 {
-    uint32_t max_rank = rows[n_ranks - 1]->rank;
+    uint32_t max_rank = at(rows, n_ranks - 1)->rank;
     ri->slot_of = malloc(((size_t)max_rank + 1) * sizeof *ri->slot_of);
     ri->ranks = malloc(n_ranks * sizeof *ri->ranks);
     if (ri->slot_of == NULL || ri->ranks == NULL)
         return -ENOMEM;
     memset(ri->slot_of, 0xff, ((size_t)max_rank + 1) * sizeof *ri->slot_of);
     for (uint32_t i = 0; i < n_ranks; i++) {
-        ri->ranks[i] = rows[i]->rank;
-        ri->slot_of[rows[i]->rank] = i;
+        ri->ranks[i] = at(rows, i)->rank;
+        ri->slot_of[at(rows, i)->rank] = i;
     }
     ri->n = n_ranks;
     return 0;
@@ -326,7 +339,7 @@ static int assign_slots_grid(const sf_row **rows, uint32_t n_ranks, struct rank_
  * time is gathered (ranks ascend within each step, so one cursor per step
  * walks forward), keeping the transpose inside the cache. */
 struct gather {
-    const sf_row **rows; /* sorted by (step, rank) */
+    const struct view *rows; /* sorted by (step, rank) */
     size_t n_rows;
     size_t *cursor;   /* per step: the next row not yet gathered */
     size_t *step_end; /* per step: one past its last row */
@@ -339,7 +352,7 @@ static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint
     memset(count, 0, (hi - lo) * sizeof *count);
     for (uint32_t t = 0; t < g->n_steps; t++)
         for (size_t i = g->cursor[t]; i < g->step_end[t]; i = ++g->cursor[t]) {
-            const sf_row *row = g->rows[i];
+            const sf_row *row = at(g->rows, i);
             uint32_t slot = ri->slot_of[row->rank];
             if (slot >= hi)
                 break;
@@ -363,7 +376,7 @@ static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint
  * (one per rank and stage) stay in L1 while the steps go by. */
 enum { GRID_BLOCK = 64, GRID_AHEAD = 4 };
 
-static void grid_block_medians(const sf_row **rows, const struct layout *lay, uint32_t n_steps,
+static void grid_block_medians(const struct view *rows, const struct layout *lay, uint32_t n_steps,
                                struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
                                int64_t *values)
 {
@@ -371,7 +384,7 @@ static void grid_block_medians(const sf_row **rows, const struct layout *lay, ui
     for (size_t t = 0; t < T; t++)
         for (uint32_t slot = lo; slot < hi; slot++) {
             const int64_t *d =
-                lay->matrix ? lay->matrix + (t * R + slot) * S : rows[t * R + slot]->d;
+                lay->matrix ? lay->matrix + (t * R + slot) * S : at(rows, t * R + slot)->d;
             /* Steps lie a whole step of rows apart: fetch a few steps ahead,
              * which the hardware's stream detection does not do. */
             if (lay->matrix && t + GRID_AHEAD < T)
@@ -381,7 +394,7 @@ static void grid_block_medians(const sf_row **rows, const struct layout *lay, ui
                 v[k * T] = d[k];
         }
     for (uint32_t slot = lo; slot < hi; slot++) {
-        ri->roles[slot] = rows[slot]->role ? rows[slot]->role : "";
+        ri->roles[slot] = at(rows, slot)->role ? at(rows, slot)->role : "";
         for (uint32_t k = 0; k < S; k++)
             ri->baseline[(size_t)slot * S + k] =
                 sf_median_i64(&values[((size_t)(slot - lo) * S + k) * T], T);
@@ -393,7 +406,7 @@ static void grid_block_medians(const sf_row **rows, const struct layout *lay, ui
  * series in its own lane, so a step of a step-major array is one copy. */
 enum { NET_RANKS = 8 };
 
-static void grid_block_net(const sf_row **rows, const struct layout *lay, uint32_t n_steps,
+static void grid_block_net(const struct view *rows, const struct layout *lay, uint32_t n_steps,
                            struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
                            int64_t *values, const sf__median_net *net, enum sf__net_isa isa)
 {
@@ -409,7 +422,7 @@ static void grid_block_net(const sf_row **rows, const struct layout *lay, uint32
                 continue;
             }
             for (uint32_t i = 0; i < n; i++)
-                memcpy(v + (size_t)i * S, rows[t * R + g + i]->d, S * sizeof *v);
+                memcpy(v + (size_t)i * S, at(rows, t * R + g + i)->d, S * sizeof *v);
         }
     }
     for (uint32_t g = lo; g < hi; g += NET_RANKS) {
@@ -418,23 +431,26 @@ static void grid_block_net(const sf_row **rows, const struct layout *lay, uint32
                            &ri->baseline[(size_t)g * S]);
     }
     for (uint32_t slot = lo; slot < hi; slot++)
-        ri->roles[slot] = rows[slot]->role ? rows[slot]->role : "";
+        ri->roles[slot] = at(rows, slot)->role ? at(rows, slot)->role : "";
 }
 
 /* The durations of ranks [lo, hi) into every step of fold_into, right after
  * their medians: the block's rows are still in cache (fold_vec.c). */
-static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri, const sf_row **rows,
-                            const struct layout *lay, uint32_t lo, uint32_t hi)
+static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
+                            const struct view *rows, const struct layout *lay, uint32_t lo,
+                            uint32_t hi)
 {
     size_t R = lay->grid_ranks, S = fold_into->schema.n_stages;
     for (uint32_t t = 0; t < fold_into->n_steps; t++)
-        sf__fold_grid_vec(fold_into, t, rows + t * R + lo,
+        sf__fold_grid_vec(fold_into, t, rows->sorted ? NULL : rows->rows + t * R + lo,
+                          rows->sorted ? rows->sorted + t * R + lo : NULL,
                           lay->matrix ? lay->matrix + (t * R + lo) * S : NULL, hi - lo,
                           ri->ranks + lo, ri->baseline + lo * S);
 }
 
-static int rank_medians_grid(const sf_schema *schema, const sf_row **rows, const struct layout *lay,
-                             uint32_t n_steps, struct rank_info *ri, sf_summary *fold_into)
+static int rank_medians_grid(const sf_schema *schema, const struct view *rows,
+                             const struct layout *lay, uint32_t n_steps, struct rank_info *ri,
+                             sf_summary *fold_into)
 {
     uint32_t S = schema->n_stages;
     sf__median_net *net = NULL;
@@ -461,7 +477,7 @@ static int rank_medians_grid(const sf_schema *schema, const sf_row **rows, const
     return 0;
 }
 
-static int rank_medians(const sf_schema *schema, const sf_row **rows, size_t n_rows,
+static int rank_medians(const sf_schema *schema, const struct view *rows, size_t n_rows,
                         uint32_t n_steps, struct rank_info *ri)
 {
     uint32_t S = schema->n_stages;
@@ -476,7 +492,7 @@ static int rank_medians(const sf_schema *schema, const sf_row **rows, size_t n_r
     if (!g.cursor || !g.step_end || !values || !count)
         goto out;
     for (size_t i = 0, t = 0; i < n_rows; i++) {
-        if (i == 0 || rows[i]->step != rows[i - 1]->step)
+        if (i == 0 || at(rows, i)->step != at(rows, i - 1)->step)
             g.cursor[t++] = i;
         g.step_end[t - 1] = i + 1;
     }
@@ -498,7 +514,7 @@ static bool grid_fold_vec(const sf_summary *s, const struct layout *lay)
     return lay->grid_ranks && sf__fold_vec_pays(s->schema.n_stages);
 }
 
-static int rank_info_build(sf_summary *s, const sf_row **rows, size_t n_rows, uint32_t n_steps,
+static int rank_info_build(sf_summary *s, const struct view *rows, size_t n_rows, uint32_t n_steps,
                            const struct layout *lay, struct rank_info *ri)
 {
     const sf_schema *schema = &s->schema;
@@ -561,7 +577,7 @@ int sf__roles_add(sf_summary *s, const char *role)
 
 /* A grid's dense rows are its rows in order: one copy, or none at all when
  * the caller's step-major array outlives the summary (borrow). */
-static void dense_fill_grid(sf_dense *d, const struct layout *lay, const sf_row **by_step,
+static void dense_fill_grid(sf_dense *d, const struct layout *lay, const struct view *by_step,
                             size_t n_rows, uint32_t S)
 {
     memset(d->present, 1, n_rows);
@@ -570,10 +586,10 @@ static void dense_fill_grid(sf_dense *d, const struct layout *lay, const sf_row 
         return;
     }
     for (size_t i = 0; i < n_rows; i++)
-        memcpy(&d->d[i * S], by_step[i]->d, S * sizeof *d->d);
+        memcpy(&d->d[i * S], at(by_step, i)->d, S * sizeof *d->d);
 }
 
-static int dense_build(sf_summary *s, const struct rank_info *ri, const sf_row **by_step,
+static int dense_build(sf_summary *s, const struct rank_info *ri, const struct view *by_step,
                        size_t n_rows, const struct layout *lay, bool borrow)
 {
     uint32_t S = s->schema.n_stages;
@@ -609,10 +625,10 @@ static int dense_build(sf_summary *s, const struct rank_info *ri, const sf_row *
     }
     uint32_t step_i = 0;
     for (size_t i = 0; i < n_rows; i++) {
-        while (s->steps[step_i].step != by_step[i]->step)
+        while (s->steps[step_i].step != at(by_step, i)->step)
             step_i++;
-        size_t cell = (size_t)step_i * ri->n + rank_slot(ri, by_step[i]->rank);
-        memcpy(&d->d[cell * S], by_step[i]->d, S * sizeof(int64_t));
+        size_t cell = (size_t)step_i * ri->n + rank_slot(ri, at(by_step, i)->rank);
+        memcpy(&d->d[cell * S], at(by_step, i)->d, S * sizeof(int64_t));
         d->present[cell] = 1;
     }
     return 0;
@@ -620,11 +636,11 @@ static int dense_build(sf_summary *s, const struct rank_info *ri, const sf_row *
 
 /* ---- build -------------------------------------------------------------- */
 
-static uint32_t count_steps(const sf_row **by_step, size_t n_rows)
+static uint32_t count_steps(const struct view *by_step, size_t n_rows)
 {
     uint32_t n = 0;
     for (size_t i = 0; i < n_rows; i++)
-        if (i == 0 || by_step[i]->step != by_step[i - 1]->step)
+        if (i == 0 || at(by_step, i)->step != at(by_step, i - 1)->step)
             n++;
     return n;
 }
@@ -712,16 +728,16 @@ static void check_begin(struct row_check *c, const sf_schema *schema, const sf_r
 }
 
 static inline __attribute__((always_inline)) int check_row(struct row_check *c, uint32_t n_stages,
-                                                           const sf_row **by_step, size_t i)
+                                                           const struct view *by_step, size_t i)
 {
-    const sf_row *row = by_step[i];
+    const sf_row *row = at(by_step, i);
     if (row->d == NULL)
         return -EINVAL;
     int r = sf__row_check(row, n_stages);
     if (r < 0)
         return r;
-    bool new_step = i && row->step != by_step[i - 1]->step;
-    if (i && !new_step && row->rank == by_step[i - 1]->rank)
+    bool new_step = i && row->step != at(by_step, i - 1)->step;
+    if (i && !new_step && row->rank == at(by_step, i - 1)->rank)
         return -EEXIST;
     if ((i == 0 || new_step) && (r = check_new_step(c)) < 0)
         return r;
@@ -735,24 +751,24 @@ static inline __attribute__((always_inline)) int check_row(struct row_check *c, 
         c->col = c->col + 1 == c->per_step ? 0 : c->col + 1;
     }
     if (c->per_step) /* col is i % per_step, kept without a division */
-        c->grid &= new_step == (c->col == 0) && row->rank == by_step[c->col]->rank;
+        c->grid &= new_step == (c->col == 0) && row->rank == at(by_step, c->col)->rank;
     c->contiguous &= (uintptr_t)row->d == c->base + i * c->row_bytes;
     return 0;
 }
 
-static void check_end(struct row_check *c, const sf_row **by_step, size_t n_rows,
+static void check_end(struct row_check *c, const struct view *by_step, size_t n_rows,
                       struct layout *lay)
 {
     size_t per_step = c->per_step ? c->per_step : n_rows;
     bool grid = c->grid && per_step > 0 && n_rows % per_step == 0;
     lay->grid_ranks = grid ? (uint32_t)per_step : 0;
-    lay->matrix = grid && c->contiguous ? by_step[0]->d : NULL;
+    lay->matrix = grid && c->contiguous ? at(by_step, 0)->d : NULL;
 }
 
-static int check_rows(const sf_schema *schema, const sf_row **by_step, size_t n_rows,
+static int check_rows(const sf_schema *schema, const struct view *by_step, size_t n_rows,
                       struct layout *lay, struct row_check *c)
 {
-    check_begin(c, schema, n_rows ? by_step[0] : NULL, n_rows, lay->sorted);
+    check_begin(c, schema, n_rows ? at(by_step, 0) : NULL, n_rows, lay->sorted);
     for (size_t i = 0; i < n_rows; i++) {
         int r = check_row(c, schema->n_stages, by_step, i);
         if (r < 0)
@@ -767,60 +783,64 @@ static bool in_order(const sf_row *a, const sf_row *b)
     return a->step < b->step || (a->step == b->step && a->rank <= b->rank);
 }
 
-/* The one pass of view_and_check: whether the rows came sorted, and the
- * first error among them if they did. */
-static inline __attribute__((always_inline)) bool view_check_s(struct row_check *c,
-                                                               const sf_row *rows, size_t n,
-                                                               const sf_row **v, int *err,
-                                                               uint32_t S)
+/* The one pass of view_and_check over rows as they came: whether they are
+ * in (step, rank) order, and the first error among them if they are. */
+static inline __attribute__((always_inline)) bool
+view_check_s(struct row_check *c, const struct view *v, size_t n, int *err, uint32_t S)
 {
-    bool sorted = true;
     for (size_t i = 0; i < n; i++) {
-        v[i] = &rows[i];
-        sorted &= i == 0 || in_order(&rows[i - 1], &rows[i]);
-        if (sorted && *err == 0)
+        if (i > 0 && !in_order(&v->rows[i - 1], &v->rows[i]))
+            return false;
+        if (*err == 0)
             *err = check_row(c, S, v, i);
     }
-    return sorted;
+    return true;
 }
 
-/* The view sorted by (step, rank), checked into c (zeroed, or from an
- * earlier call). Rows that came in that order (the common case) are viewed
- * and checked in one pass. Others are sorted and checked again, so the error
- * returned is always the first in (step, rank) order, whichever order the
- * rows came in. */
-static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n,
-                          const sf_row ***ret, struct layout *lay, struct row_check *c)
+/* The rows viewed in (step, rank) order and checked into c (zeroed, or from
+ * an earlier call). Rows that came in that order (the common case) are
+ * viewed in place and checked in one pass. Others are sorted and checked
+ * again, so the error returned is always the first in (step, rank) order,
+ * whichever order the rows came in. On success the caller frees
+ * ret->sorted. */
+static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n, struct view *ret,
+                          struct layout *lay, struct row_check *c)
 {
-    const sf_row **v = malloc((n ? n : 1) * sizeof *v);
-    if (v == NULL)
-        return -ENOMEM;
+    struct view v = {.rows = rows};
     check_begin(c, schema, rows, n, true);
     int err = 0;
     bool sorted;
     switch (schema->n_stages) { /* constant stage counts unroll the duration checks */
     case 6:
-        sorted = view_check_s(c, rows, n, v, &err, 6);
+        sorted = view_check_s(c, &v, n, &err, 6);
         break;
     case 7:
-        sorted = view_check_s(c, rows, n, v, &err, 7);
+        sorted = view_check_s(c, &v, n, &err, 7);
         break;
     case 8:
-        sorted = view_check_s(c, rows, n, v, &err, 8);
+        sorted = view_check_s(c, &v, n, &err, 8);
         break;
     default:
-        sorted = view_check_s(c, rows, n, v, &err, schema->n_stages);
+        sorted = view_check_s(c, &v, n, &err, schema->n_stages);
         break;
     }
     lay->sorted = sorted;
-    if (sorted && err == 0)
-        check_end(c, v, n, lay);
-    if (!sorted) {
-        qsort(v, n, sizeof *v, cmp_step_rank);
-        err = check_rows(schema, v, n, lay, c);
+    if (sorted) {
+        if (err < 0)
+            return err;
+        check_end(c, &v, n, lay);
+        *ret = v;
+        return 0;
     }
-    if (err < 0) {
-        free(v);
+    const sf_row **p = malloc(n * sizeof *p); /* n >= 2: one row is always in order */
+    if (p == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        p[i] = &rows[i];
+    qsort(p, n, sizeof *p, cmp_step_rank);
+    v.sorted = p;
+    if ((err = check_rows(schema, &v, n, lay, c)) < 0) {
+        free(p);
         return err;
     }
     *ret = v;
@@ -831,20 +851,21 @@ static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n,
  * inlined per stage count. */
 static inline __attribute__((always_inline)) void fold_rows_s(sf_summary *s,
                                                               const struct rank_info *ri,
-                                                              const sf_row **by_step, size_t n_rows,
-                                                              uint32_t S)
+                                                              const struct view *by_step,
+                                                              size_t n_rows, uint32_t S)
 {
     uint32_t C = s->cand.n;
     struct step_acc acc;
     struct window_sums w = {0};
     for (size_t i = 0, step_i = 0; i < n_rows; step_i++) {
         sf_step_summary *st = &s->steps[step_i];
-        st->step = by_step[i]->step;
+        st->step = at(by_step, i)->step;
         acc_start(&acc, st, S, C);
-        for (; i < n_rows && by_step[i]->step == st->step; i++) {
-            const int64_t *baseline = &ri->baseline[(size_t)rank_slot(ri, by_step[i]->rank) * S];
-            step_add_row_s(&s->cand, &acc, st, by_step[i], baseline, S);
-            window_sums_add(&w, by_step[i]);
+        for (; i < n_rows && at(by_step, i)->step == st->step; i++) {
+            const int64_t *baseline =
+                &ri->baseline[(size_t)rank_slot(ri, at(by_step, i)->rank) * S];
+            step_add_row_s(&s->cand, &acc, st, at(by_step, i), baseline, S);
+            window_sums_add(&w, at(by_step, i));
         }
         acc_store(&acc, st, S, C);
     }
@@ -853,12 +874,12 @@ static inline __attribute__((always_inline)) void fold_rows_s(sf_summary *s,
 
 /* A grid whose durations fold_grid_block has folded: the rows' other
  * fields, as check_row summed them. */
-static void fold_grid_fields(sf_summary *s, const sf_row **by_step, const struct layout *lay,
+static void fold_grid_fields(sf_summary *s, const struct view *by_step, const struct layout *lay,
                              const struct row_check *c)
 {
     for (uint32_t t = 0; t < s->n_steps; t++) {
         sf_step_summary *st = &s->steps[t];
-        st->step = by_step[(size_t)t * lay->grid_ranks]->step;
+        st->step = at(by_step, (size_t)t * lay->grid_ranks)->step;
         st->overlap_sum += c->overlap[t];
         st->arrival_missing += c->arrival[t];
     }
@@ -866,7 +887,7 @@ static void fold_grid_fields(sf_summary *s, const sf_row **by_step, const struct
 }
 
 /* The default schema has six stages; arrival splits add one or two. */
-static int fold_rows(sf_summary *s, const struct rank_info *ri, const sf_row **by_step,
+static int fold_rows(sf_summary *s, const struct rank_info *ri, const struct view *by_step,
                      size_t n_rows, const struct layout *lay, const struct row_check *c)
 {
     if (grid_fold_vec(s, lay))
@@ -899,7 +920,7 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
 {
     if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
         return -EINVAL;
-    const sf_row **by_step = NULL;
+    struct view by_step = {0};
     struct rank_info ri = {0};
     struct layout lay = {0};
     struct row_check check = {0};
@@ -909,18 +930,18 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
         goto out;
     if (flags & SF__BUILD_GENERAL)
         lay = (struct layout){.sorted = lay.sorted};
-    size_t n_steps_z = lay.grid_ranks ? n_rows / lay.grid_ranks : count_steps(by_step, n_rows);
+    size_t n_steps_z = lay.grid_ranks ? n_rows / lay.grid_ranks : count_steps(&by_step, n_rows);
     uint32_t n_steps = (uint32_t)n_steps_z;
     if (n_steps_z > SF_MAX_WINDOW_STEPS) {
         r = -E2BIG;
         goto out;
     }
     if ((r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
-        (r = rank_info_build(s, by_step, n_rows, n_steps, &lay, &ri)) < 0 ||
+        (r = rank_info_build(s, &by_step, n_rows, n_steps, &lay, &ri)) < 0 ||
         (r = coverage_from_ranks(s, &ri)) < 0 ||
-        (r = fold_rows(s, &ri, by_step, n_rows, &lay, &check)) < 0)
+        (r = fold_rows(s, &ri, &by_step, n_rows, &lay, &check)) < 0)
         goto out;
-    if (dense && (r = dense_build(s, &ri, by_step, n_rows, &lay, flags & SF__BUILD_BORROW)) < 0)
+    if (dense && (r = dense_build(s, &ri, &by_step, n_rows, &lay, flags & SF__BUILD_BORROW)) < 0)
         goto out;
     *ret = s;
     s = NULL;
@@ -928,7 +949,7 @@ out:
     sf_summary_free(s);
     rank_info_clear(&ri);
     check_free(&check);
-    free(by_step);
+    free(by_step.sorted);
     return r;
 }
 
