@@ -104,6 +104,23 @@ enum { SF__BUILD_BORROW = 1u << 0, SF__BUILD_GENERAL = 1u << 1 };
 int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
                       size_t n_rows, bool dense, unsigned flags, sf_summary **ret);
 void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank);
+/* The folds take a step's rows in ascending rank order, so an equal value
+ * never displaces the rank already held (sf__top2_insert's tie rule). */
+static inline __attribute__((always_inline)) void sf__top2_insert_ascending(sf_top2 *t, int64_t v,
+                                                                            uint32_t rank)
+{
+    if (v <= t->v2) /* nearly every row: one compare */
+        return;
+    if (v > t->v1) {
+        t->v2 = t->v1;
+        t->r2 = t->r1;
+        t->v1 = v;
+        t->r1 = rank;
+    } else {
+        t->v2 = v;
+        t->r2 = rank;
+    }
+}
 int sf__roles_add(sf_summary *s, const char *role);
 void sf__dense_free(sf_dense *d);
 

@@ -18,26 +18,17 @@ bool sf__fold_vec_pays(uint32_t n_stages)
     return n_stages >= 1 && n_stages <= 8 && __builtin_cpu_supports("avx512f");
 }
 
-/* The rows whose prefixes may enter a top-2 are few (a new maximum or
- * runner-up), so this branch is rarely taken and well predicted. */
+/* The prefixes of `hit` beat their stage's runner-up: into the top two.
+ * Such rows are few (a new maximum or runner-up), so the branch to here is
+ * rarely taken and well predicted. Returns the new runners-up. */
 __attribute__((target("avx512f"))) static __m512i
 top2_update(sf_top2 *top2, __mmask8 hit, const int64_t *p, uint32_t rank, uint32_t S)
 {
     int64_t v2[8] = {0};
     for (uint32_t k = 0; k < S; k++) {
-        sf_top2 *t = &top2[k];
-        if (hit >> k & 1) {
-            if (p[k] > t->v1) { /* ascending ranks: an equal value never displaces */
-                t->v2 = t->v1;
-                t->r2 = t->r1;
-                t->v1 = p[k];
-                t->r1 = rank;
-            } else {
-                t->v2 = p[k];
-                t->r2 = rank;
-            }
-        }
-        v2[k] = t->v2;
+        if (hit >> k & 1)
+            sf__top2_insert_ascending(&top2[k], p[k], rank);
+        v2[k] = top2[k].v2;
     }
     return _mm512_loadu_si512(v2);
 }

@@ -144,24 +144,6 @@ void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
     }
 }
 
-/* The fold takes a step's rows in ascending rank order, so an equal value
- * never displaces the rank already held (sf__top2_insert's tie rule). */
-static inline __attribute__((always_inline)) void top2_insert_ascending(sf_top2 *t, int64_t v,
-                                                                        uint32_t rank)
-{
-    if (v <= t->v2) /* nearly every row: one compare */
-        return;
-    if (v > t->v1) {
-        t->v2 = t->v1;
-        t->r2 = t->r1;
-        t->v1 = v;
-        t->r1 = rank;
-    } else {
-        t->v2 = v;
-        t->r2 = rank;
-    }
-}
-
 /* One step's accumulators, local to the fold so that nothing the compiler
  * sees can alias the rows' durations: they stay in registers or L1 while a
  * step's rows stream by, and are stored into the summary once per step. */
@@ -215,7 +197,7 @@ step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_ste
     int64_t saving[SF_MAX_STAGES];
     for (uint32_t k = 0; k < S; k++) {
         p += d[k];
-        top2_insert_ascending(&a->top2[k], p, row->rank);
+        sf__top2_insert_ascending(&a->top2[k], p, row->rank);
         a->dmax[k] = d[k] > a->dmax[k] ? d[k] : a->dmax[k];
         a->dmin[k] = d[k] < a->dmin[k] ? d[k] : a->dmin[k];
         a->dsum[k] += d[k];
