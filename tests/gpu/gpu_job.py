@@ -22,7 +22,6 @@ import glob
 import json
 import os
 import re
-import socket
 import sys
 import tempfile
 
@@ -52,12 +51,6 @@ class Summary:
         print("== gpu case %s: %d checks failed" % (self.case, self.failed))
         for line in self.lines:
             print("   " + line)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def communicators(dist, case):
@@ -158,7 +151,8 @@ def main():
     job = "gpu-" + case
     try:
         os.environ.update(SF_SOCKET=sfd.ingest, SF_JOB_ID=job, RANK="0", WORLD_SIZE="1",
-                          LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                          LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(sfdtest.free_port()),
                           NCCL_PROFILER_PLUGIN=os.environ["SF_NCCL_PLUGIN"], NCCL_DEBUG="INFO",
                           NCCL_DEBUG_SUBSYS="INIT,ENV", NCCL_DEBUG_FILE=os.path.join(log_dir, "nccl.%p"),
                           SF_NCCL_FLUSH_MS="5")

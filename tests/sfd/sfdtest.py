@@ -45,6 +45,21 @@ def wait_for(pred, what, timeout=TIMEOUT, interval=0.02):
         time.sleep(interval)
 
 
+def free_port():
+    """A TCP port on loopback that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reap(procs):
+    """Kills what is still running of a list of Popen and waits for each."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
 class Sfd:
     def __init__(self, conf="", name="sfd", env=None, extra_args=(), start=True):
         self.dir = tempfile.mkdtemp(prefix="sfdtest-")

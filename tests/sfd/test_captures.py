@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 
-from sfdtest import Sfd, check, spawn, wait_for
+from sfdtest import Sfd, check, reap, spawn, wait_for
 
 CLIENT_JOB = os.environ["SF_CLIENT_JOB"]
 
@@ -97,10 +97,7 @@ def handler_and_unsupported(sfd):
         check(outs[0]["captures_unsupported"] == "1" and outs[1]["captures_done"] == "1",
               "client counters: %s" % outs)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        reap(procs)
         shutil.rmtree(capdir, ignore_errors=True)
 
 

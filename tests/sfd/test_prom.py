@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from sfdtest import SFD, Sfd, check, run_job, wait_for
+from sfdtest import SFD, Sfd, check, reap, run_job, wait_for
 
 CLIENT_JOB = os.environ["SF_CLIENT_JOB"]
 
@@ -74,10 +74,7 @@ def captures_exported(sfd, read):
             check(seen is not None and before - 60 <= seen <= time.time() + 1,
                   "rank %s last seen %s" % (rank, seen))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        reap(procs)
         shutil.rmtree(capdir, ignore_errors=True)
 
 
