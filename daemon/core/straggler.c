@@ -1,9 +1,9 @@
 /*
  * Arrival-point evidence of one window (docs/ACCOUNTING.md, "Straggler
- * verdict" and "Critical path"): the rank that arrived last at a
+ * verdict" and "Critical path"): the rank that arrived late at a
  * synchronizing stage, where its lateness began, its persistence across
  * windows, and the most frequent chain of boundary leaders. Pure: reads the
- * summary's top-2 prefixes and the report's per-step leaders, nothing else.
+ * summary's dense rows or top-2 prefixes and the report's per-step leaders.
  */
 #include <errno.h>
 #include <math.h>
@@ -28,35 +28,50 @@ const char *sf_persistence_name(enum sf_persistence p)
 /* ---- the verdict ---------------------------------------------------------- */
 
 /* The test (docs/ACCOUNTING.md, "Straggler verdict"): under the null, the
- * ranks are exchangeable at a step, so a rank's place in the step's arrival
- * order is uniform. Each step adds a centred score per rank and its null
- * variance; the candidate is the rank with the largest score sum, and its
- * one-sided normal p-value, Bonferroni-adjusted over ranks and synchronizing
- * stages, must be at most straggler_alpha. */
+ * ranks are exchangeable at a step, so a rank's place in the step's order of
+ * own work up to a boundary is uniform. With dense rows every boundary from
+ * the alignment through a synchronizing stage is tested, because a delay
+ * shows first at the boundary where it happened and may be partly evened
+ * out before the collective (ranks sharing cores). Each step adds a centred
+ * score per rank and its null variance; a test's candidate is the rank with
+ * the largest score sum, and its one-sided normal p-value, Bonferroni-
+ * adjusted over ranks and every test of the schema, must be at most
+ * straggler_alpha. Without dense rows only the last arrival at the
+ * synchronizing stage's boundary is known. */
 
 struct arrival { /* one eligible step: who arrived last, by how much */
     uint32_t rank, at;
     int64_t lateness;
 };
 
-struct tally {        /* one synchronizing stage's evidence over the window */
-    uint32_t n;       /* eligible steps; arr[0..n) */
-    uint32_t cand;    /* candidate rank id */
+struct tally {        /* the place test at one boundary */
+    uint32_t n;       /* eligible steps */
+    uint32_t cand;    /* candidate: dense index, rank id without dense rows */
     double score;     /* the candidate's centred score sum */
     double var;       /* the null variance of that sum */
     uint32_t n_ranks; /* ranks of the Bonferroni adjustment */
 };
 
-struct place { /* one rank's own work up to its arrival at one step */
+struct candidate {  /* one test's verdict-to-be */
+    uint32_t rank;  /* rank id */
+    double z;       /* its score in standard deviations */
+    int64_t effect; /* its median contrast; INT64_MAX without dense rows */
+};
+
+struct place { /* one rank's own work up to a boundary at one step */
     int64_t late;
     uint32_t r; /* dense index */
 };
 
 struct scratch {
-    struct arrival *arr; /* [n_complete] */
+    struct arrival *arr; /* [n_complete] arrivals at the synchronizing stage */
     uint32_t *at;        /* [n_complete] */
     double *score;       /* [dense ranks] */
     struct place *place; /* [dense ranks] */
+    int64_t *value;      /* [dense ranks] one step's own work */
+    int64_t *step;       /* [dense ranks] one step's contrasts */
+    int64_t *select;     /* [dense ranks] sf__contrasts' scratch */
+    int64_t *one;        /* [n_complete] one rank's contrasts */
 };
 
 static int cmp_arrival(const void *a, const void *b)
@@ -99,10 +114,29 @@ static bool eligible(const sf_step_summary *st)
     return st->arrival_missing == 0 && st->n_ranks >= 2;
 }
 
+static bool has_dense(const sf_summary *s)
+{
+    return s->dense != NULL && s->dense->n_ranks >= 2;
+}
+
+/* The tests of the schema, the Bonferroni count besides the ranks: with
+ * dense rows one per boundary from each synchronizing stage's alignment
+ * through it; without, one per synchronizing stage. */
+static uint32_t tests_per_rank(const sf_summary *s)
+{
+    uint32_t n = 0;
+    for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
+        uint32_t k = (uint32_t)__builtin_ctzll(m);
+        n += has_dense(s) ? k - aligned_from(s->schema.sync_mask, k) + 1 : 1;
+    }
+    return n;
+}
+
 /* Dense rows: every rank's own work from stage b through k, placed by mid-rank
- * among the step's ranks (ties share their places). */
+ * among the step's ranks (ties share their places). With arrivals, w->arr
+ * records who was last at each step and by how much. */
 static void tally_dense(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
-                        uint32_t b, uint32_t k, struct scratch *w, struct tally *t)
+                        uint32_t b, uint32_t k, bool arrivals, struct scratch *w, struct tally *t)
 {
     const sf_dense *dn = s->dense;
     uint32_t S = s->schema.n_stages, m = dn->n_ranks;
@@ -129,14 +163,16 @@ static void tally_dense(const sf_summary *s, const uint32_t *complete, uint32_t 
             lo = hi;
         }
         t->var += ((double)m * m - 1) / 12;
-        w->arr[t->n++] =
-            (struct arrival){dn->ranks[pl[m - 1].r], i, pl[m - 1].late - pl[m - 2].late};
+        if (arrivals)
+            w->arr[t->n] =
+                (struct arrival){dn->ranks[pl[m - 1].r], i, pl[m - 1].late - pl[m - 2].late};
+        t->n++;
     }
     uint32_t best = 0;
     for (uint32_t r = 1; r < m; r++)
         if (w->score[r] > w->score[best])
             best = r;
-    t->cand = dn->ranks[best];
+    t->cand = best;
     t->score = w->score[best];
     t->n_ranks = m;
 }
@@ -174,6 +210,29 @@ static void tally_top2(const sf_summary *s, const uint32_t *complete, uint32_t n
     t->score = count - expected;
 }
 
+/* The median over the eligible steps of dense rank c's own work from b
+ * through j minus the median of the other ranks' at the step: how late the
+ * rank typically was there, whichever rank was last. */
+static int64_t median_contrast(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
+                               uint32_t b, uint32_t j, uint32_t c, struct scratch *w)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t S = s->schema.n_stages, m = dn->n_ranks, n = 0;
+    for (uint32_t i = 0; i < n_complete; i++) {
+        if (!eligible(&s->steps[complete[i]]))
+            continue;
+        const int64_t *rows = &dn->d[(size_t)complete[i] * m * S];
+        for (uint32_t r = 0; r < m; r++) {
+            w->value[r] = 0;
+            for (uint32_t q = b; q <= j; q++)
+                w->value[r] += rows[(size_t)r * S + q];
+        }
+        sf__contrasts(w->value, m, w->select, w->step);
+        w->one[n++] = w->step[c];
+    }
+    return sf_median_i64(w->one, n);
+}
+
 /* The earliest stage from b up to k whose boundary rank led (uniquely, beyond
  * the gap tolerance) in more than half of the steps it arrived last; k itself
  * when no earlier one does. at[] holds complete-step positions. */
@@ -191,49 +250,88 @@ static uint32_t origin_stage(const sf_report *r, uint32_t rank, uint32_t b, uint
     return k;
 }
 
-/* The candidate verdict at synchronizing stage k, or present = false; *ret_z
- * is the candidate's score in standard deviations. */
+static bool significant(const sf_report *r, const struct tally *t, double z, uint32_t n_tests)
+{
+    return 0.5 * erfc(z / sqrt(2.0)) * t->n_ranks * n_tests <= r->gates.straggler_alpha;
+}
+
+/* The magnitude gates of a significant candidate at synchronizing stage k
+ * (t the tally at k, w->arr sorted by rank): its median contrast and the
+ * median lateness of its own last arrivals above the gap tolerance, and the
+ * optional share floor. On success *ret_first and *ret_len locate its last
+ * arrivals in w->arr. */
+static bool late_enough(const sf_report *r, const struct scratch *w, const struct tally *t,
+                        const struct candidate *c, uint32_t *ret_first, uint32_t *ret_len)
+{
+    if (c->effect <= r->leader_gap_tol_ns)
+        return false;
+    uint32_t first = 0, len = 0;
+    while (first < t->n && w->arr[first].rank != c->rank)
+        first++;
+    while (first + len < t->n && w->arr[first + len].rank == c->rank)
+        len++;
+    if (len == 0 || (double)len < r->gates.straggler_last_share_min * t->n)
+        return false;
+    int64_t lo = w->arr[first + (len - 1) / 2].lateness, hi = w->arr[first + len / 2].lateness;
+    if (lo + (hi - lo) / 2 <= r->leader_gap_tol_ns)
+        return false;
+    *ret_first = first;
+    *ret_len = len;
+    return true;
+}
+
+/* The best passing candidate at synchronizing stage k, or present = false;
+ * *ret_z is its score in standard deviations. */
 static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *complete,
-                       uint32_t n_complete, uint32_t k, uint32_t n_sync, struct scratch *w,
+                       uint32_t n_complete, uint32_t k, uint32_t n_tests, struct scratch *w,
                        sf_straggler *ret, double *ret_z)
 {
-    struct tally t = {0};
+    struct tally at_k = {0};
     uint32_t b = aligned_from(s->schema.sync_mask, k);
+    bool dense = has_dense(s);
     memset(ret, 0, sizeof *ret);
     *ret_z = 0;
-    if (s->dense != NULL && s->dense->n_ranks >= 2)
-        tally_dense(s, complete, n_complete, b, k, w, &t);
+    if (dense)
+        tally_dense(s, complete, n_complete, b, k, true, w, &at_k);
     else
-        tally_top2(s, complete, n_complete, k, w, &t);
-    ret->eligible_steps = t.n;
-    if (t.n == 0 || t.var <= 0)
+        tally_top2(s, complete, n_complete, k, w, &at_k);
+    ret->eligible_steps = at_k.n;
+    if (at_k.n == 0 || at_k.var <= 0)
         return;
-    *ret_z = t.score / sqrt(t.var);
-    double p = 0.5 * erfc(*ret_z / sqrt(2.0)) * t.n_ranks * n_sync;
-    /* The candidate's own last arrivals: their count and median lateness. */
-    qsort(w->arr, t.n, sizeof *w->arr, cmp_arrival);
-    uint32_t first = 0, len = 0;
-    while (first < t.n && w->arr[first].rank != t.cand)
-        first++;
-    while (first + len < t.n && w->arr[first + len].rank == t.cand)
-        len++;
-    if (len == 0 || p > r->gates.straggler_alpha ||
-        (double)len < r->gates.straggler_last_share_min * t.n)
+    qsort(w->arr, at_k.n, sizeof *w->arr, cmp_arrival);
+    struct candidate best = {0};
+    uint32_t first = 0, len = 0, f, l;
+    bool found = false;
+    for (uint32_t j = dense ? b : k; j <= k; j++) { /* the earliest boundary on ties */
+        struct tally t = at_k;
+        if (j < k) {
+            t = (struct tally){0};
+            tally_dense(s, complete, n_complete, b, j, false, w, &t);
+        }
+        struct candidate c = {.rank = dense ? s->dense->ranks[t.cand] : t.cand,
+                              .z = t.score / sqrt(t.var),
+                              .effect = INT64_MAX};
+        if ((found && c.z <= best.z) || !significant(r, &at_k, c.z, n_tests))
+            continue;
+        if (dense)
+            c.effect = median_contrast(s, complete, n_complete, b, j, t.cand, w);
+        if (late_enough(r, w, &at_k, &c, &f, &l))
+            best = c, first = f, len = l, found = true;
+    }
+    if (!found)
         return;
     int64_t lo = w->arr[first + (len - 1) / 2].lateness, hi = w->arr[first + len / 2].lateness;
-    int64_t median = lo + (hi - lo) / 2;
-    if (median <= r->leader_gap_tol_ns)
-        return;
     for (uint32_t i = 0; i < len; i++)
         w->at[i] = w->arr[first + i].at;
     qsort(w->at, len, sizeof *w->at, cmp_u32_asc);
+    *ret_z = best.z;
     *ret = (sf_straggler){.present = true,
-                          .rank = t.cand,
+                          .rank = best.rank,
                           .sync_stage = k,
-                          .origin_stage = origin_stage(r, t.cand, b, k, w->at, len),
+                          .origin_stage = origin_stage(r, best.rank, b, k, w->at, len),
                           .arrived_last_steps = len,
-                          .eligible_steps = t.n,
-                          .median_lateness_ns = median,
+                          .eligible_steps = at_k.n,
+                          .median_lateness_ns = lo + (hi - lo) / 2,
                           .persistence = SF_PERSIST_NONE,
                           .windows_in_a_row = 1};
 }
@@ -244,14 +342,25 @@ static void scratch_free(struct scratch *w)
     free(w->at);
     free(w->score);
     free(w->place);
+    free(w->value);
+    free(w->step);
+    free(w->select);
+    free(w->one);
 }
 
 static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_complete)
 {
-    uint32_t m = s->dense != NULL && s->dense->n_ranks ? s->dense->n_ranks : 1;
-    *w = (struct scratch){malloc(n_complete * sizeof *w->arr), malloc(n_complete * sizeof *w->at),
-                          malloc(m * sizeof *w->score), malloc(m * sizeof *w->place)};
-    if (w->arr == NULL || w->at == NULL || w->score == NULL || w->place == NULL) {
+    size_t m = has_dense(s) ? s->dense->n_ranks : 1;
+    *w = (struct scratch){.arr = malloc(n_complete * sizeof *w->arr),
+                          .at = malloc(n_complete * sizeof *w->at),
+                          .score = malloc(m * sizeof *w->score),
+                          .place = malloc(m * sizeof *w->place),
+                          .value = malloc(m * sizeof *w->value),
+                          .step = malloc(m * sizeof *w->step),
+                          .select = malloc(m * sizeof *w->select),
+                          .one = malloc(n_complete * sizeof *w->one)};
+    if (w->arr == NULL || w->at == NULL || w->score == NULL || w->place == NULL ||
+        w->value == NULL || w->step == NULL || w->select == NULL || w->one == NULL) {
         scratch_free(w);
         return -ENOMEM;
     }
@@ -271,13 +380,13 @@ int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *com
     struct scratch w;
     if (scratch_init(&w, s, n_complete) < 0)
         return -ENOMEM;
-    uint32_t n_sync = (uint32_t)__builtin_popcountll(s->schema.sync_mask);
+    uint32_t n_tests = tests_per_rank(s);
     bool first = true;
     double best_z = 0;
     for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
         sf_straggler v;
         double z;
-        verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), n_sync, &w, &v, &z);
+        verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), n_tests, &w, &v, &z);
         if (first || (v.present && (!r->straggler.present || z > best_z))) {
             r->straggler = v;
             best_z = z;

@@ -1,6 +1,7 @@
 /*
  * Arrival points with exact numbers: the schema split and its rejections,
- * the straggler verdict and its gates, persistence across windows, the
+ * the straggler verdict, its gates and its false-verdict rate on resampled
+ * clean windows, persistence across windows, the
  * critical path, and merged summaries against the dense computation.
  */
 #include <setjmp.h>
@@ -209,9 +210,11 @@ static void slow_loader_origin(void **state)
 }
 
 /* Rank 1 arrives last (4 ms) in `late` of 20 steps, ranks 0, 2 and 3 in
- * turn in the others. Dense: rank 1's centred place sums to 2 late - 10
- * over a null variance of 20 x 15/12 = 25, so z = (2 late - 10) / 5; the
- * Bonferroni-adjusted p-value is 4 x Q(z). */
+ * turn in the others. Dense: rank 1's centred place at the backward
+ * boundary sums to 2 late - 10 over a null variance of 20 x 15/12 = 25, so
+ * z = (2 late - 10) / 5 (at the data and forward boundaries every rank ties);
+ * the p-value is Bonferroni-adjusted over 4 ranks x 3 boundaries,
+ * 12 x Q(z). */
 static void delay_rank1_in(struct win *w, uint32_t late)
 {
     static const uint32_t others[] = {0, 2, 3};
@@ -223,21 +226,24 @@ static void significance_gate(void **state)
 {
     (void)state;
     struct win w;
-    /* 12 of 20: z = 2.8, p = 4 x 0.002555 = 0.0102 > 0.01: no verdict. */
+    /* 12 of 20: z = 2.8, p = 12 x 0.002555 = 0.0307 > 0.01: no verdict. */
     win_init(&w, 20, 4);
     delay_rank1_in(&w, 12);
     sf_report *r = win_compute(&w);
     assert_false(r->straggler.present);
     assert_int_equal(r->straggler.eligible_steps, 20);
+    w.gates.straggler_alpha = 0.030;
+    r = win_compute(&w);
+    assert_false(r->straggler.present);
     /* The same window passes a looser alpha. */
-    w.gates.straggler_alpha = 0.011;
+    w.gates.straggler_alpha = 0.031;
     r = win_compute(&w);
     assert_true(r->straggler.present);
     assert_int_equal(r->straggler.rank, 1);
     assert_int_equal(r->straggler.arrived_last_steps, 12);
     win_clear(&w);
-    /* 13 of 20: z = 3.2, p = 0.0027: rank 1, although it was not last in a
-     * third of the steps. */
+    /* 13 of 20: z = 3.2, p = 12 x 0.000687 = 0.0082: rank 1, although it
+     * was not last in a third of the steps. */
     win_init(&w, 20, 4);
     delay_rank1_in(&w, 13);
     r = win_compute(&w);
@@ -369,6 +375,90 @@ static void missing_arrivals_are_not_eligible(void **state)
     win_clear(&w);
 }
 
+/* Seeded jitter on every rank: forward 10 ms + [0, fwd_span), backward own
+ * work 20 ms + [0, 8 ms), or with skew 20 ms + [0, [0, 16 ms] ] (a long right
+ * tail, as host noise has). Draws go step by step, rank by rank, forward
+ * then backward. */
+static void jitter(struct win *w, uint64_t *st, int64_t fwd_span, bool skew)
+{
+    for (uint32_t t = 0; t < w->m.steps; t++)
+        for (uint32_t r = 0; r < w->m.ranks; r++) {
+            int64_t *d = cell(&w->m, t, r);
+            d[FWD] = 10 * MS + rand_below(st, fwd_span);
+            d[BWD] = 20 * MS +
+                     (skew ? rand_below(st, rand_below(st, 16 * MS) + 1) : rand_below(st, 8 * MS));
+        }
+}
+
+/* Rank 2's forward is 3 ms longer and its backward 2 ms shorter, as when
+ * ranks share cores and the late rank's backward runs with fewer rivals:
+ * at the backward arrival it is only 1 ms behind, inside 8 ms of jitter, and
+ * arrives last in 12 of 40 steps. The place test at the arrival boundary
+ * alone scores z = 1.98 (4 x Q(z) = 0.095: the verdict used to be null). At
+ * the forward boundary rank 2 is last in all 40 steps: z = 60 / sqrt(50) =
+ * 8.49, p = 12 x Q(z) = 1.3e-16; its median contrast there is 3.08 ms and
+ * its median lateness in the 12 steps it arrived last 1.98 ms, both above
+ * the 1 ms tolerance. */
+static void evened_out_delay_found_where_it_began(void **state)
+{
+    (void)state;
+    struct win w;
+    uint64_t st = 1;
+    win_init(&w, 40, 4);
+    jitter(&w, &st, 2 * MS, false);
+    delay(&w, 2, FWD, 3 * MS, 0, 40);
+    delay(&w, 2, BWD, -2 * MS, 0, 40);
+    sf_report *r = win_compute(&w);
+    assert_true(r->straggler.present);
+    assert_int_equal(r->straggler.rank, 2);
+    assert_int_equal(r->straggler.sync_stage, BWD);
+    assert_int_equal(r->straggler.origin_stage, FWD);
+    assert_int_equal(r->straggler.arrived_last_steps, 12);
+    assert_int_equal(r->straggler.eligible_steps, 40);
+    assert_int_equal(r->straggler.median_lateness_ns, 1984422);
+    assert_int_equal(r->suspects[0].rank, 2);
+    win_clear(&w);
+    /* The same jitter without the delay: no verdict. */
+    st = 1;
+    win_init(&w, 40, 4);
+    jitter(&w, &st, 2 * MS, false);
+    r = win_compute(&w);
+    assert_false(r->straggler.present);
+    assert_int_equal(r->straggler.eligible_steps, 40);
+    win_clear(&w);
+}
+
+/* Resampled clean windows (100 steps, 4 ranks, exchangeable seeded jitter):
+ * a verdict in at most alpha of them, with symmetric and with skewed noise;
+ * first with the magnitude gates off (a zero gap tolerance), so that the
+ * significance test alone is checked, then at the defaults. */
+static uint32_t clean_verdicts(uint32_t windows, bool skew, double alpha, bool tolerance)
+{
+    uint64_t st = 2026;
+    uint32_t verdicts = 0;
+    for (uint32_t i = 0; i < windows; i++) {
+        struct win w;
+        win_init(&w, 100, 4);
+        w.gates.straggler_alpha = alpha;
+        if (!tolerance)
+            w.gates.leader_gap_tol_min_s = 0, w.gates.leader_gap_tol_frac = 0;
+        jitter(&w, &st, 4 * MS, skew);
+        verdicts += win_compute(&w)->straggler.present;
+        win_clear(&w);
+    }
+    return verdicts;
+}
+
+static void clean_windows_rarely_give_a_verdict(void **state)
+{
+    (void)state;
+    for (int skew = 0; skew <= 1; skew++) {
+        assert_true(clean_verdicts(200, skew, 0.2, false) <= 40);
+        assert_true(clean_verdicts(200, skew, 0.05, false) <= 10);
+        assert_true(clean_verdicts(200, skew, 0.01, true) <= 2);
+    }
+}
+
 /* ---- persistence ------------------------------------------------------------- */
 
 static void persistence_across_windows(void **state)
@@ -494,6 +584,8 @@ int main(void)
         cmocka_unit_test(aligned_after_a_collective),
         cmocka_unit_test(lateness_gate),
         cmocka_unit_test(missing_arrivals_are_not_eligible),
+        cmocka_unit_test(evened_out_delay_found_where_it_began),
+        cmocka_unit_test(clean_windows_rarely_give_a_verdict),
         cmocka_unit_test(persistence_across_windows),
         cmocka_unit_test(critical_path_chain),
         cmocka_unit_test(merged_equals_dense),
