@@ -29,15 +29,16 @@ const char *sf_persistence_name(enum sf_persistence p)
 
 /* The test (docs/ACCOUNTING.md, "Straggler verdict"): under the null, the
  * ranks are exchangeable at a step, so a rank's place in the step's order of
- * own work up to a boundary is uniform. With dense rows every boundary from
- * the alignment through a synchronizing stage is tested, because a delay
- * shows first at the boundary where it happened and may be partly evened
- * out before the collective (ranks sharing cores). Each step adds a centred
- * score per rank and its null variance; a test's candidate is the rank with
- * the largest score sum, and its one-sided normal p-value, Bonferroni-
- * adjusted over ranks and every test of the schema, must be at most
- * straggler_alpha. Without dense rows only the last arrival at the
- * synchronizing stage's boundary is known. */
+ * own work over a run of stages is uniform. With dense rows each
+ * synchronizing stage tests, from its alignment boundary, the work up to
+ * every boundary through it and each of those stages' own work alone: a
+ * delay shows first where it happened, may be partly evened out before the
+ * collective (ranks sharing cores), and the noise of earlier stages can bury
+ * it in a prefix. Each step adds a centred score per rank and its null
+ * variance; a test's candidate is the rank with the largest score sum, and
+ * its one-sided normal p-value, Bonferroni-adjusted over ranks and every
+ * test of the schema, must be at most straggler_alpha. Without dense rows
+ * only the last arrival at the synchronizing stage's boundary is known. */
 
 struct arrival { /* one eligible step: who arrived last, by how much */
     uint32_t rank, at;
@@ -120,14 +121,15 @@ static bool has_dense(const sf_summary *s)
 }
 
 /* The tests of the schema, the Bonferroni count besides the ranks: with
- * dense rows one per boundary from each synchronizing stage's alignment
- * through it; without, one per synchronizing stage. */
+ * dense rows, per synchronizing stage spanning n stages from its alignment,
+ * n prefixes and the n - 1 stages after the first alone; without, one per
+ * synchronizing stage. */
 static uint32_t tests_per_rank(const sf_summary *s)
 {
     uint32_t n = 0;
     for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
         uint32_t k = (uint32_t)__builtin_ctzll(m);
-        n += has_dense(s) ? k - aligned_from(s->schema.sync_mask, k) + 1 : 1;
+        n += has_dense(s) ? 2 * (k - aligned_from(s->schema.sync_mask, k)) + 1 : 1;
     }
     return n;
 }
@@ -210,9 +212,9 @@ static void tally_top2(const sf_summary *s, const uint32_t *complete, uint32_t n
     t->score = count - expected;
 }
 
-/* The median over the eligible steps of dense rank c's own work from b
- * through j minus the median of the other ranks' at the step: how late the
- * rank typically was there, whichever rank was last. */
+/* The median over the eligible steps of dense rank c's own work from stage b
+ * through j minus the median of the other ranks' at the step: how much more
+ * work the rank typically had there, whichever rank was last. */
 static int64_t median_contrast(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
                                uint32_t b, uint32_t j, uint32_t c, struct scratch *w)
 {
@@ -302,11 +304,14 @@ static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *
     struct candidate best = {0};
     uint32_t first = 0, len = 0, f, l;
     bool found = false;
-    for (uint32_t j = dense ? b : k; j <= k; j++) { /* the earliest boundary on ties */
+    /* Test i covers stages from..j: the prefix b..j at even i, stage j
+     * alone at odd i; the earliest test wins ties. */
+    for (uint32_t i = dense ? 0 : 2 * (k - b); i <= 2 * (k - b); i++) {
+        uint32_t j = b + (i + 1) / 2, from = i % 2 ? j : b;
         struct tally t = at_k;
-        if (j < k) {
+        if (j < k || from > b) {
             t = (struct tally){0};
-            tally_dense(s, complete, n_complete, b, j, false, w, &t);
+            tally_dense(s, complete, n_complete, from, j, false, w, &t);
         }
         struct candidate c = {.rank = dense ? s->dense->ranks[t.cand] : t.cand,
                               .z = t.score / sqrt(t.var),
@@ -314,7 +319,7 @@ static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *
         if ((found && c.z <= best.z) || !significant(r, &at_k, c.z, n_tests))
             continue;
         if (dense)
-            c.effect = median_contrast(s, complete, n_complete, b, j, t.cand, w);
+            c.effect = median_contrast(s, complete, n_complete, from, j, t.cand, w);
         if (late_enough(r, w, &at_k, &c, &f, &l))
             best = c, first = f, len = l, found = true;
     }
