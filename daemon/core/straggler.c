@@ -282,18 +282,47 @@ static bool late_enough(const sf_report *r, const struct scratch *w, const struc
     return true;
 }
 
-/* The best passing candidate at synchronizing stage k, or present = false;
- * *ret_z is its score in standard deviations. */
+/* Over the tests of synchronizing stage k (span from b; at_k its arrival
+ * tally, w->arr sorted by rank), the passing candidate with the largest z;
+ * false when none passes. Test i covers stages from..j: the prefix b..j at
+ * even i, stage j alone at odd i; the earliest test wins ties. */
+static bool best_test(const sf_report *r, const sf_summary *s, const uint32_t *complete,
+                      uint32_t n_complete, uint32_t b, uint32_t k, const struct tally *at_k,
+                      uint32_t n_tests, struct scratch *w, struct candidate *ret,
+                      uint32_t *ret_first, uint32_t *ret_len)
+{
+    bool dense = has_dense(s), found = false;
+    for (uint32_t i = dense ? 0 : 2 * (k - b); i <= 2 * (k - b); i++) {
+        uint32_t j = b + (i + 1) / 2, from = i % 2 ? j : b, f, l;
+        struct tally t = *at_k;
+        if (j < k || from > b) {
+            t = (struct tally){0};
+            tally_dense(s, complete, n_complete, from, j, false, w, &t);
+        }
+        struct candidate c = {.rank = dense ? s->dense->ranks[t.cand] : t.cand,
+                              .z = t.score / sqrt(t.var),
+                              .effect = INT64_MAX};
+        if ((found && c.z <= ret->z) || !significant(r, at_k, c.z, n_tests))
+            continue;
+        if (dense)
+            c.effect = median_contrast(s, complete, n_complete, from, j, t.cand, w);
+        if (late_enough(r, w, at_k, &c, &f, &l))
+            *ret = c, *ret_first = f, *ret_len = l, found = true;
+    }
+    return found;
+}
+
+/* The verdict at synchronizing stage k, or present = false; *ret_z is its
+ * score in standard deviations. */
 static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *complete,
                        uint32_t n_complete, uint32_t k, uint32_t n_tests, struct scratch *w,
                        sf_straggler *ret, double *ret_z)
 {
     struct tally at_k = {0};
     uint32_t b = aligned_from(s->schema.sync_mask, k);
-    bool dense = has_dense(s);
     memset(ret, 0, sizeof *ret);
     *ret_z = 0;
-    if (dense)
+    if (has_dense(s))
         tally_dense(s, complete, n_complete, b, k, true, w, &at_k);
     else
         tally_top2(s, complete, n_complete, k, w, &at_k);
@@ -302,28 +331,8 @@ static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *
         return;
     qsort(w->arr, at_k.n, sizeof *w->arr, cmp_arrival);
     struct candidate best = {0};
-    uint32_t first = 0, len = 0, f, l;
-    bool found = false;
-    /* Test i covers stages from..j: the prefix b..j at even i, stage j
-     * alone at odd i; the earliest test wins ties. */
-    for (uint32_t i = dense ? 0 : 2 * (k - b); i <= 2 * (k - b); i++) {
-        uint32_t j = b + (i + 1) / 2, from = i % 2 ? j : b;
-        struct tally t = at_k;
-        if (j < k || from > b) {
-            t = (struct tally){0};
-            tally_dense(s, complete, n_complete, from, j, false, w, &t);
-        }
-        struct candidate c = {.rank = dense ? s->dense->ranks[t.cand] : t.cand,
-                              .z = t.score / sqrt(t.var),
-                              .effect = INT64_MAX};
-        if ((found && c.z <= best.z) || !significant(r, &at_k, c.z, n_tests))
-            continue;
-        if (dense)
-            c.effect = median_contrast(s, complete, n_complete, from, j, t.cand, w);
-        if (late_enough(r, w, &at_k, &c, &f, &l))
-            best = c, first = f, len = l, found = true;
-    }
-    if (!found)
+    uint32_t first = 0, len = 0;
+    if (!best_test(r, s, complete, n_complete, b, k, &at_k, n_tests, w, &best, &first, &len))
         return;
     int64_t lo = w->arr[first + (len - 1) / 2].lateness, hi = w->arr[first + len / 2].lateness;
     for (uint32_t i = 0; i < len; i++)
