@@ -28,21 +28,13 @@ struct whatif_work {
     int64_t *ref_map; /* [R][S] reference medians, SF_NULL_NS where unknown */
     bool *cohort;     /* [S] some rank falls back to the cohort median here */
     int64_t *scratch; /* [R] */
-    int64_t *end;     /* [R] P[t,r,S] */
-    int64_t *clipped; /* [R] P with every stage clipped */
     __int128 *saved;  /* [R] */
     __int128 *cell;   /* [n_route][R] */
     __int128 exposed, ideal;
     /* The sync model: segment j of a step runs from the previous sync
-     * point's departure to sync point j's arrival; segment n_seg - 1 is the
+     * point's departure to sync point j's arrival; the last segment is the
      * tail after the last sync point. */
-    uint32_t n_seg;
-    uint32_t *seg_of;     /* [S] segment of each stage */
-    bool *is_wait;        /* [S] a "<stage>.sync_wait" stage */
-    int64_t *own;         /* [R][n_seg] segment sums as recorded */
-    int64_t *fixed;       /* [R][n_seg] segment sums clipped to the basis */
-    int64_t *top1, *top2; /* [n_seg] largest and second largest own */
-    uint32_t *top_rank;   /* [n_seg] a rank holding top1 */
+    uint64_t sync_mask;
 };
 
 static void work_free(struct whatif_work *w)
@@ -51,17 +43,8 @@ static void work_free(struct whatif_work *w)
     free(w->ref_map);
     free(w->cohort);
     free(w->scratch);
-    free(w->end);
-    free(w->clipped);
     free(w->saved);
     free(w->cell);
-    free(w->seg_of);
-    free(w->is_wait);
-    free(w->own);
-    free(w->fixed);
-    free(w->top1);
-    free(w->top2);
-    free(w->top_rank);
 }
 
 static int work_alloc(struct whatif_work *w, uint32_t R, uint32_t S, uint32_t n_route)
@@ -74,36 +57,10 @@ static int work_alloc(struct whatif_work *w, uint32_t R, uint32_t S, uint32_t n_
     w->ref_map = malloc(cells * sizeof *w->ref_map);
     w->cohort = calloc(S ? S : 1, sizeof *w->cohort);
     w->scratch = malloc(R * sizeof *w->scratch);
-    w->end = malloc(R * sizeof *w->end);
-    w->clipped = malloc(R * sizeof *w->clipped);
     w->saved = calloc(R, sizeof *w->saved);
     w->cell = calloc((size_t)(n_route ? n_route : 1) * R, sizeof *w->cell);
-    if (!w->basis || !w->ref_map || !w->cohort || !w->scratch || !w->end || !w->clipped ||
-        !w->saved || !w->cell)
+    if (!w->basis || !w->ref_map || !w->cohort || !w->scratch || !w->saved || !w->cell)
         return -ENOMEM;
-    return 0;
-}
-
-/* Segments of the sync model: each synchronizing stage k closes one at its
- * arrival boundary; its wait k + 1 belongs to no segment's own work. */
-static int sync_alloc(struct whatif_work *w, uint64_t sync_mask)
-{
-    uint32_t S = w->S;
-    w->n_seg = (uint32_t)__builtin_popcountll(sync_mask) + 1;
-    w->seg_of = malloc(S * sizeof *w->seg_of);
-    w->is_wait = malloc(S * sizeof *w->is_wait);
-    w->own = malloc((size_t)w->R * w->n_seg * sizeof *w->own);
-    w->fixed = malloc((size_t)w->R * w->n_seg * sizeof *w->fixed);
-    w->top1 = malloc(w->n_seg * sizeof *w->top1);
-    w->top2 = malloc(w->n_seg * sizeof *w->top2);
-    w->top_rank = malloc(w->n_seg * sizeof *w->top_rank);
-    if (!w->seg_of || !w->is_wait || !w->own || !w->fixed || !w->top1 || !w->top2 || !w->top_rank)
-        return -ENOMEM;
-    for (uint32_t k = 0, j = 0; k < S; k++) {
-        w->is_wait[k] = k > 0 && (sync_mask >> (k - 1) & 1);
-        w->seg_of[k] = j;
-        j += (sync_mask >> k & 1) != 0;
-    }
     return 0;
 }
 
@@ -151,13 +108,28 @@ static int64_t clip(int64_t d, int64_t basis)
     return d < basis ? d : basis;
 }
 
-/* One complete step: every rank's end, the end with the rank clipped, and
- * the end with only one route stage of the rank clipped. */
-static void whatif_step(struct whatif_work *w, const int64_t *rows)
+static int64_t max_i64(int64_t a, int64_t b)
 {
-    uint32_t R = w->R, S = w->S, top = 0;
-    int64_t first = INT64_MIN, second = INT64_MIN, ideal = INT64_MIN;
-    step_basis(w, rows);
+    return a > b ? a : b;
+}
+
+/* Why one rank per step (per segment in the sync model) is enough: clipping
+ * never lengthens a duration, so a rank that does not hold the step's (the
+ * segment's) longest end alone ends, clipped, no later than the one that
+ * does, and the step stays as long as it was. Its saving, and that of each
+ * of its (rank, stage) cells, is exactly zero; only the unique holder's
+ * can be positive. So one pass finds, per rank, the recorded and clipped
+ * sums, and the savings are added for the holder alone. */
+
+/* One complete step in the clipped model: the largest end, the second one
+ * and the clipped holder; the ideal step is the largest clipped end. The
+ * step's layout is passed in so that the common stage counts get a loop the
+ * compiler unrolls. */
+static inline __attribute__((always_inline)) void whatif_step_s(struct whatif_work *w,
+                                                                const int64_t *rows, uint32_t S)
+{
+    uint32_t R = w->R, top = 0;
+    int64_t first = INT64_MIN, second = INT64_MIN, ideal = INT64_MIN, top_clipped = 0;
     for (uint32_t x = 0; x < R; x++) {
         const int64_t *d = &rows[(size_t)x * S], *b = &w->basis[(size_t)x * S];
         int64_t p = 0, q = 0;
@@ -165,108 +137,132 @@ static void whatif_step(struct whatif_work *w, const int64_t *rows)
             p += d[k];
             q += clip(d[k], b[k]);
         }
-        w->end[x] = p;
-        w->clipped[x] = q;
-        if (q > ideal)
-            ideal = q;
+        ideal = max_i64(ideal, q);
         if (p > first) {
             second = first;
             first = p;
             top = x;
+            top_clipped = q;
         } else if (p > second) {
             second = p;
         }
     }
     w->exposed += first;
     w->ideal += ideal;
-    for (uint32_t x = 0; x < R; x++) {
-        int64_t others = x == top ? second : first;
-        int64_t alone = w->clipped[x] > others ? w->clipped[x] : others;
-        w->saved[x] += first - alone;
-        for (uint32_t j = 0; j < w->n_route; j++) {
-            uint32_t k = w->route[j];
-            int64_t d = rows[(size_t)x * S + k];
-            int64_t p = w->end[x] - d + clip(d, w->basis[(size_t)x * S + k]);
-            w->cell[(size_t)j * R + x] += first - (p > others ? p : others);
-        }
+    /* the holder alone: the others' ends are at most second */
+    w->saved[top] += first - max_i64(top_clipped, second);
+    for (uint32_t j = 0; j < w->n_route; j++) {
+        uint32_t k = w->route[j];
+        int64_t d = rows[(size_t)top * S + k];
+        int64_t p = first - d + clip(d, w->basis[(size_t)top * S + k]);
+        w->cell[(size_t)j * R + top] += first - max_i64(p, second);
     }
 }
 
-/* Rank x's segment sums, recorded and clipped; the waits are left out
- * because the model derives them. */
-static void sync_segments(struct whatif_work *w, const int64_t *rows, uint32_t x)
+static void whatif_step(struct whatif_work *w, const int64_t *rows)
 {
-    const int64_t *d = &rows[(size_t)x * w->S], *b = &w->basis[(size_t)x * w->S];
-    int64_t *own = &w->own[(size_t)x * w->n_seg], *fixed = &w->fixed[(size_t)x * w->n_seg];
-    memset(own, 0, w->n_seg * sizeof *own);
-    memset(fixed, 0, w->n_seg * sizeof *fixed);
-    for (uint32_t k = 0; k < w->S; k++) {
-        if (w->is_wait[k])
-            continue;
-        own[w->seg_of[k]] += d[k];
-        fixed[w->seg_of[k]] += clip(d[k], b[k]);
-    }
+    step_basis(w, rows);
+    if (w->S == 6)
+        whatif_step_s(w, rows, 6); /* the default schema */
+    else
+        whatif_step_s(w, rows, w->S);
 }
 
-/* Segment j's longest own work with rank x's replaced by v: the ranks
- * leave a sync point together when the last one arrives. */
-static int64_t segment_with(const struct whatif_work *w, uint32_t j, uint32_t x, int64_t v)
+/* Per segment of one step: the longest own work (top1), a rank holding it
+ * (the first), that rank's clipped own work, the second longest (top2), and
+ * the longest clipped own work. */
+struct segments {
+    int64_t top1[SF_MAX_STAGES], top2[SF_MAX_STAGES], top_fixed[SF_MAX_STAGES];
+    int64_t longest_fixed[SF_MAX_STAGES];
+    uint32_t top_rank[SF_MAX_STAGES];
+};
+
+/* Stage k closes a segment when it synchronizes; k's ".sync_wait" stage
+ * (k + 1) belongs to no segment's own work, because the model derives it. */
+static inline bool is_wait(uint64_t mask, uint32_t k)
 {
-    int64_t others = x == w->top_rank[j] ? w->top2[j] : w->top1[j];
-    return v > others ? v : others;
+    return k > 0 && (mask >> (k - 1) & 1);
+}
+
+/* The sync points before stage k: each closes one segment. */
+static inline uint32_t segment_of(uint64_t mask, uint32_t k)
+{
+    return (uint32_t)__builtin_popcountll(mask & ((UINT64_C(1) << k) - 1));
 }
 
 /* One complete step in the sync model. A step's modelled length is the sum
  * over segments of the longest own work (each sync wait being the last
  * arrival minus the rank's own); every saving is the difference of two
  * modelled lengths, and the ideal is the exposed time less the modelled
- * saving of clipping every rank. */
-static void whatif_sync_step(struct whatif_work *w, const int64_t *rows)
+ * saving of clipping every rank. With S and the mask constant (the common
+ * layouts) the stage loop unrolls and every segment sum stays in a
+ * register. */
+static inline __attribute__((always_inline)) void
+whatif_sync_step_s(struct whatif_work *w, const int64_t *rows, uint32_t S, uint64_t mask)
 {
-    uint32_t R = w->R, S = w->S, J = w->n_seg;
+    uint32_t R = w->R, J = (uint32_t)__builtin_popcountll(mask) + 1;
     int64_t first = INT64_MIN, model = 0, ideal_model = 0;
-    step_basis(w, rows);
-    for (uint32_t j = 0; j < J; j++)
-        w->top1[j] = w->top2[j] = INT64_MIN;
+    struct segments g;
+    for (uint32_t j = 0; j < J; j++) {
+        g.top1[j] = g.top2[j] = g.longest_fixed[j] = INT64_MIN;
+        g.top_fixed[j] = 0;
+        g.top_rank[j] = 0;
+    }
     for (uint32_t x = 0; x < R; x++) {
-        int64_t p = 0;
-        for (uint32_t k = 0; k < S; k++)
-            p += rows[(size_t)x * S + k];
-        first = p > first ? p : first;
-        sync_segments(w, rows, x);
+        const int64_t *d = &rows[(size_t)x * S], *b = &w->basis[(size_t)x * S];
+        int64_t own[SF_MAX_STAGES], fixed[SF_MAX_STAGES], p = 0;
+        for (uint32_t j = 0; j < J; j++)
+            own[j] = fixed[j] = 0;
+        for (uint32_t k = 0, j = 0; k < S; k++) {
+            p += d[k];
+            if (!is_wait(mask, k)) {
+                own[j] += d[k];
+                fixed[j] += clip(d[k], b[k]);
+            }
+            j += (mask >> k & 1) != 0;
+        }
+        first = max_i64(first, p);
         for (uint32_t j = 0; j < J; j++) {
-            int64_t v = w->own[(size_t)x * J + j];
-            if (v > w->top1[j]) {
-                w->top2[j] = w->top1[j];
-                w->top1[j] = v;
-                w->top_rank[j] = x;
-            } else if (v > w->top2[j]) {
-                w->top2[j] = v;
+            g.longest_fixed[j] = max_i64(g.longest_fixed[j], fixed[j]);
+            if (own[j] > g.top1[j]) {
+                g.top2[j] = g.top1[j];
+                g.top1[j] = own[j];
+                g.top_rank[j] = x;
+                g.top_fixed[j] = fixed[j];
+            } else if (own[j] > g.top2[j]) {
+                g.top2[j] = own[j];
             }
         }
     }
     for (uint32_t j = 0; j < J; j++) {
-        int64_t longest = INT64_MIN;
-        for (uint32_t x = 0; x < R; x++)
-            if (w->fixed[(size_t)x * J + j] > longest)
-                longest = w->fixed[(size_t)x * J + j];
-        model += w->top1[j];
-        ideal_model += longest;
+        model += g.top1[j];
+        ideal_model += g.longest_fixed[j];
+        /* the holder alone: the others' own work is at most top2 */
+        w->saved[g.top_rank[j]] += g.top1[j] - max_i64(g.top_fixed[j], g.top2[j]);
     }
     w->exposed += first;
     w->ideal += first - (model - ideal_model);
-    for (uint32_t x = 0; x < R; x++) {
-        for (uint32_t j = 0; j < J; j++)
-            w->saved[x] += w->top1[j] - segment_with(w, j, x, w->fixed[(size_t)x * J + j]);
-        for (uint32_t i = 0; i < w->n_route; i++) {
-            uint32_t k = w->route[i], j = w->seg_of[k];
-            if (w->is_wait[k])
-                continue; /* derived from the arrivals, never replaced */
-            int64_t d = rows[(size_t)x * S + k];
-            int64_t v = w->own[(size_t)x * J + j] - d + clip(d, w->basis[(size_t)x * S + k]);
-            w->cell[(size_t)i * R + x] += w->top1[j] - segment_with(w, j, x, v);
-        }
+    for (uint32_t i = 0; i < w->n_route; i++) {
+        uint32_t k = w->route[i], j = segment_of(mask, k);
+        if (is_wait(mask, k))
+            continue; /* derived from the arrivals, never replaced */
+        uint32_t x = g.top_rank[j];
+        int64_t d = rows[(size_t)x * S + k];
+        int64_t v = g.top1[j] - d + clip(d, w->basis[(size_t)x * S + k]);
+        w->cell[(size_t)i * R + x] += g.top1[j] - max_i64(v, g.top2[j]);
     }
+}
+
+static void whatif_sync_step(struct whatif_work *w, const int64_t *rows)
+{
+    step_basis(w, rows);
+    /* the backward split at its arrival, with 5 or 6 recorded stages */
+    if (w->S == 6 && w->sync_mask == UINT64_C(1) << 2)
+        whatif_sync_step_s(w, rows, 6, UINT64_C(1) << 2);
+    else if (w->S == 7 && w->sync_mask == UINT64_C(1) << 2)
+        whatif_sync_step_s(w, rows, 7, UINT64_C(1) << 2);
+    else
+        whatif_sync_step_s(w, rows, w->S, w->sync_mask);
 }
 
 static void list_ranks(sf_whatif *out, const struct whatif_work *w, const sf_dense *d)
@@ -347,8 +343,7 @@ int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const 
         goto fail;
     map_reference(&w, d, ref);
     bool sync = sync_model_applies(summary, R);
-    if (sync && (rc = sync_alloc(&w, summary->schema.sync_mask)) < 0)
-        goto fail;
+    w.sync_mask = summary->schema.sync_mask;
     for (uint32_t i = 0; i < summary->n_steps; i++) {
         if (summary->steps[i].n_ranks != R)
             continue;
