@@ -58,6 +58,39 @@ static int64_t kth_difference(const int64_t *x, size_t m, const int64_t *y, size
     return lo;
 }
 
+/* The smallest pairwise difference above v, and in *ret_count the pairs at
+ * or below it (count_le's); INT64_MAX when no pair lies above v. */
+static int64_t next_difference(const int64_t *x, size_t m, const int64_t *y, size_t n, int64_t v,
+                               uint64_t *ret_count)
+{
+    uint64_t count = 0;
+    int64_t next = INT64_MAX;
+    size_t j = 0;
+    for (size_t i = 0; i < m; i++) {
+        while (j < n && y[j] - x[i] <= v)
+            j++;
+        count += j;
+        if (j < n && y[j] - x[i] < next)
+            next = y[j] - x[i];
+    }
+    *ret_count = count;
+    return next;
+}
+
+/* The two middle pairwise differences, order statistics k and k + 1 (k
+ * from 1 to m x n - 1): the second is the first again while the pairs at or
+ * below it reach k + 1, else the smallest difference above it, so one
+ * merge pass replaces a second search. */
+static void middle_differences(const int64_t *x, size_t m, const int64_t *y, size_t n, uint64_t k,
+                               int64_t *ret_a, int64_t *ret_b)
+{
+    uint64_t count;
+    int64_t a = kth_difference(x, m, y, n, k);
+    int64_t next = next_difference(x, m, y, n, a, &count);
+    *ret_a = a;
+    *ret_b = count >= k + 1 ? a : next;
+}
+
 /* Mann-Whitney U of y (pairs with y > x, ties counting a half) and the sum
  * of t^3 - t over tie groups, from the merged order. */
 static void rank_statistics(const int64_t *x, size_t m, const int64_t *y, size_t n, double *ret_u,
@@ -100,8 +133,11 @@ static void estimate_sorted(const int64_t *x, size_t m, const int64_t *y, size_t
                             sf_shift *ret)
 {
     uint64_t pairs = (uint64_t)m * n;
-    int64_t a = kth_difference(x, m, y, n, (pairs + 1) / 2);
-    int64_t b = pairs % 2 ? a : kth_difference(x, m, y, n, pairs / 2 + 1);
+    int64_t a, b;
+    if (pairs % 2)
+        a = b = kth_difference(x, m, y, n, (pairs + 1) / 2);
+    else
+        middle_differences(x, m, y, n, pairs / 2, &a, &b);
     double u, ties;
     rank_statistics(x, m, y, n, &u, &ties);
     double total = (double)(m + n), mn = (double)pairs;
