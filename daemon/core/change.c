@@ -243,7 +243,7 @@ struct own_work {
     int64_t *shift; /* [R][S] at own-work stages, SF_NULL_NS elsewhere */
     int64_t *z;     /* [R][n] of the stage last filled, rank by rank */
     int64_t *base;  /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
-    int64_t *v;     /* 3 x R scratch */
+    int64_t *v;     /* 2 x R scratch */
 };
 
 static void own_work_free(struct own_work *o)
@@ -255,24 +255,25 @@ static void own_work_free(struct own_work *o)
 }
 
 /* Fills o->z with every rank's contrast at stage k, step by step, minus its
- * reference contrast. */
+ * reference contrast. The column is read in place: one pass finds the
+ * middle order statistics, one writes every rank's contrast. */
 static void own_work_fill(const sf_summary *s, const sf_reference *ref,
                           const struct window_steps *w, struct own_work *o, uint32_t k)
 {
     const sf_dense *d = s->dense;
     uint32_t R = o->R, S = o->S, n = o->n;
+    int64_t *offset = o->v + R; /* the reference contrast, 0 where unknown */
     for (uint32_t x = 0; x < R; x++) {
         uint32_t *hit = bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof *hit, sf__cmp_u32);
         o->base[x] = hit ? ref->contrast_ns[(size_t)(hit - ref->ranks) * S + k] : SF_NULL_NS;
+        offset[x] = o->base[x] == SF_NULL_NS ? 0 : o->base[x];
     }
     for (uint32_t t = 0; t < n; t++) {
-        int64_t *v = o->v, *zt = v + 2 * (size_t)R;
-        const int64_t *row = &d->d[(size_t)w->index[t] * R * S + k];
+        const int64_t *col = &d->d[(size_t)w->index[t] * R * S + k];
+        sf__middle mm;
+        sf__middle_of(col, S, R, o->v, &mm);
         for (uint32_t x = 0; x < R; x++)
-            v[x] = row[(size_t)x * S];
-        sf__contrasts(v, R, v + R, zt);
-        for (uint32_t x = 0; x < R; x++)
-            o->z[(size_t)x * n + t] = zt[x] - (o->base[x] == SF_NULL_NS ? 0 : o->base[x]);
+            o->z[(size_t)x * n + t] = sf__contrast(&mm, col[(size_t)x * S]) - offset[x];
     }
 }
 
@@ -346,7 +347,7 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->shift = malloc((size_t)R * S * sizeof *o->shift);
     o->z = malloc((size_t)R * w->n * sizeof *o->z);
     o->base = malloc((size_t)R * sizeof *o->base);
-    o->v = malloc((size_t)R * 3 * sizeof *o->v);
+    o->v = malloc((size_t)R * 2 * sizeof *o->v);
     if (!o->shift || !o->z || !o->base || !o->v)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)
@@ -368,10 +369,30 @@ struct rank_change {
     bool known;
 };
 
+/* Steps of the window where each dense rank uniquely led route stage j's
+ * boundary, for every route stage: led[j][x]. One pass over the steps per
+ * stage, instead of one per rank. */
+static void route_leads(const sf_summary *s, const struct window_steps *w, const sf_change *c,
+                        uint32_t *led)
+{
+    const sf_dense *d = s->dense;
+    for (uint32_t j = 0; j < c->n_route; j++) {
+        uint32_t k = c->route[j], *row = &led[(size_t)j * d->n_ranks];
+        for (uint32_t t = 0; t < w->n; t++) {
+            const sf_top2 *top = &s->steps[w->index[t]].prefix_top2[k];
+            if (top->v1 <= top->v2)
+                continue;
+            uint32_t *hit = bsearch(&top->r1, d->ranks, d->n_ranks, sizeof *hit, sf__cmp_u32);
+            if (hit != NULL)
+                row[hit - d->ranks]++;
+        }
+    }
+}
+
 static void rank_change_one(const sf_summary *s, const sf_reference *ref,
                             const struct window_steps *w, const sf_change *c,
-                            const struct own_work *o, uint32_t x, int64_t *scratch,
-                            struct rank_change *ret)
+                            const struct own_work *o, const uint32_t *led, uint32_t x,
+                            int64_t *scratch, struct rank_change *ret)
 {
     const sf_dense *d = s->dense;
     uint32_t S = ref->n_stages, rank = d->ranks[x];
@@ -381,23 +402,22 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
         return;
     size_t ri = (size_t)(hit - ref->ranks);
     for (uint32_t j = 0; j < c->n_route; j++) {
-        uint32_t k = c->route[j], led = 0;
-        size_t n = 0;
-        for (uint32_t t = 0; t < w->n; t++) {
-            uint32_t i = w->index[t];
-            scratch[n++] = d->d[((size_t)i * d->n_ranks + x) * S + k];
-            const sf_top2 *top = &s->steps[i].prefix_top2[k];
-            led += top->r1 == rank && top->v1 > top->v2;
-        }
+        uint32_t k = c->route[j];
         int64_t base = ref->median_ns[ri * S + k];
         int64_t shift = o->shift ? o->shift[(size_t)x * S + k] : SF_NULL_NS;
         ret->known = ret->known && base != SF_NULL_NS;
         ret->contrast[k] = shift != SF_NULL_NS;
-        if (ret->contrast[k])
+        if (ret->contrast[k]) {
             ret->own[k] = shift;
-        else
-            ret->own[k] = base == SF_NULL_NS ? 0 : sf_median_i64(scratch, n) - base;
-        ret->lead[k] = (double)led / w->n - (double)ref->lead_steps[ri * S + k] / ref->n_steps;
+        } else if (base == SF_NULL_NS) {
+            ret->own[k] = 0;
+        } else {
+            for (uint32_t t = 0; t < w->n; t++)
+                scratch[t] = d->d[((size_t)w->index[t] * d->n_ranks + x) * S + k];
+            ret->own[k] = sf_median_i64(scratch, w->n) - base;
+        }
+        ret->lead[k] = (double)led[(size_t)j * d->n_ranks + x] / w->n -
+                       (double)ref->lead_steps[ri * S + k] / ref->n_steps;
     }
 }
 
@@ -412,13 +432,16 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
     uint32_t R = s->dense->n_ranks;
     struct rank_change *rc = malloc((R ? R : 1) * sizeof *rc); /* each set by rank_change_one */
     int64_t *scratch = malloc(((size_t)(w->n > R ? w->n : R) + 1) * sizeof *scratch);
-    if (rc == NULL || scratch == NULL) {
+    uint32_t *led = calloc((size_t)c->n_route * R + 1, sizeof *led);
+    if (rc == NULL || scratch == NULL || led == NULL) {
         free(rc);
         free(scratch);
+        free(led);
         return -ENOMEM;
     }
+    route_leads(s, w, c, led);
     for (uint32_t x = 0; x < R; x++)
-        rank_change_one(s, ref, w, c, o, x, scratch, &rc[x]);
+        rank_change_one(s, ref, w, c, o, led, x, scratch, &rc[x]);
     double score_extra[SF_MAX_STAGES] = {0};
     int64_t cohort[SF_MAX_STAGES] = {0};
     for (uint32_t j = 0; j < c->n_route; j++) {
@@ -447,6 +470,7 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
     }
     free(rc);
     free(scratch);
+    free(led);
     return 0;
 }
 

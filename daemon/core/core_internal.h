@@ -48,6 +48,26 @@ int sf__cmp_u32(const void *a, const void *b);
 /* reference.c: the contrast of each of n >= 2 values, v[x] minus the median
  * (sf_median_i64's) of the other n - 1, in O(n); scratch holds n values. */
 void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret);
+/* reference.c: what every value's median of the others follows from, the
+ * order statistics h - 1, h and h + 1 (h = (n - 2) / 2) of n >= 2 values
+ * v[0], v[stride], ..., found in O(n) (scratch holds n values); a caller
+ * that reads a column in place applies sf__contrast itself. */
+typedef struct sf__middle {
+    int64_t below, mid, above; /* INT64_MIN / INT64_MAX outside the values */
+    bool even;                 /* n - 1 others: the median is a midpoint */
+} sf__middle;
+void sf__middle_of(const int64_t *v, size_t stride, uint32_t n, int64_t *scratch, sf__middle *ret);
+/* v minus the median of the others, for a value v of the n. Leaving v out
+ * moves the median only among the three order statistics, by whether v
+ * lies below them. */
+static inline int64_t sf__contrast(const sf__middle *m, int64_t v)
+{
+    int64_t hi = m->mid < v ? m->mid : m->above; /* order statistic h of the rest */
+    if (!m->even)
+        return v - hi;
+    int64_t lo = m->below < v ? m->below : m->mid; /* order statistic h - 1 of the rest */
+    return v - (lo + (hi - lo) / 2);
+}
 /* shift.c: sf_signed_rank_p on z itself (z is reordered and overwritten). */
 double sf__signed_rank_p_inplace(int64_t *z, size_t n);
 /* window.c: puts the k-th smallest at values[k], no larger before it and no

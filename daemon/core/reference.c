@@ -152,23 +152,18 @@ static void rank_figures(sf_reference *ref, const sf_summary *const *w, uint32_t
     }
 }
 
-/* Order statistics h - 1, h and h + 1 of n values (INT64_MIN and INT64_MAX
- * where h - 1 or h + 1 lies outside them). */
-struct middle {
-    int64_t below, mid, above;
-};
-
-/* Order statistic k of the n values in scratch, and its two neighbours. */
-static struct middle middle_of(int64_t *scratch, size_t n, size_t k)
+/* Order statistic k of the n values in scratch, and its two neighbours
+ * (INT64_MIN and INT64_MAX where k - 1 or k + 1 lies outside them). */
+static void middle_select(int64_t *scratch, size_t n, size_t k, sf__middle *m)
 {
-    struct middle m = {INT64_MIN, 0, INT64_MAX};
+    m->below = INT64_MIN;
+    m->above = INT64_MAX;
     sf__select_kth(scratch, n, k);
-    m.mid = scratch[k];
+    m->mid = scratch[k];
     for (size_t i = 0; i < k; i++)
-        m.below = scratch[i] > m.below ? scratch[i] : m.below;
+        m->below = scratch[i] > m->below ? scratch[i] : m->below;
     for (size_t i = k + 1; i < n; i++)
-        m.above = scratch[i] < m.above ? scratch[i] : m.above;
-    return m;
+        m->above = scratch[i] < m->above ? scratch[i] : m->above;
 }
 
 /* Large rows: two values of a fixed sample of 64 bracket a range that
@@ -177,13 +172,13 @@ static struct middle middle_of(int64_t *scratch, size_t n, size_t k)
  * those alone. The counts prove whether the range holds the three: if not,
  * false, and the caller selects among all n. Either way the values are the
  * same order statistics, so the result never depends on the sample. */
-static bool middle_bracketed(const int64_t *v, uint32_t n, int64_t *scratch, uint32_t h,
-                             struct middle *ret)
+static bool middle_bracketed(const int64_t *v, size_t stride, uint32_t n, int64_t *scratch,
+                             uint32_t h, sf__middle *ret)
 {
     enum { SAMPLE = 64, MARGIN = 8 };
     int64_t sample[SAMPLE];
     for (uint32_t i = 0; i < SAMPLE; i++)
-        sample[i] = v[(size_t)i * n / SAMPLE];
+        sample[i] = v[(size_t)i * n / SAMPLE * stride];
     uint32_t at = (uint32_t)((uint64_t)h * SAMPLE / n);
     uint32_t lo_at = at > MARGIN ? at - MARGIN : 0;
     uint32_t hi_at = at + MARGIN < SAMPLE ? at + MARGIN : SAMPLE - 1;
@@ -194,14 +189,14 @@ static bool middle_bracketed(const int64_t *v, uint32_t n, int64_t *scratch, uin
     uint64_t width = (uint64_t)hi - (uint64_t)lo; /* lo <= x <= hi in one unsigned test */
     size_t below = 0, inside = 0;
     for (uint32_t i = 0; i < n; i++) {
-        int64_t x = v[i];
+        int64_t x = v[(size_t)i * stride];
         scratch[inside] = x;
         inside += (size_t)((uint64_t)x - (uint64_t)lo <= width);
         below += (size_t)(x < lo);
     }
     if (below + 1 > h || h + 1 >= below + inside)
         return false;
-    *ret = middle_of(scratch, inside, h - below);
+    middle_select(scratch, inside, h - below, ret);
     return true;
 }
 
@@ -210,24 +205,23 @@ static bool middle_bracketed(const int64_t *v, uint32_t n, int64_t *scratch, uin
  * them it is depends only on whether the value left out lies below them. So
  * three order statistics, found by selection, give every rank's median of
  * the others in O(n), the same number sf_median_i64 would give. */
-void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret)
+void sf__middle_of(const int64_t *v, size_t stride, uint32_t n, int64_t *scratch, sf__middle *ret)
 {
     uint32_t m = n - 1, h = m / 2;
-    struct middle mm;
-    if (n < 256 || !middle_bracketed(v, n, scratch, h, &mm)) {
-        memcpy(scratch, v, (size_t)n * sizeof *scratch);
-        mm = middle_of(scratch, n, h);
+    if (n < 256 || !middle_bracketed(v, stride, n, scratch, h, ret)) {
+        for (uint32_t i = 0; i < n; i++)
+            scratch[i] = v[(size_t)i * stride];
+        middle_select(scratch, n, h, ret);
     }
-    int64_t mid = mm.mid, below = mm.below, above = mm.above;
-    for (uint32_t x = 0; x < n; x++) {
-        int64_t hi = mid < v[x] ? mid : above; /* order statistic h of the rest */
-        int64_t med = hi;
-        if (m % 2 == 0) {
-            int64_t lo = below < v[x] ? below : mid; /* order statistic h - 1 of the rest */
-            med = lo + (hi - lo) / 2;
-        }
-        ret[x] = v[x] - med;
-    }
+    ret->even = m % 2 == 0;
+}
+
+void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret)
+{
+    sf__middle mm;
+    sf__middle_of(v, 1, n, scratch, &mm);
+    for (uint32_t x = 0; x < n; x++)
+        ret[x] = sf__contrast(&mm, v[x]);
 }
 
 /* Per own-work stage, each rank's contrast on every complete step of the
