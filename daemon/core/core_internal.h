@@ -68,6 +68,9 @@ static inline int64_t sf__contrast(const sf__middle *m, int64_t v)
     int64_t lo = m->below < v ? m->below : m->mid; /* order statistic h - 1 of the rest */
     return v - (lo + (hi - lo) / 2);
 }
+/* shift.c: the p-value of sf_shift_estimate alone, without the shift and
+ * its interval (their searches cost most of the estimate). */
+int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n, double *ret_p);
 /* shift.c: sf_signed_rank_p on z itself (z is reordered and overwritten). */
 double sf__signed_rank_p_inplace(int64_t *z, size_t n);
 /* window.c: puts the k-th smallest at values[k], no larger before it and no

@@ -129,6 +129,26 @@ static double normal_two_sided_quantile(double p)
     return (lo + hi) / 2;
 }
 
+/* The two-sided Mann-Whitney p-value of sorted samples (normal
+ * approximation, tie-corrected, with continuity correction), and in
+ * *ret_sigma the U statistic's deviation that the interval needs. */
+static double mann_whitney_sorted(const int64_t *x, size_t m, const int64_t *y, size_t n,
+                                  double *ret_sigma)
+{
+    double u, ties;
+    rank_statistics(x, m, y, n, &u, &ties);
+    double total = (double)(m + n), mn = (double)((uint64_t)m * n);
+    double var = total > 1 ? mn / 12 * ((total + 1) - ties / (total * (total - 1))) : 0;
+    double sigma = var > 0 ? sqrt(var) : 0;
+    double p = 1;
+    if (sigma > 0) {
+        double dev = fabs(u - mn / 2) - 0.5; /* continuity correction */
+        p = dev > 0 ? erfc(dev / sigma / M_SQRT2) : 1;
+    }
+    *ret_sigma = sigma;
+    return p;
+}
+
 static void estimate_sorted(const int64_t *x, size_t m, const int64_t *y, size_t n, double alpha,
                             sf_shift *ret)
 {
@@ -138,16 +158,8 @@ static void estimate_sorted(const int64_t *x, size_t m, const int64_t *y, size_t
         a = b = kth_difference(x, m, y, n, (pairs + 1) / 2);
     else
         middle_differences(x, m, y, n, pairs / 2, &a, &b);
-    double u, ties;
-    rank_statistics(x, m, y, n, &u, &ties);
-    double total = (double)(m + n), mn = (double)pairs;
-    double var = total > 1 ? mn / 12 * ((total + 1) - ties / (total * (total - 1))) : 0;
-    double sigma = var > 0 ? sqrt(var) : 0;
-    double p = 1;
-    if (sigma > 0) {
-        double dev = fabs(u - mn / 2) - 0.5; /* continuity correction */
-        p = dev > 0 ? erfc(dev / sigma / M_SQRT2) : 1;
-    }
+    double sigma, mn = (double)pairs;
+    double p = mann_whitney_sorted(x, m, y, n, &sigma);
     double k = floor(mn / 2 - normal_two_sided_quantile(alpha) * sigma);
     uint64_t lo_k = k < 1 ? 1 : (uint64_t)k;
     if (lo_k > (pairs + 1) / 2)
@@ -169,6 +181,22 @@ int sf_shift_estimate(const int64_t *x, size_t m, const int64_t *y, size_t n, do
     int rc = -ENOMEM;
     if (xs != NULL && ys != NULL) {
         estimate_sorted(xs, m, ys, n, alpha, ret);
+        rc = 0;
+    }
+    free(xs);
+    free(ys);
+    return rc;
+}
+
+int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n, double *ret_p)
+{
+    if (x == NULL || y == NULL || ret_p == NULL || m == 0 || n == 0)
+        return -EINVAL;
+    int64_t *xs = sorted_copy(x, m), *ys = sorted_copy(y, n);
+    int rc = -ENOMEM;
+    double sigma;
+    if (xs != NULL && ys != NULL) {
+        *ret_p = mann_whitney_sorted(xs, m, ys, n, &sigma);
         rc = 0;
     }
     free(xs);

@@ -441,6 +441,48 @@ static uint32_t rank_suspects(sf_change_suspect *v, uint32_t n, uint32_t max)
     return n < max ? n : max;
 }
 
+/* Each stage's share test: the p-value of the shift estimate of its
+ * advance's share of the step (parts per million), the reference's shares
+ * against the window's, recomputed from the rows (the advance being the
+ * largest end at the stage's boundary less the largest at the one before),
+ * at change_alpha / stages. Step 7 has a hole. */
+static void assert_share_tests(const sf_change *c, const sf_reference *ref, const int64_t *d,
+                               double alpha)
+{
+    static int64_t x[3 * CT], y[CT], advance[CT][CS], exposed[CT];
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < CT; t++) {
+        if (t == 7)
+            continue;
+        int64_t prev = 0;
+        for (uint32_t k = 0; k < CS; k++) {
+            int64_t best = INT64_MIN;
+            for (uint32_t r = 0; r < CR; r++) {
+                int64_t end = 0;
+                for (uint32_t q = 0; q <= k; q++)
+                    end += d[((size_t)t * CR + r) * CS + q];
+                best = end > best ? end : best;
+            }
+            advance[n][k] = best - prev;
+            prev = best;
+        }
+        exposed[n++] = prev;
+    }
+    for (uint32_t k = 0; k < CS; k++) {
+        for (uint32_t t = 0; t < ref->n_steps; t++) {
+            int64_t end = 0;
+            for (uint32_t q = 0; q < CS; q++)
+                end += ref->advance[t * CS + q];
+            x[t] = (int64_t)((__int128)ref->advance[t * CS + k] * 1000000 / end);
+        }
+        for (uint32_t t = 0; t < n; t++)
+            y[t] = (int64_t)((__int128)advance[t][k] * 1000000 / exposed[t]);
+        sf_shift share;
+        assert_int_equal(sf_shift_estimate(x, ref->n_steps, y, n, alpha / CS, &share), 0);
+        assert_true(c->stages[k].share_p_value == share.p_value);
+    }
+}
+
 /* The default schema: one rank slower in one stage after the reference.
  * Every suspect's score is recomputed from the rows: per route stage, the
  * rank's median duration over the complete steps less its reference median
@@ -484,6 +526,7 @@ static void suspects_match_direct_scores(void **state)
         sf_change *c = NULL;
         assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
         routed += c->n_route > 0;
+        assert_share_tests(c, ref, d[3], g.change_alpha);
         int64_t own[CS][CR], cohort[CS] = {0};
         double lead[CS][CR];
         for (uint32_t j = 0; j < c->n_route; j++) {
