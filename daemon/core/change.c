@@ -239,10 +239,11 @@ static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_
  * Machine load that slows every rank alike cancels in the contrast. */
 struct own_work {
     uint32_t R, S, n;
-    int64_t *shift; /* [R][S] at own-work stages, SF_NULL_NS elsewhere */
-    int64_t *z;     /* [R][n] of the stage last filled, rank by rank */
-    int64_t *base;  /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
-    int64_t *v;     /* 2 x R scratch */
+    int64_t *shift;  /* [R][S] at own-work stages, SF_NULL_NS elsewhere */
+    int64_t *z;      /* [R][n] of the stage last filled, rank by rank */
+    int64_t *base;   /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
+    int64_t *v;      /* 2 x R scratch */
+    uint32_t *below; /* [R] steps of that stage with z below the minimum effect */
 };
 
 static void own_work_free(struct own_work *o)
@@ -251,13 +252,15 @@ static void own_work_free(struct own_work *o)
     free(o->z);
     free(o->base);
     free(o->v);
+    free(o->below);
 }
 
 /* Fills o->z with every rank's contrast at stage k, step by step, minus its
- * reference contrast. The column is read in place: one pass finds the
- * middle order statistics, one writes every rank's contrast. */
+ * reference contrast, and counts in o->below those below e. The column is
+ * read in place: one pass finds the middle order statistics, one writes
+ * every rank's contrast. */
 static void own_work_fill(const sf_summary *s, const sf_reference *ref,
-                          const struct window_steps *w, struct own_work *o, uint32_t k)
+                          const struct window_steps *w, struct own_work *o, uint32_t k, int64_t e)
 {
     const sf_dense *d = s->dense;
     uint32_t R = o->R, S = o->S, n = o->n;
@@ -266,25 +269,18 @@ static void own_work_fill(const sf_summary *s, const sf_reference *ref,
         uint32_t *hit = bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof *hit, sf__cmp_u32);
         o->base[x] = hit ? ref->contrast_ns[(size_t)(hit - ref->ranks) * S + k] : SF_NULL_NS;
         offset[x] = o->base[x] == SF_NULL_NS ? 0 : o->base[x];
+        o->below[x] = 0;
     }
     for (uint32_t t = 0; t < n; t++) {
         const int64_t *col = &d->d[(size_t)w->index[t] * R * S + k];
         sf__middle mm;
         sf__middle_of(col, S, R, o->v, &mm);
-        for (uint32_t x = 0; x < R; x++)
-            o->z[(size_t)x * n + t] = sf__contrast(&mm, col[(size_t)x * S]) - offset[x];
+        for (uint32_t x = 0; x < R; x++) {
+            int64_t z = sf__contrast(&mm, col[(size_t)x * S]) - offset[x];
+            o->z[(size_t)x * n + t] = z;
+            o->below[x] += z < e;
+        }
     }
-}
-
-/* Whether the median of z (sf_median_i64's) is below e, proved by a count
- * alone: more than half of the values below e put the upper middle one, and
- * so the median, below it. */
-static bool median_below(const int64_t *z, uint32_t n, int64_t e)
-{
-    uint32_t below = 0;
-    for (uint32_t t = 0; t < n; t++)
-        below += z[t] < e;
-    return below > n / 2;
 }
 
 /* Keeps every rank's contrast shift at stage k (for the suspects), and in
@@ -299,14 +295,16 @@ static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference
                            double alpha)
 {
     int64_t e = c->min_effect_ns > 1 ? c->min_effect_ns : 1;
-    own_work_fill(s, ref, w, o, k);
+    own_work_fill(s, ref, w, o, k, e);
     sf_stage_change *st = &c->stages[k];
     bool skipped = false;
     for (uint32_t x = 0; x < o->R; x++) {
         if (o->base[x] == SF_NULL_NS)
             continue;
         int64_t *z = &o->z[(size_t)x * o->n];
-        if (median_below(z, o->n, e)) {
+        /* more than half of the values below e put the upper middle one,
+         * and so the median (sf_median_i64's), below it */
+        if (o->below[x] > o->n / 2) {
             skipped = true;
             continue;
         }
@@ -347,7 +345,8 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->z = malloc((size_t)R * w->n * sizeof *o->z);
     o->base = malloc((size_t)R * sizeof *o->base);
     o->v = malloc((size_t)R * 2 * sizeof *o->v);
-    if (!o->shift || !o->z || !o->base || !o->v)
+    o->below = malloc((size_t)R * sizeof *o->below);
+    if (!o->shift || !o->z || !o->base || !o->v || !o->below)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)
         o->shift[i] = SF_NULL_NS;
