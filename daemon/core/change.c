@@ -387,10 +387,43 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
     }
 }
 
+/* Each route stage's durations rank by rank, cols[j][x][t], for the stages
+ * where some rank has no contrast shift to use instead (NULL: none). One
+ * step-major pass over the rows: reading one rank's steps in turn would
+ * touch a new cache line per step. */
+static int route_columns(const sf_summary *s, const struct window_steps *w, const sf_change *c,
+                         const struct own_work *o, int64_t **ret)
+{
+    const sf_dense *d = s->dense;
+    uint32_t R = d->n_ranks, S = s->schema.n_stages, n = w->n, js[SF_MAX_STAGES], g = 0;
+    for (uint32_t j = 0; j < c->n_route; j++) {
+        bool need = o->shift == NULL;
+        for (uint32_t x = 0; x < R && !need; x++)
+            need = o->shift[(size_t)x * S + c->route[j]] == SF_NULL_NS;
+        if (need)
+            js[g++] = j;
+    }
+    *ret = NULL;
+    if (g == 0)
+        return 0;
+    int64_t *cols = malloc((size_t)c->n_route * R * n * sizeof *cols);
+    if (cols == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < g; i++)
+        for (uint32_t t = 0; t < n; t++) {
+            const int64_t *from = &d->d[(size_t)w->index[t] * R * S + c->route[js[i]]];
+            int64_t *to = &cols[(size_t)js[i] * R * n + t];
+            for (uint32_t x = 0; x < R; x++)
+                to[(size_t)x * n] = from[(size_t)x * S];
+        }
+    *ret = cols;
+    return 0;
+}
+
 static void rank_change_one(const sf_summary *s, const sf_reference *ref,
                             const struct window_steps *w, const sf_change *c,
-                            const struct own_work *o, const uint32_t *led, uint32_t x,
-                            int64_t *scratch, struct rank_change *ret)
+                            const struct own_work *o, const uint32_t *led, int64_t *cols,
+                            uint32_t x, struct rank_change *ret)
 {
     const sf_dense *d = s->dense;
     uint32_t S = ref->n_stages, rank = d->ranks[x];
@@ -405,15 +438,12 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
         int64_t shift = o->shift ? o->shift[(size_t)x * S + k] : SF_NULL_NS;
         ret->known = ret->known && base != SF_NULL_NS;
         ret->contrast[k] = shift != SF_NULL_NS;
-        if (ret->contrast[k]) {
+        if (ret->contrast[k])
             ret->own[k] = shift;
-        } else if (base == SF_NULL_NS) {
+        else if (base == SF_NULL_NS)
             ret->own[k] = 0;
-        } else {
-            for (uint32_t t = 0; t < w->n; t++)
-                scratch[t] = d->d[((size_t)w->index[t] * d->n_ranks + x) * S + k];
-            ret->own[k] = sf_median_i64(scratch, w->n) - base;
-        }
+        else /* gathered: this rank has no contrast shift here */
+            ret->own[k] = sf_median_i64(&cols[((size_t)j * d->n_ranks + x) * w->n], w->n) - base;
         ret->lead[k] = (double)led[(size_t)j * d->n_ranks + x] / w->n -
                        (double)ref->lead_steps[ri * S + k] / ref->n_steps;
     }
@@ -429,17 +459,14 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
 {
     uint32_t R = s->dense->n_ranks;
     struct rank_change *rc = malloc((R ? R : 1) * sizeof *rc); /* each set by rank_change_one */
-    int64_t *scratch = malloc(((size_t)(w->n > R ? w->n : R) + 1) * sizeof *scratch);
+    int64_t *scratch = malloc(((size_t)R + 1) * sizeof *scratch), *cols = NULL;
     uint32_t *led = calloc((size_t)c->n_route * R + 1, sizeof *led);
-    if (rc == NULL || scratch == NULL || led == NULL) {
-        free(rc);
-        free(scratch);
-        free(led);
-        return -ENOMEM;
-    }
+    int ret = rc && scratch && led ? route_columns(s, w, c, o, &cols) : -ENOMEM;
+    if (ret < 0)
+        goto out;
     route_leads(s, w, c, led);
     for (uint32_t x = 0; x < R; x++)
-        rank_change_one(s, ref, w, c, o, led, x, scratch, &rc[x]);
+        rank_change_one(s, ref, w, c, o, led, cols, x, &rc[x]);
     double score_extra[SF_MAX_STAGES] = {0};
     int64_t cohort[SF_MAX_STAGES] = {0};
     for (uint32_t j = 0; j < c->n_route; j++) {
@@ -466,10 +493,12 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
         if (delta > 0)
             suspect_insert(c, suspects_max(g), s->dense->ranks[x], delta);
     }
+out:
     free(rc);
     free(scratch);
     free(led);
-    return 0;
+    free(cols);
+    return ret;
 }
 
 int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const sf_gates *gates,
