@@ -256,11 +256,16 @@ whatif_sync_step_s(struct whatif_work *w, const int64_t *rows, uint32_t S, uint6
 static void whatif_sync_step(struct whatif_work *w, const int64_t *rows)
 {
     step_basis(w, rows);
-    /* the backward split at its arrival, with 5 or 6 recorded stages */
-    if (w->S == 6 && w->sync_mask == UINT64_C(1) << 2)
-        whatif_sync_step_s(w, rows, 6, UINT64_C(1) << 2);
-    else if (w->S == 7 && w->sync_mask == UINT64_C(1) << 2)
+    /* The default stages split at the backward's or the forward's arrival,
+     * and five recorded stages split at the third's: unrolled, every
+     * segment sum stays in a register (a third of the general loop's
+     * instructions, docs/PERFORMANCE.md). */
+    if (w->S == 7 && w->sync_mask == UINT64_C(1) << 2)
         whatif_sync_step_s(w, rows, 7, UINT64_C(1) << 2);
+    else if (w->S == 7 && w->sync_mask == UINT64_C(1) << 1)
+        whatif_sync_step_s(w, rows, 7, UINT64_C(1) << 1);
+    else if (w->S == 6 && w->sync_mask == UINT64_C(1) << 2)
+        whatif_sync_step_s(w, rows, 6, UINT64_C(1) << 2);
     else
         whatif_sync_step_s(w, rows, w->S, w->sync_mask);
 }

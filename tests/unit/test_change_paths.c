@@ -71,12 +71,13 @@ struct layout {
     uint64_t recorded_syn; /* synchronizing recorded stages, 0: a plain schema */
 };
 
-/* The default schema (6 stages), the two synchronizing layouts the what-if
- * unrolls (the backward split with 5 and 6 recorded stages), and layouts
- * that take the general loops: 4 and 2 plain stages, one sync point at the
- * first stage, two sync points. */
+/* The default schema (6 stages), the synchronizing layouts the what-if
+ * unrolls (6 recorded stages split at the third's or the second's arrival,
+ * 5 at the third's), and layouts that take the general loops: 4 and 2
+ * plain stages, one sync point at the first stage, two sync points. */
 static const struct layout layouts[] = {
-    {6, 0}, {4, 0}, {2, 0}, {5, 1u << 2}, {6, 1u << 2}, {4, 1u << 0}, {5, (1u << 0) | (1u << 2)},
+    {6, 0},       {4, 0},       {2, 0},       {6, 1u << 2},
+    {6, 1u << 1}, {5, 1u << 2}, {4, 1u << 0}, {5, (1u << 0) | (1u << 2)},
 };
 
 struct window {
