@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from cluster_test import Cluster, Fail, check
+from cluster_test import Cluster, check, run_scenario
 
 SLOW_STAGE_FWD = 1
 
@@ -202,20 +202,7 @@ def scenario_auto(build):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    fn = globals().get("scenario_" + sys.argv[2])
-    if fn is None:
-        print("unknown scenario", sys.argv[2])
-        return 2
-    try:
-        fn(sys.argv[1])
-    except Fail as e:
-        print("FAIL:", e)
-        return 1
-    print("PASS")
-    return 0
+    return run_scenario(globals(), __doc__)
 
 
 if __name__ == "__main__":

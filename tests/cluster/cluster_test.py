@@ -1147,12 +1147,14 @@ def scenario_credentials(build):
         c.close()
 
 
-def main():
+def run_scenario(namespace, doc):
+    """`SCRIPT BUILD SCENARIO`: runs scenario_SCENARIO(BUILD) from namespace
+    (a module's globals()); 0 on PASS, 1 on FAIL, 2 on bad arguments."""
     if len(sys.argv) != 3:
-        print(__doc__)
+        print(doc)
         return 2
     build, scenario = sys.argv[1], sys.argv[2]
-    fn = globals().get("scenario_" + scenario)
+    fn = namespace.get("scenario_" + scenario)
     if fn is None:
         print("unknown scenario", scenario)
         return 2
@@ -1163,6 +1165,10 @@ def main():
         return 1
     print("PASS")
     return 0
+
+
+def main():
+    return run_scenario(globals(), __doc__)
 
 
 if __name__ == "__main__":
