@@ -211,9 +211,7 @@ static void note_shed_drops(struct sfd_conn *c, const struct sfd_batch_peek *pk)
     struct sfd_drop_report r = pk->drops;
     if (!r.has_total || r.total < c->dropped_total)
         return;
-    if (r.has_first != r.has_last ||
-        (r.has_first &&
-         (r.first_step < 0 || r.last_step < r.first_step || r.last_step >= SFD_MAX_STEP)))
+    if (!sfd_drop_range_ok(r.has_first, r.has_last, r.first_step, r.last_step))
         r.has_first = r.has_last = false;
     const struct sfd_rank *rk = sfd_job_rank_peek(c->job, c->rank);
     int64_t sent = rk->last_step > pk->last_step ? rk->last_step : pk->last_step;

@@ -219,16 +219,20 @@ int sfd_record_split(const Stagefrontier__StepRecord *r, const sf_schema *schema
     return 0;
 }
 
+bool sfd_drop_range_ok(bool has_first, bool has_last, int64_t first, int64_t last)
+{
+    if (has_first != has_last)
+        return false;
+    return !has_first || (first >= 0 && last >= first && last < SFD_MAX_STEP);
+}
+
 int sfd_validate_batch(const Stagefrontier__RecordBatch *b, uint32_t n_stages,
                        enum sfd_reject *ret_why)
 {
     if (b->n_records < 1 || b->n_records > MAX_BATCH_RECORDS)
         return reject(ret_why, SFD_REJ_INVALID);
-    if (b->has_dropped_first_step != b->has_dropped_last_step)
-        return reject(ret_why, SFD_REJ_INVALID);
-    if (b->has_dropped_first_step &&
-        (b->dropped_first_step < 0 || b->dropped_last_step < b->dropped_first_step ||
-         b->dropped_last_step >= SFD_MAX_STEP))
+    if (!sfd_drop_range_ok(b->has_dropped_first_step, b->has_dropped_last_step,
+                           b->dropped_first_step, b->dropped_last_step))
         return reject(ret_why, SFD_REJ_INVALID);
     for (size_t i = 0; i < b->n_records; i++) {
         int r = validate_record(b->records[i], n_stages, ret_why);

@@ -505,6 +505,8 @@ void sfd_message_free(struct Stagefrontier__ClientMessage *m, struct ProtobufCAl
  * schema hash (ret_schema, if non-NULL, receives the initialised schema). */
 int sfd_validate_hello(const struct Stagefrontier__Hello *h, const struct sfd_limits *lim,
                        sf_schema *ret_schema, enum sfd_reject *ret_why);
+/* A batch's drop range: both ends or neither, in order, within step bounds. */
+bool sfd_drop_range_ok(bool has_first, bool has_last, int64_t first, int64_t last);
 int sfd_validate_batch(const struct Stagefrontier__RecordBatch *b, uint32_t n_stages,
                        enum sfd_reject *ret_why);
 /* Splits a validated record's durations at its arrivals into the job's
