@@ -95,7 +95,6 @@ typedef struct sf__median_net sf__median_net;
 enum sf__net_isa { SF__NET_GENERIC, SF__NET_AVX2, SF__NET_AVX512 };
 int sf__median_net_new(uint32_t n, sf__median_net **ret);
 void sf__median_net_free(sf__median_net *net);
-uint32_t sf__median_net_size(const sf__median_net *net);
 enum sf__net_isa sf__median_net_best(void);
 bool sf__median_net_pays(void);
 /* -ENOTSUP when this CPU lacks isa. */

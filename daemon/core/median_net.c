@@ -84,11 +84,6 @@ void sf__median_net_free(sf__median_net *net)
     free(net);
 }
 
-uint32_t sf__median_net_size(const sf__median_net *net)
-{
-    return net->n_cmp;
-}
-
 /* One body, compiled once per instruction set: the lane loop is what the
  * compiler turns into vector min and max. */
 static inline __attribute__((always_inline)) void net_body(const sf__median_net *net, int64_t *v,
@@ -122,11 +117,6 @@ static inline __attribute__((always_inline)) void net_body(const sf__median_net 
         net_body(net, v, lanes);                                                                   \
         break;                                                                                     \
     }
-
-static void run_generic(const sf__median_net *net, int64_t *v, size_t lanes)
-{
-    net_body(net, v, lanes);
-}
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SF_NET_X86 1
@@ -188,7 +178,7 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
         break;
 #endif
     default:
-        run_generic(net, v, lanes);
+        net_body(net, v, lanes);
         break;
     }
     const int64_t *hi = v + (size_t)(net->n / 2) * lanes;

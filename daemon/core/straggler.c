@@ -70,8 +70,7 @@ struct scratch {
     double *score;       /* [dense ranks] */
     struct place *place; /* [dense ranks] */
     int64_t *value;      /* [dense ranks] one step's own work */
-    int64_t *step;       /* [dense ranks] one step's contrasts */
-    int64_t *select;     /* [dense ranks] sf__contrasts' scratch */
+    int64_t *select;     /* [dense ranks] sf__middle_of's scratch */
     int64_t *one;        /* [n_complete] one rank's contrasts */
 };
 
@@ -229,8 +228,9 @@ static int64_t median_contrast(const sf_summary *s, const uint32_t *complete, ui
             for (uint32_t q = b; q <= j; q++)
                 w->value[r] += rows[(size_t)r * S + q];
         }
-        sf__contrasts(w->value, m, w->select, w->step);
-        w->one[n++] = w->step[c];
+        sf__middle mid;
+        sf__middle_of(w->value, 1, m, w->select, &mid);
+        w->one[n++] = sf__contrast(&mid, w->value[c]);
     }
     return sf_median_i64(w->one, n);
 }
@@ -357,7 +357,6 @@ static void scratch_free(struct scratch *w)
     free(w->score);
     free(w->place);
     free(w->value);
-    free(w->step);
     free(w->select);
     free(w->one);
 }
@@ -370,11 +369,10 @@ static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_compl
                           .score = malloc(m * sizeof *w->score),
                           .place = malloc(m * sizeof *w->place),
                           .value = malloc(m * sizeof *w->value),
-                          .step = malloc(m * sizeof *w->step),
                           .select = malloc(m * sizeof *w->select),
                           .one = malloc(n_complete * sizeof *w->one)};
     if (w->arr == NULL || w->at == NULL || w->score == NULL || w->place == NULL ||
-        w->value == NULL || w->step == NULL || w->select == NULL || w->one == NULL) {
+        w->value == NULL || w->select == NULL || w->one == NULL) {
         scratch_free(w);
         return -ENOMEM;
     }
