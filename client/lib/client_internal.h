@@ -207,8 +207,8 @@ void sf__control_free(sf_client *c);
  * sends queued replies. Never blocks; a reply that does not fit is kept. */
 void sf__control_exchange(sf_client *c, int64_t now_ns);
 /* Hot-path hooks, called only when cap_state != SF__CAP_IDLE. before_begin
- * returns true when it called the handler (the caller rereads the clock). */
-bool sf__capture_before_begin(sf_client *c, int64_t step);
+ * always calls the handler: the caller rereads the clock after it. */
+void sf__capture_before_begin(sf_client *c, int64_t step);
 void sf__capture_after_end(sf_client *c);
 /* sf_client_close: ends a running capture with what it has. */
 void sf__capture_finish_early(sf_client *c);

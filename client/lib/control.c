@@ -66,15 +66,19 @@ static int64_t realtime_ms(void)
 
 /* Queues a reply for the next flush; with the queue full (sfd flooding us
  * with requests) the reply is counted as lost and sfd times the capture out. */
-static void queue_reply(struct sf__capture *k, uint64_t id, int state, const char *text)
+/* Queues a reply; returns it for the caller to fill in further, or NULL
+ * when the queue is full (counted as lost). */
+static struct sf__reply *queue_reply(struct sf__capture *k, uint64_t id, int state,
+                                     const char *text)
 {
     if (k->n_replies == SF__MAX_REPLIES) {
         k->replies_lost++;
-        return;
+        return NULL;
     }
     struct sf__reply *r = &k->replies[k->n_replies++];
     *r = (struct sf__reply){.id = id, .state = state, .first_step = -1, .last_step = -1};
     snprintf(r->text, sizeof r->text, "%s", text ? text : "");
+    return r;
 }
 
 static int send_reply(sf_client *c, const struct sf__reply *r, int64_t now_ns)
@@ -204,22 +208,21 @@ static void finish(sf_client *c)
     else
         k->failed_total++;
     c->cap_state = SF__CAP_IDLE;
-    queue_reply(k, k->req.id,
-                ok ? STAGEFRONTIER__CAPTURE_REPLY__STATE__DONE
-                   : STAGEFRONTIER__CAPTURE_REPLY__STATE__FAILED,
-                k->out);
-    if (k->n_replies > 0) {
-        struct sf__reply *rep = &k->replies[k->n_replies - 1];
-        if (rep->id == k->req.id && k->steps_done > 0) {
-            rep->first_step = k->req.first_step;
-            rep->last_step = k->req.first_step + k->steps_done - 1;
-        }
-        rep->started_at_ms = k->started_at_ms;
-        rep->finished_at_ms = realtime_ms();
+    struct sf__reply *rep = queue_reply(k, k->req.id,
+                                        ok ? STAGEFRONTIER__CAPTURE_REPLY__STATE__DONE
+                                           : STAGEFRONTIER__CAPTURE_REPLY__STATE__FAILED,
+                                        k->out);
+    if (rep == NULL)
+        return;
+    if (k->steps_done > 0) {
+        rep->first_step = k->req.first_step;
+        rep->last_step = k->req.first_step + k->steps_done - 1;
     }
+    rep->started_at_ms = k->started_at_ms;
+    rep->finished_at_ms = realtime_ms();
 }
 
-bool sf__capture_before_begin(sf_client *c, int64_t step)
+void sf__capture_before_begin(sf_client *c, int64_t step)
 {
     struct sf__capture *k = c->cap;
     if (c->cap_state == SF__CAP_PENDING) {
@@ -232,18 +235,18 @@ bool sf__capture_before_begin(sf_client *c, int64_t step)
             c->cap_state = SF__CAP_IDLE;
             if (k->out[0] == '\0')
                 snprintf(k->out, sizeof k->out, "capture handler refused to start");
-            queue_reply(k, k->req.id, STAGEFRONTIER__CAPTURE_REPLY__STATE__FAILED, k->out);
-            if (k->n_replies > 0) {
-                k->replies[k->n_replies - 1].started_at_ms = k->started_at_ms;
-                k->replies[k->n_replies - 1].finished_at_ms = realtime_ms();
+            struct sf__reply *rep =
+                queue_reply(k, k->req.id, STAGEFRONTIER__CAPTURE_REPLY__STATE__FAILED, k->out);
+            if (rep != NULL) {
+                rep->started_at_ms = k->started_at_ms;
+                rep->finished_at_ms = realtime_ms();
             }
-            return true;
+            return;
         }
     }
     k->req.step = step;
     if (call(c, SF_CAPTURE_STEP_BEGIN) < 0)
         k->failed = true;
-    return true;
 }
 
 void sf__capture_after_end(sf_client *c)

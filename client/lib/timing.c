@@ -141,8 +141,10 @@ int sf_step_begin(sf_client *c, int64_t step)
     }
     /* A capture's handler runs before the step's clock read: its cost is
      * in no stage. */
-    if (__builtin_expect(c->cap_state != SF__CAP_IDLE, 0) && sf__capture_before_begin(c, step))
+    if (__builtin_expect(c->cap_state != SF__CAP_IDLE, 0)) {
+        sf__capture_before_begin(c, step);
         now = tick(c);
+    }
     start_step(c, step, now);
     return r;
 }

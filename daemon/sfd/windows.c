@@ -10,7 +10,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "history.h"
 #include "capture.h"
@@ -648,11 +647,8 @@ static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *
     sf_report_free(s->report);
     s->report = report;
     sfd_stored_charge_report(job, s);
-    if (sfd_job_latest_report(job) == report) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        job->latest_report_unix_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    if (sfd_job_latest_report(job) == report)
+        job->latest_report_unix_ms = sfd_realtime_ms();
     sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u report ready", (long long)s->meta.index,
             s->meta.segment);
     sfd_after_window(job->sfd);
