@@ -114,7 +114,7 @@ struct capture *sfd__capture_find(struct sfd_job_captures *tb, uint64_t id)
 bool sfd__capture_running(const struct capture *k)
 {
     for (uint32_t i = 0; i < k->n; i++)
-        if (k->t[i].state == T_REQUESTED || k->t[i].state == T_ACCEPTED)
+        if (sfd__target_open(&k->t[i]))
             return true;
     return false;
 }
@@ -123,7 +123,7 @@ const char *sfd__capture_state(const struct capture *k)
 {
     bool any_done = false;
     for (uint32_t i = 0; i < k->n; i++) {
-        if (k->t[i].state == T_REQUESTED || k->t[i].state == T_ACCEPTED)
+        if (sfd__target_open(&k->t[i]))
             return "running";
         any_done |= k->t[i].state == T_DONE;
     }
@@ -137,7 +137,10 @@ void sfd__capture_settle(struct sfd_job *job, struct capture *k)
     if (k->ended || sfd__capture_running(k) || job->captures == NULL)
         return;
     k->ended = true;
-    if (strcmp(sfd__capture_state(k), "done") == 0)
+    bool any_done = false; /* no target is open: done when one rank is */
+    for (uint32_t i = 0; i < k->n; i++)
+        any_done |= k->t[i].state == T_DONE;
+    if (any_done)
         job->captures->done[k->automatic]++;
     else
         job->captures->failed[k->automatic]++;
@@ -348,7 +351,7 @@ int sfd_capture_ask(struct sfd_job *job, const struct sfd_capture_ask *ask, uint
 
 static int apply_reply(struct sfd_job *job, struct target *t, const Stagefrontier__CaptureReply *r)
 {
-    bool open = t->state == T_REQUESTED || t->state == T_ACCEPTED;
+    bool open = sfd__target_open(t);
     bool ack = r->state == STAGEFRONTIER__CAPTURE_REPLY__STATE__ACCEPTED;
     if (!open || (ack && t->state != T_REQUESTED))
         return -EALREADY;
@@ -431,7 +434,7 @@ void sfd_captures_tick(struct sfd *d)
                     expire(j, k, &k->t[t], T_NOT_CONNECTED, root);
             if (age >= limit && sfd__capture_running(k)) {
                 for (uint32_t t = 0; t < k->n; t++)
-                    if (k->t[t].state == T_REQUESTED || k->t[t].state == T_ACCEPTED)
+                    if (sfd__target_open(&k->t[t]))
                         expire(j, k, &k->t[t], T_TIMED_OUT, root);
                 sfd_log(SFD_LOG_WARNING, j->id, "capture %llu timed out after %u s",
                         (unsigned long long)k->id, d->cfg.capture_timeout_s);

@@ -147,7 +147,7 @@ static bool member_may(const struct target *t, uint32_t from, uint32_t state)
     case T_UNSUPPORTED:
     case T_BUSY:
     case T_UNDELIVERABLE:
-        return t->state == T_REQUESTED || t->state == T_ACCEPTED;
+        return sfd__target_open(t);
     default:
         return false; /* not connected and timed out are the root's to say */
     }

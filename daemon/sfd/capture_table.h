@@ -39,6 +39,12 @@ struct target {
     char *text; /* done: the trace path; else the reason; NULL: none */
 };
 
+/* Still waiting on its rank: asked, or started. */
+static inline bool sfd__target_open(const struct target *t)
+{
+    return t->state == T_REQUESTED || t->state == T_ACCEPTED;
+}
+
 struct capture {
     uint64_t id;
     bool automatic;
