@@ -83,6 +83,20 @@ static int64_t share_ppm(int64_t advance, int64_t exposed)
     return exposed > 0 ? (int64_t)((__int128)advance * 1000000 / exposed) : 0;
 }
 
+/* The variance factor of the share test: the serial dependence of the
+ * baseline's and the window's series, weighted by their lengths. */
+static int share_serial_factor(const int64_t *x, uint32_t m, const int64_t *y, uint32_t n,
+                               double *ret_factor)
+{
+    double rho_x, rho_y;
+    int rc = sf__rank_lag1_autocorrelation(x, m, &rho_x);
+    if (rc == 0)
+        rc = sf__rank_lag1_autocorrelation(y, n, &rho_y);
+    if (rc == 0)
+        *ret_factor = sf__serial_variance_factor((m * rho_x + n * rho_y) / ((double)m + n));
+    return rc;
+}
+
 /* The frontier test of every stage: the shift of its advance (reported,
  * and the size that must reach the minimum effect) and the rank test of its
  * share of the step (the significance), at change_alpha / stages for the
@@ -109,8 +123,10 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
             xs[t] = share_ppm(x[t], ends[t]);
         for (uint32_t t = 0; t < w->n; t++)
             ys[t] = share_ppm(y[t], w->ends[t]);
-        double share_p = 1; /* the share's own shift is never reported */
-        rc = sf__mann_whitney_p(xs, m, ys, w->n, &share_p);
+        double share_p = 1, factor = 1; /* the share's own shift is never reported */
+        rc = share_serial_factor(xs, m, ys, w->n, &factor);
+        if (rc == 0)
+            rc = sf__mann_whitney_p(xs, m, ys, w->n, factor, &share_p);
         c->stages[k].share_p_value = share_p;
         c->stages[k].significant = share_p < alpha && llabs(out->delta_ns) >= c->min_effect_ns;
     }
@@ -243,6 +259,7 @@ struct own_work {
     int64_t *z;      /* [R][n] of the stage last filled, rank by rank */
     int64_t *base;   /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
     int64_t *v;      /* 2 x R scratch */
+    int64_t *tmp;    /* [n] scratch for a median, so z keeps its time order */
     uint32_t *below; /* [R] steps of that stage with z below the minimum effect */
 };
 
@@ -252,6 +269,7 @@ static void own_work_free(struct own_work *o)
     free(o->z);
     free(o->base);
     free(o->v);
+    free(o->tmp);
     free(o->below);
 }
 
@@ -290,9 +308,9 @@ static void own_work_fill(const sf_summary *s, const sf_reference *ref,
  * The suspects read the shifts only at a stage the route can hold (one with
  * an own-work change or a significant frontier slowdown): elsewhere a shift
  * that a count proves below the minimum effect is left unknown. */
-static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference *ref,
-                           const struct window_steps *w, struct own_work *o, uint32_t k,
-                           double alpha)
+static int own_work_stage(sf_change *c, const sf_summary *s, const sf_reference *ref,
+                          const struct window_steps *w, struct own_work *o, uint32_t k,
+                          double alpha)
 {
     int64_t e = c->min_effect_ns > 1 ? c->min_effect_ns : 1;
     own_work_fill(s, ref, w, o, k, e);
@@ -308,11 +326,15 @@ static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference
             skipped = true;
             continue;
         }
-        int64_t shift = sf_median_i64(z, o->n);
+        memcpy(o->tmp, z, (size_t)o->n * sizeof *z); /* the series' order is its dependence */
+        int64_t shift = sf_median_i64(o->tmp, o->n);
         o->shift[(size_t)x * o->S + k] = shift;
         if (shift < e)
             continue;
-        double p = sf__signed_rank_p_inplace(z, o->n);
+        double rho;
+        if (sf__rank_lag1_autocorrelation(z, o->n, &rho) < 0)
+            return -ENOMEM;
+        double p = sf__signed_rank_p_inplace(z, o->n, sf__serial_variance_factor(rho));
         bool sig = p < alpha;
         if (st->own_delta_ns == SF_NULL_NS || (sig && !st->own_significant) ||
             (sig == st->own_significant && shift > st->own_delta_ns)) {
@@ -323,10 +345,11 @@ static void own_work_stage(sf_change *c, const sf_summary *s, const sf_reference
         }
     }
     if (!skipped || !(st->own_significant || (st->significant && st->shift.delta_ns > 0)))
-        return;
+        return 0;
     for (uint32_t x = 0; x < o->R; x++) /* a skipped column is still whole */
         if (o->base[x] != SF_NULL_NS && o->shift[(size_t)x * o->S + k] == SF_NULL_NS)
             o->shift[(size_t)x * o->S + k] = sf_median_i64(&o->z[(size_t)x * o->n], o->n);
+    return 0;
 }
 
 /* Dense mode with the reference's contrasts: tests every (rank, own-work
@@ -345,16 +368,18 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->z = malloc((size_t)R * w->n * sizeof *o->z);
     o->base = malloc((size_t)R * sizeof *o->base);
     o->v = malloc((size_t)R * 2 * sizeof *o->v);
+    o->tmp = malloc(((size_t)w->n + 1) * sizeof *o->tmp);
     o->below = malloc((size_t)R * sizeof *o->below);
-    if (!o->shift || !o->z || !o->base || !o->v || !o->below)
+    if (!o->shift || !o->z || !o->base || !o->v || !o->tmp || !o->below)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)
         o->shift[i] = SF_NULL_NS;
     double alpha = g->change_alpha / ((double)R * tested);
-    for (uint32_t k = 0; k < S; k++)
+    int rc = 0;
+    for (uint32_t k = 0; k < S && rc == 0; k++)
         if (sf_change_own_work_stage(&s->schema, k))
-            own_work_stage(c, s, ref, w, o, k, alpha);
-    return 0;
+            rc = own_work_stage(c, s, ref, w, o, k, alpha);
+    return rc;
 }
 
 /* Per dense rank and route stage: the shift of its own median duration (or

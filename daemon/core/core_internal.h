@@ -69,10 +69,20 @@ static inline int64_t sf__contrast(const sf__middle *m, int64_t v)
     return v - (lo + (hi - lo) / 2);
 }
 /* shift.c: the p-value of sf_shift_estimate alone, without the shift and
- * its interval (their searches cost most of the estimate). */
-int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n, double *ret_p);
-/* shift.c: sf_signed_rank_p on z itself (z is reordered and overwritten). */
-double sf__signed_rank_p_inplace(int64_t *z, size_t n);
+ * its interval (their searches cost most of the estimate), with the U
+ * statistic's variance multiplied by variance_factor (>= 1, serial.c). */
+int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n,
+                       double variance_factor, double *ret_p);
+/* shift.c: sf_signed_rank_p on z itself (z is reordered and overwritten),
+ * with the statistic's variance multiplied by variance_factor (>= 1). */
+double sf__signed_rank_p_inplace(int64_t *z, size_t n, double variance_factor);
+/* serial.c: the lag-1 autocorrelation of the midranks of v in time order
+ * (0 for n < 3 or a constant series). */
+int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho);
+/* serial.c: the AR(1) variance factor (1 + rho) / (1 - rho) of a rank
+ * statistic over a series with lag-1 autocorrelation rho; 1 when rho <= 0,
+ * rho capped at 0.9. */
+double sf__serial_variance_factor(double rho);
 /* window.c: puts the k-th smallest at values[k], no larger before it and no
  * smaller after it. */
 void sf__select_kth(int64_t *values, size_t n, size_t k);

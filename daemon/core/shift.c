@@ -133,17 +133,17 @@ static double normal_two_sided_quantile(double p)
  * approximation, tie-corrected, with continuity correction), and in
  * *ret_sigma the U statistic's deviation that the interval needs. */
 static double mann_whitney_sorted(const int64_t *x, size_t m, const int64_t *y, size_t n,
-                                  double *ret_sigma)
+                                  double variance_factor, double *ret_sigma)
 {
     double u, ties;
     rank_statistics(x, m, y, n, &u, &ties);
     double total = (double)(m + n), mn = (double)((uint64_t)m * n);
     double var = total > 1 ? mn / 12 * ((total + 1) - ties / (total * (total - 1))) : 0;
-    double sigma = var > 0 ? sqrt(var) : 0;
+    double sigma = var > 0 ? sqrt(var) : 0, tested = var > 0 ? sqrt(var * variance_factor) : 0;
     double p = 1;
-    if (sigma > 0) {
+    if (tested > 0) {
         double dev = fabs(u - mn / 2) - 0.5; /* continuity correction */
-        p = dev > 0 ? erfc(dev / sigma / M_SQRT2) : 1;
+        p = dev > 0 ? erfc(dev / tested / M_SQRT2) : 1;
     }
     *ret_sigma = sigma;
     return p;
@@ -159,7 +159,7 @@ static void estimate_sorted(const int64_t *x, size_t m, const int64_t *y, size_t
     else
         middle_differences(x, m, y, n, pairs / 2, &a, &b);
     double sigma, mn = (double)pairs;
-    double p = mann_whitney_sorted(x, m, y, n, &sigma);
+    double p = mann_whitney_sorted(x, m, y, n, 1, &sigma);
     double k = floor(mn / 2 - normal_two_sided_quantile(alpha) * sigma);
     uint64_t lo_k = k < 1 ? 1 : (uint64_t)k;
     if (lo_k > (pairs + 1) / 2)
@@ -188,7 +188,8 @@ int sf_shift_estimate(const int64_t *x, size_t m, const int64_t *y, size_t n, do
     return rc;
 }
 
-int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n, double *ret_p)
+int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n,
+                       double variance_factor, double *ret_p)
 {
     if (x == NULL || y == NULL || ret_p == NULL || m == 0 || n == 0)
         return -EINVAL;
@@ -196,7 +197,7 @@ int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n, d
     int rc = -ENOMEM;
     double sigma;
     if (xs != NULL && ys != NULL) {
-        *ret_p = mann_whitney_sorted(xs, m, ys, n, &sigma);
+        *ret_p = mann_whitney_sorted(xs, m, ys, n, variance_factor, &sigma);
         rc = 0;
     }
     free(xs);
@@ -217,7 +218,7 @@ static bool same_abs(int64_t a, int64_t b)
 }
 
 /* The signed-rank p-value of the m nonzero values v, sorted here by |v|. */
-static double signed_rank_nonzero(int64_t *v, size_t m)
+static double signed_rank_nonzero(int64_t *v, size_t m, double variance_factor)
 {
     qsort(v, m, sizeof *v, cmp_abs_i64);
     double w_plus = 0, ties = 0;
@@ -232,20 +233,20 @@ static double signed_rank_nonzero(int64_t *v, size_t m)
         i = j;
     }
     double dm = (double)m;
-    double var = dm * (dm + 1) * (2 * dm + 1) / 24 - ties / 48;
+    double var = (dm * (dm + 1) * (2 * dm + 1) / 24 - ties / 48) * variance_factor;
     if (var <= 0)
         return 1;
     double dev = fabs(w_plus - dm * (dm + 1) / 4) - 0.5; /* continuity correction */
     return dev > 0 ? erfc(dev / sqrt(var) / M_SQRT2) : 1;
 }
 
-double sf__signed_rank_p_inplace(int64_t *z, size_t n)
+double sf__signed_rank_p_inplace(int64_t *z, size_t n, double variance_factor)
 {
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (z[i] != 0)
             z[m++] = z[i];
-    return signed_rank_nonzero(z, m);
+    return signed_rank_nonzero(z, m, variance_factor);
 }
 
 int sf_signed_rank_p(const int64_t *z, size_t n, double *ret_p)
@@ -256,7 +257,7 @@ int sf_signed_rank_p(const int64_t *z, size_t n, double *ret_p)
     if (v == NULL)
         return -ENOMEM;
     memcpy(v, z, n * sizeof *v);
-    *ret_p = sf__signed_rank_p_inplace(v, n);
+    *ret_p = sf__signed_rank_p_inplace(v, n, 1);
     free(v);
     return 0;
 }
