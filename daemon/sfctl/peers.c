@@ -13,16 +13,11 @@
 #include "sfctl.h"
 #include "sfctl_live.h"
 
-static long long num(json_t *o, const char *key)
-{
-    return json_integer_value(json_object_get(o, key));
-}
-
 static void print_member(json_t *m, long long root)
 {
     char addr[300], hb[32];
     snprintf(addr, sizeof addr, "%s:%lld", json_string_value(json_object_get(m, "host")),
-             num(m, "port"));
+             sfctl_json_int(m, "port"));
     json_t *ago = json_object_get(m, "last_heartbeat_ms_ago");
     if (json_is_true(json_object_get(m, "self")))
         snprintf(hb, sizeof hb, "(this node)");
@@ -30,10 +25,11 @@ static void print_member(json_t *m, long long root)
         snprintf(hb, sizeof hb, "%.2f s ago", (double)json_integer_value(ago) / 1000.0);
     else
         snprintf(hb, sizeof hb, "never");
-    printf("%c%6lld  %-24s %-5s %-9s %-15s %9lld %6lld\n", num(m, "id") == root ? '*' : ' ',
-           num(m, "id"), addr, json_is_true(json_object_get(m, "live")) ? "yes" : "no",
+    printf("%c%6lld  %-24s %-5s %-9s %-15s %9lld %6lld\n",
+           sfctl_json_int(m, "id") == root ? '*' : ' ', sfctl_json_int(m, "id"), addr,
+           json_is_true(json_object_get(m, "live")) ? "yes" : "no",
            json_is_true(json_object_get(m, "connected")) ? "yes" : "no", hb,
-           num(m, "summaries_in_flight"), num(m, "term"));
+           sfctl_json_int(m, "summaries_in_flight"), sfctl_json_int(m, "term"));
 }
 
 static int print_view(json_t *o, const char *job)
@@ -44,14 +40,16 @@ static int print_view(json_t *o, const char *job)
         printf("single node: no peers configured\n");
         return SFCTL_EXIT_OK;
     }
-    long long root = num(o, "root");
-    printf("node %lld (%s), ", num(o, "node_id"), json_string_value(json_object_get(o, "role")));
+    long long root = sfctl_json_int(o, "root");
+    printf("node %lld (%s), ", sfctl_json_int(o, "node_id"),
+           json_string_value(json_object_get(o, "role")));
     if (root != 0)
         printf("root %lld", root);
     else
         printf("no root (no majority reachable)");
-    printf(", term %lld, summaries in flight %lld, windows collecting %lld\n", num(o, "term"),
-           num(o, "summaries_in_flight"), num(o, "windows_pending"));
+    printf(", term %lld, summaries in flight %lld, windows collecting %lld\n",
+           sfctl_json_int(o, "term"), sfctl_json_int(o, "summaries_in_flight"),
+           sfctl_json_int(o, "windows_pending"));
     printf(" %6s  %-24s %-5s %-9s %-15s %9s %6s\n", "ID", "ADDRESS", "LIVE", "CONNECTED",
            "LAST_HEARTBEAT", "IN_FLIGHT", "TERM");
     size_t i;
@@ -60,13 +58,15 @@ static int print_view(json_t *o, const char *job)
     json_t *c = json_object_get(o, "counters");
     printf("rejected: mac %lld, replay %lld, stale term %lld, decode %lld, frame %lld, "
            "capture %lld; merge conflicts %lld\n",
-           num(c, "rejected_mac"), num(c, "rejected_replay"), num(c, "rejected_stale_term"),
-           num(c, "rejected_decode"), num(c, "rejected_frame"), num(c, "rejected_capture"),
-           num(c, "merge_conflicts"));
+           sfctl_json_int(c, "rejected_mac"), sfctl_json_int(c, "rejected_replay"),
+           sfctl_json_int(c, "rejected_stale_term"), sfctl_json_int(c, "rejected_decode"),
+           sfctl_json_int(c, "rejected_frame"), sfctl_json_int(c, "rejected_capture"),
+           sfctl_json_int(c, "merge_conflicts"));
     printf("peer port: %lld unauthenticated; closed: auth timeout %lld, over limits %lld; "
            "refused: term jump %lld, epoch %lld\n",
-           num(o, "unauthenticated"), num(c, "rejected_auth_timeout"), num(c, "rejected_preauth"),
-           num(c, "rejected_term_jump"), num(c, "rejected_epoch"));
+           sfctl_json_int(o, "unauthenticated"), sfctl_json_int(c, "rejected_auth_timeout"),
+           sfctl_json_int(c, "rejected_preauth"), sfctl_json_int(c, "rejected_term_jump"),
+           sfctl_json_int(c, "rejected_epoch"));
     return SFCTL_EXIT_OK;
 }
 

@@ -71,17 +71,15 @@ static void show(json_t *o)
     const char *job = json_string_value(json_object_get(o, "job"));
     if (!json_is_object(b)) {
         printf("%s: no baseline yet (%lld of %lld eligible windows collected)\n", job ? job : "?",
-               (long long)json_integer_value(json_object_get(o, "collected")),
-               (long long)json_integer_value(json_object_get(o, "wanted")));
+               sfctl_json_int(o, "collected"), sfctl_json_int(o, "wanted"));
         return;
     }
     json_t *w = json_object_get(b, "windows");
     printf("%s: baseline windows", job ? job : "?");
     for (size_t i = 0; i < json_array_size(w); i++)
         printf("%s%lld", i ? ", " : " ", (long long)json_integer_value(json_array_get(w, i)));
-    printf(" (segment %lld, %lld steps, %s, %s mode)\n",
-           (long long)json_integer_value(json_object_get(b, "segment")),
-           (long long)json_integer_value(json_object_get(b, "steps")),
+    printf(" (segment %lld, %lld steps, %s, %s mode)\n", sfctl_json_int(b, "segment"),
+           sfctl_json_int(b, "steps"),
            json_is_true(json_object_get(b, "pinned")) ? "pinned" : "automatic",
            json_string_value(json_object_get(b, "mode")));
 }

@@ -113,17 +113,6 @@ static int ask(const struct sfctl_request *req, json_t **ret, char **ret_text)
     return SFCTL_EXIT_OK;
 }
 
-static long long num(json_t *o, const char *key)
-{
-    return json_integer_value(json_object_get(o, key));
-}
-
-static const char *str(json_t *o, const char *key)
-{
-    const char *s = json_string_value(json_object_get(o, key));
-    return s != NULL ? s : "-";
-}
-
 int sfctl_cmd_capture(int argc, char **argv)
 {
     struct capture_args a;
@@ -145,7 +134,7 @@ int sfctl_cmd_capture(int argc, char **argv)
     if (a.json)
         printf("%s\n", text);
     else
-        printf("%lld\n", num(o, "id"));
+        printf("%lld\n", sfctl_json_int(o, "id"));
     json_decref(o);
     free(text);
     return SFCTL_EXIT_OK;
@@ -157,24 +146,26 @@ static void show_capture(json_t *k)
     sfctl_format_time(json_object_get(k, "created_at"), created, sizeof created);
     char window[24] = "-";
     if (json_is_integer(json_object_get(k, "window")))
-        snprintf(window, sizeof window, "%lld", num(k, "window"));
-    printf("capture %lld  %s  %s  window %s  %lld steps  %s\n  reason: %s\n", num(k, "id"), created,
-           str(k, "trigger"), window, num(k, "steps"), str(k, "state"), str(k, "reason"));
+        snprintf(window, sizeof window, "%lld", sfctl_json_int(k, "window"));
+    printf("capture %lld  %s  %s  window %s  %lld steps  %s\n  reason: %s\n",
+           sfctl_json_int(k, "id"), created, sfctl_json_str(k, "trigger"), window,
+           sfctl_json_int(k, "steps"), sfctl_json_str(k, "state"), sfctl_json_str(k, "reason"));
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(k, "ranks"), i, t)
     {
         char steps[48] = "";
         if (json_is_integer(json_object_get(t, "first_step")))
-            snprintf(steps, sizeof steps, " steps %lld-%lld", num(t, "first_step"),
-                     num(t, "last_step"));
+            snprintf(steps, sizeof steps, " steps %lld-%lld", sfctl_json_int(t, "first_step"),
+                     sfctl_json_int(t, "last_step"));
         json_t *path = json_object_get(t, "path"), *err = json_object_get(t, "error");
         char node[32] = "";
         if (json_is_integer(json_object_get(t, "node")))
-            snprintf(node, sizeof node, " on node %lld", num(t, "node"));
-        printf("  rank %lld%s%s: %s%s%s%s\n", num(t, "rank"),
+            snprintf(node, sizeof node, " on node %lld", sfctl_json_int(t, "node"));
+        printf("  rank %lld%s%s: %s%s%s%s\n", sfctl_json_int(t, "rank"),
                json_is_true(json_object_get(t, "control")) ? " (control)" : "", node,
-               str(t, "state"), steps, json_is_string(path) || json_is_string(err) ? "  " : "",
+               sfctl_json_str(t, "state"), steps,
+               json_is_string(path) || json_is_string(err) ? "  " : "",
                json_is_string(path)  ? json_string_value(path)
                : json_is_string(err) ? json_string_value(err)
                                      : "");

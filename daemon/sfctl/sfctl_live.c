@@ -90,9 +90,15 @@ static int print_raw(const struct sfctl_request *req)
     return fflush(stdout) == 0 ? SFCTL_EXIT_OK : SFCTL_EXIT_INTERNAL;
 }
 
-static long long num(json_t *o, const char *key)
+long long sfctl_json_int(json_t *o, const char *key)
 {
     return json_integer_value(json_object_get(o, key));
+}
+
+const char *sfctl_json_str(json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s != NULL ? s : "-";
 }
 
 int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfctl_kind kind,
@@ -121,17 +127,19 @@ static int show_status(json_t *o, const char *job)
     const char *mode = json_string_value(json_object_get(o, "mode"));
     if (mode != NULL && strcmp(mode, "cluster") == 0)
         printf("sfd (cluster: %s, term %lld), up %llds\n",
-               json_string_value(json_object_get(o, "role")), num(o, "term"), num(o, "uptime_s"));
+               json_string_value(json_object_get(o, "role")), sfctl_json_int(o, "term"),
+               sfctl_json_int(o, "uptime_s"));
     else
-        printf("sfd (%s), up %llds\n", mode, num(o, "uptime_s"));
-    printf("  connections  %lld (query %lld, accepted since start %lld)\n", num(o, "connections"),
-           num(o, "query_connections"), num(o, "connections_accepted"));
-    printf("  jobs         %lld\n", num(o, "jobs"));
-    printf("  records      %lld in %lld batches (warmup %lld)\n", num(o, "records"),
-           num(o, "batches"), num(o, "warmup_records"));
-    printf("  windows      %lld closed\n", num(o, "windows_closed"));
-    printf("  dropped      %lld (reported by clients)\n", num(o, "dropped"));
-    printf("  rejected     %lld\n", num(o, "rejected_total"));
+        printf("sfd (%s), up %llds\n", mode, sfctl_json_int(o, "uptime_s"));
+    printf("  connections  %lld (query %lld, accepted since start %lld)\n",
+           sfctl_json_int(o, "connections"), sfctl_json_int(o, "query_connections"),
+           sfctl_json_int(o, "connections_accepted"));
+    printf("  jobs         %lld\n", sfctl_json_int(o, "jobs"));
+    printf("  records      %lld in %lld batches (warmup %lld)\n", sfctl_json_int(o, "records"),
+           sfctl_json_int(o, "batches"), sfctl_json_int(o, "warmup_records"));
+    printf("  windows      %lld closed\n", sfctl_json_int(o, "windows_closed"));
+    printf("  dropped      %lld (reported by clients)\n", sfctl_json_int(o, "dropped"));
+    printf("  rejected     %lld\n", sfctl_json_int(o, "rejected_total"));
     const char *k;
     json_t *v;
     json_object_foreach(json_object_get(o, "rejected"), k, v) if (json_integer_value(v) > 0)
@@ -166,8 +174,8 @@ static void show_stall(json_t *j)
     char since[40];
     sfctl_format_time(json_object_get(st, "since"), since, sizeof since);
     printf("\n%s: STALLED since %s (%lld rank(s) without progress for %llds)\n",
-           json_string_value(json_object_get(j, "job_id")), since, num(st, "stalled_ranks"),
-           num(st, "after_s"));
+           json_string_value(json_object_get(j, "job_id")), since,
+           sfctl_json_int(st, "stalled_ranks"), sfctl_json_int(st, "after_s"));
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(st, "ranks"), i, r)
@@ -175,8 +183,8 @@ static void show_stall(json_t *j)
         const char *stage = json_string_value(json_object_get(r, "stage"));
         char step[32] = "-";
         if (json_is_integer(json_object_get(r, "step")))
-            snprintf(step, sizeof step, "%lld", num(r, "step"));
-        printf("  rank %lld: %s%s, %s%s, step %s\n", num(r, "rank"),
+            snprintf(step, sizeof step, "%lld", sfctl_json_int(r, "step"));
+        printf("  rank %lld: %s%s, %s%s, step %s\n", sfctl_json_int(r, "rank"),
                json_is_true(json_object_get(r, "culprit")) ? "CULPRIT, " : "",
                json_is_true(json_object_get(r, "silent")) ? "silent" : "heartbeating",
                stage ? "in " : "last seen between steps", stage ? stage : "", step);
@@ -207,15 +215,15 @@ static int show_jobs(json_t *a, const char *job)
     json_array_foreach(a, i, j)
     {
         char ranks[32], latest[24] = "-";
-        snprintf(ranks, sizeof(ranks), "%lld/%lld", num(j, "connected_ranks"),
-                 num(j, "world_size"));
+        snprintf(ranks, sizeof(ranks), "%lld/%lld", sfctl_json_int(j, "connected_ranks"),
+                 sfctl_json_int(j, "world_size"));
         if (json_is_integer(json_object_get(j, "latest_window")))
-            snprintf(latest, sizeof(latest), "%lld", num(j, "latest_window"));
-        const char *state = json_string_value(json_object_get(j, "state"));
+            snprintf(latest, sizeof(latest), "%lld", sfctl_json_int(j, "latest_window"));
         printf("%-*s %6lld %8s %11s %4lld %7lld %6s %10lld %8lld %8lld\n", width,
-               json_string_value(json_object_get(j, "job_id")), num(j, "uid"), state ? state : "-",
-               ranks, num(j, "segment"), num(j, "windows"), latest, num(j, "records"),
-               num(j, "dropped"), num(j, "rejected"));
+               json_string_value(json_object_get(j, "job_id")), sfctl_json_int(j, "uid"),
+               sfctl_json_str(j, "state"), ranks, sfctl_json_int(j, "segment"),
+               sfctl_json_int(j, "windows"), latest, sfctl_json_int(j, "records"),
+               sfctl_json_int(j, "dropped"), sfctl_json_int(j, "rejected"));
     }
     json_array_foreach(a, i, j) show_stall(j);
     if (json_array_size(a) == 0)
@@ -230,7 +238,8 @@ int sfctl_cmd_jobs(int argc, char **argv)
 
 static int show_ranks(json_t *o, const char *job)
 {
-    printf("job %s, world size %lld, segment %lld\n", job, num(o, "world_size"), num(o, "segment"));
+    printf("job %s, world size %lld, segment %lld\n", job, sfctl_json_int(o, "world_size"),
+           sfctl_json_int(o, "segment"));
     printf("%6s %9s %8s %-16s %-12s %10s %10s %-21s %8s %-24s %s\n", "RANK", "CONNECTED", "PID",
            "HOST", "ROLE", "RECORDS", "LAST_STEP", "LAST_SEEN", "AT_STEP", "OPEN_STAGE", "STATE");
     size_t i;
@@ -240,14 +249,14 @@ static int show_ranks(json_t *o, const char *job)
         char seen[40], at[24] = "-";
         sfctl_format_time(json_object_get(r, "last_seen"), seen, sizeof seen);
         if (json_is_integer(json_object_get(r, "position_step")))
-            snprintf(at, sizeof at, "%lld", num(r, "position_step"));
-        const char *stage = json_string_value(json_object_get(r, "open_stage"));
-        const char *state = json_string_value(json_object_get(r, "state"));
-        printf("%6lld %9s %8lld %-16s %-12s %10lld %10lld %-21s %8s %-24s %s%s\n", num(r, "rank"),
-               json_is_true(json_object_get(r, "connected")) ? "yes" : "no", num(r, "pid"),
-               json_string_value(json_object_get(r, "host")),
-               json_string_value(json_object_get(r, "role")), num(r, "records"),
-               num(r, "last_step"), seen, at, stage ? stage : "-", state ? state : "-",
+            snprintf(at, sizeof at, "%lld", sfctl_json_int(r, "position_step"));
+        printf("%6lld %9s %8lld %-16s %-12s %10lld %10lld %-21s %8s %-24s %s%s\n",
+               sfctl_json_int(r, "rank"),
+               json_is_true(json_object_get(r, "connected")) ? "yes" : "no",
+               sfctl_json_int(r, "pid"), json_string_value(json_object_get(r, "host")),
+               json_string_value(json_object_get(r, "role")), sfctl_json_int(r, "records"),
+               sfctl_json_int(r, "last_step"), seen, at, sfctl_json_str(r, "open_stage"),
+               sfctl_json_str(r, "state"),
                json_is_true(json_object_get(r, "culprit")) ? " (culprit)" : "");
     }
     return SFCTL_EXIT_OK;

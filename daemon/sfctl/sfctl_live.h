@@ -65,6 +65,10 @@ int sfctl_cmd_record(int argc, char **argv);
 int sfctl_cmd_baseline(int argc, char **argv);
 int sfctl_cmd_capture(int argc, char **argv);
 int sfctl_cmd_captures(int argc, char **argv);
+/* A field of an answer: an integer (0 when absent or not an integer), a
+ * string ("-" when absent or not a string). */
+long long sfctl_json_int(json_t *o, const char *key);
+const char *sfctl_json_str(json_t *o, const char *key);
 /* Seconds since the epoch as "2026-11-24 05:31:07Z" (UTC), "-" for null. */
 void sfctl_format_time(json_t *seconds, char *buf, size_t len);
 
