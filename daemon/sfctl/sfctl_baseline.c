@@ -92,17 +92,11 @@ int sfctl_cmd_baseline(int argc, char **argv)
         return ex;
     struct sfctl_request req = {
         .kind = SFCTL_Q_BASELINE, .job_id = a.job, .window = a.pin, .clear = a.clear};
+    json_t *o;
     char *text;
-    size_t len;
-    ex = sfctl_query(&req, &text, &len);
+    ex = sfctl_ask(&req, &o, &text);
     if (ex != SFCTL_EXIT_OK)
         return ex;
-    json_t *o = json_loads(text, 0, NULL);
-    if (o == NULL) {
-        fprintf(stderr, "sfctl: undecodable answer from sfd\n");
-        free(text);
-        return SFCTL_EXIT_INTERNAL;
-    }
     if (a.json)
         printf("%s\n", text);
     else

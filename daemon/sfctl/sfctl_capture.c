@@ -98,21 +98,6 @@ static int parse_capture(int argc, char **argv, struct capture_args *a)
     return SFCTL_EXIT_OK;
 }
 
-static int ask(const struct sfctl_request *req, json_t **ret, char **ret_text)
-{
-    size_t len;
-    int ex = sfctl_query(req, ret_text, &len);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
-    *ret = json_loadb(*ret_text, len, 0, NULL);
-    if (*ret == NULL) {
-        fprintf(stderr, "sfctl: undecodable answer from sfd\n");
-        free(*ret_text);
-        return SFCTL_EXIT_INTERNAL;
-    }
-    return SFCTL_EXIT_OK;
-}
-
 int sfctl_cmd_capture(int argc, char **argv)
 {
     struct capture_args a;
@@ -128,7 +113,7 @@ int sfctl_cmd_capture(int argc, char **argv)
                                 .steps = a.steps};
     json_t *o;
     char *text;
-    ex = ask(&req, &o, &text);
+    ex = sfctl_ask(&req, &o, &text);
     if (ex != SFCTL_EXIT_OK)
         return ex;
     if (a.json)
@@ -172,35 +157,18 @@ static void show_capture(json_t *k)
     }
 }
 
+static int show_captures(json_t *captures, const char *job)
+{
+    (void)job;
+    size_t i;
+    json_t *k;
+    json_array_foreach(captures, i, k) show_capture(k);
+    if (json_array_size(captures) == 0)
+        printf("(no captures)\n");
+    return SFCTL_EXIT_OK;
+}
+
 int sfctl_cmd_captures(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
-    bool js = false;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
-        if (c != 'j')
-            return usage_error("captures", "JOB [--json]", NULL);
-        js = true;
-    }
-    if (optind != argc - 1)
-        return usage_error("captures", "JOB [--json]", NULL);
-    struct sfctl_request req = {.kind = SFCTL_Q_CAPTURES, .job_id = argv[optind], .window = -1};
-    json_t *a;
-    char *text;
-    int ex = ask(&req, &a, &text);
-    if (ex != SFCTL_EXIT_OK)
-        return ex;
-    if (js) {
-        printf("%s\n", text);
-    } else {
-        size_t i;
-        json_t *k;
-        json_array_foreach(a, i, k) show_capture(k);
-        if (json_array_size(a) == 0)
-            printf("(no captures)\n");
-    }
-    json_decref(a);
-    free(text);
-    return SFCTL_EXIT_OK;
+    return sfctl_show(argc, argv, "JOB [--json]", true, SFCTL_Q_CAPTURES, show_captures);
 }

@@ -58,7 +58,7 @@ static int simple_args(int argc, char **argv, const char *usage, bool need_job, 
     return SFCTL_EXIT_OK;
 }
 
-static int fetch_json(const struct sfctl_request *req, json_t **ret)
+int sfctl_ask(const struct sfctl_request *req, json_t **ret_json, char **ret_text)
 {
     char *text;
     size_t len;
@@ -67,13 +67,23 @@ static int fetch_json(const struct sfctl_request *req, json_t **ret)
         return ex;
     json_error_t err;
     json_t *o = json_loadb(text, len, 0, &err);
-    free(text);
     if (o == NULL) {
         fprintf(stderr, "sfctl: malformed answer from sfd: %s\n", err.text);
+        free(text);
         return SFCTL_EXIT_INTERNAL;
     }
-    *ret = o;
+    *ret_json = o;
+    *ret_text = text;
     return SFCTL_EXIT_OK;
+}
+
+static int fetch_json(const struct sfctl_request *req, json_t **ret)
+{
+    char *text;
+    int ex = sfctl_ask(req, ret, &text);
+    if (ex == SFCTL_EXIT_OK)
+        free(text);
+    return ex;
 }
 
 static int print_raw(const struct sfctl_request *req)

@@ -49,6 +49,10 @@ void sfctl_set_socket_path(const char *path);
  * sfctl.h; on SFCTL_EXIT_OK *ret_text (NUL-terminated, malloc'd) holds the
  * answer. On failure a clear message has been printed to stderr. */
 int sfctl_query(const struct sfctl_request *req, char **ret_text, size_t *ret_len);
+/* sfctl_query, then the answer decoded: on SFCTL_EXIT_OK *ret_json holds it
+ * and *ret_text (malloc'd) the text it came as. An answer that is not JSON
+ * is reported on stderr and gives SFCTL_EXIT_INTERNAL. */
+int sfctl_ask(const struct sfctl_request *req, json_t **ret_json, char **ret_text);
 
 /* The shape of the plain live commands: parse [JOB] [--json] (JOB required
  * when need_job), send one query of the given kind, then print the answer
