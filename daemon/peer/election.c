@@ -117,25 +117,28 @@ static void adopt_term(sfd_elect *e, uint64_t term, sfd_elect_out *out)
     set_root(e, 0, out);
 }
 
+/* Member i (in id order) is this node, or was heard within `window` ms. */
+static bool heard_in(const sfd_elect *e, uint64_t now, uint32_t i, uint64_t window)
+{
+    return e->ids[i] == e->self || (e->last_heard[i] != 0 && now - e->last_heard[i] <= window);
+}
+
+bool sfd_elect_member_live(const sfd_elect *e, uint64_t now, uint32_t i)
+{
+    return heard_in(e, now, i, e->failure_timeout_ms);
+}
+
 bool sfd_elect_is_live(const sfd_elect *e, uint64_t now, uint32_t id)
 {
-    if (id == e->self)
-        return true;
     int i = member_index(e, id);
-    if (i < 0 || e->last_heard[i] == 0)
-        return false;
-    return now - e->last_heard[i] <= e->failure_timeout_ms;
+    return i >= 0 && sfd_elect_member_live(e, now, (uint32_t)i);
 }
 
 static uint32_t heard_within(const sfd_elect *e, uint64_t now, uint64_t window)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < e->n_members; i++) {
-        if (e->ids[i] == e->self)
-            n++;
-        else if (e->last_heard[i] != 0 && now - e->last_heard[i] <= window)
-            n++;
-    }
+    for (uint32_t i = 0; i < e->n_members; i++)
+        n += heard_in(e, now, i, window);
     return n;
 }
 
@@ -147,7 +150,7 @@ uint32_t sfd_elect_live_count(const sfd_elect *e, uint64_t now)
 static uint32_t lowest_live(const sfd_elect *e, uint64_t now)
 {
     for (uint32_t i = 0; i < e->n_members; i++)
-        if (sfd_elect_is_live(e, now, e->ids[i]))
+        if (sfd_elect_member_live(e, now, i))
             return e->ids[i];
     return e->self;
 }
@@ -318,7 +321,7 @@ static uint64_t backed_term(const sfd_elect *e, uint64_t now)
     if (terms == NULL)
         return 0;
     for (uint32_t i = 0; i < e->n_members; i++)
-        if (e->ids[i] != e->self && sfd_elect_is_live(e, now, e->ids[i]))
+        if (e->ids[i] != e->self && sfd_elect_member_live(e, now, i))
             terms[n++] = e->far_term[i];
     uint64_t backed = 0;
     if (n > 0) {

@@ -35,18 +35,12 @@ static void stamp(sfd_peer_node *node, const uint8_t *set, uint64_t at)
     }
 }
 
-static bool live_at(const sfd_elect *e, uint64_t now, uint32_t i)
-{
-    return e->ids[i] == e->self ||
-           (e->last_heard[i] != 0 && now - e->last_heard[i] <= e->failure_timeout_ms);
-}
-
 /* The root's view: every member it counts as live. */
 static void build_view(sfd_peer_node *node, uint64_t now)
 {
     memset(node->view, 0, node->live_bytes);
     for (uint32_t i = 0; i < node->elect.n_members; i++)
-        if (live_at(&node->elect, now, i))
+        if (sfd_elect_member_live(&node->elect, now, i))
             bit_set(node->view, i);
     node->view_root = node->cfg.node_id;
 }

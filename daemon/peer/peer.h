@@ -269,7 +269,11 @@ void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
 /* Any other termed message: -ESTALE if its term is below ours (reject it);
  * a higher term is adopted (a root or candidate steps down). */
 int sfd_elect_on_term(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, sfd_elect_out *out);
+/* Liveness: this node always; another member while its last message is
+ * within the failure timeout. _is_live takes a member id, _member_live the
+ * member's index in ids (for passes over all members). */
 bool sfd_elect_is_live(const sfd_elect *e, uint64_t now, uint32_t id);
+bool sfd_elect_member_live(const sfd_elect *e, uint64_t now, uint32_t i);
 uint32_t sfd_elect_majority(const sfd_elect *e);
 uint32_t sfd_elect_live_count(const sfd_elect *e, uint64_t now);
 /* The root in force (0: none). */

@@ -8,13 +8,6 @@
  */
 #include "peer.h"
 
-static bool live_at(const sfd_elect *e, uint64_t now, uint32_t i)
-{
-    if (e->ids[i] == e->self)
-        return true;
-    return e->last_heard[i] != 0 && now - e->last_heard[i] <= e->failure_timeout_ms;
-}
-
 /* Position of `id` in the order (root first), or -1 when it is not live. */
 static int64_t position(const sfd_elect *e, uint64_t now, uint32_t root, uint32_t id)
 {
@@ -23,7 +16,7 @@ static int64_t position(const sfd_elect *e, uint64_t now, uint32_t root, uint32_
     int64_t p = 1;
     for (uint32_t i = 0; i < e->n_members; i++) {
         uint32_t m = e->ids[i];
-        bool live = live_at(e, now, i);
+        bool live = sfd_elect_member_live(e, now, i);
         if (m == id)
             return live ? p : -1;
         if (m != root && live)
@@ -44,7 +37,7 @@ static uint32_t at_positions(const sfd_elect *e, uint64_t now, uint32_t root, in
     uint32_t k = 0;
     int64_t p = 1;
     for (uint32_t i = 0; i < e->n_members && k < n; i++) {
-        if (e->ids[i] == root || !live_at(e, now, i))
+        if (e->ids[i] == root || !sfd_elect_member_live(e, now, i))
             continue;
         if (p >= first)
             ret_ids[k++] = e->ids[i];
@@ -94,7 +87,7 @@ uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanou
         return 0;
     uint32_t live = 1;
     for (uint32_t i = 0; i < e->n_members; i++)
-        if (e->ids[i] != root && live_at(e, now, i))
+        if (e->ids[i] != root && sfd_elect_member_live(e, now, i))
             live++;
     int64_t first = p * (int64_t)fanout + 1;
     if (first >= live)

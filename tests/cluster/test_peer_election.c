@@ -332,6 +332,35 @@ static void test_tree(void **state)
     sim_clear(&s);
 }
 
+/* Liveness by member index agrees with liveness by id: this node always,
+ * another member from its first message until the failure timeout has
+ * passed (the timeout itself still counts), never one not heard at all. */
+static void test_member_live(void **state)
+{
+    (void)state;
+    const uint32_t ids[] = {3, 5, 9};
+    sfd_elect e;
+    assert_int_equal(sfd_elect_init(&e, 5, ids, 3, HB, FT), 0);
+    uint64_t t0 = 1000;
+    sfd_elect_heard(&e, t0, 9);
+    const struct {
+        uint64_t now;
+        bool live[3];
+    } want[] = {
+        {t0, {false, true, true}},
+        {t0 + FT, {false, true, true}},
+        {t0 + FT + 1, {false, true, false}},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        for (uint32_t i = 0; i < 3; i++) {
+            assert_int_equal(sfd_elect_member_live(&e, want[k].now, i), want[k].live[i]);
+            assert_int_equal(sfd_elect_is_live(&e, want[k].now, ids[i]), want[k].live[i]);
+        }
+    }
+    assert_false(sfd_elect_is_live(&e, t0, 4)); /* not a member */
+    sfd_elect_clear(&e);
+}
+
 /* The member cap is hard: an election of exactly SFD_PEER_MAX_MEMBERS works
  * (the lowest id wins once it hears a majority), one more is refused. */
 static void test_member_cap(void **state)
@@ -378,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_stale_term_and_single_vote),
         cmocka_unit_test(test_term_step),
         cmocka_unit_test(test_tree),
+        cmocka_unit_test(test_member_live),
         cmocka_unit_test(test_member_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
