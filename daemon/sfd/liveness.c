@@ -162,6 +162,8 @@ static void name_culprits(struct sfd *d, struct sfd_job *job, uint64_t now)
 
 static void refresh_job(struct sfd *d, struct sfd_job *job, uint64_t now)
 {
+    if (job->n_live_ranks == 0 && !job->stall.stalled)
+        return; /* every rank gone and nothing to clear: the state cannot move */
     uint32_t n = 0;
     for (uint32_t r = 0; r < job->world_size; r++) {
         const struct sfd_rank *peek = sfd_job_rank_peek(job, r);
@@ -198,8 +200,12 @@ void sfd_liveness_refresh(struct sfd *d)
 {
     uint64_t now = sfd_now_ms(d);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-        if (j->n_live_ranks > 0 || j->stall.stalled)
-            refresh_job(d, j, now);
+        refresh_job(d, j, now);
+}
+
+void sfd_liveness_refresh_job(struct sfd *d, struct sfd_job *job)
+{
+    refresh_job(d, job, sfd_now_ms(d));
 }
 
 static void on_live_tick(uv_timer_t *t)

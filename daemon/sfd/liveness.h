@@ -40,6 +40,8 @@ void sfd_liveness_connected(struct sfd_job *job, uint32_t rank);
 /* Recomputes every job's stalled state now (the tick's work; queries call
  * it so they never show a state older than the clock). */
 void sfd_liveness_refresh(struct sfd *d);
+/* The same for one job (a query that shows only that job). */
+void sfd_liveness_refresh_job(struct sfd *d, struct sfd_job *job);
 int sfd_liveness_start(struct sfd *d);
 void sfd_liveness_stop(struct sfd *d);
 

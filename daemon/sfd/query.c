@@ -278,8 +278,10 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
         return r;
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RANKS:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        sfd_liveness_refresh(d);
-        return r < 0 ? r : sfd_qstream_open_ranks(d, j, ret_stream);
+        if (r < 0)
+            return r;
+        sfd_liveness_refresh_job(d, j); /* its ranks never older than the clock */
+        return sfd_qstream_open_ranks(d, j, ret_stream);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RECORD:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
         return r < 0 ? r : sfd_qstream_open_record(d, j, ret_stream);
