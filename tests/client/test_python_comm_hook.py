@@ -10,9 +10,11 @@ rec.arrive() / rec.sync() must count a violation outside one. Exit 77
 (CTest SKIP_RETURN_CODE) only when torch with Gloo is absent.
 """
 import os
-import socket
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sfd"))
+from loopback import free_port  # noqa: E402  (path set above)
 
 SKIP = 77
 STEPS = 6
@@ -22,12 +24,6 @@ BACKWARD = "model.backward_cpu_wall"
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rank_main():

@@ -9,11 +9,17 @@ import random
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sfd"))
+import loopback  # noqa: E402  (path set above)
+
 FRAME_MAX = 16 << 20
 OTHER_UID = 4242
+
+free_port = loopback.free_port  # cluster_test.py and bench/peer_attack take it from here
 
 
 class Attack:
@@ -44,15 +50,6 @@ class Attack:
                 except OSError:
                     pass
             self.socks = []
-
-
-def free_port():
-    """A TCP port on loopback that was free a moment ago."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _connect(host, port, timeout=2.0):

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,8 +25,10 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "bench", "ddp"))
+sys.path.insert(0, os.path.join(REPO, "tests", "sfd"))
 
 import sfharness  # noqa: E402
+from loopback import free_port  # noqa: E402
 
 SKIP = 77
 WORLD = 3
@@ -65,14 +66,6 @@ def rank_main(a):
     # destructor can hang a rank at exit); the records are flushed by now.
     sys.stdout.flush()
     os._exit(0)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def stopped(pid):

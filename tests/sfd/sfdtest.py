@@ -13,10 +13,14 @@ import sys
 import tempfile
 import time
 
+import loopback
+
 SFD = os.environ["SFD"]
 SFCTL = os.environ["SFCTL"]
 SENDER = os.environ.get("SF_TEST_SENDER", "")   # only tests that send need it
 TIMEOUT = float(os.environ.get("SF_TEST_TIMEOUT", "60"))
+
+free_port = loopback.free_port  # tests call sfdtest.free_port
 
 
 FAILED = []
@@ -43,13 +47,6 @@ def wait_for(pred, what, timeout=TIMEOUT, interval=0.02):
         if time.monotonic() > deadline:
             fail("timed out waiting for " + what)
         time.sleep(interval)
-
-
-def free_port():
-    """A TCP port on loopback that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reap(procs):

@@ -15,6 +15,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sfd"))
+from loopback import free_port  # noqa: E402  (path set above)
+
 TIMEOUT_S = 60.0
 
 SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$')
@@ -41,12 +44,6 @@ def value(samples, name, **labels):
         have = sorted(k for k in samples if k[0] == name)
         raise AssertionError(f'{name}{labels} not scraped; have {have}')
     return samples[key]
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def start_exporter(binary, textdir, logf):
