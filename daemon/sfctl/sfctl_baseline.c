@@ -3,7 +3,6 @@
  * clears the reference a live job's change is measured against
  * (docs/SFCTL.md). Speaks only the query protocol.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +19,6 @@ struct baseline_args {
     bool clear, json;
 };
 
-static int usage_error(void)
-{
-    fprintf(stderr, "usage: sfctl baseline %s\n", USAGE);
-    return SFCTL_EXIT_USAGE;
-}
-
 static int parse(int argc, char **argv, struct baseline_args *a)
 {
     static const struct option opts[] = {
@@ -38,12 +31,9 @@ static int parse(int argc, char **argv, struct baseline_args *a)
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "p:cj", opts, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 'p':
-            errno = 0;
-            a->pin = strtoll(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || a->pin < 0) {
+            if (sfctl_parse_i64(optarg, 0, &a->pin) < 0) {
                 fprintf(stderr, "sfctl baseline: --pin needs a window index >= 0, not \"%s\"\n",
                         optarg);
                 return SFCTL_EXIT_USAGE;
@@ -56,11 +46,11 @@ static int parse(int argc, char **argv, struct baseline_args *a)
             a->json = true;
             break;
         default:
-            return usage_error();
+            return sfctl_usage_error("baseline", USAGE, NULL);
         }
     }
     if (optind != argc - 1 || (a->clear && a->pin >= 0))
-        return usage_error();
+        return sfctl_usage_error("baseline", USAGE, NULL);
     a->job = argv[optind];
     return SFCTL_EXIT_OK;
 }

@@ -23,14 +23,6 @@ struct capture_args {
     bool suspects, json;
 };
 
-static int usage_error(const char *cmd, const char *usage, const char *why)
-{
-    if (why != NULL)
-        fprintf(stderr, "sfctl %s: %s\n", cmd, why);
-    fprintf(stderr, "usage: sfctl %s %s\n", cmd, usage);
-    return SFCTL_EXIT_USAGE;
-}
-
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret)
 {
     char *end;
@@ -74,26 +66,28 @@ static int parse_capture(int argc, char **argv, struct capture_args *a)
         switch (c) {
         case 'r':
             if (parse_ranks(optarg, a) < 0)
-                return usage_error("capture", CAPTURE_USAGE, "--ranks takes 1..16 rank numbers");
+                return sfctl_usage_error("capture", CAPTURE_USAGE,
+                                         "--ranks takes 1..16 rank numbers");
             break;
         case 's':
             a->suspects = true;
             break;
         case 'n':
             if (parse_u32(optarg, 1, SF_MAX_CAPTURE_STEPS, &a->steps) < 0)
-                return usage_error("capture", CAPTURE_USAGE, "--steps takes 1..100");
+                return sfctl_usage_error("capture", CAPTURE_USAGE, "--steps takes 1..100");
             break;
         case 'j':
             a->json = true;
             break;
         default:
-            return usage_error("capture", CAPTURE_USAGE, NULL);
+            return sfctl_usage_error("capture", CAPTURE_USAGE, NULL);
         }
     }
     if (optind != argc - 1)
-        return usage_error("capture", CAPTURE_USAGE, NULL);
+        return sfctl_usage_error("capture", CAPTURE_USAGE, NULL);
     if (a->suspects == (a->n_ranks > 0))
-        return usage_error("capture", CAPTURE_USAGE, "name the ranks or --suspects, not both");
+        return sfctl_usage_error("capture", CAPTURE_USAGE,
+                                 "name the ranks or --suspects, not both");
     a->job = argv[optind];
     return SFCTL_EXIT_OK;
 }

@@ -19,7 +19,7 @@
 #include "sfctl.h"
 #include "sfctl_live.h"
 
-static int parse_i64(const char *s, int64_t lo, int64_t *ret)
+int sfctl_parse_i64(const char *s, int64_t lo, int64_t *ret)
 {
     char *end;
     errno = 0;
@@ -30,9 +30,11 @@ static int parse_i64(const char *s, int64_t lo, int64_t *ret)
     return 0;
 }
 
-static int usage_error(const char *cmd, const char *text)
+int sfctl_usage_error(const char *cmd, const char *usage, const char *why)
 {
-    fprintf(stderr, "usage: sfctl %s %s\n", cmd, text);
+    if (why != NULL)
+        fprintf(stderr, "sfctl %s: %s\n", cmd, why);
+    fprintf(stderr, "usage: sfctl %s %s\n", cmd, usage);
     return SFCTL_EXIT_USAGE;
 }
 
@@ -47,14 +49,14 @@ static int simple_args(int argc, char **argv, const char *usage, bool need_job, 
     optind = 1;
     while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
         if (c != 'j')
-            return usage_error(argv[0], usage);
+            return sfctl_usage_error(argv[0], usage, NULL);
         *ret_json = true;
     }
     if (optind < argc)
         *ret_job = argv[optind++];
     if (optind != argc || (need_job && *ret_job == NULL) ||
         (!need_job && *ret_job != NULL && strcmp(usage, "[--json]") == 0))
-        return usage_error(argv[0], usage);
+        return sfctl_usage_error(argv[0], usage, NULL);
     return SFCTL_EXIT_OK;
 }
 
@@ -305,19 +307,19 @@ static int report_args(int argc, char **argv, struct report_args *a, const char 
         int r = 0;
         switch (c) {
         case 'w':
-            r = parse_i64(optarg, 0, &a->window);
+            r = sfctl_parse_i64(optarg, 0, &a->window);
             break;
         case 'j':
             a->json = true;
             break;
         case 'n':
-            r = parse_i64(optarg, 1, &a->count);
+            r = sfctl_parse_i64(optarg, 1, &a->count);
             break;
         case 'i':
-            r = parse_i64(optarg, 10, &a->interval_ms);
+            r = sfctl_parse_i64(optarg, 10, &a->interval_ms);
             break;
         case 'l':
-            r = parse_i64(optarg, 1, &a->last);
+            r = sfctl_parse_i64(optarg, 1, &a->last);
             has_last = true;
             break;
         case 'o':
@@ -327,12 +329,12 @@ static int report_args(int argc, char **argv, struct report_args *a, const char 
             r = -EINVAL;
         }
         if (r < 0)
-            return usage_error(argv[0], usage);
+            return sfctl_usage_error(argv[0], usage, NULL);
     }
     if (optind < argc)
         a->job = argv[optind++];
     if (optind != argc)
-        return usage_error(argv[0], usage);
+        return sfctl_usage_error(argv[0], usage, NULL);
     if (has_last && a->window >= 0) {
         fprintf(stderr, "sfctl %s: --window and --last exclude each other\n", argv[0]);
         return SFCTL_EXIT_USAGE;
@@ -361,7 +363,7 @@ int sfctl_cmd_record(int argc, char **argv)
     if (ex != SFCTL_EXIT_OK)
         return ex;
     if (a.job == NULL)
-        return usage_error(argv[0], "JOB [-o FILE]");
+        return sfctl_usage_error(argv[0], "JOB [-o FILE]", NULL);
     struct sfctl_request req = {.kind = SFCTL_Q_RECORD, .job_id = a.job, .window = -1};
     char *text;
     size_t len;
@@ -423,7 +425,7 @@ int sfctl_cmd_watch(int argc, char **argv)
     if (ex != SFCTL_EXIT_OK)
         return ex;
     if (a.job == NULL)
-        return usage_error(argv[0], usage);
+        return sfctl_usage_error(argv[0], usage, NULL);
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: poll() below wakes up */
     bool tty = isatty(STDOUT_FILENO);
