@@ -60,36 +60,44 @@ uint32_t sfd_peer_tree_parent(const sfd_elect *e, uint64_t now, uint32_t fanout)
     return parent;
 }
 
-uint32_t sfd_peer_tree_child_ids(const sfd_elect *e, uint64_t now, uint32_t fanout,
-                                 uint32_t *ret_ids, uint32_t max)
+/* The position of this node's first child (*ret_root the root in force), or
+ * -1 without a root. */
+static int64_t first_child(const sfd_elect *e, uint64_t now, uint32_t fanout, uint32_t *ret_root)
 {
     uint32_t root = sfd_elect_root(e, now);
     if (root == 0)
-        return 0;
-    if (fanout == 0)
-        fanout = 1;
+        return -1;
     int64_t p = position(e, now, root, e->self);
     if (p < 0)
+        return -1;
+    *ret_root = root;
+    return p * (int64_t)fanout + 1;
+}
+
+uint32_t sfd_peer_tree_child_ids(const sfd_elect *e, uint64_t now, uint32_t fanout,
+                                 uint32_t *ret_ids, uint32_t max)
+{
+    if (fanout == 0)
+        fanout = 1;
+    uint32_t root;
+    int64_t first = first_child(e, now, fanout, &root);
+    if (first < 0)
         return 0;
-    return at_positions(e, now, root, p * (int64_t)fanout + 1, fanout < max ? fanout : max,
-                        ret_ids);
+    return at_positions(e, now, root, first, fanout < max ? fanout : max, ret_ids);
 }
 
 uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanout)
 {
-    uint32_t root = sfd_elect_root(e, now);
-    if (root == 0)
-        return 0;
     if (fanout == 0)
         fanout = 1;
-    int64_t p = position(e, now, root, e->self);
-    if (p < 0)
+    uint32_t root;
+    int64_t first = first_child(e, now, fanout, &root);
+    if (first < 0)
         return 0;
     uint32_t live = 1;
     for (uint32_t i = 0; i < e->n_members; i++)
         if (e->ids[i] != root && sfd_elect_member_live(e, now, i))
             live++;
-    int64_t first = p * (int64_t)fanout + 1;
     if (first >= live)
         return 0;
     int64_t last = first + fanout - 1;
