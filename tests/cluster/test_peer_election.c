@@ -325,6 +325,14 @@ static void test_tree(void **state)
     assert_int_equal(sfd_peer_tree_children(&s.e[0], s.now, 2), 2);
     assert_int_equal(sfd_peer_tree_children(&s.e[2], s.now, 2), 2);
     assert_int_equal(sfd_peer_tree_children(&s.e[6], s.now, 2), 0);
+    /* the children by id agree with the parents above; max caps the list */
+    uint32_t ids[8];
+    assert_int_equal(sfd_peer_tree_child_ids(&s.e[2], s.now, 2, ids, 8), 2);
+    assert_int_equal(ids[0], 6);
+    assert_int_equal(ids[1], 7);
+    assert_int_equal(sfd_peer_tree_child_ids(&s.e[0], s.now, 2, ids, 1), 1);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(sfd_peer_tree_child_ids(&s.e[6], s.now, 2, ids, 8), 0);
     /* fanout >= members: a star */
     for (uint32_t i = 1; i < 7; i++)
         assert_int_equal(sfd_peer_tree_parent(&s.e[i], s.now, 8), 1);
