@@ -258,6 +258,54 @@ static int dump_json(json_t *o, char **ret, size_t *ret_len)
     return 0;
 }
 
+/* BASELINE: unpin, pin a window, or only show. */
+static int answer_baseline(struct sfd_job *j, const Stagefrontier__QueryRequest *q, char **ret,
+                           size_t *ret_len, const char **ret_err)
+{
+    int r = 0;
+    if (q->has_clear && q->clear)
+        r = sfd_baseline_unpin(j, ret_err);
+    else if (q->has_window && q->window >= 0)
+        r = sfd_baseline_pin(j, q->window, ret_err);
+    return r < 0 ? r : dump_json(sfd_baseline_json(j), ret, ret_len);
+}
+
+/* CAPTURE: asks the ranks for a trace; the answer is the new capture. */
+static int answer_capture(struct sfd_job *j, uid_t uid, const Stagefrontier__QueryRequest *q,
+                          char **ret, size_t *ret_len, const char **ret_err)
+{
+    struct sfd_capture_ask ask = {.ranks = q->ranks,
+                                  .n_ranks = (uint32_t)q->n_ranks,
+                                  .suspects = q->has_suspects && q->suspects,
+                                  .steps = q->has_steps ? q->steps : 0,
+                                  .uid = uid};
+    uint64_t id;
+    if (q->n_ranks > SF_MAX_CAPTURE_RANKS) {
+        *ret_err = "name 1..16 ranks";
+        return -EINVAL;
+    }
+    int r = sfd_capture_ask(j, &ask, &id, ret_err);
+    return r < 0 ? r : dump_json(sfd_capture_json(j, id), ret, ret_len);
+}
+
+/* REPORT: the selected windows' reports, streamed. */
+static int answer_report(struct sfd *d, struct sfd_job *j, const Stagefrontier__QueryRequest *q,
+                         struct sfd_qstream **ret_stream, const char **ret_err)
+{
+    const sf_report **v;
+    size_t n;
+    bool has_window = q->has_window && q->window >= 0;
+    uint32_t limit = q->has_limit ? q->limit : 0;
+    int r = select_reports(j, has_window, q->window, limit, &v, &n);
+    if (r < 0) {
+        *ret_err = has_window ? "unknown window" : "no window closed yet";
+        return r;
+    }
+    r = sfd_qstream_open_report(d, j, v, n, q->has_format && q->format == 1, ret_stream);
+    free(v);
+    return r;
+}
+
 /* A whole answer in *ret, or for REPORT, RECORD and RANKS, whose size grows
  * with the job, a stream in *ret_stream to be produced as the reader drains it. */
 static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryRequest *q,
@@ -287,48 +335,16 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
         return r < 0 ? r : sfd_qstream_open_record(d, j, ret_stream);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__BASELINE:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        if (r == 0 && q->has_clear && q->clear)
-            r = sfd_baseline_unpin(j, ret_err);
-        else if (r == 0 && q->has_window && q->window >= 0)
-            r = sfd_baseline_pin(j, q->window, ret_err);
-        return r < 0 ? r : dump_json(sfd_baseline_json(j), ret, ret_len);
-    case STAGEFRONTIER__QUERY_REQUEST__KIND__CAPTURE: {
+        return r < 0 ? r : answer_baseline(j, q, ret, ret_len, ret_err);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__CAPTURE:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        if (r < 0)
-            return r;
-        struct sfd_capture_ask ask = {.ranks = q->ranks,
-                                      .n_ranks = (uint32_t)q->n_ranks,
-                                      .suspects = q->has_suspects && q->suspects,
-                                      .steps = q->has_steps ? q->steps : 0,
-                                      .uid = uid};
-        uint64_t id;
-        if (q->n_ranks > SF_MAX_CAPTURE_RANKS) {
-            *ret_err = "name 1..16 ranks";
-            return -EINVAL;
-        }
-        r = sfd_capture_ask(j, &ask, &id, ret_err);
-        return r < 0 ? r : dump_json(sfd_capture_json(j, id), ret, ret_len);
-    }
+        return r < 0 ? r : answer_capture(j, uid, q, ret, ret_len, ret_err);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__CAPTURES:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
         return r < 0 ? r : dump_json(sfd_captures_json(j), ret, ret_len);
-    case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT: {
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT:
         r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        if (r < 0)
-            return r;
-        const sf_report **v;
-        size_t n;
-        bool has_window = q->has_window && q->window >= 0;
-        uint32_t limit = q->has_limit ? q->limit : 0;
-        r = select_reports(j, has_window, q->window, limit, &v, &n);
-        if (r < 0) {
-            *ret_err = has_window ? "unknown window" : "no window closed yet";
-            return r;
-        }
-        r = sfd_qstream_open_report(d, j, v, n, q->has_format && q->format == 1, ret_stream);
-        free(v);
-        return r;
-    }
+        return r < 0 ? r : answer_report(d, j, q, ret_stream, ret_err);
     default:
         *ret_err = "unknown request kind";
         return -EINVAL;
