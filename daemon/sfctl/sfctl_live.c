@@ -88,6 +88,14 @@ static int fetch_json(const struct sfctl_request *req, json_t **ret)
     return ex;
 }
 
+/* An answer as it came, ending in a newline. */
+static void put_answer(const char *text, size_t len)
+{
+    fwrite(text, 1, len, stdout);
+    if (len > 0 && text[len - 1] != '\n')
+        fputc('\n', stdout);
+}
+
 static int print_raw(const struct sfctl_request *req)
 {
     char *text;
@@ -95,9 +103,7 @@ static int print_raw(const struct sfctl_request *req)
     int ex = sfctl_query(req, &text, &len);
     if (ex != SFCTL_EXIT_OK)
         return ex;
-    fwrite(text, 1, len, stdout);
-    if (len > 0 && text[len - 1] != '\n')
-        fputc('\n', stdout);
+    put_answer(text, len);
     free(text);
     return fflush(stdout) == 0 ? SFCTL_EXIT_OK : SFCTL_EXIT_INTERNAL;
 }
@@ -398,6 +404,20 @@ static bool changed(const char *text)
     return strstr(line, " vs baseline (") != NULL && hit != NULL && (end == NULL || hit < end);
 }
 
+/* One frame of watch: the screen cleared on a terminal, a banner when the
+ * text view shows a change, then the report. */
+static void draw(const char *text, size_t len, bool tty, bool json)
+{
+    if (tty)
+        fputs("\033[H\033[2J", stdout);
+    if (!json && changed(text))
+        fputs(tty ? "\033[1m*** significant change vs baseline ***\033[0m\n"
+                  : "*** significant change vs baseline ***\n",
+              stdout);
+    put_answer(text, len);
+    fflush(stdout);
+}
+
 static volatile sig_atomic_t watch_stop;
 
 static void on_sigint(int sig)
@@ -452,16 +472,7 @@ int sfctl_cmd_watch(int argc, char **argv)
         } else if (ex != SFCTL_EXIT_OK) {
             break;
         } else if (shown == NULL || strcmp(shown, text) != 0) {
-            if (tty)
-                fputs("\033[H\033[2J", stdout);
-            if (!a.json && changed(text))
-                fputs(tty ? "\033[1m*** significant change vs baseline ***\033[0m\n"
-                          : "*** significant change vs baseline ***\n",
-                      stdout);
-            fwrite(text, 1, len, stdout);
-            if (len > 0 && text[len - 1] != '\n')
-                fputc('\n', stdout);
-            fflush(stdout);
+            draw(text, len, tty, a.json);
             free(shown);
             shown = text;
             text = NULL;
