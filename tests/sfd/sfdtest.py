@@ -120,6 +120,14 @@ class Sfd:
     def jobs(self):
         return {j["job_id"]: j for j in json.loads(self.sfctl("jobs", "--json").stdout)}
 
+    def captures(self, job):
+        return json.loads(self.sfctl("captures", job, "--json").stdout)
+
+    def capture_settled(self, job, cid):
+        """Capture cid of the job once it has ended (done or failed), else None."""
+        return next((k for k in self.captures(job) if k["id"] == cid and k["state"] != "running"),
+                    None)
+
     def stop(self, sig=signal.SIGTERM):
         """Sends sig (None: only waits) and returns the exit status."""
         if self.proc is None:

@@ -29,20 +29,9 @@ window_steps = 10
 """
 
 
-def captures(sfd, job):
-    return json.loads(sfd.sfctl("captures", job, "--json").stdout)
-
-
 def capture(sfd, job, *args):
     p = sfd.sfctl("capture", job, *args)
     return int(p.stdout.decode().strip())
-
-
-def settled(sfd, job, cid):
-    for k in captures(sfd, job):
-        if k["id"] == cid and k["state"] != "running":
-            return k
-    return None
 
 
 def handler_and_unsupported(sfd):
@@ -60,7 +49,7 @@ def handler_and_unsupported(sfd):
         wait_for(lambda: sfd.jobs().get("cj", {}).get("connected_ranks") == 2, "cj connected")
 
         cid = capture(sfd, "cj", "--ranks", "1", "--steps", "3")
-        k = wait_for(lambda: settled(sfd, "cj", cid), "capture %d to end" % cid)
+        k = wait_for(lambda: sfd.capture_settled("cj", cid), "capture %d to end" % cid)
         check(k["state"] == "done" and [t["rank"] for t in k["ranks"]] == [1],
               "capture of rank 1: %s" % k)
         t = k["ranks"][0]
@@ -74,7 +63,7 @@ def handler_and_unsupported(sfd):
               "wall-clock times: %s" % k)
 
         cid = capture(sfd, "cj", "--ranks", "0")
-        k = wait_for(lambda: settled(sfd, "cj", cid), "capture %d to end" % cid)
+        k = wait_for(lambda: sfd.capture_settled("cj", cid), "capture %d to end" % cid)
         check(k["state"] == "failed" and k["ranks"][0]["state"] == "unsupported",
               "rank 0 without a handler: %s" % k)
         text = sfd.sfctl("captures", "cj").stdout.decode()
@@ -125,17 +114,17 @@ def hostile(sfd):
             check(command(p, line) == "ok", line)
         wait_for(lambda: sfd.rejected("capture_reply") == before + len(cases),
                  "forged replies counted")
-        check(captures(sfd, "hp")[0]["state"] == "running", "a forged reply ended the capture")
+        check(sfd.captures("hp")[0]["state"] == "running", "a forged reply ended the capture")
 
         check(command(peers[0], "reply %d accepted" % cid) == "ok", "accept")
         check(command(peers[0], "reply %d done /run/trace.json.gz" % cid) == "ok", "done")
-        k = wait_for(lambda: settled(sfd, "hp", cid), "capture %d done" % cid)
+        k = wait_for(lambda: sfd.capture_settled("hp", cid), "capture %d done" % cid)
         check(k["ranks"][0]["path"] == "/run/trace.json.gz", "the real result: %s" % k)
         check(command(peers[0], "reply %d done /again" % cid) == "ok", "late")
         check(command(peers[0], "flood 500 %d" % cid) == "ok", "flood")
         wait_for(lambda: sfd.rejected("capture_reply") == before + len(cases) + 501,
                  "late reply and flood counted")
-        check(settled(sfd, "hp", cid)["ranks"][0]["path"] == "/run/trace.json.gz",
+        check(sfd.capture_settled("hp", cid)["ranks"][0]["path"] == "/run/trace.json.gz",
               "a late reply changed the result")
 
         hb = sfd.rejected("heartbeat")
@@ -161,7 +150,7 @@ def hostile(sfd):
     sfd.sfctl("capture", "hp", "--ranks", "0", user="nobody", check_rc=5)
     sfd.sfctl("captures", "0/hp", user="nobody", check_rc=6)
     check(sfd.rejected("query_denied") == denied + 2, "denials counted")
-    check(len(captures(sfd, "hp")) == 1, "a denied request made a capture")
+    check(len(sfd.captures("hp")) == 1, "a denied request made a capture")
     # Bad arguments never reach the daemon's state.
     sfd.sfctl("capture", "hp", "--ranks", "0,x", check_rc=2)
     sfd.sfctl("capture", "hp", "--ranks", "9", check_rc=2)     # sfd: out of the world size

@@ -3,7 +3,6 @@ close: the file appears atomically with the job's latest window, names the
 slow rank as the routed group's leader and suspect, carries the daemon's
 build and counters, and promtool accepts it when promtool is installed."""
 
-import json
 import os
 import re
 import shutil
@@ -20,13 +19,6 @@ CLIENT_JOB = os.environ["SF_CLIENT_JOB"]
 def metric(text, name, labels=""):
     m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
     return float(m.group(1)) if m else None
-
-
-def settled(sfd, job, cid):
-    for k in json.loads(sfd.sfctl("captures", job, "--json").stdout):
-        if k["id"] == cid and k["state"] != "running":
-            return k
-    return None
 
 
 def captures_exported(sfd, read):
@@ -50,7 +42,7 @@ def captures_exported(sfd, read):
         for rank in ("1", "0"):
             ids.append(int(sfd.sfctl("capture", "capjob", "--ranks", rank, "--steps",
                                      "2").stdout.decode().strip()))
-            k = wait_for(lambda: settled(sfd, "capjob", ids[-1]), "capture %d" % ids[-1])
+            k = wait_for(lambda: sfd.capture_settled("capjob", ids[-1]), "capture %d" % ids[-1])
             check(k["state"] == ("done" if rank == "1" else "failed"), "capture: %s" % k)
         j = '{job_id="capjob",trigger="operator"'
         text = wait_for(lambda: (metric(read(), "stagefrontier_job_captures_total",
