@@ -49,6 +49,11 @@ def wait_for(pred, what, timeout=TIMEOUT, interval=0.02):
         time.sleep(interval)
 
 
+def as_uid(uid, args):
+    """A command line that runs args as uid (and gid) uid, without groups."""
+    return ["setpriv", "--reuid=" + uid, "--regid=" + uid, "--clear-groups"] + args
+
+
 def reap(procs):
     """Kills what is still running of a list of Popen and waits for each."""
     for p in procs:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 
-from sfdtest import SFCTL, Sfd, check, sender_args, wait_for
+from sfdtest import SFCTL, Sfd, as_uid, check, sender_args, wait_for
 
 SQUATTER, OWNER = "62001", "62002"
 PROM_DIR = tempfile.mkdtemp(prefix="sfprom-")
@@ -23,10 +23,6 @@ max_jobs_per_uid = 4
 warmup_steps = 0
 window_steps = 10
 """ % PROM_DIR
-
-
-def as_uid(uid, args):
-    return ["setpriv", "--reuid=" + uid, "--regid=" + uid, "--clear-groups"] + args
 
 
 def sfctl_as(sfd, uid, *args):

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 
-from sfdtest import Sfd, check, sender_args, vm_rss_kb, wait_for
+from sfdtest import Sfd, as_uid, check, sender_args, vm_rss_kb, wait_for
 
 ATTACKER, VICTIM, HELLOER = "61001", "61002", "61003"
 MAX_MB, SHARE_MB = 64, 32
@@ -30,10 +30,6 @@ window_steps = 100
 # The ASan build keeps freed memory in quarantine; a small one keeps RSS about
 # what the daemon holds.
 ENV = dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=8:malloc_context_size=4")
-
-
-def as_uid(uid, args):
-    return ["setpriv", "--reuid=" + uid, "--regid=" + uid, "--clear-groups"] + args
 
 
 class RssSampler(threading.Thread):
