@@ -38,25 +38,23 @@ int sfctl_usage_error(const char *cmd, const char *usage, const char *why)
     return SFCTL_EXIT_USAGE;
 }
 
-/* Parses --json and an optional JOB argument (required when need_job). */
-static int simple_args(int argc, char **argv, const char *usage, bool need_job, bool *ret_json,
+/* Parses [--json] and, exactly when takes_job, one JOB argument. */
+static int simple_args(int argc, char **argv, const char *usage, bool takes_job, bool *ret_json,
                        const char **ret_job)
 {
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
     int c;
-    *ret_json = false;
-    *ret_job = NULL;
+    bool json = false;
     optind = 1;
     while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
         if (c != 'j')
             return sfctl_usage_error(argv[0], usage, NULL);
-        *ret_json = true;
+        json = true;
     }
-    if (optind < argc)
-        *ret_job = argv[optind++];
-    if (optind != argc || (need_job && *ret_job == NULL) ||
-        (!need_job && *ret_job != NULL && strcmp(usage, "[--json]") == 0))
+    if (argc - optind != (takes_job ? 1 : 0))
         return sfctl_usage_error(argv[0], usage, NULL);
+    *ret_json = json;
+    *ret_job = takes_job ? argv[optind] : NULL;
     return SFCTL_EXIT_OK;
 }
 
@@ -119,12 +117,12 @@ const char *sfctl_json_str(json_t *o, const char *key)
     return s != NULL ? s : "-";
 }
 
-int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfctl_kind kind,
+int sfctl_show(int argc, char **argv, const char *usage, bool takes_job, enum sfctl_kind kind,
                int (*show)(json_t *answer, const char *job))
 {
     bool js;
     const char *job;
-    int ex = simple_args(argc, argv, usage, need_job, &js, &job);
+    int ex = simple_args(argc, argv, usage, takes_job, &js, &job);
     if (ex != SFCTL_EXIT_OK)
         return ex;
     struct sfctl_request req = {.kind = kind, .job_id = job, .window = -1};

@@ -54,10 +54,11 @@ int sfctl_query(const struct sfctl_request *req, char **ret_text, size_t *ret_le
  * is reported on stderr and gives SFCTL_EXIT_INTERNAL. */
 int sfctl_ask(const struct sfctl_request *req, json_t **ret_json, char **ret_text);
 
-/* The shape of the plain live commands: parse [JOB] [--json] (JOB required
- * when need_job), send one query of the given kind, then print the answer
- * as it came (--json) or through show(). Returns an exit code of sfctl.h. */
-int sfctl_show(int argc, char **argv, const char *usage, bool need_job, enum sfctl_kind kind,
+/* The shape of the plain live commands: parse [--json] and, exactly when
+ * takes_job, one JOB; send one query of the given kind, then print the
+ * answer as it came (--json) or through show() (job NULL when the command
+ * takes none). Returns an exit code of sfctl.h. */
+int sfctl_show(int argc, char **argv, const char *usage, bool takes_job, enum sfctl_kind kind,
                int (*show)(json_t *answer, const char *job));
 
 int sfctl_cmd_status(int argc, char **argv);
