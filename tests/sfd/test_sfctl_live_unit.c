@@ -1,8 +1,9 @@
 /*
  * Unit tests of the helpers the live sfctl commands share (sfctl_live.c):
  * reading an answer's fields, the integer parser and the usage error of
- * their arguments, and sfctl_ask without a daemon. No sfd runs here; the
- * commands' output against a real sfd is tested by the sfd_* scripts.
+ * their arguments, sfctl_show's arguments, and sfctl_ask without a daemon.
+ * No sfd runs here; the commands' output against a real sfd is tested by
+ * the sfd_* scripts.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -117,13 +118,52 @@ static void test_ask_without_daemon(void **state)
     rmdir(dir);
 }
 
+static int shown;
+
+static int count_show(json_t *answer, const char *job)
+{
+    (void)answer;
+    (void)job;
+    shown++;
+    return SFCTL_EXIT_OK;
+}
+
+static int show(bool takes_job, const char *a1, const char *a2)
+{
+    char *argv[] = {"cmd", (char *)a1, (char *)a2, NULL};
+    int argc = a1 == NULL ? 1 : a2 == NULL ? 2 : 3;
+    return sfctl_show(argc, argv, "USAGE", takes_job, SFCTL_Q_STATUS, count_show);
+}
+
+/* A command takes its one JOB exactly when it says so; anything else is a
+ * usage error before any query. With the arguments right, the query runs
+ * (and finds no daemon here). */
+static void test_show_arguments(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sfctl_unit_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/absent.sock", dir);
+    sfctl_set_socket_path(path);
+    assert_int_equal(show(false, "job", NULL), SFCTL_EXIT_USAGE);
+    assert_int_equal(show(true, NULL, NULL), SFCTL_EXIT_USAGE);
+    assert_int_equal(show(true, "--json", NULL), SFCTL_EXIT_USAGE);
+    assert_int_equal(show(true, "a", "b"), SFCTL_EXIT_USAGE);
+    assert_int_equal(show(false, "--bogus", NULL), SFCTL_EXIT_USAGE);
+    assert_int_equal(show(false, NULL, NULL), SFCTL_EXIT_NO_DAEMON);
+    assert_int_equal(show(false, "--json", NULL), SFCTL_EXIT_NO_DAEMON);
+    assert_int_equal(show(true, "job", "--json"), SFCTL_EXIT_NO_DAEMON);
+    assert_int_equal(shown, 0);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json_fields),
-        cmocka_unit_test(test_parse_i64),
-        cmocka_unit_test(test_usage_error),
-        cmocka_unit_test(test_ask_without_daemon),
+        cmocka_unit_test(test_json_fields),    cmocka_unit_test(test_parse_i64),
+        cmocka_unit_test(test_usage_error),    cmocka_unit_test(test_ask_without_daemon),
+        cmocka_unit_test(test_show_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
