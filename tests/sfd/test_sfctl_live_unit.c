@@ -100,22 +100,36 @@ static void test_usage_error(void **state)
     assert_string_equal(buf, "usage: sfctl ranks JOB [--json]\n");
 }
 
+/* The socket path names nothing: a private directory with no socket in it. */
+static char no_daemon_dir[] = "/tmp/sfctl_unit_XXXXXX";
+
+static int no_daemon_setup(void **state)
+{
+    (void)state;
+    static char path[64];
+    if (mkdtemp(no_daemon_dir) == NULL)
+        return -1;
+    snprintf(path, sizeof path, "%s/absent.sock", no_daemon_dir);
+    sfctl_set_socket_path(path);
+    return 0;
+}
+
+static int no_daemon_teardown(void **state)
+{
+    (void)state;
+    return rmdir(no_daemon_dir);
+}
+
 /* No daemon at the socket: the exit code says so, the outputs stay unset. */
 static void test_ask_without_daemon(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/sfctl_unit_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[64];
-    snprintf(path, sizeof path, "%s/absent.sock", dir);
-    sfctl_set_socket_path(path);
     struct sfctl_request req = {.kind = SFCTL_Q_STATUS, .window = -1};
     json_t *o = (json_t *)&req; /* any non-NULL marker */
-    char *text = (char *)dir;
+    char *text = no_daemon_dir;
     assert_int_equal(sfctl_ask(&req, &o, &text), SFCTL_EXIT_NO_DAEMON);
     assert_ptr_equal(o, (json_t *)&req);
-    assert_ptr_equal(text, dir);
-    rmdir(dir);
+    assert_ptr_equal(text, no_daemon_dir);
 }
 
 static int shown;
@@ -141,11 +155,6 @@ static int show(bool takes_job, const char *a1, const char *a2)
 static void test_show_arguments(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/sfctl_unit_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[64];
-    snprintf(path, sizeof path, "%s/absent.sock", dir);
-    sfctl_set_socket_path(path);
     assert_int_equal(show(false, "job", NULL), SFCTL_EXIT_USAGE);
     assert_int_equal(show(true, NULL, NULL), SFCTL_EXIT_USAGE);
     assert_int_equal(show(true, "--json", NULL), SFCTL_EXIT_USAGE);
@@ -155,7 +164,6 @@ static void test_show_arguments(void **state)
     assert_int_equal(show(false, "--json", NULL), SFCTL_EXIT_NO_DAEMON);
     assert_int_equal(show(true, "job", "--json"), SFCTL_EXIT_NO_DAEMON);
     assert_int_equal(shown, 0);
-    rmdir(dir);
 }
 
 int main(void)
@@ -165,5 +173,5 @@ int main(void)
         cmocka_unit_test(test_usage_error),    cmocka_unit_test(test_ask_without_daemon),
         cmocka_unit_test(test_show_arguments),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, no_daemon_setup, no_daemon_teardown);
 }
