@@ -1,7 +1,8 @@
 /*
- * sfctl's live commands: status, jobs, ranks, report, watch, record.
- * Each parses its own arguments, asks sfd through sfctl_query and prints;
- * none computes anything the daemon did not send.
+ * sfctl's live commands (status, jobs, ranks, report, watch, record) and
+ * what every live command shares: sfctl_show, sfctl_ask, the answer-field
+ * readers and the argument helpers. Each command asks sfd through
+ * sfctl_query and prints; none computes anything the daemon did not send.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
  * sfctl's live commands and their query-socket client. The commands talk to
  * a running sfd; sfctl_query.c owns the socket protocol, sfctl_live.c the
- * commands' output. Exit codes come from sfctl.h.
+ * commands' output and the helpers they share. Exit codes come from sfctl.h.
  */
 #ifndef SFCTL_LIVE_H
 #define SFCTL_LIVE_H
