@@ -86,6 +86,9 @@ double sf__serial_variance_factor(double rho);
 /* window.c: puts the k-th smallest at values[k], no larger before it and no
  * smaller after it. */
 void sf__select_kth(int64_t *values, size_t n, size_t k);
+/* window.c: sorts values ascending (the selection's branchless partitions,
+ * heap sort where they split badly). */
+void sf__sort_i64(int64_t *values, size_t n);
 /* window.c: the selection's pivot for values[0..n), n >= 1: a value of the
  * range (median of three, or Tukey's ninther on large ranges). */
 int64_t sf__pivot(const int64_t *values, size_t n);

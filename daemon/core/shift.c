@@ -15,80 +15,123 @@
 
 #include "core_internal.h"
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int64_t *sorted_copy(const int64_t *v, size_t n)
 {
     int64_t *c = malloc(n * sizeof *c);
     if (c == NULL)
         return NULL;
     memcpy(c, v, n * sizeof *c);
-    qsort(c, n, sizeof *c, cmp_i64);
+    sf__sort_i64(c, n);
     return c;
 }
 
-/* Pairs (i, j) with y[j] - x[i] <= v; x and y sorted. */
-static uint64_t count_le(const int64_t *x, size_t m, const int64_t *y, size_t n, int64_t v)
-{
-    uint64_t count = 0;
-    size_t j = 0;
-    for (size_t i = 0; i < m; i++) {
-        while (j < n && y[j] - x[i] <= v)
-            j++;
-        count += j;
-    }
-    return count;
-}
-
-/* The k-th smallest pairwise difference, k from 1 to m x n. */
-static int64_t kth_difference(const int64_t *x, size_t m, const int64_t *y, size_t n, uint64_t k)
-{
-    int64_t lo = y[0] - x[m - 1], hi = y[n - 1] - x[0];
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2; /* hi - lo >= 0: rounds down, so it narrows */
-        if (count_le(x, m, y, n, mid) >= k)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-/* The smallest pairwise difference above v, and in *ret_count the pairs at
- * or below it (count_le's); INT64_MAX when no pair lies above v. */
-static int64_t next_difference(const int64_t *x, size_t m, const int64_t *y, size_t n, int64_t v,
-                               uint64_t *ret_count)
-{
-    uint64_t count = 0;
-    int64_t next = INT64_MAX;
-    size_t j = 0;
-    for (size_t i = 0; i < m; i++) {
-        while (j < n && y[j] - x[i] <= v)
-            j++;
-        count += j;
-        if (j < n && y[j] - x[i] < next)
-            next = y[j] - x[i];
-    }
-    *ret_count = count;
-    return next;
-}
-
-/* The two middle pairwise differences, order statistics k and k + 1 (k
- * from 1 to m x n - 1): the second is the first again while the pairs at or
- * below it reach k + 1, else the smallest difference above it, so one
- * merge pass replaces a second search. */
-static void middle_differences(const int64_t *x, size_t m, const int64_t *y, size_t n, uint64_t k,
-                               int64_t *ret_a, int64_t *ret_b)
-{
+/* One counting pass at v: the pairs (i, j) with y[j] - x[i] <= v, the
+ * largest such difference and the smallest one above v (INT64_MIN and
+ * INT64_MAX where none); x and y sorted. */
+struct probe {
     uint64_t count;
-    int64_t a = kth_difference(x, m, y, n, k);
-    int64_t next = next_difference(x, m, y, n, a, &count);
-    *ret_a = a;
-    *ret_b = count >= k + 1 ? a : next;
+    int64_t at_or_below, above;
+};
+
+static struct probe probe_at(const int64_t *x, size_t m, const int64_t *y, size_t n, int64_t v)
+{
+    struct probe p = {0, INT64_MIN, INT64_MAX};
+    size_t j = 0;
+    for (size_t i = 0; i < m; i++) {
+        while (j < n && y[j] - x[i] <= v)
+            j++;
+        p.count += j;
+        if (j > 0 && y[j - 1] - x[i] > p.at_or_below)
+            p.at_or_below = y[j - 1] - x[i];
+        if (j < n && y[j] - x[i] < p.above)
+            p.above = y[j] - x[i];
+    }
+    return p;
+}
+
+/* What the passes of one sample pair have proved about order statistic k:
+ * it lies in [lo, hi], both pairwise differences; below_lo pairs lie below
+ * lo, at_hi pairs at or below hi, and above_hi is the smallest difference
+ * above hi. Every pass is kept (struct differences), so each search starts
+ * from the tightest bracket the earlier ones left. */
+struct bracket {
+    int64_t lo, hi, above_hi;
+    uint64_t below_lo, at_hi;
+};
+
+enum { PROBES_MAX = 192 }; /* kept; further passes still narrow, unkept */
+
+struct differences {
+    const int64_t *x, *y;
+    size_t m, n;
+    uint32_t n_probes;
+    struct probe p[PROBES_MAX];
+};
+
+static void differences_init(struct differences *d, const int64_t *x, size_t m, const int64_t *y,
+                             size_t n)
+{
+    *d = (struct differences){.x = x, .m = m, .y = y, .n = n};
+}
+
+static void bracket_apply(struct bracket *b, uint64_t k, const struct probe *p)
+{
+    if (p->count >= k) { /* order statistic k <= v, so <= the largest difference at or below v */
+        if (p->at_or_below < b->hi) {
+            b->hi = p->at_or_below;
+            b->at_hi = p->count;
+            b->above_hi = p->above;
+        }
+    } else if (p->above > b->lo) { /* above v, so at least the smallest difference above it */
+        b->lo = p->above;
+        b->below_lo = p->count;
+    }
+}
+
+/* The next value to count at, in [lo, hi - 1]: where the pairs in the
+ * bracket put order statistic k if they were spread evenly, or the middle
+ * of the bracket after a pass that did not halve the pairs in it. */
+static int64_t probe_value(const struct bracket *b, uint64_t k, bool bisect)
+{
+    uint64_t width = (uint64_t)b->hi - (uint64_t)b->lo, step = width / 2;
+    if (!bisect) {
+        double f = ((double)(k - b->below_lo) - 0.5) / (double)(b->at_hi - b->below_lo);
+        double at = f * (double)width;
+        step = at <= 0 ? 0 : at >= (double)(width - 1) ? width - 1 : (uint64_t)at;
+    }
+    return (int64_t)((uint64_t)b->lo + step);
+}
+
+/* Order statistic k (1 to m x n) of the pairwise differences, exact: a
+ * bracket between two differences, narrowed by counting passes (each moves
+ * an end onto a difference, so it shrinks every time) until it closes. The
+ * passes interpolate, with bisection where that stalls: a handful of passes
+ * instead of one per bit of the value range. Also, in *ret_next, order
+ * statistic k + 1 when k < m x n (the pairs at or below k's value reach
+ * k + 1, or else the smallest difference above it). */
+static int64_t kth_difference(struct differences *d, uint64_t k, int64_t *ret_next)
+{
+    uint64_t pairs = (uint64_t)d->m * d->n;
+    struct bracket b = {.lo = d->y[0] - d->x[d->m - 1],
+                        .hi = d->y[d->n - 1] - d->x[0],
+                        .above_hi = INT64_MAX,
+                        .below_lo = 0,
+                        .at_hi = pairs};
+    for (uint32_t i = 0; i < d->n_probes; i++)
+        bracket_apply(&b, k, &d->p[i]);
+    bool bisect = false;
+    while (b.lo < b.hi) {
+        uint64_t before = b.at_hi - b.below_lo;
+        int64_t v = probe_value(&b, k, bisect);
+        struct probe p = probe_at(d->x, d->m, d->y, d->n, v);
+        if (d->n_probes < PROBES_MAX)
+            d->p[d->n_probes++] = p;
+        bracket_apply(&b, k, &p);
+        bisect = b.at_hi - b.below_lo > before / 2;
+    }
+    if (ret_next != NULL)
+        *ret_next = b.at_hi >= k + 1 ? b.hi : b.above_hi;
+    return b.hi;
 }
 
 /* Mann-Whitney U of y (pairs with y > x, ties counting a half) and the sum
@@ -153,11 +196,13 @@ static void estimate_sorted(const int64_t *x, size_t m, const int64_t *y, size_t
                             sf_shift *ret)
 {
     uint64_t pairs = (uint64_t)m * n;
+    struct differences d;
+    differences_init(&d, x, m, y, n);
     int64_t a, b;
     if (pairs % 2)
-        a = b = kth_difference(x, m, y, n, (pairs + 1) / 2);
+        a = b = kth_difference(&d, (pairs + 1) / 2, NULL);
     else
-        middle_differences(x, m, y, n, pairs / 2, &a, &b);
+        a = kth_difference(&d, pairs / 2, &b);
     double sigma, mn = (double)pairs;
     double p = mann_whitney_sorted(x, m, y, n, 1, &sigma);
     double k = floor(mn / 2 - normal_two_sided_quantile(alpha) * sigma);
@@ -166,8 +211,8 @@ static void estimate_sorted(const int64_t *x, size_t m, const int64_t *y, size_t
         lo_k = (pairs + 1) / 2;
     *ret = (sf_shift){
         .delta_ns = a + (b - a) / 2,
-        .ci_low_ns = kth_difference(x, m, y, n, lo_k),
-        .ci_high_ns = kth_difference(x, m, y, n, pairs - lo_k + 1),
+        .ci_low_ns = kth_difference(&d, lo_k, NULL),
+        .ci_high_ns = kth_difference(&d, pairs - lo_k + 1, NULL),
         .p_value = p,
     };
 }

@@ -174,6 +174,45 @@ void sf__select_kth(int64_t *values, size_t n, size_t k)
     select_kth(values, n, k);
 }
 
+/* The selection's partitions on both sides: below the pivot, equal to it
+ * (only where the pivot is the range's minimum, as in select_kth) and above,
+ * the smaller side recursed into and the larger looped on, so the stack
+ * stays O(log n); a range that splits badly too often is heap sorted. */
+static void sort_range(int64_t *v, size_t n, unsigned budget)
+{
+    while (n > 16) {
+        if (budget-- == 0) {
+            heap_sort(v, n);
+            return;
+        }
+        int64_t p = choose_pivot(v, n);
+        size_t below = partition(v, n, p, false);
+        if (below == 0) { /* p is the minimum: its equals are in place after this */
+            below = partition(v, n, p, true);
+            v += below;
+            n -= below;
+            continue;
+        }
+        if (below < n - below) {
+            sort_range(v, below, budget);
+            v += below;
+            n -= below;
+        } else {
+            sort_range(v + below, n - below, budget);
+            n = below;
+        }
+    }
+    insertion_sort(v, n);
+}
+
+void sf__sort_i64(int64_t *values, size_t n)
+{
+    unsigned budget = 16;
+    for (size_t m = n; m > 1; m >>= 1)
+        budget += 2;
+    sort_range(values, n, budget);
+}
+
 int64_t sf_median_i64(int64_t *values, size_t n)
 {
     size_t k = n / 2;
