@@ -412,15 +412,64 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
     }
 }
 
-/* Each route stage's durations rank by rank, cols[j][x][t], for the stages
- * where some rank has no contrast shift to use instead (NULL: none). One
- * step-major pass over the rows: reading one rank's steps in turn would
- * touch a new cache line per step. */
-static int route_columns(const sf_summary *s, const struct window_steps *w, const sf_change *c,
+/* Each dense rank's median duration at stage k over the window's complete
+ * steps, into med[x]. Through the selection network (median_net.c) where it
+ * pays, NET_LANES ranks at a time: a step's values of a group are one run of
+ * the group's buffer, every rank in its own lane; otherwise gathered rank
+ * by rank for sf_median_i64. The same values either way. */
+enum { NET_LANES = 48 };
+
+struct rank_medians {
+    sf__median_net *net; /* NULL: gathered rank by rank */
+    enum sf__net_isa isa;
+    int64_t *buf; /* n x NET_LANES */
+};
+
+static void rank_medians_free(struct rank_medians *m)
+{
+    sf__median_net_free(m->net);
+    free(m->buf);
+}
+
+static int rank_medians_init(struct rank_medians *m, uint32_t n)
+{
+    *m = (struct rank_medians){.isa = sf__median_net_best()};
+    if (n <= SF__MEDIAN_NET_MAX && sf__median_net_pays() && sf__median_net_new(n, &m->net) < 0)
+        return -ENOMEM;
+    m->buf = malloc((size_t)n * NET_LANES * sizeof *m->buf);
+    return m->buf == NULL ? -ENOMEM : 0;
+}
+
+static void rank_medians_at(const struct rank_medians *m, const sf_summary *s,
+                            const struct window_steps *w, uint32_t k, int64_t *med)
+{
+    const sf_dense *d = s->dense;
+    uint32_t R = d->n_ranks, S = s->schema.n_stages, n = w->n;
+    for (uint32_t g = 0; g < R; g += NET_LANES) {
+        uint32_t lanes = R - g < NET_LANES ? R - g : NET_LANES;
+        for (uint32_t t = 0; t < n; t++) {
+            const int64_t *from = &d->d[((size_t)w->index[t] * R + g) * S + k];
+            int64_t *to = m->net ? &m->buf[(size_t)t * lanes] : &m->buf[t];
+            size_t stride = m->net ? 1 : n;
+            for (uint32_t x = 0; x < lanes; x++)
+                to[x * stride] = from[(size_t)x * S];
+        }
+        if (m->net) {
+            sf__median_net_run(m->net, m->isa, m->buf, lanes, &med[g]);
+            continue;
+        }
+        for (uint32_t x = 0; x < lanes; x++)
+            med[g + x] = sf_median_i64(&m->buf[(size_t)x * n], n);
+    }
+}
+
+/* Each route stage's rank medians, med[j][x], for the stages where some
+ * rank has no contrast shift to use instead (NULL: none). */
+static int route_medians(const sf_summary *s, const struct window_steps *w, const sf_change *c,
                          const struct own_work *o, int64_t **ret)
 {
     const sf_dense *d = s->dense;
-    uint32_t R = d->n_ranks, S = s->schema.n_stages, n = w->n, js[SF_MAX_STAGES], g = 0;
+    uint32_t R = d->n_ranks, S = s->schema.n_stages, js[SF_MAX_STAGES], g = 0;
     for (uint32_t j = 0; j < c->n_route; j++) {
         bool need = o->shift == NULL;
         for (uint32_t x = 0; x < R && !need; x++)
@@ -431,23 +480,25 @@ static int route_columns(const sf_summary *s, const struct window_steps *w, cons
     *ret = NULL;
     if (g == 0)
         return 0;
-    int64_t *cols = malloc((size_t)c->n_route * R * n * sizeof *cols);
-    if (cols == NULL)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < g; i++)
-        for (uint32_t t = 0; t < n; t++) {
-            const int64_t *from = &d->d[(size_t)w->index[t] * R * S + c->route[js[i]]];
-            int64_t *to = &cols[(size_t)js[i] * R * n + t];
-            for (uint32_t x = 0; x < R; x++)
-                to[(size_t)x * n] = from[(size_t)x * S];
-        }
-    *ret = cols;
+    struct rank_medians m;
+    int64_t *med = malloc((size_t)c->n_route * R * sizeof *med);
+    int rc = med == NULL ? -ENOMEM : rank_medians_init(&m, w->n);
+    if (rc == 0)
+        for (uint32_t i = 0; i < g; i++)
+            rank_medians_at(&m, s, w, c->route[js[i]], &med[(size_t)js[i] * R]);
+    if (med != NULL)
+        rank_medians_free(&m);
+    if (rc < 0) {
+        free(med);
+        return rc;
+    }
+    *ret = med;
     return 0;
 }
 
 static void rank_change_one(const sf_summary *s, const sf_reference *ref,
                             const struct window_steps *w, const sf_change *c,
-                            const struct own_work *o, const uint32_t *led, int64_t *cols,
+                            const struct own_work *o, const uint32_t *led, const int64_t *med,
                             uint32_t x, struct rank_change *ret)
 {
     const sf_dense *d = s->dense;
@@ -468,7 +519,7 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
         else if (base == SF_NULL_NS)
             ret->own[k] = 0;
         else /* gathered: this rank has no contrast shift here */
-            ret->own[k] = sf_median_i64(&cols[((size_t)j * d->n_ranks + x) * w->n], w->n) - base;
+            ret->own[k] = med[(size_t)j * d->n_ranks + x] - base;
         ret->lead[k] = (double)led[(size_t)j * d->n_ranks + x] / w->n -
                        (double)ref->lead_steps[ri * S + k] / ref->n_steps;
     }
@@ -484,14 +535,14 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
 {
     uint32_t R = s->dense->n_ranks;
     struct rank_change *rc = malloc((R ? R : 1) * sizeof *rc); /* each set by rank_change_one */
-    int64_t *scratch = malloc(((size_t)R + 1) * sizeof *scratch), *cols = NULL;
+    int64_t *scratch = malloc(((size_t)R + 1) * sizeof *scratch), *med = NULL;
     uint32_t *led = calloc((size_t)c->n_route * R + 1, sizeof *led);
-    int ret = rc && scratch && led ? route_columns(s, w, c, o, &cols) : -ENOMEM;
+    int ret = rc && scratch && led ? route_medians(s, w, c, o, &med) : -ENOMEM;
     if (ret < 0)
         goto out;
     route_leads(s, w, c, led);
     for (uint32_t x = 0; x < R; x++)
-        rank_change_one(s, ref, w, c, o, led, cols, x, &rc[x]);
+        rank_change_one(s, ref, w, c, o, led, med, x, &rc[x]);
     double score_extra[SF_MAX_STAGES] = {0};
     int64_t cohort[SF_MAX_STAGES] = {0};
     for (uint32_t j = 0; j < c->n_route; j++) {
@@ -522,7 +573,7 @@ out:
     free(rc);
     free(scratch);
     free(led);
-    free(cols);
+    free(med);
     return ret;
 }
 
