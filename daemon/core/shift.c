@@ -158,12 +158,16 @@ static void rank_statistics(const int64_t *x, size_t m, const int64_t *y, size_t
     *ret_ties = ties;
 }
 
-/* z with P(Z > z) = p / 2 for a standard normal Z, by bisection. */
+/* z with P(Z > z) = p / 2 for a standard normal Z, by bisection. Once lo
+ * and hi are adjacent doubles, mid is one of them and every further round
+ * leaves them as they are: stopping there gives the 200 rounds' result. */
 static double normal_two_sided_quantile(double p)
 {
     double lo = 0, hi = 40;
     for (int it = 0; it < 200; it++) {
         double mid = (lo + hi) / 2;
+        if (mid == lo || mid == hi)
+            break;
         if (erfc(mid / M_SQRT2) > p)
             lo = mid;
         else

@@ -113,6 +113,21 @@ static int64_t max_i64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+/* The holder's savings, once a step's largest end (first), second one,
+ * holder (top) and its clipped end are known: shared by both passes. */
+static void holder_savings(struct whatif_work *w, const int64_t *rows, uint32_t S, uint32_t top,
+                           int64_t first, int64_t second, int64_t top_clipped)
+{
+    uint32_t R = w->R;
+    w->saved[top] += first - max_i64(top_clipped, second);
+    for (uint32_t j = 0; j < w->n_route; j++) {
+        uint32_t k = w->route[j];
+        int64_t d = rows[(size_t)top * S + k];
+        int64_t p = first - d + clip(d, w->basis[(size_t)top * S + k]);
+        w->cell[(size_t)j * R + top] += first - max_i64(p, second);
+    }
+}
+
 /* Why one rank per step (per segment in the sync model) is enough: clipping
  * never lengthens a duration, so a rank that does not hold the step's (the
  * segment's) longest end alone ends, clipped, no later than the one that
@@ -150,14 +165,100 @@ static inline __attribute__((always_inline)) void whatif_step_s(struct whatif_wo
     w->exposed += first;
     w->ideal += ideal;
     /* the holder alone: the others' ends are at most second */
-    w->saved[top] += first - max_i64(top_clipped, second);
-    for (uint32_t j = 0; j < w->n_route; j++) {
-        uint32_t k = w->route[j];
-        int64_t d = rows[(size_t)top * S + k];
-        int64_t p = first - d + clip(d, w->basis[(size_t)top * S + k]);
-        w->cell[(size_t)j * R + top] += first - max_i64(p, second);
-    }
+    holder_savings(w, rows, S, top, first, second, top_clipped);
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define WHATIF_VEC 1
+
+/* The sums of eight vectors, one per lane in their order: pairs of lanes,
+ * then of 128-bit quarters, then of halves, each a shuffle and an add. */
+__attribute__((target("avx512f"))) static inline __m512i sums8(const __m512i *v)
+{
+    __m512i a[4], b[2];
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm512_add_epi64(_mm512_unpacklo_epi64(v[2 * i], v[2 * i + 1]),
+                                _mm512_unpackhi_epi64(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; i++)
+        b[i] = _mm512_add_epi64(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x88),
+                                _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xdd));
+    return _mm512_add_epi64(_mm512_shuffle_i64x2(b[0], b[1], 0x88),
+                            _mm512_shuffle_i64x2(b[0], b[1], 0xdd));
+}
+
+/* The clipped model's pass over one step, eight ranks a vector: each row
+ * and its basis one vector, clipped, the eight rows' sums then turned into
+ * one vector of ends (sums8). Every lane keeps its own largest end, second
+ * one, holder (the first of equals, as the scalar pass) and clipped end;
+ * the lanes are then merged into the step's. The same integers as
+ * whatif_step_s: only where no stage falls back to the cohort median. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+whatif_step_vec_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
+{
+    uint32_t R = w->R;
+    const __mmask8 stages = (__mmask8)((1u << S) - 1);
+    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i first = _mm512_set1_epi64(INT64_MIN), second = first, ideal = first;
+    __m512i top = _mm512_setzero_si512(), top_q = top;
+    for (uint32_t g = 0; g < R; g += 8) {
+        uint32_t n = R - g < 8 ? R - g : 8;
+        __mmask8 live = (__mmask8)((1u << n) - 1);
+        __m512i d[8], c[8];
+        for (uint32_t r = 0; r < 8; r++) {
+            __mmask8 m = r < n ? stages : 0;
+            size_t at = (size_t)(g + r) * S;
+            d[r] = _mm512_maskz_loadu_epi64(m, rows + at);
+            c[r] = _mm512_min_epi64(d[r], _mm512_maskz_loadu_epi64(m, w->basis + at));
+        }
+        __m512i p = sums8(d), q = sums8(c);
+        __m512i x = _mm512_add_epi64(lane, _mm512_set1_epi64(g));
+        __mmask8 gt = _mm512_mask_cmpgt_epi64_mask(live, p, first);
+        second = _mm512_mask_max_epi64(second, live, second, p);
+        second = _mm512_mask_mov_epi64(second, gt, first);
+        first = _mm512_mask_mov_epi64(first, gt, p);
+        top = _mm512_mask_mov_epi64(top, gt, x);
+        top_q = _mm512_mask_mov_epi64(top_q, gt, q);
+        ideal = _mm512_mask_max_epi64(ideal, live, ideal, q);
+    }
+    int64_t f = _mm512_reduce_max_epi64(first);
+    __mmask8 at_f = _mm512_cmpeq_epi64_mask(first, _mm512_set1_epi64(f));
+    /* the holder: the first rank of equals, so the smallest holder of f */
+    int64_t holder = _mm512_mask_reduce_min_epi64(at_f, top);
+    __mmask8 holder_lane = _mm512_mask_cmpeq_epi64_mask(at_f, top, _mm512_set1_epi64(holder));
+    int64_t holder_q = _mm512_mask_reduce_max_epi64(holder_lane, top_q);
+    /* the second end: a lane's own second, or another lane's first (f
+     * itself where two lanes hold it) */
+    int64_t sec = _mm512_reduce_max_epi64(second);
+    int64_t other =
+        __builtin_popcount(at_f) > 1 ? f : _mm512_mask_reduce_max_epi64((__mmask8)~at_f, first);
+    sec = max_i64(sec, other);
+    w->exposed += f;
+    w->ideal += _mm512_reduce_max_epi64(ideal);
+    holder_savings(w, rows, S, (uint32_t)holder, f, sec, holder_q);
+}
+
+__attribute__((target("avx512f"))) static void whatif_step_vec(struct whatif_work *w,
+                                                               const int64_t *rows)
+{
+    if (w->S == 6)
+        whatif_step_vec_s(w, rows, 6);
+    else
+        whatif_step_vec_s(w, rows, w->S);
+}
+
+/* The vector pass needs AVX-512, a row in one vector and every rank's
+ * basis fixed for the window. */
+static bool whatif_vec_applies(const struct whatif_work *w)
+{
+    if (w->S > 8)
+        return false;
+    for (uint32_t k = 0; k < w->S; k++)
+        if (w->cohort[k])
+            return false;
+    return __builtin_cpu_supports("avx512f");
+}
+#endif
 
 static void whatif_step(struct whatif_work *w, const int64_t *rows)
 {
@@ -347,13 +448,20 @@ int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const 
     if (rc < 0)
         goto fail;
     map_reference(&w, d, ref);
-    bool sync = sync_model_applies(summary, R);
+    bool sync = sync_model_applies(summary, R), vec = false;
+#ifdef WHATIF_VEC
+    vec = !sync && whatif_vec_applies(&w);
+#endif
     w.sync_mask = summary->schema.sync_mask;
     for (uint32_t i = 0; i < summary->n_steps; i++) {
         if (summary->steps[i].n_ranks != R)
             continue;
         if (sync)
             whatif_sync_step(&w, &d->d[(size_t)i * R * S]);
+#ifdef WHATIF_VEC
+        else if (vec)
+            whatif_step_vec(&w, &d->d[(size_t)i * R * S]);
+#endif
         else
             whatif_step(&w, &d->d[(size_t)i * R * S]);
         steps++;
