@@ -249,18 +249,80 @@ static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_
     return 0;
 }
 
+/* Each dense rank's median of a series over the window's complete steps,
+ * value t of rank x at src[step(t) * step_stride + x * stride] (step(t) the
+ * summary step of complete step t, or t itself where index is NULL), into
+ * med[x]. Through the selection network (median_net.c) where it pays,
+ * NET_LANES ranks at a time: a step's values of a group are one run of the
+ * group's buffer, every rank in its own lane; otherwise gathered rank by
+ * rank for sf_median_i64. The same values either way. */
+enum { NET_LANES = 48 };
+
+struct rank_medians {
+    sf__median_net *net; /* NULL: gathered rank by rank */
+    enum sf__net_isa isa;
+    int64_t *buf; /* n x NET_LANES */
+};
+
+struct series {
+    const int64_t *src;
+    size_t step_stride, stride;
+    const uint32_t *index; /* NULL: step t is src's row t */
+};
+
+static void rank_medians_free(struct rank_medians *m)
+{
+    sf__median_net_free(m->net);
+    free(m->buf);
+}
+
+static int rank_medians_init(struct rank_medians *m, uint32_t n)
+{
+    if (m->buf != NULL)
+        return 0;
+    *m = (struct rank_medians){.isa = sf__median_net_best()};
+    if (n <= SF__MEDIAN_NET_MAX && sf__median_net_pays() && sf__median_net_new(n, &m->net) < 0)
+        return -ENOMEM;
+    m->buf = malloc((size_t)n * NET_LANES * sizeof *m->buf);
+    return m->buf == NULL ? -ENOMEM : 0;
+}
+
+static void rank_medians_of(const struct rank_medians *m, const struct series *v, uint32_t R,
+                            uint32_t n, int64_t *med)
+{
+    for (uint32_t g = 0; g < R; g += NET_LANES) {
+        uint32_t lanes = R - g < NET_LANES ? R - g : NET_LANES;
+        for (uint32_t t = 0; t < n; t++) {
+            const int64_t *from =
+                &v->src[(size_t)(v->index ? v->index[t] : t) * v->step_stride + g * v->stride];
+            int64_t *to = m->net ? &m->buf[(size_t)t * lanes] : &m->buf[t];
+            size_t to_stride = m->net ? 1 : n;
+            for (uint32_t x = 0; x < lanes; x++)
+                to[x * to_stride] = from[x * v->stride];
+        }
+        if (m->net) {
+            sf__median_net_run(m->net, m->isa, m->buf, lanes, &med[g]);
+            continue;
+        }
+        for (uint32_t x = 0; x < lanes; x++)
+            med[g + x] = sf_median_i64(&m->buf[(size_t)x * n], n);
+    }
+}
+
 /* Per dense rank and own-work stage, the shift of the rank's contrast: the
  * median over the window's complete steps of (its duration minus the median
  * of the other ranks' in the step) minus the reference's median contrast.
  * Machine load that slows every rank alike cancels in the contrast. */
 struct own_work {
     uint32_t R, S, n;
-    int64_t *shift;  /* [R][S] at own-work stages, SF_NULL_NS elsewhere */
-    int64_t *z;      /* [R][n] of the stage last filled, rank by rank */
-    int64_t *base;   /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
-    int64_t *v;      /* 2 x R scratch */
-    int64_t *tmp;    /* [n] scratch for a median, so z keeps its time order */
-    uint32_t *below; /* [R] steps of that stage with z below the minimum effect */
+    int64_t *shift;              /* [R][S] at own-work stages, SF_NULL_NS elsewhere */
+    int64_t *z;                  /* [R][n] of the stage last filled, rank by rank */
+    int64_t *base;               /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
+    int64_t *v;                  /* 2 x R scratch */
+    int64_t *tmp;                /* [n] scratch for a median, so z keeps its time order */
+    int64_t *med;                /* [R] every rank's median contrast */
+    uint32_t *below;             /* [R] steps of that stage with z below the minimum effect */
+    struct rank_medians medians; /* set up at first use, also by the suspects */
 };
 
 static void own_work_free(struct own_work *o)
@@ -270,7 +332,9 @@ static void own_work_free(struct own_work *o)
     free(o->base);
     free(o->v);
     free(o->tmp);
+    free(o->med);
     free(o->below);
+    rank_medians_free(&o->medians);
 }
 
 /* Fills o->z with every rank's contrast at stage k, step by step, minus its
@@ -346,9 +410,12 @@ static int own_work_stage(sf_change *c, const sf_summary *s, const sf_reference 
     }
     if (!skipped || !(st->own_significant || (st->significant && st->shift.delta_ns > 0)))
         return 0;
-    for (uint32_t x = 0; x < o->R; x++) /* a skipped column is still whole */
+    /* a skipped column is still whole: every rank's median at once */
+    struct series all = {o->z, 1, o->n, NULL};
+    rank_medians_of(&o->medians, &all, o->R, o->n, o->med);
+    for (uint32_t x = 0; x < o->R; x++)
         if (o->base[x] != SF_NULL_NS && o->shift[(size_t)x * o->S + k] == SF_NULL_NS)
-            o->shift[(size_t)x * o->S + k] = sf_median_i64(&o->z[(size_t)x * o->n], o->n);
+            o->shift[(size_t)x * o->S + k] = o->med[x];
     return 0;
 }
 
@@ -369,8 +436,10 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->base = malloc((size_t)R * sizeof *o->base);
     o->v = malloc((size_t)R * 2 * sizeof *o->v);
     o->tmp = malloc(((size_t)w->n + 1) * sizeof *o->tmp);
+    o->med = malloc((size_t)R * sizeof *o->med);
     o->below = malloc((size_t)R * sizeof *o->below);
-    if (!o->shift || !o->z || !o->base || !o->v || !o->tmp || !o->below)
+    if (!o->shift || !o->z || !o->base || !o->v || !o->tmp || !o->med || !o->below ||
+        rank_medians_init(&o->medians, w->n) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)
         o->shift[i] = SF_NULL_NS;
@@ -412,61 +481,10 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
     }
 }
 
-/* Each dense rank's median duration at stage k over the window's complete
- * steps, into med[x]. Through the selection network (median_net.c) where it
- * pays, NET_LANES ranks at a time: a step's values of a group are one run of
- * the group's buffer, every rank in its own lane; otherwise gathered rank
- * by rank for sf_median_i64. The same values either way. */
-enum { NET_LANES = 48 };
-
-struct rank_medians {
-    sf__median_net *net; /* NULL: gathered rank by rank */
-    enum sf__net_isa isa;
-    int64_t *buf; /* n x NET_LANES */
-};
-
-static void rank_medians_free(struct rank_medians *m)
-{
-    sf__median_net_free(m->net);
-    free(m->buf);
-}
-
-static int rank_medians_init(struct rank_medians *m, uint32_t n)
-{
-    *m = (struct rank_medians){.isa = sf__median_net_best()};
-    if (n <= SF__MEDIAN_NET_MAX && sf__median_net_pays() && sf__median_net_new(n, &m->net) < 0)
-        return -ENOMEM;
-    m->buf = malloc((size_t)n * NET_LANES * sizeof *m->buf);
-    return m->buf == NULL ? -ENOMEM : 0;
-}
-
-static void rank_medians_at(const struct rank_medians *m, const sf_summary *s,
-                            const struct window_steps *w, uint32_t k, int64_t *med)
-{
-    const sf_dense *d = s->dense;
-    uint32_t R = d->n_ranks, S = s->schema.n_stages, n = w->n;
-    for (uint32_t g = 0; g < R; g += NET_LANES) {
-        uint32_t lanes = R - g < NET_LANES ? R - g : NET_LANES;
-        for (uint32_t t = 0; t < n; t++) {
-            const int64_t *from = &d->d[((size_t)w->index[t] * R + g) * S + k];
-            int64_t *to = m->net ? &m->buf[(size_t)t * lanes] : &m->buf[t];
-            size_t stride = m->net ? 1 : n;
-            for (uint32_t x = 0; x < lanes; x++)
-                to[x * stride] = from[(size_t)x * S];
-        }
-        if (m->net) {
-            sf__median_net_run(m->net, m->isa, m->buf, lanes, &med[g]);
-            continue;
-        }
-        for (uint32_t x = 0; x < lanes; x++)
-            med[g + x] = sf_median_i64(&m->buf[(size_t)x * n], n);
-    }
-}
-
 /* Each route stage's rank medians, med[j][x], for the stages where some
  * rank has no contrast shift to use instead (NULL: none). */
 static int route_medians(const sf_summary *s, const struct window_steps *w, const sf_change *c,
-                         const struct own_work *o, int64_t **ret)
+                         struct own_work *o, int64_t **ret)
 {
     const sf_dense *d = s->dense;
     uint32_t R = d->n_ranks, S = s->schema.n_stages, js[SF_MAX_STAGES], g = 0;
@@ -480,17 +498,15 @@ static int route_medians(const sf_summary *s, const struct window_steps *w, cons
     *ret = NULL;
     if (g == 0)
         return 0;
-    struct rank_medians m;
     int64_t *med = malloc((size_t)c->n_route * R * sizeof *med);
-    int rc = med == NULL ? -ENOMEM : rank_medians_init(&m, w->n);
-    if (rc == 0)
-        for (uint32_t i = 0; i < g; i++)
-            rank_medians_at(&m, s, w, c->route[js[i]], &med[(size_t)js[i] * R]);
-    if (med != NULL)
-        rank_medians_free(&m);
+    int rc = med == NULL ? -ENOMEM : rank_medians_init(&o->medians, w->n);
     if (rc < 0) {
         free(med);
         return rc;
+    }
+    for (uint32_t i = 0; i < g; i++) {
+        struct series v = {&d->d[c->route[js[i]]], (size_t)R * S, S, w->index};
+        rank_medians_of(&o->medians, &v, R, w->n, &med[(size_t)js[i] * R]);
     }
     *ret = med;
     return 0;
@@ -531,7 +547,7 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
  * shift. A fault on one rank moves its own duration or its leadership; the
  * waits it causes on the others move all of them alike. */
 static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference *ref,
-                          const struct window_steps *w, const sf_gates *g, const struct own_work *o)
+                          const struct window_steps *w, const sf_gates *g, struct own_work *o)
 {
     uint32_t R = s->dense->n_ranks;
     struct rank_change *rc = malloc((R ? R : 1) * sizeof *rc); /* each set by rank_change_one */

@@ -62,10 +62,13 @@ void sf__middle_of(const int64_t *v, size_t stride, uint32_t n, int64_t *scratch
  * lies below them. */
 static inline int64_t sf__contrast(const sf__middle *m, int64_t v)
 {
-    int64_t hi = m->mid < v ? m->mid : m->above; /* order statistic h of the rest */
+    /* Masks, not a branch the compiler may choose: whether v lies below the
+     * middle is a coin flip over the ranks. */
+    int64_t past_mid = -(int64_t)(m->mid < v), past_below = -(int64_t)(m->below < v);
+    int64_t hi = (m->mid & past_mid) | (m->above & ~past_mid); /* order statistic h of the rest */
     if (!m->even)
         return v - hi;
-    int64_t lo = m->below < v ? m->below : m->mid; /* order statistic h - 1 of the rest */
+    int64_t lo = (m->below & past_below) | (m->mid & ~past_below); /* h - 1 of the rest */
     return v - (lo + (hi - lo) / 2);
 }
 /* shift.c: the p-value of sf_shift_estimate alone, without the shift and
