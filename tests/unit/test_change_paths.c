@@ -5,7 +5,8 @@
  * reference, a missing arrival mark and every stage layout the what-if
  * specialises, each figure must equal the one of the window recomputed
  * scenario by scenario, and each median and interval the one of a plain
- * enumeration. Nothing here shares code with daemon/core.
+ * enumeration. Nothing here shares code with daemon/core (its internal
+ * header only declares the sort checked against qsort).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 
 #include <stagefrontier/change.h>
 
+#include "core_internal.h"
 #include "matrix.h"
 
 /* ---- the shift's middle differences -------------------------------------- */
@@ -59,6 +61,118 @@ static void shift_matches_listed_differences(void **state)
         assert_int_equal(sf_shift_estimate(x, m, y, n, 0.05, &s), 0);
         assert_int_equal(s.delta_ns, listed_shift(x, m, y, n));
         assert_true(s.ci_low_ns <= s.delta_ns && s.delta_ns <= s.ci_high_ns);
+    }
+}
+
+/* The two-sided normal quantile by the plain bisection's 200 rounds. */
+static double listed_quantile(double p)
+{
+    double lo = 0, hi = 40;
+    for (int it = 0; it < 200; it++) {
+        double mid = (lo + hi) / 2;
+        if (erfc(mid / M_SQRT2) > p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (lo + hi) / 2;
+}
+
+/* The Moses interval from the listed differences: order statistics lo_k
+ * and pairs - lo_k + 1, lo_k from the tie-corrected deviation of U
+ * (docs/CHANGE.md), the same floating-point expression as the estimator. */
+static void listed_interval(const int64_t *x, size_t m, const int64_t *y, size_t n, double alpha,
+                            int64_t *ret_lo, int64_t *ret_hi)
+{
+    size_t pairs = m * n, total_n = m + n;
+    int64_t *all = malloc(pairs * sizeof *all), *both = malloc(total_n * sizeof *both);
+    assert_true(all != NULL && both != NULL);
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            all[i * n + j] = y[j] - x[i];
+    qsort(all, pairs, sizeof *all, cmp_i64);
+    memcpy(both, x, m * sizeof *x);
+    memcpy(both + m, y, n * sizeof *y);
+    qsort(both, total_n, sizeof *both, cmp_i64);
+    double ties = 0;
+    for (size_t i = 0, j; i < total_n; i = j) {
+        for (j = i; j < total_n && both[j] == both[i]; j++)
+            ;
+        double t = (double)(j - i);
+        ties += t * t * t - t;
+    }
+    double total = (double)total_n, mn = (double)pairs;
+    double var = total > 1 ? mn / 12 * ((total + 1) - ties / (total * (total - 1))) : 0;
+    double sigma = var > 0 ? sqrt(var) : 0;
+    double k = floor(mn / 2 - listed_quantile(alpha) * sigma);
+    size_t lo_k = k < 1 ? 1 : (size_t)k;
+    if (lo_k > (pairs + 1) / 2)
+        lo_k = (pairs + 1) / 2;
+    *ret_lo = all[lo_k - 1];
+    *ret_hi = all[pairs - lo_k];
+    free(all);
+    free(both);
+}
+
+/* The whole estimate against the listing at the sizes of a window against
+ * its reference (up to 300 x 100 pairs): clustered samples, samples with a
+ * far outlier (the counting passes must fall back to halving the range),
+ * heavy ties, wide 64-bit values and a shift of zero. */
+static void shift_interval_matches_listed_differences(void **state)
+{
+    (void)state;
+    uint64_t st = 43;
+    static int64_t x[300], y[100];
+    static const double alphas[] = {0.01, 0.05, 0.2};
+    for (int trial = 0; trial < 240; trial++) {
+        size_t m = 1 + (size_t)rand_below(&st, trial % 4 ? 300 : 12);
+        size_t n = 1 + (size_t)rand_below(&st, trial % 4 ? 100 : 12);
+        int kind = trial % 5;
+        int64_t spread = kind == 0 ? 3 : kind == 4 ? INT64_C(1) << 60 : 1000000;
+        int64_t offset = kind == 3 ? 0 : rand_below(&st, spread) - spread / 2;
+        for (size_t i = 0; i < m; i++)
+            x[i] = rand_below(&st, spread);
+        for (size_t j = 0; j < n; j++)
+            y[j] = rand_below(&st, spread) + offset;
+        if (kind == 2) { /* one far outlier on each side */
+            x[0] = INT64_C(1) << 40;
+            y[n - 1] = -(INT64_C(1) << 40);
+        }
+        double alpha = alphas[trial % 3];
+        sf_shift s;
+        int64_t lo, hi;
+        assert_int_equal(sf_shift_estimate(x, m, y, n, alpha, &s), 0);
+        listed_interval(x, m, y, n, alpha, &lo, &hi);
+        assert_int_equal(s.delta_ns, listed_shift(x, m, y, n));
+        assert_int_equal(s.ci_low_ns, lo);
+        assert_int_equal(s.ci_high_ns, hi);
+    }
+}
+
+/* The sort the estimator runs on its samples, against qsort: sorted,
+ * reversed, organ-pipe, constant, two-valued and random inputs, every size
+ * up to 600 and a few large ones. */
+static void sort_matches_qsort(void **state)
+{
+    (void)state;
+    uint64_t st = 47;
+    static int64_t v[5000], want[5000];
+    for (size_t n = 0; n < 5000; n += n < 600 ? 1 : 1100) {
+        for (int kind = 0; kind < 6; kind++) {
+            for (size_t i = 0; i < n; i++) {
+                int64_t r = rand_below(&st, 1000000) - 500000;
+                v[i] = kind == 0   ? (int64_t)i
+                       : kind == 1 ? -(int64_t)i
+                       : kind == 2 ? (int64_t)(i < n / 2 ? i : n - i)
+                       : kind == 3 ? 7
+                       : kind == 4 ? r % 2
+                                   : r * (INT64_C(1) << 40);
+            }
+            memcpy(want, v, n * sizeof *v);
+            qsort(want, n, sizeof *want, cmp_i64);
+            sf__sort_i64(v, n);
+            assert_memory_equal(v, want, n * sizeof *v);
+        }
     }
 }
 
@@ -761,6 +875,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shift_matches_listed_differences),
+        cmocka_unit_test(shift_interval_matches_listed_differences),
+        cmocka_unit_test(sort_matches_qsort),
         cmocka_unit_test(whatif_matches_direct_recomputation),
         cmocka_unit_test(suspects_match_direct_scores),
         cmocka_unit_test(own_work_contrasts_match_plain_medians),
