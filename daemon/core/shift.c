@@ -60,12 +60,14 @@ struct bracket {
 };
 
 enum { PROBES_MAX = 192 }; /* kept; further passes still narrow, unkept */
+enum { LISTED_MAX = 512 }; /* pairs listed rather than counted */
 
 struct differences {
     const int64_t *x, *y;
     size_t m, n;
     uint32_t n_probes;
     struct probe p[PROBES_MAX];
+    int64_t list[LISTED_MAX];
 };
 
 static void differences_init(struct differences *d, const int64_t *x, size_t m, const int64_t *y,
@@ -102,13 +104,44 @@ static int64_t probe_value(const struct bracket *b, uint64_t k, bool bisect)
     return (int64_t)((uint64_t)b->lo + step);
 }
 
+/* Order statistic k of the differences when the bracket holds few pairs:
+ * they are listed (for each x[i], the y[j] whose difference lies in
+ * [lo, hi], two cursors that only move forward) and selected among, in one
+ * pass instead of the passes that would close the bracket. Also, in
+ * *ret_next, order statistic k + 1 (see kth_difference). */
+static int64_t kth_listed(const struct differences *d, const struct bracket *b, uint64_t k,
+                          int64_t *list, int64_t *ret_next)
+{
+    size_t n_list = 0, first = 0, last = 0;
+    for (size_t i = 0; i < d->m; i++) {
+        while (first < d->n && d->y[first] - d->x[i] < b->lo)
+            first++;
+        if (last < first)
+            last = first;
+        while (last < d->n && d->y[last] - d->x[i] <= b->hi)
+            last++;
+        for (size_t j = first; j < last; j++)
+            list[n_list++] = d->y[j] - d->x[i];
+    }
+    size_t at = (size_t)(k - b->below_lo - 1);
+    sf__select_kth(list, n_list, at);
+    if (ret_next != NULL) {
+        int64_t next = b->above_hi;
+        for (size_t i = at + 1; i < n_list; i++)
+            next = list[i] < next ? list[i] : next;
+        *ret_next = next;
+    }
+    return list[at];
+}
+
 /* Order statistic k (1 to m x n) of the pairwise differences, exact: a
  * bracket between two differences, narrowed by counting passes (each moves
- * an end onto a difference, so it shrinks every time) until it closes. The
- * passes interpolate, with bisection where that stalls: a handful of passes
- * instead of one per bit of the value range. Also, in *ret_next, order
- * statistic k + 1 when k < m x n (the pairs at or below k's value reach
- * k + 1, or else the smallest difference above it). */
+ * an end onto a difference, so it shrinks every time) until it closes or
+ * holds few enough pairs to list. The passes interpolate, with bisection
+ * where that stalls: a handful of passes instead of one per bit of the
+ * value range. Also, in *ret_next, order statistic k + 1 when k < m x n
+ * (the pairs at or below k's value reach k + 1, or else the smallest
+ * difference above it). */
 static int64_t kth_difference(struct differences *d, uint64_t k, int64_t *ret_next)
 {
     uint64_t pairs = (uint64_t)d->m * d->n;
@@ -122,6 +155,8 @@ static int64_t kth_difference(struct differences *d, uint64_t k, int64_t *ret_ne
     bool bisect = false;
     while (b.lo < b.hi) {
         uint64_t before = b.at_hi - b.below_lo;
+        if (before <= LISTED_MAX && before <= d->m + d->n)
+            return kth_listed(d, &b, k, d->list, ret_next);
         int64_t v = probe_value(&b, k, bisect);
         struct probe p = probe_at(d->x, d->m, d->y, d->n, v);
         if (d->n_probes < PROBES_MAX)
