@@ -253,15 +253,17 @@ static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_
  * value t of rank x at src[step(t) * step_stride + x * stride] (step(t) the
  * summary step of complete step t, or t itself where index is NULL), into
  * med[x]. Through the selection network (median_net.c) where it pays,
- * NET_LANES ranks at a time: a step's values of a group are one run of the
- * group's buffer, every rank in its own lane; otherwise gathered rank by
- * rank for sf_median_i64. The same values either way. */
-enum { NET_LANES = 48 };
+ * NET_LANES ranks at a time, every rank of a group in its own lane;
+ * otherwise rank by rank for sf_median_i64. The same values either way.
+ * The series are gathered step by step, every group at once: the steps are
+ * read in the order they lie in memory, a few steps ahead fetched
+ * (consecutive steps lie a whole step of rows apart). */
+enum { NET_LANES = 48, GATHER_AHEAD = 4 };
 
 struct rank_medians {
-    sf__median_net *net; /* NULL: gathered rank by rank */
+    sf__median_net *net; /* NULL: rank by rank */
     enum sf__net_isa isa;
-    int64_t *buf; /* n x NET_LANES */
+    int64_t *buf; /* n x R: per group [t][lane] (network), else [x][t] */
 };
 
 struct series {
@@ -276,36 +278,44 @@ static void rank_medians_free(struct rank_medians *m)
     free(m->buf);
 }
 
-static int rank_medians_init(struct rank_medians *m, uint32_t n)
+static int rank_medians_init(struct rank_medians *m, uint32_t n, uint32_t R)
 {
     if (m->buf != NULL)
         return 0;
     *m = (struct rank_medians){.isa = sf__median_net_best()};
     if (n <= SF__MEDIAN_NET_MAX && sf__median_net_pays() && sf__median_net_new(n, &m->net) < 0)
         return -ENOMEM;
-    m->buf = malloc((size_t)n * NET_LANES * sizeof *m->buf);
+    m->buf = malloc(((size_t)n * R + 1) * sizeof *m->buf);
     return m->buf == NULL ? -ENOMEM : 0;
+}
+
+static const int64_t *series_step(const struct series *v, uint32_t t)
+{
+    return &v->src[(size_t)(v->index ? v->index[t] : t) * v->step_stride];
 }
 
 static void rank_medians_of(const struct rank_medians *m, const struct series *v, uint32_t R,
                             uint32_t n, int64_t *med)
 {
+    for (uint32_t t = 0; t < n; t++) {
+        const int64_t *from = series_step(v, t);
+        if (t + GATHER_AHEAD < n)
+            __builtin_prefetch(series_step(v, t + GATHER_AHEAD));
+        for (uint32_t g = 0; g < R; g += NET_LANES) {
+            uint32_t lanes = R - g < NET_LANES ? R - g : NET_LANES;
+            int64_t *to = m->net ? &m->buf[(size_t)n * g + (size_t)t * lanes] : &m->buf[t];
+            size_t to_stride = m->net ? 1 : n;
+            for (uint32_t x = g; x < g + lanes; x++)
+                to[(x - (m->net ? g : 0)) * to_stride] = from[x * v->stride];
+        }
+    }
     for (uint32_t g = 0; g < R; g += NET_LANES) {
         uint32_t lanes = R - g < NET_LANES ? R - g : NET_LANES;
-        for (uint32_t t = 0; t < n; t++) {
-            const int64_t *from =
-                &v->src[(size_t)(v->index ? v->index[t] : t) * v->step_stride + g * v->stride];
-            int64_t *to = m->net ? &m->buf[(size_t)t * lanes] : &m->buf[t];
-            size_t to_stride = m->net ? 1 : n;
-            for (uint32_t x = 0; x < lanes; x++)
-                to[x * to_stride] = from[x * v->stride];
-        }
-        if (m->net) {
-            sf__median_net_run(m->net, m->isa, m->buf, lanes, &med[g]);
-            continue;
-        }
-        for (uint32_t x = 0; x < lanes; x++)
-            med[g + x] = sf_median_i64(&m->buf[(size_t)x * n], n);
+        if (m->net)
+            sf__median_net_run(m->net, m->isa, &m->buf[(size_t)n * g], lanes, &med[g]);
+        else
+            for (uint32_t x = g; x < g + lanes; x++)
+                med[x] = sf_median_i64(&m->buf[(size_t)x * n], n);
     }
 }
 
@@ -439,7 +449,7 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->med = malloc((size_t)R * sizeof *o->med);
     o->below = malloc((size_t)R * sizeof *o->below);
     if (!o->shift || !o->z || !o->base || !o->v || !o->tmp || !o->med || !o->below ||
-        rank_medians_init(&o->medians, w->n) < 0)
+        rank_medians_init(&o->medians, w->n, R) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)
         o->shift[i] = SF_NULL_NS;
@@ -499,7 +509,7 @@ static int route_medians(const sf_summary *s, const struct window_steps *w, cons
     if (g == 0)
         return 0;
     int64_t *med = malloc((size_t)c->n_route * R * sizeof *med);
-    int rc = med == NULL ? -ENOMEM : rank_medians_init(&o->medians, w->n);
+    int rc = med == NULL ? -ENOMEM : rank_medians_init(&o->medians, w->n, R);
     if (rc < 0) {
         free(med);
         return rc;
