@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core_internal.h"
 
@@ -15,31 +16,29 @@
  * would grow without bound on a window that is one slow ramp. */
 #define SERIAL_RHO_MAX 0.9
 
-struct timed_value {
-    int64_t v;
-    uint32_t t;
-};
-
-static int cmp_timed_value(const void *a, const void *b)
+/* Values of sorted[0..n) below v (or_equal: not above it), by halving. */
+static size_t count_below(const int64_t *sorted, size_t n, int64_t v, bool or_equal)
 {
-    const struct timed_value *x = a, *y = b;
-    if (x->v != y->v)
-        return (x->v > y->v) - (x->v < y->v);
-    return (x->t > y->t) - (x->t < y->t);
+    size_t lo = 0;
+    while (n > 0) {
+        size_t half = n / 2;
+        bool left = or_equal ? sorted[lo + half] <= v : sorted[lo + half] < v;
+        lo = left ? lo + half + 1 : lo;
+        n = left ? n - half - 1 : half;
+    }
+    return lo;
 }
 
-/* Midrank of every value, in time order: rank[t] for v[t]. */
-static void midranks_in_time_order(struct timed_value *tv, size_t n, double *rank)
+/* Midrank of every value, in time order: rank[t] for v[t]. A value's tie
+ * group in the sorted copy runs from the count below it to the count not
+ * above it, so no (value, time) pairs need sorting. */
+static void midranks_in_time_order(const int64_t *v, size_t n, int64_t *sorted, double *rank)
 {
-    qsort(tv, n, sizeof *tv, cmp_timed_value);
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && tv[j].v == tv[i].v)
-            j++;
-        double mid = ((double)i + 1 + (double)j) / 2;
-        for (size_t q = i; q < j; q++)
-            rank[tv[q].t] = mid;
-        i = j;
+    memcpy(sorted, v, n * sizeof *v);
+    sf__sort_i64(sorted, n);
+    for (size_t t = 0; t < n; t++) {
+        size_t i = count_below(sorted, n, v[t], false), j = count_below(sorted, n, v[t], true);
+        rank[t] = ((double)i + 1 + (double)j) / 2;
     }
 }
 
@@ -51,16 +50,14 @@ int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho)
         *ret_rho = 0;
         return 0;
     }
-    struct timed_value *tv = malloc(n * sizeof *tv);
+    int64_t *sorted = malloc(n * sizeof *sorted);
     double *rank = malloc(n * sizeof *rank);
-    if (tv == NULL || rank == NULL) {
-        free(tv);
+    if (sorted == NULL || rank == NULL) {
+        free(sorted);
         free(rank);
         return -ENOMEM;
     }
-    for (size_t t = 0; t < n; t++)
-        tv[t] = (struct timed_value){.v = v[t], .t = (uint32_t)t};
-    midranks_in_time_order(tv, n, rank);
+    midranks_in_time_order(v, n, sorted, rank);
     double mean = ((double)n + 1) / 2, num = 0, den = 0;
     for (size_t t = 0; t < n; t++) {
         double d = rank[t] - mean;
@@ -68,7 +65,7 @@ int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho)
         if (t + 1 < n)
             num += d * (rank[t + 1] - mean);
     }
-    free(tv);
+    free(sorted);
     free(rank);
     *ret_rho = den > 0 ? num / den : 0;
     return 0;
