@@ -6,7 +6,8 @@
  * specialises, each figure must equal the one of the window recomputed
  * scenario by scenario, and each median and interval the one of a plain
  * enumeration. Nothing here shares code with daemon/core (its internal
- * header only declares the sort checked against qsort).
+ * header only declares the sort checked against qsort and the midranks'
+ * autocorrelation checked against a direct count).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -173,6 +174,41 @@ static void sort_matches_qsort(void **state)
             sf__sort_i64(v, n);
             assert_memory_equal(v, want, n * sizeof *v);
         }
+    }
+}
+
+/* The lag-1 autocorrelation of a series' midranks, each midrank counted
+ * directly (values below, plus half the ties beyond itself), against the
+ * core's: series of 3 to 400 values, heavy ties, constant ones. */
+static void rank_autocorrelation_matches_plain_midranks(void **state)
+{
+    (void)state;
+    uint64_t st = 53;
+    static int64_t v[400];
+    static double rank[400];
+    for (int trial = 0; trial < 300; trial++) {
+        size_t n = 3 + (size_t)rand_below(&st, 398);
+        int64_t spread = trial % 4 == 0 ? 1 : trial % 4 == 1 ? 4 : 1000000;
+        for (size_t t = 0; t < n; t++)
+            v[t] = rand_below(&st, spread) + (trial % 3 == 0 ? (int64_t)t * 1000 : 0);
+        for (size_t t = 0; t < n; t++) {
+            size_t below = 0, equal = 0;
+            for (size_t u = 0; u < n; u++) {
+                below += v[u] < v[t];
+                equal += v[u] == v[t];
+            }
+            rank[t] = ((double)below + 1 + (double)(below + equal)) / 2;
+        }
+        double mean = ((double)n + 1) / 2, num = 0, den = 0;
+        for (size_t t = 0; t < n; t++) {
+            double d = rank[t] - mean;
+            den += d * d;
+            if (t + 1 < n)
+                num += d * (rank[t + 1] - mean);
+        }
+        double rho;
+        assert_int_equal(sf__rank_lag1_autocorrelation(v, n, &rho), 0);
+        assert_true(rho == (den > 0 ? num / den : 0));
     }
 }
 
@@ -888,6 +924,7 @@ int main(void)
         cmocka_unit_test(shift_matches_listed_differences),
         cmocka_unit_test(shift_interval_matches_listed_differences),
         cmocka_unit_test(sort_matches_qsort),
+        cmocka_unit_test(rank_autocorrelation_matches_plain_midranks),
         cmocka_unit_test(whatif_matches_direct_recomputation),
         cmocka_unit_test(suspects_match_direct_scores),
         cmocka_unit_test(own_work_contrasts_match_plain_medians),
