@@ -16,28 +16,31 @@
  * would grow without bound on a window that is one slow ramp. */
 #define SERIAL_RHO_MAX 0.9
 
-/* Values of sorted[0..n) below v (or_equal: not above it), by halving. */
-static size_t count_below(const int64_t *sorted, size_t n, int64_t v, bool or_equal)
+/* Values of sorted[0..n) below v, n >= 1, by halving without a branch on
+ * the data: the compare's result moves the base arithmetically (a branch
+ * there would be mispredicted every other round). */
+static size_t count_below(const int64_t *sorted, size_t n, int64_t v)
 {
-    size_t lo = 0;
-    while (n > 0) {
+    size_t base = 0;
+    while (n > 1) {
         size_t half = n / 2;
-        bool left = or_equal ? sorted[lo + half] <= v : sorted[lo + half] < v;
-        lo = left ? lo + half + 1 : lo;
-        n = left ? n - half - 1 : half;
+        base += (size_t)(sorted[base + half - 1] < v) * half;
+        n -= half;
     }
-    return lo;
+    return base + (size_t)(sorted[base] < v);
 }
 
 /* Midrank of every value, in time order: rank[t] for v[t]. A value's tie
- * group in the sorted copy runs from the count below it to the count not
- * above it, so no (value, time) pairs need sorting. */
+ * group in the sorted copy runs from the count below it to the last value
+ * equal to it, so no (value, time) pairs need sorting. */
 static void midranks_in_time_order(const int64_t *v, size_t n, int64_t *sorted, double *rank)
 {
     memcpy(sorted, v, n * sizeof *v);
     sf__sort_i64(sorted, n);
     for (size_t t = 0; t < n; t++) {
-        size_t i = count_below(sorted, n, v[t], false), j = count_below(sorted, n, v[t], true);
+        size_t i = count_below(sorted, n, v[t]), j = i + 1;
+        while (j < n && sorted[j] == v[t])
+            j++;
         rank[t] = ((double)i + 1 + (double)j) / 2;
     }
 }
