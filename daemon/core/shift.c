@@ -2,8 +2,8 @@
  * The shift of one sample against another: the Hodges-Lehmann estimate,
  * its rank-based (Moses) interval and the two-sided Mann-Whitney p-value
  * (docs/CHANGE.md). Exact on integer ns: order statistics of the m x n
- * pairwise differences are found by counting, never by listing them, so the
- * cost is O((m + n) log) whatever the sample sizes. Also the one-sample
+ * pairwise differences are found by counting, never by listing them all, so
+ * the cost is O((m + n) log) whatever the sample sizes. Also the one-sample
  * signed-rank test used for per-rank contrasts. Knows nothing of reports.
  */
 #include <errno.h>
