@@ -358,7 +358,7 @@ static void own_work_fill(const sf_summary *s, const sf_reference *ref,
     uint32_t R = o->R, S = o->S, n = o->n;
     int64_t *offset = o->v + R; /* the reference contrast, 0 where unknown */
     for (uint32_t x = 0; x < R; x++) {
-        uint32_t *hit = bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof *hit, sf__cmp_u32);
+        const uint32_t *hit = sf__find_rank(ref->ranks, ref->n_ranks, d->ranks[x], x);
         o->base[x] = hit ? ref->contrast_ns[(size_t)(hit - ref->ranks) * S + k] : SF_NULL_NS;
         offset[x] = o->base[x] == SF_NULL_NS ? 0 : o->base[x];
         o->below[x] = 0;
@@ -484,7 +484,7 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
             const sf_top2 *top = &s->steps[w->index[t]].prefix_top2[k];
             if (top->v1 <= top->v2)
                 continue;
-            uint32_t *hit = bsearch(&top->r1, d->ranks, d->n_ranks, sizeof *hit, sf__cmp_u32);
+            const uint32_t *hit = sf__find_rank(d->ranks, d->n_ranks, top->r1, top->r1);
             if (hit != NULL)
                 row[hit - d->ranks]++;
         }
@@ -529,7 +529,7 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
 {
     const sf_dense *d = s->dense;
     uint32_t S = ref->n_stages, rank = d->ranks[x];
-    uint32_t *hit = bsearch(&rank, ref->ranks, ref->n_ranks, sizeof rank, sf__cmp_u32);
+    const uint32_t *hit = sf__find_rank(ref->ranks, ref->n_ranks, rank, x);
     ret->known = hit != NULL;
     if (!ret->known)
         return;

@@ -6,6 +6,7 @@
 #define SF_CORE_INTERNAL_H
 
 #include <errno.h>
+#include <stdlib.h>
 
 #include <stagefrontier/accounting.h>
 
@@ -45,6 +46,16 @@ static inline int64_t sf__excess(int64_t d, int64_t b)
 
 /* reference.c: qsort/bsearch order of rank numbers. */
 int sf__cmp_u32(const void *a, const void *b);
+/* The slot of rank in the sorted ranks[0..n), NULL where absent: slot hint
+ * first, where two sorted lists of the same ranks put it (a window's dense
+ * ranks and its reference's, nearly always), else a binary search. */
+static inline const uint32_t *sf__find_rank(const uint32_t *ranks, uint32_t n, uint32_t rank,
+                                            uint32_t hint)
+{
+    if (hint < n && ranks[hint] == rank)
+        return &ranks[hint];
+    return bsearch(&rank, ranks, n, sizeof rank, sf__cmp_u32);
+}
 /* reference.c: the contrast of each of n >= 2 values, v[x] minus the median
  * (sf_median_i64's) of the other n - 1, in O(n); scratch holds n values. */
 void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret);

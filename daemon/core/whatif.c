@@ -71,9 +71,7 @@ static void map_reference(struct whatif_work *w, const sf_dense *d, const sf_ref
 {
     for (uint32_t x = 0; x < w->R; x++) {
         const uint32_t *hit =
-            ref && ref->median_ns
-                ? bsearch(&d->ranks[x], ref->ranks, ref->n_ranks, sizeof(uint32_t), sf__cmp_u32)
-                : NULL;
+            ref && ref->median_ns ? sf__find_rank(ref->ranks, ref->n_ranks, d->ranks[x], x) : NULL;
         for (uint32_t k = 0; k < w->S; k++) {
             int64_t b = hit ? ref->median_ns[(size_t)(hit - ref->ranks) * w->S + k] : SF_NULL_NS;
             w->ref_map[(size_t)x * w->S + k] = b;
