@@ -199,16 +199,15 @@ static void rank_autocorrelation_matches_plain_midranks(void **state)
             }
             rank[t] = ((double)below + 1 + (double)(below + equal)) / 2;
         }
-        double mean = ((double)n + 1) / 2, num = 0, den = 0;
-        for (size_t t = 0; t < n; t++) {
-            double d = rank[t] - mean;
-            den += d * d;
-            if (t + 1 < n)
-                num += d * (rank[t + 1] - mean);
-        }
+        /* lag-1 covariance over variance, summed in time order */
+        double mean = ((double)n + 1) / 2, lagged = 0, spread = 0;
+        for (size_t t = 0; t + 1 < n; t++)
+            lagged += (rank[t] - mean) * (rank[t + 1] - mean);
+        for (size_t t = 0; t < n; t++)
+            spread += (rank[t] - mean) * (rank[t] - mean);
         double rho;
         assert_int_equal(sf__rank_lag1_autocorrelation(v, n, &rho), 0);
-        assert_true(rho == (den > 0 ? num / den : 0));
+        assert_true(rho == (spread > 0 ? lagged / spread : 0));
     }
 }
 
