@@ -391,6 +391,16 @@ static bool shed(struct sfd_conn *c, const uint8_t *buf, size_t len)
     }
 }
 
+void sfd_ingest_init(struct sfd *d)
+{
+    sfd_arena_init(&d->decode_arena);
+}
+
+void sfd_ingest_free(struct sfd *d)
+{
+    sfd_arena_free(&d->decode_arena);
+}
+
 int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
 {
     struct sfd *d = c->sfd;
@@ -400,11 +410,8 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
     if (len <= lim.frame_max_bytes && shed(c, buf, len))
         return 0;
     /* One message is decoded and handled at a time on the loop, so one
-     * arena, reset after each, serves every connection. */
-    if (d->decode_arena.pb.alloc == NULL)
-        sfd_arena_init(&d->decode_arena);
-    ProtobufCAllocator *alloc = &d->decode_arena.pb;
-    int r = sfd_message_decode(buf, len, &lim, alloc, &m, &why);
+     * arena (sfd_ingest_init), reset after each, serves every connection. */
+    int r = sfd_message_decode(buf, len, &lim, &d->decode_arena.pb, &m, &why);
     if (r < 0) {
         sfd_arena_reset(&d->decode_arena);
         sfd_count_reject(d, c->job, why, 1, c);
@@ -430,7 +437,8 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
         sfd_count_reject(d, c->job, SFD_REJ_UNDECODABLE, 1, c);
         r = -EPROTO;
     }
-    sfd_message_free(m, alloc);
+    /* The reset frees the whole message at once: protobuf_c's free walk
+     * over every field would only call the arena's no-op free. */
     sfd_arena_reset(&d->decode_arena);
     return r;
 }

@@ -339,6 +339,7 @@ int main(int argc, char **argv)
     resolve_group(&d);
     if (sfd_ensure_rxbuf(&d) < 0 || uv_loop_init(&loop) < 0)
         return 1;
+    sfd_ingest_init(&d);
     loop.data = &d;
     d.loop = &loop;
     d.start_ms = uv_now(&loop);
@@ -359,7 +360,7 @@ int main(int argc, char **argv)
     sfd_jobs_free_all(&d);
     sfd_conn_limits_free(&d);
     free(d.rxbuf);
-    sfd_arena_free(&d.decode_arena);
+    sfd_ingest_free(&d);
     sfd_budget_free(&d.mem);
     r = uv_loop_close(&loop);
     if (r != 0) {

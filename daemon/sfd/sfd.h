@@ -578,8 +578,12 @@ int sfd_ensure_rxbuf(struct sfd *d);
 
 /* ---- ingest.c ------------------------------------------------------------ */
 
-/* Handles one decoded datagram of an ingest connection: 0, or -EPROTO to
- * drop the connection. */
+/* The decode arena's lifetime: sfd_ingest_init before the first datagram
+ * is handled, sfd_ingest_free after the last (and after a failed start). */
+void sfd_ingest_init(struct sfd *d);
+void sfd_ingest_free(struct sfd *d);
+/* Handles one datagram of an ingest connection (sfd_ingest_init first): 0,
+ * or -EPROTO to drop the connection. */
 int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len);
 
 /* ---- query.c ------------------------------------------------------------- */

@@ -34,6 +34,7 @@ static void setup(void)
     sfd_log_init(SFD_LOG_ERR - 1); /* silent */
     sfd_timers_init(&d);
     sfd_ensure_rxbuf(&d);
+    sfd_ingest_init(&d);
 }
 
 static struct sfd_conn *open_conn(int i, int *peer)

@@ -78,6 +78,7 @@ static int setup(void **state)
     static struct fx fx;
     memset(fx.conn, 0, sizeof(fx.conn));
     loop_fixture_open(&fx.d, &fx.loop);
+    sfd_ingest_init(&fx.d);
     fx.d.cfg.window_grace_ms = 100;
     fx.job = loop_fixture_job(&fx.d, "shed");
     for (uint32_t r = 0; r < 2; r++) /* as if both ranks had said hello */
@@ -91,7 +92,7 @@ static int teardown(void **state)
 {
     struct fx *fx = *state;
     loop_fixture_close(&fx->d);
-    sfd_arena_free(&fx->d.decode_arena);
+    sfd_ingest_free(&fx->d);
     assert_int_equal(uv_loop_close(&fx->loop), 0);
     return 0;
 }
