@@ -15,7 +15,13 @@ reported to sfd), rejected, or shed before decoding.
 
 usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
                        [--sink PATH] [--overload 3] [--senders 8] [--records N]
-                       [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]"""
+                       [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]
+                       [--window-steps 100]
+
+--window-steps sets the job's window length: a report is computed for every
+closed window (8 ranks x 100 steps by default), so a long window (e.g.
+100000, one report per sender's run) measures the ingest path with almost no
+report work, side by side with the default."""
 
 import argparse
 import json
@@ -34,7 +40,7 @@ log_level = warning
 max_pending_steps = 4194304
 [gates]
 warmup_steps = 0
-window_steps = 100
+window_steps = %d
 """
 
 
@@ -170,6 +176,8 @@ def main():
                     help="run the senders at this nice value (sink and sfd alike keep theirs)")
     ap.add_argument("--records", type=int, default=200000, help="per sender")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--window-steps", type=int, default=100,
+                    help="steps per window: one report per closed window")
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
     a = ap.parse_args()
     if not (a.sender or a.client):
@@ -177,7 +185,7 @@ def main():
     d = tempfile.mkdtemp(prefix="sfd-bench-")
     conf = os.path.join(d, "sfd.conf")
     with open(conf, "w") as f:
-        f.write(CONF)
+        f.write(CONF % a.window_steps)
     log = open(os.path.join(d, "sfd.log"), "w")
     sfd = subprocess.Popen([a.sfd, "--config", conf, "--runtime-dir", os.path.join(d, "run"),
                             "--state-dir", os.path.join(d, "state")],
@@ -185,9 +193,11 @@ def main():
     ok = True
     try:
         wait_socket(os.path.join(d, "run", "query.sock"), sfd)
-        print("%d %s senders x %d records, one job of %d ranks; %d CPUs, load %s"
-              % (a.senders, "libsfclient" if a.client else "raw protobuf-c (batch %d)" % a.batch,
-                 a.records, a.senders, os.cpu_count(), open("/proc/loadavg").read().split()[:3]))
+        print("%d %s senders x %d records, one job of %d ranks, windows of %d steps; %d CPUs,"
+              " load %s" % (a.senders,
+                            "libsfclient" if a.client else "raw protobuf-c (batch %d)" % a.batch,
+                            a.records, a.senders, a.window_steps, os.cpu_count(),
+                            open("/proc/loadavg").read().split()[:3]))
         print(HEADER)
         results, sink_results = [], []
         rates = [int(x) for x in a.rates.split(",") if x] + [0]
