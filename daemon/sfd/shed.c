@@ -122,7 +122,9 @@ static int batch_peek(struct cursor b, struct sfd_batch_peek *ret)
     return 0;
 }
 
-int sfd_batch_peek(const uint8_t *buf, size_t len, struct sfd_batch_peek *ret)
+/* The RecordBatch of a ClientMessage frame: 0, or -EINVAL when the frame's
+ * body is something else or cannot be read. */
+static int batch_body(const uint8_t *buf, size_t len, struct cursor *ret)
 {
     struct cursor c = {buf, buf + len}, body = {NULL, NULL};
     uint32_t body_field = 0;
@@ -139,10 +141,57 @@ int sfd_batch_peek(const uint8_t *buf, size_t len, struct sfd_batch_peek *ret)
             body = sub;
         }
     }
-    return body_field == 2 ? batch_peek(body, ret) : -EINVAL;
+    if (body_field != 2)
+        return -EINVAL;
+    *ret = body;
+    return 0;
+}
+
+int sfd_batch_peek(const uint8_t *buf, size_t len, struct sfd_batch_peek *ret)
+{
+    struct cursor body;
+    return batch_body(buf, len, &body) < 0 ? -EINVAL : batch_peek(body, ret);
+}
+
+/* The records of a batch frame, counted without reading inside them: all
+ * that a batch the rule keeps needs (the decoder checks each record). */
+static int batch_count(const uint8_t *buf, size_t len, uint32_t *ret)
+{
+    struct cursor b;
+    uint32_t n = 0;
+    if (batch_body(buf, len, &b) < 0)
+        return -EINVAL;
+    while (b.p < b.end) {
+        uint32_t f, t;
+        uint64_t v = 0;
+        struct cursor sub;
+        if (next_field(&b, &f, &t, &v, &sub) < 0 || (f == 1 && t != 2))
+            return -EINVAL;
+        n += f == 1;
+    }
+    if (n == 0)
+        return -EINVAL;
+    *ret = n;
+    return 0;
 }
 
 /* ---- the rule ------------------------------------------------------------ */
+
+/* Whether any batch from c could be late (batch_is_late): its steps are past
+ * the rank's last, so at least in the window of the step after it, which
+ * must have closed. A rank that keeps up with its windows never is, and its
+ * batches need no peek. */
+static bool may_be_late(const struct sfd_conn *c)
+{
+    const struct sfd_job *job = c->job;
+    const struct sfd_rank *rk = sfd_job_rank_peek(job, c->rank);
+    if (rk == NULL || job->closed_max < 0)
+        return false;
+    if (rk->last_step >= SFD_MAX_STEP) /* no step after it to place: peek */
+        return true;
+    return sf_window_index(rk->last_step + 1, job->gates.warmup_steps, job->gates.window_steps) <=
+           job->closed_max;
+}
 
 /* Every record of the batch would be refused as late: past the rank's last
  * step (so none is a duplicate) and in windows that have closed. */
@@ -161,10 +210,19 @@ enum sfd_shed sfd_shed_check(struct sfd_conn *c, const uint8_t *buf, size_t len,
 {
     if (c->job == NULL || !c->hello || c->channel != 0)
         return SFD_SHED_NONE;
-    if (sfd_batch_peek(buf, len, ret) < 0)
+    /* The full peek reads every record's step; a batch that can be neither
+     * late nor shed needs only its record count. */
+    uint32_t n_records;
+    bool peeked = false;
+    if (batch_count(buf, len, &n_records) < 0)
         return SFD_SHED_NONE;
-    if (batch_is_late(c, ret))
-        return SFD_SHED_LATE;
+    if (may_be_late(c)) {
+        if (sfd_batch_peek(buf, len, ret) < 0)
+            return SFD_SHED_NONE;
+        if (batch_is_late(c, ret))
+            return SFD_SHED_LATE;
+        peeked = true;
+    }
     /* Work, not time: a turn slowed by other processes on the machine sheds
      * nothing, and a backlog must last (SFD_SHED_FULL_TURNS full turns in a
      * row) before anything is shed: a daemon descheduled for a moment
@@ -178,7 +236,7 @@ enum sfd_shed sfd_shed_check(struct sfd_conn *c, const uint8_t *buf, size_t len,
         d->turn_records = 0;
     }
     if (d->turn_records >= SFD_SHED_TURN_RECORDS && d->full_turns >= SFD_SHED_FULL_TURNS)
-        return SFD_SHED_BEHIND;
-    d->turn_records += ret->n_records;
+        return peeked || sfd_batch_peek(buf, len, ret) == 0 ? SFD_SHED_BEHIND : SFD_SHED_NONE;
+    d->turn_records += n_records;
     return SFD_SHED_NONE;
 }
