@@ -16,17 +16,19 @@ reported to sfd), rejected, or shed before decoding.
 usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
                        [--sink PATH] [--overload 3] [--senders 8] [--records N]
                        [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]
-                       [--window-steps 100]
+                       [--window-steps 100] [--perf FILE]
 
 --window-steps sets the job's window length: a report is computed for every
 closed window (8 ranks x 100 steps by default), so a long window (e.g.
-100000, one report per sender's run) measures the ingest path with almost no
-report work, side by side with the default."""
+16384) gives fewer, larger reports. --perf FILE profiles sfd (every thread)
+with `perf record --call-graph dwarf` from its start to the end of the runs;
+bench/ingest/ingest_profile.py FILE groups it by where the CPU goes."""
 
 import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -178,6 +180,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--window-steps", type=int, default=100,
                     help="steps per window: one report per closed window")
+    ap.add_argument("--perf", help="record a perf profile of sfd into this file")
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
     a = ap.parse_args()
     if not (a.sender or a.client):
@@ -191,8 +194,14 @@ def main():
                             "--state-dir", os.path.join(d, "state")],
                            stdout=log, stderr=subprocess.STDOUT)
     ok = True
+    perf = None
     try:
         wait_socket(os.path.join(d, "run", "query.sock"), sfd)
+        if a.perf:
+            # a query answered: the loop runs, so every thread of sfd exists
+            job_counts(a.sfctl, os.path.join(d, "run", "query.sock"), "")
+            perf = subprocess.Popen(["perf", "record", "-q", "-F", "1000", "--call-graph",
+                                     "dwarf,16384", "-o", a.perf, "-p", str(sfd.pid)])
         print("%d %s senders x %d records, one job of %d ranks, windows of %d steps; %d CPUs,"
               " load %s" % (a.senders,
                             "libsfclient" if a.client else "raw protobuf-c (batch %d)" % a.batch,
@@ -239,6 +248,9 @@ def main():
                      "every drop counted" if counted == r["lost"] else "UNCOUNTED LOSS"))
             ok = counted == r["lost"]
     finally:
+        if perf is not None:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
         sfd.terminate()
         sfd.wait()
         log.close()
