@@ -3,7 +3,8 @@
  * peek against protobuf-c's own encoding and malformed frames; a batch all
  * for closed windows refused unread as late records; a batch met once a
  * turn of the loop has taken its fill dropped unread, counted and noted in
- * its windows.
+ * its windows; a batch that can be neither is only counted, its records
+ * unread.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -259,6 +260,44 @@ static void tail_drops_count_up_to_the_jobs_highest_step(void **state)
     free(buf);
 }
 
+/* The rule reads inside a batch's records only when it needs their steps:
+ * a rank whose next step is in a window still open can send nothing late,
+ * so its batches are counted for the turn from their record keys alone
+ * (one whose records hold no step is counted and left to the decoder); a
+ * rank whose next step is in a closed window has its steps read. */
+static void a_rank_that_keeps_up_is_counted_from_its_record_keys(void **state)
+{
+    struct fx *fx = *state;
+    add(fx, 0, 0, 4);
+    add(fx, 1, 0, 1);
+    sfd_windows_tick(&fx->d, fx->job->open[0]->deadline_ms + 1000);
+    assert_int_equal(fx->job->closed_max, 0);
+    next_turn(fx);
+    size_t len;
+    uint8_t *buf = batch_frame(3, 5, &len);
+    struct sfd_batch_peek pk;
+    assert_int_equal(sfd_shed_check(&fx->conn[0], buf, len, &pk), SFD_SHED_NONE);
+    assert_int_equal(fx->d.turn_records, 3);
+    free(buf);
+    /* a record with no step: counted, never peeked, left to the decoder */
+    static const uint8_t stepless[] = {0x12, 0x04, 0x0a, 0x02, 0x10, 0x01};
+    assert_int_equal(sfd_batch_peek(stepless, sizeof(stepless), &pk), -EINVAL);
+    assert_int_equal(sfd_shed_check(&fx->conn[0], stepless, sizeof(stepless), &pk), SFD_SHED_NONE);
+    assert_int_equal(fx->d.turn_records, 4);
+    /* rank 1's next step (2) is in closed window 0: its steps are read, and
+     * a batch reaching into window 1 is taken and counted */
+    buf = batch_frame(4, 2, &len);
+    assert_int_equal(sfd_shed_check(&fx->conn[1], buf, len, &pk), SFD_SHED_NONE);
+    assert_int_equal(fx->d.turn_records, 8);
+    free(buf);
+    /* ... while one that is all late is refused and not counted */
+    buf = batch_frame(2, 2, &len);
+    assert_int_equal(sfd_shed_check(&fx->conn[1], buf, len, &pk), SFD_SHED_LATE);
+    assert_int_equal(pk.n_records, 2);
+    assert_int_equal(fx->d.turn_records, 8);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +306,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(batches_are_shed_while_the_loop_is_behind, setup, teardown),
         cmocka_unit_test_setup_teardown(shed_batches_keep_their_drop_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(tail_drops_count_up_to_the_jobs_highest_step, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_rank_that_keeps_up_is_counted_from_its_record_keys, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
