@@ -10,20 +10,28 @@
 
 #include "core_internal.h"
 
+/* The rounds of Batcher's sort below TILE_WIRES sort each aligned block of
+ * TILE_WIRES wires and never cross one: with AVX-512 a block's column of 8
+ * lanes fits in registers and is sorted there, loaded and stored once,
+ * instead of every comparator loading and storing its two wires. */
+enum { TILE_WIRES = 16 };
+
 struct sf__median_net {
     uint32_t n;
     uint32_t n_cmp;
+    uint32_t n_tiled;   /* the first n_tiled comparators: the rounds below TILE_WIRES */
     uint16_t (*cmp)[2]; /* compare-exchanges, in order: min to [0], max to [1] */
 };
 
-/* Batcher's odd-even merge sort on n wires: the iterative form for a power
- * of two, with every comparator that touches a wire at or above n left out.
- * That is exact for any n: those wires would hold +infinity, and every
- * comparator keeps its minimum on its lower wire, so they never move. */
-static uint32_t batcher(uint32_t n, uint16_t (*out)[2])
+/* Batcher's odd-even merge sort on n wires, its rounds p < p_end: the
+ * iterative form for a power of two, with every comparator that touches a
+ * wire at or above n left out. That is exact for any n: those wires would
+ * hold +infinity, and every comparator keeps its minimum on its lower wire,
+ * so they never move. */
+static uint32_t batcher(uint32_t n, uint32_t p_end, uint16_t (*out)[2])
 {
     uint32_t m = 0;
-    for (uint32_t p = 1; p < n; p <<= 1)
+    for (uint32_t p = 1; p < n && p < p_end; p <<= 1)
         for (uint32_t k = p; k >= 1; k >>= 1)
             for (uint32_t j = k % p; j + k < n; j += 2 * k)
                 for (uint32_t i = 0; i < k && i + j + k < n; i++)
@@ -38,9 +46,12 @@ static uint32_t batcher(uint32_t n, uint16_t (*out)[2])
 }
 
 /* Keeps only the comparators whose outputs can still reach the median's
- * wires (n/2, and n/2 - 1 when n is even), walking the network backwards. */
-static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp)
+ * wires (n/2, and n/2 - 1 when n is even), walking the network backwards.
+ * Of the first `tiled` comparators, *ret_tiled are kept. */
+static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, uint32_t tiled,
+                      uint32_t *ret_tiled)
 {
+    *ret_tiled = 0;
     bool need[SF__MEDIAN_NET_MAX] = {false};
     need[n / 2] = true;
     if (n % 2 == 0)
@@ -51,6 +62,7 @@ static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp)
         if (!need[a] && !need[b])
             continue;
         need[a] = need[b] = true;
+        *ret_tiled += c < tiled;
         cmp[n_cmp - 1 - kept][0] = a;
         cmp[n_cmp - 1 - kept][1] = b;
         kept++;
@@ -64,14 +76,14 @@ int sf__median_net_new(uint32_t n, sf__median_net **ret)
     if (n == 0 || n > SF__MEDIAN_NET_MAX || ret == NULL)
         return -EINVAL;
     sf__median_net *net = calloc(1, sizeof *net);
-    uint32_t total = batcher(n, NULL);
+    uint32_t total = batcher(n, UINT32_MAX, NULL);
     if (net == NULL || (net->cmp = malloc((total ? total : 1) * sizeof *net->cmp)) == NULL) {
         free(net);
         return -ENOMEM;
     }
-    batcher(n, net->cmp);
+    batcher(n, UINT32_MAX, net->cmp);
     net->n = n;
-    net->n_cmp = prune(n, net->cmp, total);
+    net->n_cmp = prune(n, net->cmp, total, batcher(n, TILE_WIRES, NULL), &net->n_tiled);
     *ret = net;
     return 0;
 }
@@ -87,9 +99,9 @@ void sf__median_net_free(sf__median_net *net)
 /* One body, compiled once per instruction set: the lane loop is what the
  * compiler turns into vector min and max. */
 static inline __attribute__((always_inline)) void net_body(const sf__median_net *net, int64_t *v,
-                                                           size_t lanes)
+                                                           size_t lanes, uint32_t first)
 {
-    for (uint32_t c = 0; c < net->n_cmp; c++) {
+    for (uint32_t c = first; c < net->n_cmp; c++) {
         int64_t *restrict a = v + (size_t)net->cmp[c][0] * lanes;
         int64_t *restrict b = v + (size_t)net->cmp[c][1] * lanes;
         for (size_t l = 0; l < lanes; l++) {
@@ -102,34 +114,75 @@ static inline __attribute__((always_inline)) void net_body(const sf__median_net 
 
 /* Whole groups of ranks have 8 S lanes: with the count a constant, the lane
  * loop unrolls into straight vector code, no branch per comparator. */
-#define NET_BY_LANES(net, v, lanes)                                                                \
+#define NET_BY_LANES(net, v, lanes, first)                                                         \
     switch (lanes) {                                                                               \
     case 48:                                                                                       \
-        net_body(net, v, 48);                                                                      \
+        net_body(net, v, 48, first);                                                               \
         break;                                                                                     \
     case 56:                                                                                       \
-        net_body(net, v, 56);                                                                      \
+        net_body(net, v, 56, first);                                                               \
         break;                                                                                     \
     case 64:                                                                                       \
-        net_body(net, v, 64);                                                                      \
+        net_body(net, v, 64, first);                                                               \
         break;                                                                                     \
     default:                                                                                       \
-        net_body(net, v, lanes);                                                                   \
+        net_body(net, v, lanes, first);                                                            \
         break;                                                                                     \
     }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SF_NET_X86 1
+#include <immintrin.h>
+
 __attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, int64_t *v,
                                                      size_t lanes)
 {
-    NET_BY_LANES(net, v, lanes)
+    NET_BY_LANES(net, v, lanes, 0)
+}
+
+/* One column of up to 8 lanes of an aligned block of `wires` <= TILE_WIRES
+ * wires, sorted in registers by batcher()'s rounds p < 16 on 16 wires,
+ * written out (63 comparators); wires past the block's end hold +infinity
+ * and are never stored. */
+__attribute__((target("avx512f"))) static inline void tile_sort(int64_t *col, size_t lanes,
+                                                                uint32_t wires, __mmask8 m)
+{
+    __m512i w[TILE_WIRES];
+    for (uint32_t i = 0; i < TILE_WIRES; i++)
+        w[i] = i < wires ? _mm512_mask_loadu_epi64(_mm512_set1_epi64(INT64_MAX), m,
+                                                   col + (size_t)i * lanes)
+                         : _mm512_set1_epi64(INT64_MAX);
+#define CE(a, b)                                                                                   \
+    do {                                                                                           \
+        __m512i lo_ = _mm512_min_epi64(w[a], w[b]);                                                \
+        w[b] = _mm512_max_epi64(w[a], w[b]);                                                       \
+        w[a] = lo_;                                                                                \
+    } while (0);
+    CE(0, 1)
+    CE(2, 3) CE(4, 5) CE(6, 7) CE(8, 9) CE(10, 11) CE(12, 13) CE(14, 15) CE(0, 2) CE(1, 3) CE(4, 6)
+        CE(5, 7) CE(8, 10) CE(9, 11) CE(12, 14) CE(13, 15) CE(1, 2) CE(5, 6) CE(9, 10) CE(13, 14)
+            CE(0, 4) CE(1, 5) CE(2, 6) CE(3, 7) CE(8, 12) CE(9, 13) CE(10, 14) CE(11, 15) CE(2, 4)
+                CE(3, 5) CE(10, 12) CE(11, 13) CE(1, 2) CE(3, 4) CE(5, 6) CE(9, 10) CE(11, 12)
+                    CE(13, 14) CE(0, 8) CE(1, 9) CE(2, 10) CE(3, 11) CE(4, 12) CE(5, 13) CE(6, 14)
+                        CE(7, 15) CE(4, 8) CE(5, 9) CE(6, 10) CE(7, 11) CE(2, 4) CE(3, 5) CE(6, 8)
+                            CE(7, 9) CE(10, 12) CE(11, 13) CE(1, 2) CE(3, 4) CE(5, 6) CE(7, 8)
+                                CE(9, 10) CE(11, 12) CE(13, 14)
+#undef CE
+                                    for (uint32_t i = 0; i < wires; i++)
+                                        _mm512_mask_storeu_epi64(col + (size_t)i * lanes, m, w[i]);
 }
 
 __attribute__((target("avx512f"))) static void run_avx512(const sf__median_net *net, int64_t *v,
                                                           size_t lanes)
 {
-    NET_BY_LANES(net, v, lanes)
+    for (uint32_t b = 0; b < net->n; b += TILE_WIRES) {
+        uint32_t wires = net->n - b < TILE_WIRES ? net->n - b : TILE_WIRES;
+        for (size_t l = 0; l < lanes; l += 8) {
+            __mmask8 m = lanes - l >= 8 ? 0xff : (__mmask8)((1u << (lanes - l)) - 1);
+            tile_sort(v + (size_t)b * lanes + l, lanes, wires, m);
+        }
+    }
+    NET_BY_LANES(net, v, lanes, net->n_tiled)
 }
 #endif
 
@@ -178,7 +231,7 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
         break;
 #endif
     default:
-        net_body(net, v, lanes);
+        net_body(net, v, lanes, 0);
         break;
     }
     const int64_t *hi = v + (size_t)(net->n / 2) * lanes;

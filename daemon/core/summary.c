@@ -223,8 +223,6 @@ step_add_row_s(const sf_candidate_set *cand, struct step_acc *restrict a, sf_ste
         memcpy(st->rank0_d, d, S * sizeof *d);
     }
     st->n_ranks++;
-    st->overlap_sum += row->overlap_ns;
-    st->arrival_missing += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
 }
 
 /* ---- ordering helpers ------------------------------------------------- */
@@ -394,8 +392,11 @@ static void grid_block_net(const struct view *rows, const struct layout *lay, ui
 {
     size_t R = lay->grid_ranks, T = n_steps, group = (size_t)NET_RANKS * S * T;
     for (size_t t = 0; t < T; t++) {
-        if (lay->matrix && t + GRID_AHEAD < T)
-            __builtin_prefetch(lay->matrix + ((t + GRID_AHEAD) * R + lo) * S);
+        if (lay->matrix && t + GRID_AHEAD < T) {
+            const char *ahead = (const char *)(lay->matrix + ((t + GRID_AHEAD) * R + lo) * S);
+            for (size_t b = 0; b < (hi - lo) * S * sizeof(int64_t); b += 64)
+                __builtin_prefetch(ahead + b);
+        }
         for (uint32_t g = lo; g < hi; g += NET_RANKS) {
             uint32_t n = hi - g < NET_RANKS ? hi - g : NET_RANKS;
             int64_t *v = &values[(g - lo) / NET_RANKS * group + t * n * S];
@@ -662,16 +663,26 @@ static void window_sums_store(sf_summary *s, const struct window_sums *w)
  * repeats its ranks; a step-major array when the sorted rows' durations
  * follow one another in memory. One row at a time (check_row), so that
  * view_and_check can run it while it builds the view. */
-struct row_check {
+struct row_scan {
     size_t per_step, col, row_bytes;
     bool grid, contiguous;
     uintptr_t base;
-    /* The rows' other fields, summed on the way, so that a grid's fold
-     * (fold_grid_fields) never reads the rows again: per step, in order. */
+    int64_t step_overlap; /* the current step's sums, stored when it ends */
+    uint32_t step_arrival;
+    struct window_sums win;
+};
+
+/* The scan's state is copied into a local for the loop (check_loop_begin),
+ * where nothing can alias it: it stays in registers, and a store to the
+ * per-step sums, which could alias the rows, comes once a step. */
+struct row_check {
+    struct row_scan scan;
+    /* The rows' other fields, summed on the way, so that every fold
+     * (fold_row_fields) takes them from here and never sums them again: per
+     * step, in order. */
     int64_t *overlap;
     uint32_t *arrival;
     size_t n_steps, cap;
-    struct window_sums win;
 };
 
 static void check_free(struct row_check *c)
@@ -680,8 +691,20 @@ static void check_free(struct row_check *c)
     free(c->arrival);
 }
 
-static int check_new_step(struct row_check *c)
+/* The sums of the step that ends, into its slot. */
+static inline void check_step_end(struct row_check *c, const struct row_scan *sc)
 {
+    if (c->n_steps) {
+        c->overlap[c->n_steps - 1] = sc->step_overlap;
+        c->arrival[c->n_steps - 1] = sc->step_arrival;
+    }
+}
+
+static int check_new_step(struct row_check *c, struct row_scan *sc)
+{
+    check_step_end(c, sc);
+    sc->step_overlap = 0;
+    sc->step_arrival = 0;
     if (c->n_steps == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 64;
         int64_t *overlap = realloc(c->overlap, cap * sizeof *overlap);
@@ -694,8 +717,7 @@ static int check_new_step(struct row_check *c)
         c->arrival = arrival;
         c->cap = cap;
     }
-    c->overlap[c->n_steps] = 0;
-    c->arrival[c->n_steps++] = 0;
+    c->n_steps++;
     return 0;
 }
 
@@ -703,13 +725,14 @@ static void check_begin(struct row_check *c, const sf_schema *schema, const sf_r
                         size_t n_rows, bool sorted)
 {
     check_free(c);
-    *c = (struct row_check){.row_bytes = schema->n_stages * sizeof(int64_t),
-                            .grid = n_rows > 0,
-                            .contiguous = sorted && n_rows > 0,
-                            .base = n_rows ? (uintptr_t)first->d : 0};
+    *c = (struct row_check){.scan = {.row_bytes = schema->n_stages * sizeof(int64_t),
+                                     .grid = n_rows > 0,
+                                     .contiguous = sorted && n_rows > 0,
+                                     .base = n_rows ? (uintptr_t)first->d : 0}};
 }
 
-static inline __attribute__((always_inline)) int check_row(struct row_check *c, uint32_t n_stages,
+static inline __attribute__((always_inline)) int check_row(struct row_check *ch, struct row_scan *c,
+                                                           uint32_t n_stages,
                                                            const struct view *by_step, size_t i)
 {
     const sf_row *row = at(by_step, i);
@@ -721,10 +744,10 @@ static inline __attribute__((always_inline)) int check_row(struct row_check *c, 
     bool new_step = i && row->step != at(by_step, i - 1)->step;
     if (i && !new_step && row->rank == at(by_step, i - 1)->rank)
         return -EEXIST;
-    if ((i == 0 || new_step) && (r = check_new_step(c)) < 0)
+    if ((i == 0 || new_step) && (r = check_new_step(ch, c)) < 0)
         return r;
-    c->overlap[c->n_steps - 1] += row->overlap_ns;
-    c->arrival[c->n_steps - 1] += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
+    c->step_overlap += row->overlap_ns;
+    c->step_arrival += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
     window_sums_add(&c->win, row);
     if (new_step && c->per_step == 0) {
         c->per_step = i;
@@ -738,9 +761,11 @@ static inline __attribute__((always_inline)) int check_row(struct row_check *c, 
     return 0;
 }
 
-static void check_end(struct row_check *c, const struct view *by_step, size_t n_rows,
+static void check_end(struct row_check *ch, const struct view *by_step, size_t n_rows,
                       struct layout *lay)
 {
+    const struct row_scan *c = &ch->scan;
+    check_step_end(ch, c);
     size_t per_step = c->per_step ? c->per_step : n_rows;
     bool grid = c->grid && per_step > 0 && n_rows % per_step == 0;
     lay->grid_ranks = grid ? (uint32_t)per_step : 0;
@@ -751,14 +776,20 @@ static int check_rows(const sf_schema *schema, const struct view *by_step, size_
                       struct layout *lay, struct row_check *c)
 {
     check_begin(c, schema, n_rows ? at(by_step, 0) : NULL, n_rows, lay->sorted);
+    struct row_scan scan = c->scan;
     for (size_t i = 0; i < n_rows; i++) {
-        int r = check_row(c, schema->n_stages, by_step, i);
+        int r = check_row(c, &scan, schema->n_stages, by_step, i);
         if (r < 0)
             return r;
     }
+    c->scan = scan;
     check_end(c, by_step, n_rows, lay);
     return 0;
 }
+
+/* The rows are read once, in order; a row is a cache line, and the hardware
+ * fetches a line or two ahead on its own, a few rows' work too late. */
+enum { ROWS_AHEAD = 16 };
 
 static bool in_order(const sf_row *a, const sf_row *b)
 {
@@ -770,12 +801,19 @@ static bool in_order(const sf_row *a, const sf_row *b)
 static inline __attribute__((always_inline)) bool
 view_check_s(struct row_check *c, const struct view *v, size_t n, int *err, uint32_t S)
 {
-    for (size_t i = 0; i < n; i++) {
+    struct row_scan scan = c->scan;
+    size_t i = 0;
+    for (; i < n && *err == 0; i++) {
+        if (i + ROWS_AHEAD < n)
+            __builtin_prefetch(&v->rows[i + ROWS_AHEAD]);
         if (i > 0 && !in_order(&v->rows[i - 1], &v->rows[i]))
             return false;
-        if (*err == 0)
-            *err = check_row(c, S, v, i);
+        *err = check_row(c, &scan, S, v, i);
     }
+    c->scan = scan;
+    for (; i < n; i++) /* past an error, only whether the rows came in order */
+        if (!in_order(&v->rows[i - 1], &v->rows[i]))
+            return false;
     return true;
 }
 
@@ -838,7 +876,6 @@ static inline __attribute__((always_inline)) void fold_rows_s(sf_summary *s,
 {
     uint32_t C = s->cand.n;
     struct step_acc acc;
-    struct window_sums w = {0};
     for (size_t i = 0, step_i = 0; i < n_rows; step_i++) {
         sf_step_summary *st = &s->steps[step_i];
         st->step = at(by_step, i)->step;
@@ -847,25 +884,27 @@ static inline __attribute__((always_inline)) void fold_rows_s(sf_summary *s,
             const int64_t *baseline =
                 &ri->baseline[(size_t)rank_slot(ri, at(by_step, i)->rank) * S];
             step_add_row_s(&s->cand, &acc, st, at(by_step, i), baseline, S);
-            window_sums_add(&w, at(by_step, i));
         }
         acc_store(&acc, st, S, C);
     }
-    window_sums_store(s, &w);
 }
 
-/* A grid whose durations fold_grid_block has folded: the rows' other
- * fields, as check_row summed them. */
-static void fold_grid_fields(sf_summary *s, const struct view *by_step, const struct layout *lay,
-                             const struct row_check *c)
+/* A grid whose durations fold_grid_block has folded: each step's number. */
+static void fold_grid_steps(sf_summary *s, const struct view *by_step, const struct layout *lay)
+{
+    for (uint32_t t = 0; t < s->n_steps; t++)
+        s->steps[t].step = at(by_step, (size_t)t * lay->grid_ranks)->step;
+}
+
+/* The rows' other fields, as check_row summed them on its way: whichever
+ * fold took the durations, no row is read for them again. */
+static void fold_row_fields(sf_summary *s, const struct row_check *c)
 {
     for (uint32_t t = 0; t < s->n_steps; t++) {
-        sf_step_summary *st = &s->steps[t];
-        st->step = at(by_step, (size_t)t * lay->grid_ranks)->step;
-        st->overlap_sum += c->overlap[t];
-        st->arrival_missing += c->arrival[t];
+        s->steps[t].overlap_sum += c->overlap[t];
+        s->steps[t].arrival_missing += c->arrival[t];
     }
-    window_sums_store(s, &c->win);
+    window_sums_store(s, &c->scan.win);
 }
 
 /* The default schema has six stages; arrival splits add one or two. */
@@ -873,7 +912,7 @@ static int fold_rows(sf_summary *s, const struct rank_info *ri, const struct vie
                      size_t n_rows, const struct layout *lay, const struct row_check *c)
 {
     if (grid_fold_vec(s, lay))
-        fold_grid_fields(s, by_step, lay, c);
+        fold_grid_steps(s, by_step, lay);
     else
         switch (s->schema.n_stages) {
         case 6:
@@ -889,6 +928,7 @@ static int fold_rows(sf_summary *s, const struct rank_info *ri, const struct vie
             fold_rows_s(s, ri, by_step, n_rows, s->schema.n_stages);
             break;
         }
+    fold_row_fields(s, c);
     for (uint32_t i = 0; i < ri->n; i++) {
         int r = sf__roles_add(s, ri->roles[i]);
         if (r < 0)
