@@ -140,10 +140,20 @@ __attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, 
     NET_BY_LANES(net, v, lanes, 0)
 }
 
+/* batcher()'s rounds p < 16 on 16 wires. */
+static const uint8_t tile_net[63][2] = {
+    {0, 1},   {2, 3},   {4, 5}, {6, 7},   {8, 9},   {10, 11}, {12, 13}, {14, 15}, {0, 2},
+    {1, 3},   {4, 6},   {5, 7}, {8, 10},  {9, 11},  {12, 14}, {13, 15}, {1, 2},   {5, 6},
+    {9, 10},  {13, 14}, {0, 4}, {1, 5},   {2, 6},   {3, 7},   {8, 12},  {9, 13},  {10, 14},
+    {11, 15}, {2, 4},   {3, 5}, {10, 12}, {11, 13}, {1, 2},   {3, 4},   {5, 6},   {9, 10},
+    {11, 12}, {13, 14}, {0, 8}, {1, 9},   {2, 10},  {3, 11},  {4, 12},  {5, 13},  {6, 14},
+    {7, 15},  {4, 8},   {5, 9}, {6, 10},  {7, 11},  {2, 4},   {3, 5},   {6, 8},   {7, 9},
+    {10, 12}, {11, 13}, {1, 2}, {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
+
 /* One column of up to 8 lanes of an aligned block of `wires` <= TILE_WIRES
- * wires, sorted in registers by batcher()'s rounds p < 16 on 16 wires,
- * written out (63 comparators); wires past the block's end hold +infinity
- * and are never stored. */
+ * wires, sorted in registers by tile_net (the loop unrolls into straight
+ * min/max code on registers); wires past the block's end hold +infinity and
+ * are never stored. */
 __attribute__((target("avx512f"))) static inline void tile_sort(int64_t *col, size_t lanes,
                                                                 uint32_t wires, __mmask8 m)
 {
@@ -152,24 +162,14 @@ __attribute__((target("avx512f"))) static inline void tile_sort(int64_t *col, si
         w[i] = i < wires ? _mm512_mask_loadu_epi64(_mm512_set1_epi64(INT64_MAX), m,
                                                    col + (size_t)i * lanes)
                          : _mm512_set1_epi64(INT64_MAX);
-#define CE(a, b)                                                                                   \
-    do {                                                                                           \
-        __m512i lo_ = _mm512_min_epi64(w[a], w[b]);                                                \
-        w[b] = _mm512_max_epi64(w[a], w[b]);                                                       \
-        w[a] = lo_;                                                                                \
-    } while (0);
-    CE(0, 1)
-    CE(2, 3) CE(4, 5) CE(6, 7) CE(8, 9) CE(10, 11) CE(12, 13) CE(14, 15) CE(0, 2) CE(1, 3) CE(4, 6)
-        CE(5, 7) CE(8, 10) CE(9, 11) CE(12, 14) CE(13, 15) CE(1, 2) CE(5, 6) CE(9, 10) CE(13, 14)
-            CE(0, 4) CE(1, 5) CE(2, 6) CE(3, 7) CE(8, 12) CE(9, 13) CE(10, 14) CE(11, 15) CE(2, 4)
-                CE(3, 5) CE(10, 12) CE(11, 13) CE(1, 2) CE(3, 4) CE(5, 6) CE(9, 10) CE(11, 12)
-                    CE(13, 14) CE(0, 8) CE(1, 9) CE(2, 10) CE(3, 11) CE(4, 12) CE(5, 13) CE(6, 14)
-                        CE(7, 15) CE(4, 8) CE(5, 9) CE(6, 10) CE(7, 11) CE(2, 4) CE(3, 5) CE(6, 8)
-                            CE(7, 9) CE(10, 12) CE(11, 13) CE(1, 2) CE(3, 4) CE(5, 6) CE(7, 8)
-                                CE(9, 10) CE(11, 12) CE(13, 14)
-#undef CE
-                                    for (uint32_t i = 0; i < wires; i++)
-                                        _mm512_mask_storeu_epi64(col + (size_t)i * lanes, m, w[i]);
+#pragma GCC unroll 64
+    for (uint32_t c = 0; c < 63; c++) {
+        __m512i lo = _mm512_min_epi64(w[tile_net[c][0]], w[tile_net[c][1]]);
+        w[tile_net[c][1]] = _mm512_max_epi64(w[tile_net[c][0]], w[tile_net[c][1]]);
+        w[tile_net[c][0]] = lo;
+    }
+    for (uint32_t i = 0; i < wires; i++)
+        _mm512_mask_storeu_epi64(col + (size_t)i * lanes, m, w[i]);
 }
 
 __attribute__((target("avx512f"))) static void run_avx512(const sf__median_net *net, int64_t *v,

@@ -354,7 +354,7 @@ static uint32_t block_medians(const struct gather *g, struct rank_info *ri, uint
  * lookup; from the step-major array, a block of ranks of one step is one
  * contiguous run. The block is small enough that the lines being filled
  * (one per rank and stage) stay in L1 while the steps go by. */
-enum { GRID_BLOCK = 64, GRID_AHEAD = 4 };
+enum { GRID_BLOCK = 32, GRID_AHEAD = 4 };
 
 static void grid_block_medians(const struct view *rows, const struct layout *lay, uint32_t n_steps,
                                struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
@@ -386,17 +386,27 @@ static void grid_block_medians(const struct view *rows, const struct layout *lay
  * series in its own lane, so a step of a step-major array is one copy. */
 enum { NET_RANKS = 8 };
 
+/* Steps lie a whole step of rows apart, and a block's run of one step is
+ * too short for the hardware's stream detection: its lines are fetched a
+ * few steps ahead. */
+static inline void prefetch_block(const struct layout *lay, size_t t, size_t S, uint32_t lo,
+                                  uint32_t hi)
+{
+    if (lay->matrix == NULL)
+        return;
+    const char *run = (const char *)(lay->matrix + (t * lay->grid_ranks + lo) * S);
+    for (size_t b = 0; b < (hi - lo) * S * sizeof(int64_t); b += 64)
+        __builtin_prefetch(run + b);
+}
+
 static void grid_block_net(const struct view *rows, const struct layout *lay, uint32_t n_steps,
                            struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
                            int64_t *values, const sf__median_net *net, enum sf__net_isa isa)
 {
     size_t R = lay->grid_ranks, T = n_steps, group = (size_t)NET_RANKS * S * T;
     for (size_t t = 0; t < T; t++) {
-        if (lay->matrix && t + GRID_AHEAD < T) {
-            const char *ahead = (const char *)(lay->matrix + ((t + GRID_AHEAD) * R + lo) * S);
-            for (size_t b = 0; b < (hi - lo) * S * sizeof(int64_t); b += 64)
-                __builtin_prefetch(ahead + b);
-        }
+        if (t + GRID_AHEAD < T)
+            prefetch_block(lay, t + GRID_AHEAD, S, lo, hi);
         for (uint32_t g = lo; g < hi; g += NET_RANKS) {
             uint32_t n = hi - g < NET_RANKS ? hi - g : NET_RANKS;
             int64_t *v = &values[(g - lo) / NET_RANKS * group + t * n * S];
@@ -424,11 +434,14 @@ static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                             uint32_t hi)
 {
     size_t R = lay->grid_ranks, S = fold_into->schema.n_stages;
-    for (uint32_t t = 0; t < fold_into->n_steps; t++)
+    for (uint32_t t = 0; t < fold_into->n_steps; t++) {
+        if (t + GRID_AHEAD < fold_into->n_steps)
+            prefetch_block(lay, t + GRID_AHEAD, S, lo, hi);
         sf__fold_grid_vec(fold_into, t, rows->sorted ? NULL : rows->rows + t * R + lo,
                           rows->sorted ? rows->sorted + t * R + lo : NULL,
                           lay->matrix ? lay->matrix + (t * R + lo) * S : NULL, hi - lo,
                           ri->ranks + lo, ri->baseline + lo * S);
+    }
 }
 
 static int rank_medians_grid(const sf_schema *schema, const struct view *rows,
@@ -700,23 +713,31 @@ static inline void check_step_end(struct row_check *c, const struct row_scan *sc
     }
 }
 
-static int check_new_step(struct row_check *c, struct row_scan *sc)
+/* Room for one more step's sums: rarely taken, kept out of line. */
+static __attribute__((noinline)) int check_grow(struct row_check *c)
+{
+    size_t cap = c->cap ? 2 * c->cap : 64;
+    int64_t *overlap = realloc(c->overlap, cap * sizeof *overlap);
+    if (overlap == NULL)
+        return -ENOMEM;
+    c->overlap = overlap;
+    uint32_t *arrival = realloc(c->arrival, cap * sizeof *arrival);
+    if (arrival == NULL)
+        return -ENOMEM;
+    c->arrival = arrival;
+    c->cap = cap;
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int check_new_step(struct row_check *c,
+                                                                struct row_scan *sc)
 {
     check_step_end(c, sc);
     sc->step_overlap = 0;
     sc->step_arrival = 0;
-    if (c->n_steps == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 64;
-        int64_t *overlap = realloc(c->overlap, cap * sizeof *overlap);
-        if (overlap == NULL)
-            return -ENOMEM;
-        c->overlap = overlap;
-        uint32_t *arrival = realloc(c->arrival, cap * sizeof *arrival);
-        if (arrival == NULL)
-            return -ENOMEM;
-        c->arrival = arrival;
-        c->cap = cap;
-    }
+    int r = c->n_steps == c->cap ? check_grow(c) : 0;
+    if (r < 0)
+        return r;
     c->n_steps++;
     return 0;
 }
