@@ -11,18 +11,24 @@
 #include <stagefrontier/accounting.h>
 
 /* window.c: the bounds of one row (sf_row_validate), inlined where rows are
- * checked in bulk. The durations are checked with one branch per row: a
- * negative duration, read as unsigned, is above the cap too. */
+ * checked in bulk. The durations are checked with one branch per row and
+ * two operations per duration: no duration may have a bit at or above the
+ * cap's (a power of two; a negative one has its sign bit), so their sum
+ * cannot wrap, and it may not pass SF_MAX_STEP_NS. A duration of exactly
+ * the cap, which the first test lets through on its own, fails the second:
+ * the cap lies above the step's bound. */
+_Static_assert((SF_MAX_DURATION_NS & (SF_MAX_DURATION_NS - 1)) == 0, "the cap is one bit");
+_Static_assert(SF_MAX_STEP_NS < SF_MAX_DURATION_NS, "a duration at the cap overruns a step");
 static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
 {
     if (row->step < 0 || row->rank >= SF_MAX_RANKS)
         return -ERANGE;
-    uint64_t over = 0, total = 0;
+    uint64_t bits = 0, total = 0;
     for (uint32_t s = 0; s < n_stages; s++) {
-        over |= (uint64_t)((uint64_t)row->d[s] > (uint64_t)SF_MAX_DURATION_NS);
+        bits |= (uint64_t)row->d[s];
         total += (uint64_t)row->d[s];
     }
-    if (over || total > (uint64_t)SF_MAX_STEP_NS)
+    if (bits >= (uint64_t)SF_MAX_DURATION_NS || total > (uint64_t)SF_MAX_STEP_NS)
         return -ERANGE;
     if (row->overlap_ns < 0 || row->overlap_ns > SF_MAX_STEP_NS)
         return -ERANGE;

@@ -679,7 +679,7 @@ static void window_sums_store(sf_summary *s, const struct window_sums *w)
 struct row_scan {
     size_t per_step, col, row_bytes;
     bool grid, contiguous;
-    uintptr_t base;
+    uintptr_t next_d;     /* where a step-major array holds the next row's durations */
     int64_t step_overlap; /* the current step's sums, stored when it ends */
     uint32_t step_arrival;
     struct window_sums win;
@@ -749,7 +749,7 @@ static void check_begin(struct row_check *c, const sf_schema *schema, const sf_r
     *c = (struct row_check){.scan = {.row_bytes = schema->n_stages * sizeof(int64_t),
                                      .grid = n_rows > 0,
                                      .contiguous = sorted && n_rows > 0,
-                                     .base = n_rows ? (uintptr_t)first->d : 0}};
+                                     .next_d = n_rows ? (uintptr_t)first->d : 0}};
 }
 
 static inline __attribute__((always_inline)) int check_row(struct row_check *ch, struct row_scan *c,
@@ -778,7 +778,8 @@ static inline __attribute__((always_inline)) int check_row(struct row_check *ch,
     }
     if (c->per_step) /* col is i % per_step, kept without a division */
         c->grid &= new_step == (c->col == 0) && row->rank == at(by_step, c->col)->rank;
-    c->contiguous &= (uintptr_t)row->d == c->base + i * c->row_bytes;
+    c->contiguous &= (uintptr_t)row->d == c->next_d;
+    c->next_d += c->row_bytes;
     return 0;
 }
 
@@ -810,7 +811,7 @@ static int check_rows(const sf_schema *schema, const struct view *by_step, size_
 
 /* The rows are read once, in order; a row is a cache line, and the hardware
  * fetches a line or two ahead on its own, a few rows' work too late. */
-enum { ROWS_AHEAD = 16 };
+enum { ROWS_AHEAD = 48 };
 
 static bool in_order(const sf_row *a, const sf_row *b)
 {

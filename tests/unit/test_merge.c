@@ -197,6 +197,10 @@ static void duplicate_rows_are_rejected(void **state)
     cell(&m, 0, 1)[0] = 0;
     cell(&m, 1, 1)[2] = INT64_MIN;
     assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
+    cell(&m, 1, 1)[2] = SF_MAX_DURATION_NS; /* a stage at its cap overruns the step */
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
+    cell(&m, 1, 1)[2] = SF_MAX_DURATION_NS * 2; /* the cap's bit clear, one above it set */
+    assert_int_equal(sf_summary_build(&schema, &meta, m.rows, 4, false, &s), -ERANGE);
     /* A stage may hold the whole step bound, and a rank's step no more. */
     cell(&m, 1, 1)[0] = cell(&m, 1, 1)[1] = 0;
     cell(&m, 1, 1)[2] = SF_MAX_STEP_NS + 1;
