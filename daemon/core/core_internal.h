@@ -41,6 +41,34 @@ static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
     return 0;
 }
 
+/* Runs `call`, an expression that names S, with S a constant for the stage
+ * counts schemas usually have (the default six; seven or eight with arrival
+ * splits), so that the always-inlined loops over stages it reaches unroll;
+ * any other count runs it with S = count. The one place that chooses them. */
+#define SF__BY_STAGE_COUNT(count, S, call)                                                         \
+    switch (count) {                                                                               \
+    case 6: {                                                                                      \
+        const uint32_t S = 6;                                                                      \
+        call;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    case 7: {                                                                                      \
+        const uint32_t S = 7;                                                                      \
+        call;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    case 8: {                                                                                      \
+        const uint32_t S = 8;                                                                      \
+        call;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    default: {                                                                                     \
+        const uint32_t S = (count);                                                                \
+        call;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    }
+
 /* max(d - b, 0), branch-free: whether a duration lies above its median is a
  * coin flip no branch predictor learns. Both are checked durations (or
  * medians of them), so d - b cannot overflow. */

@@ -62,24 +62,11 @@ static inline __attribute__((always_inline)) void cohort_step_s(const sf_summary
         gain[c] += exposed - clipped[c];
 }
 
-/* The default schema has six stages; arrival splits add one or two. */
+/* One step of cohort gains, unrolled for the usual stage counts. */
 static void cohort_step(const sf_summary *s, const int64_t *rows, uint32_t n, int64_t *scratch,
                         int64_t exposed, int64_t *gain)
 {
-    switch (s->schema.n_stages) {
-    case 6:
-        cohort_step_s(s, rows, n, scratch, exposed, gain, 6);
-        break;
-    case 7:
-        cohort_step_s(s, rows, n, scratch, exposed, gain, 7);
-        break;
-    case 8:
-        cohort_step_s(s, rows, n, scratch, exposed, gain, 8);
-        break;
-    default:
-        cohort_step_s(s, rows, n, scratch, exposed, gain, s->schema.n_stages);
-        break;
-    }
+    SF__BY_STAGE_COUNT(s->schema.n_stages, S, cohort_step_s(s, rows, n, scratch, exposed, gain, S))
 }
 
 int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,

@@ -852,20 +852,8 @@ static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n,
     check_begin(c, schema, rows, n, true);
     int err = 0;
     bool sorted;
-    switch (schema->n_stages) { /* constant stage counts unroll the duration checks */
-    case 6:
-        sorted = view_check_s(c, &v, n, &err, 6);
-        break;
-    case 7:
-        sorted = view_check_s(c, &v, n, &err, 7);
-        break;
-    case 8:
-        sorted = view_check_s(c, &v, n, &err, 8);
-        break;
-    default:
-        sorted = view_check_s(c, &v, n, &err, schema->n_stages);
-        break;
-    }
+    /* constant stage counts unroll the duration checks */
+    SF__BY_STAGE_COUNT(schema->n_stages, S, sorted = view_check_s(c, &v, n, &err, S))
     lay->sorted = sorted;
     if (sorted) {
         if (err < 0)
@@ -929,27 +917,15 @@ static void fold_row_fields(sf_summary *s, const struct row_check *c)
     window_sums_store(s, &c->scan.win);
 }
 
-/* The default schema has six stages; arrival splits add one or two. */
+/* The durations by the grid fold or by rows, unrolled for the usual stage
+ * counts; then the rows' other fields and the roles. */
 static int fold_rows(sf_summary *s, const struct rank_info *ri, const struct view *by_step,
                      size_t n_rows, const struct layout *lay, const struct row_check *c)
 {
     if (grid_fold_vec(s, lay))
         fold_grid_steps(s, by_step, lay);
     else
-        switch (s->schema.n_stages) {
-        case 6:
-            fold_rows_s(s, ri, by_step, n_rows, 6);
-            break;
-        case 7:
-            fold_rows_s(s, ri, by_step, n_rows, 7);
-            break;
-        case 8:
-            fold_rows_s(s, ri, by_step, n_rows, 8);
-            break;
-        default:
-            fold_rows_s(s, ri, by_step, n_rows, s->schema.n_stages);
-            break;
-        }
+        SF__BY_STAGE_COUNT(s->schema.n_stages, S, fold_rows_s(s, ri, by_step, n_rows, S))
     fold_row_fields(s, c);
     for (uint32_t i = 0; i < ri->n; i++) {
         int r = sf__roles_add(s, ri->roles[i]);
