@@ -810,8 +810,10 @@ static int check_rows(const sf_schema *schema, const struct view *by_step, size_
 }
 
 /* The rows are read once, in order; a row is a cache line, and the hardware
- * fetches a line or two ahead on its own, a few rows' work too late. */
-enum { ROWS_AHEAD = 48 };
+ * fetches a line or two ahead on its own, a few rows' work too late. A
+ * row's durations lie elsewhere: they are fetched once the row's own line,
+ * fetched earlier, says where. */
+enum { ROWS_AHEAD = 64, DURATIONS_AHEAD = 32 };
 
 static bool in_order(const sf_row *a, const sf_row *b)
 {
@@ -828,6 +830,8 @@ view_check_s(struct row_check *c, const struct view *v, size_t n, int *err, uint
     for (; i < n && *err == 0; i++) {
         if (i + ROWS_AHEAD < n)
             __builtin_prefetch(&v->rows[i + ROWS_AHEAD]);
+        if (i + DURATIONS_AHEAD < n)
+            __builtin_prefetch(v->rows[i + DURATIONS_AHEAD].d);
         if (i > 0 && !in_order(&v->rows[i - 1], &v->rows[i]))
             return false;
         *err = check_row(c, &scan, S, v, i);
