@@ -215,6 +215,38 @@ static void duplicate_rows_are_rejected(void **state)
     matrix_free(&m);
 }
 
+/* A row's durations are checked by their bits and their sum: on a grid and
+ * without one (a rank missing), a duration at or past its cap, a negative
+ * one, or a row past the step's bound is refused, and the error is the
+ * first in (step, rank) order. */
+static void durations_are_checked_on_every_path(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    numbered_schema(&schema, 3);
+    sf_window_meta meta = meta_for(4);
+    for (size_t n = 12; n >= 11; n--) {
+        struct matrix m = matrix_random(11, 3, 4, 3, 100);
+        sf_summary *s = NULL;
+        assert_int_equal(sf_summary_build(&schema, &meta, m.rows, n, false, &s), 0);
+        sf_summary_free(s);
+        s = NULL;
+        cell(&m, 1, 2)[1] = SF_MAX_DURATION_NS;
+        assert_int_equal(sf_summary_build(&schema, &meta, m.rows, n, false, &s), -ERANGE);
+        cell(&m, 1, 2)[1] = -5;
+        assert_int_equal(sf_summary_build(&schema, &meta, m.rows, n, false, &s), -ERANGE);
+        cell(&m, 1, 2)[1] = SF_MAX_STEP_NS; /* each below its cap, the row past the step's */
+        assert_int_equal(sf_summary_build(&schema, &meta, m.rows, n, false, &s), -ERANGE);
+        m.rows[10].rank = m.rows[9].rank; /* a later duplicate: the durations come first */
+        assert_int_equal(sf_summary_build(&schema, &meta, m.rows, n, true, &s), -ERANGE);
+        m.rows[1].rank = m.rows[0].rank; /* an earlier one comes first */
+        assert_int_equal(sf_summary_build(&schema, &meta, m.rows, n, false, &s), -EEXIST);
+        assert_null(s);
+        matrix_free(&m);
+    }
+    sf_schema_clear(&schema);
+}
+
 /* The rank cap is hard: a window of SF_MAX_RANKS ranks, each at the step
  * bound (the largest per-step sums over ranks there can be, 2^62), builds,
  * merges from two halves and reports exactly; a rank past the cap is
@@ -268,6 +300,7 @@ int main(void)
         cmocka_unit_test(resend_and_overlap_are_refused),
         cmocka_unit_test(duplicate_rows_are_rejected),
         cmocka_unit_test(rank_cap_is_hard),
+        cmocka_unit_test(durations_are_checked_on_every_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
