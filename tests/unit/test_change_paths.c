@@ -200,14 +200,14 @@ static void rank_autocorrelation_matches_plain_midranks(void **state)
             rank[t] = ((double)below + 1 + (double)(below + equal)) / 2;
         }
         /* lag-1 covariance over variance, summed in time order */
-        double mean = ((double)n + 1) / 2, lagged = 0, spread = 0;
+        double mean = ((double)n + 1) / 2, lagged = 0, sum_sq = 0;
         for (size_t t = 0; t + 1 < n; t++)
             lagged += (rank[t] - mean) * (rank[t + 1] - mean);
         for (size_t t = 0; t < n; t++)
-            spread += (rank[t] - mean) * (rank[t] - mean);
+            sum_sq += (rank[t] - mean) * (rank[t] - mean);
         double rho;
         assert_int_equal(sf__rank_lag1_autocorrelation(v, n, &rho), 0);
-        assert_true(rho == (spread > 0 ? lagged / spread : 0));
+        assert_true(rho == (sum_sq > 0 ? lagged / sum_sq : 0));
     }
 }
 
