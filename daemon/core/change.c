@@ -59,79 +59,47 @@ static int window_steps_collect(const sf_summary *s, struct window_steps *w)
     return 0;
 }
 
-/* Reference column of one stage (k < S) or of the exposed step (k == S). */
-static void reference_column(const sf_reference *ref, uint32_t k, int64_t *ret)
-{
-    uint32_t S = ref->n_stages;
-    for (uint32_t t = 0; t < ref->n_steps; t++) {
-        const int64_t *a = &ref->advance[(size_t)t * S];
-        if (k < S) {
-            ret[t] = a[k];
-        } else {
-            int64_t sum = 0;
-            for (uint32_t j = 0; j < S; j++)
-                sum += a[j];
-            ret[t] = sum;
-        }
-    }
-}
-
-/* The advance's share of its step's exposed time, in parts per million:
- * a machine that slows every stage alike leaves it where it was. */
-static int64_t share_ppm(int64_t advance, int64_t exposed)
-{
-    return exposed > 0 ? (int64_t)((__int128)advance * 1000000 / exposed) : 0;
-}
-
-/* The variance factor of the share test: the serial dependence of the
- * baseline's and the window's series, weighted by their lengths. */
-static int share_serial_factor(const int64_t *x, uint32_t m, const int64_t *y, uint32_t n,
-                               double *ret_factor)
-{
-    double rho_x, rho_y;
-    int rc = sf__rank_lag1_autocorrelation(x, m, &rho_x);
-    if (rc == 0)
-        rc = sf__rank_lag1_autocorrelation(y, n, &rho_y);
-    if (rc == 0)
-        *ret_factor = sf__serial_variance_factor((m * rho_x + n * rho_y) / ((double)m + n));
-    return rc;
-}
-
 /* The frontier test of every stage: the shift of its advance (reported,
  * and the size that must reach the minimum effect) and the rank test of its
  * share of the step (the significance), at change_alpha / stages for the
- * family; then the same estimator on the exposed step. */
+ * family; then the same estimator on the exposed step. The reference's
+ * columns come sorted (sf_reference_finish); only the window's are sorted
+ * here. The share test's variance factor is the serial dependence of both
+ * series, weighted by their lengths. */
 static int stage_shifts(sf_change *c, const sf_reference *ref, const struct window_steps *w,
                         const sf_gates *g)
 {
-    uint32_t S = ref->n_stages, m = ref->n_steps;
-    int64_t *x = malloc(((size_t)m + 1) * 3 * sizeof *x);
-    int64_t *ys = malloc(((size_t)w->n + 1) * sizeof *ys);
-    int rc = x == NULL || ys == NULL ? -ENOMEM : 0;
-    int64_t *ends = x + m + 1, *xs = ends + m + 1;
-    if (rc == 0)
-        reference_column(ref, S, ends);
-    double alpha = g->change_alpha / S;
+    uint32_t S = ref->n_stages, m = ref->n_steps, n = w->n;
+    if (!(g->change_alpha > 0 && g->change_alpha < 1))
+        return -EINVAL;
+    struct sf_reference_columns *derived = NULL;
+    int64_t *buf = malloc(((size_t)n * 3 + 1) * sizeof *buf);
+    double *rank = malloc(((size_t)n + 1) * sizeof *rank);
+    int rc = buf == NULL || rank == NULL ? -ENOMEM : 0;
+    if (rc == 0 && ref->columns == NULL)
+        rc = sf__reference_columns_build(ref, &derived);
+    const struct sf_reference_columns *cols = ref->columns ? ref->columns : derived;
+    int64_t *ys = buf, *share = buf + n, *share_sorted = buf + 2 * (size_t)n;
+    double z = sf__normal_two_sided_quantile(g->change_alpha), alpha = g->change_alpha / S;
     for (uint32_t k = 0; k <= S && rc == 0; k++) {
-        reference_column(ref, k, x);
-        const int64_t *y = k < S ? &w->advance[(size_t)k * w->n] : w->ends;
+        const int64_t *y = k < S ? &w->advance[(size_t)k * n] : w->ends;
         sf_shift *out = k < S ? &c->stages[k].shift : &c->step;
-        rc = sf_shift_estimate(x, m, y, w->n, g->change_alpha, out);
-        if (rc < 0 || k == S)
+        memcpy(ys, y, (size_t)n * sizeof *ys);
+        sf__sort_i64(ys, n);
+        sf__shift_estimate_sorted(&cols->advance_sorted[(size_t)k * m], m, ys, n, z, out);
+        if (k == S)
             break;
-        for (uint32_t t = 0; t < m; t++)
-            xs[t] = share_ppm(x[t], ends[t]);
-        for (uint32_t t = 0; t < w->n; t++)
-            ys[t] = share_ppm(y[t], w->ends[t]);
-        double share_p = 1, factor = 1; /* the share's own shift is never reported */
-        rc = share_serial_factor(xs, m, ys, w->n, &factor);
-        if (rc == 0)
-            rc = sf__mann_whitney_p(xs, m, ys, w->n, factor, &share_p);
-        c->stages[k].share_p_value = share_p;
+        double rho = sf__share_series(y, w->ends, n, share, share_sorted, rank);
+        double factor = sf__serial_variance_factor((m * cols->share_rho[k] + n * rho) /
+                                                   ((double)m + n));
+        double share_p = sf__mann_whitney_sorted_p(&cols->share_sorted[(size_t)k * m], m,
+                                                   share_sorted, n, factor);
+        c->stages[k].share_p_value = share_p; /* the share's own shift is never reported */
         c->stages[k].significant = share_p < alpha && llabs(out->delta_ns) >= c->min_effect_ns;
     }
-    free(x);
-    free(ys);
+    sf__reference_columns_free(derived);
+    free(buf);
+    free(rank);
     return rc;
 }
 

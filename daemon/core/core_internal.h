@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <stagefrontier/accounting.h>
+#include <stagefrontier/change.h>
 
 /* window.c: the bounds of one row (sf_row_validate), inlined where rows are
  * checked in bulk. The durations are checked with one branch per row and
@@ -116,17 +117,56 @@ static inline int64_t sf__contrast(const sf__middle *m, int64_t v)
     int64_t lo = (m->below & past_below) | (m->mid & ~past_below); /* h - 1 of the rest */
     return v - (lo + (hi - lo) / 2);
 }
+/* The advance of a stage as its share of the step's exposed time, in parts
+ * per million: a machine that slows every stage alike leaves it where it
+ * was (the change's share test, docs/CHANGE.md). */
+static inline int64_t sf__share_ppm(int64_t advance, int64_t exposed)
+{
+    return exposed > 0 ? (int64_t)((__int128)advance * 1000000 / exposed) : 0;
+}
+
+/* reference.c: the reference's side of the change's frontier tests, the
+ * same for every window: sorted once instead of once per window. */
+struct sf_reference_columns {
+    int64_t *advance_sorted; /* [n_stages + 1][n_steps]: each stage's advance, then the
+                              * exposed step, sorted */
+    int64_t *share_sorted;   /* [n_stages][n_steps]: each stage's sf__share_ppm, sorted */
+    double *share_rho;       /* [n_stages]: the share's lag-1 rank autocorrelation in time
+                              * order (serial.c) */
+};
+/* reference.c: the share series of n advances against their steps' exposed
+ * ends, in time order (share) and sorted (sorted), and its lag-1 rank
+ * autocorrelation; rank is n doubles of scratch. */
+double sf__share_series(const int64_t *advance, const int64_t *ends, uint32_t n, int64_t *share,
+                        int64_t *sorted, double *rank);
+int sf__reference_columns_build(const sf_reference *ref, struct sf_reference_columns **ret);
+void sf__reference_columns_free(struct sf_reference_columns *c);
+
 /* shift.c: the p-value of sf_shift_estimate alone, without the shift and
  * its interval (their searches cost most of the estimate), with the U
  * statistic's variance multiplied by variance_factor (>= 1, serial.c). */
 int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n,
                        double variance_factor, double *ret_p);
+/* shift.c: sf__mann_whitney_p of samples already sorted, allocating nothing. */
+double sf__mann_whitney_sorted_p(const int64_t *xs, size_t m, const int64_t *ys, size_t n,
+                                 double variance_factor);
+/* shift.c: z with P(Z > z) = p / 2 for a standard normal Z: the interval's
+ * width in sigmas at level p, computed once for a family of estimates. */
+double sf__normal_two_sided_quantile(double p);
+/* shift.c: sf_shift_estimate of samples already sorted, its interval at
+ * z = sf__normal_two_sided_quantile(alpha); allocates nothing. */
+void sf__shift_estimate_sorted(const int64_t *xs, size_t m, const int64_t *ys, size_t n, double z,
+                               sf_shift *ret);
 /* shift.c: sf_signed_rank_p on z itself (z is reordered and overwritten),
  * with the statistic's variance multiplied by variance_factor (>= 1). */
 double sf__signed_rank_p_inplace(int64_t *z, size_t n, double variance_factor);
 /* serial.c: the lag-1 autocorrelation of the midranks of v in time order
  * (0 for n < 3 or a constant series). */
 int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho);
+/* serial.c: the same of v (n values) given its sorted copy and n doubles of
+ * scratch, allocating nothing. */
+double sf__rank_lag1_autocorrelation_sorted(const int64_t *v, const int64_t *sorted, size_t n,
+                                            double *rank);
 /* serial.c: the AR(1) variance factor (1 + rho) / (1 - rho) of a rank
  * statistic over a series with lag-1 autocorrelation rho; 1 when rho <= 0,
  * rho capped at 0.9. */

@@ -23,7 +23,76 @@ void sf_reference_free(sf_reference *ref)
     free(ref->median_ns);
     free(ref->lead_steps);
     free(ref->contrast_ns);
+    sf__reference_columns_free(ref->columns);
     free(ref);
+}
+
+void sf__reference_columns_free(struct sf_reference_columns *c)
+{
+    if (c == NULL)
+        return;
+    free(c->advance_sorted);
+    free(c->share_sorted);
+    free(c->share_rho);
+    free(c);
+}
+
+double sf__share_series(const int64_t *advance, const int64_t *ends, uint32_t n, int64_t *share,
+                        int64_t *sorted, double *rank)
+{
+    for (uint32_t t = 0; t < n; t++)
+        share[t] = sf__share_ppm(advance[t], ends[t]);
+    memcpy(sorted, share, (size_t)n * sizeof *share);
+    sf__sort_i64(sorted, n);
+    return sf__rank_lag1_autocorrelation_sorted(share, sorted, n, rank);
+}
+
+/* Stage k's advance column into its row of c->advance_sorted, its share
+ * series sorted into c->share_sorted with its autocorrelation, then the
+ * advance column sorted. ends is the exposed step in time order. */
+static void columns_of_stage(const sf_reference *ref, struct sf_reference_columns *c, uint32_t k,
+                             const int64_t *ends, int64_t *share, double *rank)
+{
+    uint32_t S = ref->n_stages, m = ref->n_steps;
+    int64_t *advance = &c->advance_sorted[(size_t)k * m];
+    for (uint32_t t = 0; t < m; t++)
+        advance[t] = ref->advance[(size_t)t * S + k];
+    c->share_rho[k] =
+        sf__share_series(advance, ends, m, share, &c->share_sorted[(size_t)k * m], rank);
+    sf__sort_i64(advance, m);
+}
+
+int sf__reference_columns_build(const sf_reference *ref, struct sf_reference_columns **ret)
+{
+    uint32_t S = ref->n_stages, m = ref->n_steps;
+    struct sf_reference_columns *c = calloc(1, sizeof *c);
+    int64_t *share = malloc(((size_t)m + 1) * sizeof *share);
+    double *rank = malloc(((size_t)m + 1) * sizeof *rank);
+    if (c != NULL) {
+        c->advance_sorted = malloc(((size_t)S + 1) * m * sizeof *c->advance_sorted);
+        c->share_sorted = malloc(((size_t)S * m + 1) * sizeof *c->share_sorted);
+        c->share_rho = malloc(((size_t)S + 1) * sizeof *c->share_rho);
+    }
+    if (c == NULL || !c->advance_sorted || !c->share_sorted || !c->share_rho || !share || !rank) {
+        sf__reference_columns_free(c);
+        free(share);
+        free(rank);
+        return -ENOMEM;
+    }
+    int64_t *ends = &c->advance_sorted[(size_t)S * m]; /* in time order until the stages are done */
+    for (uint32_t t = 0; t < m; t++) {
+        int64_t sum = 0;
+        for (uint32_t k = 0; k < S; k++)
+            sum += ref->advance[(size_t)t * S + k];
+        ends[t] = sum;
+    }
+    for (uint32_t k = 0; k < S; k++)
+        columns_of_stage(ref, c, k, ends, share, rank);
+    sf__sort_i64(ends, m);
+    free(share);
+    free(rank);
+    *ret = c;
+    return 0;
 }
 
 static bool step_complete(const sf_summary *s, uint32_t i)
@@ -64,22 +133,26 @@ static int collect_advances(sf_reference *ref, const sf_summary *const *w, uint3
     return sf_reference_finish(ref);
 }
 
+/* sf_median_i64 of values already sorted: the middle one, or the lower of
+ * the two middle ones plus half their difference. */
+static int64_t sorted_median(const int64_t *v, size_t n)
+{
+    size_t k = n / 2;
+    return n % 2 ? v[k] : v[k - 1] + (v[k] - v[k - 1]) / 2;
+}
+
 int sf_reference_finish(sf_reference *ref)
 {
-    uint32_t S = ref->n_stages;
     if (ref->n_steps == 0)
         return -ENODATA;
-    int64_t *ends = malloc(ref->n_steps * sizeof *ends);
-    if (ends == NULL)
-        return -ENOMEM;
-    for (uint32_t t = 0; t < ref->n_steps; t++) {
-        int64_t sum = 0;
-        for (uint32_t k = 0; k < S; k++)
-            sum += ref->advance[(size_t)t * S + k];
-        ends[t] = sum;
-    }
-    ref->median_step_ns = sf_median_i64(ends, ref->n_steps);
-    free(ends);
+    sf__reference_columns_free(ref->columns);
+    ref->columns = NULL;
+    int rc = sf__reference_columns_build(ref, &ref->columns);
+    if (rc < 0)
+        return rc;
+    /* the exposed steps, sorted: the median is the selection's (sf_median_i64) */
+    const int64_t *ends = &ref->columns->advance_sorted[(size_t)ref->n_stages * ref->n_steps];
+    ref->median_step_ns = sorted_median(ends, ref->n_steps);
     return 0;
 }
 

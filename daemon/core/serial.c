@@ -33,16 +33,30 @@ static size_t count_below(const int64_t *sorted, size_t n, int64_t v)
 /* Midrank of every value, in time order: rank[t] for v[t]. A value's tie
  * group in the sorted copy runs from the count below it to the last value
  * equal to it, so no (value, time) pairs need sorting. */
-static void midranks_in_time_order(const int64_t *v, size_t n, int64_t *sorted, double *rank)
+static void midranks_in_time_order(const int64_t *v, const int64_t *sorted, size_t n, double *rank)
 {
-    memcpy(sorted, v, n * sizeof *v);
-    sf__sort_i64(sorted, n);
     for (size_t t = 0; t < n; t++) {
         size_t i = count_below(sorted, n, v[t]), j = i + 1;
         while (j < n && sorted[j] == v[t])
             j++;
         rank[t] = ((double)i + 1 + (double)j) / 2;
     }
+}
+
+double sf__rank_lag1_autocorrelation_sorted(const int64_t *v, const int64_t *sorted, size_t n,
+                                            double *rank)
+{
+    if (n < 3)
+        return 0;
+    midranks_in_time_order(v, sorted, n, rank);
+    double mean = ((double)n + 1) / 2, num = 0, den = 0;
+    for (size_t t = 0; t < n; t++) {
+        double d = rank[t] - mean;
+        den += d * d;
+        if (t + 1 < n)
+            num += d * (rank[t + 1] - mean);
+    }
+    return den > 0 ? num / den : 0;
 }
 
 int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho)
@@ -60,17 +74,11 @@ int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho)
         free(rank);
         return -ENOMEM;
     }
-    midranks_in_time_order(v, n, sorted, rank);
-    double mean = ((double)n + 1) / 2, num = 0, den = 0;
-    for (size_t t = 0; t < n; t++) {
-        double d = rank[t] - mean;
-        den += d * d;
-        if (t + 1 < n)
-            num += d * (rank[t + 1] - mean);
-    }
+    memcpy(sorted, v, n * sizeof *v);
+    sf__sort_i64(sorted, n);
+    *ret_rho = sf__rank_lag1_autocorrelation_sorted(v, sorted, n, rank);
     free(sorted);
     free(rank);
-    *ret_rho = den > 0 ? num / den : 0;
     return 0;
 }
 

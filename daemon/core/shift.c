@@ -196,7 +196,7 @@ static void rank_statistics(const int64_t *x, size_t m, const int64_t *y, size_t
 /* z with P(Z > z) = p / 2 for a standard normal Z, by bisection. Once lo
  * and hi are adjacent doubles, mid is one of them and every further round
  * leaves them as they are: stopping there gives the 200 rounds' result. */
-static double normal_two_sided_quantile(double p)
+double sf__normal_two_sided_quantile(double p)
 {
     double lo = 0, hi = 40;
     for (int it = 0; it < 200; it++) {
@@ -231,20 +231,27 @@ static double mann_whitney_sorted(const int64_t *x, size_t m, const int64_t *y, 
     return p;
 }
 
-static void estimate_sorted(const int64_t *x, size_t m, const int64_t *y, size_t n, double alpha,
-                            sf_shift *ret)
+double sf__mann_whitney_sorted_p(const int64_t *xs, size_t m, const int64_t *ys, size_t n,
+                                 double variance_factor)
+{
+    double sigma;
+    return mann_whitney_sorted(xs, m, ys, n, variance_factor, &sigma);
+}
+
+void sf__shift_estimate_sorted(const int64_t *xs, size_t m, const int64_t *ys, size_t n, double z,
+                               sf_shift *ret)
 {
     uint64_t pairs = (uint64_t)m * n;
     struct differences d;
-    differences_init(&d, x, m, y, n);
+    differences_init(&d, xs, m, ys, n);
     int64_t a, b;
     if (pairs % 2)
         a = b = kth_difference(&d, (pairs + 1) / 2, NULL);
     else
         a = kth_difference(&d, pairs / 2, &b);
     double sigma, mn = (double)pairs;
-    double p = mann_whitney_sorted(x, m, y, n, 1, &sigma);
-    double k = floor(mn / 2 - normal_two_sided_quantile(alpha) * sigma);
+    double p = mann_whitney_sorted(xs, m, ys, n, 1, &sigma);
+    double k = floor(mn / 2 - z * sigma);
     uint64_t lo_k = k < 1 ? 1 : (uint64_t)k;
     if (lo_k > (pairs + 1) / 2)
         lo_k = (pairs + 1) / 2;
@@ -264,7 +271,7 @@ int sf_shift_estimate(const int64_t *x, size_t m, const int64_t *y, size_t n, do
     int64_t *xs = sorted_copy(x, m), *ys = sorted_copy(y, n);
     int rc = -ENOMEM;
     if (xs != NULL && ys != NULL) {
-        estimate_sorted(xs, m, ys, n, alpha, ret);
+        sf__shift_estimate_sorted(xs, m, ys, n, sf__normal_two_sided_quantile(alpha), ret);
         rc = 0;
     }
     free(xs);
@@ -279,9 +286,8 @@ int sf__mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n,
         return -EINVAL;
     int64_t *xs = sorted_copy(x, m), *ys = sorted_copy(y, n);
     int rc = -ENOMEM;
-    double sigma;
     if (xs != NULL && ys != NULL) {
-        *ret_p = mann_whitney_sorted(xs, m, ys, n, variance_factor, &sigma);
+        *ret_p = sf__mann_whitney_sorted_p(xs, m, ys, n, variance_factor);
         rc = 0;
     }
     free(xs);

@@ -43,6 +43,10 @@ typedef struct sf_reference {
     uint32_t *lead_steps;   /* [n_ranks][n_stages] complete steps led uniquely */
     int64_t *contrast_ns;   /* [n_ranks][n_stages] median contrast over complete steps;
                              * SF_NULL_NS for other stages; NULL when unknown */
+    /* Derived by sf_reference_finish from the advances: what the change's
+     * frontier tests read of the reference on every window, sorted once.
+     * Owned; opaque; NULL makes each window derive it again. */
+    struct sf_reference_columns *columns;
 } sf_reference;
 
 /* Builds the reference from the summaries of its windows (any order, at most
@@ -73,8 +77,8 @@ bool sf_reference_eligible(const sf_report *report);
 /* Whether a window comes after the reference (a later window of its last
  * segment, or a later segment): only those get a change, in sfd and replay. */
 bool sf_reference_applies(const sf_reference *ref, const sf_window_meta *meta);
-/* Derives median_step_ns from the advances (after decoding a reference):
- * 0, -ENODATA without steps, -ENOMEM. */
+/* Derives median_step_ns and the sorted columns from the advances (after
+ * decoding a reference): 0, -ENODATA without steps, -ENOMEM. */
 int sf_reference_finish(sf_reference *ref);
 /* Checks that a reference fits a window's schema and world size: 0, or
  * -EINVAL with a static reason in *ret_why. */
