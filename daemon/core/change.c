@@ -433,10 +433,9 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
  * of its contrast, at an own-work stage) and its unique-lead share against
  * the reference. */
 struct rank_change {
-    int64_t own[SF_MAX_STAGES];
-    bool contrast[SF_MAX_STAGES];
-    double lead[SF_MAX_STAGES];
-    bool known;
+    int64_t own;
+    double lead;
+    bool contrast;
 };
 
 /* Steps of the window where each dense rank uniquely led route stage j's
@@ -459,8 +458,22 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
     }
 }
 
+/* Whether every rank has a row in every step of the window: then a rank's
+ * median over its rows, which the summary kept, is its median over the
+ * complete steps. */
+static bool every_step_whole(const sf_summary *s, const struct window_steps *w)
+{
+    if (s->dense->rank_median == NULL || w->n != s->n_steps)
+        return false;
+    for (uint32_t i = 0; i < s->n_steps; i++)
+        if (s->steps[i].n_ranks != s->dense->n_ranks)
+            return false;
+    return true;
+}
+
 /* Each route stage's rank medians, med[j][x], for the stages where some
- * rank has no contrast shift to use instead (NULL: none). */
+ * rank has no contrast shift to use instead (NULL: none): the summary's
+ * where every step is whole, else gathered over the complete steps. */
 static int route_medians(const sf_summary *s, const struct window_steps *w, const sf_change *c,
                          struct own_work *o, int64_t **ret)
 {
@@ -477,12 +490,16 @@ static int route_medians(const sf_summary *s, const struct window_steps *w, cons
     if (g == 0)
         return 0;
     int64_t *med = malloc((size_t)c->n_route * R * sizeof *med);
-    int rc = med == NULL ? -ENOMEM : rank_medians_init(&o->medians, w->n, R);
+    bool kept = every_step_whole(s, w);
+    int rc = med == NULL ? -ENOMEM : kept ? 0 : rank_medians_init(&o->medians, w->n, R);
     if (rc < 0) {
         free(med);
         return rc;
     }
-    for (uint32_t i = 0; i < g; i++) {
+    for (uint32_t i = 0; i < g && kept; i++)
+        for (uint32_t x = 0; x < R; x++)
+            med[(size_t)js[i] * R + x] = d->rank_median[(size_t)x * S + c->route[js[i]]];
+    for (uint32_t i = 0; i < g && !kept; i++) {
         struct series v = {&d->d[c->route[js[i]]], (size_t)R * S, S, w->index};
         rank_medians_of(&o->medians, &v, R, w->n, &med[(size_t)js[i] * R]);
     }
@@ -490,7 +507,9 @@ static int route_medians(const sf_summary *s, const struct window_steps *w, cons
     return 0;
 }
 
-static void rank_change_one(const sf_summary *s, const sf_reference *ref,
+/* Rank x's change at every route stage, ret[j]; false when the reference
+ * does not know the rank (or its median at a route stage). */
+static bool rank_change_one(const sf_summary *s, const sf_reference *ref,
                             const struct window_steps *w, const sf_change *c,
                             const struct own_work *o, const uint32_t *led, const int64_t *med,
                             uint32_t x, struct rank_change *ret)
@@ -498,25 +517,26 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
     const sf_dense *d = s->dense;
     uint32_t S = ref->n_stages, rank = d->ranks[x];
     const uint32_t *hit = sf__find_rank(ref->ranks, ref->n_ranks, rank, x);
-    ret->known = hit != NULL;
-    if (!ret->known)
-        return;
+    if (hit == NULL)
+        return false;
+    bool known = true;
     size_t ri = (size_t)(hit - ref->ranks);
     for (uint32_t j = 0; j < c->n_route; j++) {
         uint32_t k = c->route[j];
         int64_t base = ref->median_ns[ri * S + k];
         int64_t shift = o->shift ? o->shift[(size_t)x * S + k] : SF_NULL_NS;
-        ret->known = ret->known && base != SF_NULL_NS;
-        ret->contrast[k] = shift != SF_NULL_NS;
-        if (ret->contrast[k])
-            ret->own[k] = shift;
+        known = known && base != SF_NULL_NS;
+        ret[j].contrast = shift != SF_NULL_NS;
+        if (ret[j].contrast)
+            ret[j].own = shift;
         else if (base == SF_NULL_NS)
-            ret->own[k] = 0;
+            ret[j].own = 0;
         else /* gathered: this rank has no contrast shift here */
-            ret->own[k] = med[(size_t)j * d->n_ranks + x] - base;
-        ret->lead[k] = (double)led[(size_t)j * d->n_ranks + x] / w->n -
-                       (double)ref->lead_steps[ri * S + k] / ref->n_steps;
+            ret[j].own = med[(size_t)j * d->n_ranks + x] - base;
+        ret[j].lead = (double)led[(size_t)j * d->n_ranks + x] / w->n -
+                      (double)ref->lead_steps[ri * S + k] / ref->n_steps;
     }
+    return known;
 }
 
 /* Dense mode: a rank's score is, over the route, its own shift beyond the
@@ -527,37 +547,37 @@ static void rank_change_one(const sf_summary *s, const sf_reference *ref,
 static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference *ref,
                           const struct window_steps *w, const sf_gates *g, struct own_work *o)
 {
-    uint32_t R = s->dense->n_ranks;
-    struct rank_change *rc = malloc((R ? R : 1) * sizeof *rc); /* each set by rank_change_one */
+    uint32_t R = s->dense->n_ranks, J = c->n_route;
+    /* [R][J], each row set by rank_change_one */
+    struct rank_change *rc = malloc(((size_t)R * J + 1) * sizeof *rc);
+    bool *known = malloc(((size_t)R + 1) * sizeof *known);
     int64_t *scratch = malloc(((size_t)R + 1) * sizeof *scratch), *med = NULL;
-    uint32_t *led = calloc((size_t)c->n_route * R + 1, sizeof *led);
-    int ret = rc && scratch && led ? route_medians(s, w, c, o, &med) : -ENOMEM;
+    uint32_t *led = calloc((size_t)J * R + 1, sizeof *led);
+    int ret = rc && known && scratch && led ? route_medians(s, w, c, o, &med) : -ENOMEM;
     if (ret < 0)
         goto out;
     route_leads(s, w, c, led);
     for (uint32_t x = 0; x < R; x++)
-        rank_change_one(s, ref, w, c, o, led, med, x, &rc[x]);
+        known[x] = rank_change_one(s, ref, w, c, o, led, med, x, &rc[(size_t)x * J]);
     double score_extra[SF_MAX_STAGES] = {0};
     int64_t cohort[SF_MAX_STAGES] = {0};
-    for (uint32_t j = 0; j < c->n_route; j++) {
-        uint32_t k = c->route[j];
+    for (uint32_t j = 0; j < J; j++) {
         size_t n = 0;
         for (uint32_t x = 0; x < R; x++)
-            if (rc[x].known && !rc[x].contrast[k])
-                scratch[n++] = rc[x].own[k];
-        cohort[k] = n ? sf_median_i64(scratch, n) : 0;
-        score_extra[k] = (double)c->stages[k].shift.delta_ns;
+            if (known[x] && !rc[(size_t)x * J + j].contrast)
+                scratch[n++] = rc[(size_t)x * J + j].own;
+        cohort[j] = n ? sf_median_i64(scratch, n) : 0;
+        score_extra[j] = (double)c->stages[c->route[j]].shift.delta_ns;
     }
     for (uint32_t x = 0; x < R; x++) {
-        if (!rc[x].known)
+        if (!known[x])
             continue;
         double score = 0;
-        for (uint32_t j = 0; j < c->n_route; j++) {
-            uint32_t k = c->route[j];
+        for (uint32_t j = 0; j < J; j++) {
+            const struct rank_change *v = &rc[(size_t)x * J + j];
             /* a contrast shift is the rank's whole change at the stage: the
              * frontier's shift there is mostly the others' (or the load's) */
-            score += (double)(rc[x].own[k] - cohort[k]) +
-                     (rc[x].contrast[k] ? 0 : rc[x].lead[k] * score_extra[k]);
+            score += (double)(v->own - cohort[j]) + (v->contrast ? 0 : v->lead * score_extra[j]);
         }
         int64_t delta = (int64_t)llround(score);
         if (delta > 0)
@@ -565,6 +585,7 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
     }
 out:
     free(rc);
+    free(known);
     free(scratch);
     free(led);
     free(med);

@@ -111,6 +111,7 @@ void sf__dense_free(sf_dense *d)
     if (!d->d_borrowed)
         free(d->d);
     free(d->present);
+    free(d->rank_median);
     free(d);
 }
 
@@ -585,7 +586,8 @@ static void dense_fill_grid(sf_dense *d, const struct layout *lay, const struct 
         memcpy(&d->d[i * S], at(by_step, i)->d, S * sizeof *d->d);
 }
 
-static int dense_build(sf_summary *s, const struct rank_info *ri, const struct view *by_step,
+/* The last use of ri: its rank medians move to the dense rows. */
+static int dense_build(sf_summary *s, struct rank_info *ri, const struct view *by_step,
                        size_t n_rows, const struct layout *lay, bool borrow)
 {
     uint32_t S = s->schema.n_stages;
@@ -612,6 +614,8 @@ static int dense_build(sf_summary *s, const struct rank_info *ri, const struct v
         if ((d->roles[i] = strdup(ri->roles[i])) == NULL)
             return -ENOMEM;
     }
+    d->rank_median = ri->baseline;
+    ri->baseline = NULL;
     if (lay->grid_ranks) {
         if (d->d_borrowed)
             memset(d->present, 1, cells);

@@ -193,6 +193,10 @@ typedef struct sf_dense {
     int64_t *d;       /* [n_steps][n_ranks][S] */
     uint8_t *present; /* [n_steps][n_ranks] */
     bool d_borrowed;  /* d is the caller's step-major rows: never written, not freed */
+    /* Each rank's median duration per stage over its rows of the window (the
+     * report's rank medians), [n_ranks][S]; NULL where not kept (a merged or
+     * decoded summary). */
+    int64_t *rank_median;
 } sf_dense;
 
 typedef struct sf_summary {

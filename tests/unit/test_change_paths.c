@@ -814,6 +814,8 @@ static void suspects_match_direct_scores(void **state)
     (void)state;
     suspects_case(CT, 12, 7);
     suspects_case(LONG_T, 4, 7);
+    /* every step whole: the route's rank medians are the summary's own */
+    suspects_case(CT, 12, CT);
 }
 
 /* A synchronizing job of 300 or 301 ranks: columns of 256 or more take the
