@@ -298,6 +298,7 @@ struct own_work {
     int64_t *base;               /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
     int64_t *v;                  /* 2 x R scratch */
     int64_t *tmp;                /* [n] scratch for a median, so z keeps its time order */
+    double *rank;                /* [n] scratch for the serial factor's midranks */
     int64_t *med;                /* [R] every rank's median contrast */
     uint32_t *below;             /* [R] steps of that stage with z below the minimum effect */
     struct rank_medians medians; /* set up at first use, also by the suspects */
@@ -310,6 +311,7 @@ static void own_work_free(struct own_work *o)
     free(o->base);
     free(o->v);
     free(o->tmp);
+    free(o->rank);
     free(o->med);
     free(o->below);
     rank_medians_free(&o->medians);
@@ -373,9 +375,8 @@ static int own_work_stage(sf_change *c, const sf_summary *s, const sf_reference 
         o->shift[(size_t)x * o->S + k] = shift;
         if (shift < e)
             continue;
-        double rho;
-        if (sf__rank_lag1_autocorrelation(z, o->n, &rho) < 0)
-            return -ENOMEM;
+        sf__sort_i64(o->tmp, o->n); /* the selection's copy, now whole for the midranks */
+        double rho = sf__rank_lag1_autocorrelation_sorted(z, o->tmp, o->n, o->rank);
         double p = sf__signed_rank_p_inplace(z, o->n, sf__serial_variance_factor(rho));
         bool sig = p < alpha;
         if (st->own_delta_ns == SF_NULL_NS || (sig && !st->own_significant) ||
@@ -414,9 +415,10 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->base = malloc((size_t)R * sizeof *o->base);
     o->v = malloc((size_t)R * 2 * sizeof *o->v);
     o->tmp = malloc(((size_t)w->n + 1) * sizeof *o->tmp);
+    o->rank = malloc(((size_t)w->n + 1) * sizeof *o->rank);
     o->med = malloc((size_t)R * sizeof *o->med);
     o->below = malloc((size_t)R * sizeof *o->below);
-    if (!o->shift || !o->z || !o->base || !o->v || !o->tmp || !o->med || !o->below ||
+    if (!o->shift || !o->z || !o->base || !o->v || !o->tmp || !o->rank || !o->med || !o->below ||
         rank_medians_init(&o->medians, w->n, R) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)

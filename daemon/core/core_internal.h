@@ -117,6 +117,7 @@ static inline int64_t sf__contrast(const sf__middle *m, int64_t v)
     int64_t lo = (m->below & past_below) | (m->mid & ~past_below); /* h - 1 of the rest */
     return v - (lo + (hi - lo) / 2);
 }
+
 /* The advance of a stage as its share of the step's exposed time, in parts
  * per million: a machine that slows every stage alike leaves it where it
  * was (the change's share test, docs/CHANGE.md). */

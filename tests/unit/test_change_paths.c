@@ -867,6 +867,8 @@ static void contrasts_case(uint32_t R)
         for (uint32_t t = 0; t < BT; t++) {
             int64_t *row = &d[j][(size_t)t * R * 4], last = 0;
             column_fill(row, R, &st, t % 3 == 0, j < 3);
+            for (uint32_t r = probe; r < probe + 8 && j == 3; r++)
+                row[r * 4 + 0] += 3000 * (int64_t)(t / (BT / 4)); /* a drift: serial dependence */
             for (uint32_t r = 0; r < R; r++) {
                 row[r * 4 + 2] = 5000000 + rand_below(&st, 1000000);
                 row[r * 4 + 3] = 1000000;
@@ -901,6 +903,12 @@ static void contrasts_case(uint32_t R)
         int64_t shift = plain_median(z, BT);
         if (shift > 0)
             want[n++] = (sf_change_suspect){r, shift};
+        if (r == c->stages[0].own_rank) { /* its rank test, serial factor counted */
+            double rho = counted_rank_rho(z, BT);
+            rho = rho > 0.9 ? 0.9 : rho;
+            double p = sf__signed_rank_p_inplace(z, BT, rho > 0 ? (1 + rho) / (1 - rho) : 1);
+            assert_true(fabs(c->stages[0].own_p_value - p) <= 1e-12 * p);
+        }
     }
     n = rank_suspects(want, n, g.suspect_ranks_max);
     assert_int_equal(n, 8);
