@@ -96,10 +96,9 @@ static int time_pair(const sf_schema *schema, struct window *cur, const sf_gates
         sf_report *rep = NULL;
         sf_summary *sum = NULL;
         double t0 = now_s();
-        int r = sf__summary_build(schema, &cur->meta, cur->rows,
-                                  (size_t)STEPS * cur->meta.world_size,
-                                  cur->meta.world_size <= g->dense_max_ranks, SF__BUILD_BORROW,
-                                  &sum);
+        int r =
+            sf__summary_build(schema, &cur->meta, cur->rows, (size_t)STEPS * cur->meta.world_size,
+                              cur->meta.world_size <= g->dense_max_ranks, SF__BUILD_BORROW, &sum);
         if (r == 0)
             r = sf_report_compute(sum, g, &rep);
         double t1 = now_s();

@@ -90,8 +90,8 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
         if (k == S)
             break;
         double rho = sf__share_series(y, w->ends, n, share, share_sorted, rank);
-        double factor = sf__serial_variance_factor((m * cols->share_rho[k] + n * rho) /
-                                                   ((double)m + n));
+        double factor =
+            sf__serial_variance_factor((m * cols->share_rho[k] + n * rho) / ((double)m + n));
         double share_p = sf__mann_whitney_sorted_p(&cols->share_sorted[(size_t)k * m], m,
                                                    share_sorted, n, factor);
         c->stages[k].share_p_value = share_p; /* the share's own shift is never reported */
