@@ -210,18 +210,18 @@ enum sfd_shed sfd_shed_check(struct sfd_conn *c, const uint8_t *buf, size_t len,
 {
     if (c->job == NULL || !c->hello || c->channel != 0)
         return SFD_SHED_NONE;
-    /* The full peek reads every record's step; a batch that can be neither
-     * late nor shed needs only its record count. */
+    /* The full peek reads every record's step; a batch that cannot be late
+     * needs only its record count (the peek counts them too). */
     uint32_t n_records;
-    bool peeked = false;
-    if (batch_count(buf, len, &n_records) < 0)
-        return SFD_SHED_NONE;
-    if (may_be_late(c)) {
+    bool peeked = may_be_late(c);
+    if (peeked) {
         if (sfd_batch_peek(buf, len, ret) < 0)
             return SFD_SHED_NONE;
         if (batch_is_late(c, ret))
             return SFD_SHED_LATE;
-        peeked = true;
+        n_records = ret->n_records;
+    } else if (batch_count(buf, len, &n_records) < 0) {
+        return SFD_SHED_NONE;
     }
     /* Work, not time: a turn slowed by other processes on the machine sheds
      * nothing, and a backlog must last (SFD_SHED_FULL_TURNS full turns in a
