@@ -175,6 +175,8 @@ double sf__serial_variance_factor(double rho);
 /* window.c: puts the k-th smallest at values[k], no larger before it and no
  * smaller after it. */
 void sf__select_kth(int64_t *values, size_t n, size_t k);
+/* window.c: sf_median_i64 of n >= 1 values already sorted ascending. */
+int64_t sf__median_sorted(const int64_t *sorted, size_t n);
 /* window.c: sorts values ascending (the selection's branchless partitions,
  * heap sort where they split badly). */
 void sf__sort_i64(int64_t *values, size_t n);

@@ -133,14 +133,6 @@ static int collect_advances(sf_reference *ref, const sf_summary *const *w, uint3
     return sf_reference_finish(ref);
 }
 
-/* sf_median_i64 of values already sorted: the middle one, or the lower of
- * the two middle ones plus half their difference. */
-static int64_t sorted_median(const int64_t *v, size_t n)
-{
-    size_t k = n / 2;
-    return n % 2 ? v[k] : v[k - 1] + (v[k] - v[k - 1]) / 2;
-}
-
 int sf_reference_finish(sf_reference *ref)
 {
     if (ref->n_steps == 0)
@@ -150,9 +142,8 @@ int sf_reference_finish(sf_reference *ref)
     int rc = sf__reference_columns_build(ref, &ref->columns);
     if (rc < 0)
         return rc;
-    /* the exposed steps, sorted: the median is the selection's (sf_median_i64) */
     const int64_t *ends = &ref->columns->advance_sorted[(size_t)ref->n_stages * ref->n_steps];
-    ref->median_step_ns = sorted_median(ends, ref->n_steps);
+    ref->median_step_ns = sf__median_sorted(ends, ref->n_steps); /* the exposed steps, sorted */
     return 0;
 }
 

@@ -213,17 +213,30 @@ void sf__sort_i64(int64_t *values, size_t n)
     sort_range(values, n, budget);
 }
 
+/* Both medians share one definition: the middle value, or the lower of the
+ * two middle ones plus half their difference (rounded toward the lower). */
+static int64_t middle_of(int64_t lo, int64_t hi)
+{
+    return lo + (hi - lo) / 2;
+}
+
 int64_t sf_median_i64(int64_t *values, size_t n)
 {
     size_t k = n / 2;
     select_kth(values, n, k);
     if (n % 2)
         return values[k];
-    int64_t lo = values[0], hi = values[k];
+    int64_t lo = values[0];
     for (size_t i = 1; i < k; i++)
         if (values[i] > lo)
             lo = values[i];
-    return lo + (hi - lo) / 2;
+    return middle_of(lo, values[k]);
+}
+
+int64_t sf__median_sorted(const int64_t *sorted, size_t n)
+{
+    size_t k = n / 2;
+    return n % 2 ? sorted[k] : middle_of(sorted[k - 1], sorted[k]);
 }
 
 int64_t sf__pivot(const int64_t *values, size_t n)
