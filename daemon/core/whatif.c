@@ -239,10 +239,7 @@ whatif_step_vec_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
 __attribute__((target("avx512f"))) static void whatif_step_vec(struct whatif_work *w,
                                                                const int64_t *rows)
 {
-    if (w->S == 6)
-        whatif_step_vec_s(w, rows, 6);
-    else
-        whatif_step_vec_s(w, rows, w->S);
+    SF__BY_STAGE_COUNT(w->S, S, whatif_step_vec_s(w, rows, S))
 }
 
 /* The vector pass needs AVX-512, a row in one vector and every rank's
@@ -261,10 +258,7 @@ static bool whatif_vec_applies(const struct whatif_work *w)
 static void whatif_step(struct whatif_work *w, const int64_t *rows)
 {
     step_basis(w, rows);
-    if (w->S == 6)
-        whatif_step_s(w, rows, 6); /* the default schema */
-    else
-        whatif_step_s(w, rows, w->S);
+    SF__BY_STAGE_COUNT(w->S, S, whatif_step_s(w, rows, S))
 }
 
 /* Per segment of one step: the longest own work (top1), a rank holding it
