@@ -498,12 +498,15 @@ static int route_medians(const sf_summary *s, const struct window_steps *w, cons
         free(med);
         return rc;
     }
-    for (uint32_t i = 0; i < g && kept; i++)
-        for (uint32_t x = 0; x < R; x++)
-            med[(size_t)js[i] * R + x] = d->rank_median[(size_t)x * S + c->route[js[i]]];
-    for (uint32_t i = 0; i < g && !kept; i++) {
-        struct series v = {&d->d[c->route[js[i]]], (size_t)R * S, S, w->index};
-        rank_medians_of(&o->medians, &v, R, w->n, &med[(size_t)js[i] * R]);
+    for (uint32_t i = 0; i < g; i++) {
+        uint32_t k = c->route[js[i]];
+        int64_t *to = &med[(size_t)js[i] * R];
+        struct series v = {&d->d[k], (size_t)R * S, S, w->index};
+        if (kept)
+            for (uint32_t x = 0; x < R; x++)
+                to[x] = d->rank_median[(size_t)x * S + k];
+        else
+            rank_medians_of(&o->medians, &v, R, w->n, to);
     }
     *ret = med;
     return 0;

@@ -143,7 +143,10 @@ __attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, 
     NET_BY_LANES(net, v, lanes, 0)
 }
 
-/* batcher()'s rounds p < 16 on 16 wires. */
+/* batcher()'s rounds p < 16 on 16 wires, written out: with constant wire
+ * numbers the compiler keeps all 16 wires of a tile in registers, which a
+ * table built at run time would not allow (test_fold checks the result
+ * against a sort). */
 static const uint8_t tile_net[63][2] = {
     {0, 1},   {2, 3},   {4, 5}, {6, 7},   {8, 9},   {10, 11}, {12, 13}, {14, 15}, {0, 2},
     {1, 3},   {4, 6},   {5, 7}, {8, 10},  {9, 11},  {12, 14}, {13, 15}, {1, 2},   {5, 6},

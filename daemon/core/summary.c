@@ -756,7 +756,7 @@ static void check_begin(struct row_check *c, const sf_schema *schema, const sf_r
                                      .next_d = n_rows ? (uintptr_t)first->d : 0}};
 }
 
-static inline __attribute__((always_inline)) int check_row(struct row_check *ch, struct row_scan *c,
+static inline __attribute__((always_inline)) int check_row(struct row_check *c, struct row_scan *sc,
                                                            uint32_t n_stages,
                                                            const struct view *by_step, size_t i)
 {
@@ -769,33 +769,33 @@ static inline __attribute__((always_inline)) int check_row(struct row_check *ch,
     bool new_step = i && row->step != at(by_step, i - 1)->step;
     if (i && !new_step && row->rank == at(by_step, i - 1)->rank)
         return -EEXIST;
-    if ((i == 0 || new_step) && (r = check_new_step(ch, c)) < 0)
+    if ((i == 0 || new_step) && (r = check_new_step(c, sc)) < 0)
         return r;
-    c->step_overlap += row->overlap_ns;
-    c->step_arrival += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
-    window_sums_add(&c->win, row);
-    if (new_step && c->per_step == 0) {
-        c->per_step = i;
-        c->col = 0;
-    } else if (c->per_step) {
-        c->col = c->col + 1 == c->per_step ? 0 : c->col + 1;
+    sc->step_overlap += row->overlap_ns;
+    sc->step_arrival += (row->flags & SF_ROW_ARRIVAL_MISSING) != 0;
+    window_sums_add(&sc->win, row);
+    if (new_step && sc->per_step == 0) {
+        sc->per_step = i;
+        sc->col = 0;
+    } else if (sc->per_step) {
+        sc->col = sc->col + 1 == sc->per_step ? 0 : sc->col + 1;
     }
-    if (c->per_step) /* col is i % per_step, kept without a division */
-        c->grid &= new_step == (c->col == 0) && row->rank == at(by_step, c->col)->rank;
-    c->contiguous &= (uintptr_t)row->d == c->next_d;
-    c->next_d += c->row_bytes;
+    if (sc->per_step) /* col is i % per_step, kept without a division */
+        sc->grid &= new_step == (sc->col == 0) && row->rank == at(by_step, sc->col)->rank;
+    sc->contiguous &= (uintptr_t)row->d == sc->next_d;
+    sc->next_d += sc->row_bytes;
     return 0;
 }
 
-static void check_end(struct row_check *ch, const struct view *by_step, size_t n_rows,
+static void check_end(struct row_check *c, const struct view *by_step, size_t n_rows,
                       struct layout *lay)
 {
-    const struct row_scan *c = &ch->scan;
-    check_step_end(ch, c);
-    size_t per_step = c->per_step ? c->per_step : n_rows;
-    bool grid = c->grid && per_step > 0 && n_rows % per_step == 0;
+    const struct row_scan *sc = &c->scan;
+    check_step_end(c, sc);
+    size_t per_step = sc->per_step ? sc->per_step : n_rows;
+    bool grid = sc->grid && per_step > 0 && n_rows % per_step == 0;
     lay->grid_ranks = grid ? (uint32_t)per_step : 0;
-    lay->matrix = grid && c->contiguous ? at(by_step, 0)->d : NULL;
+    lay->matrix = grid && sc->contiguous ? at(by_step, 0)->d : NULL;
 }
 
 static int check_rows(const sf_schema *schema, const struct view *by_step, size_t n_rows,
