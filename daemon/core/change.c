@@ -1,6 +1,7 @@
 /*
  * What changed in one window against the job's reference (docs/CHANGE.md):
  * the shift of each stage's per-step advance and of the exposed step, the
+ * sync floor of each ".sync_wait" stage (the last arrival's wait), the
  * per-rank own-work contrasts at the stages that feed a sync point, the
  * route of significant slowdowns, and the ranks that changed. Reads only a
  * summary and a reference; never touches the report it will be attached to.
@@ -23,6 +24,7 @@ struct window_steps {
     uint32_t n;
     uint32_t *index;  /* summary step indices of complete steps */
     int64_t *advance; /* [S][n], stage-major for the estimator */
+    int64_t *floor;   /* [S][n], each step's dmin, filled at ".sync_wait" stages only */
     int64_t *ends;    /* [n] */
 };
 
@@ -30,7 +32,13 @@ static void window_steps_free(struct window_steps *w)
 {
     free(w->index);
     free(w->advance);
+    free(w->floor);
     free(w->ends);
+}
+
+static bool sync_wait_stage(const sf_schema *schema, uint32_t k)
+{
+    return k > 0 && k - 1 < 64 && (schema->sync_mask >> (k - 1)) & 1;
 }
 
 static int window_steps_collect(const sf_summary *s, struct window_steps *w)
@@ -39,8 +47,9 @@ static int window_steps_collect(const sf_summary *s, struct window_steps *w)
     size_t cap = s->n_steps ? s->n_steps : 1;
     w->index = malloc(cap * sizeof *w->index);
     w->advance = malloc(cap * S * sizeof *w->advance);
+    w->floor = malloc(cap * S * sizeof *w->floor);
     w->ends = malloc(cap * sizeof *w->ends);
-    if (w->index == NULL || w->advance == NULL || w->ends == NULL)
+    if (w->index == NULL || w->advance == NULL || w->floor == NULL || w->ends == NULL)
         return -ENOMEM;
     for (uint32_t i = 0; i < s->n_steps; i++)
         if (s->steps[i].n_ranks == ranks)
@@ -53,23 +62,71 @@ static int window_steps_collect(const sf_summary *s, struct window_steps *w)
         for (uint32_t k = 0; k < S; k++) {
             w->advance[(size_t)k * w->n + t] = st->prefix_top2[k].v1 - prev;
             prev = st->prefix_top2[k].v1;
+            if (sync_wait_stage(&s->schema, k))
+                w->floor[(size_t)k * w->n + t] = st->dmin[k];
         }
         w->ends[t] = prev;
     }
     return 0;
 }
 
-/* The frontier test of every stage: the shift of its advance (reported,
- * and the size that must reach the minimum effect) and the rank test of its
- * share of the step (the significance), at change_alpha / stages for the
- * family; then the same estimator on the exposed step. The reference's
- * columns come sorted (sf_reference_finish); only the window's are sorted
- * here. The share test's variance factor is the serial dependence of both
- * series, weighted by their lengths. */
-static int stage_shifts(sf_change *c, const sf_reference *ref, const struct window_steps *w,
-                        const sf_gates *g)
+/* What both frontier tests share for one window: the reference's sorted
+ * columns, the window's exposed steps, scratch for one series, the interval's
+ * normal quantile and the family's level. */
+struct frontier_test {
+    const struct sf_reference_columns *cols;
+    uint32_t m, n;
+    const int64_t *ends;
+    int64_t *ys, *share, *share_sorted;
+    double *rank;
+    double z, alpha;
+};
+
+/* The shift of the window's series y against the reference's sorted column
+ * x_sorted, into out; returns the rank test's p-value of y's share of the
+ * exposed step against the reference's. The variance factor is the serial
+ * dependence of both share series, weighted by their lengths. */
+static double series_test(const struct frontier_test *f, const int64_t *x_sorted,
+                          const int64_t *x_share_sorted, double x_rho, const int64_t *y,
+                          sf_shift *out)
 {
-    uint32_t S = ref->n_stages, m = ref->n_steps, n = w->n;
+    uint32_t m = f->m, n = f->n;
+    memcpy(f->ys, y, (size_t)n * sizeof *f->ys);
+    sf__sort_i64(f->ys, n);
+    sf__shift_estimate_sorted(x_sorted, m, f->ys, n, f->z, out);
+    double rho = sf__share_series(y, f->ends, n, f->share, f->share_sorted, f->rank);
+    double factor = sf__serial_variance_factor((m * x_rho + n * rho) / ((double)m + n));
+    return sf__mann_whitney_sorted_p(x_share_sorted, m, f->share_sorted, n, factor);
+}
+
+/* The sync floor of stage k: the last arrival's wait. A late rank moves the
+ * others' waits and the frontier, never the wait of the rank that came
+ * last; a collective that takes longer once everyone has arrived (a slower
+ * link, a rank held up after its arrival mark) moves it. */
+static void floor_test(sf_change *c, const struct frontier_test *f, const struct window_steps *w,
+                       uint32_t k)
+{
+    sf_stage_change *st = &c->stages[k];
+    size_t at = (size_t)k * f->m;
+    st->floor_tested = true;
+    st->floor_share_p_value =
+        series_test(f, &f->cols->floor_sorted[at], &f->cols->floor_share_sorted[at],
+                    f->cols->floor_rho[k], &w->floor[(size_t)k * f->n], &st->floor);
+    st->floor_significant =
+        st->floor_share_p_value < f->alpha && st->floor.delta_ns >= c->min_effect_ns;
+}
+
+/* The frontier tests of every stage: the shift of its advance (reported,
+ * and the size that must reach the minimum effect) and the rank test of its
+ * share of the step (the significance); at ".sync_wait" stages also the sync
+ * floor, when the reference has one. The family (change_alpha over all
+ * these tests) shares one level. Then the same estimator on the exposed
+ * step. The reference's columns come sorted (sf_reference_finish); only the
+ * window's are sorted here. */
+static int stage_shifts(sf_change *c, const sf_reference *ref, const struct window_steps *w,
+                        const sf_schema *schema, const sf_gates *g)
+{
+    uint32_t S = ref->n_stages, m = ref->n_steps, n = w->n, floors = 0;
     if (!(g->change_alpha > 0 && g->change_alpha < 1))
         return -EINVAL;
     struct sf_reference_columns *derived = NULL;
@@ -79,33 +136,39 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
     if (rc == 0 && ref->columns == NULL)
         rc = sf__reference_columns_build(ref, &derived);
     const struct sf_reference_columns *cols = ref->columns ? ref->columns : derived;
-    int64_t *ys = buf, *share = buf + n, *share_sorted = buf + 2 * (size_t)n;
-    double z = sf__normal_two_sided_quantile(g->change_alpha), alpha = g->change_alpha / S;
-    for (uint32_t k = 0; k <= S && rc == 0; k++) {
-        const int64_t *y = k < S ? &w->advance[(size_t)k * n] : w->ends;
-        sf_shift *out = k < S ? &c->stages[k].shift : &c->step;
-        memcpy(ys, y, (size_t)n * sizeof *ys);
-        sf__sort_i64(ys, n);
-        sf__shift_estimate_sorted(&cols->advance_sorted[(size_t)k * m], m, ys, n, z, out);
-        if (k == S)
-            break;
-        double rho = sf__share_series(y, w->ends, n, share, share_sorted, rank);
-        double factor =
-            sf__serial_variance_factor((m * cols->share_rho[k] + n * rho) / ((double)m + n));
-        double share_p = sf__mann_whitney_sorted_p(&cols->share_sorted[(size_t)k * m], m,
-                                                   share_sorted, n, factor);
-        c->stages[k].share_p_value = share_p; /* the share's own shift is never reported */
-        c->stages[k].significant = share_p < alpha && llabs(out->delta_ns) >= c->min_effect_ns;
+    for (uint32_t k = 0; rc == 0 && cols->floor_sorted != NULL && k < S; k++)
+        floors += sync_wait_stage(schema, k);
+    struct frontier_test f = {cols,
+                              m,
+                              n,
+                              w->ends,
+                              buf,
+                              buf + n,
+                              buf + 2 * (size_t)n,
+                              rank,
+                              sf__normal_two_sided_quantile(g->change_alpha),
+                              g->change_alpha / (S + floors)};
+    for (uint32_t k = 0; k < S && rc == 0; k++) {
+        sf_stage_change *st = &c->stages[k];
+        size_t at = (size_t)k * m;
+        st->share_p_value = series_test(&f, &cols->advance_sorted[at], &cols->share_sorted[at],
+                                        cols->share_rho[k], &w->advance[(size_t)k * n],
+                                        &st->shift); /* the share's own shift is never reported */
+        st->floor_share_p_value = NAN;
+        if (floors > 0 && sync_wait_stage(schema, k))
+            floor_test(c, &f, w, k);
+        st->significant = st->floor_significant || (st->share_p_value < f.alpha &&
+                                                    llabs(st->shift.delta_ns) >= c->min_effect_ns);
+    }
+    if (rc == 0) {
+        memcpy(buf, w->ends, (size_t)n * sizeof *buf);
+        sf__sort_i64(buf, n);
+        sf__shift_estimate_sorted(&cols->advance_sorted[(size_t)S * m], m, buf, n, f.z, &c->step);
     }
     sf__reference_columns_free(derived);
     free(buf);
     free(rank);
     return rc;
-}
-
-static bool sync_wait_stage(const sf_schema *schema, uint32_t k)
-{
-    return k > 0 && k - 1 < 64 && (schema->sync_mask >> (k - 1)) & 1;
 }
 
 bool sf_change_own_work_stage(const sf_schema *schema, uint32_t k)
@@ -133,6 +196,14 @@ static void route_insert(sf_change *c, uint32_t from, uint32_t k, int64_t key, c
     c->route[at] = k;
 }
 
+/* The size a frontier-significant stage is routed by: its advance's shift,
+ * or its sync floor's where that test found the larger shift. */
+static int64_t frontier_delta(const sf_stage_change *st)
+{
+    bool floor = st->floor_significant && st->floor.delta_ns > st->shift.delta_ns;
+    return floor ? st->floor.delta_ns : st->shift.delta_ns;
+}
+
 /* Own-work changes first (largest rank shift first): that is where the delay
  * began. Then frontier shifts, largest first, except in a sync segment that
  * holds an own-work change: there the group-visible shift (the others' wait,
@@ -143,7 +214,7 @@ static void route_order(sf_change *c, const sf_schema *schema)
     bool explained[SF_MAX_STAGES + 1] = {false};
     for (uint32_t k = 0; k < c->n_stages; k++) {
         own[k] = c->stages[k].own_delta_ns;
-        front[k] = c->stages[k].shift.delta_ns;
+        front[k] = frontier_delta(&c->stages[k]);
         if (c->stages[k].own_significant) {
             explained[sync_segment(schema, k)] = true;
             route_insert(c, 0, k, own[k], own);
@@ -152,7 +223,7 @@ static void route_order(sf_change *c, const sf_schema *schema)
     uint32_t from = c->n_route;
     for (uint32_t k = 0; k < c->n_stages; k++) {
         const sf_stage_change *st = &c->stages[k];
-        if (st->significant && st->shift.delta_ns > 0 && !st->own_significant &&
+        if (st->significant && front[k] > 0 && !st->own_significant &&
             !explained[sync_segment(schema, k)])
             route_insert(c, from, k, front[k], front);
     }
@@ -572,7 +643,7 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
             if (known[x] && !rc[(size_t)x * J + j].contrast)
                 scratch[n++] = rc[(size_t)x * J + j].own;
         cohort[j] = n ? sf_median_i64(scratch, n) : 0;
-        score_extra[j] = (double)c->stages[c->route[j]].shift.delta_ns;
+        score_extra[j] = (double)frontier_delta(&c->stages[c->route[j]]);
     }
     for (uint32_t x = 0; x < R; x++) {
         if (!known[x])
@@ -617,7 +688,7 @@ int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const 
     c->baseline_steps = ref->n_steps;
     c->steps = w.n;
     c->min_effect_ns = (int64_t)llround(gates->change_min_frac * (double)ref->median_step_ns);
-    if ((rc = stage_shifts(c, ref, &w, gates)) < 0)
+    if ((rc = stage_shifts(c, ref, &w, &summary->schema, gates)) < 0)
         goto fail;
     for (uint32_t k = 0; k < c->n_stages; k++)
         c->stages[k].own_delta_ns = SF_NULL_NS;

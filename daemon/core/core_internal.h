@@ -134,6 +134,10 @@ struct sf_reference_columns {
     int64_t *share_sorted;   /* [n_stages][n_steps]: each stage's sf__share_ppm, sorted */
     double *share_rho;       /* [n_stages]: the share's lag-1 rank autocorrelation in time
                               * order (serial.c) */
+    /* The same of the step's shortest duration (min_ns), for the sync floor
+     * test; NULL when the reference has no min_ns. */
+    int64_t *floor_sorted, *floor_share_sorted; /* [n_stages][n_steps] */
+    double *floor_rho;                          /* [n_stages] */
 };
 /* reference.c: the share series of n advances against their steps' exposed
  * ends, in time order (share) and sorted (sorted), and its lag-1 rank

@@ -1,6 +1,6 @@
 /*
  * The job's reference (docs/CHANGE.md): per complete step the frontier
- * advance of every stage, and in dense mode per (rank, stage) the median
+ * advance and the shortest duration of every stage, and in dense mode per (rank, stage) the median
  * duration, the share of steps led and, for own-work stages, the median
  * contrast against the other ranks. Built once from the summaries of the
  * reference windows and bounded by SF_REF_MAX_STEPS; per-rank figures stay
@@ -19,6 +19,7 @@ void sf_reference_free(sf_reference *ref)
     if (ref == NULL)
         return;
     free(ref->advance);
+    free(ref->min_ns);
     free(ref->ranks);
     free(ref->median_ns);
     free(ref->lead_steps);
@@ -34,6 +35,9 @@ void sf__reference_columns_free(struct sf_reference_columns *c)
     free(c->advance_sorted);
     free(c->share_sorted);
     free(c->share_rho);
+    free(c->floor_sorted);
+    free(c->floor_share_sorted);
+    free(c->floor_rho);
     free(c);
 }
 
@@ -47,19 +51,36 @@ double sf__share_series(const int64_t *advance, const int64_t *ends, uint32_t n,
     return sf__rank_lag1_autocorrelation_sorted(share, sorted, n, rank);
 }
 
-/* Stage k's advance column into its row of c->advance_sorted, its share
- * series sorted into c->share_sorted with its autocorrelation, then the
- * advance column sorted. ends is the exposed step in time order. */
-static void columns_of_stage(const sf_reference *ref, struct sf_reference_columns *c, uint32_t k,
-                             const int64_t *ends, int64_t *share, double *rank)
+/* Stage k's column of from ([n_steps][n_stages]) into its row of sorted,
+ * its share series sorted into share_sorted with its autocorrelation
+ * (returned), then the column sorted. ends is the exposed step in time order. */
+static double column_of_stage(const sf_reference *ref, const int64_t *from, uint32_t k,
+                              const int64_t *ends, int64_t *sorted, int64_t *share_sorted,
+                              int64_t *share, double *rank)
 {
     uint32_t S = ref->n_stages, m = ref->n_steps;
-    int64_t *advance = &c->advance_sorted[(size_t)k * m];
+    int64_t *column = &sorted[(size_t)k * m];
     for (uint32_t t = 0; t < m; t++)
-        advance[t] = ref->advance[(size_t)t * S + k];
-    c->share_rho[k] =
-        sf__share_series(advance, ends, m, share, &c->share_sorted[(size_t)k * m], rank);
-    sf__sort_i64(advance, m);
+        column[t] = from[(size_t)t * S + k];
+    double rho = sf__share_series(column, ends, m, share, &share_sorted[(size_t)k * m], rank);
+    sf__sort_i64(column, m);
+    return rho;
+}
+
+static bool columns_alloc(const sf_reference *ref, struct sf_reference_columns *c)
+{
+    size_t S = ref->n_stages, m = ref->n_steps;
+    c->advance_sorted = malloc((S + 1) * m * sizeof *c->advance_sorted);
+    c->share_sorted = malloc((S * m + 1) * sizeof *c->share_sorted);
+    c->share_rho = malloc((S + 1) * sizeof *c->share_rho);
+    bool ok = c->advance_sorted && c->share_sorted && c->share_rho;
+    if (ok && ref->min_ns != NULL) {
+        c->floor_sorted = malloc((S * m + 1) * sizeof *c->floor_sorted);
+        c->floor_share_sorted = malloc((S * m + 1) * sizeof *c->floor_share_sorted);
+        c->floor_rho = malloc((S + 1) * sizeof *c->floor_rho);
+        ok = c->floor_sorted && c->floor_share_sorted && c->floor_rho;
+    }
+    return ok;
 }
 
 int sf__reference_columns_build(const sf_reference *ref, struct sf_reference_columns **ret)
@@ -68,12 +89,7 @@ int sf__reference_columns_build(const sf_reference *ref, struct sf_reference_col
     struct sf_reference_columns *c = calloc(1, sizeof *c);
     int64_t *share = malloc(((size_t)m + 1) * sizeof *share);
     double *rank = malloc(((size_t)m + 1) * sizeof *rank);
-    if (c != NULL) {
-        c->advance_sorted = malloc(((size_t)S + 1) * m * sizeof *c->advance_sorted);
-        c->share_sorted = malloc(((size_t)S * m + 1) * sizeof *c->share_sorted);
-        c->share_rho = malloc(((size_t)S + 1) * sizeof *c->share_rho);
-    }
-    if (c == NULL || !c->advance_sorted || !c->share_sorted || !c->share_rho || !share || !rank) {
+    if (c == NULL || !columns_alloc(ref, c) || !share || !rank) {
         sf__reference_columns_free(c);
         free(share);
         free(rank);
@@ -86,8 +102,13 @@ int sf__reference_columns_build(const sf_reference *ref, struct sf_reference_col
             sum += ref->advance[(size_t)t * S + k];
         ends[t] = sum;
     }
-    for (uint32_t k = 0; k < S; k++)
-        columns_of_stage(ref, c, k, ends, share, rank);
+    for (uint32_t k = 0; k < S; k++) {
+        c->share_rho[k] = column_of_stage(ref, ref->advance, k, ends, c->advance_sorted,
+                                          c->share_sorted, share, rank);
+        if (ref->min_ns != NULL)
+            c->floor_rho[k] = column_of_stage(ref, ref->min_ns, k, ends, c->floor_sorted,
+                                              c->floor_share_sorted, share, rank);
+    }
     sf__sort_i64(ends, m);
     free(share);
     free(rank);
@@ -109,6 +130,8 @@ static void step_advances(const sf_step_summary *st, uint32_t S, int64_t *ret)
     }
 }
 
+/* Each complete step's advances and shortest durations, in window order,
+ * at most SF_REF_MAX_STEPS. */
 static int collect_advances(sf_reference *ref, const sf_summary *const *w, uint32_t n)
 {
     uint32_t S = ref->n_stages, total = 0;
@@ -120,13 +143,16 @@ static int collect_advances(sf_reference *ref, const sf_summary *const *w, uint3
     if (total > SF_REF_MAX_STEPS)
         total = SF_REF_MAX_STEPS;
     ref->advance = malloc((size_t)total * S * sizeof *ref->advance);
-    if (ref->advance == NULL)
+    ref->min_ns = malloc((size_t)total * S * sizeof *ref->min_ns);
+    if (ref->advance == NULL || ref->min_ns == NULL)
         return -ENOMEM;
     for (uint32_t j = 0; j < n && ref->n_steps < total; j++) {
         for (uint32_t i = 0; i < w[j]->n_steps && ref->n_steps < total; i++) {
             if (!step_complete(w[j], i))
                 continue;
             step_advances(&w[j]->steps[i], S, &ref->advance[(size_t)ref->n_steps * S]);
+            memcpy(&ref->min_ns[(size_t)ref->n_steps * S], w[j]->steps[i].dmin,
+                   S * sizeof *ref->min_ns);
             ref->n_steps++;
         }
     }

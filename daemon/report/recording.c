@@ -111,10 +111,14 @@ json_t *sf_recording_reference(const sf_reference *ref)
 {
     uint32_t S = ref->n_stages;
     json_t *windows = json_array(), *advance = json_array();
+    json_t *min = ref->min_ns != NULL ? json_array() : json_null();
     for (uint32_t j = 0; j < ref->n_windows; j++)
         json_array_append_new(windows, json_integer(ref->windows[j]));
-    for (uint32_t t = 0; t < ref->n_steps; t++)
+    for (uint32_t t = 0; t < ref->n_steps; t++) {
         json_array_append_new(advance, int_row(&ref->advance[(size_t)t * S], S));
+        if (ref->min_ns != NULL)
+            json_array_append_new(min, int_row(&ref->min_ns[(size_t)t * S], S));
+    }
     json_t *ranks = json_null(), *medians = json_null(), *leads = json_null();
     json_t *contrasts = json_null();
     if (ref->median_ns != NULL) {
@@ -131,9 +135,10 @@ json_t *sf_recording_reference(const sf_reference *ref)
         for (uint32_t r = 0; r < ref->n_ranks; r++)
             json_array_append_new(contrasts, int_row(&ref->contrast_ns[(size_t)r * S], S));
     }
-    return json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:o, s:o}", "type", "reference", "windows",
-                     windows, "segment", (json_int_t)ref->segment, "advance_ns", advance, "ranks",
-                     ranks, "median_ns", medians, "lead_steps", leads, "contrast_ns", contrasts);
+    return json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "type", "reference",
+                     "windows", windows, "segment", (json_int_t)ref->segment, "advance_ns", advance,
+                     "min_ns", min, "ranks", ranks, "median_ns", medians, "lead_steps", leads,
+                     "contrast_ns", contrasts);
 }
 
 /* ---- decoders ------------------------------------------------------------ */
@@ -409,6 +414,30 @@ static int parse_advances(json_t *a, sf_reference *ref, char *err, size_t errlen
     return 0;
 }
 
+/* Optional (recordings made before it existed lack it): the sync floor
+ * test is then off for windows replayed against this reference. One row per
+ * step of "advance_ns". */
+static int parse_min(json_t *a, sf_reference *ref, char *err, size_t errlen)
+{
+    size_t S = ref->n_stages;
+    if (a == NULL || json_is_null(a))
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) != ref->n_steps)
+        return fail(err, errlen,
+                    "\"min_ns\" must be null, or one array per step of "
+                    "\"advance_ns\"");
+    ref->min_ns = malloc((size_t)ref->n_steps * S * sizeof *ref->min_ns);
+    if (ref->min_ns == NULL)
+        return -ENOMEM;
+    for (size_t t = 0; t < ref->n_steps; t++) {
+        int r = int_array(json_array_get(a, t), "min_ns", S, 0, SF_MAX_DURATION_NS, false,
+                          &ref->min_ns[t * S], err, errlen);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* Optional (recordings made before it existed lack it): the own-work test
  * is then off for windows replayed against this reference. */
 static int parse_contrasts(json_t *obj, sf_reference *ref, char *err, size_t errlen)
@@ -482,6 +511,8 @@ int sf_recording_parse_reference(json_t *obj, const sf_schema *schema, uint32_t 
     int r = parse_windows(obj, ref, err, errlen);
     if (r == 0)
         r = parse_advances(json_object_get(obj, "advance_ns"), ref, err, errlen);
+    if (r == 0)
+        r = parse_min(json_object_get(obj, "min_ns"), ref, err, errlen);
     if (r == 0)
         r = parse_ranks(obj, ref, err, errlen);
     if (r == 0)

@@ -18,7 +18,8 @@
 #define CODEC_MAGIC_V2 0x32525453u /* "STR2": STR1 plus arrival points */
 #define CODEC_MAGIC_V3 0x33525453u /* "STR3": STR2, then the change and what-if */
 #define CODEC_MAGIC_V4 0x34525453u /* "STR4": STR3, the change's own-work tests */
-#define CODEC_MAGIC 0x35525453u    /* "STR5": STR4, then the window's wall clock */
+#define CODEC_MAGIC_V5 0x35525453u /* "STR5": STR4, then the window's wall clock */
+#define CODEC_MAGIC 0x36525453u    /* "STR6": STR5, then the change's sync floor tests */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -285,6 +286,20 @@ static void put_change(struct enc *e, const sf_change *c)
     }
 }
 
+/* The sync floor tests (STR6), after the wall clock, only with a change. */
+static void put_change_floors(struct enc *e, const sf_change *c)
+{
+    for (uint32_t k = 0; c != NULL && k < c->n_stages; k++) {
+        const sf_stage_change *st = &c->stages[k];
+        put_u32(e, st->floor_tested);
+        if (!st->floor_tested)
+            continue;
+        put_shift(e, &st->floor);
+        put_f64(e, st->floor_share_p_value);
+        put_u32(e, st->floor_significant);
+    }
+}
+
 static void put_whatif(struct enc *e, const sf_whatif *w)
 {
     put_u32(e, w != NULL);
@@ -326,6 +341,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_whatif(&e, report->whatif);
     put_i64(&e, report->meta.opened_at_ms);
     put_i64(&e, report->meta.closed_at_ms);
+    put_change_floors(&e, report->change);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -730,6 +746,31 @@ static int get_change_stages(struct dec *d, sf_change *c, bool own_work)
     return d->bad ? -EINVAL : 0;
 }
 
+/* Reports from before STR6 carry no floor test: none was run. */
+static void no_change_floors(sf_change *c)
+{
+    for (uint32_t k = 0; c != NULL && k < c->n_stages; k++) {
+        c->stages[k].floor_tested = false;
+        c->stages[k].floor_share_p_value = NAN;
+    }
+}
+
+static int get_change_floors(struct dec *d, sf_change *c)
+{
+    for (uint32_t k = 0; c != NULL && k < c->n_stages; k++) {
+        sf_stage_change *st = &c->stages[k];
+        st->floor_tested = get_bool(d);
+        if (!st->floor_tested) {
+            st->floor_share_p_value = NAN;
+            continue;
+        }
+        get_shift(d, &st->floor);
+        st->floor_share_p_value = get_f64(d);
+        st->floor_significant = get_bool(d);
+    }
+    return d->bad ? -EINVAL : 0;
+}
+
 static int get_change(struct dec *d, sf_report *r, bool own_work)
 {
     if (!get_bool(d))
@@ -793,15 +834,24 @@ static int get_whatif(struct dec *d, sf_report *r)
     return d->bad ? -EINVAL : 0;
 }
 
+/* The codec version of a magic: 2 to 6, or 0 for none of ours. */
+static unsigned codec_version(uint32_t magic)
+{
+    static const uint32_t magics[] = {CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4,
+                                      CODEC_MAGIC_V5, CODEC_MAGIC};
+    for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
+        if (magic == magics[i])
+            return i + 2;
+    return 0;
+}
+
 int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
 {
     struct dec d = {buf, len, false};
     if (buf == NULL || ret == NULL)
         return -EINVAL;
-    uint32_t magic = get_u32(&d);
-    if ((magic != CODEC_MAGIC && magic != CODEC_MAGIC_V4 && magic != CODEC_MAGIC_V3 &&
-         magic != CODEC_MAGIC_V2) ||
-        d.bad)
+    unsigned version = codec_version(get_u32(&d));
+    if (version == 0 || d.bad)
         return -EINVAL;
     sf_report *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -815,17 +865,20 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     rc = d.bad ? -EINVAL : get_gates(&d, &r->gates);
     if (rc == 0)
         rc = get_body(&d, r);
-    bool has_change = magic == CODEC_MAGIC || magic == CODEC_MAGIC_V4 || magic == CODEC_MAGIC_V3;
-    if (rc == 0 && has_change)
-        rc = get_change(&d, r, magic == CODEC_MAGIC || magic == CODEC_MAGIC_V4);
-    if (rc == 0 && has_change)
+    if (rc == 0 && version >= 3)
+        rc = get_change(&d, r, version >= 4);
+    if (rc == 0 && version >= 3)
         rc = get_whatif(&d, r);
-    if (rc == 0 && magic == CODEC_MAGIC) {
+    if (rc == 0 && version >= 5) {
         r->meta.opened_at_ms = get_i64(&d);
         r->meta.closed_at_ms = get_i64(&d);
         if (d.bad || r->meta.opened_at_ms < 0 || r->meta.closed_at_ms < 0)
             rc = -EINVAL;
     }
+    if (rc == 0 && version >= 6)
+        rc = get_change_floors(&d, r->change);
+    else if (rc == 0)
+        no_change_floors(r->change);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

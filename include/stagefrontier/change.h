@@ -21,12 +21,12 @@ extern "C" {
 #define SF_WHATIF_MAX_CELLS 16 /* (rank, stage) pairs listed */
 
 /* The compact, bounded reference of a job: per complete step the frontier
- * advance of every stage, and in dense mode per (rank, stage) the median
- * duration, the number of steps the rank uniquely led the stage's boundary
- * and, for own-work stages (sf_change_own_work_stage), the median of the
- * rank's contrast (its duration minus the median of the other ranks' in the
- * same step). In mergeable mode the per-rank arrays are NULL: nothing about
- * a single rank can be exact there. */
+ * advance of every stage and its shortest duration over the ranks (at a
+ * ".sync_wait" stage, the wait of the rank that arrived last), and in dense mode per (rank, stage)
+ * the median duration, the number of steps the rank uniquely led the stage's boundary and, for
+ * own-work stages (sf_change_own_work_stage), the median of the rank's contrast (its duration minus
+ * the median of the other ranks' in the same step). In mergeable mode the per-rank arrays are NULL:
+ * nothing about a single rank can be exact there. */
 typedef struct sf_reference {
     uint64_t schema_hash;
     uint32_t n_stages;
@@ -36,6 +36,8 @@ typedef struct sf_reference {
     uint32_t segment;                    /* of the last window */
     uint32_t n_steps;
     int64_t *advance;       /* [n_steps][n_stages] */
+    int64_t *min_ns;        /* [n_steps][n_stages] the summary's dmin; NULL when unknown
+                             * (a recording from before it was kept): no floor test */
     int64_t median_step_ns; /* median exposed step (F at the last boundary) */
     uint32_t n_ranks;       /* 0 in mergeable mode */
     uint32_t *ranks;        /* sorted */
@@ -113,8 +115,18 @@ bool sf_change_own_work_stage(const sf_schema *schema, uint32_t k);
 typedef struct sf_stage_change {
     sf_shift shift;       /* of the frontier advance */
     double share_p_value; /* Mann-Whitney of the advance's share of the exposed step */
-    bool significant;     /* share_p < change_alpha / stages and |shift| >= change_min_frac
-                           * x ref step */
+    /* Sync floor test (".sync_wait" stages, when the reference has min_ns):
+     * the shift of the last arrival's wait (the step's shortest wait over
+     * the ranks), which no rank's late arrival moves, and the Mann-Whitney
+     * p-value of its share of the exposed step. floor_tested is false, the
+     * shift zero and the p-value NaN elsewhere. */
+    bool floor_tested;
+    sf_shift floor;
+    double floor_share_p_value;
+    bool floor_significant; /* floor_share_p < the level below, floor.delta >= the minimum
+                             * effect */
+    bool significant;       /* floor_significant, or share_p < change_alpha / (stages + floor
+                             * tests) and |shift| >= change_min_frac x ref step */
     /* Own-work test (dense mode, own-work stages): the rank whose contrast
      * shifted most, its shift (median of the window's contrasts minus the
      * reference's median contrast) and p-value; own_delta_ns is SF_NULL_NS

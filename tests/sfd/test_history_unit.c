@@ -165,20 +165,23 @@ static sf_summary *slow_summary(const sf_schema *schema, int64_t slow_ns)
     return s;
 }
 
-static void round_trip_keeps_the_change(void **state)
+/* The change of rank 2's slower stage 2 against the clean window, with
+ * `floors` sync floor tests, packed and unpacked: every field back as it was. */
+static void change_round_trip(const sf_schema *schema, uint32_t floors)
 {
-    (void)state;
-    sf_schema schema;
     sf_gates gates;
     sf_gates_default(&gates);
-    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
-    sf_summary *clean = slow_summary(&schema, 0), *slow = slow_summary(&schema, 3000000);
+    sf_summary *clean = slow_summary(schema, 0), *slow = slow_summary(schema, 3000000);
     sf_reference *ref = NULL;
     sf_report *r = NULL;
     assert_int_equal(sf_reference_build((const sf_summary *const *)&clean, 1, &ref), 0);
     assert_int_equal(sf_report_compute(slow, &gates, &r), 0);
     assert_int_equal(sf_report_attach_change(r, slow, ref), 0);
     assert_true(r->change->n_route > 0 && r->whatif->n_ranks > 0);
+    uint32_t tested = 0;
+    for (uint32_t k = 0; k < r->change->n_stages; k++)
+        tested += r->change->stages[k].floor_tested;
+    assert_int_equal(tested, floors);
     sf_report *back = round_trip(r);
     assert_non_null(back->change);
     assert_memory_equal(back->change, r->change, sizeof *r->change);
@@ -189,6 +192,20 @@ static void round_trip_keeps_the_change(void **state)
     sf_reference_free(ref);
     sf_summary_free(clean);
     sf_summary_free(slow);
+}
+
+/* Without sync points, and with one (stage 2 becomes "s2" and
+ * "s2.sync_wait", which gets a sync floor test). */
+static void round_trip_keeps_the_change(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    change_round_trip(&schema, 0);
+    sf_schema_clear(&schema);
+    const char *names[] = {"s0", "s1", "s2", "s3"};
+    assert_int_equal(sf_schema_init_sync(&schema, 1, 4, names, NULL, 1, UINT64_C(1) << 2), 0);
+    change_round_trip(&schema, 1);
     sf_schema_clear(&schema);
 }
 

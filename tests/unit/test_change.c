@@ -2,8 +2,9 @@
  * The change against a reference and the what-if (docs/CHANGE.md): the
  * shift estimator on fixtures with exact numbers, the false-alarm rate over
  * seeded resamplings of a clean window, power on a known shift, mergeable
- * nulls, the own-work contrasts and their route under machine load, and the
- * clipped and sync what-ifs on exact fixtures.
+ * nulls, the own-work contrasts and their route under machine load, the
+ * sync floor against late arrivals, and the clipped and sync what-ifs on
+ * exact fixtures.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -171,6 +172,11 @@ static void reference_is_compact(void **state)
     for (uint32_t t = 0; t < 3 * WSTEPS; t++)
         v[t] = cell(&m, t, 2)[3];
     assert_int_equal(ref->median_ns[2 * STAGES + 3], sf_median_i64(v, 3 * WSTEPS));
+    /* step 7, stage 4: the shortest duration over the ranks */
+    int64_t least = INT64_MAX;
+    for (uint32_t r = 0; r < RANKS; r++)
+        least = cell(&m, 7, r)[4] < least ? cell(&m, 7, r)[4] : least;
+    assert_int_equal(ref->min_ns[7 * STAGES + 4], least);
     const char *why;
     assert_int_equal(sf_reference_check(ref, &schema, RANKS + 1, &why), -EINVAL);
     assert_string_equal(why, "the baseline has another world size");
@@ -819,6 +825,176 @@ static void whatif_sync_cohort_basis(void **state)
     sf_schema_clear(&schema);
 }
 
+/* ---- the sync floor ----------------------------------------------------------- */
+
+/* A synchronizing job whose ranks start each step up to 20 ms apart (the
+ * previous step's tail differs per rank): own work s0 near 10 ms, then the
+ * wait for the last arrival and a collective of `collective` ns plus up to
+ * 0.5 ms that every rank sees, s1 near 5 ms, a 1 ms residual. Rank `late`
+ * does `extra` ns more own work. The frontier advance at the sync point
+ * carries the start offsets; the last arrival's wait is the collective
+ * alone. */
+static struct matrix staggered_matrix(uint64_t seed, uint32_t steps, int64_t collective,
+                                      uint32_t late, int64_t extra)
+{
+    struct matrix m = matrix_new(steps, RANKS, SS);
+    uint64_t st = seed;
+    for (uint32_t t = 0; t < steps; t++) {
+        int64_t arrive[RANKS], last = 0, c = collective + rand_below(&st, 500000);
+        for (uint32_t r = 0; r < RANKS; r++) {
+            int64_t *d = cell(&m, t, r);
+            d[0] = 10000000 + rand_below(&st, 4000000) + (r == late) * extra;
+            d[2] = 5000000 + rand_below(&st, 2000000);
+            d[3] = 1000000;
+            arrive[r] = rand_below(&st, 20000000) + d[0];
+            last = arrive[r] > last ? arrive[r] : last;
+        }
+        for (uint32_t r = 0; r < RANKS; r++)
+            cell(&m, t, r)[1] = last - arrive[r] + c;
+    }
+    return m;
+}
+
+static sf_reference *staggered_baseline(const sf_schema *schema, uint64_t seed)
+{
+    struct matrix base = staggered_matrix(seed, 3 * WSTEPS, 1000000, RANKS, 0);
+    sf_reference *ref = reference_of(schema, &base, true);
+    matrix_free(&base);
+    return ref;
+}
+
+/* The window's and the reference's last-arrival waits at s0.sync_wait. */
+static void floors_of(struct matrix *m, const sf_reference *ref, int64_t *y, int64_t *x)
+{
+    for (uint32_t t = 0; t < WSTEPS; t++) {
+        y[t] = INT64_MAX;
+        for (uint32_t r = 0; r < RANKS; r++)
+            y[t] = cell(m, t, r)[1] < y[t] ? cell(m, t, r)[1] : y[t];
+    }
+    for (uint32_t t = 0; t < ref->n_steps; t++)
+        x[t] = ref->min_ns[(size_t)t * SS + 1];
+}
+
+static sf_change *staggered_change(const sf_schema *schema, const sf_reference *ref,
+                                   struct matrix *win)
+{
+    sf_gates g;
+    sf_gates_default(&g);
+    sf_summary *s = window_summary(schema, win, 0, 9, true);
+    sf_change *c = NULL;
+    assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+    sf_summary_free(s);
+    return c;
+}
+
+/* The collective takes 0.8 ms longer once every rank has arrived (a slower
+ * link, or a rank held up after its arrival mark): a little over the
+ * minimum effect. The frontier's advance at the sync point moves by as
+ * much, but the ranks' staggered starts blur it: in this window its share
+ * test misses (p 0.07). The last arrival's wait moves by that and nothing
+ * else. The floor test routes s0.sync_wait first, with the shift
+ * sf_shift_estimate gives on the floors themselves; a reference without
+ * floors (a recording from before them) finds nothing. */
+static void sync_floor_routes_a_slower_collective(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_reference *ref = staggered_baseline(&schema, 21);
+    struct matrix win = staggered_matrix(39, WSTEPS, 1800000, RANKS, 0);
+    sf_change *c = staggered_change(&schema, ref, &win);
+    assert_true(c->stages[1].floor_tested && c->stages[1].floor_significant);
+    assert_true(c->n_route > 0 && c->route[0] == 1);
+    for (uint32_t k = 0; k < SS; k++)
+        if (k != 1)
+            assert_true(!c->stages[k].floor_tested && isnan(c->stages[k].floor_share_p_value));
+    int64_t y[WSTEPS], x[3 * WSTEPS];
+    floors_of(&win, ref, y, x);
+    sf_shift want;
+    sf_gates g;
+    sf_gates_default(&g);
+    assert_int_equal(sf_shift_estimate(x, ref->n_steps, y, WSTEPS, g.change_alpha, &want), 0);
+    assert_int_equal(c->stages[1].floor.delta_ns, want.delta_ns);
+    assert_int_equal(c->stages[1].floor.ci_low_ns, want.ci_low_ns);
+    assert_int_equal(c->stages[1].floor.ci_high_ns, want.ci_high_ns);
+    assert_true(want.ci_low_ns <= 800000 && 800000 <= want.ci_high_ns);
+    sf_change_free(c);
+    free(ref->min_ns);
+    ref->min_ns = NULL;
+    assert_int_equal(sf_reference_finish(ref), 0);
+    c = staggered_change(&schema, ref, &win);
+    for (uint32_t k = 0; k < SS; k++)
+        assert_false(c->stages[k].floor_tested);
+    for (uint32_t i = 0; i < c->n_route; i++)
+        assert_true(c->route[i] != 1);
+    sf_change_free(c);
+    sf_reference_free(ref);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
+/* Rank 2 arrives 3 ms late: every other rank waits longer and the frontier
+ * moves, but the last arrival's wait is still the collective. The floor
+ * stays below the minimum effect; the late rank's own work is routed. */
+static void sync_floor_ignores_a_late_arrival(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_reference *ref = staggered_baseline(&schema, 23);
+    struct matrix win = staggered_matrix(24, WSTEPS, 1000000, 2, 3000000);
+    sf_change *c = staggered_change(&schema, ref, &win);
+    assert_true(c->stages[1].floor_tested);
+    assert_false(c->stages[1].floor_significant);
+    assert_true(llabs(c->stages[1].floor.delta_ns) < c->min_effect_ns);
+    assert_true(c->n_route > 0 && c->route[0] == 0 && c->stages[0].own_rank == 2);
+    sf_change_free(c);
+    sf_reference_free(ref);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
+/* 1,000 resamplings of a clean staggered window: the floor's rank test
+ * alone (no minimum effect) keeps its share of the family's level, and the
+ * whole route flags at most alpha of them. */
+static void sync_floor_clean_windows_rarely_flagged(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_gates g, raw;
+    sf_gates_default(&g);
+    raw = g;
+    raw.change_min_frac = 0;
+    struct matrix base = staggered_matrix(25, 3 * WSTEPS, 1000000, RANKS, 0);
+    struct matrix win = matrix_new(WSTEPS, RANKS, SS);
+    sf_reference *ref = reference_of(&schema, &base, true);
+    uint32_t flagged = 0, floor_hits = 0, trials = 1000;
+    uint64_t st = 26;
+    for (uint32_t trial = 0; trial < trials; trial++) {
+        for (uint32_t t = 0; t < WSTEPS; t++)
+            memcpy(cell(&win, t, 0), cell(&base, (uint32_t)rand_below(&st, base.steps), 0),
+                   sizeof(int64_t) * RANKS * SS);
+        sf_summary *s = window_summary(&schema, &win, 0, 5, true);
+        sf_change *c = NULL, *c_raw = NULL;
+        assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+        assert_int_equal(sf_change_compute(ref, s, &raw, &c_raw), 0);
+        flagged += c->n_route > 0;
+        floor_hits += c_raw->stages[1].floor_significant;
+        sf_change_free(c);
+        sf_change_free(c_raw);
+        sf_summary_free(s);
+    }
+    print_message("clean staggered: %u flagged, %u floor hits of %u\n", flagged, floor_hits,
+                  trials);
+    assert_true(flagged <= (uint32_t)(g.change_alpha * trials));
+    assert_true(floor_hits <= (uint32_t)(g.change_alpha * trials));
+    sf_reference_free(ref);
+    matrix_free(&base);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -837,6 +1013,9 @@ int main(void)
         cmocka_unit_test(own_work_route_under_load),
         cmocka_unit_test(own_work_clean_windows_rarely_flagged),
         cmocka_unit_test(frontier_routed_own_work_stage_scores_contrasts),
+        cmocka_unit_test(sync_floor_routes_a_slower_collective),
+        cmocka_unit_test(sync_floor_ignores_a_late_arrival),
+        cmocka_unit_test(sync_floor_clean_windows_rarely_flagged),
         cmocka_unit_test(whatif_sync_recomputes_waits),
         cmocka_unit_test(whatif_sync_beats_clipped_lower_bound),
         cmocka_unit_test(whatif_missing_arrival_falls_back_to_clipped),

@@ -1,5 +1,6 @@
 /*
- * The JSON Lines recording: every line type round-trips exactly, and the
+ * The JSON Lines recording: every line type round-trips exactly (the
+ * reference with and without its sync floors), and the
  * decoders refuse wrong types and out-of-range values with a message.
  */
 #include <setjmp.h>
@@ -118,13 +119,52 @@ static void bad_rows_are_refused(void **state)
     sf_schema_clear(&s);
 }
 
+/* A mergeable reference of two steps of two stages, with its floors, back
+ * field for field; without "min_ns" (an older recording) it parses with no
+ * floors; floors of the wrong shape are refused with a message. */
+static void reference_round_trips(void **state)
+{
+    (void)state;
+    sf_schema s;
+    const char *names[] = {"a", "b"};
+    assert_int_equal(sf_schema_init(&s, 1, 2, names, NULL, 1), 0);
+    int64_t advance[4] = {5, 7, 6, 8}, min[4] = {1, 2, 3, 4};
+    sf_reference ref = {.schema_hash = s.hash,
+                        .n_stages = 2,
+                        .world_size = 4,
+                        .n_windows = 1,
+                        .n_steps = 2,
+                        .advance = advance,
+                        .min_ns = min};
+    json_t *o = sf_recording_reference(&ref);
+    sf_reference *back = NULL;
+    char err[200] = "";
+    assert_int_equal(sf_recording_parse_reference(o, &s, 4, &back, err, sizeof err), 0);
+    assert_memory_equal(back->advance, advance, sizeof advance);
+    assert_memory_equal(back->min_ns, min, sizeof min);
+    assert_null(back->ranks);
+    sf_reference_free(back);
+    json_object_del(o, "min_ns");
+    assert_int_equal(sf_recording_parse_reference(o, &s, 4, &back, err, sizeof err), 0);
+    assert_null(back->min_ns);
+    sf_reference_free(back);
+    const char *bad[] = {"[[1,2]]", "[[1,2],[3]]", "[[1,2],[3,-4]]", "7"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_object_set_new(o, "min_ns", json_loads(bad[i], JSON_DECODE_ANY, NULL));
+        err[0] = 0;
+        assert_int_equal(sf_recording_parse_reference(o, &s, 4, &back, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "min_ns"));
+    }
+    json_decref(o);
+    sf_schema_clear(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(header_round_trips),
-        cmocka_unit_test(row_round_trips),
-        cmocka_unit_test(window_round_trips),
-        cmocka_unit_test(bad_rows_are_refused),
+        cmocka_unit_test(header_round_trips),    cmocka_unit_test(row_round_trips),
+        cmocka_unit_test(window_round_trips),    cmocka_unit_test(bad_rows_are_refused),
+        cmocka_unit_test(reference_round_trips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
