@@ -2,8 +2,10 @@
 """CI-sized live check of the change against the baseline (docs/CHANGE.md):
 a real 4-rank PyTorch DDP job (Gloo, CPU) reports through the binding to a
 real sfd. The fault is off for the three baseline windows and on in the
-fourth: change.route[0] must be the injected stage there. The no-fault row
-must show no significant change after its baseline. Exit 77 (CTest
+fourth: change.route[0] must be the injected stage there. A delay inside
+the collective (backward_comm) is routed at the stage's .sync_wait, and
+the sync floor (the last arrival's wait) must be what found it. The
+no-fault row must show no significant change after its baseline. Exit 77 (CTest
 SKIP_RETURN_CODE) only when python3-torch with Gloo is absent.
 """
 
@@ -31,6 +33,10 @@ BASELINE = 3
 # test_ddp_routing.py); the small
 # magnitudes are the evaluation's (bench/ddp/change_matrix.py).
 MAGNITUDE = 1.5
+# Rows whose delay is group-visible at another stage than the injected one:
+# a rank held up after its arrival mark lengthens the collective.
+SYNC_WAIT = ".sync_wait"
+ROUTED_AT = {"backward_comm": faults.FAULTS["backward_comm"] + SYNC_WAIT}
 
 
 def main():
@@ -43,7 +49,7 @@ def main():
         print("SKIP: /usr/bin/python3 cannot import torch with Gloo (install python3-torch)")
         return SKIP
     build = sfharness.Build(a.build)
-    stage = faults.FAULTS[a.row]
+    stage = ROUTED_AT.get(a.row, faults.FAULTS[a.row])
     mag = 0.0 if stage is None else MAGNITUDE
     job = "ci-change-%s-%d" % (a.row, os.getpid())
     phases = "A" * BASELINE + "B"
@@ -77,6 +83,10 @@ def main():
         return 1
     if stage is not None and "first appears in %s" % stage not in text:
         print("FAIL: the human view does not lead with the change")
+        return 1
+    floor = {st["name"]: st["sync_floor"] for st in c["stages"]}.get(stage)
+    if stage is not None and stage.endswith(SYNC_WAIT) and not (floor and floor["significant"]):
+        print("FAIL: the sync floor of %s is not significant: %s" % (stage, floor))
         return 1
     if stage is None and c["route"]:
         print("FAIL: the clean job shows a significant change: %s" % c["route"])
