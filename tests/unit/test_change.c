@@ -537,16 +537,24 @@ static struct matrix sync_matrix(uint64_t seed, uint32_t steps, int64_t load_pct
     return m;
 }
 
-static sf_change *sync_change(const sf_schema *schema, sf_reference *ref, int64_t load_pct,
-                              uint32_t late, int64_t extra, uint64_t seed)
+/* The change of window 9, the first WSTEPS steps of win, at the default gates. */
+static sf_change *window_change(const sf_schema *schema, const sf_reference *ref,
+                                struct matrix *win)
 {
     sf_gates g;
     sf_gates_default(&g);
-    struct matrix win = sync_matrix(seed, WSTEPS, load_pct, late, extra);
-    sf_summary *s = window_summary(schema, &win, 0, 9, true);
+    sf_summary *s = window_summary(schema, win, 0, 9, true);
     sf_change *c = NULL;
     assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
     sf_summary_free(s);
+    return c;
+}
+
+static sf_change *sync_change(const sf_schema *schema, sf_reference *ref, int64_t load_pct,
+                              uint32_t late, int64_t extra, uint64_t seed)
+{
+    struct matrix win = sync_matrix(seed, WSTEPS, load_pct, late, extra);
+    sf_change *c = window_change(schema, ref, &win);
     matrix_free(&win);
     return c;
 }
@@ -658,6 +666,47 @@ static void frontier_routed_own_work_stage_scores_contrasts(void **state)
     sf_schema_clear(&schema);
 }
 
+enum { RESAMPLES = 1000 };
+
+/* Resamples the clean job `base` of 3 x WSTEPS steps RESAMPLES times into one
+ * window each, against the reference of its first three windows: *flagged
+ * counts the windows with a route at the default gates, *hits those where
+ * `hit` finds a significant rank test without the minimum effect. */
+static void resampled_clean_windows(const sf_schema *schema, struct matrix *base,
+                                    bool (*hit)(const sf_change *), uint32_t *flagged,
+                                    uint32_t *hits)
+{
+    sf_gates g, raw;
+    sf_gates_default(&g);
+    raw = g;
+    raw.change_min_frac = 0; /* the rank tests alone */
+    struct matrix win = matrix_new(WSTEPS, RANKS, SS);
+    sf_reference *ref = reference_of(schema, base, true);
+    uint64_t st = 17;
+    *flagged = *hits = 0;
+    for (uint32_t trial = 0; trial < RESAMPLES; trial++) {
+        for (uint32_t t = 0; t < WSTEPS; t++)
+            memcpy(cell(&win, t, 0), cell(base, (uint32_t)rand_below(&st, base->steps), 0),
+                   sizeof(int64_t) * RANKS * SS);
+        sf_summary *s = window_summary(schema, &win, 0, 5, true);
+        sf_change *c = NULL, *c_raw = NULL;
+        assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
+        assert_int_equal(sf_change_compute(ref, s, &raw, &c_raw), 0);
+        *flagged += c->n_route > 0;
+        *hits += hit(c_raw);
+        sf_change_free(c);
+        sf_change_free(c_raw);
+        sf_summary_free(s);
+    }
+    sf_reference_free(ref);
+    matrix_free(&win);
+}
+
+static bool own_work_hit(const sf_change *c)
+{
+    return c->stages[0].own_significant;
+}
+
 /* 1,000 resamplings of a clean synchronizing window: the whole route (the
  * share tests and the per-rank own-work family together) flags at most
  * alpha of them, and the own-work family alone keeps its level. */
@@ -668,39 +717,13 @@ static void own_work_clean_windows_rarely_flagged(void **state)
     synchronizing_schema(&schema, SS);
     sf_gates g;
     sf_gates_default(&g);
-    sf_gates raw = g;
-    raw.change_min_frac = 0; /* the rank tests alone */
     struct matrix base = sync_matrix(13, 3 * WSTEPS, 100, RANKS, 0);
-    struct matrix win = matrix_new(WSTEPS, RANKS, SS);
-    sf_summary *w[3];
-    for (int j = 0; j < 3; j++)
-        w[j] = window_summary(&schema, &base, (uint32_t)j * WSTEPS, j, true);
-    sf_reference *ref = NULL;
-    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
-    uint32_t flagged = 0, own_hits = 0, trials = 1000;
-    uint64_t st = 17;
-    for (uint32_t trial = 0; trial < trials; trial++) {
-        for (uint32_t t = 0; t < WSTEPS; t++)
-            memcpy(cell(&win, t, 0), cell(&base, (uint32_t)rand_below(&st, base.steps), 0),
-                   sizeof(int64_t) * RANKS * SS);
-        sf_summary *s = window_summary(&schema, &win, 0, 5, true);
-        sf_change *c = NULL, *c_raw = NULL;
-        assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
-        assert_int_equal(sf_change_compute(ref, s, &raw, &c_raw), 0);
-        flagged += c->n_route > 0;
-        own_hits += c_raw->stages[0].own_significant;
-        sf_change_free(c);
-        sf_change_free(c_raw);
-        sf_summary_free(s);
-    }
-    print_message("clean sync: %u flagged, %u own-work hits of %u\n", flagged, own_hits, trials);
-    assert_true(flagged <= (uint32_t)(g.change_alpha * trials));
-    assert_true(own_hits <= (uint32_t)(g.change_alpha * trials));
-    for (int j = 0; j < 3; j++)
-        sf_summary_free(w[j]);
-    sf_reference_free(ref);
+    uint32_t flagged, own_hits;
+    resampled_clean_windows(&schema, &base, own_work_hit, &flagged, &own_hits);
+    print_message("clean sync: %u flagged, %u own-work hits of %u\n", flagged, own_hits, RESAMPLES);
+    assert_true(flagged <= (uint32_t)(g.change_alpha * RESAMPLES));
+    assert_true(own_hits <= (uint32_t)(g.change_alpha * RESAMPLES));
     matrix_free(&base);
-    matrix_free(&win);
     sf_schema_clear(&schema);
 }
 
@@ -875,18 +898,6 @@ static void floors_of(struct matrix *m, const sf_reference *ref, int64_t *y, int
         x[t] = ref->min_ns[(size_t)t * SS + 1];
 }
 
-static sf_change *staggered_change(const sf_schema *schema, const sf_reference *ref,
-                                   struct matrix *win)
-{
-    sf_gates g;
-    sf_gates_default(&g);
-    sf_summary *s = window_summary(schema, win, 0, 9, true);
-    sf_change *c = NULL;
-    assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
-    sf_summary_free(s);
-    return c;
-}
-
 /* The collective takes 0.8 ms longer once every rank has arrived (a slower
  * link, or a rank held up after its arrival mark): a little over the
  * minimum effect. The frontier's advance at the sync point moves by as
@@ -902,7 +913,7 @@ static void sync_floor_routes_a_slower_collective(void **state)
     synchronizing_schema(&schema, SS);
     sf_reference *ref = staggered_baseline(&schema, 21);
     struct matrix win = staggered_matrix(39, WSTEPS, 1800000, RANKS, 0);
-    sf_change *c = staggered_change(&schema, ref, &win);
+    sf_change *c = window_change(&schema, ref, &win);
     assert_true(c->stages[1].floor_tested && c->stages[1].floor_significant);
     assert_true(c->n_route > 0 && c->route[0] == 1);
     for (uint32_t k = 0; k < SS; k++)
@@ -922,7 +933,7 @@ static void sync_floor_routes_a_slower_collective(void **state)
     free(ref->min_ns);
     ref->min_ns = NULL;
     assert_int_equal(sf_reference_finish(ref), 0);
-    c = staggered_change(&schema, ref, &win);
+    c = window_change(&schema, ref, &win);
     for (uint32_t k = 0; k < SS; k++)
         assert_false(c->stages[k].floor_tested);
     for (uint32_t i = 0; i < c->n_route; i++)
@@ -943,7 +954,7 @@ static void sync_floor_ignores_a_late_arrival(void **state)
     synchronizing_schema(&schema, SS);
     sf_reference *ref = staggered_baseline(&schema, 23);
     struct matrix win = staggered_matrix(24, WSTEPS, 1000000, 2, 3000000);
-    sf_change *c = staggered_change(&schema, ref, &win);
+    sf_change *c = window_change(&schema, ref, &win);
     assert_true(c->stages[1].floor_tested);
     assert_false(c->stages[1].floor_significant);
     assert_true(llabs(c->stages[1].floor.delta_ns) < c->min_effect_ns);
@@ -954,6 +965,11 @@ static void sync_floor_ignores_a_late_arrival(void **state)
     sf_schema_clear(&schema);
 }
 
+static bool floor_hit(const sf_change *c)
+{
+    return c->stages[1].floor_significant;
+}
+
 /* 1,000 resamplings of a clean staggered window: the floor's rank test
  * alone (no minimum effect) keeps its share of the family's level, and the
  * whole route flags at most alpha of them. */
@@ -962,36 +978,16 @@ static void sync_floor_clean_windows_rarely_flagged(void **state)
     (void)state;
     sf_schema schema;
     synchronizing_schema(&schema, SS);
-    sf_gates g, raw;
+    sf_gates g;
     sf_gates_default(&g);
-    raw = g;
-    raw.change_min_frac = 0;
     struct matrix base = staggered_matrix(25, 3 * WSTEPS, 1000000, RANKS, 0);
-    struct matrix win = matrix_new(WSTEPS, RANKS, SS);
-    sf_reference *ref = reference_of(&schema, &base, true);
-    uint32_t flagged = 0, floor_hits = 0, trials = 1000;
-    uint64_t st = 26;
-    for (uint32_t trial = 0; trial < trials; trial++) {
-        for (uint32_t t = 0; t < WSTEPS; t++)
-            memcpy(cell(&win, t, 0), cell(&base, (uint32_t)rand_below(&st, base.steps), 0),
-                   sizeof(int64_t) * RANKS * SS);
-        sf_summary *s = window_summary(&schema, &win, 0, 5, true);
-        sf_change *c = NULL, *c_raw = NULL;
-        assert_int_equal(sf_change_compute(ref, s, &g, &c), 0);
-        assert_int_equal(sf_change_compute(ref, s, &raw, &c_raw), 0);
-        flagged += c->n_route > 0;
-        floor_hits += c_raw->stages[1].floor_significant;
-        sf_change_free(c);
-        sf_change_free(c_raw);
-        sf_summary_free(s);
-    }
+    uint32_t flagged, floor_hits;
+    resampled_clean_windows(&schema, &base, floor_hit, &flagged, &floor_hits);
     print_message("clean staggered: %u flagged, %u floor hits of %u\n", flagged, floor_hits,
-                  trials);
-    assert_true(flagged <= (uint32_t)(g.change_alpha * trials));
-    assert_true(floor_hits <= (uint32_t)(g.change_alpha * trials));
-    sf_reference_free(ref);
+                  RESAMPLES);
+    assert_true(flagged <= (uint32_t)(g.change_alpha * RESAMPLES));
+    assert_true(floor_hits <= (uint32_t)(g.change_alpha * RESAMPLES));
     matrix_free(&base);
-    matrix_free(&win);
     sf_schema_clear(&schema);
 }
 
