@@ -196,12 +196,9 @@ static void route_insert(sf_change *c, uint32_t from, uint32_t k, int64_t key, c
     c->route[at] = k;
 }
 
-/* The size a frontier-significant stage is routed by: its advance's shift,
- * or its sync floor's where that test found the larger shift. */
-static int64_t frontier_delta(const sf_stage_change *st)
+const sf_shift *sf_change_frontier_shift(const sf_stage_change *st)
 {
-    bool floor = st->floor_significant && st->floor.delta_ns > st->shift.delta_ns;
-    return floor ? st->floor.delta_ns : st->shift.delta_ns;
+    return st->floor_significant ? &st->floor : &st->shift;
 }
 
 /* Own-work changes first (largest rank shift first): that is where the delay
@@ -214,7 +211,7 @@ static void route_order(sf_change *c, const sf_schema *schema)
     bool explained[SF_MAX_STAGES + 1] = {false};
     for (uint32_t k = 0; k < c->n_stages; k++) {
         own[k] = c->stages[k].own_delta_ns;
-        front[k] = frontier_delta(&c->stages[k]);
+        front[k] = sf_change_frontier_shift(&c->stages[k])->delta_ns;
         if (c->stages[k].own_significant) {
             explained[sync_segment(schema, k)] = true;
             route_insert(c, 0, k, own[k], own);
@@ -643,7 +640,7 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
             if (known[x] && !rc[(size_t)x * J + j].contrast)
                 scratch[n++] = rc[(size_t)x * J + j].own;
         cohort[j] = n ? sf_median_i64(scratch, n) : 0;
-        score_extra[j] = (double)frontier_delta(&c->stages[c->route[j]]);
+        score_extra[j] = (double)sf_change_frontier_shift(&c->stages[c->route[j]])->delta_ns;
     }
     for (uint32_t x = 0; x < R; x++) {
         if (!known[x])

@@ -138,6 +138,16 @@ static void write_windows(const sf_change *c, FILE *out)
         fprintf(out, "%s%lld", i ? ", " : " ", (long long)c->baseline_windows[i]);
 }
 
+/* A stage routed by its frontier: the shift and interval that routed it,
+ * naming the sync floor when that was it. */
+static void write_frontier_shift(const char *name, const sf_stage_change *s, FILE *out)
+{
+    const sf_shift *f = sf_change_frontier_shift(s);
+    fprintf(out, ": %+.1f ms first appears in %s%s (%.1f-%.1f ms)", f->delta_ns / 1e6, name,
+            f == &s->floor ? ", the last arrival's wait" : "", f->ci_low_ns / 1e6,
+            f->ci_high_ns / 1e6);
+}
+
 void sf_change_write_text(const sf_report *r, FILE *out)
 {
     const sf_change *c = r->change;
@@ -157,15 +167,15 @@ void sf_change_write_text(const sf_report *r, FILE *out)
                 s->own_delta_ns / 1e6, r->schema.names[c->route[0]], s->own_rank,
                 s->shift.delta_ns / 1e6);
     else
-        fprintf(out, ": %+.1f ms first appears in %s (%.1f-%.1f ms)", s->shift.delta_ns / 1e6,
-                r->schema.names[c->route[0]], s->shift.ci_low_ns / 1e6, s->shift.ci_high_ns / 1e6);
+        write_frontier_shift(r->schema.names[c->route[0]], s, out);
     if (c->n_suspects > 0 && !s->own_significant)
         fprintf(out, ", rank %u%s", c->suspects[0].rank,
                 c->suspects_dense ? "" : " (top leader; mergeable mode)");
     for (uint32_t i = 1; i < c->n_route; i++) {
         const sf_stage_change *n = &c->stages[c->route[i]];
         fprintf(out, "%s %s %+.1f ms", i == 1 ? "; then" : ",", r->schema.names[c->route[i]],
-                (n->own_significant ? n->own_delta_ns : n->shift.delta_ns) / 1e6);
+                (n->own_significant ? n->own_delta_ns : sf_change_frontier_shift(n)->delta_ns) /
+                    1e6);
         if (n->own_significant)
             fprintf(out, " (rank %u)", n->own_rank);
     }

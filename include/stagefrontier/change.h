@@ -138,6 +138,11 @@ typedef struct sf_stage_change {
                            * and >= the minimum effect */
 } sf_stage_change;
 
+/* The shift a stage is routed by when its frontier change is significant:
+ * its sync floor's where that test is significant (the delay is inside the
+ * collective), else its advance's (docs/CHANGE.md, "Route"). */
+const sf_shift *sf_change_frontier_shift(const sf_stage_change *stage);
+
 typedef struct sf_change_suspect {
     uint32_t rank;
     int64_t delta_ns; /* SF_NULL_NS when only leadership is known (mergeable mode) */
