@@ -1,10 +1,11 @@
 /*
  * The job's reference (docs/CHANGE.md): per complete step the frontier
- * advance and the shortest duration of every stage, and in dense mode per (rank, stage) the median
- * duration, the share of steps led and, for own-work stages, the median
- * contrast against the other ranks. Built once from the summaries of the
- * reference windows and bounded by SF_REF_MAX_STEPS; per-rank figures stay
- * NULL in mergeable mode, where they cannot be exact.
+ * advance and the shortest duration of every stage, and in dense mode per
+ * (rank, stage) the median duration, the share of steps led and, for
+ * own-work stages, the median contrast against the other ranks. Built once
+ * from the summaries of the reference windows and bounded by
+ * SF_REF_MAX_STEPS; per-rank figures stay NULL in mergeable mode, where
+ * they cannot be exact.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -22,11 +22,13 @@ extern "C" {
 
 /* The compact, bounded reference of a job: per complete step the frontier
  * advance of every stage and its shortest duration over the ranks (at a
- * ".sync_wait" stage, the wait of the rank that arrived last), and in dense mode per (rank, stage)
- * the median duration, the number of steps the rank uniquely led the stage's boundary and, for
- * own-work stages (sf_change_own_work_stage), the median of the rank's contrast (its duration minus
- * the median of the other ranks' in the same step). In mergeable mode the per-rank arrays are NULL:
- * nothing about a single rank can be exact there. */
+ * ".sync_wait" stage, the wait of the rank that arrived last), and in
+ * dense mode per (rank, stage) the median duration, the number of steps the
+ * rank uniquely led the stage's boundary and, for own-work stages
+ * (sf_change_own_work_stage), the median of the rank's contrast (its
+ * duration minus the median of the other ranks' in the same step). In
+ * mergeable mode the per-rank arrays are NULL: nothing about a single rank
+ * can be exact there. */
 typedef struct sf_reference {
     uint64_t schema_hash;
     uint32_t n_stages;
