@@ -168,7 +168,9 @@ void sf_change_write_text(const sf_report *r, FILE *out)
                 s->shift.delta_ns / 1e6);
     else
         write_frontier_shift(r->schema.names[c->route[0]], s, out);
-    if (c->n_suspects > 0 && !s->own_significant)
+    /* a delay inside the collective has no suspect worth naming (docs/CHANGE.md) */
+    bool named = !s->own_significant && sf_change_frontier_shift(s) != &s->floor;
+    if (c->n_suspects > 0 && named)
         fprintf(out, ", rank %u%s", c->suspects[0].rank,
                 c->suspects_dense ? "" : " (top leader; mergeable mode)");
     for (uint32_t i = 1; i < c->n_route; i++) {
