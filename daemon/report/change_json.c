@@ -169,7 +169,7 @@ void sf_change_write_text(const sf_report *r, FILE *out)
     else
         write_frontier_shift(r->schema.names[c->route[0]], s, out);
     /* a delay inside the collective has no suspect worth naming (docs/CHANGE.md) */
-    bool named = !s->own_significant && sf_change_frontier_shift(s) != &s->floor;
+    bool named = !s->own_significant && !s->floor_significant;
     if (c->n_suspects > 0 && named)
         fprintf(out, ", rank %u%s", c->suspects[0].rank,
                 c->suspects_dense ? "" : " (top leader; mergeable mode)");

@@ -396,22 +396,28 @@ static int parse_windows(json_t *obj, sf_reference *ref, char *err, size_t errle
     return 0;
 }
 
-static int parse_advances(json_t *a, sf_reference *ref, char *err, size_t errlen)
+/* n rows of one duration per stage, a step each, into *ret (allocated). */
+static int step_rows(json_t *a, const char *name, size_t n, size_t S, int64_t **ret, char *err,
+                     size_t errlen)
 {
-    size_t n = json_array_size(a), S = ref->n_stages;
-    if (!json_is_array(a) || n < 1 || n > SF_REF_MAX_STEPS)
-        return fail(err, errlen, "\"advance_ns\" must hold 1 to %d steps", SF_REF_MAX_STEPS);
-    ref->advance = malloc(n * S * sizeof *ref->advance);
-    if (ref->advance == NULL)
+    if ((*ret = malloc(n * S * sizeof **ret)) == NULL)
         return -ENOMEM;
     for (size_t t = 0; t < n; t++) {
-        int r = int_array(json_array_get(a, t), "advance_ns", S, 0, SF_MAX_DURATION_NS, false,
-                          &ref->advance[t * S], err, errlen);
+        int r = int_array(json_array_get(a, t), name, S, 0, SF_MAX_DURATION_NS, false,
+                          &(*ret)[t * S], err, errlen);
         if (r < 0)
             return r;
     }
-    ref->n_steps = (uint32_t)n;
     return 0;
+}
+
+static int parse_advances(json_t *a, sf_reference *ref, char *err, size_t errlen)
+{
+    size_t n = json_array_size(a);
+    if (!json_is_array(a) || n < 1 || n > SF_REF_MAX_STEPS)
+        return fail(err, errlen, "\"advance_ns\" must hold 1 to %d steps", SF_REF_MAX_STEPS);
+    ref->n_steps = (uint32_t)n;
+    return step_rows(a, "advance_ns", n, ref->n_stages, &ref->advance, err, errlen);
 }
 
 /* Optional (recordings made before it existed lack it): the sync floor
@@ -419,23 +425,13 @@ static int parse_advances(json_t *a, sf_reference *ref, char *err, size_t errlen
  * step of "advance_ns". */
 static int parse_min(json_t *a, sf_reference *ref, char *err, size_t errlen)
 {
-    size_t S = ref->n_stages;
     if (a == NULL || json_is_null(a))
         return 0;
     if (!json_is_array(a) || json_array_size(a) != ref->n_steps)
         return fail(err, errlen,
                     "\"min_ns\" must be null, or one array per step of "
                     "\"advance_ns\"");
-    ref->min_ns = malloc((size_t)ref->n_steps * S * sizeof *ref->min_ns);
-    if (ref->min_ns == NULL)
-        return -ENOMEM;
-    for (size_t t = 0; t < ref->n_steps; t++) {
-        int r = int_array(json_array_get(a, t), "min_ns", S, 0, SF_MAX_DURATION_NS, false,
-                          &ref->min_ns[t * S], err, errlen);
-        if (r < 0)
-            return r;
-    }
-    return 0;
+    return step_rows(a, "min_ns", ref->n_steps, ref->n_stages, &ref->min_ns, err, errlen);
 }
 
 /* Optional (recordings made before it existed lack it): the own-work test

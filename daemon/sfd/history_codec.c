@@ -728,6 +728,7 @@ static int get_change_stages(struct dec *d, sf_change *c, bool own_work)
         st->own_rank = own_work ? get_u32(d) : 0;
         st->own_p_value = own_work ? get_f64(d) : 1;
         st->own_significant = own_work && get_bool(d);
+        st->floor_share_p_value = NAN; /* untested until STR6's floors say otherwise */
     }
     c->n_route = get_u32(d);
     if (d->bad || c->n_route > c->n_stages)
@@ -746,24 +747,13 @@ static int get_change_stages(struct dec *d, sf_change *c, bool own_work)
     return d->bad ? -EINVAL : 0;
 }
 
-/* Reports from before STR6 carry no floor test: none was run. */
-static void no_change_floors(sf_change *c)
-{
-    for (uint32_t k = 0; c != NULL && k < c->n_stages; k++) {
-        c->stages[k].floor_tested = false;
-        c->stages[k].floor_share_p_value = NAN;
-    }
-}
-
 static int get_change_floors(struct dec *d, sf_change *c)
 {
     for (uint32_t k = 0; c != NULL && k < c->n_stages; k++) {
         sf_stage_change *st = &c->stages[k];
         st->floor_tested = get_bool(d);
-        if (!st->floor_tested) {
-            st->floor_share_p_value = NAN;
+        if (!st->floor_tested)
             continue;
-        }
         get_shift(d, &st->floor);
         st->floor_share_p_value = get_f64(d);
         st->floor_significant = get_bool(d);
@@ -877,8 +867,6 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     }
     if (rc == 0 && version >= 6)
         rc = get_change_floors(&d, r->change);
-    else if (rc == 0)
-        no_change_floors(r->change);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {
