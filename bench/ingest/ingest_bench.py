@@ -13,10 +13,18 @@ sfd's own lossless rate (target at 3: ingested >= 0.8 of that rate) and checks
 that every record lost is counted by sfd: dropped by the senders (and
 reported to sfd), rejected, or shed before decoding.
 
+With --decode-anchor, each offered rate is also sent to `ingest_sink --decode`,
+which unpacks every datagram as sfd's decoder does and frees it: the floor of
+any daemon that reads its input. The senders' CPU per record is printed for
+every run: on a machine whose cores the senders share with the receiver, a
+receiver that costs more per record leaves the senders less, which bounds the
+lossless ratio whatever the receiver does with its share.
+
 usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
                        [--sink PATH] [--overload 3] [--senders 8] [--records N]
                        [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]
-                       [--window-steps 100] [--perf FILE]
+                       [--window-steps 100] [--perf FILE] [--decode-anchor]
+                       [--pin RECEIVER_CPUS:SENDER_CPUS]
 
 --window-steps sets the job's window length: a report is computed for every
 closed window (8 ranks x 100 steps by default), so a long window (e.g.
@@ -27,6 +35,7 @@ bench/ingest/ingest_profile.py FILE groups it by where the CPU goes."""
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -77,37 +86,76 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# The libsfclient senders run as a job's ranks do, side by side (each step
+# ends in a collective): they begin their first step together, this long
+# after the first one is started, and keep within 1 024 steps of each other
+# through a shared lockstep file (ingest_client.c). Free-running senders
+# drift apart by their start-up times and by the scheduler, at these rates
+# by hundreds of windows: sfd then closes a window while a lagging rank's
+# records for it are still to come, which no real job can cause.
+START_AFTER_S = 0.2
+LOCKSTEP_SLOT_BYTES = 64
+
+
 def start_senders(a, ingest, job, rate_total):
+    """The sender processes, and the monotonic time (s) their steps begin."""
+    def behind():
+        if a.sender_nice:
+            os.nice(a.sender_nice)
+        if a.pin:
+            os.sched_setaffinity(0, a.pin[1])
+
     per = rate_total / a.senders if rate_total else 0
+    start_ns = time.monotonic_ns() + (int(START_AFTER_S * 1e9) if a.client else 0)
+    lockstep = os.path.join(os.path.dirname(ingest), "lockstep")
+    if a.client:
+        with open(lockstep, "wb") as f:
+            f.write(bytes(a.senders * LOCKSTEP_SLOT_BYTES))
     procs = []
-    behind = (lambda: os.nice(a.sender_nice)) if a.sender_nice else None
     for r in range(a.senders):
         if a.client:
-            args = [a.client, ingest, job, str(r), str(a.senders), str(a.records), str(per)]
+            args = [a.client, ingest, job, str(r), str(a.senders), str(a.records), str(per),
+                    str(start_ns), lockstep]
         else:
             args = [a.sender, "--socket", ingest, "--job", job, "--rank", str(r), "--world",
                     str(a.senders), "--steps", str(a.records), "--batch", str(a.batch)]
             if per:
                 args += ["--rate", str(per)]
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, preexec_fn=behind))
-    return procs
+    return procs, start_ns / 1e9
 
 
-def wait_senders(procs):
-    sent = dropped = 0
+def key_values(stdout):
+    """The KEY=VALUE words a sender or a sink prints."""
+    return dict(kv.split("=", 1) for kv in stdout.decode().split() if "=" in kv)
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_senders(started):
+    """Records sent and dropped by the senders, and their CPU-seconds (every
+    child reaped meanwhile is a sender)."""
+    procs, start_s = started
+    sent = dropped = late = 0
+    c0 = children_cpu()
     for p in procs:
-        out = dict(kv.split("=", 1) for kv in p.communicate()[0].decode().split() if "=" in kv)
+        out = key_values(p.communicate()[0])
         sent += int(out["sent"])
         dropped += int(out["dropped"])
-    return sent, dropped
+        late += int(out.get("late", 0))
+    if late:
+        print("warning: %d senders were not ready at the common start" % late, file=sys.stderr)
+    return sent, dropped, children_cpu() - c0, start_s
 
 
 def run_once(a, d, job, rate_total, sfd_pid):
     ingest = os.path.join(d, "run", "ingest.sock")
     query = os.path.join(d, "run", "query.sock")
     c0 = cpu_seconds(sfd_pid)
-    t0 = time.monotonic()
-    sent, dropped = wait_senders(start_senders(a, ingest, job, rate_total))
+    sent, dropped, sender_cpu, t0 = wait_senders(start_senders(a, ingest, job, rate_total))
     # Ingest is done when sfd has accounted for every record that was sent
     # (taken, refused, or shed before decoding).
     deadline = time.monotonic() + 120
@@ -122,46 +170,93 @@ def run_once(a, d, job, rate_total, sfd_pid):
     total = a.senders * a.records
     return dict(offered=rate_total, sent=sent, dropped=dropped, ingested=got, rejected=rej,
                 reported=rep, shed=shed, lost=total - got, seconds=t1 - t0,
-                rate=got / (t1 - t0), cpu=cpu, per_cpu=got / cpu if cpu > 0 else float("nan"))
+                rate=got / (t1 - t0), cpu=cpu, per_cpu=got / cpu if cpu > 0 else float("nan"),
+                sender_us=sender_cpu / sent * 1e6 if sent else float("nan"))
 
 
-def run_sink(a, d, job, rate_total):
+def run_sink(a, d, job, rate_total, decode=False):
     """The same senders into ingest_sink: records sent are records read."""
     path = os.path.join(d, "sink.sock")
-    sink = subprocess.Popen([a.sink, path], stdout=subprocess.PIPE)
+    sink = subprocess.Popen([a.sink] + (["--decode"] if decode else []) + [path],
+                            stdout=subprocess.PIPE, preexec_fn=receiver_cpus(a))
     wait_socket(path, sink)
     c0 = cpu_seconds(sink.pid)
-    t0 = time.monotonic()
-    sent, dropped = wait_senders(start_senders(a, path, job, rate_total))
+    sent, dropped, sender_cpu, t0 = wait_senders(start_senders(a, path, job, rate_total))
     t1 = time.monotonic()
     cpu = cpu_seconds(sink.pid) - c0
     sink.terminate()
-    sink.communicate()
+    out = key_values(sink.communicate()[0])
+    if int(out.get("undecodable", 0)):
+        sys.exit("ingest_sink --decode: %s datagrams did not decode" % out["undecodable"])
     total = a.senders * a.records
     return dict(offered=rate_total, sent=sent, dropped=dropped, ingested=sent, rejected=0,
                 reported=0, shed=0, lost=total - sent, seconds=t1 - t0, rate=sent / (t1 - t0),
-                cpu=cpu, per_cpu=sent / cpu if cpu > 0 else float("nan"))
+                cpu=cpu, per_cpu=sent / cpu if cpu > 0 else float("nan"),
+                sender_us=sender_cpu / sent * 1e6 if sent else float("nan"))
 
 
-HEADER = "%-5s %12s %12s %10s %10s %10s %10s %8s %8s %14s" % (
-    "", "offered/s", "ingested/s", "dropped", "rejected", "shed", "lost", "seconds", "cpu",
-    "rec/cpu-s")
+HEADER = "%-6s %12s %12s %6s %10s %10s %10s %10s %8s %8s %14s %10s" % (
+    "", "offered/s", "ingested/s", "pace", "dropped", "rejected", "shed", "lost", "seconds",
+    "cpu", "rec/cpu-s", "sender-us")
 
 
 def row(name, r):
-    return "%-5s %12s %12.0f %10d %10d %10d %10d %8.2f %8.2f %14.0f" % (
-        name, r["offered"] or "unpaced", r["rate"], r["dropped"], r["rejected"], r["shed"],
-        r["lost"], r["seconds"], r["cpu"], r["per_cpu"])
+    pace = "%6.2f" % (r["rate"] / r["offered"]) if r["offered"] else "%6s" % "-"
+    return "%-6s %12s %12.0f %s %10d %10d %10d %10d %8.2f %8.2f %14.0f %10.3f" % (
+        name, r["offered"] or "unpaced", r["rate"], pace, r["dropped"], r["rejected"],
+        r["shed"], r["lost"], r["seconds"], r["cpu"], r["per_cpu"], r["sender_us"])
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2]
+
+
+# A rate is held when nothing is lost and the records went in at no less than
+# this share of it: senders held back (by the CPU the receiver takes, or by
+# the lockstep) offer less than the rate asked for.
+PACE_MIN = 0.9
 
 
 def lossless_rate(results):
-    """The highest offered rate such that it and every lower one lost nothing."""
+    """The highest offered rate such that it and every lower one was held."""
     best = 0
     for r in sorted((r for r in results if r["offered"]), key=lambda r: r["offered"]):
-        if r["lost"]:
+        if r["lost"] or r["rate"] < PACE_MIN * r["offered"]:
             break
         best = r["offered"]
     return best
+
+
+def receiver_cpus(a):
+    """Pins sfd or the sink to the receiver's CPUs under --pin."""
+    return (lambda: os.sched_setaffinity(0, a.pin[0])) if a.pin else None
+
+
+def cpu_sets(v):
+    sets = [{int(c) for c in part.split(",")} for part in v.split(":")]
+    if len(sets) != 2:
+        raise argparse.ArgumentTypeError("RECEIVER_CPUS:SENDER_CPUS, e.g. 0:1")
+    return sets
+
+
+def print_rejections(sfctl, query):
+    """sfd's refusals over all the runs, by reason (sfctl status)."""
+    p = subprocess.run([sfctl, "--socket", query, "status", "--json"], capture_output=True)
+    rejected = json.loads(p.stdout or b"{}").get("rejected", {})
+    print("sfd rejected, all runs: %s" % (", ".join(
+        "%s %d" % kv for kv in sorted(rejected.items()) if kv[1]) or "nothing"))
+
+
+def print_cpu_shares(sink_results, decode_results, sfd_results):
+    """CPU per record (medians over the rates) of the senders and each
+    receiver: where the cores are shared, the senders' rate falls as the
+    receiver's cost rises."""
+    parts = [("sink", sink_results), ("decode sink", decode_results), ("sfd", sfd_results)]
+    print("CPU per record, median over the rates: " + "; ".join(
+        "%s %.3f us (senders %.3f us)" % (name, 1e6 / median(r["per_cpu"] for r in rs),
+                                         median(r["sender_us"] for r in rs))
+        for name, rs in parts if rs))
 
 
 def main():
@@ -180,6 +275,10 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--window-steps", type=int, default=100,
                     help="steps per window: one report per closed window")
+    ap.add_argument("--pin", type=cpu_sets,
+                    help="RECEIVER_CPUS:SENDER_CPUS (e.g. 0:1): the receiver on cores of its own")
+    ap.add_argument("--decode-anchor", action="store_true",
+                    help="also feed ingest_sink --decode (read and unpack) at every rate")
     ap.add_argument("--perf", help="record a perf profile of sfd into this file")
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
     a = ap.parse_args()
@@ -192,7 +291,7 @@ def main():
     log = open(os.path.join(d, "sfd.log"), "w")
     sfd = subprocess.Popen([a.sfd, "--config", conf, "--runtime-dir", os.path.join(d, "run"),
                             "--state-dir", os.path.join(d, "state")],
-                           stdout=log, stderr=subprocess.STDOUT)
+                           stdout=log, stderr=subprocess.STDOUT, preexec_fn=receiver_cpus(a))
     ok = True
     perf = None
     try:
@@ -207,14 +306,20 @@ def main():
                             "libsfclient" if a.client else "raw protobuf-c (batch %d)" % a.batch,
                             a.records, a.senders, a.window_steps, os.cpu_count(),
                             open("/proc/loadavg").read().split()[:3]))
+        if a.pin:
+            print("receiver on CPUs %s, senders on CPUs %s" % tuple(sorted(c) for c in a.pin))
         print(HEADER)
-        results, sink_results = [], []
+        results, sink_results, decode_results = [], [], []
         rates = [int(x) for x in a.rates.split(",") if x] + [0]
         for i, rate in enumerate(rates):
             if a.sink:
                 r = run_sink(a, d, "sink%d" % i, rate)
                 sink_results.append(r)
                 print(row("sink", r), flush=True)
+            if a.sink and a.decode_anchor:
+                r = run_sink(a, d, "decode%d" % i, rate, decode=True)
+                decode_results.append(r)
+                print(row("decode", r), flush=True)
             r = run_once(a, d, "bench%d" % i, rate, sfd.pid)
             results.append(r)
             print(row("sfd", r), flush=True)
@@ -223,7 +328,7 @@ def main():
         print("load after the runs: %s" % open("/proc/loadavg").read().split()[:3])
         print("sfd: highest offered rate lossless at and below: %d records/s" % best)
         print("sfd CPU cost: %.0f records per sfd CPU-second (median over the runs)"
-              % sorted(r["per_cpu"] for r in results)[len(results) // 2])
+              % median(r["per_cpu"] for r in results))
         print("sfd unpaced: %.0f records/s ingested (%d dropped by the senders)"
               % (unpaced["rate"], unpaced["dropped"]))
         if a.sink:
@@ -233,6 +338,14 @@ def main():
                   % (sink_best, sink_results[-1]["rate"]))
             print("sfd/sink lossless rate: %.2f (target >= 0.9: %s)"
                   % (ratio, "met" if ratio >= 0.9 else "missed"))
+            print_cpu_shares(sink_results, decode_results, results)
+        if decode_results:
+            decode_best = lossless_rate(decode_results)
+            print("decode sink: highest offered rate lossless at and below: %d records/s;"
+                  " unpaced %.0f/s; decode/sink %.2f, sfd/decode %.2f"
+                  % (decode_best, decode_results[-1]["rate"],
+                     decode_best / sink_best if sink_best else float("nan"),
+                     best / decode_best if decode_best else float("nan")))
         if a.overload and best:
             rate = int(best * a.overload)
             r = run_once(a, d, "overload", rate, sfd.pid)
@@ -247,6 +360,7 @@ def main():
                   % (r["lost"], counted, r["reported"], r["rejected"], r["shed"],
                      "every drop counted" if counted == r["lost"] else "UNCOUNTED LOSS"))
             ok = counted == r["lost"]
+        print_rejections(a.sfctl, os.path.join(d, "run", "query.sock"))
     finally:
         if perf is not None:
             perf.send_signal(signal.SIGINT)

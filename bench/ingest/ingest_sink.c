@@ -3,11 +3,16 @@
  * sink on one thread, as sfd's loop is, with the same frame buffer. It
  * accepts every connection and reads every datagram into one buffer, then
  * drops it: what reading alone costs, before any decoding or accounting.
- * usage: ingest_sink SOCKET   (SIGTERM: prints datagrams=N bytes=N, exits)
+ * With --decode it also unpacks each datagram as an ingest message and frees
+ * it (protobuf-c's own allocator): what reading and decoding cost, the floor
+ * of any daemon that looks inside its input.
+ * usage: ingest_sink [--decode] SOCKET
+ *        (SIGTERM: prints datagrams=N bytes=N undecodable=N, exits)
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "ingest.pb-c.h"
 
 #define FRAME_MAX (1u << 20)
 #define READS_PER_EVENT 64
@@ -41,16 +48,28 @@ static int listen_on(const char *path)
     return fd;
 }
 
+/* Unpacks and frees one message; false when it does not decode. */
+static bool decodes(const uint8_t *buf, size_t len)
+{
+    Stagefrontier__ClientMessage *m = stagefrontier__client_message__unpack(NULL, len, buf);
+    if (m == NULL)
+        return false;
+    stagefrontier__client_message__free_unpacked(m, NULL);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: ingest_sink SOCKET\n");
+    bool decode = argc == 3 && strcmp(argv[1], "--decode") == 0;
+    if (argc != 2 + decode) {
+        fprintf(stderr, "usage: ingest_sink [--decode] SOCKET\n");
         return 2;
     }
+    const char *path = argv[argc - 1];
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    int lfd = listen_on(argv[1]);
+    int lfd = listen_on(path);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     uint8_t *buf = malloc(FRAME_MAX + 1);
     if (lfd < 0 || ep < 0 || buf == NULL) {
@@ -59,7 +78,7 @@ int main(int argc, char **argv)
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
-    uint64_t datagrams = 0, bytes = 0;
+    uint64_t datagrams = 0, bytes = 0, undecodable = 0;
     while (!stop) {
         struct epoll_event evs[64];
         int n = epoll_wait(ep, evs, 64, 100);
@@ -78,6 +97,7 @@ int main(int argc, char **argv)
                 if (got > 0) {
                     datagrams++;
                     bytes += (uint64_t)got;
+                    undecodable += decode && !decodes(buf, (size_t)got);
                     continue;
                 }
                 if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -88,7 +108,8 @@ int main(int argc, char **argv)
             }
         }
     }
-    printf("datagrams=%llu bytes=%llu\n", (unsigned long long)datagrams, (unsigned long long)bytes);
-    unlink(argv[1]);
+    printf("datagrams=%llu bytes=%llu undecodable=%llu\n", (unsigned long long)datagrams,
+           (unsigned long long)bytes, (unsigned long long)undecodable);
+    unlink(path);
     return 0;
 }
