@@ -27,6 +27,12 @@
 #define QUEUE_MAX_BYTES (16u << 20)
 /* Records committed per transaction. */
 #define BATCH_MAX 64
+/* After a transaction that emptied the queue the writer lets the next
+ * records gather this long: one commit (its locks, its WAL frame headers,
+ * its page-count query) then serves every window that closed meanwhile
+ * instead of one or two, and the loop's semaphore posts find no sleeper to
+ * wake. A report reaches the disk at most this much later. */
+#define COMMIT_INTERVAL_NS (20 * 1000 * 1000)
 #define ERROR_LOG_INTERVAL_S 60
 
 struct item {
@@ -116,6 +122,13 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
     }
 }
 
+static void let_records_gather(const struct sfd_history *h)
+{
+    struct timespec ts = {0, COMMIT_INTERVAL_NS};
+    if (!atomic_load(&h->stop))
+        nanosleep(&ts, NULL);
+}
+
 static void *writer_main(void *arg)
 {
     struct sfd_history *h = arg;
@@ -124,6 +137,8 @@ static void *writer_main(void *arg)
         size_t n = take_batch(h, batch);
         if (n > 0) {
             write_batch(h, batch, n);
+            if (n < BATCH_MAX)
+                let_records_gather(h);
             continue;
         }
         if (atomic_load(&h->stop))
