@@ -443,8 +443,7 @@ static int own_work_stage(sf_change *c, const sf_summary *s, const sf_reference 
         o->shift[(size_t)x * o->S + k] = shift;
         if (shift < e)
             continue;
-        sf__sort_i64(o->tmp, o->n); /* the selection's copy, now whole for the midranks */
-        double rho = sf__rank_lag1_autocorrelation_sorted(z, o->tmp, o->n, o->rank);
+        double rho = sf__sort_and_rank_lag1(z, o->n, o->tmp, o->rank);
         double p = sf__signed_rank_p_inplace(z, o->n, sf__serial_variance_factor(rho));
         bool sig = p < alpha;
         if (st->own_delta_ns == SF_NULL_NS || (sig && !st->own_significant) ||

@@ -168,10 +168,9 @@ double sf__signed_rank_p_inplace(int64_t *z, size_t n, double variance_factor);
 /* serial.c: the lag-1 autocorrelation of the midranks of v in time order
  * (0 for n < 3 or a constant series). */
 int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho);
-/* serial.c: the same of v (n values) given its sorted copy and n doubles of
- * scratch, allocating nothing. */
-double sf__rank_lag1_autocorrelation_sorted(const int64_t *v, const int64_t *sorted, size_t n,
-                                            double *rank);
+/* serial.c: v (n values) sorted into sorted, and the same autocorrelation,
+ * with n doubles of scratch in rank; allocates nothing. */
+double sf__sort_and_rank_lag1(const int64_t *v, size_t n, int64_t *sorted, double *rank);
 /* serial.c: the AR(1) variance factor (1 + rho) / (1 - rho) of a rank
  * statistic over a series with lag-1 autocorrelation rho; 1 when rho <= 0,
  * rho capped at 0.9. */

@@ -47,9 +47,7 @@ double sf__share_series(const int64_t *advance, const int64_t *ends, uint32_t n,
 {
     for (uint32_t t = 0; t < n; t++)
         share[t] = sf__share_ppm(advance[t], ends[t]);
-    memcpy(sorted, share, (size_t)n * sizeof *share);
-    sf__sort_i64(sorted, n);
-    return sf__rank_lag1_autocorrelation_sorted(share, sorted, n, rank);
+    return sf__sort_and_rank_lag1(share, n, sorted, rank);
 }
 
 /* Stage k's column of from ([n_steps][n_stages]) into its row of sorted,

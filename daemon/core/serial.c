@@ -7,6 +7,7 @@
  * into the factor by which the tests widen their variance. Pure.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +33,8 @@ static size_t count_below(const int64_t *sorted, size_t n, int64_t v)
 
 /* Midrank of every value, in time order: rank[t] for v[t]. A value's tie
  * group in the sorted copy runs from the count below it to the last value
- * equal to it, so no (value, time) pairs need sorting. */
+ * equal to it: one search per value, for a series whose values span too
+ * wide a range to pack with their times (sort_with_midranks). */
 static void midranks_in_time_order(const int64_t *v, const int64_t *sorted, size_t n, double *rank)
 {
     for (size_t t = 0; t < n; t++) {
@@ -43,12 +45,8 @@ static void midranks_in_time_order(const int64_t *v, const int64_t *sorted, size
     }
 }
 
-double sf__rank_lag1_autocorrelation_sorted(const int64_t *v, const int64_t *sorted, size_t n,
-                                            double *rank)
+static double lag1_of_midranks(const double *rank, size_t n)
 {
-    if (n < 3)
-        return 0;
-    midranks_in_time_order(v, sorted, n, rank);
     double mean = ((double)n + 1) / 2, num = 0, den = 0;
     for (size_t t = 0; t < n; t++) {
         double d = rank[t] - mean;
@@ -57,6 +55,59 @@ double sf__rank_lag1_autocorrelation_sorted(const int64_t *v, const int64_t *sor
             num += d * (rank[t + 1] - mean);
     }
     return den > 0 ? num / den : 0;
+}
+
+/* (value - lowest, time) packed in one key: a sort of the keys orders the
+ * values and carries each one's time, so the midranks follow in one pass
+ * over the tie groups instead of a search per value. */
+#define TIME_BITS 24
+#define SPAN_BITS (63 - TIME_BITS)
+
+/* v sorted into sorted and its midranks in time order into rank, through
+ * packed keys; false (nothing written) when the series is too long or its
+ * values span too wide a range to pack. */
+static bool sort_with_midranks(const int64_t *v, size_t n, int64_t *sorted, double *rank)
+{
+    if (n >= (size_t)1 << TIME_BITS)
+        return false;
+    int64_t lowest = v[0], highest = v[0];
+    for (size_t t = 1; t < n; t++) {
+        lowest = v[t] < lowest ? v[t] : lowest;
+        highest = v[t] > highest ? v[t] : highest;
+    }
+    if ((uint64_t)highest - (uint64_t)lowest >= (uint64_t)1 << SPAN_BITS)
+        return false;
+    for (size_t t = 0; t < n; t++)
+        sorted[t] = (int64_t)((((uint64_t)v[t] - (uint64_t)lowest) << TIME_BITS) | t);
+    sf__sort_i64(sorted, n);
+    const uint64_t time_mask = ((uint64_t)1 << TIME_BITS) - 1;
+    for (size_t i = 0; i < n;) {
+        uint64_t group = (uint64_t)sorted[i] >> TIME_BITS;
+        size_t j = i + 1;
+        while (j < n && (uint64_t)sorted[j] >> TIME_BITS == group)
+            j++;
+        double midrank = ((double)i + 1 + (double)j) / 2;
+        for (size_t q = i; q < j; q++) {
+            rank[(uint64_t)sorted[q] & time_mask] = midrank;
+            sorted[q] = (int64_t)(group + (uint64_t)lowest);
+        }
+        i = j;
+    }
+    return true;
+}
+
+double sf__sort_and_rank_lag1(const int64_t *v, size_t n, int64_t *sorted, double *rank)
+{
+    if (n == 0)
+        return 0;
+    if (!sort_with_midranks(v, n, sorted, rank)) {
+        memcpy(sorted, v, n * sizeof *v);
+        sf__sort_i64(sorted, n);
+        if (n < 3)
+            return 0;
+        midranks_in_time_order(v, sorted, n, rank);
+    }
+    return n < 3 ? 0 : lag1_of_midranks(rank, n);
 }
 
 int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho)
@@ -74,9 +125,7 @@ int sf__rank_lag1_autocorrelation(const int64_t *v, size_t n, double *ret_rho)
         free(rank);
         return -ENOMEM;
     }
-    memcpy(sorted, v, n * sizeof *v);
-    sf__sort_i64(sorted, n);
-    *ret_rho = sf__rank_lag1_autocorrelation_sorted(v, sorted, n, rank);
+    *ret_rho = sf__sort_and_rank_lag1(v, n, sorted, rank);
     free(sorted);
     free(rank);
     return 0;

@@ -179,18 +179,23 @@ static void sort_matches_qsort(void **state)
 
 /* The lag-1 autocorrelation of a series' midranks, each midrank counted
  * directly (values below, plus half the ties beyond itself), against the
- * core's: series of 3 to 400 values, heavy ties, constant ones. */
+ * core's: series of 3 to 400 values, heavy ties, constant ones, negative
+ * ones, and ones spread over 2^50 ns (too wide to pack with their times:
+ * the search per value), with the sorted copy the core returns beside it. */
 static void rank_autocorrelation_matches_plain_midranks(void **state)
 {
     (void)state;
     uint64_t st = 53;
-    static int64_t v[400];
+    static int64_t v[400], sorted[400], want[400];
     static double rank[400];
-    for (int trial = 0; trial < 300; trial++) {
+    for (int trial = 0; trial < 400; trial++) {
         size_t n = 3 + (size_t)rand_below(&st, 398);
         int64_t spread = trial % 4 == 0 ? 1 : trial % 4 == 1 ? 4 : 1000000;
+        int64_t scale = trial % 5 == 4 ? INT64_C(1) << 30 : 1;
+        int64_t offset = trial % 7 == 6 ? -INT64_C(5000000) : 0;
         for (size_t t = 0; t < n; t++)
-            v[t] = rand_below(&st, spread) + (trial % 3 == 0 ? (int64_t)t * 1000 : 0);
+            v[t] = (rand_below(&st, spread) + (trial % 3 == 0 ? (int64_t)t * 1000 : 0)) * scale +
+                   offset;
         for (size_t t = 0; t < n; t++) {
             size_t below = 0, equal = 0;
             for (size_t u = 0; u < n; u++) {
@@ -208,6 +213,10 @@ static void rank_autocorrelation_matches_plain_midranks(void **state)
         double rho;
         assert_int_equal(sf__rank_lag1_autocorrelation(v, n, &rho), 0);
         assert_true(rho == (sum_sq > 0 ? lagged / sum_sq : 0));
+        assert_true(sf__sort_and_rank_lag1(v, n, sorted, rank) == rho);
+        memcpy(want, v, n * sizeof *v);
+        qsort(want, n, sizeof *want, cmp_i64);
+        assert_memory_equal(sorted, want, n * sizeof *v);
     }
 }
 
