@@ -106,8 +106,10 @@ int main(int argc, char **argv)
     if (lockstep_open(&ls, argc == 9 ? argv[8] : NULL, o.world_size, o.rank) < 0)
         return 1;
     sf_client *c;
-    if (sf_client_open(&o, &c) < 0)
+    if (sf_client_open(&o, &c) < 0) {
+        lockstep_publish(&ls, INT64_MAX); /* the others must not wait for this rank */
         return 1;
+    }
     int n = sf_stage_count(c);
     int64_t t0 = argc >= 8 ? atoll(argv[7]) : now_ns();
     int late = now_ns() > t0;
