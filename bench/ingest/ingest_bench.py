@@ -151,6 +151,18 @@ def wait_senders(started):
     return sent, dropped, children_cpu() - c0, start_s
 
 
+def run_result(a, offered, sent, dropped, sender_cpu, t0, cpu, ingested, rejected=0,
+               reported=0, shed=0):
+    """One run's row, timed from the senders' common start to now."""
+    seconds = time.monotonic() - t0
+    return dict(offered=offered, sent=sent, dropped=dropped, ingested=ingested,
+                rejected=rejected, reported=reported, shed=shed,
+                lost=a.senders * a.records - ingested, seconds=seconds,
+                rate=ingested / seconds, cpu=cpu,
+                per_cpu=ingested / cpu if cpu > 0 else float("nan"),
+                sender_us=sender_cpu / sent * 1e6 if sent else float("nan"))
+
+
 def run_once(a, d, job, rate_total, sfd_pid):
     ingest = os.path.join(d, "run", "ingest.sock")
     query = os.path.join(d, "run", "query.sock")
@@ -165,13 +177,8 @@ def run_once(a, d, job, rate_total, sfd_pid):
         if got + rej + shed >= sent:
             break
         time.sleep(0.005)
-    t1 = time.monotonic()
-    cpu = cpu_seconds(sfd_pid) - c0
-    total = a.senders * a.records
-    return dict(offered=rate_total, sent=sent, dropped=dropped, ingested=got, rejected=rej,
-                reported=rep, shed=shed, lost=total - got, seconds=t1 - t0,
-                rate=got / (t1 - t0), cpu=cpu, per_cpu=got / cpu if cpu > 0 else float("nan"),
-                sender_us=sender_cpu / sent * 1e6 if sent else float("nan"))
+    return run_result(a, rate_total, sent, dropped, sender_cpu, t0, cpu_seconds(sfd_pid) - c0,
+                      ingested=got, rejected=rej, reported=rep, shed=shed)
 
 
 def run_sink(a, d, job, rate_total, decode=False):
@@ -182,17 +189,13 @@ def run_sink(a, d, job, rate_total, decode=False):
     wait_socket(path, sink)
     c0 = cpu_seconds(sink.pid)
     sent, dropped, sender_cpu, t0 = wait_senders(start_senders(a, path, job, rate_total))
-    t1 = time.monotonic()
-    cpu = cpu_seconds(sink.pid) - c0
+    r = run_result(a, rate_total, sent, dropped, sender_cpu, t0, cpu_seconds(sink.pid) - c0,
+                   ingested=sent)
     sink.terminate()
     out = key_values(sink.communicate()[0])
     if int(out.get("undecodable", 0)):
         sys.exit("ingest_sink --decode: %s datagrams did not decode" % out["undecodable"])
-    total = a.senders * a.records
-    return dict(offered=rate_total, sent=sent, dropped=dropped, ingested=sent, rejected=0,
-                reported=0, shed=0, lost=total - sent, seconds=t1 - t0, rate=sent / (t1 - t0),
-                cpu=cpu, per_cpu=sent / cpu if cpu > 0 else float("nan"),
-                sender_us=sender_cpu / sent * 1e6 if sent else float("nan"))
+    return r
 
 
 HEADER = "%-6s %12s %12s %6s %10s %10s %10s %10s %8s %8s %14s %10s" % (

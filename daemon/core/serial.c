@@ -103,8 +103,6 @@ double sf__sort_and_rank_lag1(const int64_t *v, size_t n, int64_t *sorted, doubl
     if (!sort_with_midranks(v, n, sorted, rank)) {
         memcpy(sorted, v, n * sizeof *v);
         sf__sort_i64(sorted, n);
-        if (n < 3)
-            return 0;
         midranks_in_time_order(v, sorted, n, rank);
     }
     return n < 3 ? 0 : lag1_of_midranks(rank, n);

@@ -705,6 +705,25 @@ static void resampled_clean_windows(const sf_schema *schema, struct matrix *base
     matrix_free(&win);
 }
 
+/* The resamplings of the clean synchronizing job `base` (freed here): the
+ * whole route flags at most alpha of them, and so does the rank test that
+ * `hit` reads, alone. */
+static void clean_windows_keep_the_level(struct matrix base, bool (*hit)(const sf_change *),
+                                         const char *what)
+{
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_gates g;
+    sf_gates_default(&g);
+    uint32_t flagged, hits;
+    resampled_clean_windows(&schema, &base, hit, &flagged, &hits);
+    print_message("%s: %u flagged, %u hits of %u\n", what, flagged, hits, RESAMPLES);
+    assert_true(flagged <= (uint32_t)(g.change_alpha * RESAMPLES));
+    assert_true(hits <= (uint32_t)(g.change_alpha * RESAMPLES));
+    matrix_free(&base);
+    sf_schema_clear(&schema);
+}
+
 static bool own_work_hit(const sf_change *c)
 {
     return c->stages[0].own_significant;
@@ -716,18 +735,8 @@ static bool own_work_hit(const sf_change *c)
 static void own_work_clean_windows_rarely_flagged(void **state)
 {
     (void)state;
-    sf_schema schema;
-    synchronizing_schema(&schema, SS);
-    sf_gates g;
-    sf_gates_default(&g);
-    struct matrix base = sync_matrix(13, 3 * WSTEPS, 100, RANKS, 0);
-    uint32_t flagged, own_hits;
-    resampled_clean_windows(&schema, &base, own_work_hit, &flagged, &own_hits);
-    print_message("clean sync: %u flagged, %u own-work hits of %u\n", flagged, own_hits, RESAMPLES);
-    assert_true(flagged <= (uint32_t)(g.change_alpha * RESAMPLES));
-    assert_true(own_hits <= (uint32_t)(g.change_alpha * RESAMPLES));
-    matrix_free(&base);
-    sf_schema_clear(&schema);
+    clean_windows_keep_the_level(sync_matrix(13, 3 * WSTEPS, 100, RANKS, 0), own_work_hit,
+                                 "clean sync, own-work");
 }
 
 static void whatif_sync_recomputes_waits(void **state)
@@ -1004,19 +1013,8 @@ static bool floor_hit(const sf_change *c)
 static void sync_floor_clean_windows_rarely_flagged(void **state)
 {
     (void)state;
-    sf_schema schema;
-    synchronizing_schema(&schema, SS);
-    sf_gates g;
-    sf_gates_default(&g);
-    struct matrix base = staggered_matrix(25, 3 * WSTEPS, 1000000, RANKS, 0);
-    uint32_t flagged, floor_hits;
-    resampled_clean_windows(&schema, &base, floor_hit, &flagged, &floor_hits);
-    print_message("clean staggered: %u flagged, %u floor hits of %u\n", flagged, floor_hits,
-                  RESAMPLES);
-    assert_true(flagged <= (uint32_t)(g.change_alpha * RESAMPLES));
-    assert_true(floor_hits <= (uint32_t)(g.change_alpha * RESAMPLES));
-    matrix_free(&base);
-    sf_schema_clear(&schema);
+    clean_windows_keep_the_level(staggered_matrix(25, 3 * WSTEPS, 1000000, RANKS, 0), floor_hit,
+                                 "clean staggered, floor");
 }
 
 int main(void)
