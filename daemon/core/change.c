@@ -20,9 +20,20 @@ void sf_change_free(sf_change *change)
     free(change);
 }
 
+/* The complete steps the change measures: those of one window, or of the
+ * windows pooled with it, in time order, read where they lie. */
 struct window_steps {
     uint32_t n;
-    uint32_t *index;  /* summary step indices of complete steps */
+    uint32_t n_parts;                            /* windows: more than one when pooled */
+    const sf_summary *part[SF_POOL_MAX_WINDOWS]; /* oldest first */
+    uint32_t part_end[SF_POOL_MAX_WINDOWS];      /* complete steps up to each part's last */
+    const sf_step_summary **step;                /* [n] */
+    const int64_t **rows; /* [n] each step's dense rows, [R][S]; NULL in mergeable mode */
+    /* Each part's own-work contrasts from an earlier change, [K][steps][R]
+     * over its complete steps at the K own-work stages (NULL: compute
+     * them), and where the last part's go when computed (NULL: nowhere). */
+    const int64_t *cached[SF_POOL_MAX_WINDOWS];
+    int64_t *fresh;
     int64_t *advance; /* [S][n], stage-major for the estimator */
     int64_t *floor;   /* [S][n], each step's dmin, filled at ".sync_wait" stages only */
     int64_t *ends;    /* [n] */
@@ -30,7 +41,8 @@ struct window_steps {
 
 static void window_steps_free(struct window_steps *w)
 {
-    free(w->index);
+    free(w->step);
+    free(w->rows);
     free(w->advance);
     free(w->floor);
     free(w->ends);
@@ -41,23 +53,40 @@ static bool sync_wait_stage(const sf_schema *schema, uint32_t k)
     return k > 0 && k - 1 < 64 && (schema->sync_mask >> (k - 1)) & 1;
 }
 
-static int window_steps_collect(const sf_summary *s, struct window_steps *w)
+/* The parts line up (one segment and shape, the same covered and dense
+ * ranks; pool.c): a step is complete when every covered rank reported it. */
+static int window_steps_collect(const sf_summary *const *parts, uint32_t n_parts,
+                                struct window_steps *w)
 {
+    const sf_summary *s = parts[n_parts - 1];
     uint32_t S = s->schema.n_stages, ranks = (uint32_t)sf_summary_covered_ranks(s);
-    size_t cap = s->n_steps ? s->n_steps : 1;
-    w->index = malloc(cap * sizeof *w->index);
+    size_t cap = 1;
+    for (uint32_t i = 0; i < n_parts; i++)
+        cap += parts[i]->n_steps;
+    w->n_parts = n_parts;
+    w->step = malloc(cap * sizeof *w->step);
+    w->rows = s->dense ? malloc(cap * sizeof *w->rows) : NULL;
     w->advance = malloc(cap * S * sizeof *w->advance);
     w->floor = malloc(cap * S * sizeof *w->floor);
     w->ends = malloc(cap * sizeof *w->ends);
-    if (w->index == NULL || w->advance == NULL || w->floor == NULL || w->ends == NULL)
+    if (!w->step || (s->dense && !w->rows) || !w->advance || !w->floor || !w->ends)
         return -ENOMEM;
-    for (uint32_t i = 0; i < s->n_steps; i++)
-        if (s->steps[i].n_ranks == ranks)
-            w->index[w->n++] = i;
+    for (uint32_t j = 0; j < n_parts; j++) {
+        const sf_summary *p = parts[j];
+        for (uint32_t i = 0; i < p->n_steps; i++) {
+            if (p->steps[i].n_ranks != ranks)
+                continue;
+            if (w->rows)
+                w->rows[w->n] = &p->dense->d[(size_t)i * p->dense->n_ranks * S];
+            w->step[w->n++] = &p->steps[i];
+        }
+        w->part[j] = p;
+        w->part_end[j] = w->n;
+    }
     if (w->n == 0)
         return -ENODATA;
     for (uint32_t t = 0; t < w->n; t++) {
-        const sf_step_summary *st = &s->steps[w->index[t]];
+        const sf_step_summary *st = w->step[t];
         int64_t prev = 0;
         for (uint32_t k = 0; k < S; k++) {
             w->advance[(size_t)k * w->n + t] = st->prefix_top2[k].v1 - prev;
@@ -250,15 +279,14 @@ static uint32_t suspects_max(const sf_gates *g)
 /* Mergeable mode: the two ranks that most often uniquely led route[0]'s
  * boundary (ties to the lower rank); their change against the reference is
  * unknown (null). */
-static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_steps *w,
-                         const sf_gates *g)
+static int suspects_top2(sf_change *c, const struct window_steps *w, const sf_gates *g)
 {
     uint32_t k = c->route[0], n = 0;
     uint32_t *leaders = malloc(w->n * sizeof *leaders);
     if (leaders == NULL)
         return -ENOMEM;
     for (uint32_t t = 0; t < w->n; t++) {
-        const sf_top2 *top = &s->steps[w->index[t]].prefix_top2[k];
+        const sf_top2 *top = &w->step[t]->prefix_top2[k];
         if (top->v1 > top->v2)
             leaders[n++] = top->r1;
     }
@@ -286,14 +314,14 @@ static int suspects_top2(sf_change *c, const sf_summary *s, const struct window_
 }
 
 /* Each dense rank's median of a series over the window's complete steps,
- * value t of rank x at src[step(t) * step_stride + x * stride] (step(t) the
- * summary step of complete step t, or t itself where index is NULL), into
- * med[x]. Through the selection network (median_net.c) where it pays,
- * NET_LANES ranks at a time, every rank of a group in its own lane;
- * otherwise rank by rank for sf_median_i64. The same values either way.
- * The series are gathered step by step, every group at once: the steps are
- * read in the order they lie in memory, a few steps ahead fetched
- * (consecutive steps lie a whole step of rows apart). */
+ * value t of rank x at src[t * step_stride + x * stride], or where rows is
+ * set at rows[t][offset + x * stride], into med[x]. Through the selection
+ * network (median_net.c) where it pays, NET_LANES ranks at a time, every
+ * rank of a group in its own lane; otherwise rank by rank for
+ * sf_median_i64. The same values either way. The series are gathered step
+ * by step, every group at once: the steps are read in the order they lie in
+ * memory, a few steps ahead fetched (consecutive steps lie a whole step of
+ * rows apart). */
 enum { NET_LANES = 48, GATHER_AHEAD = 4 };
 
 struct rank_medians {
@@ -305,7 +333,8 @@ struct rank_medians {
 struct series {
     const int64_t *src;
     size_t step_stride, stride;
-    const uint32_t *index; /* NULL: step t is src's row t */
+    const int64_t *const *rows; /* NULL: step t is src's row t */
+    size_t offset;
 };
 
 static void rank_medians_free(struct rank_medians *m)
@@ -327,7 +356,7 @@ static int rank_medians_init(struct rank_medians *m, uint32_t n, uint32_t R)
 
 static const int64_t *series_step(const struct series *v, uint32_t t)
 {
-    return &v->src[(size_t)(v->index ? v->index[t] : t) * v->step_stride];
+    return v->rows ? v->rows[t] + v->offset : &v->src[(size_t)t * v->step_stride];
 }
 
 static void rank_medians_of(const struct rank_medians *m, const struct series *v, uint32_t R,
@@ -365,6 +394,8 @@ struct own_work {
     int64_t *z;                  /* [R][n] of the stage last filled, rank by rank */
     int64_t *base;               /* [R] reference contrast at that stage, SF_NULL_NS if unknown */
     int64_t *v;                  /* 2 x R scratch */
+    int64_t *row;                /* [R] one step's contrasts when not kept */
+    uint32_t q;                  /* the own-work stage's ordinal among them */
     int64_t *tmp;                /* [n] scratch for a median, so z keeps its time order */
     double *rank;                /* [n] scratch for the serial factor's midranks */
     int64_t *med;                /* [R] every rank's median contrast */
@@ -378,6 +409,7 @@ static void own_work_free(struct own_work *o)
     free(o->z);
     free(o->base);
     free(o->v);
+    free(o->row);
     free(o->tmp);
     free(o->rank);
     free(o->med);
@@ -385,10 +417,22 @@ static void own_work_free(struct own_work *o)
     rank_medians_free(&o->medians);
 }
 
+/* One step's contrasts at stage k: every rank's duration minus the median
+ * of the others', into out. The column is read in place: one pass finds the
+ * middle order statistics, one writes every contrast. */
+static void step_contrasts(const int64_t *row, uint32_t k, struct own_work *o, int64_t *out)
+{
+    const int64_t *col = row + k;
+    sf__middle mm;
+    sf__middle_of(col, o->S, o->R, o->v, &mm);
+    for (uint32_t x = 0; x < o->R; x++)
+        out[x] = sf__contrast(&mm, col[(size_t)x * o->S]);
+}
+
 /* Fills o->z with every rank's contrast at stage k, step by step, minus its
- * reference contrast, and counts in o->below those below e. The column is
- * read in place: one pass finds the middle order statistics, one writes
- * every rank's contrast. */
+ * reference contrast, and counts in o->below those below e. A part whose
+ * contrasts an earlier change kept (a pooled window) is read, not
+ * recomputed; the last part's are kept in w->fresh when it is set. */
 static void own_work_fill(const sf_summary *s, const sf_reference *ref,
                           const struct window_steps *w, struct own_work *o, uint32_t k, int64_t e)
 {
@@ -401,14 +445,23 @@ static void own_work_fill(const sf_summary *s, const sf_reference *ref,
         offset[x] = o->base[x] == SF_NULL_NS ? 0 : o->base[x];
         o->below[x] = 0;
     }
-    for (uint32_t t = 0; t < n; t++) {
-        const int64_t *col = &d->d[(size_t)w->index[t] * R * S + k];
-        sf__middle mm;
-        sf__middle_of(col, S, R, o->v, &mm);
-        for (uint32_t x = 0; x < R; x++) {
-            int64_t z = sf__contrast(&mm, col[(size_t)x * S]) - offset[x];
-            o->z[(size_t)x * n + t] = z;
-            o->below[x] += z < e;
+    for (uint32_t j = 0, t = 0; j < w->n_parts; j++) {
+        uint32_t lo = t, steps = w->part_end[j] - lo;
+        size_t block = (size_t)o->q * steps * R;
+        const int64_t *kept = w->cached[j] ? w->cached[j] + block : NULL;
+        int64_t *keep = j + 1 == w->n_parts && w->fresh ? w->fresh + block : NULL;
+        for (; t < w->part_end[j]; t++) {
+            const int64_t *c = kept ? kept + (size_t)(t - lo) * R : NULL;
+            if (c == NULL) {
+                int64_t *out = keep ? keep + (size_t)(t - lo) * R : o->row;
+                step_contrasts(w->rows[t], k, o, out);
+                c = out;
+            }
+            for (uint32_t x = 0; x < R; x++) {
+                int64_t z = c[x] - offset[x];
+                o->z[(size_t)x * n + t] = z;
+                o->below[x] += z < e;
+            }
         }
     }
 }
@@ -457,7 +510,7 @@ static int own_work_stage(sf_change *c, const sf_summary *s, const sf_reference 
     if (!skipped || !(st->own_significant || (st->significant && st->shift.delta_ns > 0)))
         return 0;
     /* a skipped column is still whole: every rank's median at once */
-    struct series all = {o->z, 1, o->n, NULL};
+    struct series all = {o->z, 1, o->n, NULL, 0};
     rank_medians_of(&o->medians, &all, o->R, o->n, o->med);
     for (uint32_t x = 0; x < o->R; x++)
         if (o->base[x] != SF_NULL_NS && o->shift[(size_t)x * o->S + k] == SF_NULL_NS)
@@ -481,20 +534,23 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     o->z = malloc((size_t)R * w->n * sizeof *o->z);
     o->base = malloc((size_t)R * sizeof *o->base);
     o->v = malloc((size_t)R * 2 * sizeof *o->v);
+    o->row = malloc((size_t)R * sizeof *o->row);
     o->tmp = malloc(((size_t)w->n + 1) * sizeof *o->tmp);
     o->rank = malloc(((size_t)w->n + 1) * sizeof *o->rank);
     o->med = malloc((size_t)R * sizeof *o->med);
     o->below = malloc((size_t)R * sizeof *o->below);
-    if (!o->shift || !o->z || !o->base || !o->v || !o->tmp || !o->rank || !o->med || !o->below ||
-        rank_medians_init(&o->medians, w->n, R) < 0)
+    if (!o->shift || !o->z || !o->base || !o->v || !o->row || !o->tmp || !o->rank || !o->med ||
+        !o->below || rank_medians_init(&o->medians, w->n, R) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < (size_t)R * S; i++)
         o->shift[i] = SF_NULL_NS;
     double alpha = g->change_alpha / ((double)R * tested);
     int rc = 0;
     for (uint32_t k = 0; k < S && rc == 0; k++)
-        if (sf_change_own_work_stage(&s->schema, k))
+        if (sf_change_own_work_stage(&s->schema, k)) {
             rc = own_work_stage(c, s, ref, w, o, k, alpha);
+            o->q++;
+        }
     return rc;
 }
 
@@ -517,7 +573,7 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
     for (uint32_t j = 0; j < c->n_route; j++) {
         uint32_t k = c->route[j], *row = &led[(size_t)j * d->n_ranks];
         for (uint32_t t = 0; t < w->n; t++) {
-            const sf_top2 *top = &s->steps[w->index[t]].prefix_top2[k];
+            const sf_top2 *top = &w->step[t]->prefix_top2[k];
             if (top->v1 <= top->v2)
                 continue;
             const uint32_t *hit = sf__find_rank(d->ranks, d->n_ranks, top->r1, top->r1);
@@ -527,27 +583,58 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
     }
 }
 
-/* Whether every rank has a row in every step of the window: then a rank's
+/* Whether every rank has a row in every step of part j: then a rank's
  * median over its rows, which the summary kept, is its median over the
  * complete steps. */
-static bool every_step_whole(const sf_summary *s, const struct window_steps *w)
+static bool part_whole(const struct window_steps *w, uint32_t j)
 {
-    if (s->dense->rank_median == NULL || w->n != s->n_steps)
+    const sf_summary *p = w->part[j];
+    uint32_t n = w->part_end[j] - (j ? w->part_end[j - 1] : 0);
+    if (p->dense->rank_median == NULL || n != p->n_steps)
         return false;
-    for (uint32_t i = 0; i < s->n_steps; i++)
-        if (s->steps[i].n_ranks != s->dense->n_ranks)
+    for (uint32_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].n_ranks != p->dense->n_ranks)
             return false;
     return true;
 }
 
-/* Each route stage's rank medians, med[j][x], for the stages where some
- * rank has no contrast shift to use instead (NULL: none): the summary's
- * where every step is whole, else gathered over the complete steps. */
-static int route_medians(const sf_summary *s, const struct window_steps *w, const sf_change *c,
-                         struct own_work *o, int64_t **ret)
+/* Every rank's median duration at stage k over part j's complete steps,
+ * into to[x] (SF_NULL_NS for all when the part has none). */
+static int part_medians(const struct window_steps *w, uint32_t j, uint32_t k, int64_t *to)
 {
-    const sf_dense *d = s->dense;
-    uint32_t R = d->n_ranks, S = s->schema.n_stages, js[SF_MAX_STAGES], g = 0;
+    const sf_dense *d = w->part[j]->dense;
+    uint32_t R = d->n_ranks, S = w->part[j]->schema.n_stages;
+    uint32_t lo = j ? w->part_end[j - 1] : 0, n = w->part_end[j] - lo;
+    if (part_whole(w, j)) {
+        for (uint32_t x = 0; x < R; x++)
+            to[x] = d->rank_median[(size_t)x * S + k];
+        return 0;
+    }
+    if (n == 0) {
+        for (uint32_t x = 0; x < R; x++)
+            to[x] = SF_NULL_NS;
+        return 0;
+    }
+    struct rank_medians m = {0};
+    struct series v = {NULL, 0, S, w->rows + lo, k};
+    int rc = rank_medians_init(&m, n, R);
+    if (rc == 0)
+        rank_medians_of(&m, &v, R, n, to);
+    rank_medians_free(&m);
+    return rc;
+}
+
+/* Each route stage's rank medians, med[j][x], for the stages where some
+ * rank has no contrast shift to use instead (NULL: none): a rank's median
+ * over the complete steps of the window, or when windows are pooled the
+ * median of its medians in each (docs/CHANGE.md, "Pooled windows"): the
+ * summaries kept those, so pooling costs no gathering. */
+static int route_medians(const struct window_steps *w, const sf_change *c, struct own_work *o,
+                         int64_t **ret)
+{
+    const sf_dense *d = w->part[w->n_parts - 1]->dense;
+    uint32_t R = d->n_ranks, S = w->part[0]->schema.n_stages, P = w->n_parts;
+    uint32_t js[SF_MAX_STAGES], g = 0;
     for (uint32_t j = 0; j < c->n_route; j++) {
         bool need = o->shift == NULL;
         for (uint32_t x = 0; x < R && !need; x++)
@@ -559,24 +646,33 @@ static int route_medians(const sf_summary *s, const struct window_steps *w, cons
     if (g == 0)
         return 0;
     int64_t *med = malloc((size_t)c->n_route * R * sizeof *med);
-    bool kept = every_step_whole(s, w);
-    int rc = med == NULL ? -ENOMEM : kept ? 0 : rank_medians_init(&o->medians, w->n, R);
-    if (rc < 0) {
-        free(med);
-        return rc;
-    }
-    for (uint32_t i = 0; i < g; i++) {
-        uint32_t k = c->route[js[i]];
+    int64_t *by_part = malloc(((size_t)P * R + P) * sizeof *by_part), *of_rank = by_part + P * R;
+    int rc = med == NULL || by_part == NULL ? -ENOMEM : 0;
+    for (size_t i = 0; i < (size_t)c->n_route * R && rc == 0; i++)
+        med[i] = SF_NULL_NS; /* the stages not gathered: every rank has a contrast there */
+    for (uint32_t i = 0; i < g && rc == 0; i++) {
         int64_t *to = &med[(size_t)js[i] * R];
-        struct series v = {&d->d[k], (size_t)R * S, S, w->index};
-        if (kept)
-            for (uint32_t x = 0; x < R; x++)
-                to[x] = d->rank_median[(size_t)x * S + k];
-        else
-            rank_medians_of(&o->medians, &v, R, w->n, to);
+        for (uint32_t p = 0; p < P && rc == 0; p++)
+            rc = part_medians(w, p, c->route[js[i]], &by_part[(size_t)p * R]);
+        for (uint32_t x = 0; x < R && rc == 0; x++) {
+            uint32_t known = 0;
+            for (uint32_t p = 0; p < P; p++) { /* a few values: sorted as they come */
+                int64_t v = by_part[(size_t)p * R + x];
+                if (v == SF_NULL_NS)
+                    continue;
+                uint32_t at = known++;
+                for (; at > 0 && of_rank[at - 1] > v; at--)
+                    of_rank[at] = of_rank[at - 1];
+                of_rank[at] = v;
+            }
+            to[x] = known ? sf__median_sorted(of_rank, known) : SF_NULL_NS;
+        }
     }
-    *ret = med;
-    return 0;
+    free(by_part);
+    if (rc < 0)
+        free(med);
+    *ret = rc < 0 ? NULL : med;
+    return rc;
 }
 
 /* Rank x's change at every route stage, ret[j]; false when the reference
@@ -597,14 +693,15 @@ static bool rank_change_one(const sf_summary *s, const sf_reference *ref,
         uint32_t k = c->route[j];
         int64_t base = ref->median_ns[ri * S + k];
         int64_t shift = o->shift ? o->shift[(size_t)x * S + k] : SF_NULL_NS;
-        known = known && base != SF_NULL_NS;
+        int64_t own = med ? med[(size_t)j * d->n_ranks + x] : SF_NULL_NS;
         ret[j].contrast = shift != SF_NULL_NS;
+        known = known && base != SF_NULL_NS && (ret[j].contrast || own != SF_NULL_NS);
         if (ret[j].contrast)
             ret[j].own = shift;
-        else if (base == SF_NULL_NS)
+        else if (base == SF_NULL_NS || own == SF_NULL_NS)
             ret[j].own = 0;
         else /* gathered: this rank has no contrast shift here */
-            ret[j].own = med[(size_t)j * d->n_ranks + x] - base;
+            ret[j].own = own - base;
         ret[j].lead = (double)led[(size_t)j * d->n_ranks + x] / w->n -
                       (double)ref->lead_steps[ri * S + k] / ref->n_steps;
     }
@@ -625,7 +722,7 @@ static int suspects_dense(sf_change *c, const sf_summary *s, const sf_reference 
     bool *known = malloc(((size_t)R + 1) * sizeof *known);
     int64_t *scratch = malloc(((size_t)R + 1) * sizeof *scratch), *med = NULL;
     uint32_t *led = calloc((size_t)J * R + 1, sizeof *led);
-    int ret = rc && known && scratch && led ? route_medians(s, w, c, o, &med) : -ENOMEM;
+    int ret = rc && known && scratch && led ? route_medians(w, c, o, &med) : -ENOMEM;
     if (ret < 0)
         goto out;
     route_leads(s, w, c, led);
@@ -664,24 +761,50 @@ out:
     return ret;
 }
 
-int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const sf_gates *gates,
-                      sf_change **ret)
+/* Room for the last part's own-work contrasts, [K][steps][R], when the
+ * caller keeps them (NULL, 0 when there is nothing to keep). */
+static int fresh_contrasts(const sf_summary *s, const struct window_steps *w,
+                           struct sf_contrasts *ret)
+{
+    uint32_t K = 0, steps = w->part_end[w->n_parts - 1] -
+                            (w->n_parts > 1 ? w->part_end[w->n_parts - 2] : 0);
+    for (uint32_t k = 0; k < s->schema.n_stages; k++)
+        K += sf_change_own_work_stage(&s->schema, k);
+    *ret = (struct sf_contrasts){0};
+    if (K == 0 || s->dense == NULL || s->dense->n_ranks < 2 || steps == 0)
+        return 0;
+    ret->bytes = (size_t)K * steps * s->dense->n_ranks * sizeof(int64_t);
+    ret->v = malloc(ret->bytes);
+    return ret->v == NULL ? -ENOMEM : 0;
+}
+
+int sf__change_of_parts(const sf_reference *ref, const sf_summary *const *parts, uint32_t n_parts,
+                        const int64_t *const *cached, struct sf_contrasts *ret_fresh,
+                        const sf_gates *gates, sf_change **ret)
 {
     const char *why;
-    if (ref == NULL || summary == NULL || gates == NULL || ret == NULL)
-        return -EINVAL;
+    const sf_summary *summary = parts[n_parts - 1];
     if (sf_reference_check(ref, &summary->schema, summary->meta.world_size, &why) < 0)
         return -EINVAL;
     struct window_steps w = {0};
     struct own_work own = {0};
+    struct sf_contrasts fresh = {0};
     sf_change *c = calloc(1, sizeof *c);
-    int rc = c == NULL ? -ENOMEM : window_steps_collect(summary, &w);
+    int rc = c == NULL ? -ENOMEM : window_steps_collect(parts, n_parts, &w);
+    for (uint32_t j = 0; j < n_parts && cached != NULL; j++)
+        w.cached[j] = cached[j];
+    if (rc == 0 && ret_fresh != NULL && ref->contrast_ns != NULL &&
+        (rc = fresh_contrasts(summary, &w, &fresh)) == 0)
+        w.fresh = fresh.v;
     if (rc < 0)
         goto fail;
     c->n_stages = ref->n_stages;
     c->baseline_n_windows = ref->n_windows;
     memcpy(c->baseline_windows, ref->windows, sizeof c->baseline_windows);
     c->baseline_steps = ref->n_steps;
+    c->n_measured = n_parts;
+    for (uint32_t i = 0; i < n_parts; i++)
+        c->measured_windows[i] = parts[i]->meta.index;
     c->steps = w.n;
     c->min_effect_ns = (int64_t)llround(gates->change_min_frac * (double)ref->median_step_ns);
     if ((rc = stage_shifts(c, ref, &w, &summary->schema, gates)) < 0)
@@ -697,21 +820,39 @@ int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const 
     if (c->n_route > 0 && c->suspects_dense)
         rc = suspects_dense(c, summary, ref, &w, gates, &own);
     else if (c->n_route > 0)
-        rc = suspects_top2(c, summary, &w, gates);
+        rc = suspects_top2(c, &w, gates);
     if (rc < 0)
         goto fail;
+    bool filled = own.z != NULL; /* every own-work stage's block of fresh */
     window_steps_free(&w);
     own_work_free(&own);
+    if (ret_fresh != NULL && filled) {
+        *ret_fresh = fresh;
+    } else {
+        free(fresh.v);
+        if (ret_fresh != NULL)
+            *ret_fresh = (struct sf_contrasts){0};
+    }
     *ret = c;
     return 0;
 fail:
     window_steps_free(&w);
     own_work_free(&own);
+    free(fresh.v);
     free(c);
     return rc;
 }
 
-int sf_report_attach_change(sf_report *report, const sf_summary *summary, const sf_reference *ref)
+int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const sf_gates *gates,
+                      sf_change **ret)
+{
+    if (ref == NULL || summary == NULL || gates == NULL || ret == NULL)
+        return -EINVAL;
+    return sf__change_of_parts(ref, &summary, 1, NULL, NULL, gates, ret);
+}
+
+int sf_report_attach_change(sf_report *report, const sf_summary *summary, sf_change_pool *pool,
+                            const sf_reference *ref)
 {
     if (report == NULL || summary == NULL)
         return -EINVAL;
@@ -719,7 +860,7 @@ int sf_report_attach_change(sf_report *report, const sf_summary *summary, const 
     sf_whatif *w = NULL;
     int rc = 0;
     if (ref != NULL && report->steps > 0)
-        rc = sf_change_compute(ref, summary, &report->gates, &c);
+        rc = sf__change_pool_measure(pool, summary, ref, &report->gates, &c);
     if (rc == 0 && summary->dense != NULL && report->steps > 0)
         rc = sf_whatif_compute(summary, ref, c, &w);
     if (rc < 0) {

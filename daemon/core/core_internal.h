@@ -81,6 +81,27 @@ static inline int64_t sf__excess(int64_t d, int64_t b)
 
 /* reference.c: qsort/bsearch order of rank numbers. */
 int sf__cmp_u32(const void *a, const void *b);
+/* One window's own-work contrasts, [K][complete steps][ranks] at its K
+ * own-work stages (each rank's duration minus the median of the others'),
+ * which do not depend on the reference: a change that pools the window
+ * later reads them instead of computing them again. */
+struct sf_contrasts {
+    int64_t *v;
+    size_t bytes;
+};
+/* change.c: the change over consecutive windows of one segment that cover
+ * the same ranks, dense in one layout or none dense (pool.c chooses them),
+ * the last the window measured. cached[j] (or cached NULL): part j's
+ * contrasts from an earlier change, or NULL. ret_fresh (may be NULL): the
+ * last part's contrasts, computed here, for the caller to keep ({0} when
+ * the own-work test did not run). */
+int sf__change_of_parts(const sf_reference *ref, const sf_summary *const *parts, uint32_t n_parts,
+                        const int64_t *const *cached, struct sf_contrasts *ret_fresh,
+                        const sf_gates *gates, sf_change **ret);
+/* pool.c: the change of summary over it and the windows of pool (NULL:
+ * alone), which keeps its contrasts until sf_change_pool_keep takes it. */
+int sf__change_pool_measure(sf_change_pool *pool, const sf_summary *summary,
+                            const sf_reference *ref, const sf_gates *gates, sf_change **ret);
 /* The slot of rank in the sorted ranks[0..n), NULL where absent: slot hint
  * first, where two sorted lists of the same ranks put it (a window's dense
  * ranks and its reference's, nearly always), else a binary search. */

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include <stagefrontier/accounting.h>
+#include <stagefrontier/change.h>
 #include "stagefrontier/strutil.h"
 
 enum gate_kind { GATE_RATIO, GATE_SECONDS, GATE_COUNT, GATE_BOOL, GATE_NAME };
@@ -52,6 +53,7 @@ static const struct gate_key gate_keys[] = {
     GATE(straggler_last_share_min, GATE_RATIO, 1),
     GATE(straggler_persist_windows, GATE_COUNT, 1e6),
     GATE(baseline_windows, GATE_COUNT, 16),
+    GATE(change_pool_windows, GATE_COUNT, SF_POOL_MAX_WINDOWS),
     GATE(change_alpha, GATE_RATIO, 0.5),
     GATE(change_min_frac, GATE_RATIO, 1),
     GATE(forward_stage, GATE_NAME, 0),
@@ -87,6 +89,7 @@ void sf_gates_default(sf_gates *ret)
         .straggler_last_share_min = 0,
         .straggler_persist_windows = 2,
         .baseline_windows = 3,
+        .change_pool_windows = 3,
         .change_alpha = 0.01,
         .change_min_frac = 0.02,
     };
@@ -181,7 +184,8 @@ int sf_gates_validate(const sf_gates *gates)
         return -EINVAL;
     if (gates->dense_max_ranks > SF_MAX_RANKS || gates->straggler_persist_windows < 1)
         return -EINVAL;
-    if (gates->baseline_windows < 1 || gates->change_alpha <= 0 || gates->straggler_alpha <= 0)
+    if (gates->baseline_windows < 1 || gates->change_pool_windows < 1 || gates->change_alpha <= 0 ||
+        gates->straggler_alpha <= 0)
         return -EINVAL;
     return 0;
 }

@@ -115,6 +115,21 @@ void sf__dense_free(sf_dense *d)
     free(d);
 }
 
+size_t sf_summary_bytes(const sf_summary *s)
+{
+    size_t n = (size_t)(s->n_steps ? s->n_steps : 1), bytes = sizeof *s;
+    bytes += n * (sizeof *s->steps + step_slots(s) * sizeof *s->storage +
+                  s->schema.n_stages * sizeof *s->top2_storage);
+    bytes += (size_t)s->n_intervals * sizeof *s->coverage;
+    if (s->dense != NULL) {
+        size_t R = s->dense->n_ranks, S = s->schema.n_stages;
+        bytes += sizeof *s->dense + R * (sizeof *s->dense->ranks + sizeof(char *));
+        bytes += n * R * (S * sizeof(int64_t) * !s->dense->d_borrowed + 1);
+        bytes += s->dense->rank_median ? R * S * sizeof(int64_t) : 0;
+    }
+    return bytes;
+}
+
 void sf_summary_free(sf_summary *s)
 {
     if (s == NULL)

@@ -20,12 +20,12 @@ static json_t *real_or_null(double v)
     return isnan(v) ? json_null() : json_real(v);
 }
 
-static json_t *baseline_json(const sf_change *c)
+static json_t *windows_json(const int64_t *windows, uint32_t n, uint32_t steps)
 {
-    json_t *windows = json_array();
-    for (uint32_t i = 0; i < c->baseline_n_windows; i++)
-        json_array_append_new(windows, json_integer(c->baseline_windows[i]));
-    return json_pack("{s:o, s:I}", "windows", windows, "steps", (json_int_t)c->baseline_steps);
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(windows[i]));
+    return json_pack("{s:o, s:I}", "windows", a, "steps", (json_int_t)steps);
 }
 
 /* The own-work test of a stage (docs/CHANGE.md), null where not tested. */
@@ -89,8 +89,10 @@ json_t *sf_change_to_json(const sf_report *r)
     const sf_change *c = r->change;
     if (c == NULL)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "baseline",
-                     baseline_json(c), "step_delta_s", seconds(c->step.delta_ns), "step_ci_low_s",
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "baseline",
+                     windows_json(c->baseline_windows, c->baseline_n_windows, c->baseline_steps),
+                     "measured", windows_json(c->measured_windows, c->n_measured, c->steps),
+                     "step_delta_s", seconds(c->step.delta_ns), "step_ci_low_s",
                      seconds(c->step.ci_low_ns), "step_ci_high_s", seconds(c->step.ci_high_ns),
                      "slowdown", real_or_null(c->slowdown), "min_effect_s",
                      seconds(c->min_effect_ns), "stages", stages_json(r, c), "route",
@@ -122,20 +124,18 @@ json_t *sf_whatif_to_json(const sf_report *r)
                      cells);
 }
 
-static void write_windows(const sf_change *c, FILE *out)
+static void write_windows(const int64_t *windows, uint32_t n, FILE *out)
 {
-    uint32_t n = c->baseline_n_windows;
     bool run = n > 1;
     for (uint32_t i = 1; i < n; i++)
-        run = run && c->baseline_windows[i] == c->baseline_windows[i - 1] + 1;
+        run = run && windows[i] == windows[i - 1] + 1;
     if (run) {
-        fprintf(out, "windows %lld-%lld", (long long)c->baseline_windows[0],
-                (long long)c->baseline_windows[n - 1]);
+        fprintf(out, "windows %lld-%lld", (long long)windows[0], (long long)windows[n - 1]);
         return;
     }
     fprintf(out, "window%s", n > 1 ? "s" : "");
     for (uint32_t i = 0; i < n; i++)
-        fprintf(out, "%s%lld", i ? ", " : " ", (long long)c->baseline_windows[i]);
+        fprintf(out, "%s%lld", i ? ", " : " ", (long long)windows[i]);
 }
 
 /* A stage routed by its frontier: the shift and interval that routed it,
@@ -154,8 +154,13 @@ void sf_change_write_text(const sf_report *r, FILE *out)
     if (c == NULL)
         return;
     double pct = isnan(c->slowdown) ? 0 : 100 * (c->slowdown - 1);
-    fprintf(out, "step %+.1f %% vs baseline (", pct);
-    write_windows(c, out);
+    fprintf(out, "step %+.1f %%", pct);
+    if (c->n_measured > 1) { /* pooled: say which windows were measured */
+        fprintf(out, " over ");
+        write_windows(c->measured_windows, c->n_measured, out);
+    }
+    fprintf(out, " vs baseline (");
+    write_windows(c->baseline_windows, c->baseline_n_windows, out);
     fprintf(out, ")");
     if (c->n_route == 0) {
         fprintf(out, ": no significant change\n");

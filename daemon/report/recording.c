@@ -213,6 +213,9 @@ static int parse_gates(json_t *obj, sf_gates *gates, char *err, size_t errlen)
         return 0;
     if (!json_is_object(obj))
         return fail(err, errlen, "\"gates\" must be an object");
+    /* A recording from before pooling measured each window alone. */
+    if (json_object_get(obj, "change_pool_windows") == NULL)
+        gates->change_pool_windows = 1;
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v)

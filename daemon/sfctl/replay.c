@@ -367,7 +367,7 @@ static int attach_change(struct replay_baseline *b, const struct window_job *job
     int r = pick_reference(b, job, summary, o, &ref);
     if (r < 0)
         return r;
-    r = sf_report_attach_change(report, summary, ref);
+    r = sf_report_attach_change(report, summary, &b->pool, ref);
     if (r < 0)
         return window_failed(job, r, o->path);
     *ret_ref = ref;
@@ -396,6 +396,8 @@ static int visit_window(const struct window_job *job, const sf_gates *g, struct 
     sf_straggler_track(history, report); /* windows come in order, as sfd stores them */
     if (r == 0)
         r = visit(job, summary, report, ref, user);
+    if (r == 0) /* the later windows' changes pool it (sfd does the same) */
+        r = sf_change_pool_keep(&b->pool, &summary, report->gates.change_pool_windows);
     sf_report_free(report);
     sf_summary_free(summary);
     return r;

@@ -117,6 +117,7 @@ struct replay_baseline {
     struct sf_reference *ref;
     bool from_file; /* --baseline: fixed; a mismatch is an error */
     sf_reference_collector collector;
+    sf_change_pool pool; /* the windows the next change pools (change_pool_windows) */
 };
 
 /* Builds the reference from the first baseline_windows eligible windows of

@@ -15,6 +15,7 @@ void sfctl_baseline_clear(struct replay_baseline *b)
     sf_reference_free(b->ref);
     b->ref = NULL;
     sf_reference_collector_clear(&b->collector);
+    sf_change_pool_clear(&b->pool);
 }
 
 static int collect_windows(const char *path, struct window_job *jobs, size_t n, const sf_gates *g,

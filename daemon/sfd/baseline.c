@@ -36,26 +36,42 @@ static void drop_stale(struct sfd_job *job, const sf_summary *summary)
     }
 }
 
-static int attach_one(struct sfd_job *job, const sf_summary *summary, sf_report *report)
+/* The change and what-if of one window, pooled with the windows of pool. */
+static int attach_one(struct sfd_job *job, sf_change_pool *pool, const sf_summary *summary,
+                      sf_report *report)
 {
     const sf_reference *ref = in_force(job);
     if (ref != NULL && !sf_reference_applies(ref, &summary->meta))
         ref = NULL;
-    int r = sf_report_attach_change(report, summary, ref);
+    int r = sf_report_attach_change(report, summary, pool, ref);
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, job->id, "window %lld: change not computed: %s",
                 (long long)summary->meta.index, strerror(-r));
     return r;
 }
 
-void sfd_baseline_attach(struct sfd_job *job, const sf_summary *summary, sf_report *report)
+/* The job's pool, charged to its uid as report memory: a kept summary
+ * holds a window's steps and dense rows, and its own-work contrasts. */
+static void pool_keep(struct sfd_job *job, sf_summary **summary, uint32_t want)
 {
     struct sfd_baseline *b = &job->base;
-    drop_stale(job, summary);
-    attach_one(job, summary, report);
+    sf_change_pool_keep(&b->pool, summary, want);
+    uint64_t bytes = sf_change_pool_bytes(&b->pool);
+    if (bytes > b->pool_bytes)
+        sfd_job_force(job, SFD_MEM_REPORTS, bytes - b->pool_bytes);
+    else
+        sfd_job_release(job, SFD_MEM_REPORTS, b->pool_bytes - bytes);
+    b->pool_bytes = bytes;
+}
+
+void sfd_baseline_attach(struct sfd_job *job, sf_summary **summary, sf_report *report)
+{
+    struct sfd_baseline *b = &job->base;
+    drop_stale(job, *summary);
+    attach_one(job, &b->pool, *summary, report);
     if (b->automatic == NULL) {
         b->collector.want = job->gates.baseline_windows;
-        int r = sf_reference_collect(&b->collector, summary, report, &b->automatic);
+        int r = sf_reference_collect(&b->collector, *summary, report, &b->automatic);
         if (r < 0)
             sfd_log(SFD_LOG_WARNING, job->id, "baseline: %s", strerror(-r));
         else if (r == 1)
@@ -64,6 +80,7 @@ void sfd_baseline_attach(struct sfd_job *job, const sf_summary *summary, sf_repo
                     (long long)b->automatic->windows[b->automatic->n_windows - 1],
                     b->automatic->n_steps);
     }
+    pool_keep(job, summary, report->gates.change_pool_windows);
     if (report->whatif != NULL && !isnan(report->whatif->waste_rank_s))
         b->waste_rank_s += report->whatif->waste_rank_s;
     sfd_alert_consider(job, report);
@@ -86,14 +103,17 @@ static int kept_summary(struct sfd_job *job, const struct sfd_stored *s, sf_summ
  * gives the same reports. */
 static void reattach_kept(struct sfd_job *job)
 {
+    sf_change_pool pool = {0}; /* the kept windows, pooled as they were at close */
     for (uint32_t i = 0; i < job->n_stored; i++) {
         struct sfd_stored *s = &job->stored[i];
         sf_summary *summary = NULL;
         if (s->remote || s->rows_evicted || s->report == NULL || kept_summary(job, s, &summary) < 0)
             continue;
-        attach_one(job, summary, s->report);
+        attach_one(job, &pool, summary, s->report);
+        sf_change_pool_keep(&pool, &summary, s->report->gates.change_pool_windows);
         sf_summary_free(summary);
     }
+    sf_change_pool_clear(&pool);
     sfd_after_window(job->sfd);
 }
 
@@ -182,5 +202,7 @@ void sfd_baseline_free(struct sfd_job *job)
     sf_reference_collector_clear(&job->base.collector);
     sf_reference_free(job->base.automatic);
     sf_reference_free(job->base.pinned);
+    sf_change_pool_clear(&job->base.pool);
+    sfd_job_release(job, SFD_MEM_REPORTS, job->base.pool_bytes);
     memset(&job->base, 0, sizeof job->base);
 }

@@ -21,8 +21,8 @@ static int standalone_submit(void *ctx, struct sfd_job *job, sf_summary *summary
         sf_summary_free(summary);
         return r;
     }
-    sfd_baseline_attach(job, summary, report);
-    sf_summary_free(summary);
+    sfd_baseline_attach(job, &summary, report);
+    sf_summary_free(summary); /* NULL when the job's pool took it */
     return sfd_job_store_report(job, report);
 }
 

@@ -19,7 +19,8 @@
 #define CODEC_MAGIC_V3 0x33525453u /* "STR3": STR2, then the change and what-if */
 #define CODEC_MAGIC_V4 0x34525453u /* "STR4": STR3, the change's own-work tests */
 #define CODEC_MAGIC_V5 0x35525453u /* "STR5": STR4, then the window's wall clock */
-#define CODEC_MAGIC 0x36525453u    /* "STR6": STR5, then the change's sync floor tests */
+#define CODEC_MAGIC_V6 0x36525453u /* "STR6": STR5, then the change's sync floor tests */
+#define CODEC_MAGIC 0x37525453u    /* "STR7": STR6, then the windows the change measured */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -286,6 +287,16 @@ static void put_change(struct enc *e, const sf_change *c)
     }
 }
 
+/* The windows the change measured (STR7), after the floors, only with a change. */
+static void put_change_measured(struct enc *e, const sf_change *c)
+{
+    if (c == NULL)
+        return;
+    put_u32(e, c->n_measured);
+    for (uint32_t i = 0; i < c->n_measured; i++)
+        put_i64(e, c->measured_windows[i]);
+}
+
 /* The sync floor tests (STR6), after the wall clock, only with a change. */
 static void put_change_floors(struct enc *e, const sf_change *c)
 {
@@ -342,6 +353,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_i64(&e, report->meta.opened_at_ms);
     put_i64(&e, report->meta.closed_at_ms);
     put_change_floors(&e, report->change);
+    put_change_measured(&e, report->change);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -824,11 +836,28 @@ static int get_whatif(struct dec *d, sf_report *r)
     return d->bad ? -EINVAL : 0;
 }
 
-/* The codec version of a magic: 2 to 6, or 0 for none of ours. */
+/* The windows the change measured; before STR7, the window alone. */
+static int get_change_measured(struct dec *d, sf_report *r, bool stored)
+{
+    sf_change *c = r->change;
+    if (!stored) {
+        c->n_measured = 1;
+        c->measured_windows[0] = r->meta.index;
+        return 0;
+    }
+    c->n_measured = get_u32(d);
+    if (d->bad || c->n_measured < 1 || c->n_measured > SF_POOL_MAX_WINDOWS)
+        return -EINVAL;
+    for (uint32_t i = 0; i < c->n_measured; i++)
+        c->measured_windows[i] = get_i64(d);
+    return d->bad ? -EINVAL : 0;
+}
+
+/* The codec version of a magic: 2 to 7, or 0 for none of ours. */
 static unsigned codec_version(uint32_t magic)
 {
     static const uint32_t magics[] = {CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4,
-                                      CODEC_MAGIC_V5, CODEC_MAGIC};
+                                      CODEC_MAGIC_V5, CODEC_MAGIC_V6, CODEC_MAGIC};
     for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
         if (magic == magics[i])
             return i + 2;
@@ -867,6 +896,8 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
     }
     if (rc == 0 && version >= 6)
         rc = get_change_floors(&d, r->change);
+    if (rc == 0 && r->change != NULL)
+        rc = get_change_measured(&d, r, version >= 7);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

@@ -282,6 +282,8 @@ struct sfd_baseline {
     sf_reference_collector collector; /* the first eligible windows */
     sf_reference *automatic;
     sf_reference *pinned;   /* sfctl baseline --pin: wins over automatic */
+    sf_change_pool pool;    /* the latest windows, pooled into the next change */
+    uint64_t pool_bytes;    /* what the pool holds, charged as report memory */
     uint32_t changed_run;   /* consecutive windows with a significant change */
     uint64_t last_alert_ms; /* 0: never */
     bool alert_running;
@@ -420,10 +422,12 @@ const sf_report *sfd_job_latest_report(const struct sfd_job *job);
 /* ---- baseline.c ---------------------------------------------------------- */
 
 /* Attaches the change (against the pinned or automatic reference, for windows
- * after it) and the what-if to a window's report before it is stored, then
- * offers the window to the automatic reference and the alert hook. Failures
- * are logged; the report is stored either way. */
-void sfd_baseline_attach(struct sfd_job *job, const sf_summary *summary, sf_report *report);
+ * after it, pooled with the job's latest windows) and the what-if to a
+ * window's report before it is stored, then offers the window to the
+ * automatic reference and the alert hook. The job's pool may take the
+ * summary for the windows after it: *summary is then NULL, else still the
+ * caller's. Failures are logged; the report is stored either way. */
+void sfd_baseline_attach(struct sfd_job *job, sf_summary **summary, sf_report *report);
 /* sfctl baseline: pins a kept window as the reference, or clears the pin,
  * then recomputes the change of the kept windows. -ENOENT/-ENOTSUP with a
  * reason in *ret_err. */

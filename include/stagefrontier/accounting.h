@@ -226,6 +226,9 @@ typedef struct sf_summary {
 int sf_summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
                      size_t n_rows, bool dense, sf_summary **ret);
 void sf_summary_free(sf_summary *s);
+/* The heap bytes a summary holds (its step arrays and dense rows; role
+ * strings not counted), for a holder's memory budget. */
+size_t sf_summary_bytes(const sf_summary *s);
 int sf_summary_clone(const sf_summary *s, sf_summary **ret);
 
 /* Merges src into dst. Both must share schema hash, window index and segment.
@@ -264,6 +267,7 @@ typedef struct sf_gates {
     uint32_t straggler_persist_windows; /* windows in a row that make a verdict "fixed" */
     /* Change against the job's reference (docs/CHANGE.md). */
     uint32_t baseline_windows;
+    uint32_t change_pool_windows; /* windows the change test pools, 1..SF_POOL_MAX_WINDOWS */
     double change_alpha, change_min_frac;
     char forward_stage[SF_MAX_NAME_LEN + 1];
     char backward_stage[SF_MAX_NAME_LEN + 1];

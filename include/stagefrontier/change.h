@@ -16,6 +16,7 @@ extern "C" {
 
 #define SF_REF_MAX_WINDOWS 16
 #define SF_REF_MAX_STEPS 8192 /* complete steps kept in a reference */
+#define SF_POOL_MAX_WINDOWS 8 /* the change_pool_windows gate's bound */
 #define SF_CHANGE_MAX_SUSPECTS 8
 #define SF_WHATIF_MAX_RANKS 8  /* ranks listed, largest saving first */
 #define SF_WHATIF_MAX_CELLS 16 /* (rank, stage) pairs listed */
@@ -155,8 +156,10 @@ typedef struct sf_change {
     uint32_t baseline_n_windows;
     int64_t baseline_windows[SF_REF_MAX_WINDOWS];
     uint32_t baseline_steps;
-    uint32_t steps;  /* complete steps of the window */
-    sf_shift step;   /* shift of the exposed step time */
+    uint32_t n_measured; /* the windows measured: this one and those pooled with it */
+    int64_t measured_windows[SF_POOL_MAX_WINDOWS]; /* oldest first */
+    uint32_t steps;                                /* complete steps of the windows measured */
+    sf_shift step;                                 /* shift of the exposed step time */
     double slowdown; /* median step over the reference median step; NaN if undefined */
     int64_t min_effect_ns;
     sf_stage_change stages[SF_MAX_STAGES];
@@ -173,6 +176,51 @@ typedef struct sf_change {
 int sf_change_compute(const sf_reference *ref, const sf_summary *summary, const sf_gates *gates,
                       sf_change **ret);
 void sf_change_free(sf_change *change);
+
+/* ---- pooled windows ----------------------------------------------------- */
+
+/* The windows just before the current one that its change is measured
+ * together with (gate change_pool_windows, docs/CHANGE.md "Pooled
+ * windows"): copies of the latest closed windows, oldest first. Owned by
+ * whoever keeps the job; zero-initialised is empty. */
+typedef struct sf_change_pool {
+    uint32_t n;
+    sf_summary *recent[SF_POOL_MAX_WINDOWS]; /* at most want - 1 between calls */
+    /* Private to the core: what the change computed of each kept window
+     * and of the window measured last, so that pooling it later does not
+     * compute it again (its own-work contrasts). */
+    void *derived[SF_POOL_MAX_WINDOWS];
+    size_t derived_bytes[SF_POOL_MAX_WINDOWS];
+    void *pending;
+    size_t pending_bytes;
+    sf_window_meta pending_meta;
+} sf_change_pool;
+
+/* Takes a closed window for the windows after it: when kept, *summary
+ * becomes the pool's and is set to NULL; otherwise it stays the caller's.
+ * At most want - 1 of the latest windows are kept; a window older than
+ * every kept one of a full pool, or one already kept, is not taken.
+ * 0 or -EINVAL. */
+int sf_change_pool_keep(sf_change_pool *p, sf_summary **summary, uint32_t want);
+/* The windows the change of `summary` is measured over, oldest first, into
+ * ret_parts (SF_POOL_MAX_WINDOWS slots): the newest kept windows of its
+ * segment among the want - 1 window indices before it that come after the
+ * reference, back to the first that covers other ranks than the window
+ * after it, then summary itself. Returns their count (1..want), -EINVAL. */
+int sf_change_pool_view(const sf_change_pool *p, const sf_summary *summary, const sf_reference *ref,
+                        uint32_t want, const sf_summary **ret_parts);
+/* The change over windows as sf_change_pool_view lists them (the last the
+ * window it belongs to): the change of all their complete steps, read where
+ * they lie, except that a rank's own duration in the suspects' scores is
+ * the median of its medians in each window (docs/CHANGE.md, "Pooled
+ * windows"). -EINVAL when the windows do not line up (one segment, shape
+ * and set of ranks, rising steps), or as sf_change_compute. */
+int sf_change_compute_pooled(const sf_reference *ref, const sf_summary *const *parts, uint32_t n,
+                             const sf_gates *gates, sf_change **ret);
+void sf_change_pool_clear(sf_change_pool *p);
+/* The heap bytes the pool holds (its windows and what it derived of them),
+ * for a holder's memory budget. */
+size_t sf_change_pool_bytes(const sf_change_pool *p);
 
 /* ---- counterfactual what-if -------------------------------------------- */
 
@@ -214,8 +262,11 @@ void sf_whatif_free(sf_whatif *whatif);
 
 /* Attaches the change (when ref is not NULL) and the what-if (dense mode)
  * of the window the report was computed from, replacing any earlier ones.
- * On error the report is left as it was. */
-int sf_report_attach_change(sf_report *report, const sf_summary *summary, const sf_reference *ref);
+ * The change is measured over the window and the windows of pool that
+ * sf_change_pool_view pools with it (pool may be NULL: the window alone);
+ * the what-if is the window's own. On error the report is left as it was. */
+int sf_report_attach_change(sf_report *report, const sf_summary *summary, sf_change_pool *pool,
+                            const sf_reference *ref);
 
 #ifdef __cplusplus
 }

@@ -50,10 +50,14 @@ def main():
         ws = windows(sfd, "chg", 6)
         check([w["change"] is None for w in ws] == [True] * 3 + [False] * 3,
               "change on the wrong windows: %s" % [w["change"] is None for w in ws])
-        for w in ws[3:]:
+        for i, w in enumerate(ws[3:], 3):
             c = w["change"]
             check(c["baseline"] == {"windows": [0, 1, 2], "steps": 3 * WINDOW},
                   "baseline %s" % c["baseline"])
+            # pooled with the windows before it that follow the baseline
+            pooled = list(range(3, i + 1))
+            check(c["measured"] == {"windows": pooled, "steps": len(pooled) * WINDOW},
+                  "window %d measured %s" % (i, c["measured"]))
             check(c["route"][:1] == ["data.next_wait"], "route %s" % c["route"])
             check(c["suspect_ranks"][0]["rank"] == 2, "suspects %s" % c["suspect_ranks"])
             data = c["stages"][0]
@@ -64,6 +68,7 @@ def main():
             check(w["whatif"]["basis"] == "reference" and w["whatif"]["lower_bound"], "whatif")
         text = sfd.sfctl("report", "chg").stdout.decode()
         check(text.splitlines()[1].startswith("step +") and
+              " over windows 3-5 vs baseline (windows 0-2): " in text.splitlines()[1] and
               "first appears in data.next_wait" in text.splitlines()[1] and
               text.splitlines()[1].endswith("rank 2"), "human view: %s" % text)
 

@@ -165,6 +165,22 @@ static sf_summary *slow_summary(const sf_schema *schema, int64_t slow_ns)
     return s;
 }
 
+/* A report as the codec before pooling (STR6) stored it: the same bytes
+ * less the measured windows at the end. It reads as measured alone. */
+static sf_report *from_before_pooling(const sf_report *r)
+{
+    sf_report *back = NULL;
+    uint8_t *buf;
+    size_t len, measured = 4 + 8 * (size_t)r->change->n_measured;
+    assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
+    assert_memory_equal(buf, "STR7", 4);
+    buf[3] = '6';
+    assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL); /* trailing bytes */
+    assert_int_equal(sfd_report_unpack(buf, len - measured, &back), 0);
+    free(buf);
+    return back;
+}
+
 /* The change of rank 2's slower stage 2 against the clean window, with
  * `floors` sync floor tests, packed and unpacked: every field back as it was. */
 static void change_round_trip(const sf_schema *schema, uint32_t floors)
@@ -176,15 +192,23 @@ static void change_round_trip(const sf_schema *schema, uint32_t floors)
     sf_report *r = NULL;
     assert_int_equal(sf_reference_build((const sf_summary *const *)&clean, 1, &ref), 0);
     assert_int_equal(sf_report_compute(slow, &gates, &r), 0);
-    assert_int_equal(sf_report_attach_change(r, slow, ref), 0);
+    assert_int_equal(sf_report_attach_change(r, slow, NULL, ref), 0);
     assert_true(r->change->n_route > 0 && r->whatif->n_ranks > 0);
     uint32_t tested = 0;
     for (uint32_t k = 0; k < r->change->n_stages; k++)
         tested += r->change->stages[k].floor_tested;
     assert_int_equal(tested, floors);
+    r->change->n_measured = 3; /* as if pooled with the two windows before */
+    r->change->measured_windows[0] = r->meta.index - 2;
+    r->change->measured_windows[1] = r->meta.index - 1;
+    r->change->measured_windows[2] = r->meta.index;
     sf_report *back = round_trip(r);
     assert_non_null(back->change);
     assert_memory_equal(back->change, r->change, sizeof *r->change);
+    sf_report_free(back);
+    back = from_before_pooling(r);
+    assert_int_equal(back->change->n_measured, 1);
+    assert_int_equal(back->change->measured_windows[0], r->meta.index);
     assert_non_null(back->whatif);
     assert_memory_equal(back->whatif, r->whatif, sizeof *r->whatif);
     sf_report_free(back);

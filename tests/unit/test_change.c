@@ -918,7 +918,7 @@ static char *human_change(const sf_schema *schema, const sf_reference *ref, stru
     sf_summary *s = window_summary(schema, win, 0, 9, true);
     sf_report *r = NULL;
     assert_int_equal(sf_report_compute(s, &g, &r), 0);
-    assert_int_equal(sf_report_attach_change(r, s, ref), 0);
+    assert_int_equal(sf_report_attach_change(r, s, NULL, ref), 0);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

@@ -27,6 +27,7 @@ static void defaults_match_the_design(void **state)
     assert_true(g.share_floor_s == 1e-6 && g.warmup_steps == 20 && g.window_steps == 100);
     assert_true(g.suspect_ranks_max == 3 && g.dense_max_ranks == 1024);
     assert_true(g.baseline_windows == 3 && g.change_alpha == 0.01 && g.change_min_frac == 0.02);
+    assert_int_equal(g.change_pool_windows, 3);
     assert_true(g.straggler_alpha == 0.01 && g.straggler_last_share_min == 0 &&
                 g.straggler_persist_windows == 2);
     assert_int_equal(sf_gates_validate(&g), 0);
@@ -56,6 +57,9 @@ static void keys_parse_and_validate(void **state)
     assert_int_equal(sf_gates_set(NULL, "tau", "1"), -EINVAL);
     assert_true(g.tau == 0.9); /* failed sets change nothing */
     assert_int_equal(sf_gates_set(&g, "baseline_windows", "17"), -EINVAL);
+    assert_int_equal(sf_gates_set(&g, "change_pool_windows", "8"), 0);
+    assert_int_equal(sf_gates_set(&g, "change_pool_windows", "9"), -EINVAL);
+    assert_int_equal(g.change_pool_windows, 8);
     assert_int_equal(sf_gates_set(&g, "change_alpha", "0.6"), -EINVAL);
     assert_int_equal(sf_gates_set(&g, "straggler_alpha", "0.6"), -EINVAL);
     g.straggler_alpha = 0; /* a verdict could never pass */
@@ -64,6 +68,9 @@ static void keys_parse_and_validate(void **state)
     g.baseline_windows = 0;
     assert_int_equal(sf_gates_validate(&g), -EINVAL);
     g.baseline_windows = 3;
+    g.change_pool_windows = 0;
+    assert_int_equal(sf_gates_validate(&g), -EINVAL);
+    g.change_pool_windows = 3;
     g.window_steps = 0;
     assert_int_equal(sf_gates_validate(&g), -EINVAL);
 }
@@ -87,7 +94,7 @@ static void every_key_round_trips(void **state)
             snprintf(buf, sizeof buf, "%.17g", number);
         assert_int_equal(sf_gates_set(&h, key, buf), 0);
     }
-    assert_int_equal(n, 29);
+    assert_int_equal(n, 30);
     assert_memory_equal(&g, &h, sizeof g);
 }
 

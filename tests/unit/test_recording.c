@@ -1,6 +1,7 @@
 /*
  * The JSON Lines recording: every line type round-trips exactly (the
- * reference with and without its sync floors), and the
+ * reference with and without its sync floors), a header from before pooled
+ * windows replays each window alone, and the
  * decoders refuse wrong types and out-of-range values with a message.
  */
 #include <setjmp.h>
@@ -33,6 +34,14 @@ static void header_round_trips(void **state)
     assert_true(sf_schema_equal(&s, &back));
     assert_int_equal(world, 8);
     assert_true(parsed.tau == 0.7 && parsed.model_fit);
+    assert_int_equal(parsed.change_pool_windows, 3);
+    sf_schema_clear(&back);
+    /* a recording from before pooling has no such gate: it measured each
+     * window alone, so its replay does too */
+    json_object_del(json_object_get(h, "gates"), "change_pool_windows");
+    sf_gates_default(&parsed);
+    assert_int_equal(sf_recording_parse_header(h, &back, &world, &parsed, err, sizeof err), 0);
+    assert_int_equal(parsed.change_pool_windows, 1);
     json_decref(h);
     sf_schema_clear(&back);
     sf_schema_clear(&s);
