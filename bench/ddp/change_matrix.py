@@ -14,6 +14,8 @@ Raw windows go to --out (JSON Lines); --tables-from rebuilds the tables.
   /usr/bin/python3 bench/ddp/change_matrix.py --tables-from bench/ddp/results/change.jsonl.gz
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --tables-from change.jsonl \
       --replay-from records/   # the same jobs' rows through this build's `sfctl replay`
+  /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --tables-from change.jsonl \
+      --replay-from records/ --rewindow 100 --pool 1   # the same rows in 100-step windows
 
 A route entry counts for its reporting group: a ".sync_wait" stage is its
 stage's group (a slower collective is a change of that stage's group).
@@ -24,6 +26,7 @@ import gzip
 import json
 import os
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,7 +59,7 @@ KINDS = [
 ]
 MAGNITUDES = [0.05, 0.1, 0.25]
 BASELINE = 3     # windows before the fault (the default baseline_windows)
-FAULTY = 2       # windows with the fault on
+FAULTY = 2       # windows with the fault on (--faulty)
 
 
 def log(msg):
@@ -64,9 +67,9 @@ def log(msg):
     sys.stderr.flush()
 
 
-def run(build, row, mag, seed, window, warmup, faulty=FAULTY, record_dir=None):
+def run(build, row, mag, seed, window, warmup, faulty=FAULTY, record_dir=None, clean_before=0):
     job = "chg-%s-%s-%d-%d" % (row, mag, seed, os.getpid())
-    phases = "A" * BASELINE + "B" * faulty
+    phases = "A" * (BASELINE + clean_before) + "B" * faulty
     with sfharness.Sfd(build, warmup_steps=warmup, window_steps=window) as sfd:
         res = sfharness.train(build, job, ["--ranks", "4", "--fault", row, "--seed", str(seed),
                                            "--magnitude", str(mag), "--warmup", str(warmup),
@@ -83,7 +86,8 @@ def run(build, row, mag, seed, window, warmup, faulty=FAULTY, record_dir=None):
     keep = [keep_window(w) for w in wins]
     return {"row": row, "magnitude": mag, "seed": seed, "job": job,
             "hidden_rank": res["hidden_rank"],
-            "delay_s": res["delay_s"], "median_step_s": res["median_step_s"], "windows": keep}
+            "delay_s": res["delay_s"], "median_step_s": res["median_step_s"],
+            "fault_from": BASELINE + clean_before, "windows": keep}
 
 
 def keep_window(w):
@@ -94,24 +98,66 @@ def keep_window(w):
             "downgrades": w.get("downgrade_reasons")}
 
 
-def replayed(build, rec, record_dir):
+def rewindowed(path, steps, pool, tmp):
+    """The recording's rows alone (no window or reference lines, so replay
+    cuts windows of `steps`), its header's window length, and a gates file
+    pooling `pool` windows, all under tmp."""
+    rows = os.path.join(tmp, os.path.basename(path))
+    window = None
+    with open(path) as src, open(rows, "w") as dst:
+        for line in src:
+            kind = json.loads(line)["type"]
+            if kind == "header":
+                window = json.loads(line)["gates"]["window_steps"]
+            if kind not in ("window", "reference"):
+                dst.write(line)
+    gates = os.path.join(tmp, "pool.ini")
+    with open(gates, "w") as f:
+        f.write("change_pool_windows = %d\n" % pool)
+    return rows, window, ["--window-steps", str(steps), "--gates", gates]
+
+
+def replayed(build, rec, record_dir, steps=None, pool=None):
     """rec with its windows recomputed by `sfctl replay` of the job's
-    recording, the baseline rebuilt from the recording's first windows."""
+    recording, the baseline rebuilt from the recording's first windows;
+    with steps, cut into windows of that many steps and pooled by `pool`
+    (the fault then starts at the same step, in the new windows' units)."""
     path = os.path.join(record_dir, rec["job"] + ".jsonl")
-    r = subprocess.run([build.sfctl, "replay", "--json", "--baseline-windows", str(BASELINE), path],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                       timeout=300)
+    out = dict(rec)
+    with tempfile.TemporaryDirectory() as tmp:
+        extra = []
+        if steps:
+            path, window, extra = rewindowed(path, steps, pool, tmp)
+            out["fault_from"] = rec.get("fault_from", BASELINE) * window // steps
+        r = subprocess.run([build.sfctl, "replay", "--json", "--baseline-windows", str(BASELINE)] +
+                           extra + [path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError("sfctl replay %s: %s" % (path, r.stderr.strip()))
-    out = dict(rec)
     out["windows"] = [keep_window(w) for w in json.loads(r.stdout)]
     return out
 
 
-def scored_windows(rec):
-    """(window, is_faulty) for windows after the baseline."""
+def onset(rec, w):
+    """Whether the window's change pools a window from before the fault
+    (docs/CHANGE.md, "Pooled windows"): the fault is then diluted."""
+    measured = (w["change"].get("measured") or {}).get("windows", [w["index"]])
+    return min(measured) < rec.get("fault_from", BASELINE)
+
+
+def scored_windows(rec, phase="all"):
+    """The windows after the baseline with the fault on ("all"; "full": those
+    whose pooled windows all have it, "onset": the others), or without it
+    ("clean": a fault job's windows before its fault, a clean job's all)."""
+    fault_from = rec.get("fault_from", BASELINE) if rec["row"] != "none" else 1 << 62
     for w in rec["windows"]:
-        if w["index"] >= BASELINE and w["change"] is not None:
+        if w["index"] < BASELINE or w["change"] is None:
+            continue
+        if w["index"] < fault_from:
+            kind = "clean"
+        else:
+            kind = "onset" if onset(rec, w) else "full"
+        if phase == kind or (phase == "all" and kind != "clean"):
             yield w
 
 
@@ -119,7 +165,7 @@ def pct(a, b):
     return "%d/%d (%.0f %%)" % (a, b, 100.0 * a / b) if b else "-"
 
 
-def tables(records):
+def tables(records, phase="all"):
     out = []
     out.append("| fault kind | magnitude | windows | top-1 route | top-2 route | "
                "hidden rank first suspect | median slowdown | right stage first, of routed |")
@@ -134,7 +180,7 @@ def tables(records):
             n = t1 = t2 = sus = routed = 0
             slow = []
             for r in recs:
-                for w in scored_windows(r):
+                for w in scored_windows(r, "clean" if row == "none" else phase):
                     c = w["change"]
                     n += 1
                     slow.append(c["slowdown"])
@@ -153,7 +199,7 @@ def tables(records):
             med = "%.3f" % slow[len(slow) // 2] if slow else "-"
             control = faults.CONTROL_STAGE.get(row)
             if control is not None:
-                wins = [w["change"]["route"] for r in recs for w in scored_windows(r)]
+                wins = [w["change"]["route"] for r in recs for w in scored_windows(r, phase)]
                 out.append("| %s | %.2f | %d | flagged: %s | %s first: %s | | %s | |" %
                            (name, mag, n, pct(sum(bool(rt) for rt in wins), n), control,
                             pct(sum([group(x) for x in rt[:1]] == [control] for rt in wins), n),
@@ -161,15 +207,30 @@ def tables(records):
             elif stage is None:
                 out.append("| %s | - | %d | flagged: %s | | | %s | |" %
                            (name, n, pct(sum(bool(w["change"]["route"]) for r in recs
-                                             for w in scored_windows(r)), n), med))
+                                             for w in scored_windows(r, "clean")), n), med))
             else:
                 out.append("| %s | %.2f | %d | %s | %s | %s | %s | %s |" %
                            (name, mag, n, pct(t1, n), pct(t2, n), pct(sus, n), med,
                             pct(t1, routed)))
     out.append("")
-    out.append("Clean windows flagged (route not empty, no fault): %s" %
-               pct(clean_flagged, clean_total))
+    before = [w["change"]["route"] for r in records if r["row"] != "none"
+              for w in scored_windows(r, "clean")]
+    out.append("Clean windows flagged (route not empty, no fault): %s in fault-free jobs" %
+               pct(clean_flagged, clean_total) +
+               ("; %s in fault jobs before the fault" % pct(sum(map(bool, before)), len(before))
+                if before else ""))
     return "\n".join(out)
+
+
+def all_tables(records):
+    """Every window; then, when a change pooled windows from before the
+    fault, the windows wholly after it and those at its onset apart."""
+    if not any(onset(r, w) for r in records for w in scored_windows(r)):
+        return tables(records)
+    return "\n\n".join("### %s\n\n%s" % (title, tables(records, phase)) for title, phase in
+                       (("Every window after the baseline", "all"),
+                        ("Windows whose pooled windows all have the fault", "full"),
+                        ("Onset: windows that pool windows from before the fault", "onset")))
 
 
 def main():
@@ -181,11 +242,19 @@ def main():
     p.add_argument("--replay-from", metavar="DIR",
                    help="with --tables-from: recompute each job's windows from its recording in "
                         "DIR with --build's sfctl replay")
+    p.add_argument("--rewindow", type=int, metavar="STEPS",
+                   help="with --replay-from: cut the recordings into windows of STEPS steps")
+    p.add_argument("--pool", type=int, default=3,
+                   help="with --rewindow: change_pool_windows for the replay (default 3)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--window", type=int, default=20)
     p.add_argument("--warmup", type=int, default=6)
     p.add_argument("--none-runs", type=int, default=9,
                    help="fault-free jobs (their post-baseline windows are the clean control)")
+    p.add_argument("--faulty", type=int, default=FAULTY,
+                   help="windows with the fault on")
+    p.add_argument("--clean-before", type=int, default=0,
+                   help="fault-free windows between the baseline and the fault")
     p.add_argument("--none-windows", type=int, default=FAULTY,
                    help="windows after the baseline in each fault-free job")
     p.add_argument("--only-none", action="store_true", help="run the fault-free jobs only")
@@ -198,11 +267,11 @@ def main():
             records = [json.loads(l) for l in f if l.strip()]
         if a.replay_from:
             build = sfharness.Build(a.build)
-            records = [replayed(build, r, a.replay_from) for r in records]
+            records = [replayed(build, r, a.replay_from, a.rewindow, a.pool) for r in records]
             if a.out:
                 with open(a.out, "w") as f:
                     f.writelines(json.dumps(r) + "\n" for r in records)
-        print(tables(records))
+        print(all_tables(records))
         return 0
     build = sfharness.Build(a.build)
     records = []
@@ -218,7 +287,8 @@ def main():
     for row, mag, seed in plan:
         t0 = time.monotonic()
         rec = run(build, row, mag, seed, a.window, a.warmup,
-                  a.none_windows if row == "none" else FAULTY, a.record_dir)
+                  a.none_windows if row == "none" else a.faulty, a.record_dir,
+                  0 if row == "none" else a.clean_before)
         records.append(rec)
         if a.out:
             with open(a.out, "a") as f:
@@ -226,7 +296,7 @@ def main():
         routes = [w["change"]["route"][:2] for w in scored_windows(rec)]
         log("%s mag %.2f seed %d: hidden %d, routes %s (%.0f s)" %
             (row, mag, seed, rec["hidden_rank"], routes, time.monotonic() - t0))
-    print(tables(records))
+    print(all_tables(records))
     return 0
 
 
