@@ -181,8 +181,9 @@ void sf_change_free(sf_change *change);
 
 /* The windows just before the current one that its change is measured
  * together with (gate change_pool_windows, docs/CHANGE.md "Pooled
- * windows"): copies of the latest closed windows, oldest first. Owned by
- * whoever keeps the job; zero-initialised is empty. */
+ * windows"): the latest closed windows, oldest first, each taken from
+ * its caller (sf_change_pool_keep). Owned by whoever keeps the job;
+ * zero-initialised is empty; sf_change_pool_clear frees it. */
 typedef struct sf_change_pool {
     uint32_t n;
     sf_summary *recent[SF_POOL_MAX_WINDOWS]; /* at most want - 1 between calls */
@@ -263,8 +264,10 @@ void sf_whatif_free(sf_whatif *whatif);
 /* Attaches the change (when ref is not NULL) and the what-if (dense mode)
  * of the window the report was computed from, replacing any earlier ones.
  * The change is measured over the window and the windows of pool that
- * sf_change_pool_view pools with it (pool may be NULL: the window alone);
- * the what-if is the window's own. On error the report is left as it was. */
+ * sf_change_pool_view pools with it (pool may be NULL: the window alone),
+ * and the pool holds what it computed of the window until
+ * sf_change_pool_keep is offered the window; the what-if is the window's
+ * own. On error the report is left as it was. */
 int sf_report_attach_change(sf_report *report, const sf_summary *summary, sf_change_pool *pool,
                             const sf_reference *ref);
 
