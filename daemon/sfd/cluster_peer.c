@@ -191,12 +191,11 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
     }
     /* the peer layer keeps merged: the job's pool may take a copy */
     sf_summary *copy = NULL;
-    if (sf_summary_clone(merged, &copy) < 0) {
-        sfd_log(SFD_LOG_ERR, job->id, "window %lld: out of memory", (long long)key->window);
-        sf_report_free(report);
-        return;
-    }
-    sfd_baseline_attach(job, &copy, report);
+    if (sf_summary_clone(merged, &copy) == 0)
+        sfd_baseline_attach(job, &copy, report);
+    else /* the report is stored all the same, without its change */
+        sfd_log(SFD_LOG_WARNING, job->id, "window %lld: change not computed: out of memory",
+                (long long)key->window);
     sf_summary_free(copy);
     r = remote ? sfd_job_store_remote_report(job, report) : sfd_job_store_report(job, report);
     if (r < 0) /* handed over again once this node closes the window */
