@@ -50,18 +50,43 @@ static int attach_one(struct sfd_job *job, sf_change_pool *pool, const sf_summar
     return r;
 }
 
-/* The job's pool, charged to its uid as report memory: a kept summary
- * holds a window's steps and dense rows, and its own-work contrasts. */
+/* Charges what the pool grew by to the job's uid as report memory, within
+ * its share and without evicting anything for it: the pool is derived
+ * state. 0, or -ENOMEM when the share has no room. */
+static int pool_charge(struct sfd_job *job, uint64_t bytes)
+{
+    struct sfd_baseline *b = &job->base;
+    struct sfd_budget_limits lim = sfd_mem_limits(job->sfd);
+    if (bytes > b->pool_bytes && sfd_budget_charge(&job->sfd->mem, &lim, job->uid, SFD_MEM_REPORTS,
+                                                   bytes - b->pool_bytes) < 0)
+        return -ENOMEM;
+    if (bytes > b->pool_bytes)
+        job->mem[SFD_MEM_REPORTS] += bytes - b->pool_bytes;
+    else
+        sfd_job_release(job, SFD_MEM_REPORTS, b->pool_bytes - bytes);
+    b->pool_bytes = bytes;
+    return 0;
+}
+
+/* Offers the window to the job's pool (a kept summary holds its steps,
+ * dense rows and own-work contrasts). A uid without room for it gets its
+ * changes measured window by window until it has: the pool is emptied,
+ * logged once, and counted in the job's `pool_refused`. */
 static void pool_keep(struct sfd_job *job, sf_summary **summary, uint32_t want)
 {
     struct sfd_baseline *b = &job->base;
     sf_change_pool_keep(&b->pool, summary, want);
-    uint64_t bytes = sf_change_pool_bytes(&b->pool);
-    if (bytes > b->pool_bytes)
-        sfd_job_force(job, SFD_MEM_REPORTS, bytes - b->pool_bytes);
-    else
-        sfd_job_release(job, SFD_MEM_REPORTS, b->pool_bytes - bytes);
-    b->pool_bytes = bytes;
+    if (pool_charge(job, sf_change_pool_bytes(&b->pool)) == 0) {
+        b->pool_short = false;
+        return;
+    }
+    sf_change_pool_clear(&b->pool);
+    pool_charge(job, 0);
+    b->pool_refused++;
+    if (!b->pool_short)
+        sfd_log(SFD_LOG_NOTICE, job->id,
+                "memory share full: changes measured window by window until there is room");
+    b->pool_short = true;
 }
 
 void sfd_baseline_attach(struct sfd_job *job, sf_summary **summary, sf_report *report)
@@ -188,12 +213,14 @@ json_t *sfd_baseline_json(const struct sfd_job *job)
                          (json_int_t)ref->segment, "steps", (json_int_t)ref->n_steps, "pinned",
                          ref == job->base.pinned, "mode", ref->median_ns ? "dense" : "mergeable");
     }
-    return json_pack("{s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:f}", "job", job->id, "baseline", base,
-                     "collected", (json_int_t)job->base.collector.n, "wanted",
-                     (json_int_t)job->gates.baseline_windows, "alerts_run",
-                     (json_int_t)job->base.alerts_run, "alerts_suppressed",
-                     (json_int_t)job->base.alerts_suppressed, "alerts_failed",
-                     (json_int_t)job->base.alerts_failed, "waste_rank_s", job->base.waste_rank_s);
+    return json_pack(
+        "{s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I}", "job", job->id, "baseline", base,
+        "collected", (json_int_t)job->base.collector.n, "wanted",
+        (json_int_t)job->gates.baseline_windows, "alerts_run", (json_int_t)job->base.alerts_run,
+        "alerts_suppressed", (json_int_t)job->base.alerts_suppressed, "alerts_failed",
+        (json_int_t)job->base.alerts_failed, "waste_rank_s", job->base.waste_rank_s,
+        "pooled_windows", (json_int_t)job->base.pool.n, "pool_bytes",
+        (json_int_t)job->base.pool_bytes, "pool_refused", (json_int_t)job->base.pool_refused);
 }
 
 void sfd_baseline_free(struct sfd_job *job)

@@ -284,6 +284,8 @@ struct sfd_baseline {
     sf_reference *pinned;   /* sfctl baseline --pin: wins over automatic */
     sf_change_pool pool;    /* the latest windows, pooled into the next change */
     uint64_t pool_bytes;    /* what the pool holds, charged as report memory */
+    uint64_t pool_refused;  /* windows the pool dropped for want of memory share */
+    bool pool_short;        /* the last offer was refused (logged once) */
     uint32_t changed_run;   /* consecutive windows with a significant change */
     uint64_t last_alert_ms; /* 0: never */
     bool alert_running;

@@ -115,6 +115,13 @@ def rows_attack(sfd, sampler):
                          capture_output=True, timeout=60)
     check(rep.returncode == 0, "reports of evicted windows: %s" % rep.stderr)
     check(len(json.loads(rep.stdout)) == 16, "16 kept windows answer")
+    # The windows its changes pool are derived state: with its share full of
+    # rows they were refused, counted, and never pushed it over its share.
+    base = subprocess.run(as_uid(ATTACKER, [os.environ["SFCTL"], "--socket", sfd.query,
+                                            "baseline", "wide", "--json"]),
+                          capture_output=True, timeout=60)
+    pool = json.loads(base.stdout) if base.returncode == 0 else {}
+    check(pool.get("pool_refused", 0) > 0, "attacker's pool never refused: %s" % pool)
     finish(p)
     print("rows attack: %s" % line.strip())
 
