@@ -39,6 +39,12 @@ struct window_steps {
     int64_t *ends;    /* [n] */
 };
 
+/* The first of part j's complete steps; they end at part_end[j]. */
+static uint32_t part_begin(const struct window_steps *w, uint32_t j)
+{
+    return j > 0 ? w->part_end[j - 1] : 0;
+}
+
 static void window_steps_free(struct window_steps *w)
 {
     free(w->step);
@@ -445,12 +451,12 @@ static void own_work_fill(const sf_summary *s, const sf_reference *ref,
         offset[x] = o->base[x] == SF_NULL_NS ? 0 : o->base[x];
         o->below[x] = 0;
     }
-    for (uint32_t j = 0, t = 0; j < w->n_parts; j++) {
-        uint32_t lo = t, steps = w->part_end[j] - lo;
+    for (uint32_t j = 0; j < w->n_parts; j++) {
+        uint32_t lo = part_begin(w, j), steps = w->part_end[j] - lo;
         size_t block = (size_t)o->q * steps * R;
         const int64_t *kept = w->cached[j] ? w->cached[j] + block : NULL;
         int64_t *keep = j + 1 == w->n_parts && w->fresh ? w->fresh + block : NULL;
-        for (; t < w->part_end[j]; t++) {
+        for (uint32_t t = lo; t < w->part_end[j]; t++) {
             const int64_t *c = kept ? kept + (size_t)(t - lo) * R : NULL;
             if (c == NULL) {
                 int64_t *out = keep ? keep + (size_t)(t - lo) * R : o->row;
@@ -589,7 +595,7 @@ static void route_leads(const sf_summary *s, const struct window_steps *w, const
 static bool part_whole(const struct window_steps *w, uint32_t j)
 {
     const sf_summary *p = w->part[j];
-    uint32_t n = w->part_end[j] - (j ? w->part_end[j - 1] : 0);
+    uint32_t n = w->part_end[j] - part_begin(w, j);
     if (p->dense->rank_median == NULL || n != p->n_steps)
         return false;
     for (uint32_t i = 0; i < p->n_steps; i++)
@@ -604,7 +610,7 @@ static int part_medians(const struct window_steps *w, uint32_t j, uint32_t k, in
 {
     const sf_dense *d = w->part[j]->dense;
     uint32_t R = d->n_ranks, S = w->part[j]->schema.n_stages;
-    uint32_t lo = j ? w->part_end[j - 1] : 0, n = w->part_end[j] - lo;
+    uint32_t lo = part_begin(w, j), n = w->part_end[j] - lo;
     if (part_whole(w, j)) {
         for (uint32_t x = 0; x < R; x++)
             to[x] = d->rank_median[(size_t)x * S + k];
@@ -766,8 +772,7 @@ out:
 static int fresh_contrasts(const sf_summary *s, const struct window_steps *w,
                            struct sf_contrasts *ret)
 {
-    uint32_t K = 0, steps = w->part_end[w->n_parts - 1] -
-                            (w->n_parts > 1 ? w->part_end[w->n_parts - 2] : 0);
+    uint32_t K = 0, last = w->n_parts - 1, steps = w->part_end[last] - part_begin(w, last);
     for (uint32_t k = 0; k < s->schema.n_stages; k++)
         K += sf_change_own_work_stage(&s->schema, k);
     *ret = (struct sf_contrasts){0};

@@ -56,13 +56,9 @@ static int attach_one(struct sfd_job *job, sf_change_pool *pool, const sf_summar
 static int pool_charge(struct sfd_job *job, uint64_t bytes)
 {
     struct sfd_baseline *b = &job->base;
-    struct sfd_budget_limits lim = sfd_mem_limits(job->sfd);
-    if (bytes > b->pool_bytes && sfd_budget_charge(&job->sfd->mem, &lim, job->uid, SFD_MEM_REPORTS,
-                                                   bytes - b->pool_bytes) < 0)
+    if (bytes > b->pool_bytes && sfd_job_charge(job, SFD_MEM_REPORTS, bytes - b->pool_bytes) < 0)
         return -ENOMEM;
-    if (bytes > b->pool_bytes)
-        job->mem[SFD_MEM_REPORTS] += bytes - b->pool_bytes;
-    else
+    if (bytes < b->pool_bytes)
         sfd_job_release(job, SFD_MEM_REPORTS, b->pool_bytes - bytes);
     b->pool_bytes = bytes;
     return 0;

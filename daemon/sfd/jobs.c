@@ -62,6 +62,15 @@ int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
     return r;
 }
 
+int sfd_job_charge(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
+{
+    struct sfd_budget_limits lim = sfd_mem_limits(job->sfd);
+    int r = sfd_budget_charge(&job->sfd->mem, &lim, job->uid, kind, n);
+    if (r == 0)
+        job->mem[kind] += n;
+    return r;
+}
+
 void sfd_job_force(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
 {
     sfd_budget_force(&job->sfd->mem, job->uid, kind, n);

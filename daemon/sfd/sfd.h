@@ -358,6 +358,9 @@ void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, siz
 struct sfd_budget_limits sfd_mem_limits(const struct sfd *d);
 /* Charges n bytes of kind to the job, as sfd_mem_reserve does. */
 int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+/* Charges within the limits without evicting anything to make room (for
+ * derived state the job can do without): 0 or -ENOMEM. */
+int sfd_job_charge(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
 void sfd_job_force(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
 /* Charges a stored window's report (s->report set) to its job's uid. */
 void sfd_stored_charge_report(struct sfd_job *job, struct sfd_stored *s);

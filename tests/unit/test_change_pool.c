@@ -33,16 +33,15 @@ static struct matrix job_matrix(uint64_t seed, uint32_t steps)
     return m;
 }
 
-/* Window `index` of segment 0: the rows of steps [index * WSTEPS, + WSTEPS),
- * less those of rank `skip` (RANKS: none). */
-static sf_summary *window_of(const sf_schema *schema, struct matrix *m, int64_t index, bool dense,
+/* Window `index` of segment 0, dense: the rows of steps [index * WSTEPS,
+ * + WSTEPS), less those of rank `skip` (RANKS: none). */
+static sf_summary *window_of(const sf_schema *schema, struct matrix *m, int64_t index,
                              uint32_t skip)
 {
     sf_window_meta meta = {.index = index,
                            .first_step = index * WSTEPS,
                            .last_step = index * WSTEPS + WSTEPS - 1,
-                           .world_size = RANKS,
-                           .dropped_records = (uint64_t)index};
+                           .world_size = RANKS};
     sf_row rows[WSTEPS * RANKS];
     size_t n = 0;
     for (uint32_t t = 0; t < WSTEPS; t++)
@@ -50,19 +49,30 @@ static sf_summary *window_of(const sf_schema *schema, struct matrix *m, int64_t 
             if (r != skip)
                 rows[n++] = m->rows[((size_t)index * WSTEPS + t) * RANKS + r];
     sf_summary *s = NULL;
-    assert_int_equal(sf_summary_build(schema, &meta, rows, n, dense, &s), 0);
+    assert_int_equal(sf_summary_build(schema, &meta, rows, n, true, &s), 0);
     return s;
+}
+
+/* Windows 0 to n - 1 of m, dense, window `thin` without rank 2 (-1: none). */
+static void windows_of(const sf_schema *schema, struct matrix *m, int n, int thin, sf_summary **w)
+{
+    for (int j = 0; j < n; j++)
+        w[j] = window_of(schema, m, j, j == thin ? 2 : RANKS);
+}
+
+static void windows_free(sf_summary **w, int n)
+{
+    for (int j = 0; j < n; j++)
+        sf_summary_free(w[j]);
 }
 
 static sf_reference *reference_of(const sf_schema *schema, struct matrix *m)
 {
     sf_summary *w[3];
-    for (int j = 0; j < 3; j++)
-        w[j] = window_of(schema, m, j, true, RANKS);
+    windows_of(schema, m, 3, -1, w);
     sf_reference *ref = NULL;
     assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
-    for (int j = 0; j < 3; j++)
-        sf_summary_free(w[j]);
+    windows_free(w, 3);
     return ref;
 }
 
@@ -91,8 +101,7 @@ static void pool_keeps_the_latest_windows(void **state)
     numbered_schema(&schema, STAGES);
     struct matrix m = job_matrix(8, 8 * WSTEPS);
     sf_summary *w[8];
-    for (int j = 0; j < 8; j++)
-        w[j] = window_of(&schema, &m, j, true, RANKS);
+    windows_of(&schema, &m, 8, -1, w);
     sf_change_pool p = {0};
     sf_summary *own = NULL; /* a window the pool takes: the caller's pointer is cleared */
     assert_int_equal(sf_summary_clone(w[3], &own), 0);
@@ -122,8 +131,7 @@ static void pool_keeps_the_latest_windows(void **state)
     own = NULL;
     assert_int_equal(sf_change_pool_keep(&p, &own, 3), -EINVAL);
     sf_change_pool_clear(&p);
-    for (int j = 0; j < 8; j++)
-        sf_summary_free(w[j]);
+    windows_free(w, 8);
     matrix_free(&m);
     sf_schema_clear(&schema);
 }
@@ -148,8 +156,7 @@ static void pool_view_takes_recent_windows_after_the_baseline(void **state)
     numbered_schema(&schema, STAGES);
     struct matrix m = job_matrix(9, 9 * WSTEPS);
     sf_summary *w[9];
-    for (int j = 0; j < 9; j++)
-        w[j] = window_of(&schema, &m, j, true, RANKS);
+    windows_of(&schema, &m, 9, -1, w);
     sf_reference *ref = reference_of(&schema, &m);
     sf_change_pool p = {0};
     int64_t win[SF_POOL_MAX_WINDOWS];
@@ -174,8 +181,7 @@ static void pool_view_takes_recent_windows_after_the_baseline(void **state)
     assert_int_equal(sf_change_pool_view(&p, w[8], ref, 0, parts), -EINVAL);
     sf_change_pool_clear(&p);
     sf_reference_free(ref);
-    for (int j = 0; j < 9; j++)
-        sf_summary_free(w[j]);
+    windows_free(w, 9);
     matrix_free(&m);
     sf_schema_clear(&schema);
 }
@@ -215,8 +221,7 @@ static void assert_pooled_equals_all_rows(const sf_schema *schema, uint32_t stag
     for (uint32_t t = 3 * WSTEPS; t < 6 * WSTEPS; t++)
         cell(&m, t, 1)[stage] += 20000000;
     sf_summary *w[6];
-    for (int j = 0; j < 6; j++)
-        w[j] = window_of(schema, &m, j, true, RANKS);
+    windows_of(schema, &m, 6, -1, w);
     sf_reference *ref = reference_of(schema, &m);
     sf_change_pool p = {0};
     for (int j = 3; j < 5; j++) {
@@ -273,8 +278,7 @@ static void assert_pooled_equals_all_rows(const sf_schema *schema, uint32_t stag
     sf_report_free(alone);
     sf_change_pool_clear(&p);
     sf_reference_free(ref);
-    for (int j = 0; j < 6; j++)
-        sf_summary_free(w[j]);
+    windows_free(w, 6);
     matrix_free(&m);
 }
 
@@ -301,8 +305,7 @@ static void pool_stops_at_a_window_of_other_ranks(void **state)
     numbered_schema(&schema, STAGES);
     struct matrix m = job_matrix(12, 7 * WSTEPS);
     sf_summary *w[7];
-    for (int j = 0; j < 7; j++)
-        w[j] = window_of(&schema, &m, j, true, j == 4 ? 2 : RANKS);
+    windows_of(&schema, &m, 7, 4, w);
     sf_reference *ref = reference_of(&schema, &m);
     sf_change_pool p = {0};
     for (int j = 3; j < 5; j++)
@@ -322,8 +325,7 @@ static void pool_stops_at_a_window_of_other_ranks(void **state)
     assert_null(c);
     sf_change_pool_clear(&p);
     sf_reference_free(ref);
-    for (int j = 0; j < 7; j++)
-        sf_summary_free(w[j]);
+    windows_free(w, 7);
     matrix_free(&m);
     sf_schema_clear(&schema);
 }
@@ -354,7 +356,7 @@ static void routed_rates(const sf_schema *schema, double frac, uint32_t *ret_alo
                 cell(&win, t, 3)[1] += (int64_t)(frac * (double)step);
             }
             sf_summary_free(s);
-            s = window_of(schema, &win, j, true, RANKS);
+            s = window_of(schema, &win, j, RANKS);
             if (j < 5)
                 keep_copy(&p, s, 3);
         }
