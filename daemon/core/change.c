@@ -115,15 +115,29 @@ struct frontier_test {
     int64_t *ys, *share, *share_sorted;
     double *rank;
     double z, alpha;
+    int64_t ref_step_ns; /* the reference's median exposed step */
 };
 
+/* The delay, in the reference's time, that a part of the step alone must
+ * have gained for its median share to move from x to y ppm while the rest
+ * of the step scaled alike: if it takes a of a reference step T and gains
+ * d, (a + d) / (T + d) = y and a / T = x, so d = T (y - x) / (1 - y). A job
+ * that got faster or slower everywhere moves no share and gains no delay. */
+static int64_t delay_of_share(int64_t x_ppm, int64_t y_ppm, int64_t ref_step_ns)
+{
+    double rest = (double)(SF_PPM - y_ppm);
+    double d = (double)(y_ppm - x_ppm) / (rest > 1 ? rest : 1) * (double)ref_step_ns;
+    return (int64_t)llround(fmin(fmax(d, -1e18), 1e18));
+}
+
 /* The shift of the window's series y against the reference's sorted column
- * x_sorted, into out; returns the rank test's p-value of y's share of the
- * exposed step against the reference's. The variance factor is the serial
- * dependence of both share series, weighted by their lengths. */
+ * x_sorted, into out, and the share's delay into share_delay;
+ * returns the rank test's p-value of y's share of the exposed step against
+ * the reference's. The variance factor is the serial dependence of both
+ * share series, weighted by their lengths. */
 static double series_test(const struct frontier_test *f, const int64_t *x_sorted,
                           const int64_t *x_share_sorted, double x_rho, const int64_t *y,
-                          sf_shift *out)
+                          sf_shift *out, int64_t *share_delay)
 {
     uint32_t m = f->m, n = f->n;
     memcpy(f->ys, y, (size_t)n * sizeof *f->ys);
@@ -131,7 +145,20 @@ static double series_test(const struct frontier_test *f, const int64_t *x_sorted
     sf__shift_estimate_sorted(x_sorted, m, f->ys, n, f->z, out);
     double rho = sf__share_series(y, f->ends, n, f->share, f->share_sorted, f->rank);
     double factor = sf__serial_variance_factor((m * x_rho + n * rho) / ((double)m + n));
+    *share_delay = delay_of_share(sf__median_sorted(x_share_sorted, m),
+                                  sf__median_sorted(f->share_sorted, n), f->ref_step_ns);
     return sf__mann_whitney_sorted_p(x_share_sorted, m, f->share_sorted, n, factor);
+}
+
+/* Whether a significant share test is a change of at least the minimum
+ * effect: measured on the share, as the test is, so that a job that got
+ * faster or slower everywhere neither hides a stage's change nor makes
+ * one; and in the direction the stage's own time moved, so that a stage
+ * whose time fell is never called slower because the rest fell more. */
+static bool effect_reached(int64_t shift_ns, int64_t share_delay_ns, int64_t min_effect_ns)
+{
+    bool same_sign = (shift_ns > 0 && share_delay_ns > 0) || (shift_ns < 0 && share_delay_ns < 0);
+    return same_sign && llabs(share_delay_ns) >= min_effect_ns;
 }
 
 /* The sync floor of stage k: the last arrival's wait. A late rank moves the
@@ -144,18 +171,19 @@ static void floor_test(sf_change *c, const struct frontier_test *f, const struct
     sf_stage_change *st = &c->stages[k];
     size_t at = (size_t)k * f->m;
     st->floor_tested = true;
-    st->floor_share_p_value =
-        series_test(f, &f->cols->floor_sorted[at], &f->cols->floor_share_sorted[at],
-                    f->cols->floor_rho[k], &w->floor[(size_t)k * f->n], &st->floor);
+    st->floor_share_p_value = series_test(
+        f, &f->cols->floor_sorted[at], &f->cols->floor_share_sorted[at], f->cols->floor_rho[k],
+        &w->floor[(size_t)k * f->n], &st->floor, &st->floor_share_delay_ns);
     st->floor_significant =
-        st->floor_share_p_value < f->alpha && st->floor.delta_ns >= c->min_effect_ns;
+        st->floor_share_p_value < f->alpha && st->floor.delta_ns > 0 &&
+        effect_reached(st->floor.delta_ns, st->floor_share_delay_ns, c->min_effect_ns);
 }
 
 /* The frontier tests of every stage: the shift of its advance (reported,
- * and the size that must reach the minimum effect) and the rank test of its
- * share of the step (the significance); at ".sync_wait" stages also the sync
- * floor, when the reference has one. The family (change_alpha over all
- * these tests) shares one level. Then the same estimator on the exposed
+ * and the direction) and the rank test of its share of the step with the
+ * share's delay (the significance and the size); at ".sync_wait" stages
+ * also the sync floor, when the reference has one. The family
+ * (change_alpha over all these tests) shares one level. Then the same estimator on the exposed
  * step. The reference's columns come sorted (sf_reference_finish); only the
  * window's are sorted here. */
 static int stage_shifts(sf_change *c, const sf_reference *ref, const struct window_steps *w,
@@ -182,18 +210,22 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
                               buf + 2 * (size_t)n,
                               rank,
                               sf__normal_two_sided_quantile(g->change_alpha),
-                              g->change_alpha / (S + floors)};
+                              g->change_alpha / (S + floors),
+                              ref->median_step_ns};
     for (uint32_t k = 0; k < S && rc == 0; k++) {
         sf_stage_change *st = &c->stages[k];
         size_t at = (size_t)k * m;
-        st->share_p_value = series_test(&f, &cols->advance_sorted[at], &cols->share_sorted[at],
-                                        cols->share_rho[k], &w->advance[(size_t)k * n],
-                                        &st->shift); /* the share's own shift is never reported */
+        st->share_p_value =
+            series_test(&f, &cols->advance_sorted[at], &cols->share_sorted[at], cols->share_rho[k],
+                        &w->advance[(size_t)k * n], &st->shift, &st->share_delay_ns);
         st->floor_share_p_value = NAN;
+        st->floor_share_delay_ns = SF_NULL_NS;
         if (floors > 0 && sync_wait_stage(schema, k))
             floor_test(c, &f, w, k);
-        st->significant = st->floor_significant || (st->share_p_value < f.alpha &&
-                                                    llabs(st->shift.delta_ns) >= c->min_effect_ns);
+        st->significant =
+            st->floor_significant ||
+            (st->share_p_value < f.alpha &&
+             effect_reached(st->shift.delta_ns, st->share_delay_ns, c->min_effect_ns));
     }
     if (rc == 0) {
         memcpy(buf, w->ends, (size_t)n * sizeof *buf);

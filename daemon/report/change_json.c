@@ -44,10 +44,11 @@ static json_t *sync_floor_json(const sf_stage_change *s)
 {
     if (!s->floor_tested)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:o, s:b}", "delta_s", seconds(s->floor.delta_ns), "ci_low_s",
-                     seconds(s->floor.ci_low_ns), "ci_high_s", seconds(s->floor.ci_high_ns),
-                     "share_p_value", real_or_null(s->floor_share_p_value), "significant",
-                     s->floor_significant);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:b}", "delta_s", seconds(s->floor.delta_ns),
+                     "ci_low_s", seconds(s->floor.ci_low_ns), "ci_high_s",
+                     seconds(s->floor.ci_high_ns), "share_p_value",
+                     real_or_null(s->floor_share_p_value), "share_delay_s",
+                     seconds(s->floor_share_delay_ns), "significant", s->floor_significant);
 }
 
 static json_t *stages_json(const sf_report *r, const sf_change *c)
@@ -55,11 +56,12 @@ static json_t *stages_json(const sf_report *r, const sf_change *c)
     json_t *a = json_array();
     for (uint32_t k = 0; k < c->n_stages; k++) {
         const sf_stage_change *s = &c->stages[k];
-        json_t *o = json_pack(
-            "{s:s, s:o, s:o, s:o, s:f, s:o, s:b}", "name", r->schema.names[k], "delta_advance_s",
-            seconds(s->shift.delta_ns), "ci_low_s", seconds(s->shift.ci_low_ns), "ci_high_s",
-            seconds(s->shift.ci_high_ns), "p_value", s->shift.p_value, "share_p_value",
-            real_or_null(s->share_p_value), "significant", s->significant);
+        json_t *o =
+            json_pack("{s:s, s:o, s:o, s:o, s:f, s:o, s:o, s:b}", "name", r->schema.names[k],
+                      "delta_advance_s", seconds(s->shift.delta_ns), "ci_low_s",
+                      seconds(s->shift.ci_low_ns), "ci_high_s", seconds(s->shift.ci_high_ns),
+                      "p_value", s->shift.p_value, "share_p_value", real_or_null(s->share_p_value),
+                      "share_delay_s", seconds(s->share_delay_ns), "significant", s->significant);
         json_object_set_new(o, "sync_floor", sync_floor_json(s));
         json_object_set_new(o, "own_work", own_work_json(s));
         json_array_append_new(a, o);

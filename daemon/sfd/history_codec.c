@@ -20,7 +20,8 @@
 #define CODEC_MAGIC_V4 0x34525453u /* "STR4": STR3, the change's own-work tests */
 #define CODEC_MAGIC_V5 0x35525453u /* "STR5": STR4, then the window's wall clock */
 #define CODEC_MAGIC_V6 0x36525453u /* "STR6": STR5, then the change's sync floor tests */
-#define CODEC_MAGIC 0x37525453u    /* "STR7": STR6, then the windows the change measured */
+#define CODEC_MAGIC_V7 0x37525453u /* "STR7": STR6, then the windows the change measured */
+#define CODEC_MAGIC 0x38525453u    /* "STR8": STR7, then the size of each share's shift */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -297,6 +298,17 @@ static void put_change_measured(struct enc *e, const sf_change *c)
         put_i64(e, c->measured_windows[i]);
 }
 
+/* The size of each stage's share shift, and of its floor's where tested
+ * (STR8), after the windows measured, only with a change. */
+static void put_change_share_delays(struct enc *e, const sf_change *c)
+{
+    for (uint32_t k = 0; c != NULL && k < c->n_stages; k++) {
+        put_i64(e, c->stages[k].share_delay_ns);
+        if (c->stages[k].floor_tested)
+            put_i64(e, c->stages[k].floor_share_delay_ns);
+    }
+}
+
 /* The sync floor tests (STR6), after the wall clock, only with a change. */
 static void put_change_floors(struct enc *e, const sf_change *c)
 {
@@ -354,6 +366,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_i64(&e, report->meta.closed_at_ms);
     put_change_floors(&e, report->change);
     put_change_measured(&e, report->change);
+    put_change_share_delays(&e, report->change);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -740,7 +753,9 @@ static int get_change_stages(struct dec *d, sf_change *c, bool own_work)
         st->own_rank = own_work ? get_u32(d) : 0;
         st->own_p_value = own_work ? get_f64(d) : 1;
         st->own_significant = own_work && get_bool(d);
-        st->floor_share_p_value = NAN; /* untested until STR6's floors say otherwise */
+        st->floor_share_p_value = NAN;   /* untested until STR6's floors say otherwise */
+        st->share_delay_ns = SF_NULL_NS; /* unknown until STR8's sizes say otherwise */
+        st->floor_share_delay_ns = SF_NULL_NS;
     }
     c->n_route = get_u32(d);
     if (d->bad || c->n_route > c->n_stages)
@@ -853,11 +868,23 @@ static int get_change_measured(struct dec *d, sf_report *r, bool stored)
     return d->bad ? -EINVAL : 0;
 }
 
-/* The codec version of a magic: 2 to 7, or 0 for none of ours. */
+/* The sizes of the share shifts (STR8); before it they stay unknown. */
+static int get_change_share_delays(struct dec *d, sf_change *c)
+{
+    for (uint32_t k = 0; k < c->n_stages; k++) {
+        c->stages[k].share_delay_ns = get_i64(d);
+        if (c->stages[k].floor_tested)
+            c->stages[k].floor_share_delay_ns = get_i64(d);
+    }
+    return d->bad ? -EINVAL : 0;
+}
+
+/* The codec version of a magic: 2 to 8, or 0 for none of ours. */
 static unsigned codec_version(uint32_t magic)
 {
     static const uint32_t magics[] = {CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4,
-                                      CODEC_MAGIC_V5, CODEC_MAGIC_V6, CODEC_MAGIC};
+                                      CODEC_MAGIC_V5, CODEC_MAGIC_V6, CODEC_MAGIC_V7,
+                                      CODEC_MAGIC};
     for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
         if (magic == magics[i])
             return i + 2;
@@ -898,6 +925,8 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
         rc = get_change_floors(&d, r->change);
     if (rc == 0 && r->change != NULL)
         rc = get_change_measured(&d, r, version >= 7);
+    if (rc == 0 && r->change != NULL && version >= 8)
+        rc = get_change_share_delays(&d, r->change);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

@@ -118,18 +118,25 @@ bool sf_change_own_work_stage(const sf_schema *schema, uint32_t k);
 typedef struct sf_stage_change {
     sf_shift shift;       /* of the frontier advance */
     double share_p_value; /* Mann-Whitney of the advance's share of the exposed step */
+    /* The share's size: the window's median share minus the reference's,
+     * times the reference's median step. The advance's shift with the job's
+     * overall drift taken out; SF_NULL_NS in reports stored before it. */
+    int64_t share_delay_ns;
     /* Sync floor test (".sync_wait" stages, when the reference has min_ns):
      * the shift of the last arrival's wait (the step's shortest wait over
      * the ranks), which no rank's late arrival moves, and the Mann-Whitney
-     * p-value of its share of the exposed step. floor_tested is false, the
-     * shift zero and the p-value NaN elsewhere. */
+     * p-value and size of its share of the exposed step. floor_tested is
+     * false, the shift zero, the p-value NaN and the size SF_NULL_NS
+     * elsewhere. */
     bool floor_tested;
     sf_shift floor;
     double floor_share_p_value;
-    bool floor_significant; /* floor_share_p < the level below, floor.delta >= the minimum
-                             * effect */
+    int64_t floor_share_delay_ns;
+    bool floor_significant; /* floor_share_p < the level below, floor.delta > 0 and
+                             * floor_share_delay >= the minimum effect */
     bool significant;       /* floor_significant, or share_p < change_alpha / (stages + floor
-                             * tests) and |shift| >= change_min_frac x ref step */
+                             * tests), |share_delay| >= change_min_frac x ref step and shift
+                             * of the same sign */
     /* Own-work test (dense mode, own-work stages): the rank whose contrast
      * shifted most, its shift (median of the window's contrasts minus the
      * reference's median contrast) and p-value; own_delta_ns is SF_NULL_NS

@@ -165,18 +165,22 @@ static sf_summary *slow_summary(const sf_schema *schema, int64_t slow_ns)
     return s;
 }
 
-/* A report as the codec before pooling (STR6) stored it: the same bytes
- * less the measured windows at the end. It reads as measured alone. */
-static sf_report *from_before_pooling(const sf_report *r)
+/* A report as an older codec stored it: the same bytes less what came
+ * after it at the end. Before STR8 (the share shifts' sizes), and also before
+ * STR7 (pooling, the measured windows). */
+static sf_report *from_older_codec(const sf_report *r, char version)
 {
     sf_report *back = NULL;
     uint8_t *buf;
-    size_t len, measured = 4 + 8 * (size_t)r->change->n_measured;
+    size_t len, sizes = 8 * (size_t)r->change->n_stages;
+    for (uint32_t k = 0; k < r->change->n_stages; k++)
+        sizes += 8 * (size_t)r->change->stages[k].floor_tested;
+    size_t later = sizes + (version < '7' ? 4 + 8 * (size_t)r->change->n_measured : 0);
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
-    assert_memory_equal(buf, "STR7", 4);
-    buf[3] = '6';
+    assert_memory_equal(buf, "STR8", 4);
+    buf[3] = (uint8_t)version;
     assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL); /* trailing bytes */
-    assert_int_equal(sfd_report_unpack(buf, len - measured, &back), 0);
+    assert_int_equal(sfd_report_unpack(buf, len - later, &back), 0);
     free(buf);
     return back;
 }
@@ -206,7 +210,15 @@ static void change_round_trip(const sf_schema *schema, uint32_t floors)
     assert_non_null(back->change);
     assert_memory_equal(back->change, r->change, sizeof *r->change);
     sf_report_free(back);
-    back = from_before_pooling(r);
+    back = from_older_codec(r, '7');
+    assert_int_equal(back->change->n_measured, 3);
+    for (uint32_t k = 0; k < r->change->n_stages; k++) {
+        assert_true(r->change->stages[k].share_delay_ns != SF_NULL_NS);
+        assert_int_equal(back->change->stages[k].share_delay_ns, SF_NULL_NS);
+        assert_int_equal(back->change->stages[k].floor_share_delay_ns, SF_NULL_NS);
+    }
+    sf_report_free(back);
+    back = from_older_codec(r, '6');
     assert_int_equal(back->change->n_measured, 1);
     assert_int_equal(back->change->measured_windows[0], r->meta.index);
     assert_non_null(back->whatif);

@@ -865,12 +865,13 @@ static void whatif_sync_cohort_basis(void **state)
 /* A synchronizing job whose ranks start each step up to 20 ms apart (the
  * previous step's tail differs per rank): own work s0 near 10 ms, then the
  * wait for the last arrival and a collective of `collective` ns plus up to
- * 0.5 ms that every rank sees, s1 near 5 ms, a 1 ms residual. Rank `late`
- * does `extra` ns more own work. The frontier advance at the sync point
- * carries the start offsets; the last arrival's wait is the collective
- * alone. */
-static struct matrix staggered_matrix(uint64_t seed, uint32_t steps, int64_t collective,
-                                      uint32_t late, int64_t extra)
+ * 0.5 ms that every rank sees, s1 near 5 ms, a 1 ms residual. Every
+ * duration but the collective is scaled by pct / 100 (the machine got
+ * faster or slower for all of the ranks' own work). Rank `late` does
+ * `extra` ns more own work. The frontier advance at the sync point carries
+ * the start offsets; the last arrival's wait is the collective alone. */
+static struct matrix scaled_staggered_matrix(uint64_t seed, uint32_t steps, int64_t collective,
+                                             int64_t pct, uint32_t late, int64_t extra)
 {
     struct matrix m = matrix_new(steps, RANKS, SS);
     uint64_t st = seed;
@@ -878,16 +879,22 @@ static struct matrix staggered_matrix(uint64_t seed, uint32_t steps, int64_t col
         int64_t arrive[RANKS], last = 0, c = collective + rand_below(&st, 500000);
         for (uint32_t r = 0; r < RANKS; r++) {
             int64_t *d = cell(&m, t, r);
-            d[0] = 10000000 + rand_below(&st, 4000000) + (r == late) * extra;
-            d[2] = 5000000 + rand_below(&st, 2000000);
-            d[3] = 1000000;
-            arrive[r] = rand_below(&st, 20000000) + d[0];
+            d[0] = (10000000 + rand_below(&st, 4000000)) * pct / 100 + (r == late) * extra;
+            d[2] = (5000000 + rand_below(&st, 2000000)) * pct / 100;
+            d[3] = 1000000 * pct / 100;
+            arrive[r] = rand_below(&st, 20000000) * pct / 100 + d[0];
             last = arrive[r] > last ? arrive[r] : last;
         }
         for (uint32_t r = 0; r < RANKS; r++)
             cell(&m, t, r)[1] = last - arrive[r] + c;
     }
     return m;
+}
+
+static struct matrix staggered_matrix(uint64_t seed, uint32_t steps, int64_t collective,
+                                      uint32_t late, int64_t extra)
+{
+    return scaled_staggered_matrix(seed, steps, collective, 100, late, extra);
 }
 
 static sf_reference *staggered_baseline(const sf_schema *schema, uint64_t seed)
@@ -1002,6 +1009,57 @@ static void sync_floor_ignores_a_late_arrival(void **state)
     sf_schema_clear(&schema);
 }
 
+/* The job got 40 % faster everywhere but in the collective, which takes
+ * 0.5 ms longer once every rank has arrived: less than the minimum effect
+ * in time, so a rule on the time alone would miss it, although the
+ * collective's share of the step more than doubled. Measured on the share,
+ * at the reference's step, the change is over 1 ms and is routed. */
+static void share_effect_sees_through_a_faster_job(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_reference *ref = staggered_baseline(&schema, 21);
+    struct matrix win = scaled_staggered_matrix(41, WSTEPS, 1500000, 60, RANKS, 0);
+    sf_change *c = window_change(&schema, ref, &win);
+    const sf_stage_change *st = &c->stages[1];
+    assert_true(st->floor.delta_ns > 0 && st->floor.delta_ns < c->min_effect_ns);
+    assert_true(st->floor_share_delay_ns >= c->min_effect_ns);
+    assert_true(st->floor_significant);
+    assert_true(c->n_route > 0 && c->route[0] == 1);
+    assert_true(c->step.delta_ns < 0); /* the step itself got shorter */
+    sf_change_free(c);
+    sf_reference_free(ref);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
+/* The job got 60 % faster everywhere and the collective 0.2 ms faster too,
+ * but less, so its share of the step rose well past the minimum effect
+ * and the share test alone would flag it. Its time fell: it is not called
+ * slower, and nothing is routed. */
+static void share_effect_needs_the_time_to_move_the_same_way(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_reference *ref = staggered_baseline(&schema, 21);
+    struct matrix win = scaled_staggered_matrix(43, WSTEPS, 800000, 40, RANKS, 0);
+    sf_change *c = window_change(&schema, ref, &win);
+    const sf_stage_change *st = &c->stages[1];
+    sf_gates g;
+    sf_gates_default(&g);
+    assert_true(st->floor.delta_ns < 0);
+    assert_true(st->floor_share_delay_ns >= c->min_effect_ns);
+    assert_true(st->floor_share_p_value < g.change_alpha / (SS + 1));
+    assert_false(st->floor_significant);
+    assert_int_equal(c->n_route, 0);
+    sf_change_free(c);
+    sf_reference_free(ref);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+}
+
 static bool floor_hit(const sf_change *c)
 {
     return c->stages[1].floor_significant;
@@ -1038,6 +1096,8 @@ int main(void)
         cmocka_unit_test(sync_floor_routes_a_slower_collective),
         cmocka_unit_test(sync_floor_ignores_a_late_arrival),
         cmocka_unit_test(sync_floor_clean_windows_rarely_flagged),
+        cmocka_unit_test(share_effect_sees_through_a_faster_job),
+        cmocka_unit_test(share_effect_needs_the_time_to_move_the_same_way),
         cmocka_unit_test(whatif_sync_recomputes_waits),
         cmocka_unit_test(whatif_sync_beats_clipped_lower_bound),
         cmocka_unit_test(whatif_missing_arrival_falls_back_to_clipped),

@@ -658,15 +658,26 @@ static double counted_share_p(const int64_t *x, size_t m, const int64_t *y, size
     return var > 0 && dev > 0 ? erfc(dev / sqrt(var * factor) / M_SQRT2) : 1;
 }
 
+/* The share's delay: T (y - x) / (1 - y) at the median shares, T the
+ * reference's median step, rounded to the nearest ns. */
+static int64_t share_delay(const int64_t *x, size_t m, const int64_t *y, size_t n, int64_t T)
+{
+    double xm = (double)plain_median(x, m), ym = (double)plain_median(y, n);
+    return (int64_t)llround((ym - xm) / (1e6 - ym) * (double)T);
+}
+
 /* Each stage's share test: the rank test of its advance's share of the
  * step (parts per million), the reference's shares against the window's,
  * recomputed from the rows (the advance being the largest end at the
  * stage's boundary less the largest at the one before), at change_alpha /
- * stages. Step hole (T: none) is not complete. */
+ * stages, and the share's delay, which must reach the minimum effect in
+ * the direction of the advance's shift. Step hole (T: none) is not
+ * complete. */
 static void assert_share_tests(const sf_change *c, const sf_reference *ref, const int64_t *d,
                                uint32_t T, uint32_t hole, double alpha)
 {
     static int64_t x[3 * LONG_T], y[LONG_T], advance[LONG_T][CS], exposed[LONG_T];
+    static int64_t ref_ends[3 * LONG_T];
     uint32_t n = 0;
     for (uint32_t t = 0; t < T; t++) {
         if (t == hole)
@@ -691,12 +702,17 @@ static void assert_share_tests(const sf_change *c, const sf_reference *ref, cons
             for (uint32_t q = 0; q < CS; q++)
                 end += ref->advance[t * CS + q];
             x[t] = (int64_t)((__int128)ref->advance[t * CS + k] * 1000000 / end);
+            ref_ends[t] = end;
         }
         for (uint32_t t = 0; t < n; t++)
             y[t] = (int64_t)((__int128)advance[t][k] * 1000000 / exposed[t]);
         double p = counted_share_p(x, ref->n_steps, y, n);
         assert_true(fabs(c->stages[k].share_p_value - p) <= 1e-9 * p);
-        bool big = llabs(c->stages[k].shift.delta_ns) >= c->min_effect_ns;
+        int64_t delay = share_delay(x, ref->n_steps, y, n, plain_median(ref_ends, ref->n_steps));
+        int64_t shift = c->stages[k].shift.delta_ns;
+        assert_int_equal(c->stages[k].share_delay_ns, delay);
+        bool big = ((shift > 0 && delay > 0) || (shift < 0 && delay < 0)) &&
+                   llabs(delay) >= c->min_effect_ns;
         assert_int_equal(c->stages[k].significant, p < alpha / CS && big);
     }
 }

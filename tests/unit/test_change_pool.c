@@ -254,8 +254,10 @@ static void assert_pooled_equals_all_rows(const sf_schema *schema, uint32_t stag
         const sf_stage_change *a = &c->stages[k], *b = &direct->stages[k];
         assert_memory_equal(&a->shift, &b->shift, sizeof(sf_shift));
         assert_true(a->share_p_value == b->share_p_value && a->significant == b->significant);
+        assert_int_equal(a->share_delay_ns, b->share_delay_ns);
         assert_true(a->floor_tested == b->floor_tested);
         assert_memory_equal(&a->floor, &b->floor, sizeof(sf_shift));
+        assert_int_equal(a->floor_share_delay_ns, b->floor_share_delay_ns);
         assert_int_equal(a->own_delta_ns, b->own_delta_ns);
         assert_true(a->own_p_value == b->own_p_value ||
                     (isnan(a->own_p_value) && isnan(b->own_p_value)));
