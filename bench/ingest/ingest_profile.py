@@ -11,7 +11,7 @@ import sys
 
 # (group, a function name that marks it), most specific first.
 GROUPS = [
-    ("window close: change against the baseline", "sf_change_compute"),
+    ("window close: change against the baseline", "sf__change_of_parts"),
     ("window close: what-if", "whatif"),
     ("window close: report compute", "sf_report_compute"),
     ("window close: summary build", "sf_summary_build"),
