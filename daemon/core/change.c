@@ -131,10 +131,10 @@ static int64_t delay_of_share(int64_t x_ppm, int64_t y_ppm, int64_t ref_step_ns)
 }
 
 /* The shift of the window's series y against the reference's sorted column
- * x_sorted, into out, and the share's delay into share_delay;
- * returns the rank test's p-value of y's share of the exposed step against
- * the reference's. The variance factor is the serial dependence of both
- * share series, weighted by their lengths. */
+ * x_sorted, into out, and the delay of y's share of the exposed step into
+ * share_delay; returns the rank test's p-value of that share against the
+ * reference's. The variance factor is the serial dependence of both share
+ * series, weighted by their lengths. */
 static double series_test(const struct frontier_test *f, const int64_t *x_sorted,
                           const int64_t *x_share_sorted, double x_rho, const int64_t *y,
                           sf_shift *out, int64_t *share_delay)
@@ -182,10 +182,10 @@ static void floor_test(sf_change *c, const struct frontier_test *f, const struct
 /* The frontier tests of every stage: the shift of its advance (reported,
  * and the direction) and the rank test of its share of the step with the
  * share's delay (the significance and the size); at ".sync_wait" stages
- * also the sync floor, when the reference has one. The family
- * (change_alpha over all these tests) shares one level. Then the same estimator on the exposed
- * step. The reference's columns come sorted (sf_reference_finish); only the
- * window's are sorted here. */
+ * also the sync floor, when the reference has one. The family (change_alpha
+ * over all these tests) shares one level. Then the same estimator on the
+ * exposed step. The reference's columns come sorted (sf_reference_finish);
+ * only the window's are sorted here. */
 static int stage_shifts(sf_change *c, const sf_reference *ref, const struct window_steps *w,
                         const sf_schema *schema, const sf_gates *g)
 {

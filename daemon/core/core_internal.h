@@ -139,11 +139,11 @@ static inline int64_t sf__contrast(const sf__middle *m, int64_t v)
     return v - (lo + (hi - lo) / 2);
 }
 
+#define SF_PPM 1000000 /* a share's unit: parts per million of the exposed step */
+
 /* The advance of a stage as its share of the step's exposed time, in parts
  * per million: a machine that slows every stage alike leaves it where it
  * was (the change's share test, docs/CHANGE.md). */
-#define SF_PPM 1000000 /* a share's unit: parts per million of the exposed step */
-
 static inline int64_t sf__share_ppm(int64_t advance, int64_t exposed)
 {
     return exposed > 0 ? (int64_t)((__int128)advance * SF_PPM / exposed) : 0;

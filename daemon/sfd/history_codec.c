@@ -21,7 +21,7 @@
 #define CODEC_MAGIC_V5 0x35525453u /* "STR5": STR4, then the window's wall clock */
 #define CODEC_MAGIC_V6 0x36525453u /* "STR6": STR5, then the change's sync floor tests */
 #define CODEC_MAGIC_V7 0x37525453u /* "STR7": STR6, then the windows the change measured */
-#define CODEC_MAGIC 0x38525453u    /* "STR8": STR7, then the size of each share's shift */
+#define CODEC_MAGIC 0x38525453u    /* "STR8": STR7, then the change's share delays */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -298,8 +298,8 @@ static void put_change_measured(struct enc *e, const sf_change *c)
         put_i64(e, c->measured_windows[i]);
 }
 
-/* The size of each stage's share shift, and of its floor's where tested
- * (STR8), after the windows measured, only with a change. */
+/* Each stage's share delay, and its floor's where tested (STR8), after the
+ * windows measured, only with a change. */
 static void put_change_share_delays(struct enc *e, const sf_change *c)
 {
     for (uint32_t k = 0; c != NULL && k < c->n_stages; k++) {
@@ -754,7 +754,7 @@ static int get_change_stages(struct dec *d, sf_change *c, bool own_work)
         st->own_p_value = own_work ? get_f64(d) : 1;
         st->own_significant = own_work && get_bool(d);
         st->floor_share_p_value = NAN;   /* untested until STR6's floors say otherwise */
-        st->share_delay_ns = SF_NULL_NS; /* unknown until STR8's sizes say otherwise */
+        st->share_delay_ns = SF_NULL_NS; /* unknown until STR8's delays say otherwise */
         st->floor_share_delay_ns = SF_NULL_NS;
     }
     c->n_route = get_u32(d);
@@ -868,7 +868,7 @@ static int get_change_measured(struct dec *d, sf_report *r, bool stored)
     return d->bad ? -EINVAL : 0;
 }
 
-/* The sizes of the share shifts (STR8); before it they stay unknown. */
+/* The share delays (STR8); before it they stay unknown. */
 static int get_change_share_delays(struct dec *d, sf_change *c)
 {
     for (uint32_t k = 0; k < c->n_stages; k++) {

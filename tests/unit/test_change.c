@@ -988,25 +988,32 @@ static void sync_floor_routes_a_slower_collective(void **state)
     sf_schema_clear(&schema);
 }
 
+/* The change of window win (freed) against the staggered baseline of
+ * seed base_seed. */
+static sf_change *staggered_change(uint64_t base_seed, struct matrix win)
+{
+    sf_schema schema;
+    synchronizing_schema(&schema, SS);
+    sf_reference *ref = staggered_baseline(&schema, base_seed);
+    sf_change *c = window_change(&schema, ref, &win);
+    sf_reference_free(ref);
+    matrix_free(&win);
+    sf_schema_clear(&schema);
+    return c;
+}
+
 /* Rank 2 arrives 3 ms late: every other rank waits longer and the frontier
  * moves, but the last arrival's wait is still the collective. The floor
  * stays below the minimum effect; the late rank's own work is routed. */
 static void sync_floor_ignores_a_late_arrival(void **state)
 {
     (void)state;
-    sf_schema schema;
-    synchronizing_schema(&schema, SS);
-    sf_reference *ref = staggered_baseline(&schema, 23);
-    struct matrix win = staggered_matrix(24, WSTEPS, 1000000, 2, 3000000);
-    sf_change *c = window_change(&schema, ref, &win);
+    sf_change *c = staggered_change(23, staggered_matrix(24, WSTEPS, 1000000, 2, 3000000));
     assert_true(c->stages[1].floor_tested);
     assert_false(c->stages[1].floor_significant);
     assert_true(llabs(c->stages[1].floor.delta_ns) < c->min_effect_ns);
     assert_true(c->n_route > 0 && c->route[0] == 0 && c->stages[0].own_rank == 2);
     sf_change_free(c);
-    sf_reference_free(ref);
-    matrix_free(&win);
-    sf_schema_clear(&schema);
 }
 
 /* The job got 40 % faster everywhere but in the collective, which takes
@@ -1017,11 +1024,7 @@ static void sync_floor_ignores_a_late_arrival(void **state)
 static void share_effect_sees_through_a_faster_job(void **state)
 {
     (void)state;
-    sf_schema schema;
-    synchronizing_schema(&schema, SS);
-    sf_reference *ref = staggered_baseline(&schema, 21);
-    struct matrix win = scaled_staggered_matrix(41, WSTEPS, 1500000, 60, RANKS, 0);
-    sf_change *c = window_change(&schema, ref, &win);
+    sf_change *c = staggered_change(21, scaled_staggered_matrix(41, WSTEPS, 1500000, 60, RANKS, 0));
     const sf_stage_change *st = &c->stages[1];
     assert_true(st->floor.delta_ns > 0 && st->floor.delta_ns < c->min_effect_ns);
     assert_true(st->floor_share_delay_ns >= c->min_effect_ns);
@@ -1029,9 +1032,6 @@ static void share_effect_sees_through_a_faster_job(void **state)
     assert_true(c->n_route > 0 && c->route[0] == 1);
     assert_true(c->step.delta_ns < 0); /* the step itself got shorter */
     sf_change_free(c);
-    sf_reference_free(ref);
-    matrix_free(&win);
-    sf_schema_clear(&schema);
 }
 
 /* The job got 60 % faster everywhere and the collective 0.2 ms faster too,
@@ -1041,11 +1041,7 @@ static void share_effect_sees_through_a_faster_job(void **state)
 static void share_effect_needs_the_time_to_move_the_same_way(void **state)
 {
     (void)state;
-    sf_schema schema;
-    synchronizing_schema(&schema, SS);
-    sf_reference *ref = staggered_baseline(&schema, 21);
-    struct matrix win = scaled_staggered_matrix(43, WSTEPS, 800000, 40, RANKS, 0);
-    sf_change *c = window_change(&schema, ref, &win);
+    sf_change *c = staggered_change(21, scaled_staggered_matrix(43, WSTEPS, 800000, 40, RANKS, 0));
     const sf_stage_change *st = &c->stages[1];
     sf_gates g;
     sf_gates_default(&g);
@@ -1055,9 +1051,6 @@ static void share_effect_needs_the_time_to_move_the_same_way(void **state)
     assert_false(st->floor_significant);
     assert_int_equal(c->n_route, 0);
     sf_change_free(c);
-    sf_reference_free(ref);
-    matrix_free(&win);
-    sf_schema_clear(&schema);
 }
 
 static bool floor_hit(const sf_change *c)
