@@ -694,16 +694,10 @@ static int route_medians(const struct window_steps *w, const sf_change *c, struc
             rc = part_medians(w, p, c->route[js[i]], &by_part[(size_t)p * R]);
         for (uint32_t x = 0; x < R && rc == 0; x++) {
             uint32_t known = 0;
-            for (uint32_t p = 0; p < P; p++) { /* a few values: sorted as they come */
-                int64_t v = by_part[(size_t)p * R + x];
-                if (v == SF_NULL_NS)
-                    continue;
-                uint32_t at = known++;
-                for (; at > 0 && of_rank[at - 1] > v; at--)
-                    of_rank[at] = of_rank[at - 1];
-                of_rank[at] = v;
-            }
-            to[x] = known ? sf__median_sorted(of_rank, known) : SF_NULL_NS;
+            for (uint32_t p = 0; p < P; p++)
+                if (by_part[(size_t)p * R + x] != SF_NULL_NS)
+                    of_rank[known++] = by_part[(size_t)p * R + x];
+            to[x] = known ? sf_median_i64(of_rank, known) : SF_NULL_NS;
         }
     }
     free(by_part);
@@ -863,13 +857,10 @@ int sf__change_of_parts(const sf_reference *ref, const sf_summary *const *parts,
     bool filled = own.z != NULL; /* every own-work stage's block of fresh */
     window_steps_free(&w);
     own_work_free(&own);
-    if (ret_fresh != NULL && filled) {
-        *ret_fresh = fresh;
-    } else {
+    if (ret_fresh != NULL)
+        *ret_fresh = filled ? fresh : (struct sf_contrasts){0};
+    if (ret_fresh == NULL || !filled)
         free(fresh.v);
-        if (ret_fresh != NULL)
-            *ret_fresh = (struct sf_contrasts){0};
-    }
     *ret = c;
     return 0;
 fail:

@@ -64,11 +64,10 @@ static int pool_charge(struct sfd_job *job, uint64_t bytes)
     return 0;
 }
 
-/* Offers the window to the job's pool (a kept summary holds its steps,
- * dense rows and own-work contrasts). A uid without room for it gets its
- * changes measured window by window until it has: the pool is emptied,
- * logged once, and counted in the job's `pool_refused`. */
-static void pool_keep(struct sfd_job *job, sf_summary **summary, uint32_t want)
+/* A kept summary holds its steps, dense rows and own-work contrasts. A uid
+ * without room for them gets its changes measured window by window until it
+ * has: the pool is emptied, logged once, and counted in `pool_refused`. */
+void sfd_baseline_keep(struct sfd_job *job, sf_summary **summary, uint32_t want)
 {
     struct sfd_baseline *b = &job->base;
     sf_change_pool_keep(&b->pool, summary, want);
@@ -85,14 +84,14 @@ static void pool_keep(struct sfd_job *job, sf_summary **summary, uint32_t want)
     b->pool_short = true;
 }
 
-void sfd_baseline_attach(struct sfd_job *job, sf_summary **summary, sf_report *report)
+void sfd_baseline_attach(struct sfd_job *job, const sf_summary *summary, sf_report *report)
 {
     struct sfd_baseline *b = &job->base;
-    drop_stale(job, *summary);
-    attach_one(job, &b->pool, *summary, report);
+    drop_stale(job, summary);
+    attach_one(job, &b->pool, summary, report);
     if (b->automatic == NULL) {
         b->collector.want = job->gates.baseline_windows;
-        int r = sf_reference_collect(&b->collector, *summary, report, &b->automatic);
+        int r = sf_reference_collect(&b->collector, summary, report, &b->automatic);
         if (r < 0)
             sfd_log(SFD_LOG_WARNING, job->id, "baseline: %s", strerror(-r));
         else if (r == 1)
@@ -101,7 +100,6 @@ void sfd_baseline_attach(struct sfd_job *job, sf_summary **summary, sf_report *r
                     (long long)b->automatic->windows[b->automatic->n_windows - 1],
                     b->automatic->n_steps);
     }
-    pool_keep(job, summary, report->gates.change_pool_windows);
     if (report->whatif != NULL && !isnan(report->whatif->waste_rank_s))
         b->waste_rank_s += report->whatif->waste_rank_s;
     sfd_alert_consider(job, report);

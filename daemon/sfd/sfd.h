@@ -429,10 +429,14 @@ const sf_report *sfd_job_latest_report(const struct sfd_job *job);
 /* Attaches the change (against the pinned or automatic reference, for windows
  * after it, pooled with the job's latest windows) and the what-if to a
  * window's report before it is stored, then offers the window to the
- * automatic reference and the alert hook. The job's pool may take the
- * summary for the windows after it: *summary is then NULL, else still the
- * caller's. Failures are logged; the report is stored either way. */
-void sfd_baseline_attach(struct sfd_job *job, sf_summary **summary, sf_report *report);
+ * automatic reference and the alert hook. Failures are logged; the report
+ * is stored either way. */
+void sfd_baseline_attach(struct sfd_job *job, const sf_summary *summary, sf_report *report);
+/* Then offers the window's summary to the job's pool (want: the report's
+ * change_pool_windows), for the changes of the windows after it: *summary
+ * is NULL when the pool took it, else still the caller's. A pool of one
+ * window keeps nothing. */
+void sfd_baseline_keep(struct sfd_job *job, sf_summary **summary, uint32_t want);
 /* sfctl baseline: pins a kept window as the reference, or clears the pin,
  * then recomputes the change of the kept windows. -ENOENT/-ENOTSUP with a
  * reason in *ret_err. */
