@@ -233,6 +233,13 @@ def all_tables(records):
                         ("Onset: windows that pool windows from before the fault", "onset")))
 
 
+def load_records(path):
+    """The job records of a run's JSON Lines file (gzipped or not)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build")
@@ -262,9 +269,7 @@ def main():
     p.add_argument("--magnitudes", help="comma-separated magnitudes (default: 0.05,0.1,0.25)")
     a = p.parse_args()
     if a.tables_from:
-        opener = gzip.open if a.tables_from.endswith(".gz") else open
-        with opener(a.tables_from, "rt") as f:
-            records = [json.loads(l) for l in f if l.strip()]
+        records = load_records(a.tables_from)
         if a.replay_from:
             build = sfharness.Build(a.build)
             records = [replayed(build, r, a.replay_from, a.rewindow, a.pool) for r in records]
