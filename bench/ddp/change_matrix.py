@@ -67,14 +67,16 @@ def log(msg):
     sys.stderr.flush()
 
 
-def run(build, row, mag, seed, window, warmup, faulty=FAULTY, record_dir=None, clean_before=0):
+def run(build, row, mag, seed, window, warmup, faulty=FAULTY, record_dir=None, clean_before=0,
+        arrivals="on"):
     job = "chg-%s-%s-%d-%d" % (row, mag, seed, os.getpid())
     phases = "A" * (BASELINE + clean_before) + "B" * faulty
     with sfharness.Sfd(build, warmup_steps=warmup, window_steps=window) as sfd:
         res = sfharness.train(build, job, ["--ranks", "4", "--fault", row, "--seed", str(seed),
                                            "--magnitude", str(mag), "--warmup", str(warmup),
                                            "--steps", str(window * len(phases)), "--phases",
-                                           phases], sf_socket=sfd.ingest, timeout=600)
+                                           phases, "--arrivals", arrivals],
+                              sf_socket=sfd.ingest, timeout=600)
         wins = sfd.windows(job, len(phases), timeout=120)
         if record_dir:
             # The job's rows and baseline, for `sfctl replay` of the same
@@ -267,6 +269,9 @@ def main():
     p.add_argument("--only-none", action="store_true", help="run the fault-free jobs only")
     p.add_argument("--rows", help="comma-separated train.py rows to run (default: all)")
     p.add_argument("--magnitudes", help="comma-separated magnitudes (default: 0.05,0.1,0.25)")
+    p.add_argument("--arrivals", choices=["on", "off"], default="on",
+                   help="off: the jobs mark no arrival points, so the change has no own-work "
+                        "stages and no sync floor (default: on)")
     a = p.parse_args()
     if a.tables_from:
         records = load_records(a.tables_from)
@@ -293,7 +298,7 @@ def main():
         t0 = time.monotonic()
         rec = run(build, row, mag, seed, a.window, a.warmup,
                   a.none_windows if row == "none" else a.faulty, a.record_dir,
-                  0 if row == "none" else a.clean_before)
+                  0 if row == "none" else a.clean_before, a.arrivals)
         records.append(rec)
         if a.out:
             with open(a.out, "a") as f:
