@@ -37,8 +37,9 @@ import sfharness  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 
-# run -> (its live windows, the tarball of its recordings, the folder of the
-# fault jobs' recordings in it), for the fault jobs and the fault-free jobs.
+# Each run: its name, the stem of its live tables (STEM_live.jsonl.gz and
+# STEM_clean_live.jsonl.gz), the tarball of its recordings, and the folders
+# in it of the fault jobs' and the fault-free jobs' recordings.
 RUNS = [
     ("run 10", "change_w100_run10", "change_w100_run10_recordings.tar.xz",
      "pool_faultrec", "pool_cleanrec"),
@@ -87,7 +88,7 @@ def plain_members(tar):
 
 def replayed_run(build, run, pool, tmp):
     """The run's fault and fault-free jobs, replayed from their recordings."""
-    name, stem, tarball, fault_dir, clean_dir = run
+    _name, stem, tarball, fault_dir, clean_dir = run
     unpacked = os.path.join(tmp, tarball)
     if not os.path.isdir(unpacked):
         with tarfile.open(os.path.join(RESULTS, tarball)) as t:

@@ -503,7 +503,9 @@ def run_rank(args):
                 with rec.sync():
                     dist.barrier()
             elif inj.needs_barrier():
-                dist.barrier()  # no arrival points: an arrival mark would break the contract
+                # Without arrival points the stage does not synchronize, and
+                # an arrival mark in it would be a contract violation.
+                dist.barrier()
         with rec.stage("optim.step_cpu_wall"):
             opt.step()
             opt.zero_grad(set_to_none=True)
