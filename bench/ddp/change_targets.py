@@ -59,9 +59,7 @@ CLEAN_MAX = 0.05
 
 
 def wilson(hits, n, z=1.96):
-    """The 95 % Wilson score interval of hits/n, in percent."""
-    if n == 0:
-        return float("nan"), float("nan")
+    """The 95 % Wilson score interval of hits/n (n > 0), in percent."""
     p = hits / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
@@ -69,8 +67,10 @@ def wilson(hits, n, z=1.96):
 
 
 def fraction(hits, n):
+    if n == 0:
+        return "-"
     lo, hi = wilson(hits, n)
-    return "%d/%d (%.1f %%, %.1f to %.1f)" % (hits, n, 100.0 * hits / n, lo, hi) if n else "-"
+    return "%d/%d (%.1f %%, %.1f to %.1f)" % (hits, n, 100.0 * hits / n, lo, hi)
 
 
 def live_records(stem, suffix):

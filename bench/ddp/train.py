@@ -499,13 +499,12 @@ def run_rank(args):
         with rec.stage("callbacks.cpu_wall"):
             losses.append(float(loss.detach()) * K)
             inj.callback()
-            if inj.needs_barrier() and "callbacks.cpu_wall" in sync:
-                with rec.sync():
+            if inj.needs_barrier():
+                if "callbacks.cpu_wall" in sync:
+                    with rec.sync():
+                        dist.barrier()
+                else:  # without arrival points a mark would break the contract
                     dist.barrier()
-            elif inj.needs_barrier():
-                # Without arrival points the stage does not synchronize, and
-                # an arrival mark in it would be a contract violation.
-                dist.barrier()
         with rec.stage("optim.step_cpu_wall"):
             opt.step()
             opt.zero_grad(set_to_none=True)

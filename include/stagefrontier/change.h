@@ -118,9 +118,11 @@ bool sf_change_own_work_stage(const sf_schema *schema, uint32_t k);
 typedef struct sf_stage_change {
     sf_shift shift;       /* of the frontier advance */
     double share_p_value; /* Mann-Whitney of the advance's share of the exposed step */
-    /* The share's size: the window's median share minus the reference's,
-     * times the reference's median step. The advance's shift with the job's
-     * overall drift taken out; SF_NULL_NS in reports stored before it. */
+    /* The share's size: the delay that this stage alone must have gained,
+     * in the reference's time, to move its median share from x to y while
+     * the rest of the step scaled alike, T (y - x) / (1 - y) with T the
+     * reference's median step (docs/CHANGE.md); SF_NULL_NS in reports
+     * stored before it. */
     int64_t share_delay_ns;
     /* Sync floor test (".sync_wait" stages, when the reference has min_ns):
      * the shift of the last arrival's wait (the step's shortest wait over
