@@ -11,6 +11,8 @@ Raw windows go to --out (JSON Lines); --tables-from rebuilds the tables.
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --out change.jsonl
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --only-none --none-runs 3 \
       --none-windows 7 --out change.jsonl     # more clean windows
+  /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --jobs 3 --cpus-per-job 5 \
+      --out change.jsonl      # three jobs at once, each on five cores of its own
   /usr/bin/python3 bench/ddp/change_matrix.py --tables-from bench/ddp/results/change.jsonl.gz
   /usr/bin/python3 bench/ddp/change_matrix.py --build build-eval --tables-from change.jsonl \
       --replay-from records/   # the same jobs' rows through this build's `sfctl replay`
@@ -22,6 +24,7 @@ stage's group (a slower collective is a change of that stage's group).
 """
 
 import argparse
+import concurrent.futures
 import gzip
 import json
 import os
@@ -34,7 +37,9 @@ sys.path.insert(0, HERE)
 
 import faults  # noqa: E402
 import sfharness  # noqa: E402
+import queue  # noqa: E402
 import subprocess  # noqa: E402
+import threading  # noqa: E402
 
 SYNC_WAIT = ".sync_wait"
 
@@ -68,15 +73,15 @@ def log(msg):
 
 
 def run(build, row, mag, seed, window, warmup, faulty=FAULTY, record_dir=None, clean_before=0,
-        arrivals="on"):
+        arrivals="on", cpus=None):
     job = "chg-%s-%s-%d-%d" % (row, mag, seed, os.getpid())
     phases = "A" * (BASELINE + clean_before) + "B" * faulty
-    with sfharness.Sfd(build, warmup_steps=warmup, window_steps=window) as sfd:
+    with sfharness.Sfd(build, warmup_steps=warmup, window_steps=window, cpus=cpus) as sfd:
         res = sfharness.train(build, job, ["--ranks", "4", "--fault", row, "--seed", str(seed),
                                            "--magnitude", str(mag), "--warmup", str(warmup),
                                            "--steps", str(window * len(phases)), "--phases",
                                            phases, "--arrivals", arrivals],
-                              sf_socket=sfd.ingest, timeout=600)
+                              sf_socket=sfd.ingest, timeout=600, cpus=cpus)
         wins = sfd.windows(job, len(phases), timeout=120)
         if record_dir:
             # The job's rows and baseline, for `sfctl replay` of the same
@@ -272,7 +277,13 @@ def main():
     p.add_argument("--arrivals", choices=["on", "off"], default="on",
                    help="off: the jobs mark no arrival points, so the change has no own-work "
                         "stages and no sync floor (default: on)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="jobs run side by side (on a host with cores to spare; default 1)")
+    p.add_argument("--cpus-per-job", type=int, default=0, metavar="K",
+                   help="with --jobs: pin slot i's sfd and ranks to cores iK..iK+K-1")
     a = p.parse_args()
+    if a.jobs < 1 or a.cpus_per_job < 0 or a.cpus_per_job * a.jobs > (os.cpu_count() or 1):
+        p.error("--jobs must be >= 1, and --jobs x --cpus-per-job at most the host's cores")
     if a.tables_from:
         records = load_records(a.tables_from)
         if a.replay_from:
@@ -294,20 +305,43 @@ def main():
                 plan += [(row, mag, seed) for mag in mags]
     if "none" in rows:
         plan += [("none", 0.0, seed) for seed in range(1, a.none_runs + 1)]
-    for row, mag, seed in plan:
-        t0 = time.monotonic()
-        rec = run(build, row, mag, seed, a.window, a.warmup,
-                  a.none_windows if row == "none" else a.faulty, a.record_dir,
-                  0 if row == "none" else a.clean_before, a.arrivals)
-        records.append(rec)
-        if a.out:
-            with open(a.out, "a") as f:
-                f.write(json.dumps(rec) + "\n")
-        routes = [w["change"]["route"][:2] for w in scored_windows(rec)]
-        log("%s mag %.2f seed %d: hidden %d, routes %s (%.0f s)" %
-            (row, mag, seed, rec["hidden_rank"], routes, time.monotonic() - t0))
+    slots = queue.Queue()
+    for i in range(a.jobs):
+        slots.put("%d-%d" % (i * a.cpus_per_job, (i + 1) * a.cpus_per_job - 1)
+                  if a.cpus_per_job else None)
+    done = threading.Lock()
+    failed = []
+
+    def one(row, mag, seed):
+        cpus = slots.get()
+        try:
+            t0 = time.monotonic()
+            rec = run(build, row, mag, seed, a.window, a.warmup,
+                      a.none_windows if row == "none" else a.faulty, a.record_dir,
+                      0 if row == "none" else a.clean_before, a.arrivals, cpus)
+        except (RuntimeError, OSError) as e:  # one job's failure ends no other job
+            log("%s mag %.2f seed %d FAILED: %s" % (row, mag, seed, e))
+            failed.append((row, mag, seed))
+            return
+        finally:
+            slots.put(cpus)
+        with done:
+            records.append(rec)
+            if a.out:
+                with open(a.out, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+            routes = [w["change"]["route"][:2] for w in scored_windows(rec)]
+            log("%s mag %.2f seed %d: hidden %d, routes %s (%.0f s%s)" %
+                (row, mag, seed, rec["hidden_rank"], routes, time.monotonic() - t0,
+                 ", cpus " + cpus if cpus else ""))
+
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
+        for f in [pool.submit(one, *job) for job in plan]:
+            f.result()
     print(all_tables(records))
-    return 0
+    if failed:
+        log("%d of %d jobs failed: %s" % (len(failed), len(plan), failed))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

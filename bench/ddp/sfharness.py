@@ -19,7 +19,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 TRAIN = os.path.join(HERE, "train.py")
-PYTHON = "/usr/bin/python3"
+# Debian's interpreter sees Debian's python3-torch; SF_EVAL_PYTHON names
+# another (a host whose PyTorch lives elsewhere).
+PYTHON = os.environ.get("SF_EVAL_PYTHON", "/usr/bin/python3")
+
+
+def pinned(cmd, cpus):
+    """cmd under `taskset -c cpus`, or cmd itself when cpus is None."""
+    return ["taskset", "-c", cpus] + cmd if cpus else cmd
 
 
 class Build(object):
@@ -65,8 +72,9 @@ class Sfd(object):
     """sfd in a private runtime directory; use as a context manager."""
 
     def __init__(self, build, warmup_steps=20, window_steps=100, extra_gates=None,
-                 log=None, limits=None, sfd_keys=None):
+                 log=None, limits=None, sfd_keys=None, cpus=None):
         self.build = build
+        self.cpus = cpus
         self.dir = tempfile.mkdtemp(prefix="sf-ddp-")
         self.ingest = os.path.join(self.dir, "ingest.sock")
         self.query = os.path.join(self.dir, "query.sock")
@@ -90,10 +98,10 @@ class Sfd(object):
 
     def __enter__(self):
         self.logf = open(self.log_path, "w")
-        self.proc = subprocess.Popen([self.build.sfd, "--runtime-dir", self.dir, "--foreground",
-                                      "--config", self.config, "--state-dir",
-                                      os.path.join(self.dir, "state")],
-                                     stdout=self.logf, stderr=subprocess.STDOUT)
+        cmd = [self.build.sfd, "--runtime-dir", self.dir, "--foreground", "--config",
+               self.config, "--state-dir", os.path.join(self.dir, "state")]
+        self.proc = subprocess.Popen(pinned(cmd, self.cpus), stdout=self.logf,
+                                     stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(self.ingest) and os.path.exists(self.query), 30,
                  "sfd sockets", self.proc)
         return self
@@ -163,15 +171,16 @@ class Sfd(object):
         return got
 
 
-def train(build, job, args, sf_socket=None, timeout=900, extra_env=None, quiet=True):
-    """Runs train.py's launcher; returns its rank-0 JSON summary."""
+def train(build, job, args, sf_socket=None, timeout=900, extra_env=None, quiet=True, cpus=None):
+    """Runs train.py's launcher (its ranks on `cpus`, a taskset list, when
+    given); returns its rank-0 JSON summary."""
     fd, result = tempfile.mkstemp(prefix="sf-ddp-result-", suffix=".json")
     os.close(fd)
     env = {"SF_JOB_ID": job}
     if sf_socket:
         env["SF_SOCKET"] = sf_socket
     env.update(extra_env or {})
-    cmd = [PYTHON, TRAIN, "--job-id", job, "--result", result] + list(args)
+    cmd = pinned([PYTHON, TRAIN, "--job-id", job, "--result", result] + list(args), cpus)
     try:
         out = subprocess.run(cmd, env=build.env(env), timeout=timeout,
                              stdout=subprocess.PIPE if quiet else None,
