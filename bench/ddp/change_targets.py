@@ -5,8 +5,8 @@
 Each run of the change matrix at the default 100-step windows, pooled by
 three, kept its jobs' recordings in bench/ddp/results/. This replays all of
 them through one build's `sfctl replay` (a replay equals the live report,
-docs/CHANGE.md) and prints, per run and over all runs, with 95 % Wilson
-intervals:
+docs/CHANGE.md) and prints, per run, per host and over all runs, with 95 %
+Wilson intervals:
 
 - top-1 of change.route at 0.1 of a step (target >= 90 %);
 - top-2 of change.route at 0.05 (target >= 80 %);
@@ -37,20 +37,25 @@ import sfharness  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 
+# The hosts the runs ran on: the 4 ranks shared 2 cores, or each job had 5
+# cores of its own (docs/EVALUATION.md, "Ranks on cores of their own").
+SHARED, OWN = "2 shared cores", "16 cores, 5 a job"
+
 # Each run: its name, the stem of its live tables (STEM_live.jsonl.gz and
-# STEM_clean_live.jsonl.gz), the tarball of its recordings, and the folders
-# in it of the fault jobs' and the fault-free jobs' recordings.
+# STEM_clean_live.jsonl.gz), the tarball of its recordings, the folders in it
+# of the fault jobs' and the fault-free jobs' recordings, and its host.
 RUNS = [
     ("run 10", "change_w100_run10", "change_w100_run10_recordings.tar.xz",
-     "pool_faultrec", "pool_cleanrec"),
+     "pool_faultrec", "pool_cleanrec", SHARED),
 ] + [
-    ("run %d" % n, "change_w100_run%d" % n, tarball, "run%d" % n, "run%d_clean" % n)
-    for n, tarball in ((11, "change_w100_run11to13_recordings.tar.xz"),
-                       (12, "change_w100_run11to13_recordings.tar.xz"),
-                       (13, "change_w100_run11to13_recordings.tar.xz"),
-                       (14, "change_w100_run14to15_recordings.tar.xz"),
-                       (15, "change_w100_run14to15_recordings.tar.xz"),
-                       (16, "change_w100_run16_recordings.tar.xz"))
+    ("run %d" % n, "change_w100_run%d" % n, tarball, "run%d" % n, "run%d_clean" % n, host)
+    for n, tarball, host in ((11, "change_w100_run11to13_recordings.tar.xz", SHARED),
+                             (12, "change_w100_run11to13_recordings.tar.xz", SHARED),
+                             (13, "change_w100_run11to13_recordings.tar.xz", SHARED),
+                             (14, "change_w100_run14to15_recordings.tar.xz", SHARED),
+                             (15, "change_w100_run14to15_recordings.tar.xz", SHARED),
+                             (16, "change_w100_run16_recordings.tar.xz", SHARED),
+                             (17, "change_w100_run17_recordings.tar.xz", OWN))
 ]
 TARGETS = (("top-1 at 0.1", 0.1, 1), ("top-2 at 0.05", 0.05, 2))
 # The issue's bars over all runs: at least this share hit, at most this flagged.
@@ -88,7 +93,7 @@ def plain_members(tar):
 
 def replayed_run(build, run, pool, tmp):
     """The run's fault and fault-free jobs, replayed from their recordings."""
-    _name, stem, tarball, fault_dir, clean_dir = run
+    _name, stem, tarball, fault_dir, clean_dir, _host = run
     unpacked = os.path.join(tmp, tarball)
     if not os.path.isdir(unpacked):
         with tarfile.open(os.path.join(RESULTS, tarball)) as t:
@@ -112,11 +117,11 @@ class Tally(object):
     def get(self, key):
         return self.counts.get(key, [0, 0])
 
-    def score(self, run, records):
+    def score(self, run, host, records):
         stages = {row: stage for _n, row, stage in change_matrix.KINDS}
         for rec in records:
             for w in change_matrix.scored_windows(rec, "clean"):
-                for key in (("clean", run), ("clean", None)):
+                for key in (("clean", run), ("clean", host), ("clean", None)):
                     self.add(key, w["change"]["route"])
             stage = stages[rec["row"]]
             if stage is None:
@@ -125,7 +130,8 @@ class Tally(object):
                 groups = [change_matrix.group(x) for x in w["change"]["route"]]
                 for target, mag, top in TARGETS:
                     if abs(rec["magnitude"] - mag) < 1e-9:
-                        for key in ((target, run), (target, None), (target, rec["row"])):
+                        for key in ((target, run), (target, host), (target, None),
+                                    (target, rec["row"])):
                             self.add(key, stage in groups[:top])
 
 
@@ -139,18 +145,21 @@ def main():
     build = sfharness.Build(a.build)
     tally = Tally()
     names = []
+    hosts = []
     with tempfile.TemporaryDirectory() as tmp, \
             concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         for run in RUNS:
             if not os.path.exists(os.path.join(RESULTS, run[2])):
                 continue
-            tally.score(run[0], replayed_run(build, run, pool, tmp))
+            host = "all runs, " + run[5]
+            tally.score(run[0], host, replayed_run(build, run, pool, tmp))
             names.append(run[0])
+            hosts += [host] if host not in hosts else []
     columns = [t for t, _m, _k in TARGETS] + ["clean windows flagged"]
     keys = [t for t, _m, _k in TARGETS] + ["clean"]
     print("| run | %s |" % " | ".join(columns))
     print("|---|" + "---|" * len(columns))
-    for run in names + [None]:
+    for run in names + hosts + [None]:
         print("| %s | %s |" % (run or "**all runs**",
                                " | ".join(fraction(*tally.get((k, run))) for k in keys)))
     print()
