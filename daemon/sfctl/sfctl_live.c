@@ -457,7 +457,7 @@ int sfctl_cmd_watch(int argc, char **argv)
                                 .quiet_not_found = true};
     ex = SFCTL_EXIT_OK;
     while (!watch_stop && (a.count == 0 || drawn < a.count)) {
-        char *text;
+        char *text = NULL; /* sfctl_query sets it only on success */
         size_t len;
         /* Until the first draw, an unknown job ends the watch (exit 5); a
          * known job without a closed window is waited for in silence. */

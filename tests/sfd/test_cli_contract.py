@@ -117,6 +117,8 @@ def watch_checks(sfd):
     asked = [1]                     # our own status queries are connections too
 
     def watch_polled():
+        check(w.poll() is None, "watch on a job without windows exited with %s: %r"
+              % (w.returncode, w.stderr.read()[:400] if w.returncode is not None else b""))
         asked[0] += 1
         return sfd.status()["connections_accepted"] - before - asked[0] >= 10
 
