@@ -319,7 +319,8 @@ def main():
             rec = run(build, row, mag, seed, a.window, a.warmup,
                       a.none_windows if row == "none" else a.faulty, a.record_dir,
                       0 if row == "none" else a.clean_before, a.arrivals, cpus)
-        except (RuntimeError, OSError) as e:  # one job's failure ends no other job
+        except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:
+            # one job's failure (a crash, a time-out) ends no other job
             log("%s mag %.2f seed %d FAILED: %s" % (row, mag, seed, e))
             failed.append((row, mag, seed))
             return
