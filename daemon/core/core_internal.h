@@ -209,10 +209,11 @@ void sf__sort_i64(int64_t *values, size_t n);
 /* window.c: the selection's pivot for values[0..n), n >= 1: a value of the
  * range (median of three, or Tukey's ninther on large ranges). */
 int64_t sf__pivot(const int64_t *values, size_t n);
-/* median_wide.c: sf_median_i64 of one large multiset, its partitions AVX-512
- * compressions where the CPU has them (eight values a compare, no branch on
- * the data), sf_median_i64 itself elsewhere. values is overwritten; tmp
- * holds 3 n + 24 values. */
+/* median_wide.c: sf_median_i64 of one large multiset, its partitions
+ * AVX-512 or AVX2 compressions where the CPU has them (no branch on the
+ * data), sf_median_i64 itself elsewhere. values is overwritten; tmp holds
+ * 3 n + 24 values. sf__median_wide_isa (declared with the network's ISA
+ * names, below) runs one form: -ENOTSUP when this CPU lacks it. */
 int64_t sf__median_wide(int64_t *values, size_t n, int64_t *tmp);
 
 /* median_net.c: the median of each of `lanes` series of n values at once,
@@ -227,6 +228,8 @@ int sf__median_net_new(uint32_t n, sf__median_net **ret);
 void sf__median_net_free(sf__median_net *net);
 enum sf__net_isa sf__median_net_best(void);
 bool sf__median_net_pays(void);
+int sf__median_wide_isa(int64_t *values, size_t n, int64_t *tmp, enum sf__net_isa isa,
+                        int64_t *ret_median);
 /* -ENOTSUP when this CPU lacks isa. */
 int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
                        int64_t *ret_median);

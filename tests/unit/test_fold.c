@@ -4,9 +4,11 @@
  * and 4): sorts instead of selections and top-2 heaps, one row at a time, on
  * random windows with missing ranks, a single rank, ties and maximal values.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "core_internal.h"
@@ -344,8 +346,9 @@ static void wide_median_matches_a_sort(void **state)
     int64_t *v = malloc(max * sizeof *v), *want = malloc(max * sizeof *want);
     int64_t *tmp = malloc((3 * max + 24) * sizeof *tmp);
     uint64_t st = 7;
+    unsigned forms_run = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        for (int shape = 0; shape < 9; shape++) {
+        for (int shape = 0; shape < 10; shape++) {
             size_t n = sizes[i];
             for (size_t j = 0; j < n; j++) {
                 int64_t x;
@@ -374,17 +377,35 @@ static void wide_median_matches_a_sort(void **state)
                 case 7: /* half the values the minimum: the median straddles its run */
                     x = j % 2 ? 5 : 6 + rand_below(&st, 100);
                     break;
+                case 8: /* half one large value: for even n the median's lower
+                         * half is the largest of the values a split left behind */
+                    x = j % 2 ? INT64_C(1) << 40 : rand_below(&st, INT64_C(1) << 30);
+                    break;
                 default:
                     x = rand_below(&st, INT64_C(1) << 50);
                     break;
                 }
                 v[j] = want[j] = x;
             }
-            int64_t got = sf__median_wide(v, n, tmp);
-            if (got != median_by_sort(want, n))
-                fail_msg("n %zu shape %d: %lld, want %lld", n, shape, (long long)got,
-                         (long long)median_by_sort(want, n));
+            int64_t expect = median_by_sort(want, n);
+            for (int isa = SF__NET_GENERIC; isa <= SF__NET_AVX512; isa++) {
+                memcpy(want, v, n * sizeof *v); /* every form gets the same input */
+                int64_t got;
+                if (sf__median_wide_isa(want, n, tmp, (enum sf__net_isa)isa, &got) == -ENOTSUP)
+                    continue; /* this CPU lacks the form */
+                if (got != expect)
+                    fail_msg("isa %d n %zu shape %d: %lld, want %lld", isa, n, shape,
+                             (long long)got, (long long)expect);
+                forms_run |= 1u << isa;
+            }
+            if (sf__median_wide(v, n, tmp) != expect)
+                fail_msg("best form, n %zu shape %d", n, shape);
         }
+    /* The generic form runs everywhere; AVX2 wherever the CPU has it. */
+    assert_true(forms_run & 1u << SF__NET_GENERIC);
+#if defined(__x86_64__)
+    assert_true(!__builtin_cpu_supports("avx2") || forms_run & 1u << SF__NET_AVX2);
+#endif
     free(v);
     free(want);
     free(tmp);
