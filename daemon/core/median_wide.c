@@ -95,23 +95,6 @@ __attribute__((target("avx2"))) static inline unsigned lane_mask(__m256i m)
     return (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(m));
 }
 
-/* The last n % 4 values, one at a time: each is stored on both sides and
- * only its own side's count moves. */
-static void split_tail(const int64_t *src, size_t n, int64_t p, int64_t *lt, int64_t *ge,
-                       size_t *n_lt, int64_t *below_max)
-{
-    size_t n_ge = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t x = src[i];
-        bool below = x < p;
-        lt[*n_lt] = x;
-        ge[n_ge] = x;
-        *n_lt += below;
-        n_ge += !below;
-        *below_max = below && x > *below_max ? x : *below_max;
-    }
-}
-
 __attribute__((target("avx2"))) static size_t
 split_avx2(const int64_t *src, size_t n, int64_t p, int64_t *lt, int64_t *ge, int64_t *below_max)
 {
@@ -132,7 +115,13 @@ split_avx2(const int64_t *src, size_t n, int64_t p, int64_t *lt, int64_t *ge, in
     _mm256_storeu_si256((__m256i *)lanes, vmax);
     for (int l = 0; l < 4; l++)
         m = lanes[l] > m ? lanes[l] : m;
-    split_tail(src + i, n - i, p, lt, ge + n_ge, &n_lt, &m);
+    for (; i < n; i++) { /* the last n % 4: stored on both sides, one count moves */
+        bool below = src[i] < p;
+        lt[n_lt] = ge[n_ge] = src[i];
+        n_lt += below;
+        n_ge += !below;
+        m = below && src[i] > m ? src[i] : m;
+    }
     *below_max = m;
     return n_lt;
 }
