@@ -227,6 +227,8 @@ enum sf__net_isa { SF__NET_GENERIC, SF__NET_AVX2, SF__NET_AVX512 };
 int sf__median_net_new(uint32_t n, sf__median_net **ret);
 void sf__median_net_free(sf__median_net *net);
 enum sf__net_isa sf__median_net_best(void);
+/* Whether this CPU has isa (SF__NET_GENERIC: always). */
+bool sf__isa_present(enum sf__net_isa isa);
 bool sf__median_net_pays(void);
 int sf__median_wide_isa(int64_t *values, size_t n, int64_t *tmp, enum sf__net_isa isa,
                         int64_t *ret_median);
@@ -234,28 +236,36 @@ int sf__median_wide_isa(int64_t *values, size_t n, int64_t *tmp, enum sf__net_is
 int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
                        int64_t *ret_median);
 
-/* fold_vec.c: the fold of one step of a checked grid window, each row's
- * stages in one vector, into s->steps[step_i]: R rows (row r's durations at
- * matrix + r S when the step's durations are one array, else ptrs[r]->d, or
- * rows[r].d when ptrs is NULL), ranks[r] ascending, baseline[r S + k] the
- * rank medians. Only the durations: the rows' other fields are the
- * caller's. Call it only where sf__fold_vec_pays(S). */
-bool sf__fold_vec_pays(uint32_t n_stages);
-void sf__fold_grid_vec(sf_summary *s, uint32_t step_i, const sf_row *rows,
-                       const sf_row *const *ptrs, const int64_t *matrix, uint32_t R,
-                       const uint32_t *ranks, const int64_t *baseline);
+/* fold_vec.c: the fold of one step of a checked grid window, its rows'
+ * stages in vectors, into s->steps[step_i]. Only the durations: the rows'
+ * other fields are the caller's. sf__fold_vec_isa: the best form for
+ * n_stages on this CPU, none above cap; SF__NET_GENERIC where there is none
+ * (then the scalar fold runs). */
+struct sf__grid_step {
+    const sf_row *rows;        /* row r is rows[r], */
+    const sf_row *const *ptrs; /* or *ptrs[r] where ptrs is not NULL, */
+    const int64_t *matrix;     /* and its durations at matrix + r S where that is not NULL */
+    uint32_t n;                /* rows */
+    const uint32_t *ranks;     /* ranks[r], ascending */
+    const int64_t *baseline;   /* baseline[r S + k]: the rank medians */
+};
+enum sf__net_isa sf__fold_vec_isa(uint32_t n_stages, enum sf__net_isa cap);
+void sf__fold_grid_vec(enum sf__net_isa isa, sf_summary *s, uint32_t step_i,
+                       const struct sf__grid_step *g);
 /* The end frontier of one step's n rows (rows[r S + k]) with each
  * candidate's stages clipped to baseline[k], maxed into clipped[c] (whose
  * group candidates, past the first S, the caller sets); the first S are
- * written. Only where sf__fold_vec_pays(S). */
-void sf__clip_rows_vec(const sf_summary *s, const int64_t *rows, uint32_t n,
+ * written. isa from sf__fold_vec_isa, not SF__NET_GENERIC. */
+void sf__clip_rows_vec(enum sf__net_isa isa, const sf_summary *s, const int64_t *rows, uint32_t n,
                        const int64_t *baseline, int64_t *clipped);
 
 /* summary.c. SF__BUILD_BORROW: a dense summary of rows laid out as one
  * step-major array views that array instead of copying it, so the summary
  * must not outlive the rows (sf_report_from_rows). SF__BUILD_GENERAL: the
- * general path whatever the layout (the tests' reference for the fast ones). */
-enum { SF__BUILD_BORROW = 1u << 0, SF__BUILD_GENERAL = 1u << 1 };
+ * general path whatever the layout (the tests' reference for the fast ones).
+ * SF__BUILD_NO_AVX512: the grid fold in AVX2 at most (the tests' way to run
+ * that form on a CPU that has both). */
+enum { SF__BUILD_BORROW = 1u << 0, SF__BUILD_GENERAL = 1u << 1, SF__BUILD_NO_AVX512 = 1u << 2 };
 int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
                       size_t n_rows, bool dense, unsigned flags, sf_summary **ret);
 void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank);

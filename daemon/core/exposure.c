@@ -54,8 +54,9 @@ static inline __attribute__((always_inline)) void cohort_step_s(const sf_summary
         baseline[k] = sf__median_wide(&scratch[(size_t)k * n], n, scratch + (size_t)S * n);
     for (uint32_t c = 0; c < C; c++)
         clipped[c] = INT64_MIN;
-    if (sf__fold_vec_pays(S))
-        sf__clip_rows_vec(s, rows, n, baseline, clipped);
+    enum sf__net_isa isa = sf__fold_vec_isa(S, SF__NET_AVX512);
+    if (isa != SF__NET_GENERIC)
+        sf__clip_rows_vec(isa, s, rows, n, baseline, clipped);
     else
         clip_rows_s(s, rows, n, baseline, clipped, S);
     for (uint32_t c = 0; c < C; c++)

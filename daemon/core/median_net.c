@@ -192,7 +192,7 @@ __attribute__((target("avx512f"))) static void run_avx512(const sf__median_net *
 }
 #endif
 
-static bool isa_present(enum sf__net_isa isa)
+bool sf__isa_present(enum sf__net_isa isa)
 {
     switch (isa) {
     case SF__NET_GENERIC:
@@ -210,9 +210,9 @@ static bool isa_present(enum sf__net_isa isa)
 
 enum sf__net_isa sf__median_net_best(void)
 {
-    if (isa_present(SF__NET_AVX512))
+    if (sf__isa_present(SF__NET_AVX512))
         return SF__NET_AVX512;
-    if (isa_present(SF__NET_AVX2))
+    if (sf__isa_present(SF__NET_AVX2))
         return SF__NET_AVX2;
     return SF__NET_GENERIC;
 }
@@ -225,7 +225,7 @@ bool sf__median_net_pays(void)
 int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
                        int64_t *ret_median)
 {
-    if (!isa_present(isa))
+    if (!sf__isa_present(isa))
         return -ENOTSUP;
     switch (isa) {
 #ifdef SF_NET_X86

@@ -209,11 +209,9 @@ static int64_t select_wide(const struct splits *sp, int64_t *v, size_t n, size_t
 
 static const struct splits *splits_of(enum sf__net_isa isa)
 {
-    if (isa == SF__NET_AVX512 && __builtin_cpu_supports("avx512f"))
-        return &splits_avx512;
-    if (isa == SF__NET_AVX2 && __builtin_cpu_supports("avx2"))
-        return &splits_avx2;
-    return NULL;
+    if (!sf__isa_present(isa))
+        return NULL;
+    return isa == SF__NET_AVX512 ? &splits_avx512 : isa == SF__NET_AVX2 ? &splits_avx2 : NULL;
 }
 
 #else

@@ -259,6 +259,7 @@ struct layout {
     bool sorted;           /* the rows came in (step, rank) order */
     uint32_t grid_ranks;   /* non-zero: rows = steps x grid_ranks, same ranks each step */
     const int64_t *matrix; /* non-NULL: a sorted grid, row i's durations at matrix + i S */
+    enum sf__net_isa fold; /* a grid's vector fold (fold_vec.c), or SF__NET_GENERIC: none */
 };
 
 /* The rows in (step, rank) order: the caller's array itself when it came in
@@ -453,10 +454,13 @@ static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
     for (uint32_t t = 0; t < fold_into->n_steps; t++) {
         if (t + GRID_AHEAD < fold_into->n_steps)
             prefetch_block(lay, t + GRID_AHEAD, S, lo, hi);
-        sf__fold_grid_vec(fold_into, t, rows->sorted ? NULL : rows->rows + t * R + lo,
-                          rows->sorted ? rows->sorted + t * R + lo : NULL,
-                          lay->matrix ? lay->matrix + (t * R + lo) * S : NULL, hi - lo,
-                          ri->ranks + lo, ri->baseline + lo * S);
+        struct sf__grid_step g = {.rows = rows->sorted ? NULL : rows->rows + t * R + lo,
+                                  .ptrs = rows->sorted ? rows->sorted + t * R + lo : NULL,
+                                  .matrix = lay->matrix ? lay->matrix + (t * R + lo) * S : NULL,
+                                  .n = hi - lo,
+                                  .ranks = ri->ranks + lo,
+                                  .baseline = ri->baseline + lo * S};
+        sf__fold_grid_vec(lay->fold, fold_into, t, &g);
     }
 }
 
@@ -521,9 +525,9 @@ out:
 
 /* Whether a grid's durations are folded block by block while its medians
  * are taken (fold_grid_block), rather than by fold_rows. */
-static bool grid_fold_vec(const sf_summary *s, const struct layout *lay)
+static bool grid_fold_vec(const struct layout *lay)
 {
-    return lay->grid_ranks && sf__fold_vec_pays(s->schema.n_stages);
+    return lay->grid_ranks && lay->fold != SF__NET_GENERIC;
 }
 
 static int rank_info_build(sf_summary *s, const struct view *rows, size_t n_rows, uint32_t n_steps,
@@ -540,7 +544,7 @@ static int rank_info_build(sf_summary *s, const struct view *rows, size_t n_rows
     if (ri->baseline == NULL || ri->roles == NULL)
         return -ENOMEM;
     if (lay->grid_ranks)
-        return rank_medians_grid(schema, rows, lay, n_steps, ri, grid_fold_vec(s, lay) ? s : NULL);
+        return rank_medians_grid(schema, rows, lay, n_steps, ri, grid_fold_vec(lay) ? s : NULL);
     return rank_medians(schema, rows, n_rows, n_steps, ri);
 }
 
@@ -945,7 +949,7 @@ static void fold_row_fields(sf_summary *s, const struct row_check *c)
 static int fold_rows(sf_summary *s, const struct rank_info *ri, const struct view *by_step,
                      size_t n_rows, const struct layout *lay, const struct row_check *c)
 {
-    if (grid_fold_vec(s, lay))
+    if (grid_fold_vec(lay))
         fold_grid_steps(s, by_step, lay);
     else
         SF__BY_STAGE_COUNT(s->schema.n_stages, S, fold_rows_s(s, ri, by_step, n_rows, S))
@@ -973,6 +977,9 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
         goto out;
     if (flags & SF__BUILD_GENERAL)
         lay = (struct layout){.sorted = lay.sorted};
+    if (lay.grid_ranks)
+        lay.fold = sf__fold_vec_isa(schema->n_stages,
+                                    flags & SF__BUILD_NO_AVX512 ? SF__NET_AVX2 : SF__NET_AVX512);
     size_t n_steps_z = lay.grid_ranks ? n_rows / lay.grid_ranks : count_steps(&by_step, n_rows);
     uint32_t n_steps = (uint32_t)n_steps_z;
     if (n_steps_z > SF_MAX_WINDOW_STEPS) {

@@ -168,12 +168,12 @@ static int64_t *medians_by_sort(const sf_row *rows, size_t n_rows, uint32_t S, u
     return median;
 }
 
-static void check_build(const sf_schema *schema, const sf_row *rows, size_t n_rows)
+static void check_build(const sf_schema *schema, const sf_row *rows, size_t n_rows, unsigned flags)
 {
     uint32_t S = schema->n_stages, n_slots = 0, *rank_of = NULL;
     sf_window_meta meta = meta_for(SF_MAX_RANKS);
     sf_summary *s = NULL;
-    assert_int_equal(sf_summary_build(schema, &meta, rows, n_rows, false, &s), 0);
+    assert_int_equal(sf__summary_build(schema, &meta, rows, n_rows, false, flags, &s), 0);
     int64_t *median = medians_by_sort(rows, n_rows, S, &rank_of, &n_slots);
     uint64_t events = 0, ready = 0;
     int64_t cpu = 0, gpu = 0;
@@ -204,8 +204,9 @@ static void check_build(const sf_schema *schema, const sf_row *rows, size_t n_ro
 }
 
 /* One random window, whole (a grid: the vector fold and the median network
- * where this CPU has them), then with random rows missing (the general
- * path). More than 64 ranks crosses the build's blocks of ranks. */
+ * where this CPU has them, the fold in its best form and in AVX2), then
+ * with random rows missing (the general path). More than 64 ranks crosses
+ * the build's blocks of ranks. */
 static void run_case(uint64_t seed)
 {
     uint64_t st = seed;
@@ -221,12 +222,13 @@ static void run_case(uint64_t seed)
     else
         numbered_schema(&schema, S);
     size_t n = (size_t)steps * ranks;
-    check_build(&schema, m.rows, n);
+    check_build(&schema, m.rows, n, 0);
+    check_build(&schema, m.rows, n, SF__BUILD_NO_AVX512);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
         if (rand_below(&st, 5) != 0 || i == 0)
             m.rows[kept++] = m.rows[i];
-    check_build(&schema, m.rows, kept);
+    check_build(&schema, m.rows, kept, 0);
     sf_schema_clear(&schema);
     matrix_free(&m);
 }
@@ -411,12 +413,74 @@ static void wide_median_matches_a_sort(void **state)
     free(tmp);
 }
 
+/* The cohort clipping (exposure.c) in every vector form this CPU has, for
+ * every stage count a form takes, against its definition: each
+ * candidate's end frontier with its member stages clipped to the baseline,
+ * over rows of ties, spread values and the bounds. */
+static void clipping_matches_the_definition(void **state)
+{
+    (void)state;
+    unsigned forms_run = 0;
+    for (uint64_t seed = 1; seed <= 48; seed++) {
+        uint64_t st = seed;
+        uint32_t S = 1 + (uint32_t)(seed % 8), n = 1 + (uint32_t)rand_below(&st, 40);
+        struct matrix m = matrix_new(1, n, S);
+        fill(&m, &st, (int)(seed % 3));
+        sf_schema schema;
+        if (seed % 2 == 0 && S >= 3)
+            synchronizing_schema(&schema, S);
+        else
+            numbered_schema(&schema, S);
+        sf_window_meta meta = meta_for(n);
+        sf_summary *s = NULL;
+        assert_int_equal(sf_summary_alloc(&schema, &meta, 0, &s), 0);
+        int64_t baseline[SF_MAX_STAGES], want[2 * SF_MAX_STAGES], got[2 * SF_MAX_STAGES];
+        for (uint32_t k = 0; k < S; k++)
+            baseline[k] = m.d[rand_below(&st, (uint64_t)n * S)];
+        for (uint32_t c = 0; c < s->cand.n; c++)
+            want[c] = INT64_MIN;
+        for (uint32_t r = 0; r < n; r++) {
+            const int64_t *d = &m.d[(size_t)r * S];
+            int64_t p = 0;
+            for (uint32_t k = 0; k < S; k++)
+                p += d[k];
+            for (uint32_t c = 0; c < s->cand.n; c++) {
+                int64_t cut = 0;
+                for (uint32_t k = 0; k < S; k++)
+                    if (s->cand.member_mask[c] >> k & 1 && d[k] > baseline[k])
+                        cut += d[k] - baseline[k];
+                want[c] = p - cut > want[c] ? p - cut : want[c];
+            }
+        }
+        for (int isa = SF__NET_AVX2; isa <= SF__NET_AVX512; isa++) {
+            if ((int)sf__fold_vec_isa(S, (enum sf__net_isa)isa) != isa)
+                continue; /* this CPU lacks the form */
+            for (uint32_t c = 0; c < s->cand.n; c++)
+                got[c] = INT64_MIN;
+            sf__clip_rows_vec((enum sf__net_isa)isa, s, m.d, n, baseline, got);
+            for (uint32_t c = 0; c < s->cand.n; c++)
+                if (got[c] != want[c])
+                    fail_msg("isa %d S %u candidate %u: %lld, want %lld", isa, S, c,
+                             (long long)got[c], (long long)want[c]);
+            forms_run |= 1u << isa;
+        }
+        sf_summary_free(s);
+        sf_schema_clear(&schema);
+        matrix_free(&m);
+    }
+#if defined(__x86_64__)
+    assert_true(!__builtin_cpu_supports("avx2") || forms_run & 1u << SF__NET_AVX2);
+#endif
+    (void)forms_run;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fast_fold_matches_the_definitions),
         cmocka_unit_test(median_network_matches_a_sort),
         cmocka_unit_test(wide_median_matches_a_sort),
+        cmocka_unit_test(clipping_matches_the_definition),
         cmocka_unit_test(mean_slack_matches_the_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

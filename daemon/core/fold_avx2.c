@@ -1,0 +1,234 @@
+/*
+ * The grid fold and the cohort clipping (fold_vec.c) in AVX2, for CPUs
+ * without AVX-512: a row of up to 8 stages in two 4-lane vectors, stages
+ * 0..3 and 4..7. AVX2 has no 64-bit max or min and no compare into a mask
+ * register, so each max or min is a compare and a blend, and compare masks
+ * come out through movemask. The step's loop is compiled once per stage
+ * count, so a row of 4 stages or fewer never touches its second vector.
+ */
+#include "fold_vec.h"
+
+#ifdef SF_FOLD_X86
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+#define INLINE_AVX2 AVX2 static inline __attribute__((always_inline))
+
+struct row {
+    __m256i lo, hi;
+};
+
+/* The first n of 4 values at d (n a constant once inlined), zeros after. */
+INLINE_AVX2 __m256i load4(const int64_t *d, uint32_t n)
+{
+    switch (n) {
+    case 0:
+        return _mm256_setzero_si256();
+    case 1:
+        return _mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)d));
+    case 2:
+        return _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)d));
+    case 3:
+        return _mm256_maskload_epi64((const long long *)d, _mm256_set_epi64x(0, -1, -1, -1));
+    default:
+        return _mm256_loadu_si256((const __m256i *)d);
+    }
+}
+
+INLINE_AVX2 struct row load_row(const int64_t *d, uint32_t S)
+{
+    return (struct row){load4(d, S < 4 ? S : 4), load4(d + 4, S > 4 ? S - 4 : 0)};
+}
+
+INLINE_AVX2 void store_row(int64_t *to, struct row x, uint32_t S)
+{
+    int64_t lanes[8];
+    _mm256_storeu_si256((__m256i *)lanes, x.lo);
+    _mm256_storeu_si256((__m256i *)(lanes + 4), x.hi);
+    memcpy(to, lanes, S * sizeof *to);
+}
+
+INLINE_AVX2 __m256i max4(__m256i a, __m256i b)
+{
+    return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(b, a));
+}
+
+INLINE_AVX2 __m256i min4(__m256i a, __m256i b)
+{
+    return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b));
+}
+
+/* max(x, 0): x where it is not negative. */
+INLINE_AVX2 __m256i excess4(__m256i x)
+{
+    return _mm256_andnot_si256(_mm256_cmpgt_epi64(_mm256_setzero_si256(), x), x);
+}
+
+/* Each lane plus the lanes below it: a shift by one lane, then by two. */
+INLINE_AVX2 __m256i prefix4(__m256i x)
+{
+    __m256i up1 = _mm256_blend_epi32(_mm256_permute4x64_epi64(x, _MM_SHUFFLE(2, 1, 0, 0)),
+                                     _mm256_setzero_si256(), 0x03);
+    x = _mm256_add_epi64(x, up1);
+    return _mm256_add_epi64(x, _mm256_permute2x128_si256(x, x, 0x08));
+}
+
+/* Lane 3 in every lane. */
+INLINE_AVX2 __m256i broadcast3(__m256i x)
+{
+    return _mm256_permute4x64_epi64(x, 0xFF);
+}
+
+/* The operations on whole rows: the second vector only past 4 stages. */
+#define ROW_OP(name, op)                                                                           \
+    INLINE_AVX2 struct row name(struct row a, struct row b, uint32_t S)                            \
+    {                                                                                              \
+        return (struct row){op(a.lo, b.lo), S > 4 ? op(a.hi, b.hi) : a.hi};                        \
+    }
+ROW_OP(row_max, max4)
+ROW_OP(row_min, min4)
+ROW_OP(row_add, _mm256_add_epi64)
+ROW_OP(row_sub, _mm256_sub_epi64)
+
+INLINE_AVX2 struct row row_excess(struct row x, uint32_t S)
+{
+    return (struct row){excess4(x.lo), S > 4 ? excess4(x.hi) : x.hi};
+}
+
+INLINE_AVX2 struct row row_prefixes(struct row x, uint32_t S)
+{
+    __m256i lo = prefix4(x.lo);
+    if (S <= 4)
+        return (struct row){lo, x.hi};
+    return (struct row){lo, _mm256_add_epi64(prefix4(x.hi), broadcast3(lo))};
+}
+
+/* The row's last prefix, the step's end for this rank, in every lane. The
+ * lanes past S loaded zeros, so lane 3 of the vector that holds stage S - 1
+ * is that prefix. */
+INLINE_AVX2 __m256i row_end(struct row p, uint32_t S)
+{
+    return broadcast3(S <= 4 ? p.lo : p.hi);
+}
+
+/* Bit k: lane k of a is greater than lane k of b, for k < S. */
+INLINE_AVX2 unsigned row_greater(struct row a, struct row b, uint32_t S)
+{
+    unsigned lo = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(a.lo, b.lo)));
+    if (S <= 4)
+        return lo & ((1u << S) - 1);
+    unsigned hi = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(a.hi, b.hi)));
+    return (lo | hi << 4) & ((1u << S) - 1);
+}
+
+INLINE_AVX2 void groups(const sf_summary *s, struct row sav, int64_t total, int64_t *clipped)
+{
+    int64_t saving[8];
+    store_row(saving, sav, 8);
+    sf__fold_groups(s, saving, total, clipped);
+}
+
+INLINE_AVX2 struct row top2(sf_top2 *t, unsigned hit, struct row p, uint32_t rank, uint32_t S)
+{
+    int64_t lanes[8], v2[8] = {0};
+    store_row(lanes, p, 8);
+    sf__fold_top2(t, hit, lanes, rank, S, v2);
+    return load_row(v2, 8);
+}
+
+INLINE_AVX2 void fold_step_s(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g,
+                             uint32_t S)
+{
+    uint32_t C = s->cand.n;
+    struct row vmax = load_row(st->dmax, S), vmin = load_row(st->dmin, S);
+    struct row vsum = load_row(st->dsum, S), vclip = load_row(st->clipped_end, S);
+    struct row zero = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    struct row v2 = top2(st->prefix_top2, 0, zero, 0, S);
+    int64_t slowest = st->slowest_total, end_sum = 0, sum0 = st->dsum[S - 1];
+    for (uint32_t r = 0; r < g->n; r++) {
+        const int64_t *d = sf__grid_row(g, r, S);
+        struct row x = load_row(d, S), p = row_prefixes(x, S);
+        vmax = row_max(vmax, x, S);
+        vmin = row_min(vmin, x, S);
+        vsum = row_add(vsum, x, S);
+        struct row sav = row_excess(row_sub(x, load_row(g->baseline + (size_t)r * S, S), S), S);
+        __m256i end = row_end(p, S);
+        vclip = row_max(vclip, row_sub((struct row){end, end}, sav, S), S);
+        int64_t total = _mm_cvtsi128_si64(_mm256_castsi256_si128(end));
+        end_sum += total;
+        unsigned hit = row_greater(p, v2, S);
+        if (__builtin_expect(hit != 0, 0))
+            v2 = top2(st->prefix_top2, hit, p, g->ranks[r], S);
+        if (C > S)
+            groups(s, sav, total, st->clipped_end);
+        sf__fold_row_rank(st, d, g->ranks[r], total, S, &slowest);
+    }
+    store_row(st->dmax, vmax, S);
+    store_row(st->dmin, vmin, S);
+    store_row(st->dsum, vsum, S);
+    store_row(st->clipped_end, vclip, S);
+    sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n);
+}
+
+INLINE_AVX2 void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32_t n,
+                             const int64_t *baseline, int64_t *clipped, uint32_t S)
+{
+    uint32_t C = s->cand.n;
+    struct row b = load_row(baseline, S);
+    __m256i low = _mm256_set1_epi64x(INT64_MIN);
+    struct row vclip = {low, low};
+    for (uint32_t r = 0; r < n; r++) {
+        struct row x = load_row(rows + (size_t)r * S, S), p = row_prefixes(x, S);
+        __m256i end = row_end(p, S);
+        struct row sav = row_excess(row_sub(x, b, S), S);
+        vclip = row_max(vclip, row_sub((struct row){end, end}, sav, S), S);
+        if (C > S)
+            groups(s, sav, _mm_cvtsi128_si64(_mm256_castsi256_si128(end)), clipped);
+    }
+    store_row(clipped, vclip, S);
+}
+
+/* Each stage count its own loop: S is a constant in each. */
+#define BY_STAGES(S, call)                                                                         \
+    switch (S) {                                                                                   \
+    case 1:                                                                                        \
+        call(1);                                                                                   \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        call(2);                                                                                   \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        call(3);                                                                                   \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        call(4);                                                                                   \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        call(5);                                                                                   \
+        break;                                                                                     \
+    case 6:                                                                                        \
+        call(6);                                                                                   \
+        break;                                                                                     \
+    case 7:                                                                                        \
+        call(7);                                                                                   \
+        break;                                                                                     \
+    default:                                                                                       \
+        call(8);                                                                                   \
+        break;                                                                                     \
+    }
+
+AVX2 void sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g){
+#define FOLD(S) fold_step_s(s, st, g, S)
+    BY_STAGES(s->schema.n_stages, FOLD)
+#undef FOLD
+}
+
+AVX2 void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
+                             const int64_t *baseline, int64_t *clipped)
+{
+#define CLIP(S) clip_rows_s(s, rows, n, baseline, clipped, S)
+    BY_STAGES(s->schema.n_stages, CLIP)
+#undef CLIP
+}
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * The grid fold and the cohort clipping (fold_vec.c) in AVX-512: a row's
+ * stages in one vector, so prefixes are three lane shifts and max, min and
+ * compare masks are single instructions.
+ */
+#include "fold_vec.h"
+
+#ifdef SF_FOLD_X86
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+
+/* Shifts lanes up by `by` (1, 2 or 4), zeros in: one step of the prefix scan. */
+#define LANES_UP(x, by) _mm512_alignr_epi64((x), _mm512_setzero_si512(), 8 - (by))
+
+/* A row's prefixes P[1..S] from its durations: three lane shifts. */
+AVX512 static inline __m512i prefixes(__m512i x)
+{
+    __m512i p = _mm512_add_epi64(x, LANES_UP(x, 1));
+    p = _mm512_add_epi64(p, LANES_UP(p, 2));
+    return _mm512_add_epi64(p, LANES_UP(p, 4));
+}
+
+AVX512 static void groups(const sf_summary *s, __m512i sav, int64_t total, int64_t *clipped)
+{
+    int64_t saving[8];
+    _mm512_storeu_si512(saving, sav);
+    sf__fold_groups(s, saving, total, clipped);
+}
+
+/* The lanes of `p` that `hit` names into the top two; the new runners-up. */
+AVX512 static __m512i top2(sf_top2 *t, __mmask8 hit, __m512i p, uint32_t rank, uint32_t S)
+{
+    int64_t lanes[8], v2[8] = {0};
+    _mm512_storeu_si512(lanes, p);
+    sf__fold_top2(t, hit, lanes, rank, S, v2);
+    return _mm512_loadu_si512(v2);
+}
+
+AVX512 void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g)
+{
+    uint32_t S = s->schema.n_stages, C = s->cand.n;
+    __mmask8 m = (__mmask8)((1u << S) - 1);
+    __m512i zero = _mm512_setzero_si512(), last = _mm512_set1_epi64(S - 1);
+    __m512i vmax = _mm512_maskz_loadu_epi64(m, st->dmax),
+            vmin = _mm512_maskz_loadu_epi64(m, st->dmin);
+    __m512i vsum = _mm512_maskz_loadu_epi64(m, st->dsum);
+    __m512i vclip = _mm512_maskz_loadu_epi64(m, st->clipped_end);
+    __m512i v2 = top2(st->prefix_top2, 0, zero, 0, S);
+    int64_t slowest = st->slowest_total, end_sum = 0, sum0 = st->dsum[S - 1];
+    for (uint32_t r = 0; r < g->n; r++) {
+        const int64_t *d = sf__grid_row(g, r, S);
+        __m512i x = _mm512_maskz_loadu_epi64(m, d), p = prefixes(x);
+        vmax = _mm512_max_epi64(vmax, x);
+        vmin = _mm512_min_epi64(vmin, x);
+        vsum = _mm512_add_epi64(vsum, x);
+        __m512i sav = _mm512_max_epi64(
+            _mm512_sub_epi64(x, _mm512_maskz_loadu_epi64(m, g->baseline + (size_t)r * S)), zero);
+        __m512i end = _mm512_permutexvar_epi64(last, p);
+        vclip = _mm512_max_epi64(vclip, _mm512_sub_epi64(end, sav));
+        int64_t total = _mm_cvtsi128_si64(_mm512_castsi512_si128(end));
+        end_sum += total;
+        __mmask8 hit = _mm512_mask_cmpgt_epi64_mask(m, p, v2);
+        if (__builtin_expect(hit != 0, 0))
+            v2 = top2(st->prefix_top2, hit, p, g->ranks[r], S);
+        if (C > S)
+            groups(s, sav, total, st->clipped_end);
+        sf__fold_row_rank(st, d, g->ranks[r], total, S, &slowest);
+    }
+    _mm512_mask_storeu_epi64(st->dmax, m, vmax);
+    _mm512_mask_storeu_epi64(st->dmin, m, vmin);
+    _mm512_mask_storeu_epi64(st->dsum, m, vsum);
+    _mm512_mask_storeu_epi64(st->clipped_end, m, vclip);
+    sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n);
+}
+
+AVX512 void sf__clip_rows_avx512(const sf_summary *s, const int64_t *rows, uint32_t n,
+                                 const int64_t *baseline, int64_t *clipped)
+{
+    uint32_t S = s->schema.n_stages, C = s->cand.n;
+    __mmask8 m = (__mmask8)((1u << S) - 1);
+    __m512i zero = _mm512_setzero_si512(), last = _mm512_set1_epi64(S - 1);
+    __m512i b = _mm512_maskz_loadu_epi64(m, baseline), vclip = _mm512_set1_epi64(INT64_MIN);
+    for (uint32_t r = 0; r < n; r++) {
+        __m512i x = _mm512_maskz_loadu_epi64(m, rows + (size_t)r * S), p = prefixes(x);
+        __m512i end = _mm512_permutexvar_epi64(last, p);
+        __m512i sav = _mm512_max_epi64(_mm512_sub_epi64(x, b), zero);
+        vclip = _mm512_max_epi64(vclip, _mm512_sub_epi64(end, sav));
+        if (C > S)
+            groups(s, sav, _mm_cvtsi128_si64(_mm512_castsi512_si128(end)), clipped);
+    }
+    _mm512_mask_storeu_epi64(clipped, m, vclip);
+}
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * What the vector forms of the grid fold share (fold_vec.c chooses the
+ * form; fold_avx512.c and fold_avx2.c are the forms): the scalar work a row
+ * needs only rarely or only once, written once, so that both forms do
+ * exactly what the scalar fold in summary.c does.
+ */
+#ifndef SF_FOLD_VEC_H
+#define SF_FOLD_VEC_H
+
+#include <string.h>
+
+#include "core_internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SF_FOLD_X86 1
+void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
+void sf__clip_rows_avx512(const sf_summary *s, const int64_t *rows, uint32_t n,
+                          const int64_t *baseline, int64_t *clipped);
+void sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
+void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
+                        const int64_t *baseline, int64_t *clipped);
+#endif
+
+/* Row r's durations. */
+static inline const int64_t *sf__grid_row(const struct sf__grid_step *g, uint32_t r, uint32_t S)
+{
+    return g->matrix ? g->matrix + (size_t)r * S : g->ptrs ? g->ptrs[r]->d : g->rows[r].d;
+}
+
+/* The prefixes in `hit` (bit k: p[k] beat its stage's runner-up) into the
+ * top two of their stages; v2[k] becomes each stage's runner-up. Such rows
+ * are few (a new maximum or runner-up), so the branch here is rarely taken. */
+static inline void sf__fold_top2(sf_top2 *top2, unsigned hit, const int64_t *p, uint32_t rank,
+                                 uint32_t S, int64_t *v2)
+{
+    for (uint32_t k = 0; k < S; k++) {
+        if (hit >> k & 1)
+            sf__top2_insert_ascending(&top2[k], p[k], rank);
+        v2[k] = top2[k].v2;
+    }
+}
+
+/* The group candidates (past the first S) of a row whose step ends at
+ * `total`: each cut is the sum of its members' savings. */
+static inline void sf__fold_groups(const sf_summary *s, const int64_t *saving, int64_t total,
+                                   int64_t *clipped)
+{
+    for (uint32_t c = s->schema.n_stages; c < s->cand.n; c++) {
+        int64_t cut = 0;
+        for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
+            cut += saving[__builtin_ctzll(m)];
+        clipped[c] = total - cut > clipped[c] ? total - cut : clipped[c];
+    }
+}
+
+/* The slowest rank and rank 0 of a row that ends at `total`. Ranks come in
+ * ascending order, so the first of equal totals stays the slowest. */
+static inline void sf__fold_row_rank(sf_step_summary *st, const int64_t *d, uint32_t rank,
+                                     int64_t total, uint32_t S, int64_t *slowest)
+{
+    if (total > *slowest) {
+        *slowest = total;
+        st->slowest_rank = rank;
+        memcpy(st->slowest_d, d, S * sizeof *d);
+    }
+    if (rank == 0) {
+        st->has_rank0 = true;
+        memcpy(st->rank0_d, d, S * sizeof *d);
+    }
+}
+
+/* The step's scalars after its n rows: residual_sum from the last stage's
+ * sum before (sum0) and after. */
+static inline void sf__fold_step_end(sf_step_summary *st, int64_t sum0, int64_t sum,
+                                     int64_t end_sum, int64_t slowest, uint32_t n)
+{
+    st->residual_sum += sum - sum0;
+    st->end_sum += end_sum;
+    st->slowest_total = slowest;
+    st->n_ranks += n;
+}
+
+#endif
