@@ -232,9 +232,15 @@ bool sf__isa_present(enum sf__net_isa isa);
 bool sf__median_net_pays(void);
 int sf__median_wide_isa(int64_t *values, size_t n, int64_t *tmp, enum sf__net_isa isa,
                         int64_t *ret_median);
-/* -ENOTSUP when this CPU lacks isa. */
+/* -ENOTSUP when this CPU lacks isa. SF__NET_AVX2 runs the offsets of
+ * sf__median_net_narrow where they fit, 64 bits where they do not. */
 int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
                        int64_t *ret_median);
+
+/* The AVX2 form on 32-bit offsets from each series' minimum, v only read:
+ * -ERANGE where a series spans 2^32 or more, -ENOTSUP without AVX2. */
+int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t lanes,
+                          int64_t *ret_median);
 
 /* fold_vec.c: the fold of one step of a checked grid window, its rows'
  * stages in vectors, into s->steps[step_i]. Only the durations: the rows'

@@ -3,6 +3,9 @@
  * across lanes (one lane per series): every rank's median over the steps of a
  * grid window. Branchless and exact (the same values as sf_median_i64). It
  * must not be used where no vector unit makes it pay (sf__median_net_pays).
+ * Its forms: AVX-512 (register tiles for the first rounds, then 8 lanes an
+ * instruction), AVX2 on 32-bit offsets where the series' spans allow, AVX2
+ * on 64 bits where they do not, and the generic loop.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -143,6 +146,111 @@ __attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, 
     NET_BY_LANES(net, v, lanes, 0)
 }
 
+/* The AVX2 form on offsets: where every series of a run of NARROW_LANES
+ * spans less than 2^32 (durations within 4.2 s of each other, nearly every
+ * rank's stage), each value minus its series' minimum fits 32 bits, and
+ * AVX2 has 32-bit unsigned min and max (one instruction, 8 lanes) where it
+ * has no 64-bit ones (a compare and a blend, 4 lanes). Subtracting one value
+ * from a whole series keeps its order, so the medians are the same. */
+enum { NARROW_LANES = 16 };
+
+/* Two vectors of 8 lanes a wire, in intrinsics: the compiler's own
+ * vectorizer leaves this loop scalar. */
+__attribute__((target("avx2"))) static void net_body_narrow(const sf__median_net *net, uint32_t *v)
+{
+    _Static_assert(NARROW_LANES == 16, "two vectors of 8 lanes");
+    for (uint32_t c = 0; c < net->n_cmp; c++) {
+        __m256i *a = (__m256i *)(v + (size_t)net->cmp[c][0] * NARROW_LANES);
+        __m256i *b = (__m256i *)(v + (size_t)net->cmp[c][1] * NARROW_LANES);
+        __m256i a0 = _mm256_loadu_si256(a), a1 = _mm256_loadu_si256(a + 1);
+        __m256i b0 = _mm256_loadu_si256(b), b1 = _mm256_loadu_si256(b + 1);
+        _mm256_storeu_si256(a, _mm256_min_epu32(a0, b0));
+        _mm256_storeu_si256(a + 1, _mm256_min_epu32(a1, b1));
+        _mm256_storeu_si256(b, _mm256_max_epu32(a0, b0));
+        _mm256_storeu_si256(b + 1, _mm256_max_epu32(a1, b1));
+    }
+}
+
+/* Series l0 .. l0 + w (w < NARROW_LANES) as offsets from their minima
+ * (base) into `to`, padded with zeros; false where one spans 2^32 or more. */
+static bool pack_part(const sf__median_net *net, const int64_t *v, size_t lanes, size_t l0,
+                      size_t w, uint32_t *to, int64_t *base)
+{
+    uint64_t span = 0;
+    for (size_t l = 0; l < NARROW_LANES; l++)
+        base[l] = l < w ? v[l0 + l] : 0;
+    for (uint32_t t = 1; t < net->n; t++)
+        for (size_t l = 0; l < w; l++)
+            base[l] = v[t * lanes + l0 + l] < base[l] ? v[t * lanes + l0 + l] : base[l];
+    for (uint32_t t = 0; t < net->n; t++)
+        for (size_t l = 0; l < NARROW_LANES; l++) {
+            uint64_t off = l < w ? (uint64_t)v[t * lanes + l0 + l] - (uint64_t)base[l] : 0;
+            span |= off;
+            to[t * NARROW_LANES + l] = (uint32_t)off;
+        }
+    return span <= UINT32_MAX;
+}
+
+/* The low halves of two vectors of 4 offsets, in order, as 8 lanes. */
+__attribute__((target("avx2"))) static inline __m256i narrow8(__m256i x, __m256i y)
+{
+    const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    __m256i lo = _mm256_permutevar8x32_epi32(x, evens), hi = _mm256_permutevar8x32_epi32(y, evens);
+    return _mm256_blend_epi32(lo, hi, 0xF0);
+}
+
+/* pack_part for a whole run of NARROW_LANES series, in intrinsics: four
+ * vectors of 4 values a wire. */
+__attribute__((target("avx2"))) static bool pack_full(const sf__median_net *net, const int64_t *v,
+                                                      size_t lanes, size_t l0, uint32_t *to,
+                                                      int64_t *base)
+{
+    __m256i lo[4], span = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++)
+        lo[j] = _mm256_loadu_si256((const __m256i *)(v + l0) + j);
+    for (uint32_t t = 1; t < net->n; t++)
+        for (int j = 0; j < 4; j++) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(v + t * lanes + l0) + j);
+            lo[j] = _mm256_blendv_epi8(lo[j], x, _mm256_cmpgt_epi64(lo[j], x));
+        }
+    for (uint32_t t = 0; t < net->n; t++) {
+        __m256i off[4];
+        for (int j = 0; j < 4; j++) {
+            off[j] = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)(v + t * lanes + l0) + j),
+                                      lo[j]);
+            span = _mm256_or_si256(span, off[j]);
+        }
+        __m256i *row = (__m256i *)(to + t * NARROW_LANES);
+        _mm256_storeu_si256(row, narrow8(off[0], off[1]));
+        _mm256_storeu_si256(row + 1, narrow8(off[2], off[3]));
+    }
+    for (int j = 0; j < 4; j++)
+        _mm256_storeu_si256((__m256i *)base + j, lo[j]);
+    return _mm256_testz_si256(_mm256_srli_epi64(span, 32), _mm256_set1_epi64x(-1));
+}
+
+/* The medians of every series, NARROW_LANES at a time; false where a
+ * series spans too much for offsets (the medians written so far are right,
+ * and v is only read). */
+__attribute__((target("avx2"))) static bool
+run_avx2_narrow(const sf__median_net *net, const int64_t *v, size_t lanes, int64_t *ret_median)
+{
+    uint32_t w32[SF__MEDIAN_NET_MAX * NARROW_LANES];
+    int64_t base[NARROW_LANES];
+    for (size_t l0 = 0; l0 < lanes; l0 += NARROW_LANES) {
+        size_t w = lanes - l0 < NARROW_LANES ? lanes - l0 : NARROW_LANES;
+        if (!(w == NARROW_LANES ? pack_full(net, v, lanes, l0, w32, base)
+                                : pack_part(net, v, lanes, l0, w, w32, base)))
+            return false;
+        net_body_narrow(net, w32);
+        const uint32_t *hi = w32 + (size_t)(net->n / 2) * NARROW_LANES;
+        const uint32_t *lo = net->n % 2 ? hi : hi - NARROW_LANES;
+        for (size_t l = 0; l < w; l++) /* lo + (hi - lo) / 2 of the values themselves */
+            ret_median[l0 + l] = (int64_t)((uint64_t)base[l] + lo[l]) + (hi[l] - lo[l]) / 2;
+    }
+    return true;
+}
+
 /* batcher()'s rounds p < 16 on 16 wires, written out: with constant wire
  * numbers the compiler keeps all 16 wires of a tile in registers, which a
  * table built at run time would not allow (test_fold checks the result
@@ -233,6 +341,8 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
         run_avx512(net, v, lanes);
         break;
     case SF__NET_AVX2:
+        if (run_avx2_narrow(net, v, lanes, ret_median))
+            return 0; /* else every series in 64 bits */
         run_avx2(net, v, lanes);
         break;
 #endif
@@ -245,4 +355,17 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
     for (size_t l = 0; l < lanes; l++)
         ret_median[l] = lo[l] + (hi[l] - lo[l]) / 2;
     return 0;
+}
+
+int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t lanes,
+                          int64_t *ret_median)
+{
+#ifdef SF_NET_X86
+    if (!sf__isa_present(SF__NET_AVX2))
+        return -ENOTSUP;
+    return run_avx2_narrow(net, v, lanes, ret_median) ? 0 : -ERANGE;
+#else
+    (void)net, (void)v, (void)lanes, (void)ret_median;
+    return -ENOTSUP;
+#endif
 }

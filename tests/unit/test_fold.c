@@ -283,40 +283,81 @@ static void mean_slack_matches_the_definition(void **state)
     }
 }
 
-/* Every instruction set this CPU has, every count the network takes, against
- * a sort: lanes of ties, of spread values and of values at the bounds; 19
- * lanes (two whole vectors of 8 and a part) and 48 (a group of 8 ranks of 6
- * stages, as the build runs it). */
+/* Lanes for the network (lane % 19 picks a kind): ties; series spread over
+ * 2^62 (mix 0) or spanning exactly 2^32 - 1 below zero, the most that the
+ * AVX2 form's 32-bit offsets hold (mixes 1 and 2); values at the bounds.
+ * Mix 2 makes lane 18 span 2^32, one too many, so its run falls back to 64
+ * bits. */
+static void fill_network_lanes(int64_t *v, uint32_t n, size_t lanes, int mix, uint64_t *st)
+{
+    const int64_t base = -(INT64_C(1) << 40);
+    for (uint32_t t = 0; t < n; t++)
+        for (size_t l = 0; l < lanes; l++) {
+            size_t kind = l % 19;
+            int64_t *x = &v[(size_t)t * lanes + l];
+            if (kind < 6)
+                *x = rand_below(st, 3);
+            else if (kind < 12 && mix == 0)
+                *x = rand_below(st, INT64_C(1) << 62) - (INT64_C(1) << 61);
+            else if (kind < 12)
+                *x = base + (t == 0 ? 0 : t == 1 ? UINT32_MAX : rand_below(st, UINT32_MAX));
+            else if (kind == 18 && mix == 2)
+                *x = t == 0 ? 0 : t == 1 ? INT64_C(1) << 32 : rand_below(st, UINT32_MAX);
+            else
+                *x = SF_MAX_DURATION_NS - rand_below(st, 2);
+        }
+}
+
+static void check_medians(const int64_t *copy, uint32_t n, size_t lanes, const int64_t *got)
+{
+    int64_t series[SF__MEDIAN_NET_MAX];
+    for (size_t l = 0; l < lanes; l++) {
+        for (uint32_t t = 0; t < n; t++)
+            series[t] = copy[(size_t)t * lanes + l];
+        assert_int_equal(got[l], median_by_sort(series, n));
+    }
+}
+
+/* Every form this CPU has against a sort of each lane; the AVX2 offsets
+ * exactly where mix 1 made every span fit. */
+static void check_network_forms(const sf__median_net *net, const int64_t *copy, int64_t *v,
+                                uint32_t n, size_t lanes, int mix, int64_t *got)
+{
+    for (int isa = SF__NET_GENERIC; isa <= SF__NET_AVX512; isa++) {
+        memcpy(v, copy, (size_t)n * lanes * sizeof *v);
+        int r = sf__median_net_run(net, (enum sf__net_isa)isa, v, lanes, got);
+        if (r == -ENOTSUP)
+            continue;
+        assert_int_equal(r, 0);
+        check_medians(copy, n, lanes, got);
+    }
+    int r = sf__median_net_narrow(net, copy, lanes, got);
+    if (r == -ENOTSUP)
+        return;
+    assert_int_equal(r, mix == 1 || n == 1 ? 0 : -ERANGE);
+    if (r == 0)
+        check_medians(copy, n, lanes, got);
+}
+
+/* Every instruction set this CPU has, every count the network takes, every
+ * mix of fill_network_lanes, against a sort: 19 lanes (two whole vectors of
+ * 8 and a part; a run of 16 offsets and a part) and 48 (a group of 8 ranks
+ * of 6 stages, as the build runs it). */
 static void median_network_lanes(size_t lanes)
 {
     uint64_t st = 42 + lanes;
     int64_t *v = malloc(SF__MEDIAN_NET_MAX * lanes * sizeof *v);
     int64_t *copy = malloc(SF__MEDIAN_NET_MAX * lanes * sizeof *copy);
     int64_t *got = malloc(lanes * sizeof *got);
-    int64_t series[SF__MEDIAN_NET_MAX];
     assert_non_null(v);
     assert_non_null(copy);
     assert_non_null(got);
     for (uint32_t n = 1; n <= SF__MEDIAN_NET_MAX; n++) {
         sf__median_net *net = NULL;
         assert_int_equal(sf__median_net_new(n, &net), 0);
-        for (size_t i = 0; i < (size_t)n * lanes; i++) {
-            size_t lane = i % lanes % 19;
-            copy[i] = lane < 6    ? rand_below(&st, 3)
-                      : lane < 12 ? rand_below(&st, INT64_C(1) << 62) - (INT64_C(1) << 61)
-                                  : SF_MAX_DURATION_NS - rand_below(&st, 2);
-        }
-        for (int isa = SF__NET_GENERIC; isa <= SF__NET_AVX512; isa++) {
-            memcpy(v, copy, (size_t)n * lanes * sizeof *v);
-            int r = sf__median_net_run(net, (enum sf__net_isa)isa, v, lanes, got);
-            if (r == -ENOTSUP)
-                continue;
-            assert_int_equal(r, 0);
-            for (size_t l = 0; l < lanes; l++) {
-                for (uint32_t t = 0; t < n; t++)
-                    series[t] = copy[(size_t)t * lanes + l];
-                assert_int_equal(got[l], median_by_sort(series, n));
-            }
+        for (int mix = 0; mix < 3; mix++) {
+            fill_network_lanes(copy, n, lanes, mix, &st);
+            check_network_forms(net, copy, v, n, lanes, mix, got);
         }
         sf__median_net_free(net);
     }
