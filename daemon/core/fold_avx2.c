@@ -3,8 +3,8 @@
  * without AVX-512: a row of up to 8 stages in two 4-lane vectors, stages
  * 0..3 and 4..7. AVX2 has no 64-bit max or min and no compare into a mask
  * register, so each max or min is a compare and a blend, and compare masks
- * come out through movemask. The step's loop is compiled once per stage
- * count, so a row of 4 stages or fewer never touches its second vector.
+ * come out through movemask. The step's loop is compiled apart for the
+ * usual stage counts (SF__BY_STAGE_COUNT), where S is a constant.
  */
 #include "fold_vec.h"
 
@@ -188,47 +188,13 @@ INLINE_AVX2 void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32_t 
     store_row(clipped, vclip, S);
 }
 
-/* Each stage count its own loop: S is a constant in each. */
-#define BY_STAGES(S, call)                                                                         \
-    switch (S) {                                                                                   \
-    case 1:                                                                                        \
-        call(1);                                                                                   \
-        break;                                                                                     \
-    case 2:                                                                                        \
-        call(2);                                                                                   \
-        break;                                                                                     \
-    case 3:                                                                                        \
-        call(3);                                                                                   \
-        break;                                                                                     \
-    case 4:                                                                                        \
-        call(4);                                                                                   \
-        break;                                                                                     \
-    case 5:                                                                                        \
-        call(5);                                                                                   \
-        break;                                                                                     \
-    case 6:                                                                                        \
-        call(6);                                                                                   \
-        break;                                                                                     \
-    case 7:                                                                                        \
-        call(7);                                                                                   \
-        break;                                                                                     \
-    default:                                                                                       \
-        call(8);                                                                                   \
-        break;                                                                                     \
-    }
-
 AVX2 void sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g){
-#define FOLD(S) fold_step_s(s, st, g, S)
-    BY_STAGES(s->schema.n_stages, FOLD)
-#undef FOLD
-}
+    SF__BY_STAGE_COUNT(s->schema.n_stages, S, fold_step_s(s, st, g, S))}
 
 AVX2 void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
                              const int64_t *baseline, int64_t *clipped)
 {
-#define CLIP(S) clip_rows_s(s, rows, n, baseline, clipped, S)
-    BY_STAGES(s->schema.n_stages, CLIP)
-#undef CLIP
+    SF__BY_STAGE_COUNT(s->schema.n_stages, S, clip_rows_s(s, rows, n, baseline, clipped, S))
 }
 
 #endif
