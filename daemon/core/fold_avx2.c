@@ -6,41 +6,23 @@
  * come out through movemask. The step's loop is compiled apart for the
  * usual stage counts (SF__BY_STAGE_COUNT), where S is a constant.
  */
+#include "avx2_lanes.h"
 #include "fold_vec.h"
 
-#ifdef SF_FOLD_X86
-#include <immintrin.h>
+#ifdef SF_AVX2_LANES
 
 #define AVX2 __attribute__((target("avx2")))
-#define INLINE_AVX2 AVX2 static inline __attribute__((always_inline))
 
 struct row {
     __m256i lo, hi;
 };
 
-/* The first n of 4 values at d (n a constant once inlined), zeros after. */
-INLINE_AVX2 __m256i load4(const int64_t *d, uint32_t n)
+SF_AVX2_INLINE struct row load_row(const int64_t *d, uint32_t S)
 {
-    switch (n) {
-    case 0:
-        return _mm256_setzero_si256();
-    case 1:
-        return _mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)d));
-    case 2:
-        return _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)d));
-    case 3:
-        return _mm256_maskload_epi64((const long long *)d, _mm256_set_epi64x(0, -1, -1, -1));
-    default:
-        return _mm256_loadu_si256((const __m256i *)d);
-    }
+    return (struct row){sf__load4(d, S < 4 ? S : 4), sf__load4(d + 4, S > 4 ? S - 4 : 0)};
 }
 
-INLINE_AVX2 struct row load_row(const int64_t *d, uint32_t S)
-{
-    return (struct row){load4(d, S < 4 ? S : 4), load4(d + 4, S > 4 ? S - 4 : 0)};
-}
-
-INLINE_AVX2 void store_row(int64_t *to, struct row x, uint32_t S)
+SF_AVX2_INLINE void store_row(int64_t *to, struct row x, uint32_t S)
 {
     int64_t lanes[8];
     _mm256_storeu_si256((__m256i *)lanes, x.lo);
@@ -48,24 +30,14 @@ INLINE_AVX2 void store_row(int64_t *to, struct row x, uint32_t S)
     memcpy(to, lanes, S * sizeof *to);
 }
 
-INLINE_AVX2 __m256i max4(__m256i a, __m256i b)
-{
-    return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(b, a));
-}
-
-INLINE_AVX2 __m256i min4(__m256i a, __m256i b)
-{
-    return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b));
-}
-
 /* max(x, 0): x where it is not negative. */
-INLINE_AVX2 __m256i excess4(__m256i x)
+SF_AVX2_INLINE __m256i excess4(__m256i x)
 {
     return _mm256_andnot_si256(_mm256_cmpgt_epi64(_mm256_setzero_si256(), x), x);
 }
 
 /* Each lane plus the lanes below it: a shift by one lane, then by two. */
-INLINE_AVX2 __m256i prefix4(__m256i x)
+SF_AVX2_INLINE __m256i prefix4(__m256i x)
 {
     __m256i up1 = _mm256_blend_epi32(_mm256_permute4x64_epi64(x, _MM_SHUFFLE(2, 1, 0, 0)),
                                      _mm256_setzero_si256(), 0x03);
@@ -74,28 +46,28 @@ INLINE_AVX2 __m256i prefix4(__m256i x)
 }
 
 /* Lane 3 in every lane. */
-INLINE_AVX2 __m256i broadcast3(__m256i x)
+SF_AVX2_INLINE __m256i broadcast3(__m256i x)
 {
     return _mm256_permute4x64_epi64(x, 0xFF);
 }
 
 /* The operations on whole rows: the second vector only past 4 stages. */
 #define ROW_OP(name, op)                                                                           \
-    INLINE_AVX2 struct row name(struct row a, struct row b, uint32_t S)                            \
+    SF_AVX2_INLINE struct row name(struct row a, struct row b, uint32_t S)                         \
     {                                                                                              \
         return (struct row){op(a.lo, b.lo), S > 4 ? op(a.hi, b.hi) : a.hi};                        \
     }
-ROW_OP(row_max, max4)
-ROW_OP(row_min, min4)
+ROW_OP(row_max, sf__max4)
+ROW_OP(row_min, sf__min4)
 ROW_OP(row_add, _mm256_add_epi64)
 ROW_OP(row_sub, _mm256_sub_epi64)
 
-INLINE_AVX2 struct row row_excess(struct row x, uint32_t S)
+SF_AVX2_INLINE struct row row_excess(struct row x, uint32_t S)
 {
     return (struct row){excess4(x.lo), S > 4 ? excess4(x.hi) : x.hi};
 }
 
-INLINE_AVX2 struct row row_prefixes(struct row x, uint32_t S)
+SF_AVX2_INLINE struct row row_prefixes(struct row x, uint32_t S)
 {
     __m256i lo = prefix4(x.lo);
     if (S <= 4)
@@ -106,13 +78,13 @@ INLINE_AVX2 struct row row_prefixes(struct row x, uint32_t S)
 /* The row's last prefix, the step's end for this rank, in every lane. The
  * lanes past S loaded zeros, so lane 3 of the vector that holds stage S - 1
  * is that prefix. */
-INLINE_AVX2 __m256i row_end(struct row p, uint32_t S)
+SF_AVX2_INLINE __m256i row_end(struct row p, uint32_t S)
 {
     return broadcast3(S <= 4 ? p.lo : p.hi);
 }
 
 /* Bit k: lane k of a is greater than lane k of b, for k < S. */
-INLINE_AVX2 unsigned row_greater(struct row a, struct row b, uint32_t S)
+SF_AVX2_INLINE unsigned row_greater(struct row a, struct row b, uint32_t S)
 {
     unsigned lo = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(a.lo, b.lo)));
     if (S <= 4)
@@ -121,14 +93,14 @@ INLINE_AVX2 unsigned row_greater(struct row a, struct row b, uint32_t S)
     return (lo | hi << 4) & ((1u << S) - 1);
 }
 
-INLINE_AVX2 void groups(const sf_summary *s, struct row sav, int64_t total, int64_t *clipped)
+SF_AVX2_INLINE void groups(const sf_summary *s, struct row sav, int64_t total, int64_t *clipped)
 {
     int64_t saving[8];
     store_row(saving, sav, 8);
     sf__fold_groups(s, saving, total, clipped);
 }
 
-INLINE_AVX2 struct row top2(sf_top2 *t, unsigned hit, struct row p, uint32_t rank, uint32_t S)
+SF_AVX2_INLINE struct row top2(sf_top2 *t, unsigned hit, struct row p, uint32_t rank, uint32_t S)
 {
     int64_t lanes[8], v2[8] = {0};
     store_row(lanes, p, 8);
@@ -136,8 +108,8 @@ INLINE_AVX2 struct row top2(sf_top2 *t, unsigned hit, struct row p, uint32_t ran
     return load_row(v2, 8);
 }
 
-INLINE_AVX2 void fold_step_s(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g,
-                             uint32_t S)
+SF_AVX2_INLINE void fold_step_s(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g,
+                                uint32_t S)
 {
     uint32_t C = s->cand.n;
     struct row vmax = load_row(st->dmax, S), vmin = load_row(st->dmin, S);
@@ -170,8 +142,8 @@ INLINE_AVX2 void fold_step_s(sf_summary *s, sf_step_summary *st, const struct sf
     sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n);
 }
 
-INLINE_AVX2 void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32_t n,
-                             const int64_t *baseline, int64_t *clipped, uint32_t S)
+SF_AVX2_INLINE void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32_t n,
+                                const int64_t *baseline, int64_t *clipped, uint32_t S)
 {
     uint32_t C = s->cand.n;
     struct row b = load_row(baseline, S);

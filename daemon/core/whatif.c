@@ -14,6 +14,7 @@
 
 #include <stagefrontier/change.h>
 
+#include "avx2_lanes.h"
 #include "core_internal.h"
 
 void sf_whatif_free(sf_whatif *whatif)
@@ -166,6 +167,33 @@ static inline __attribute__((always_inline)) void whatif_step_s(struct whatif_wo
     holder_savings(w, rows, S, top, first, second, top_clipped);
 }
 
+/* The lanes of a vector pass (each its own ranks, in order) merged into
+ * the step's: the largest end f; its holder, the smallest rank among the
+ * lanes that hold f (the scalar pass's first of equals); the second end, a
+ * lane's own second or another lane's first (f itself where two lanes hold
+ * it); the largest clipped end. */
+static void merge_lanes(struct whatif_work *w, const int64_t *rows, uint32_t S,
+                        const int64_t *first, const int64_t *second, const int64_t *top,
+                        const int64_t *top_q, const int64_t *ideal, uint32_t lanes)
+{
+    int64_t f = INT64_MIN, sec = INT64_MIN, best = INT64_MIN;
+    uint32_t holder = 0, at_f = 0;
+    for (uint32_t l = 0; l < lanes; l++)
+        f = max_i64(f, first[l]);
+    for (uint32_t l = 0; l < lanes; l++) {
+        best = max_i64(best, ideal[l]);
+        sec = max_i64(sec, second[l]);
+        if (first[l] != f)
+            sec = max_i64(sec, first[l]);
+        else if (at_f++ == 0 || top[l] < top[holder])
+            holder = l;
+    }
+    sec = at_f > 1 ? f : sec;
+    w->exposed += f;
+    w->ideal += best;
+    holder_savings(w, rows, S, (uint32_t)top[holder], f, sec, top_q[holder]);
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define WHATIF_VEC 1
@@ -242,16 +270,92 @@ __attribute__((target("avx512f"))) static void whatif_step_vec(struct whatif_wor
     SF__BY_STAGE_COUNT(w->S, S, whatif_step_vec_s(w, rows, S))
 }
 
-/* The vector pass needs AVX-512, a row in one vector and every rank's
- * basis fixed for the window. */
-static bool whatif_vec_applies(const struct whatif_work *w)
+/* The same pass in AVX2, four ranks a vector: a row of up to 8 stages in
+ * two vectors, max and min by compare and blend. Lanes past the last rank
+ * hold INT64_MIN ends, which change nothing. */
+#define AVX2 __attribute__((target("avx2")))
+
+/* Lane r: the sum of the 8 lanes of row r (lo[r] + hi[r]). */
+AVX2 static inline __m256i row_sums4(const __m256i *lo, const __m256i *hi)
+{
+    __m256i s[4];
+    for (int r = 0; r < 4; r++)
+        s[r] = _mm256_add_epi64(lo[r], hi[r]);
+    __m256i a =
+        _mm256_add_epi64(_mm256_unpacklo_epi64(s[0], s[1]), _mm256_unpackhi_epi64(s[0], s[1]));
+    __m256i b =
+        _mm256_add_epi64(_mm256_unpacklo_epi64(s[2], s[3]), _mm256_unpackhi_epi64(s[2], s[3]));
+    return _mm256_add_epi64(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* Per lane: the largest end, the second, the holder, its clipped end, and
+ * the largest clipped end (struct lanes4), merged at the step's end. */
+struct lanes4 {
+    __m256i first, second, top, top_q, ideal;
+};
+
+AVX2 static inline __attribute__((always_inline)) void whatif_group4(struct lanes4 *l,
+                                                                     const struct whatif_work *w,
+                                                                     const int64_t *rows,
+                                                                     uint32_t g, uint32_t S)
+{
+    static const int64_t no_row[8] = {0};
+    uint32_t n = w->R - g < 4 ? w->R - g : 4, k_lo = S < 4 ? S : 4, k_hi = S > 4 ? S - 4 : 0;
+    __m256i d_lo[4], d_hi[4], c_lo[4], c_hi[4];
+    for (uint32_t r = 0; r < 4; r++) {
+        const int64_t *d = r < n ? rows + (size_t)(g + r) * S : no_row;
+        const int64_t *b = r < n ? w->basis + (size_t)(g + r) * S : no_row;
+        d_lo[r] = sf__load4(d, k_lo);
+        d_hi[r] = sf__load4(d + 4, k_hi);
+        __m256i b_lo = sf__load4(b, k_lo), b_hi = sf__load4(b + 4, k_hi);
+        c_lo[r] = sf__min4(d_lo[r], b_lo);
+        c_hi[r] = sf__min4(d_hi[r], b_hi);
+    }
+    __m256i live = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_set_epi64x(3, 2, 1, 0));
+    __m256i none = _mm256_set1_epi64x(INT64_MIN);
+    __m256i p = _mm256_blendv_epi8(none, row_sums4(d_lo, d_hi), live);
+    __m256i q = _mm256_blendv_epi8(none, row_sums4(c_lo, c_hi), live);
+    __m256i x = _mm256_add_epi64(_mm256_set_epi64x(3, 2, 1, 0), _mm256_set1_epi64x(g));
+    __m256i gt = _mm256_cmpgt_epi64(p, l->first);
+    l->second = _mm256_blendv_epi8(sf__max4(l->second, p), l->first, gt);
+    l->first = _mm256_blendv_epi8(l->first, p, gt);
+    l->top = _mm256_blendv_epi8(l->top, x, gt);
+    l->top_q = _mm256_blendv_epi8(l->top_q, q, gt);
+    l->ideal = sf__max4(l->ideal, q);
+}
+
+AVX2 static inline __attribute__((always_inline)) void
+whatif_step_avx2_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
+{
+    __m256i none = _mm256_set1_epi64x(INT64_MIN), zero = _mm256_setzero_si256();
+    struct lanes4 l = {none, none, zero, zero, none};
+    for (uint32_t g = 0; g < w->R; g += 4)
+        whatif_group4(&l, w, rows, g, S);
+    int64_t first[4], second[4], top[4], top_q[4], ideal[4];
+    _mm256_storeu_si256((__m256i *)first, l.first);
+    _mm256_storeu_si256((__m256i *)second, l.second);
+    _mm256_storeu_si256((__m256i *)top, l.top);
+    _mm256_storeu_si256((__m256i *)top_q, l.top_q);
+    _mm256_storeu_si256((__m256i *)ideal, l.ideal);
+    merge_lanes(w, rows, S, first, second, top, top_q, ideal, 4);
+}
+
+AVX2 static void whatif_step_avx2(struct whatif_work *w, const int64_t *rows)
+{
+    SF__BY_STAGE_COUNT(w->S, S, whatif_step_avx2_s(w, rows, S))
+}
+
+/* The vector passes need AVX-512 or AVX2, a row of at most 8 stages and
+ * every rank's basis fixed for the window. */
+static enum sf__net_isa whatif_vec_isa(const struct whatif_work *w)
 {
     if (w->S > 8)
-        return false;
+        return SF__NET_GENERIC;
     for (uint32_t k = 0; k < w->S; k++)
         if (w->cohort[k])
-            return false;
-    return __builtin_cpu_supports("avx512f");
+            return SF__NET_GENERIC;
+    return sf__median_net_best();
 }
 #endif
 
@@ -440,9 +544,10 @@ int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const 
     if (rc < 0)
         goto fail;
     map_reference(&w, d, ref);
-    bool sync = sync_model_applies(summary, R), vec = false;
+    bool sync = sync_model_applies(summary, R);
+    enum sf__net_isa vec = SF__NET_GENERIC;
 #ifdef WHATIF_VEC
-    vec = !sync && whatif_vec_applies(&w);
+    vec = sync ? SF__NET_GENERIC : whatif_vec_isa(&w);
 #endif
     w.sync_mask = summary->schema.sync_mask;
     for (uint32_t i = 0; i < summary->n_steps; i++) {
@@ -451,8 +556,10 @@ int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const 
         if (sync)
             whatif_sync_step(&w, &d->d[(size_t)i * R * S]);
 #ifdef WHATIF_VEC
-        else if (vec)
+        else if (vec == SF__NET_AVX512)
             whatif_step_vec(&w, &d->d[(size_t)i * R * S]);
+        else if (vec == SF__NET_AVX2)
+            whatif_step_avx2(&w, &d->d[(size_t)i * R * S]);
 #endif
         else
             whatif_step(&w, &d->d[(size_t)i * R * S]);
