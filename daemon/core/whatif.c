@@ -167,6 +167,10 @@ static inline __attribute__((always_inline)) void whatif_step_s(struct whatif_wo
     holder_savings(w, rows, S, top, first, second, top_clipped);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define WHATIF_VEC 1
+
 /* The lanes of a vector pass (each its own ranks, in order) merged into
  * the step's: the largest end f; its holder, the smallest rank among the
  * lanes that hold f (the scalar pass's first of equals); the second end, a
@@ -193,10 +197,6 @@ static void merge_lanes(struct whatif_work *w, const int64_t *rows, uint32_t S,
     w->ideal += best;
     holder_savings(w, rows, S, (uint32_t)top[holder], f, sec, top_q[holder]);
 }
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define WHATIF_VEC 1
 
 /* The sums of eight vectors, one per lane in their order: pairs of lanes,
  * then of 128-bit quarters, then of halves, each a shuffle and an add. */
