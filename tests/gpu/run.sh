@@ -9,9 +9,10 @@
 # dependencies), with the reason on stderr.
 #
 # Environment: PYTHON (default python3, the interpreter that holds torch);
-# SF_GPU_BUILD (default <repo>/build-gpu); SF_GPU_DEBS, a folder of Debian
-# packages (tests/gpu/fetch-debs.sh) unpacked into a private root when the
-# build dependencies are not installed.
+# SF_GPU_BUILD (default <repo>/build-gpu); SF_GPU_BUNDLE, a folder made by
+# tests/gpu/bundle.sh on a machine that has the build dependencies, for a GPU
+# machine that has not: sfd, sfctl and the plugin come built, and only the
+# Python module is compiled here, for this interpreter.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${SF_GPU_BUILD:-$repo/build-gpu}
@@ -34,23 +35,31 @@ sys.exit(0 if torch.cuda.is_available() and dist.is_nccl_available() else 1)
 PY
 }
 
-# Unpacks carried .debs into a private root and points pkg-config, CMake,
-# the loader and PATH at it. Only for machines that cannot install packages.
-use_carried_debs() {
-  local debs=$1 root=$build/deps
-  [ -d "$debs" ] || cannot_run "SF_GPU_DEBS=$debs is not a folder"
-  mkdir -p "$root"
-  for deb in "$debs"/*.deb; do
-    [ -e "$deb" ] || cannot_run "no .deb in $debs"
-    dpkg-deb -x "$deb" "$root" 2>/dev/null || dpkg -x "$deb" "$root" ||
-      cannot_run "cannot unpack $deb (no dpkg-deb or dpkg)"
+# The bundle's route: the Python module compiled against this interpreter,
+# sfd and sfctl behind wrappers that give them the bundle's libraries (the
+# job's own processes keep the machine's), the plugin as built.
+use_bundle() {
+  local bundle=$1 pkg=$build/python/stagefrontier inc suffix exe
+  [ -x "$bundle/bin/sfd" ] || cannot_run "SF_GPU_BUNDLE=$bundle holds no bin/sfd (tests/gpu/bundle.sh)"
+  command -v cc >/dev/null 2>&1 || cannot_run "no C compiler (cc) for the Python module"
+  inc=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  [ -f "$inc/Python.h" ] || cannot_run "Python.h not found in $inc (the Python headers)"
+  suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+  mkdir -p "$pkg"
+  cp "$repo"/client/python/stagefrontier/*.py "$pkg/"
+  cc -O2 -std=gnu17 -fPIC -fvisibility=hidden -shared -I"$repo/include" -I"$repo/client/lib" \
+    -I"$bundle/client/include" -isystem "$inc" "$repo/client/python/stagefrontiermodule.c" \
+    "$repo/client/python/capture_glue.c" "$bundle/client/libsfclient_static.a" \
+    "$bundle/client/libsfproto.a" "$bundle/client/libprotobuf-c.so.1" -ldl -lpthread \
+    -Wl,-rpath,"$bundle/client" -o "$pkg/_stagefrontier$suffix" ||
+    { echo "tests/gpu/run.sh: the Python module did not build" >&2; exit 1; }
+  for exe in sfd sfctl; do
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$bundle/lib" "$bundle/bin/$exe" >"$build/$exe"
+    chmod +x "$build/$exe"
   done
-  local multiarch=$root/usr/lib/x86_64-linux-gnu
-  export PATH=$root/usr/bin:$PATH
-  export LD_LIBRARY_PATH=$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export PKG_CONFIG_PATH=$multiarch/pkgconfig:$root/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$root
-  export LIBRARY_PATH=$multiarch
+  export SFD=$build/sfd SFCTL=$build/sfctl
+  export SF_NCCL_PLUGIN=$bundle/bin/libnccl-profiler-stagefrontier.so
+  export LD_LIBRARY_PATH=$bundle/client${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # the plugin's protobuf-c
 }
 
 require_build_deps() {
@@ -63,7 +72,7 @@ require_build_deps() {
     pkg-config --exists "$pc" 2>/dev/null || missing+=("$pc")
   done
   [ ${#missing[@]} -eq 0 ] || cannot_run "missing build dependencies: ${missing[*]}" \
-    "(install them, or carry .debs made by tests/gpu/fetch-debs.sh and set SF_GPU_DEBS)"
+    "(install them, or bring a bundle made by tests/gpu/bundle.sh and set SF_GPU_BUNDLE)"
 }
 
 # nccl.h: from NCCL_HOME, else the nvidia-nccl wheel beside torch.
@@ -86,16 +95,17 @@ build_tree() {
 }
 
 require_gpu
-if [ -n "${SF_GPU_DEBS:-}" ]; then
-  use_carried_debs "$SF_GPU_DEBS"
-fi
-require_build_deps
-find_nccl_home
 mkdir -p "$build"
-build_tree
-
-export SFD=$build/daemon/sfd/sfd SFCTL=$build/daemon/sfctl/sfctl
-export SF_NCCL_PLUGIN=$build/client/nccl/libnccl-profiler-stagefrontier.so
+if [ -n "${SF_GPU_BUNDLE:-}" ]; then
+  bundle=$(cd "$SF_GPU_BUNDLE" 2>/dev/null && pwd) || cannot_run "SF_GPU_BUNDLE=$SF_GPU_BUNDLE is not a folder"
+  use_bundle "$bundle"
+else
+  require_build_deps
+  find_nccl_home
+  build_tree
+  export SFD=$build/daemon/sfd/sfd SFCTL=$build/daemon/sfctl/sfctl
+  export SF_NCCL_PLUGIN=$build/client/nccl/libnccl-profiler-stagefrontier.so
+fi
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
 rc=0
 for case in single multi; do
