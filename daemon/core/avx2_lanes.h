@@ -13,7 +13,8 @@
 #define SF_AVX2_LANES 1
 #include <immintrin.h>
 
-#define SF_AVX2_INLINE __attribute__((target("avx2"))) static inline __attribute__((always_inline))
+#define SF_AVX2 __attribute__((target("avx2")))
+#define SF_AVX2_INLINE SF_AVX2 static inline __attribute__((always_inline))
 
 /* The first n of 4 values at d (n a constant once inlined), zeros after;
  * nothing is read past them. */

@@ -11,8 +11,6 @@
 
 #ifdef SF_AVX2_LANES
 
-#define AVX2 __attribute__((target("avx2")))
-
 struct row {
     __m256i lo, hi;
 };
@@ -160,11 +158,11 @@ SF_AVX2_INLINE void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32
     store_row(clipped, vclip, S);
 }
 
-AVX2 void sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g){
+SF_AVX2 void sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g){
     SF__BY_STAGE_COUNT(s->schema.n_stages, S, fold_step_s(s, st, g, S))}
 
-AVX2 void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
-                             const int64_t *baseline, int64_t *clipped)
+SF_AVX2 void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
+                                const int64_t *baseline, int64_t *clipped)
 {
     SF__BY_STAGE_COUNT(s->schema.n_stages, S, clip_rows_s(s, rows, n, baseline, clipped, S))
 }

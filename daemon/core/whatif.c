@@ -171,11 +171,11 @@ static inline __attribute__((always_inline)) void whatif_step_s(struct whatif_wo
 #include <immintrin.h>
 #define WHATIF_VEC 1
 
-/* The lanes of a vector pass (each its own ranks, in order) merged into
- * the step's: the largest end f; its holder, the smallest rank among the
- * lanes that hold f (the scalar pass's first of equals); the second end, a
- * lane's own second or another lane's first (f itself where two lanes hold
- * it); the largest clipped end. */
+/* The lanes of a vector pass, AVX-512 or AVX2 (each lane its own ranks, in
+ * order), merged into the step's: the largest end f; its holder, the
+ * smallest rank among the lanes that hold f (the scalar pass's first of
+ * equals); the second end, a lane's own second or another lane's first (f
+ * itself where two lanes hold it); the largest clipped end. */
 static void merge_lanes(struct whatif_work *w, const int64_t *rows, uint32_t S,
                         const int64_t *first, const int64_t *second, const int64_t *top,
                         const int64_t *top_q, const int64_t *ideal, uint32_t lanes)
@@ -247,36 +247,26 @@ whatif_step_vec_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
         top_q = _mm512_mask_mov_epi64(top_q, gt, q);
         ideal = _mm512_mask_max_epi64(ideal, live, ideal, q);
     }
-    int64_t f = _mm512_reduce_max_epi64(first);
-    __mmask8 at_f = _mm512_cmpeq_epi64_mask(first, _mm512_set1_epi64(f));
-    /* the holder: the first rank of equals, so the smallest holder of f */
-    int64_t holder = _mm512_mask_reduce_min_epi64(at_f, top);
-    __mmask8 holder_lane = _mm512_mask_cmpeq_epi64_mask(at_f, top, _mm512_set1_epi64(holder));
-    int64_t holder_q = _mm512_mask_reduce_max_epi64(holder_lane, top_q);
-    /* the second end: a lane's own second, or another lane's first (f
-     * itself where two lanes hold it) */
-    int64_t sec = _mm512_reduce_max_epi64(second);
-    int64_t other =
-        __builtin_popcount(at_f) > 1 ? f : _mm512_mask_reduce_max_epi64((__mmask8)~at_f, first);
-    sec = max_i64(sec, other);
-    w->exposed += f;
-    w->ideal += _mm512_reduce_max_epi64(ideal);
-    holder_savings(w, rows, S, (uint32_t)holder, f, sec, holder_q);
+    int64_t lane_first[8], lane_second[8], lane_top[8], lane_top_q[8], lane_ideal[8];
+    _mm512_storeu_si512(lane_first, first);
+    _mm512_storeu_si512(lane_second, second);
+    _mm512_storeu_si512(lane_top, top);
+    _mm512_storeu_si512(lane_top_q, top_q);
+    _mm512_storeu_si512(lane_ideal, ideal);
+    merge_lanes(w, rows, S, lane_first, lane_second, lane_top, lane_top_q, lane_ideal, 8);
 }
 
 __attribute__((target("avx512f"))) static void whatif_step_vec(struct whatif_work *w,
                                                                const int64_t *rows)
 {
-    SF__BY_STAGE_COUNT(w->S, S, whatif_step_vec_s(w, rows, S))
+    SF__BY_STAGE_COUNT(w->S, S, whatif_step_vec_s(w, rows, S));
 }
 
 /* The same pass in AVX2, four ranks a vector: a row of up to 8 stages in
  * two vectors, max and min by compare and blend. Lanes past the last rank
  * hold INT64_MIN ends, which change nothing. */
-#define AVX2 __attribute__((target("avx2")))
-
 /* Lane r: the sum of the 8 lanes of row r (lo[r] + hi[r]). */
-AVX2 static inline __m256i row_sums4(const __m256i *lo, const __m256i *hi)
+SF_AVX2 static inline __m256i row_sums4(const __m256i *lo, const __m256i *hi)
 {
     __m256i s[4];
     for (int r = 0; r < 4; r++)
@@ -295,10 +285,8 @@ struct lanes4 {
     __m256i first, second, top, top_q, ideal;
 };
 
-AVX2 static inline __attribute__((always_inline)) void whatif_group4(struct lanes4 *l,
-                                                                     const struct whatif_work *w,
-                                                                     const int64_t *rows,
-                                                                     uint32_t g, uint32_t S)
+SF_AVX2_INLINE void whatif_group4(struct lanes4 *l, const struct whatif_work *w,
+                                  const int64_t *rows, uint32_t g, uint32_t S)
 {
     static const int64_t no_row[8] = {0};
     uint32_t n = w->R - g < 4 ? w->R - g : 4, k_lo = S < 4 ? S : 4, k_hi = S > 4 ? S - 4 : 0;
@@ -325,8 +313,7 @@ AVX2 static inline __attribute__((always_inline)) void whatif_group4(struct lane
     l->ideal = sf__max4(l->ideal, q);
 }
 
-AVX2 static inline __attribute__((always_inline)) void
-whatif_step_avx2_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
+SF_AVX2_INLINE void whatif_step_avx2_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
 {
     __m256i none = _mm256_set1_epi64x(INT64_MIN), zero = _mm256_setzero_si256();
     struct lanes4 l = {none, none, zero, zero, none};
@@ -341,7 +328,7 @@ whatif_step_avx2_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
     merge_lanes(w, rows, S, first, second, top, top_q, ideal, 4);
 }
 
-AVX2 static void whatif_step_avx2(struct whatif_work *w, const int64_t *rows)
+SF_AVX2 static void whatif_step_avx2(struct whatif_work *w, const int64_t *rows)
 {
     SF__BY_STAGE_COUNT(w->S, S, whatif_step_avx2_s(w, rows, S))
 }
