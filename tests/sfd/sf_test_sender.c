@@ -564,6 +564,10 @@ static int run_hostile(struct sender *s)
     } else if (!strcmp(m, "truncated") || !strcmp(m, "midbatch")) {
         Stagefrontier__Hello h;
         Stagefrontier__ClientMessage msg = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+        /* the batch's parts live as long as msg, which is packed below */
+        Stagefrontier__StepRecord r = STAGEFRONTIER__STEP_RECORD__INIT, *rp = &r;
+        Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
+        int64_t d[SF_MAX_STAGES];
         fill_hello(s, &h, s->o.world, s->schema.hash);
         msg.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
         msg.hello = &h;
@@ -571,14 +575,10 @@ static int run_hostile(struct sender *s)
             send_msg(fd, &msg, false);
             s->o.steps = 8;
             /* half a batch datagram, then the client goes away */
-            Stagefrontier__StepRecord r = STAGEFRONTIER__STEP_RECORD__INIT;
-            int64_t d[SF_MAX_STAGES];
             durations(s, s->o.start, d);
-            Stagefrontier__StepRecord *rp = &r;
             r.step = s->o.start;
             r.n_durations_ns = s->schema.n_stages;
             r.durations_ns = d;
-            Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
             b.n_records = 1;
             b.records = &rp;
             b.schema_hash = s->schema.hash;
