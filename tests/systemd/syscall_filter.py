@@ -13,6 +13,7 @@ starts sfd itself, so no ptrace attach permission is needed.
 usage: syscall_filter.py SRC SFD SFCTL RECORD_JOB
 """
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -97,7 +98,7 @@ def main():
     sfd_cmd = [sfd, '--config', conf, '--runtime-dir', run, '--foreground',
                '--state-dir', os.path.join(tmp, 'state')]
     log = open(os.path.join(tmp, 'sfd.log'), 'wb')
-    proc = subprocess.Popen(['strace', '-f', '-qq', '-o', trace] + sfd_cmd,
+    proc = subprocess.Popen(['strace', '-f', '-qq', '-o', trace] + as_service_user(tmp) + sfd_cmd,
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     query, ingest = os.path.join(run, 'query.sock'), os.path.join(run, 'ingest.sock')
     ok = False
@@ -164,6 +165,21 @@ def main():
     print(f'socket families: {" ".join(sorted(fams)) or "none"}')
     if denied or bad_fams:
         sys.exit(f'outside the unit\'s filter: calls {denied}, families {bad_fams}')
+
+
+def as_service_user(tmp):
+    """strace's options that run sfd as an unprivileged user, as the unit's
+    User= does, when the test runs as root: some libraries act on root alone
+    (SQLite gives the files it creates their directory's owner with fchown,
+    which @privileged denies), and the unit never runs sfd as root."""
+    if os.geteuid() != 0:
+        return []
+    user = pwd.getpwnam('nobody')
+    for d, _, files in os.walk(tmp):
+        os.chown(d, user.pw_uid, user.pw_gid)
+        for name in files:
+            os.chown(os.path.join(d, name), user.pw_uid, user.pw_gid)
+    return ['-u', 'nobody']
 
 
 def sfd_pid(strace_pid):
