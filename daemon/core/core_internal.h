@@ -268,7 +268,8 @@ void sf__clip_rows_vec(enum sf__net_isa isa, const sf_summary *s, const int64_t 
 /* summary.c. SF__BUILD_BORROW: a dense summary of rows laid out as one
  * step-major array views that array instead of copying it, so the summary
  * must not outlive the rows (sf_report_from_rows). SF__BUILD_GENERAL: the
- * general path whatever the layout (the tests' reference for the fast ones).
+ * general path whatever the layout, every row checked on its own (the
+ * tests' reference for the fast ones).
  * SF__BUILD_NO_AVX512: the grid fold in AVX2 at most (the tests' way to run
  * that form on a CPU that has both). */
 enum { SF__BUILD_BORROW = 1u << 0, SF__BUILD_GENERAL = 1u << 1, SF__BUILD_NO_AVX512 = 1u << 2 };

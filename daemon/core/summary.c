@@ -843,14 +843,117 @@ static bool in_order(const sf_row *a, const sf_row *b)
     return a->step < b->step || (a->step == b->step && a->rank <= b->rank);
 }
 
+/* Whether the rows of one step, [i, i + R) of a grid that the scan has
+ * followed so far, repeat the first step's ranks with valid fields: the
+ * common case, checked with no branch per row on the data. Rows that match
+ * the first step's ranks are in order and distinct (the first step was
+ * checked row by row), and a step above the last one passes the step's own
+ * bounds, so what is left of check_row is the fields. On success the
+ * step's sums are in *sum; on any doubt it returns false and the step is
+ * checked row by row, which finds the first error, if any. */
+struct step_sums {
+    int64_t overlap;
+    bool contiguous; /* the durations lie where the scan expects them */
+    bool marked;     /* some row carries a flag or an event sample */
+};
+
+/* Adding OVER_STEP to a value in [0, SF_MAX_STEP_NS] leaves its top bit
+ * clear, and to any larger one below 2^63 sets it; a negative int64 has it
+ * set already. So one or of x | x + OVER_STEP per value, and one test of
+ * the top bit per step, bound them all. */
+#define OVER_STEP ((UINT64_C(1) << 63) - (uint64_t)SF_MAX_STEP_NS - 1)
+
+/* The event samples' fields of a step that has any: a second, rarer pass. */
+static __attribute__((noinline)) bool step_events_valid(const sf_row *row, size_t R)
+{
+    bool valid = true;
+    for (const sf_row *end = row + R; row < end; row++)
+        valid &= row->event_state == SF_EVENT_NONE ||
+                 (row->event_state <= SF_EVENT_MISSING &&
+                  (uint64_t)row->event_cpu_ns <= (uint64_t)SF_MAX_DURATION_NS &&
+                  (uint64_t)row->event_gpu_ns <= (uint64_t)SF_MAX_DURATION_NS);
+    return valid;
+}
+
+static inline __attribute__((always_inline)) bool grid_step_fast(const sf_row *rows, size_t i,
+                                                                 size_t n, size_t R,
+                                                                 uintptr_t next_d, uint32_t S,
+                                                                 struct step_sums *sum)
+{
+    const sf_row *row = &rows[i], *end = row + R;
+    const int64_t step = row->step;
+    /* how far ahead to fetch without passing the last row */
+    const size_t rows_ahead = i + R + ROWS_AHEAD <= n ? ROWS_AHEAD : 0;
+    const size_t d_ahead = i + R + DURATIONS_AHEAD <= n ? DURATIONS_AHEAD : 0;
+    uint64_t bits = 0, over = 0, differ = (uint64_t)(step <= row[-1].step), marks = 0;
+    uintptr_t expect_d = next_d, scattered = 0;
+    uint64_t overlap = 0; /* unsigned: summed before it is checked */
+    for (; row < end; row++, expect_d += S * sizeof(int64_t)) {
+        __builtin_prefetch(&row[rows_ahead]);
+        __builtin_prefetch(row[d_ahead].d);
+        const int64_t *d = row->d;
+        if (__builtin_expect(d == NULL, 0))
+            return false;
+        uint64_t total = 0;
+        for (uint32_t k = 0; k < S; k++) {
+            bits |= (uint64_t)d[k];
+            total += (uint64_t)d[k];
+        }
+        over |= (total + OVER_STEP) | (uint64_t)row->overlap_ns |
+                ((uint64_t)row->overlap_ns + OVER_STEP);
+        differ |= (uint64_t)(row->step ^ step) | (row->rank ^ row[-(ptrdiff_t)i].rank);
+        scattered |= (uintptr_t)d ^ expect_d;
+        overlap += (uint64_t)row->overlap_ns;
+        marks |= row->flags | row->event_state;
+    }
+    if (differ || over >> 63 || bits >= (uint64_t)SF_MAX_DURATION_NS ||
+        (marks && !step_events_valid(&rows[i], R)))
+        return false;
+    *sum = (struct step_sums){.overlap = (int64_t)overlap, /* R values of at most 2^41 */
+                              .contiguous = scattered == 0,
+                              .marked = marks != 0};
+    return true;
+}
+
+/* The scan past the step of R rows at `step` that grid_step_fast passed, as
+ * check_row would have left it row by row: flags and event samples are
+ * counted in a second pass, only where the step has any. */
+static int grid_step_take(struct row_check *c, struct row_scan *sc, const sf_row *step, size_t R,
+                          const struct step_sums *sum)
+{
+    int r = check_new_step(c, sc);
+    if (r < 0)
+        return r;
+    sc->step_overlap = sum->overlap;
+    for (size_t col = 0; sum->marked && col < R; col++) {
+        sc->step_arrival += (step[col].flags & SF_ROW_ARRIVAL_MISSING) != 0;
+        window_sums_add(&sc->win, &step[col]);
+    }
+    sc->contiguous &= sum->contiguous;
+    sc->next_d += R * sc->row_bytes;
+    return 0;
+}
+
 /* The one pass of view_and_check over rows as they came: whether they are
- * in (step, rank) order, and the first error among them if they are. */
-static inline __attribute__((always_inline)) bool
-view_check_s(struct row_check *c, const struct view *v, size_t n, int *err, uint32_t S)
+ * in (step, rank) order, and the first error among them if they are. Once
+ * the first step has shown a grid, each later step is tried whole
+ * (grid_step_fast) before row by row. */
+static inline __attribute__((always_inline)) bool view_check_s(struct row_check *c,
+                                                               const struct view *v, size_t n,
+                                                               bool whole_steps, int *err,
+                                                               uint32_t S)
 {
     struct row_scan scan = c->scan;
     size_t i = 0;
     for (; i < n && *err == 0; i++) {
+        size_t R = scan.per_step;
+        struct step_sums sum;
+        if (whole_steps && R && scan.grid && scan.col + 1 == R && i + R <= n &&
+            grid_step_fast(v->rows, i, n, R, scan.next_d, S, &sum)) {
+            *err = grid_step_take(c, &scan, &v->rows[i], R, &sum);
+            i += R - 1;
+            continue;
+        }
         if (i + ROWS_AHEAD < n)
             __builtin_prefetch(&v->rows[i + ROWS_AHEAD]);
         if (i + DURATIONS_AHEAD < n)
@@ -872,15 +975,15 @@ view_check_s(struct row_check *c, const struct view *v, size_t n, int *err, uint
  * again, so the error returned is always the first in (step, rank) order,
  * whichever order the rows came in. On success the caller frees
  * ret->sorted. */
-static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n, struct view *ret,
-                          struct layout *lay, struct row_check *c)
+static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n, bool whole_steps,
+                          struct view *ret, struct layout *lay, struct row_check *c)
 {
     struct view v = {.rows = rows};
     check_begin(c, schema, rows, n, true);
     int err = 0;
     bool sorted;
     /* constant stage counts unroll the duration checks */
-    SF__BY_STAGE_COUNT(schema->n_stages, S, sorted = view_check_s(c, &v, n, &err, S))
+    SF__BY_STAGE_COUNT(schema->n_stages, S, sorted = view_check_s(c, &v, n, whole_steps, &err, S))
     lay->sorted = sorted;
     if (sorted) {
         if (err < 0)
@@ -972,7 +1075,8 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
     struct layout lay = {0};
     struct row_check check = {0};
     sf_summary *s = NULL;
-    int r = view_and_check(schema, rows, n_rows, &by_step, &lay, &check);
+    int r =
+        view_and_check(schema, rows, n_rows, !(flags & SF__BUILD_GENERAL), &by_step, &lay, &check);
     if (r < 0)
         goto out;
     if (flags & SF__BUILD_GENERAL)

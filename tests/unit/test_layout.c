@@ -205,12 +205,123 @@ static void near_grids_take_the_general_path(void **state)
     }
 }
 
+/* One fault a row can carry, valid or not; the whole-step check must reach
+ * the verdict the row-by-row check reaches. */
+enum { FAULT_KINDS = 16 };
+
+static void plant_fault(sf_row *rows, size_t i, uint32_t S, int kind, int64_t *elsewhere)
+{
+    sf_row *row = &rows[i];
+    int64_t *d = (int64_t *)row->d;
+    if (d == NULL && (kind <= 2 || kind == 10))
+        return; /* an earlier fault took the durations */
+    switch (kind) {
+    case 0:
+        d[S - 1] = SF_MAX_DURATION_NS;
+        break;
+    case 1:
+        d[0] = -1;
+        break;
+    case 2: /* each stage below its cap, the row past the step's bound */
+        d[0] = SF_MAX_STEP_NS;
+        d[S - 1] += 1;
+        break;
+    case 3:
+        row->overlap_ns = -1;
+        break;
+    case 4:
+        row->overlap_ns = SF_MAX_STEP_NS + 1;
+        break;
+    case 5:
+        row->event_state = 3;
+        break;
+    case 6:
+        row->event_state = SF_EVENT_READY, row->event_cpu_ns = SF_MAX_DURATION_NS + 1;
+        break;
+    case 7:
+        row->event_state = SF_EVENT_MISSING, row->event_gpu_ns = -1;
+        break;
+    case 8:
+        row->rank = rows[i ? i - 1 : 1].rank;
+        break; /* a duplicate, or out of order */
+    case 9:
+        row->d = NULL;
+        break;
+    case 10: /* the durations elsewhere, the array's cells changed: valid, not one array */
+        memcpy(elsewhere, d, S * sizeof *d);
+        row->d = elsewhere;
+        for (uint32_t k = 0; k < S; k++)
+            d[k] = d[k] / 2 + 1;
+        break;
+    case 11:
+        row->step += 1;
+        break; /* into the next step, or past the last */
+    case 12:
+        row->rank += 1;
+        break; /* a rank the first step lacks (ranks step by 3) */
+    case 13:
+        row->flags = SF_ROW_FLAGS_ALL;
+        break; /* valid */
+    case 14:
+        row->overlap_ns = SF_MAX_STEP_NS;
+        break; /* valid: at the bound */
+    default:   /* valid: a ready sample at the cap */
+        row->event_state = SF_EVENT_READY;
+        row->event_cpu_ns = row->event_gpu_ns = SF_MAX_DURATION_NS;
+        break;
+    }
+}
+
+/* Rows of a grid with up to three faults each, anywhere: the whole-step
+ * check (later steps of a grid) and the row-by-row one give the same error
+ * (the first in (step, rank) order) or the same summary. */
+static void whole_step_checks_match_row_by_row(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 600; seed++) {
+        uint64_t st = seed * 7919;
+        uint32_t S = 1 + (uint32_t)rand_below(&st, 8), R = 1 + (uint32_t)rand_below(&st, 70);
+        uint32_t T = 3 + (uint32_t)rand_below(&st, 8);
+        struct matrix m = matrix_random(seed, T, R, S, seed % 2 ? 9 : 50000000);
+        size_t n = (size_t)T * R;
+        matrix_random_extras(&m, &st);
+        for (size_t i = 0; i < n; i++)
+            m.rows[i].rank = m.rows[i].rank * 3 + 1;
+        int64_t *elsewhere = malloc(3 * S * sizeof *elsewhere);
+        for (int f = 0, faults = (int)rand_below(&st, 4); f < faults; f++)
+            plant_fault(m.rows, (size_t)rand_below(&st, (int64_t)n), S,
+                        (int)rand_below(&st, FAULT_KINDS), &elsewhere[f * S]);
+        sf_schema schema;
+        numbered_schema(&schema, S);
+        sf_window_meta meta = meta_for(3 * R + 1);
+        sf_summary *by_row = NULL, *by_step = NULL;
+        int want =
+            sf__summary_build(&schema, &meta, m.rows, n, seed % 3 == 0, SF__BUILD_GENERAL, &by_row);
+        int got = sf__summary_build(&schema, &meta, m.rows, n, seed % 3 == 0, 0, &by_step);
+        if (got != want)
+            fail_msg("seed %llu: %d row by row, %d by steps", (unsigned long long)seed, want, got);
+        if (want == 0) {
+            assert_same_summary(by_row, by_step);
+            char *a = summary_report(by_row), *b = summary_report(by_step);
+            assert_string_equal(a, b);
+            free(a);
+            free(b);
+        }
+        sf_summary_free(by_row);
+        sf_summary_free(by_step);
+        sf_schema_clear(&schema);
+        free(elsewhere);
+        matrix_free(&m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grid_paths_match_the_general_path_mergeable),
         cmocka_unit_test(grid_paths_match_the_general_path_dense),
         cmocka_unit_test(near_grids_take_the_general_path),
+        cmocka_unit_test(whole_step_checks_match_row_by_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
