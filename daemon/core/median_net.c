@@ -4,8 +4,9 @@
  * grid window. Branchless and exact (the same values as sf_median_i64). It
  * must not be used where no vector unit makes it pay (sf__median_net_pays).
  * Its forms: AVX-512 (register tiles for the first rounds, then 8 lanes an
- * instruction), AVX2 on 32-bit offsets where the series' spans allow, AVX2
- * on 64 bits where they do not, and the generic loop.
+ * instruction), AVX2 on 32-bit offsets where the series' spans allow
+ * (register tiles too), AVX2 on 64 bits where they do not, and the generic
+ * loop.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,9 +15,10 @@
 #include "core_internal.h"
 
 /* The rounds of Batcher's sort below TILE_WIRES sort each aligned block of
- * TILE_WIRES wires and never cross one: with AVX-512 a block's column of 8
- * lanes fits in registers and is sorted there, loaded and stored once,
- * instead of every comparator loading and storing its two wires. */
+ * TILE_WIRES wires and never cross one: a block's column of 8 lanes (64-bit
+ * values with AVX-512, 32-bit offsets with AVX2) fits in registers and is
+ * sorted there, loaded and stored once, instead of every comparator loading
+ * and storing its two wires. */
 enum { TILE_WIRES = 16 };
 
 struct sf__median_net {
@@ -146,6 +148,19 @@ __attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, 
     NET_BY_LANES(net, v, lanes, 0)
 }
 
+/* batcher()'s rounds p < 16 on 16 wires, written out: with constant wire
+ * numbers the compiler keeps all 16 wires of a tile in registers, which a
+ * table built at run time would not allow (test_fold checks the result
+ * against a sort). */
+static const uint8_t tile_net[63][2] = {
+    {0, 1},   {2, 3},   {4, 5}, {6, 7},   {8, 9},   {10, 11}, {12, 13}, {14, 15}, {0, 2},
+    {1, 3},   {4, 6},   {5, 7}, {8, 10},  {9, 11},  {12, 14}, {13, 15}, {1, 2},   {5, 6},
+    {9, 10},  {13, 14}, {0, 4}, {1, 5},   {2, 6},   {3, 7},   {8, 12},  {9, 13},  {10, 14},
+    {11, 15}, {2, 4},   {3, 5}, {10, 12}, {11, 13}, {1, 2},   {3, 4},   {5, 6},   {9, 10},
+    {11, 12}, {13, 14}, {0, 8}, {1, 9},   {2, 10},  {3, 11},  {4, 12},  {5, 13},  {6, 14},
+    {7, 15},  {4, 8},   {5, 9}, {6, 10},  {7, 11},  {2, 4},   {3, 5},   {6, 8},   {7, 9},
+    {10, 12}, {11, 13}, {1, 2}, {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
+
 /* The AVX2 form on offsets: where every series of a run of NARROW_LANES
  * spans less than 2^32 (durations within 4.2 s of each other, nearly every
  * rank's stage), each value minus its series' minimum fits 32 bits, and
@@ -154,12 +169,40 @@ __attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, 
  * from a whole series keeps its order, so the medians are the same. */
 enum { NARROW_LANES = 16 };
 
+/* One column of 8 lanes of an aligned block of `wires` <= TILE_WIRES wires
+ * of offsets, sorted in registers by tile_net as the AVX-512 form's
+ * tile_sort does (16 wires, one vector each, fill AVX2's 16 registers; the
+ * few the compiler spills cost far less than a load and a store of both
+ * wires per comparator). Wires past the block's end hold the largest
+ * offset and are never stored. */
+__attribute__((target("avx2"))) static inline void tile_sort_narrow(uint32_t *col, uint32_t wires)
+{
+    __m256i w[TILE_WIRES];
+    for (uint32_t i = 0; i < TILE_WIRES; i++)
+        w[i] = i < wires ? _mm256_loadu_si256((const __m256i *)(col + (size_t)i * NARROW_LANES))
+                         : _mm256_set1_epi32(-1);
+#pragma GCC unroll 64
+    for (uint32_t c = 0; c < 63; c++) {
+        __m256i lo = _mm256_min_epu32(w[tile_net[c][0]], w[tile_net[c][1]]);
+        w[tile_net[c][1]] = _mm256_max_epu32(w[tile_net[c][0]], w[tile_net[c][1]]);
+        w[tile_net[c][0]] = lo;
+    }
+    for (uint32_t i = 0; i < wires; i++)
+        _mm256_storeu_si256((__m256i *)(col + (size_t)i * NARROW_LANES), w[i]);
+}
+
 /* Two vectors of 8 lanes a wire, in intrinsics: the compiler's own
- * vectorizer leaves this loop scalar. */
+ * vectorizer leaves this loop scalar. The rounds below TILE_WIRES in
+ * register tiles, the rest comparator by comparator. */
 __attribute__((target("avx2"))) static void net_body_narrow(const sf__median_net *net, uint32_t *v)
 {
     _Static_assert(NARROW_LANES == 16, "two vectors of 8 lanes");
-    for (uint32_t c = 0; c < net->n_cmp; c++) {
+    for (uint32_t b = 0; b < net->n; b += TILE_WIRES) {
+        uint32_t wires = net->n - b < TILE_WIRES ? net->n - b : TILE_WIRES;
+        tile_sort_narrow(v + (size_t)b * NARROW_LANES, wires);
+        tile_sort_narrow(v + (size_t)b * NARROW_LANES + 8, wires);
+    }
+    for (uint32_t c = net->n_tiled; c < net->n_cmp; c++) {
         __m256i *a = (__m256i *)(v + (size_t)net->cmp[c][0] * NARROW_LANES);
         __m256i *b = (__m256i *)(v + (size_t)net->cmp[c][1] * NARROW_LANES);
         __m256i a0 = _mm256_loadu_si256(a), a1 = _mm256_loadu_si256(a + 1);
@@ -250,19 +293,6 @@ run_avx2_narrow(const sf__median_net *net, const int64_t *v, size_t lanes, int64
     }
     return true;
 }
-
-/* batcher()'s rounds p < 16 on 16 wires, written out: with constant wire
- * numbers the compiler keeps all 16 wires of a tile in registers, which a
- * table built at run time would not allow (test_fold checks the result
- * against a sort). */
-static const uint8_t tile_net[63][2] = {
-    {0, 1},   {2, 3},   {4, 5}, {6, 7},   {8, 9},   {10, 11}, {12, 13}, {14, 15}, {0, 2},
-    {1, 3},   {4, 6},   {5, 7}, {8, 10},  {9, 11},  {12, 14}, {13, 15}, {1, 2},   {5, 6},
-    {9, 10},  {13, 14}, {0, 4}, {1, 5},   {2, 6},   {3, 7},   {8, 12},  {9, 13},  {10, 14},
-    {11, 15}, {2, 4},   {3, 5}, {10, 12}, {11, 13}, {1, 2},   {3, 4},   {5, 6},   {9, 10},
-    {11, 12}, {13, 14}, {0, 8}, {1, 9},   {2, 10},  {3, 11},  {4, 12},  {5, 13},  {6, 14},
-    {7, 15},  {4, 8},   {5, 9}, {6, 10},  {7, 11},  {2, 4},   {3, 5},   {6, 8},   {7, 9},
-    {10, 12}, {11, 13}, {1, 2}, {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
 
 /* One column of up to 8 lanes of an aligned block of `wires` <= TILE_WIRES
  * wires, sorted in registers by tile_net (the loop unrolls into straight
