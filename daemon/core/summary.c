@@ -843,14 +843,7 @@ static bool in_order(const sf_row *a, const sf_row *b)
     return a->step < b->step || (a->step == b->step && a->rank <= b->rank);
 }
 
-/* Whether the rows of one step, [i, i + R) of a grid that the scan has
- * followed so far, repeat the first step's ranks with valid fields: the
- * common case, checked with no branch per row on the data. Rows that match
- * the first step's ranks are in order and distinct (the first step was
- * checked row by row), and a step above the last one passes the step's own
- * bounds, so what is left of check_row is the fields. On success the
- * step's sums are in *sum; on any doubt it returns false and the step is
- * checked row by row, which finds the first error, if any. */
+/* What grid_step_fast learns of a step it passes. */
 struct step_sums {
     int64_t overlap;
     bool contiguous; /* the durations lie where the scan expects them */
@@ -875,6 +868,14 @@ static __attribute__((noinline)) bool step_events_valid(const sf_row *row, size_
     return valid;
 }
 
+/* Whether the rows of one step, [i, i + R) of a grid that the scan has
+ * followed so far, repeat the first step's ranks with valid fields: the
+ * common case, checked with no branch per row on the data. Rows that match
+ * the first step's ranks are in order and distinct (the first step was
+ * checked row by row), and a step above the last one passes the step's own
+ * bounds, so what is left of check_row is the fields. On success the
+ * step's sums are in *sum; on any doubt it returns false and the step is
+ * checked row by row, which finds the first error, if any. */
 static inline __attribute__((always_inline)) bool grid_step_fast(const sf_row *rows, size_t i,
                                                                  size_t n, size_t R,
                                                                  uintptr_t next_d, uint32_t S,
