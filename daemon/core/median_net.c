@@ -28,15 +28,23 @@ struct sf__median_net {
     uint16_t (*cmp)[2]; /* compare-exchanges, in order: min to [0], max to [1] */
 };
 
-/* Batcher's odd-even merge sort on n wires, its rounds p < p_end: the
- * iterative form for a power of two, with every comparator that touches a
- * wire at or above n left out. That is exact for any n: those wires would
- * hold +infinity, and every comparator keeps its minimum on its lower wire,
- * so they never move. */
-static uint32_t batcher(uint32_t n, uint32_t p_end, uint16_t (*out)[2])
+/* Comparators of Batcher's sort on 2^8 wires, (8^2 - 8 + 4) 2^6 - 1: the
+ * most batcher() writes for n <= SF__MEDIAN_NET_MAX. */
+enum { BATCHER_MAX = 3839 };
+_Static_assert(SF__MEDIAN_NET_MAX <= 256, "BATCHER_MAX holds the network");
+
+/* Batcher's odd-even merge sort on n wires into out, in one pass (a
+ * window's build makes a network, so this is part of a small window's
+ * cost): the iterative form for a power of two, with every comparator that
+ * touches a wire at or above n left out. That is exact for any n: those
+ * wires would hold +infinity, and every comparator keeps its minimum on its
+ * lower wire, so they never move. *ret_tiled: how many of them come from
+ * the rounds p < TILE_WIRES, which come first. */
+static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t *ret_tiled)
 {
     uint32_t m = 0;
-    for (uint32_t p = 1; p < n && p < p_end; p <<= 1)
+    *ret_tiled = 0;
+    for (uint32_t p = 1; p < n; p <<= 1) {
         for (uint32_t k = p; k >= 1; k >>= 1)
             for (uint32_t j = k % p; j + k < n; j += 2 * k)
                 for (uint32_t i = 0; i < k && i + j + k < n; i++)
@@ -44,12 +52,13 @@ static uint32_t batcher(uint32_t n, uint32_t p_end, uint16_t (*out)[2])
                      * bit at or above 2p differs; a division per test made
                      * this the cost of a small window's medians */
                     if (((i + j) ^ (i + j + k)) < 2 * p) {
-                        if (out != NULL) {
-                            out[m][0] = (uint16_t)(i + j);
-                            out[m][1] = (uint16_t)(i + j + k);
-                        }
+                        (*out)[m][0] = (uint16_t)(i + j);
+                        (*out)[m][1] = (uint16_t)(i + j + k);
                         m++;
                     }
+        if (p < TILE_WIRES)
+            *ret_tiled = m;
+    }
     return m;
 }
 
@@ -83,15 +92,18 @@ int sf__median_net_new(uint32_t n, sf__median_net **ret)
 {
     if (n == 0 || n > SF__MEDIAN_NET_MAX || ret == NULL)
         return -EINVAL;
+    uint16_t all[BATCHER_MAX][2]; /* 15 KB */
+    uint32_t tiled, total = batcher(n, &all, &tiled);
     sf__median_net *net = calloc(1, sizeof *net);
-    uint32_t total = batcher(n, UINT32_MAX, NULL);
-    if (net == NULL || (net->cmp = malloc((total ? total : 1) * sizeof *net->cmp)) == NULL) {
+    if (net == NULL)
+        return -ENOMEM;
+    net->n = n;
+    net->n_cmp = prune(n, all, total, tiled, &net->n_tiled);
+    if ((net->cmp = malloc((net->n_cmp ? net->n_cmp : 1) * sizeof *net->cmp)) == NULL) {
         free(net);
         return -ENOMEM;
     }
-    batcher(n, UINT32_MAX, net->cmp);
-    net->n = n;
-    net->n_cmp = prune(n, net->cmp, total, batcher(n, TILE_WIRES, NULL), &net->n_tiled);
+    memcpy(net->cmp, all, net->n_cmp * sizeof *net->cmp);
     *ret = net;
     return 0;
 }
