@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "avx2_lanes.h"
 #include "core_internal.h"
 
 /* The rounds of Batcher's sort below TILE_WIRES sort each aligned block of
@@ -154,8 +155,7 @@ static inline __attribute__((always_inline)) void net_body(const sf__median_net 
 #define SF_NET_X86 1
 #include <immintrin.h>
 
-__attribute__((target("avx2"))) static void run_avx2(const sf__median_net *net, int64_t *v,
-                                                     size_t lanes)
+SF_AVX2 static void run_avx2(const sf__median_net *net, int64_t *v, size_t lanes)
 {
     NET_BY_LANES(net, v, lanes, 0)
 }
@@ -187,7 +187,7 @@ enum { NARROW_LANES = 16 };
  * few the compiler spills cost far less than a load and a store of both
  * wires per comparator). Wires past the block's end hold the largest
  * offset and are never stored. */
-__attribute__((target("avx2"))) static inline void tile_sort_narrow(uint32_t *col, uint32_t wires)
+SF_AVX2_INLINE void tile_sort_narrow(uint32_t *col, uint32_t wires)
 {
     __m256i w[TILE_WIRES];
     for (uint32_t i = 0; i < TILE_WIRES; i++)
@@ -206,7 +206,7 @@ __attribute__((target("avx2"))) static inline void tile_sort_narrow(uint32_t *co
 /* Two vectors of 8 lanes a wire, in intrinsics: the compiler's own
  * vectorizer leaves this loop scalar. The rounds below TILE_WIRES in
  * register tiles, the rest comparator by comparator. */
-__attribute__((target("avx2"))) static void net_body_narrow(const sf__median_net *net, uint32_t *v)
+SF_AVX2 static void net_body_narrow(const sf__median_net *net, uint32_t *v)
 {
     _Static_assert(NARROW_LANES == 16, "two vectors of 8 lanes");
     for (uint32_t b = 0; b < net->n; b += TILE_WIRES) {
@@ -247,7 +247,7 @@ static bool pack_part(const sf__median_net *net, const int64_t *v, size_t lanes,
 }
 
 /* The low halves of two vectors of 4 offsets, in order, as 8 lanes. */
-__attribute__((target("avx2"))) static inline __m256i narrow8(__m256i x, __m256i y)
+SF_AVX2_INLINE __m256i narrow8(__m256i x, __m256i y)
 {
     const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
     __m256i lo = _mm256_permutevar8x32_epi32(x, evens), hi = _mm256_permutevar8x32_epi32(y, evens);
@@ -256,9 +256,8 @@ __attribute__((target("avx2"))) static inline __m256i narrow8(__m256i x, __m256i
 
 /* pack_part for a whole run of NARROW_LANES series, in intrinsics: four
  * vectors of 4 values a wire. */
-__attribute__((target("avx2"))) static bool pack_full(const sf__median_net *net, const int64_t *v,
-                                                      size_t lanes, size_t l0, uint32_t *to,
-                                                      int64_t *base)
+SF_AVX2 static bool pack_full(const sf__median_net *net, const int64_t *v, size_t lanes, size_t l0,
+                              uint32_t *to, int64_t *base)
 {
     __m256i lo[4], span = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++)
@@ -287,8 +286,8 @@ __attribute__((target("avx2"))) static bool pack_full(const sf__median_net *net,
 /* The medians of every series, NARROW_LANES at a time; false where a
  * series spans too much for offsets (the medians written so far are right,
  * and v is only read). */
-__attribute__((target("avx2"))) static bool
-run_avx2_narrow(const sf__median_net *net, const int64_t *v, size_t lanes, int64_t *ret_median)
+SF_AVX2 static bool run_avx2_narrow(const sf__median_net *net, const int64_t *v, size_t lanes,
+                                    int64_t *ret_median)
 {
     uint32_t w32[SF__MEDIAN_NET_MAX * NARROW_LANES];
     int64_t base[NARROW_LANES];

@@ -926,10 +926,11 @@ static int grid_step_take(struct row_check *c, struct row_scan *sc, const sf_row
     if (r < 0)
         return r;
     sc->step_overlap = sum->overlap;
-    for (size_t col = 0; sum->marked && col < R; col++) {
-        sc->step_arrival += (step[col].flags & SF_ROW_ARRIVAL_MISSING) != 0;
-        window_sums_add(&sc->win, &step[col]);
-    }
+    if (sum->marked)
+        for (size_t col = 0; col < R; col++) {
+            sc->step_arrival += (step[col].flags & SF_ROW_ARRIVAL_MISSING) != 0;
+            window_sums_add(&sc->win, &step[col]);
+        }
     sc->contiguous &= sum->contiguous;
     sc->next_d += R * sc->row_bytes;
     return 0;
