@@ -507,9 +507,13 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
     job->records++;
     job->hot = w;
     if (row->step > job->max_step) {
-        /* only a new highest step can put windows behind it */
+        /* Only a new highest step can put windows behind it, and only one in
+         * another window than the old highest: windows partition the steps,
+         * so no window ends between two steps of one window. */
+        bool crossed = job->max_step < 0 || window_of(job, job->max_step) != index;
         job->max_step = row->step;
-        arm_deadlines(job, row->step);
+        if (crossed)
+            arm_deadlines(job, row->step);
     }
     uint64_t need =
         (uint64_t)job->world_size * (uint64_t)(w->meta.last_step - w->meta.first_step + 1);
