@@ -106,13 +106,13 @@ static int window_steps_collect(const sf_summary *const *parts, uint32_t n_parts
 }
 
 /* What both frontier tests share for one window: the reference's sorted
- * columns, the window's exposed steps, scratch for one series, the interval's
- * normal quantile and the family's level. */
+ * columns, the window's exposed steps, scratch for one series and for the
+ * shift estimate, the interval's normal quantile and the family's level. */
 struct frontier_test {
     const struct sf_reference_columns *cols;
     uint32_t m, n;
     const int64_t *ends;
-    int64_t *ys, *share, *share_sorted;
+    int64_t *ys, *share, *share_sorted, *shift_scratch;
     double *rank;
     double z, alpha;
     int64_t ref_step_ns; /* the reference's median exposed step */
@@ -142,7 +142,7 @@ static double series_test(const struct frontier_test *f, const int64_t *x_sorted
     uint32_t m = f->m, n = f->n;
     memcpy(f->ys, y, (size_t)n * sizeof *f->ys);
     sf__sort_i64(f->ys, n);
-    sf__shift_estimate_sorted(x_sorted, m, f->ys, n, f->z, out);
+    sf__shift_estimate_sorted(x_sorted, m, f->ys, n, f->z, f->shift_scratch, out);
     double rho = sf__share_series(y, f->ends, n, f->share, f->share_sorted, f->rank);
     double factor = sf__serial_variance_factor((m * x_rho + n * rho) / ((double)m + n));
     *share_delay = delay_of_share(sf__median_sorted(x_share_sorted, m),
@@ -193,7 +193,8 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
     if (!(g->change_alpha > 0 && g->change_alpha < 1))
         return -EINVAL;
     struct sf_reference_columns *derived = NULL;
-    int64_t *buf = malloc(((size_t)n * 3 + 1) * sizeof *buf);
+    size_t scratch_words = SF__SHIFT_SCRATCH_WORDS(m, n);
+    int64_t *buf = malloc(((size_t)n * 3 + 1 + scratch_words) * sizeof *buf);
     double *rank = malloc(((size_t)n + 1) * sizeof *rank);
     int rc = buf == NULL || rank == NULL ? -ENOMEM : 0;
     if (rc == 0 && ref->columns == NULL)
@@ -208,6 +209,7 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
                               buf,
                               buf + n,
                               buf + 2 * (size_t)n,
+                              buf + 3 * (size_t)n + 1,
                               rank,
                               sf__normal_two_sided_quantile(g->change_alpha),
                               g->change_alpha / (S + floors),
@@ -230,7 +232,8 @@ static int stage_shifts(sf_change *c, const sf_reference *ref, const struct wind
     if (rc == 0) {
         memcpy(buf, w->ends, (size_t)n * sizeof *buf);
         sf__sort_i64(buf, n);
-        sf__shift_estimate_sorted(&cols->advance_sorted[(size_t)S * m], m, buf, n, f.z, &c->step);
+        sf__shift_estimate_sorted(&cols->advance_sorted[(size_t)S * m], m, buf, n, f.z,
+                                  f.shift_scratch, &c->step);
     }
     sf__reference_columns_free(derived);
     free(buf);

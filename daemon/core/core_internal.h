@@ -182,9 +182,11 @@ double sf__mann_whitney_sorted_p(const int64_t *xs, size_t m, const int64_t *ys,
  * width in sigmas at level p, computed once for a family of estimates. */
 double sf__normal_two_sided_quantile(double p);
 /* shift.c: sf_shift_estimate of samples already sorted, its interval at
- * z = sf__normal_two_sided_quantile(alpha); allocates nothing. */
+ * z = sf__normal_two_sided_quantile(alpha); allocates nothing: scratch holds
+ * SF__SHIFT_SCRATCH_WORDS(m, n) words, the caller's. */
+#define SF__SHIFT_SCRATCH_WORDS(m, n) (2 * ((size_t)(m) + (size_t)(n) + 1))
 void sf__shift_estimate_sorted(const int64_t *xs, size_t m, const int64_t *ys, size_t n, double z,
-                               sf_shift *ret);
+                               int64_t *scratch, sf_shift *ret);
 /* shift.c: sf_signed_rank_p on z itself (z is reordered and overwritten),
  * with the statistic's variance multiplied by variance_factor (>= 1). */
 double sf__signed_rank_p_inplace(int64_t *z, size_t n, double variance_factor);

@@ -6,8 +6,9 @@
  * specialises, each figure must equal the one of the window recomputed
  * scenario by scenario, and each median and interval the one of a plain
  * enumeration. Nothing here shares code with daemon/core (its internal
- * header only declares the sort checked against qsort and the midranks'
- * autocorrelation checked against a direct count).
+ * header only declares the sort checked against qsort, the midranks'
+ * autocorrelation checked against a direct count and the rank test checked
+ * against U counted pair by pair).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -79,19 +80,13 @@ static double listed_quantile(double p)
     return (lo + hi) / 2;
 }
 
-/* The Moses interval from the listed differences: order statistics lo_k
- * and pairs - lo_k + 1, lo_k from the tie-corrected deviation of U
- * (docs/CHANGE.md), the same floating-point expression as the estimator. */
-static void listed_interval(const int64_t *x, size_t m, const int64_t *y, size_t n, double alpha,
-                            int64_t *ret_lo, int64_t *ret_hi)
+/* The sum of t^3 - t over the groups of t tied values in both samples
+ * together, from their sorted union. */
+static double listed_ties(const int64_t *x, size_t m, const int64_t *y, size_t n)
 {
-    size_t pairs = m * n, total_n = m + n;
-    int64_t *all = malloc(pairs * sizeof *all), *both = malloc(total_n * sizeof *both);
-    assert_true(all != NULL && both != NULL);
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++)
-            all[i * n + j] = y[j] - x[i];
-    qsort(all, pairs, sizeof *all, cmp_i64);
+    size_t total_n = m + n;
+    int64_t *both = malloc(total_n * sizeof *both);
+    assert_non_null(both);
     memcpy(both, x, m * sizeof *x);
     memcpy(both + m, y, n * sizeof *y);
     qsort(both, total_n, sizeof *both, cmp_i64);
@@ -102,8 +97,31 @@ static void listed_interval(const int64_t *x, size_t m, const int64_t *y, size_t
         double t = (double)(j - i);
         ties += t * t * t - t;
     }
-    double total = (double)total_n, mn = (double)pairs;
-    double var = total > 1 ? mn / 12 * ((total + 1) - ties / (total * (total - 1))) : 0;
+    free(both);
+    return ties;
+}
+
+/* The variance of U under no shift, tie-corrected (docs/CHANGE.md). */
+static double listed_u_variance(size_t m, size_t n, double ties)
+{
+    double total = (double)(m + n), mn = (double)(m * n);
+    return total > 1 ? mn / 12 * ((total + 1) - ties / (total * (total - 1))) : 0;
+}
+
+/* The Moses interval from the listed differences: order statistics lo_k
+ * and pairs - lo_k + 1, lo_k from the tie-corrected deviation of U
+ * (docs/CHANGE.md), the same floating-point expression as the estimator. */
+static void listed_interval(const int64_t *x, size_t m, const int64_t *y, size_t n, double alpha,
+                            int64_t *ret_lo, int64_t *ret_hi)
+{
+    size_t pairs = m * n;
+    int64_t *all = malloc(pairs * sizeof *all);
+    assert_non_null(all);
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            all[i * n + j] = y[j] - x[i];
+    qsort(all, pairs, sizeof *all, cmp_i64);
+    double mn = (double)pairs, var = listed_u_variance(m, n, listed_ties(x, m, y, n));
     double sigma = var > 0 ? sqrt(var) : 0;
     double k = floor(mn / 2 - listed_quantile(alpha) * sigma);
     size_t lo_k = k < 1 ? 1 : (size_t)k;
@@ -112,24 +130,41 @@ static void listed_interval(const int64_t *x, size_t m, const int64_t *y, size_t
     *ret_lo = all[lo_k - 1];
     *ret_hi = all[pairs - lo_k];
     free(all);
-    free(both);
+}
+
+/* Mann-Whitney's two-sided p with the variance scaled by factor: U counted
+ * pair by pair (a tie counts a half), continuity-corrected. */
+static double listed_mann_whitney_p(const int64_t *x, size_t m, const int64_t *y, size_t n,
+                                    double factor)
+{
+    double u = 0, mn = (double)(m * n);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < m; i++)
+            u += x[i] < y[j] ? 1 : x[i] == y[j] ? 0.5 : 0;
+    double var = listed_u_variance(m, n, listed_ties(x, m, y, n));
+    double tested = var > 0 ? sqrt(var * factor) : 0;
+    if (!(tested > 0))
+        return 1;
+    double dev = fabs(u - mn / 2) - 0.5;
+    return dev > 0 ? erfc(dev / tested / M_SQRT2) : 1;
 }
 
 /* The whole estimate against the listing at the sizes of a window against
  * its reference (up to 300 x 100 pairs): clustered samples, samples with a
  * far outlier (the counting passes must fall back to halving the range),
- * heavy ties, wide 64-bit values and a shift of zero. */
+ * heavy ties (a few values, and tens: passes over runs of ties), wide
+ * 64-bit values and a shift of zero. */
 static void shift_interval_matches_listed_differences(void **state)
 {
     (void)state;
     uint64_t st = 43;
     static int64_t x[300], y[100];
     static const double alphas[] = {0.01, 0.05, 0.2};
-    for (int trial = 0; trial < 240; trial++) {
+    for (int trial = 0; trial < 288; trial++) {
         size_t m = 1 + (size_t)rand_below(&st, trial % 4 ? 300 : 12);
         size_t n = 1 + (size_t)rand_below(&st, trial % 4 ? 100 : 12);
-        int kind = trial % 5;
-        int64_t spread = kind == 0 ? 3 : kind == 4 ? INT64_C(1) << 60 : 1000000;
+        int kind = trial % 6;
+        int64_t spread = kind == 0 ? 3 : kind == 4 ? INT64_C(1) << 60 : kind == 5 ? 40 : 1000000;
         int64_t offset = kind == 3 ? 0 : rand_below(&st, spread) - spread / 2;
         for (size_t i = 0; i < m; i++)
             x[i] = rand_below(&st, spread);
@@ -147,6 +182,30 @@ static void shift_interval_matches_listed_differences(void **state)
         assert_int_equal(s.delta_ns, listed_shift(x, m, y, n));
         assert_int_equal(s.ci_low_ns, lo);
         assert_int_equal(s.ci_high_ns, hi);
+        assert_true(s.p_value == listed_mann_whitney_p(x, m, y, n, 1));
+    }
+}
+
+/* The rank test against U counted pair by pair, to the bit: samples of one,
+ * all values tied, heavy ties across and within the samples, distinct
+ * values, samples in any order, and a serial-dependence factor. */
+static void mann_whitney_matches_counted_pairs(void **state)
+{
+    (void)state;
+    uint64_t st = 45;
+    static int64_t x[300], y[300];
+    for (int trial = 0; trial < 600; trial++) {
+        size_t m = 1 + (size_t)rand_below(&st, trial % 3 ? 300 : 6);
+        size_t n = 1 + (size_t)rand_below(&st, trial % 3 ? 300 : 6);
+        int kind = trial % 4;
+        int64_t spread = kind == 0 ? 1 : kind == 1 ? 4 : kind == 2 ? 1000 : INT64_C(1) << 50;
+        for (size_t i = 0; i < m; i++)
+            x[i] = rand_below(&st, spread);
+        for (size_t j = 0; j < n; j++)
+            y[j] = rand_below(&st, spread) + (trial % 5 == 0 ? spread / 2 : 0);
+        double factor = trial % 2 ? 1 : 1.7, p;
+        assert_int_equal(sf__mann_whitney_p(x, m, y, n, factor, &p), 0);
+        assert_true(p == listed_mann_whitney_p(x, m, y, n, factor));
     }
 }
 
@@ -966,6 +1025,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shift_matches_listed_differences),
         cmocka_unit_test(shift_interval_matches_listed_differences),
+        cmocka_unit_test(mann_whitney_matches_counted_pairs),
         cmocka_unit_test(sort_matches_qsort),
         cmocka_unit_test(rank_autocorrelation_matches_plain_midranks),
         cmocka_unit_test(whatif_matches_direct_recomputation),
