@@ -281,10 +281,10 @@ static void rank_take(struct rank_walk *w, int64_t v, bool from_y)
  * next value is chosen without a branch, and a value unlike the last one
  * (nearly every value, in ns) is the branch the CPU predicts: the walk by
  * tie groups that this replaced took about 65 instructions a value
- * (docs/PERFORMANCE.md, "Counting passes aimed past the order
- * statistic"). U is now summed in integers, where the double sum it
- * replaces was exact at every sample size a window can have, and the ties
- * in the same order: both are what they were to the bit. */
+ * (docs/PERFORMANCE.md, "Mann-Whitney's U in one walk"). U is now summed
+ * in integers, where the double sum it replaces was exact at every sample
+ * size a window can have, and the ties in the same order: both are what
+ * they were to the bit. */
 static void rank_statistics(const int64_t *x, size_t m, const int64_t *y, size_t n, double *ret_u,
                             double *ret_ties)
 {
