@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core_internal.h"
 
@@ -35,23 +36,51 @@ static inline __attribute__((always_inline)) void clip_rows_s(const sf_summary *
     }
 }
 
-/* Per step: each stage's median over ranks, then the end frontier with each
- * candidate's members clipped to those medians. The stages are gathered in
- * one pass over the step's rows (scratch holds S columns of n, then the
- * selection's room), and the scalar clipping is inlined per stage count
- * like the summary's fold. */
-static inline __attribute__((always_inline)) void cohort_step_s(const sf_summary *s,
+/* Ranks up to which a step's stage medians come from the median network,
+ * every stage a lane, where a vector unit runs it: one pass of the network
+ * for all stages, where a selection per stage sorted its few values with a
+ * mispredicted branch about every value. Past 64 ranks the wide selection
+ * per stage is as fast (docs/PERFORMANCE.md, "Cohort medians by the
+ * network"). */
+enum { COHORT_NET_MAX = 64 };
+
+/* How a step's stage medians are found: the network for n ranks, or NULL
+ * for the wide selection. */
+struct cohort_medians {
+    sf__median_net *net;
+    enum sf__net_isa isa;
+};
+
+/* Each stage's median over the step's n ranks into baseline (scratch holds
+ * S columns of n, then the selection's room). The network reads the rows
+ * as they lie, rank-major, each stage a lane. */
+static inline __attribute__((always_inline)) void stage_medians(const struct cohort_medians *cm,
                                                                 const int64_t *rows, uint32_t n,
-                                                                int64_t *scratch, int64_t exposed,
-                                                                int64_t *gain, uint32_t S)
+                                                                int64_t *scratch, int64_t *baseline,
+                                                                uint32_t S)
 {
-    uint32_t C = s->cand.n;
-    int64_t baseline[SF_MAX_STAGES], clipped[SF_MAX_STAGES * 2];
+    if (cm->net != NULL) {
+        memcpy(scratch, rows, (size_t)n * S * sizeof *scratch);
+        sf__median_net_run(cm->net, cm->isa, scratch, S, baseline);
+        return;
+    }
     for (uint32_t r = 0; r < n; r++)
         for (uint32_t k = 0; k < S; k++)
             scratch[(size_t)k * n + r] = rows[(size_t)r * S + k];
     for (uint32_t k = 0; k < S; k++)
         baseline[k] = sf__median_wide(&scratch[(size_t)k * n], n, scratch + (size_t)S * n);
+}
+
+/* Per step: each stage's median over ranks, then the end frontier with each
+ * candidate's members clipped to those medians. The scalar clipping is
+ * inlined per stage count like the summary's fold. */
+static inline __attribute__((always_inline)) void
+cohort_step_s(const sf_summary *s, const struct cohort_medians *cm, const int64_t *rows, uint32_t n,
+              int64_t *scratch, int64_t exposed, int64_t *gain, uint32_t S)
+{
+    uint32_t C = s->cand.n;
+    int64_t baseline[SF_MAX_STAGES], clipped[SF_MAX_STAGES * 2];
+    stage_medians(cm, rows, n, scratch, baseline, S);
     for (uint32_t c = 0; c < C; c++)
         clipped[c] = INT64_MIN;
     enum sf__net_isa isa = sf__fold_vec_isa(S, SF__NET_AVX512);
@@ -64,10 +93,11 @@ static inline __attribute__((always_inline)) void cohort_step_s(const sf_summary
 }
 
 /* One step of cohort gains, unrolled for the usual stage counts. */
-static void cohort_step(const sf_summary *s, const int64_t *rows, uint32_t n, int64_t *scratch,
-                        int64_t exposed, int64_t *gain)
+static void cohort_step(const sf_summary *s, const struct cohort_medians *cm, const int64_t *rows,
+                        uint32_t n, int64_t *scratch, int64_t exposed, int64_t *gain)
 {
-    SF__BY_STAGE_COUNT(s->schema.n_stages, S, cohort_step_s(s, rows, n, scratch, exposed, gain, S))
+    SF__BY_STAGE_COUNT(s->schema.n_stages, S,
+                       cohort_step_s(s, cm, rows, n, scratch, exposed, gain, S))
 }
 
 int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
@@ -78,13 +108,18 @@ int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_c
     int64_t *scratch = malloc(((size_t)n * S + 3 * (size_t)n + 24) * sizeof *scratch);
     if (scratch == NULL)
         return -ENOMEM;
+    /* Without memory for the network, the selection does the same work. */
+    struct cohort_medians cm = {NULL, sf__median_net_best()};
+    if (n <= COHORT_NET_MAX && n_complete > 0 && sf__median_net_pays())
+        (void)sf__median_net_new(n, &cm.net);
     for (uint32_t c = 0; c < s->cand.n; c++)
         ret_gain[c] = 0;
     for (uint32_t i = 0; i < n_complete; i++) {
         uint32_t t = complete[i];
         int64_t exposed = s->steps[t].prefix_top2[S - 1].v1;
-        cohort_step(s, &dn->d[(size_t)t * n * S], n, scratch, exposed, ret_gain);
+        cohort_step(s, &cm, &dn->d[(size_t)t * n * S], n, scratch, exposed, ret_gain);
     }
+    sf__median_net_free(cm.net);
     free(scratch);
     return 0;
 }
