@@ -240,6 +240,28 @@ static void fast_fold_matches_the_definitions(void **state)
         run_case(seed);
 }
 
+/* A random window of up to the given stages, ranks and steps, durations of
+ * fill kind `kind`, and its report in dense mode at any rank count; the
+ * caller frees the report, *schema and *m. */
+static sf_report *random_dense_report(uint64_t *st, uint32_t max_stages, uint32_t max_ranks,
+                                      uint32_t max_steps, int kind, struct matrix *m,
+                                      sf_schema *schema)
+{
+    uint32_t S = 1 + (uint32_t)rand_below(st, max_stages),
+             R = 1 + (uint32_t)rand_below(st, max_ranks);
+    uint32_t T = 1 + (uint32_t)rand_below(st, max_steps);
+    *m = matrix_new(T, R, S);
+    fill(m, st, kind);
+    numbered_schema(schema, S);
+    sf_window_meta meta = meta_for(R);
+    sf_gates g;
+    sf_gates_default(&g);
+    g.dense_max_ranks = SF_MAX_RANKS;
+    sf_report *rep = NULL;
+    assert_int_equal(sf_report_from_rows(schema, &meta, m->rows, (size_t)T * R, &g, &rep), 0);
+    return rep;
+}
+
 /* Dense mode's mean slack per rank against its definition: over every
  * complete step and boundary 1..S, the frontier minus the rank's prefix. */
 static void mean_slack_matches_the_definition(void **state)
@@ -247,18 +269,10 @@ static void mean_slack_matches_the_definition(void **state)
     (void)state;
     for (uint64_t seed = 1; seed <= 40; seed++) {
         uint64_t st = seed;
-        uint32_t S = 1 + (uint32_t)rand_below(&st, 9), R = 1 + (uint32_t)rand_below(&st, 30);
-        uint32_t T = 1 + (uint32_t)rand_below(&st, 12);
-        struct matrix m = matrix_new(T, R, S);
-        fill(&m, &st, (int)(seed % 3));
+        struct matrix m;
         sf_schema schema;
-        numbered_schema(&schema, S);
-        sf_window_meta meta = meta_for(R);
-        sf_gates g;
-        sf_gates_default(&g);
-        g.dense_max_ranks = SF_MAX_RANKS;
-        sf_report *rep = NULL;
-        assert_int_equal(sf_report_from_rows(&schema, &meta, m.rows, (size_t)T * R, &g, &rep), 0);
+        sf_report *rep = random_dense_report(&st, 9, 30, 12, (int)(seed % 3), &m, &schema);
+        uint32_t S = m.stages, R = m.ranks, T = m.steps;
         assert_int_equal(rep->n_rank_evidence, R);
         for (uint32_t i = 0; i < R; i++) {
             uint32_t r = rep->rank_evidence[i].rank;
@@ -302,18 +316,10 @@ static void cohort_gains_match_the_definition(void **state)
     int64_t v[100];
     for (uint64_t seed = 1; seed <= 60; seed++) {
         uint64_t st = seed;
-        uint32_t S = 1 + (uint32_t)rand_below(&st, 8), R = 1 + (uint32_t)rand_below(&st, 100);
-        uint32_t T = 1 + (uint32_t)rand_below(&st, 6);
-        struct matrix m = matrix_new(T, R, S);
-        fill(&m, &st, (int)(seed % 3));
+        struct matrix m;
         sf_schema schema;
-        numbered_schema(&schema, S);
-        sf_window_meta meta = meta_for(R);
-        sf_gates g;
-        sf_gates_default(&g);
-        g.dense_max_ranks = SF_MAX_RANKS;
-        sf_report *rep = NULL;
-        assert_int_equal(sf_report_from_rows(&schema, &meta, m.rows, (size_t)T * R, &g, &rep), 0);
+        sf_report *rep = random_dense_report(&st, 8, 100, 6, (int)(seed % 3), &m, &schema);
+        uint32_t S = m.stages, R = m.ranks, T = m.steps;
         for (uint32_t k = 0; k < S; k++) {
             int64_t gain = 0;
             for (uint32_t t = 0; t < T; t++) {
