@@ -240,61 +240,67 @@ static void fast_fold_matches_the_definitions(void **state)
         run_case(seed);
 }
 
-/* A random window of up to the given stages, ranks and steps, durations of
- * fill kind `kind`, and its report in dense mode at any rank count; the
- * caller frees the report, *schema and *m. */
-static sf_report *random_dense_report(uint64_t *st, uint32_t max_stages, uint32_t max_ranks,
-                                      uint32_t max_steps, int kind, struct matrix *m,
-                                      sf_schema *schema)
-{
-    uint32_t S = 1 + (uint32_t)rand_below(st, max_stages),
-             R = 1 + (uint32_t)rand_below(st, max_ranks);
-    uint32_t T = 1 + (uint32_t)rand_below(st, max_steps);
-    *m = matrix_new(T, R, S);
-    fill(m, st, kind);
-    numbered_schema(schema, S);
-    sf_window_meta meta = meta_for(R);
-    sf_gates g;
-    sf_gates_default(&g);
-    g.dense_max_ranks = SF_MAX_RANKS;
-    sf_report *rep = NULL;
-    assert_int_equal(sf_report_from_rows(schema, &meta, m->rows, (size_t)T * R, &g, &rep), 0);
-    return rep;
-}
+/* What a dense-report test checks of one random window and its report. */
+typedef void (*dense_check)(struct matrix *m, const sf_report *rep);
 
-/* Dense mode's mean slack per rank against its definition: over every
- * complete step and boundary 1..S, the frontier minus the rank's prefix. */
-static void mean_slack_matches_the_definition(void **state)
+/* Random windows (seeds 1 to `seeds`) of up to the given stages, ranks and
+ * steps, durations of fill kind seed % 3, each checked against its report
+ * in dense mode at any rank count. */
+static void check_random_dense_reports(uint64_t seeds, uint32_t max_stages, uint32_t max_ranks,
+                                       uint32_t max_steps, dense_check check)
 {
-    (void)state;
-    for (uint64_t seed = 1; seed <= 40; seed++) {
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
         uint64_t st = seed;
-        struct matrix m;
+        uint32_t S = 1 + (uint32_t)rand_below(&st, max_stages);
+        uint32_t R = 1 + (uint32_t)rand_below(&st, max_ranks);
+        uint32_t T = 1 + (uint32_t)rand_below(&st, max_steps);
+        struct matrix m = matrix_new(T, R, S);
+        fill(&m, &st, (int)(seed % 3));
         sf_schema schema;
-        sf_report *rep = random_dense_report(&st, 9, 30, 12, (int)(seed % 3), &m, &schema);
-        uint32_t S = m.stages, R = m.ranks, T = m.steps;
-        assert_int_equal(rep->n_rank_evidence, R);
-        for (uint32_t i = 0; i < R; i++) {
-            uint32_t r = rep->rank_evidence[i].rank;
-            __int128 sum = 0;
-            for (uint32_t t = 0; t < T; t++)
-                for (uint32_t k = 0; k < S; k++) {
-                    int64_t front = INT64_MIN, mine = 0;
-                    for (uint32_t q = 0; q < R; q++) {
-                        int64_t p = 0;
-                        for (uint32_t j = 0; j <= k; j++)
-                            p += cell(&m, t, q)[j];
-                        front = p > front ? p : front;
-                        mine = q == r ? p : mine;
-                    }
-                    sum += front - mine;
-                }
-            assert_int_equal(rep->rank_evidence[i].mean_slack_ns, (int64_t)(sum / (T * S)));
-        }
+        numbered_schema(&schema, S);
+        sf_window_meta meta = meta_for(R);
+        sf_gates g;
+        sf_gates_default(&g);
+        g.dense_max_ranks = SF_MAX_RANKS;
+        sf_report *rep = NULL;
+        assert_int_equal(sf_report_from_rows(&schema, &meta, m.rows, (size_t)T * R, &g, &rep), 0);
+        check(&m, rep);
         sf_report_free(rep);
         sf_schema_clear(&schema);
         matrix_free(&m);
     }
+}
+
+/* Each rank's mean slack: over every complete step and boundary 1..S, the
+ * frontier minus the rank's prefix. */
+static void mean_slack_of(struct matrix *m, const sf_report *rep)
+{
+    uint32_t S = m->stages, R = m->ranks, T = m->steps;
+    assert_int_equal(rep->n_rank_evidence, R);
+    for (uint32_t i = 0; i < R; i++) {
+        uint32_t r = rep->rank_evidence[i].rank;
+        __int128 sum = 0;
+        for (uint32_t t = 0; t < T; t++)
+            for (uint32_t k = 0; k < S; k++) {
+                int64_t front = INT64_MIN, mine = 0;
+                for (uint32_t q = 0; q < R; q++) {
+                    int64_t p = 0;
+                    for (uint32_t j = 0; j <= k; j++)
+                        p += cell(m, t, q)[j];
+                    front = p > front ? p : front;
+                    mine = q == r ? p : mine;
+                }
+                sum += front - mine;
+            }
+        assert_int_equal(rep->rank_evidence[i].mean_slack_ns, (int64_t)(sum / (T * S)));
+    }
+}
+
+/* Dense mode's mean slack per rank against its definition. */
+static void mean_slack_matches_the_definition(void **state)
+{
+    (void)state;
+    check_random_dense_reports(40, 9, 30, 12, mean_slack_of);
 }
 
 /* The cohort median of stage k at step t, by sorting the ranks' values. */
@@ -305,43 +311,41 @@ static int64_t plain_cohort_median(struct matrix *m, uint32_t t, uint32_t k, int
     return median_by_sort(v, m->ranks);
 }
 
-/* Dense mode's cohort-median gain of each stage against its definition:
- * over every step, the exposed time less the end frontier with the stage
- * clipped to its median over ranks. Up to 100 ranks, so that both ways of
- * finding the medians run (the network across stages up to 64 ranks where
- * a vector unit runs it, one selection a stage above). */
+/* Each stage's cohort-median gain: over every step, the exposed time less
+ * the end frontier with the stage clipped to its median over ranks. */
+static void cohort_gains_of(struct matrix *m, const sf_report *rep)
+{
+    uint32_t S = m->stages, R = m->ranks, T = m->steps;
+    int64_t v[100];
+    assert_true(R <= 100);
+    for (uint32_t k = 0; k < S; k++) {
+        int64_t gain = 0;
+        for (uint32_t t = 0; t < T; t++) {
+            int64_t b = plain_cohort_median(m, t, k, v), exposed = 0, clipped = INT64_MIN;
+            for (uint32_t q = 0; q < R; q++) {
+                int64_t p = 0, *d = cell(m, t, q);
+                for (uint32_t j = 0; j < S; j++)
+                    p += d[j];
+                int64_t cut = p - (d[k] > b ? d[k] - b : 0);
+                exposed = p > exposed ? p : exposed;
+                clipped = cut > clipped ? cut : clipped;
+            }
+            gain += exposed - clipped;
+        }
+        if (rep->stages[k].gain_cohort_median_ns != gain)
+            fail_msg("R %u S %u stage %u: %lld, want %lld", R, S, k,
+                     (long long)rep->stages[k].gain_cohort_median_ns, (long long)gain);
+    }
+}
+
+/* Dense mode's cohort-median gains against their definition, up to 100
+ * ranks, so that both ways of finding the medians run (the network across
+ * stages up to 64 ranks where a vector unit runs it, one selection a stage
+ * above). */
 static void cohort_gains_match_the_definition(void **state)
 {
     (void)state;
-    int64_t v[100];
-    for (uint64_t seed = 1; seed <= 60; seed++) {
-        uint64_t st = seed;
-        struct matrix m;
-        sf_schema schema;
-        sf_report *rep = random_dense_report(&st, 8, 100, 6, (int)(seed % 3), &m, &schema);
-        uint32_t S = m.stages, R = m.ranks, T = m.steps;
-        for (uint32_t k = 0; k < S; k++) {
-            int64_t gain = 0;
-            for (uint32_t t = 0; t < T; t++) {
-                int64_t b = plain_cohort_median(&m, t, k, v), exposed = 0, clipped = INT64_MIN;
-                for (uint32_t q = 0; q < R; q++) {
-                    int64_t p = 0, *d = cell(&m, t, q);
-                    for (uint32_t j = 0; j < S; j++)
-                        p += d[j];
-                    int64_t cut = p - (d[k] > b ? d[k] - b : 0);
-                    exposed = p > exposed ? p : exposed;
-                    clipped = cut > clipped ? cut : clipped;
-                }
-                gain += exposed - clipped;
-            }
-            if (rep->stages[k].gain_cohort_median_ns != gain)
-                fail_msg("seed %llu R %u S %u stage %u: %lld, want %lld", (unsigned long long)seed,
-                         R, S, k, (long long)rep->stages[k].gain_cohort_median_ns, (long long)gain);
-        }
-        sf_report_free(rep);
-        sf_schema_clear(&schema);
-        matrix_free(&m);
-    }
+    check_random_dense_reports(60, 8, 100, 6, cohort_gains_of);
 }
 
 /* Lanes for the network (lane % 19 picks a kind): ties; series spread over
