@@ -155,14 +155,25 @@ static uint32_t lowest_live(const sfd_elect *e, uint64_t now)
     return e->self;
 }
 
+int sfd_elect_index(const sfd_elect *e, uint32_t id)
+{
+    return member_index(e, id);
+}
+
 /* Keeps the latest time: liveness relayed down the fan-in tree arrives
  * stamped with the time the root heard it, which may be older than what
  * this node heard itself. */
+void sfd_elect_member_heard(sfd_elect *e, uint64_t now, uint32_t i)
+{
+    if (i < e->n_members && e->ids[i] != e->self && now > e->last_heard[i])
+        e->last_heard[i] = now;
+}
+
 void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from)
 {
     int i = member_index(e, from);
-    if (i >= 0 && from != e->self && now > e->last_heard[i])
-        e->last_heard[i] = now;
+    if (i >= 0)
+        sfd_elect_member_heard(e, now, (uint32_t)i);
 }
 
 uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now)

@@ -58,6 +58,7 @@ int sfd_peer_links_init(sfd_peer_node *node)
             continue;
         sfd_peer_link *l = &node->links[node->n_links++];
         l->id = m->id;
+        l->member = (uint32_t)sfd_elect_index(&node->elect, m->id); /* a member by construction */
         l->addr_ok = resolve(m->host, m->port, &l->addr) == 0;
         l->backoff_ms = BACKOFF_MIN_MS;
         l->tx_key = l->rx_key = node->key;
@@ -431,6 +432,8 @@ static void on_connect(uv_connect_t *req, int status)
     sfd_peer_link *l = sfd_peer_link_find(conn->node, conn->peer_id);
     if (l != NULL)
         l->backoff_ms = BACKOFF_MIN_MS;
+    if (l != NULL && l->out == conn)
+        l->out_connected = true;
     /* Outbound links carry no replies; reading only notices the close. */
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     sfd_peer_send_hello(conn->node, conn->peer_id);
@@ -444,6 +447,9 @@ static void dial(sfd_peer_node *node, sfd_peer_link *l)
     conn->peer_id = l->id;
     conn->connect_req.data = conn;
     l->out = conn;
+    l->out_opened_ms = conn->opened_ms;
+    l->out_connected = false;
+    node->c.links_dialled++;
     if (uv_tcp_connect(&conn->connect_req, &conn->tcp, (struct sockaddr *)&l->addr, on_connect) < 0)
         sfd_peer_conn_close(conn);
 }
@@ -460,8 +466,8 @@ void sfd_peer_links_tick(sfd_peer_node *node, uint64_t now)
         }
         /* A link to a member we have not heard from may be a dead TCP
          * connection across a cut; dial afresh so a heal is noticed. */
-        if (l->out != NULL && now - l->out->opened_ms > node->cfg.failure_timeout_ms &&
-            (!l->out->connected || !sfd_elect_is_live(&node->elect, now, l->id)))
+        if (l->out != NULL && now - l->out_opened_ms > node->cfg.failure_timeout_ms &&
+            (!l->out_connected || !sfd_elect_member_live(&node->elect, now, l->member)))
             sfd_peer_conn_close(l->out);
     }
 }

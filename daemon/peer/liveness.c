@@ -25,14 +25,9 @@ static void bit_set(uint8_t *b, uint32_t i)
 /* Marks every member of a set heard at `at` (never later than it was). */
 static void stamp(sfd_peer_node *node, const uint8_t *set, uint64_t at)
 {
-    const sfd_elect *e = &node->elect;
-    for (uint32_t byte = 0; byte < node->live_bytes; byte++) {
-        for (uint32_t bits = set[byte]; bits != 0; bits &= bits - 1) {
-            uint32_t i = byte * 8 + (uint32_t)__builtin_ctz(bits);
-            if (i < e->n_members)
-                sfd_elect_heard(&node->elect, at, e->ids[i]);
-        }
-    }
+    for (uint32_t byte = 0; byte < node->live_bytes; byte++)
+        for (uint32_t bits = set[byte]; bits != 0; bits &= bits - 1)
+            sfd_elect_member_heard(&node->elect, at, byte * 8 + (uint32_t)__builtin_ctz(bits));
 }
 
 /* The root's view: every member it counts as live. */

@@ -257,8 +257,13 @@ int sfd_elect_init(sfd_elect *e, uint32_t self, const uint32_t *ids, uint32_t n,
 void sfd_elect_clear(sfd_elect *e);
 /* Timer tick: liveness, candidacy, the root's majority lease. */
 void sfd_elect_tick(sfd_elect *e, uint64_t now, sfd_elect_out *out);
-/* Any authenticated message from a member (liveness only). */
+/* Any authenticated message from a member (liveness only). _heard takes a
+ * member id, _member_heard the member's index in ids (for passes over a set
+ * of members, which need no search). */
 void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from);
+void sfd_elect_member_heard(sfd_elect *e, uint64_t now, uint32_t i);
+/* The index of member `id` in ids, -1 when it is not a member. */
+int sfd_elect_index(const sfd_elect *e, uint32_t id);
 /* A heartbeat: sender, its term, whether it claims to be root. */
 void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, bool is_root,
                             sfd_elect_out *out);
@@ -408,6 +413,7 @@ typedef struct sfd_peer_counters {
     uint64_t rejected_auth_timeout, rejected_preauth, rejected_term_jump, rejected_epoch;
     uint64_t epoch_bumps, state_writes, state_errors;
     uint64_t captures_sent, captures_received, rejected_capture;
+    uint64_t links_dialled; /* outbound connections opened: steady while the links hold */
 } sfd_peer_counters;
 
 int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg, const sfd_peer_key *key,

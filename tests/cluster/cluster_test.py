@@ -553,9 +553,14 @@ def scenario_liveness(build):
         c.wait(lambda: all((live_view(n) or {}).get(i) for n in c.nodes for i in ids),
                "every node sees every member live")
         # a leaf sends up to its parent only; the root down to its 2 children
+        dialled = [n.peers()["counters"]["links_dialled"] for n in c.nodes]
         leaf_rate, root_rate = frames_out_rate(c.nodes[6], 2.0), frames_out_rate(c.nodes[0], 2.0)
         check(leaf_rate <= 1.5, "leaf 7 sends %.2f frames per heartbeat period" % leaf_rate)
         check(root_rate <= 2.5, "root 1 sends %.2f frames per heartbeat period" % root_rate)
+        # links that hold are never dialled again (5 failure timeouts went by)
+        redialled = [n.peers()["counters"]["links_dialled"] - d for n, d in zip(c.nodes, dialled)]
+        check(redialled == [0] * 7, "links dialled again while every member was live: %s" %
+              redialled)
         # a leaf dies: every survivor's view drops it
         c.nodes[4].kill()
         killed = time.monotonic()

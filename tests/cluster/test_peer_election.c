@@ -369,6 +369,34 @@ static void test_member_live(void **state)
     sfd_elect_clear(&e);
 }
 
+/* A member heard by its index (a relayed set) is the member heard by its id;
+ * an older time never replaces a newer one (a view relayed down the tree
+ * carries the time the root heard it); this node and indices past the
+ * members are left alone. */
+static void test_member_heard_by_index(void **state)
+{
+    (void)state;
+    const uint32_t ids[] = {3, 5, 9};
+    sfd_elect e;
+    assert_int_equal(sfd_elect_init(&e, 5, ids, 3, HB, FT), 0);
+    assert_int_equal(sfd_elect_index(&e, 9), 2);
+    assert_int_equal(sfd_elect_index(&e, 3), 0);
+    assert_int_equal(sfd_elect_index(&e, 4), -1);
+    uint64_t t0 = 1000;
+    sfd_elect_member_heard(&e, t0, 2);
+    sfd_elect_member_heard(&e, t0 - FT, 2); /* older: kept at t0 */
+    sfd_elect_heard(&e, t0 - 1, 9);
+    sfd_elect_member_heard(&e, t0, 1); /* this node */
+    sfd_elect_member_heard(&e, t0, 3); /* no such member */
+    assert_true(sfd_elect_is_live(&e, t0 + FT, 9));
+    assert_false(sfd_elect_is_live(&e, t0 + FT + 1, 9));
+    assert_false(sfd_elect_member_live(&e, t0, 0));
+    assert_int_equal(e.last_heard[1], 0);
+    sfd_elect_member_heard(&e, t0 + 10, 0);
+    assert_true(sfd_elect_is_live(&e, t0 + 10 + FT, 3));
+    sfd_elect_clear(&e);
+}
+
 /* The member cap is hard: an election of exactly SFD_PEER_MAX_MEMBERS works
  * (the lowest id wins once it hears a majority), one more is refused. */
 static void test_member_cap(void **state)
@@ -416,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_term_step),
         cmocka_unit_test(test_tree),
         cmocka_unit_test(test_member_live),
+        cmocka_unit_test(test_member_heard_by_index),
         cmocka_unit_test(test_member_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
