@@ -9,9 +9,10 @@ With --sink, each offered rate is first sent by the same senders to
 ingest_sink, a read-and-discard SEQPACKET socket (the physical anchor), then
 to sfd, so both see the same load; the lossless rates are compared (target:
 sfd >= 0.9 of the sink's). With --overload F, a last run offers F times
-sfd's own lossless rate (target at 3: ingested >= 0.8 of that rate) and checks
-that every record lost is counted by sfd: dropped by the senders (and
-reported to sfd), rejected, or shed before decoding.
+sfd's own lossless rate (target at 3: ingested >= 0.8 of that rate; F times
+the lowest rate offered when sfd held none) and checks that every record lost
+is counted by sfd: dropped by the senders (and reported to sfd), rejected, or
+shed before decoding.
 
 With --decode-anchor, each offered rate is also sent to `ingest_sink --decode`,
 which unpacks every datagram as sfd's decoder does and frees it: the floor of
@@ -349,15 +350,22 @@ def main():
                   % (decode_best, decode_results[-1]["rate"],
                      decode_best / sink_best if sink_best else float("nan"),
                      best / decode_best if decode_best else float("nan")))
-        if a.overload and best:
-            rate = int(best * a.overload)
+        # With no rate held (a loaded or sanitized build), the overload run
+        # still checks that every loss is counted, from the lowest rate.
+        base = best or next((x for x in rates if x), 0)
+        if a.overload and base:
+            rate = int(base * a.overload)
             r = run_once(a, d, "overload", rate, sfd.pid)
             print(row("sfd", r))
             counted = r["reported"] + r["rejected"] + r["shed"]
-            frac = r["rate"] / best
-            print("%.1fx overload (%d/s): ingested %.0f/s = %.2f of the lossless rate"
-                  " (target >= 0.8: %s)" % (a.overload, rate, r["rate"], frac,
-                                           "met" if frac >= 0.8 else "missed"))
+            if best:
+                frac = r["rate"] / best
+                print("%.1fx overload (%d/s): ingested %.0f/s = %.2f of the lossless rate"
+                      " (target >= 0.8: %s)" % (a.overload, rate, r["rate"], frac,
+                                               "met" if frac >= 0.8 else "missed"))
+            else:
+                print("%.1fx the lowest rate (%d/s; no rate was held): ingested %.0f/s"
+                      % (a.overload, rate, r["rate"]))
             print("lost %d: counted by sfd %d (dropped as the senders reported %d, rejected %d,"
                   " shed before decoding %d): %s"
                   % (r["lost"], counted, r["reported"], r["rejected"], r["shed"],

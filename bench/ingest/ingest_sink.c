@@ -111,5 +111,8 @@ int main(int argc, char **argv)
     printf("datagrams=%llu bytes=%llu undecodable=%llu\n", (unsigned long long)datagrams,
            (unsigned long long)bytes, (unsigned long long)undecodable);
     unlink(path);
+    free(buf);
+    close(ep);
+    close(lfd);
     return 0;
 }
