@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 
 #include "capture.h"
 #include "cluster.h"
@@ -266,6 +267,22 @@ static void glue_free(void *ctx)
     free(g);
 }
 
+/* A node dials every member and every member dials it (docs/CLUSTER.md,
+ * "Known limitations"): two descriptors a member beside ingest's and the
+ * operators' connections. Below that, dials fail and are retried every tick,
+ * so a large cluster under the unit's default limit is named at start. */
+static void warn_descriptors(const struct sfd *d, uint32_t n_members)
+{
+    struct rlimit rl;
+    uint64_t need = 2 * (uint64_t)(n_members - 1) + d->cfg.max_connections + SFD_MAX_QUERY_CONNS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        sfd_log(SFD_LOG_WARNING, NULL,
+                "descriptor limit %llu is below the %llu that %u members and max_connections %u "
+                "need: raise LimitNOFILE=",
+                (unsigned long long)rl.rlim_cur, (unsigned long long)need, n_members,
+                d->cfg.max_connections);
+}
+
 int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
 {
     if (config_path == NULL)
@@ -322,6 +339,7 @@ int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
     sfd_cluster_set(d, &peer_ops, g);
     sfd_log(SFD_LOG_NOTICE, NULL, "peer layer: node %u of %u members", g->cfg.node_id,
             g->cfg.n_members);
+    warn_descriptors(d, g->cfg.n_members);
     return 0;
 fail:
     glue_free(g);

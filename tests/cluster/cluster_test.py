@@ -14,6 +14,7 @@ path; when they cannot be created the scenario exits with SKIP (77).
 import json
 import re
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -1062,10 +1063,10 @@ def scenario_member_keys(build):
         c.close()
 
 
-def run_sfd_once(c, conf, uid=None, env=None, timeout=20):
-    """Starts sfd with conf; returns (started, log text). A started sfd is
-    stopped again."""
-    cmd = [c.sfd, "--config", conf, "--foreground"]
+def run_sfd_once(c, conf, uid=None, env=None, timeout=20, wrap=()):
+    """Starts sfd with conf (under the command `wrap`, if any); returns
+    (started, log text). A started sfd is stopped again."""
+    cmd = list(wrap) + [c.sfd, "--config", conf, "--foreground"]
     if uid is not None:
         cmd = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + cmd
     logf = conf + ".log"
@@ -1148,6 +1149,42 @@ def scenario_credentials(build):
     except Exception:
         c.dump_logs()
         raise
+    finally:
+        c.close()
+
+
+def scenario_descriptors(build):
+    """A node dials every member and every member dials it: under a
+    descriptor limit below two a member beside max_connections, sfd says so
+    at start, with the figures and the fix; under one that fits it does not."""
+    c = Cluster(build, 1)
+    try:
+        d = os.path.join(c.tmp, "many")
+        os.makedirs(d)
+        members = ["1@127.0.0.1:%d" % free_port()] + \
+            ["%d@127.0.0.1:%d" % (i, 20000 + i) for i in range(2, 601)]
+        conf = os.path.join(d, "sfd.conf")
+        with open(conf, "w") as f:
+            f.write("[sfd]\nruntime_dir = %s\nstate_dir = %s\n[peer]\nnode_id = 1\n"
+                    "cluster_key_file = %s\n" % (d, d, c.key))
+            for i in range(0, len(members), 8):
+                f.write("peers = %s\n" % ",".join(members[i:i + 8]))
+        # 2 x 599 links + max_connections 4096 + 64 operators' connections
+        need = 2 * 599 + 4096 + 64
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if (hard != resource.RLIM_INFINITY and hard < need) or shutil.which("prlimit") is None:
+            print("SKIP: needs prlimit and a hard descriptor limit of %d (it is %d)" % (need, hard))
+            sys.exit(SKIP)
+        ok, log = run_sfd_once(c, conf, wrap=["prlimit", "--nofile=%d:%d" % (need - 1, need - 1)])
+        warning = ("descriptor limit %d is below the %d that 600 members and max_connections 4096"
+                   " need: raise LimitNOFILE=" % (need - 1, need))
+        check(ok and "peer layer: node 1 of 600" in log and warning in log,
+              "600 members under %d descriptors: %r" % (need - 1, log[-400:]))
+        ok, log = run_sfd_once(c, conf, wrap=["prlimit", "--nofile=%d:%d" % (need, need)])
+        check(ok and "peer layer: node 1 of 600" in log and "descriptor limit" not in log,
+              "600 members under %d descriptors: %r" % (need, log[-400:]))
+        print("descriptors: 600 members named under %d descriptors, silent under %d"
+              % (need - 1, need))
     finally:
         c.close()
 
