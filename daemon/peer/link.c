@@ -56,9 +56,12 @@ int sfd_peer_links_init(sfd_peer_node *node)
         const sfd_peer_member *m = &cfg->members[i];
         if (m->id == cfg->node_id)
             continue;
+        int member = sfd_elect_index(&node->elect, m->id);
+        if (member < 0) /* the election holds the same members: never */
+            return -EINVAL;
         sfd_peer_link *l = &node->links[node->n_links++];
         l->id = m->id;
-        l->member = (uint32_t)sfd_elect_index(&node->elect, m->id); /* a member by construction */
+        l->member = (uint32_t)member;
         l->addr_ok = resolve(m->host, m->port, &l->addr) == 0;
         l->backoff_ms = BACKOFF_MIN_MS;
         l->tx_key = l->rx_key = node->key;
