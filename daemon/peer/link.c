@@ -106,6 +106,17 @@ static void on_conn_closed(uv_handle_t *h)
     sfd_peer_handle_closed(node);
 }
 
+/* Takes an unauthenticated connection out of the pool's list. */
+static void preauth_unlink(sfd_peer_node *node, sfd_peer_conn *conn)
+{
+    for (sfd_peer_conn **p = &node->preauth; *p; p = &(*p)->next)
+        if (*p == conn) {
+            *p = conn->next;
+            node->n_preauth--;
+            return;
+        }
+}
+
 void sfd_peer_conn_close(sfd_peer_conn *conn)
 {
     if (conn == NULL || conn->closing)
@@ -122,16 +133,14 @@ void sfd_peer_conn_close(sfd_peer_conn *conn)
             if (l->backoff_ms > node->cfg.failure_timeout_ms)
                 l->backoff_ms = node->cfg.failure_timeout_ms;
         }
+    } else if (conn->peer_id == 0) {
+        preauth_unlink(node, conn);
+        node->n_inbound--;
     } else {
-        for (sfd_peer_conn **p = &node->inbound; *p; p = &(*p)->next) {
-            if (*p == conn) {
-                *p = conn->next;
-                node->n_inbound--;
-                if (conn->peer_id == 0)
-                    node->n_preauth--;
-                break;
-            }
-        }
+        sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id);
+        if (l != NULL && l->in == conn)
+            l->in = NULL;
+        node->n_inbound--;
     }
     uv_close((uv_handle_t *)&conn->tcp, on_conn_closed);
 }
@@ -188,22 +197,18 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_st
 }
 
 /* A connection carries one sender; a newer connection from the same sender
- * replaces the older ones, which a cut link may have left half open. Once
+ * replaces the older one, which a cut link may have left half open. Once
  * authenticated it leaves the pre-authentication pool and may carry frames
- * up to the full cap. */
-static void adopt_sender(sfd_peer_conn *conn, uint32_t from)
+ * up to the full cap. The link holds it, so this costs the same at any
+ * member count (a walk of every inbound connection here made a root's
+ * start or failover quadratic in the members). */
+static void adopt_sender(sfd_peer_conn *conn, sfd_peer_link *l)
 {
-    sfd_peer_node *node = conn->node;
-    conn->peer_id = from;
+    preauth_unlink(conn->node, conn);
+    conn->peer_id = l->id;
     conn->framer.max = SFD_PEER_FRAME_MAX;
-    node->n_preauth--;
-    sfd_peer_conn *c = node->inbound;
-    while (c != NULL) {
-        sfd_peer_conn *next = c->next;
-        if (c != conn && c->peer_id == from)
-            sfd_peer_conn_close(c);
-        c = next;
-    }
+    sfd_peer_conn_close(l->in);
+    l->in = conn;
 }
 
 static int reject(sfd_peer_conn *conn, uint64_t *counter, const char *what, int r)
@@ -270,7 +275,7 @@ static int on_frame(void *ctx, uint8_t *body, uint32_t len)
     r = check_fresh(conn, l, &msg);
     if (r == 0) {
         if (conn->peer_id == 0)
-            adopt_sender(conn, msg.from);
+            adopt_sender(conn, l);
         sfd_peer_dispatch(node, &msg);
     }
     stagefrontier__peer_envelope__free_unpacked(env, NULL);
@@ -303,8 +308,8 @@ static sfd_peer_conn *oldest_preauth(sfd_peer_node *node, const struct sockaddr_
 {
     sfd_peer_conn *oldest = NULL;
     uint32_t n = 0;
-    for (sfd_peer_conn *c = node->inbound; c; c = c->next) {
-        if (c->peer_id != 0 || c->closing || (src != NULL && !same_host(&c->src, src)))
+    for (sfd_peer_conn *c = node->preauth; c; c = c->next) {
+        if (c->closing || (src != NULL && !same_host(&c->src, src)))
             continue;
         n++;
         oldest = c; /* the list is newest first */
@@ -351,8 +356,8 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     make_preauth_room(node, &conn->src);
-    conn->next = node->inbound;
-    node->inbound = conn;
+    conn->next = node->preauth;
+    node->preauth = conn;
     node->n_inbound++;
     node->n_preauth++;
     conn->connected = true;
@@ -364,10 +369,10 @@ static void on_auth_timer(uv_timer_t *t)
 {
     sfd_peer_node *node = t->data;
     uint64_t now = sfd_peer_now(node);
-    sfd_peer_conn *c = node->inbound;
+    sfd_peer_conn *c = node->preauth;
     while (c != NULL) {
         sfd_peer_conn *next = c->next;
-        if (c->peer_id == 0 && !c->closing && now - c->opened_ms >= node->cfg.auth_timeout_ms) {
+        if (!c->closing && now - c->opened_ms >= node->cfg.auth_timeout_ms) {
             reject(c, &node->c.rejected_auth_timeout,
                    "a connection silent past the "
                    "authentication timeout",
@@ -540,10 +545,12 @@ int sfd_peer_send(sfd_peer_node *node, uint32_t dest, uint32_t type,
 
 void sfd_peer_links_close(sfd_peer_node *node)
 {
-    for (uint32_t i = 0; i < node->n_links; i++)
+    for (uint32_t i = 0; i < node->n_links; i++) {
         sfd_peer_conn_close(node->links[i].out);
-    while (node->inbound != NULL)
-        sfd_peer_conn_close(node->inbound);
+        sfd_peer_conn_close(node->links[i].in);
+    }
+    while (node->preauth != NULL)
+        sfd_peer_conn_close(node->preauth);
     if (node->listening) {
         node->listening = false;
         uv_close((uv_handle_t *)&node->listener, on_listener_closed);

@@ -24,7 +24,7 @@ typedef struct sfd_peer_conn {
     bool outbound, connected, closing;
     uint64_t opened_ms;
     struct sockaddr_storage src; /* inbound: the source address */
-    struct sfd_peer_conn *next;  /* inbound list */
+    struct sfd_peer_conn *next;  /* inbound, not yet authenticated: the pool's list */
 } sfd_peer_conn;
 
 /* What every tick reads of every link comes first, within one cache line:
@@ -37,6 +37,7 @@ typedef struct sfd_peer_link {
     bool addr_ok;
     bool out_connected; /* out's connect completed */
     sfd_peer_conn *out;
+    sfd_peer_conn *in;      /* the member's authenticated inbound connection: one at most */
     uint64_t out_opened_ms; /* when out was dialled */
     uint64_t backoff_ms, next_attempt_ms;
     struct sockaddr_storage addr;
@@ -106,9 +107,12 @@ struct sfd_peer_node {
     uv_timer_t tick;
     uint32_t n_links; /* other members, id order */
     sfd_peer_link *links;
-    sfd_peer_conn *inbound; /* newest first */
+    /* Inbound connections not yet authenticated, newest first: at most
+     * peer_preauth_max, so a walk of them stays short whatever the member
+     * count. An authenticated one is its member's link's `in`. */
+    sfd_peer_conn *preauth;
     uint32_t n_inbound;
-    uint32_t n_preauth;    /* inbound connections not yet authenticated */
+    uint32_t n_preauth;
     uv_timer_t auth_timer; /* closes those past auth_timeout_ms */
     sfd_peer_retained *retained;
     uint32_t n_retained;

@@ -728,6 +728,26 @@ def scenario_split(build):
         c.close()
 
 
+def check_one_connection_a_member(c, root):
+    """A member holds one inbound connection: a second one that
+    authenticates as member 4 replaces the first, which the root closes
+    though its other end stays open (a half-open link after a cut)."""
+    def hold(seq, seconds):
+        env = dict(os.environ, SF_INJECT_EPOCH="3", SF_INJECT_SEQ=str(seq),
+                   SF_INJECT_HOLD_S=str(seconds))
+        return subprocess.Popen([c.inject, root.host, str(root.port), c.key, "4", "1", "hold"],
+                                env=env, stdout=subprocess.PIPE, text=True)
+    before = root.peers()["inbound"]
+    first = hold(1, 60)
+    c.wait(lambda: root.peers()["inbound"] == before + 1 and
+           root.peers()["unauthenticated"] == 0, "member 4's first connection to authenticate")
+    second = hold(2, 2)
+    check(first.communicate(timeout=90)[0].strip() == "closed",
+          "member 4's first connection was left open beside the second")
+    check(second.communicate(timeout=90)[0].strip() == "open",
+          "member 4's second connection was closed")
+
+
 def scenario_hostile(build):
     # Four configured members, three running: the injector speaks as member 4.
     c = Cluster(build, 3, members=4)
@@ -754,6 +774,7 @@ def scenario_hostile(build):
         log = root.log_text()
         for what in ("wrong MAC", "replayed message", "stale term", "oversized"):
             check(what in log, "no log line about a %s" % what)
+        check_one_connection_a_member(c, root)
         c.stop_checked()
         print("hostile: %r" % {k: cnt[k] for k in cnt if k.startswith("rejected")})
     except Exception:

@@ -12,6 +12,9 @@
  *   playback  the bytes of FILE sent again, as a recorded stream replayed
  *   capture   a validly sealed capture outcome (DONE, a forged trace path) of
  *             JOB's capture ID, rank RANK, claiming node NODE, at term TERM
+ *   hold      a valid heartbeat (sequence number SF_INJECT_SEQ, default 1),
+ *             then the connection held open for SF_INJECT_HOLD_S seconds
+ *             (default 10): prints "closed" if the daemon closed it, "open"
  * SF_INJECT_EPOCH sets the boot epoch (default 1); SF_INJECT_PAIR seals with
  * a per-member link key instead of KEY_FILE.
  * usage: sf_peer_inject HOST PORT KEY_FILE FROM DEST MODE [JOB WORLD]
@@ -20,6 +23,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +171,14 @@ static void capture_result(const sfd_peer_key *key, uint32_t from, uint32_t dest
     free(p);
 }
 
+/* Whether the daemon closes fd within `seconds`, this end left open. */
+static bool closed_within(int fd, int seconds)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[64];
+    return poll(&p, 1, seconds * 1000) == 1 && read(fd, buf, sizeof buf) <= 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 7)
@@ -225,6 +237,14 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "capture") == 0 && argc >= 12) {
         capture_result(&key, from, dest, epoch, argv + 7, &frame, &len);
         put(fd, frame, len);
+    } else if (strcmp(mode, "hold") == 0) {
+        const char *seq = getenv("SF_INJECT_SEQ"), *hold = getenv("SF_INJECT_HOLD_S");
+        heartbeat_at(&key, from, dest, epoch, seq ? strtoull(seq, NULL, 10) : 1, 0, &frame, &len);
+        put(fd, frame, len);
+        free(frame);
+        puts(closed_within(fd, hold ? atoi(hold) : 10) ? "closed" : "open");
+        close(fd);
+        return 0;
     } else if (strcmp(mode, "garbage") == 0) {
         const uint8_t huge[8] = {0x7f, 0xff, 0xff, 0xff, 1, 2, 3, 4};
         put(fd, huge, sizeof huge);
