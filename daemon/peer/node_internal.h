@@ -87,7 +87,7 @@ typedef struct sfd_peer_report {
      * root's term. Reports received from a root are final on arrival. */
     bool committed;
     uint32_t n_acks;
-    uint32_t *acks; /* member ids that acknowledged it */
+    uint8_t *acked; /* the members that acknowledged it: a bit each, by index in id order */
     struct sfd_peer_report *next;
 } sfd_peer_report;
 

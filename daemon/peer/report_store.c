@@ -10,6 +10,19 @@
 
 #include "node_internal.h"
 
+/* The acknowledgements of a root's report: a bit per member. */
+static size_t acked_bytes(const sfd_peer_node *node)
+{
+    return ((size_t)node->cfg.n_members + 7) / 8;
+}
+
+static void acks_clear(const sfd_peer_node *node, sfd_peer_report *r)
+{
+    if (r->acked != NULL)
+        memset(r->acked, 0, acked_bytes(node));
+    r->n_acks = 0;
+}
+
 const sfd_peer_report *sfd_peer_report_find(const sfd_peer_node *node, const sfd_window_key *key)
 {
     for (const sfd_peer_report *r = node->reports; r; r = r->next)
@@ -22,7 +35,7 @@ static void report_free(sfd_peer_report *r)
 {
     if (r == NULL)
         return;
-    free(r->acks);
+    free(r->acked);
     free(r->packed);
     free(r);
 }
@@ -98,8 +111,8 @@ static int report_commit(sfd_peer_node *node, sfd_peer_report *r, const sf_summa
     }
     sfd_window_key key = r->key;
     r->committed = true;
-    free(r->acks);
-    r->acks = NULL;
+    free(r->acked);
+    r->acked = NULL;
     /* Deliver first: `merged` may be the pending window's own summary. */
     if (node->hooks.deliver != NULL)
         node->hooks.deliver(node->hooks.ctx, &key, r->root_id, r->root_term, merged);
@@ -140,7 +153,7 @@ int sfd_peer_report_receive(sfd_peer_node *node, const sfd_window_key *key, uint
         r->len = len;
         r->root_id = root_id;
         r->root_term = term;
-        r->n_acks = 0;
+        acks_clear(node, r);
     } else if ((r = sfd_peer_report_insert(node, key, root_id, term, packed, len)) == NULL) {
         sf_summary_free(decoded);
         return -ENOMEM;
@@ -185,16 +198,18 @@ static void maybe_commit(sfd_peer_node *node, sfd_peer_report *r)
         push_report(node, done);
 }
 
+/* An acknowledgement counts once per member: a bit by the member's index,
+ * so the count costs the same at any member count (a list searched per
+ * acknowledgement made a window's commit quadratic in the members). */
 void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from)
 {
     sfd_peer_report *r = (sfd_peer_report *)sfd_peer_report_find(node, key);
-    if (r == NULL || r->committed || r->acks == NULL || node->elect.role != SFD_ELECT_ROOT)
+    int i = sfd_elect_index(&node->elect, from);
+    if (r == NULL || r->committed || r->acked == NULL || node->elect.role != SFD_ELECT_ROOT ||
+        i < 0 || (r->acked[i >> 3] >> (i & 7)) & 1)
         return;
-    for (uint32_t i = 0; i < r->n_acks; i++)
-        if (r->acks[i] == from)
-            return;
-    if (r->n_acks < node->cfg.n_members)
-        r->acks[r->n_acks++] = from;
+    r->acked[i >> 3] |= (uint8_t)(1u << (i & 7));
+    r->n_acks++;
     maybe_commit(node, r);
 }
 
@@ -204,9 +219,9 @@ void sfd_peer_report_propose(sfd_peer_node *node, sfd_peer_report *r)
 {
     if (r->committed || node->elect.role != SFD_ELECT_ROOT)
         return;
-    if (r->acks == NULL && (r->acks = calloc(node->cfg.n_members, sizeof *r->acks)) == NULL)
+    if (r->acked == NULL && (r->acked = calloc(acked_bytes(node), 1)) == NULL)
         return;
-    r->n_acks = 0;
+    acks_clear(node, r);
     push_report(node, r);
     maybe_commit(node, r);
 }
