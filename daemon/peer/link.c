@@ -360,7 +360,6 @@ static void on_connection(uv_stream_t *server, int status)
     node->preauth = conn;
     node->n_inbound++;
     node->n_preauth++;
-    conn->connected = true;
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
 }
 
@@ -436,12 +435,12 @@ static void on_connect(uv_connect_t *req, int status)
         sfd_peer_conn_close(conn);
         return;
     }
-    conn->connected = true;
     sfd_peer_link *l = sfd_peer_link_find(conn->node, conn->peer_id);
-    if (l != NULL)
+    if (l != NULL) {
         l->backoff_ms = BACKOFF_MIN_MS;
-    if (l != NULL && l->out == conn)
-        l->out_connected = true;
+        if (l->out == conn)
+            l->out_connected = true;
+    }
     /* Outbound links carry no replies; reading only notices the close. */
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     sfd_peer_send_hello(conn->node, conn->peer_id);
@@ -497,7 +496,7 @@ int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type, const u
     if (l == NULL)
         return -EINVAL;
     sfd_peer_conn *c = l->out;
-    if (c == NULL || !c->connected || c->closing ||
+    if (c == NULL || !l->out_connected || c->closing ||
         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > SFD_PEER_WRITE_QUEUE_MAX) {
         node->c.send_dropped++;
         return -ENOTCONN;

@@ -20,8 +20,8 @@ typedef struct sfd_peer_conn {
     uv_connect_t connect_req;
     struct sfd_peer_node *node;
     sfd_peer_framer framer;
-    uint32_t peer_id; /* outbound: target; inbound: sender once authenticated */
-    bool outbound, connected, closing;
+    uint32_t peer_id;       /* outbound: target; inbound: sender once authenticated */
+    bool outbound, closing; /* an outbound one's connect state is its link's */
     uint64_t opened_ms;
     struct sockaddr_storage src; /* inbound: the source address */
     struct sfd_peer_conn *next;  /* inbound, not yet authenticated: the pool's list */
