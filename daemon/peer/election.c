@@ -11,7 +11,7 @@
 
 #include "peer.h"
 
-static int member_index(const sfd_elect *e, uint32_t id)
+int sfd_elect_index(const sfd_elect *e, uint32_t id)
 {
     uint32_t lo = 0, hi = e->n_members;
     while (lo < hi) {
@@ -75,7 +75,7 @@ int sfd_elect_init(sfd_elect *e, uint32_t self, const uint32_t *ids, uint32_t n,
     e->self = self;
     e->heartbeat_ms = heartbeat_ms;
     e->failure_timeout_ms = failure_timeout_ms;
-    if (member_index(e, self) < 0) {
+    if (sfd_elect_index(e, self) < 0) {
         sfd_elect_clear(e);
         return -EINVAL;
     }
@@ -130,7 +130,7 @@ bool sfd_elect_member_live(const sfd_elect *e, uint64_t now, uint32_t i)
 
 bool sfd_elect_is_live(const sfd_elect *e, uint64_t now, uint32_t id)
 {
-    int i = member_index(e, id);
+    int i = sfd_elect_index(e, id);
     return i >= 0 && sfd_elect_member_live(e, now, (uint32_t)i);
 }
 
@@ -155,11 +155,6 @@ static uint32_t lowest_live(const sfd_elect *e, uint64_t now)
     return e->self;
 }
 
-int sfd_elect_index(const sfd_elect *e, uint32_t id)
-{
-    return member_index(e, id);
-}
-
 /* Keeps the latest time: liveness relayed down the fan-in tree arrives
  * stamped with the time the root heard it, which may be older than what
  * this node heard itself. */
@@ -171,7 +166,7 @@ void sfd_elect_member_heard(sfd_elect *e, uint64_t now, uint32_t i)
 
 void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from)
 {
-    int i = member_index(e, from);
+    int i = sfd_elect_index(e, from);
     if (i >= 0)
         sfd_elect_member_heard(e, now, (uint32_t)i);
 }
@@ -201,7 +196,7 @@ static void start_candidacy(sfd_elect *e, uint64_t now, sfd_elect_out *out)
     e->role = SFD_ELECT_CANDIDATE;
     e->candidate_since = now;
     memset(e->votes, 0, e->n_members);
-    e->votes[member_index(e, e->self)] = 1;
+    e->votes[sfd_elect_index(e, e->self)] = 1;
     e->n_votes = 1;
     if (majority(e) <= 1) {
         become_root(e, out);
@@ -241,7 +236,7 @@ void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from, uint64_t 
                             sfd_elect_out *out)
 {
     sfd_elect_heard(e, now, from);
-    if (term < e->term || member_index(e, from) < 0 || from == e->self)
+    if (term < e->term || sfd_elect_index(e, from) < 0 || from == e->self)
         return;
     adopt_term(e, term, out);
     if (!is_root)
@@ -261,7 +256,7 @@ void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term
                         sfd_elect_out *out)
 {
     sfd_elect_heard(e, now, from);
-    if (member_index(e, from) < 0 || from == e->self)
+    if (sfd_elect_index(e, from) < 0 || from == e->self)
         return;
     if (term < e->term) {
         e->stale_rejected++;
@@ -285,7 +280,7 @@ void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
                        sfd_elect_out *out)
 {
     sfd_elect_heard(e, now, from);
-    int i = member_index(e, from);
+    int i = sfd_elect_index(e, from);
     if (i < 0 || from == e->self)
         return;
     if (term < e->term) {
@@ -347,7 +342,7 @@ bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
 {
     if (term <= e->term || (term - e->term <= SFD_PEER_TERM_STEP && term <= SFD_PEER_TERM_MAX))
         return true;
-    int i = member_index(e, from);
+    int i = sfd_elect_index(e, from);
     if (i < 0 || term > SFD_PEER_TERM_MAX)
         return false;
     e->far_term[i] = term;
