@@ -5,7 +5,8 @@ real sfd. The fault is off for the three baseline windows and on in the
 fourth: change.route[0] must be the injected stage there. A delay inside
 the collective (backward_comm) is routed at the stage's .sync_wait, and
 the sync floor (the last arrival's wait) must be what found it. The
-no-fault row must show no significant change after its baseline. Exit 77 (CTest
+no-fault row must show no significant change after its baseline, at the
+minimum effect for a machine whose load moves between windows. Exit 77 (CTest
 SKIP_RETURN_CODE) only when python3-torch with Gloo is absent.
 """
 
@@ -33,6 +34,13 @@ BASELINE = 3
 # test_ddp_routing.py); the small
 # magnitudes are the evaluation's (bench/ddp/change_matrix.py).
 MAGNITUDE = 1.5
+# The minimum effect docs/CHANGE.md advises where the load moves by tens of
+# percent between windows, as it does here: once the job ran 12 % faster
+# than its baseline, a collective that did not speed up gained 3 % of the
+# step in share, above the default 0.02 (a documented false alarm of a
+# loaded machine, docs/EVALUATION.md). Every fault row's delay is 15 times
+# this; the evaluation measures the default.
+MIN_EFFECT = 0.1
 # Rows whose delay is group-visible at another stage than the injected one:
 # a rank held up after its arrival mark lengthens the collective.
 SYNC_WAIT = ".sync_wait"
@@ -53,7 +61,9 @@ def main():
     mag = 0.0 if stage is None else MAGNITUDE
     job = "ci-change-%s-%d" % (a.row, os.getpid())
     phases = "A" * BASELINE + "B"
-    with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=WINDOW) as sfd:
+    gates = {"change_min_frac": MIN_EFFECT}
+    with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=WINDOW,
+                       extra_gates=gates) as sfd:
         res = sfharness.train(build, job, ["--ranks", "4", "--fault", a.row, "--seed",
                                            str(a.seed), "--magnitude", str(mag), "--warmup",
                                            str(WARMUP), "--steps", str(WINDOW * len(phases)),
