@@ -291,6 +291,10 @@ typedef struct gen {
     uint32_t live_bytes; /* liveness sets: one bit per member, id order */
     uint8_t **subtree;   /* per direct child of the root: its subtree's set */
     uint8_t *scratch;
+    uv_timer_t late;    /* the acknowledgements past a proposal's prompt bound */
+    uint32_t late_from; /* the first node held back */
+    int64_t late_window;
+    uint32_t late_segment;
 } gen;
 
 typedef struct wreq {
@@ -395,6 +399,50 @@ static void on_hb(uv_timer_t *t)
     }
 }
 
+static void send_report_acks(gen *g, int64_t window, uint32_t segment, uint32_t from, uint32_t to)
+{
+    for (uint32_t i = from; i < to; i++) {
+        Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
+        a.job_id = "bench-job";
+        a.window = window;
+        a.segment = segment;
+        a.has_report = a.report = true;
+        synth_send_msg(g, &g->nodes[i], T(SUMMARY_ACK), &a.base);
+    }
+}
+
+static void poll_commits(gen *g)
+{
+    int64_t w;
+    while (read(commit_pipe[0], &w, sizeof w) == sizeof w) {
+        g->committed = w;
+        g->committed_at = now_s();
+    }
+}
+
+static void on_late_acks(uv_timer_t *t)
+{
+    gen *g = t->data;
+    poll_commits(g);
+    if (g->committed < g->late_window)
+        send_report_acks(g, g->late_window, g->late_segment, g->late_from, g->n);
+}
+
+/* Every member gets the proposal (down the tree) and tells the root it
+ * holds it: the nodes below its prompt bound at once, the others only if
+ * it is not final two heartbeat periods later, as sfd's members do
+ * (docs/CLUSTER.md). Node i + 2 is member index i + 1. */
+static void report_acks(gen *g, const Stagefrontier__Report *r)
+{
+    uint32_t bound = r->has_prompt_acks_below ? r->prompt_acks_below : g->n + 1;
+    uint32_t prompt = bound > g->n ? g->n : (bound > 0 ? bound - 1 : 0);
+    send_report_acks(g, r->window, r->segment, 0, prompt);
+    g->late_from = prompt;
+    g->late_window = r->window;
+    g->late_segment = r->segment;
+    uv_timer_start(&g->late, on_late_acks, 2 * HB_MS, 0);
+}
+
 static int on_root_frame(void *ctx, uint8_t *body, uint32_t len)
 {
     inconn *c = ctx;
@@ -423,16 +471,7 @@ static int on_root_frame(void *ctx, uint8_t *body, uint32_t len)
         if (r != NULL && r->window == g->want_window) {
             if (g->reports_seen++ == 0) {
                 g->first_report = now_s();
-                /* Every member gets the report (down the tree) and tells the
-                 * root it holds it; a majority of those makes it final. */
-                for (uint32_t i = 0; i < g->n; i++) {
-                    Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
-                    a.job_id = r->job_id;
-                    a.window = r->window;
-                    a.segment = r->segment;
-                    a.has_report = a.report = true;
-                    synth_send_msg(g, &g->nodes[i], T(SUMMARY_ACK), &a.base);
-                }
+                report_acks(g, r);
             }
         }
         stagefrontier__report__free_unpacked(r, NULL);
@@ -525,11 +564,7 @@ static bool all_connected(gen *g)
 }
 static bool reports_in(gen *g)
 {
-    int64_t w;
-    while (read(commit_pipe[0], &w, sizeof w) == sizeof w) {
-        g->committed = w;
-        g->committed_at = now_s();
-    }
+    poll_commits(g);
     return g->reports_seen >= g->reports_want && g->writes_pending == 0 &&
            g->committed == g->want_window;
 }
@@ -700,6 +735,8 @@ static int run_mode(const opts *o, bool tree)
     uv_timer_init(&loop, &g.hb);
     g.hb.data = &g;
     uv_timer_start(&g.hb, on_hb, 0, HB_MS);
+    uv_timer_init(&loop, &g.late);
+    g.late.data = &g;
     run_until(&g, all_connected, 120, "every node connected and a root elected");
     pump_loop = &loop;
 

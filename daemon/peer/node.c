@@ -272,8 +272,8 @@ static void on_vote(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
     stagefrontier__root_vote__free_unpacked(m, NULL);
 }
 
-static void send_ack(sfd_peer_node *node, uint32_t to, const sfd_window_key *key, int status,
-                     bool report)
+void sfd_peer_send_ack(sfd_peer_node *node, uint32_t to, const sfd_window_key *key, int status,
+                       bool report)
 {
     Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
     a.job_id = (char *)key->job;
@@ -313,7 +313,17 @@ static void on_summary(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t no
         forward_child(node, &key, s, resent);
         route_retained(node, now);
     }
-    send_ack(node, msg->from, &key, 0, false);
+    sfd_peer_send_ack(node, msg->from, &key, 0, false);
+}
+
+/* A proposal's prompt acknowledgers (proto/peer.proto): any bound is
+ * safe, since it only times acknowledgements; unset or past the members,
+ * every member. */
+static uint32_t prompt_bound_of(const sfd_peer_node *node, const Stagefrontier__Report *m)
+{
+    uint32_t members = node->cfg.n_members;
+    return m->has_prompt_acks_below && m->prompt_acks_below < members ? m->prompt_acks_below
+                                                                      : members;
 }
 
 static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
@@ -339,6 +349,8 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
         goto out;
     }
     sfd_peer_report *rep = (sfd_peer_report *)sfd_peer_report_find(node, &key);
+    if (r > 0 && rep != NULL)
+        rep->prompt_acks_below = prompt_bound_of(node, m);
     if (node->elect.role == SFD_ELECT_ROOT) {
         /* Handed back by a member that holds it: this root adopts it rather
          * than report the window a second time. */
@@ -350,8 +362,8 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
             sfd_peer_report_relay(node, rep);
     } else {
         uint32_t root = sfd_elect_root(&node->elect, now);
-        if (!final && root != 0 && root != node->cfg.node_id)
-            send_ack(node, root, &key, 0, true); /* we hold it: counts toward final */
+        if (!final && root != 0 && root != node->cfg.node_id && rep != NULL)
+            sfd_peer_report_held(node, rep, root, now); /* counts toward final */
         if (r > 0 && rep != NULL)
             sfd_peer_report_relay(node, rep);
     }
@@ -437,6 +449,8 @@ static void on_tick(uv_timer_t *t)
     route_retained(node, now);
     if (node->elect.role == SFD_ELECT_ROOT)
         sfd_peer_root_tick(node, now);
+    else
+        sfd_peer_reports_tick(node, now);
     if (node->state_dirty)
         sfd_peer_state_changed(node);
 }

@@ -88,6 +88,11 @@ typedef struct sfd_peer_report {
     bool committed;
     uint32_t n_acks;
     uint8_t *acked; /* the members that acknowledged it: a bit each, by index in id order */
+    /* Members below this index acknowledge a proposal at once, the others
+     * only if it is still not final at ack_due_ms (0: no acknowledgement
+     * due). See sfd_peer_report_prompt_bound. */
+    uint32_t prompt_acks_below;
+    uint64_t ack_due_ms;
     struct sfd_peer_report *next;
 } sfd_peer_report;
 
@@ -202,6 +207,10 @@ void sfd_peer_reports_free(sfd_peer_node *node);
 void sfd_peer_report_relay(sfd_peer_node *node, const sfd_peer_report *r);
 bool sfd_peer_report_committed(const sfd_peer_node *node, const sfd_window_key *key);
 void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from);
+void sfd_peer_report_held(sfd_peer_node *node, sfd_peer_report *r, uint32_t root, uint64_t now);
+void sfd_peer_reports_tick(sfd_peer_node *node, uint64_t now);
+void sfd_peer_send_ack(sfd_peer_node *node, uint32_t to, const sfd_window_key *key, int status,
+                       bool report);
 void sfd_peer_reports_repropose(sfd_peer_node *node);
 void sfd_peer_report_redeliver(sfd_peer_node *node, const sfd_window_key *key);
 void sfd_peer_retained_drop_key(sfd_peer_node *node, const sfd_window_key *key);

@@ -414,6 +414,7 @@ typedef struct sfd_peer_counters {
     uint64_t epoch_bumps, state_writes, state_errors;
     uint64_t captures_sent, captures_received, rejected_capture;
     uint64_t links_dialled; /* outbound connections opened: steady while the links hold */
+    uint64_t report_acks_deferred, report_acks_late; /* past a proposal's prompt bound */
 } sfd_peer_counters;
 
 int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg, const sfd_peer_key *key,

@@ -153,6 +153,7 @@ int sfd_peer_report_receive(sfd_peer_node *node, const sfd_window_key *key, uint
         r->len = len;
         r->root_id = root_id;
         r->root_term = term;
+        r->ack_due_ms = 0;
         acks_clear(node, r);
     } else if ((r = sfd_peer_report_insert(node, key, root_id, term, packed, len)) == NULL) {
         sf_summary_free(decoded);
@@ -213,6 +214,56 @@ void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint3
     maybe_commit(node, r);
 }
 
+/* Which members acknowledge a proposal at once: those below the returned
+ * index, which holds a majority of the members this root counts live (the
+ * root included) and a margin of a sixteenth of the members and two for
+ * the slow. The others acknowledge only when the report is not final two
+ * heartbeat periods later (sfd_peer_report_held), so a commit needs about
+ * half the acknowledgements, each still the member's own, at any member
+ * count; a designated member that died late costs that wait, not the
+ * commit. Below seven members every member is designated. */
+static uint32_t prompt_bound(const sfd_peer_node *node, uint64_t now)
+{
+    const sfd_elect *e = &node->elect;
+    uint32_t need = sfd_elect_majority(e) - 1 + e->n_members / 16 + 2, have = 0;
+    for (uint32_t i = 0; i < e->n_members; i++)
+        if (e->ids[i] != e->self && sfd_elect_member_live(e, now, i) && ++have >= need)
+            return i + 1;
+    return e->n_members;
+}
+
+/* A member holds a proposal of `root`: it acknowledges at once when its
+ * index is below the proposal's bound, else it sets the time at which it
+ * will, should the report not be final by then. */
+void sfd_peer_report_held(sfd_peer_node *node, sfd_peer_report *r, uint32_t root, uint64_t now)
+{
+    if (r->committed)
+        return;
+    int i = sfd_elect_index(&node->elect, node->cfg.node_id);
+    if (i >= 0 && (uint32_t)i < r->prompt_acks_below) {
+        sfd_peer_send_ack(node, root, &r->key, 0, true);
+    } else if (r->ack_due_ms == 0) {
+        r->ack_due_ms = now + 2 * node->cfg.heartbeat_ms;
+        node->c.report_acks_deferred++;
+    }
+}
+
+/* The acknowledgements held back that are due: their reports are still
+ * not final, so the prompt ones did not make a majority. */
+void sfd_peer_reports_tick(sfd_peer_node *node, uint64_t now)
+{
+    uint32_t root = sfd_elect_root(&node->elect, now);
+    if (root == 0 || root == node->cfg.node_id)
+        return;
+    for (sfd_peer_report *r = node->reports; r; r = r->next) {
+        if (r->committed || r->ack_due_ms == 0 || now < r->ack_due_ms)
+            continue;
+        r->ack_due_ms = 0;
+        sfd_peer_send_ack(node, root, &r->key, 0, true);
+        node->c.report_acks_late++;
+    }
+}
+
 /* Puts a held proposal (computed here, handed back by a member, or held
  * from an earlier root) to the members' vote as this root's. */
 void sfd_peer_report_propose(sfd_peer_node *node, sfd_peer_report *r)
@@ -222,6 +273,7 @@ void sfd_peer_report_propose(sfd_peer_node *node, sfd_peer_report *r)
     if (r->acked == NULL && (r->acked = calloc(acked_bytes(node), 1)) == NULL)
         return;
     acks_clear(node, r);
+    r->prompt_acks_below = prompt_bound(node, sfd_peer_now(node));
     push_report(node, r);
     maybe_commit(node, r);
 }
@@ -251,6 +303,8 @@ int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_repo
     m.merged.len = r->len;
     m.has_final = true;
     m.final = r->committed;
+    m.has_prompt_acks_below = !r->committed;
+    m.prompt_acks_below = r->prompt_acks_below;
     return sfd_peer_send(node, dest, STAGEFRONTIER__PEER_ENVELOPE__TYPE__REPORT, &m.base);
 }
 

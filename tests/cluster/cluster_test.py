@@ -87,7 +87,7 @@ class Node:
                     "fanout = %d\n%s"
                     % (self.dir, self.dir, self.ingest, self.query, self.prom, self.c.sfd_extra,
                        WARMUP, WINDOW,
-                       self.id, peers, key, HB_MS, FT_MS, DEADLINE_MS, self.c.fanout,
+                       self.id, peers, key, HB_MS, self.c.ft_ms, DEADLINE_MS, self.c.fanout,
                        self.c.peer_extra))
 
     def start(self):
@@ -175,7 +175,8 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, build, n, netns=False, fanout=8, members=None, peer_extra="", sfd_extra=""):
+    def __init__(self, build, n, netns=False, fanout=8, members=None, peer_extra="", sfd_extra="",
+                 ft_ms=FT_MS):
         self.build = build
         self.sfd = os.path.join(build, "daemon/sfd/sfd")
         self.sfctl = os.path.join(build, "daemon/sfctl/sfctl")
@@ -186,6 +187,7 @@ class Cluster:
         self.fanout = fanout
         self.peer_extra = peer_extra
         self.sfd_extra = sfd_extra
+        self.ft_ms = ft_ms
         self.key = os.path.join(self.tmp, "cluster.key")
         fd = os.open(self.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.write(fd, os.urandom(32))
@@ -459,6 +461,60 @@ def scenario_tree(build):
     """The same exactness through a fan-in tree of fanout 1 (a chain): inner
     nodes merge their children's summaries and relay the reports down."""
     scenario_exact(build, fanout=1)
+
+
+def report_acks(node):
+    c = node.peers()["counters"]
+    return c["report_acks_deferred"], c["report_acks_late"]
+
+
+def scenario_prompt_acks(build):
+    """Seven nodes: the root asks a majority and a margin to acknowledge a
+    proposal at once (nodes 2 to 6), node 7 only if the report is not final
+    two heartbeat periods later. Then three of the prompt five are stopped
+    while the root still counts them live (a long failure timeout), so only
+    node 7's late acknowledgement can make the majority."""
+    c = Cluster(build, 7, ft_ms=30000)
+    stopped = c.nodes[2:5]
+    try:
+        c.start()
+        c.wait_root(1)
+        c.wait(lambda: all((live_view(c.nodes[0]) or {0: False}).values()),
+               "every member live in the root's view")
+        job, world = "prompt-job", 8
+        gate = os.path.join(c.tmp, "gate")
+        set_gate(gate, WARMUP + 2 * WINDOW + 2)
+        steps = WARMUP + 4 * WINDOW + 2
+        running = [c.nodes[i] for i in (0, 1, 5, 6)]
+        for i, n in enumerate(running):
+            c.send(n, job, world, 2 * i, 2 * i + 1, steps, seed=3, gate=gate)
+        reports_everywhere(c, c.nodes, job, [0, 1])
+        for n in c.nodes[1:6]:
+            check(report_acks(n) == (0, 0), "node %d held an acknowledgement back: %r"
+                  % (n.id, report_acks(n)))
+        deferred, late = report_acks(c.nodes[6])
+        check(deferred >= 2, "node 7 held back %d acknowledgements of 2" % deferred)
+        for n in stopped:
+            n.proc.send_signal(signal.SIGSTOP)
+        set_gate(gate, steps)
+        reports_everywhere(c, running, job, [2, 3])
+        deferred2, late2 = report_acks(c.nodes[6])
+        check(deferred2 >= deferred + 2 and late2 >= late + 2,
+              "node 7 after the stop: held back %d, sent late %d (before: %d, %d)"
+              % (deferred2, late2, deferred, late))
+        once_per_window(running, [0, 1, 2, 3])
+        for n in stopped:
+            n.proc.send_signal(signal.SIGCONT)
+        c.stop_checked()
+        print("prompt acknowledgements: node 7 held back %d, sent %d late" % (deferred2, late2))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        for n in stopped:
+            if n.proc and n.proc.poll() is None:
+                n.proc.send_signal(signal.SIGCONT)
+        c.close()
 
 
 def scenario_failover(build):
