@@ -201,13 +201,14 @@ static void maybe_commit(sfd_peer_node *node, sfd_peer_report *r)
 
 /* An acknowledgement counts once per member: a bit by the member's index,
  * so the count costs the same at any member count (a list searched per
- * acknowledgement made a window's commit quadratic in the members). */
+ * acknowledgement made a window's commit quadratic in the members). The
+ * root's own hold is counted apart (maybe_commit), never as a bit. */
 void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint32_t from)
 {
     sfd_peer_report *r = (sfd_peer_report *)sfd_peer_report_find(node, key);
     int i = sfd_elect_index(&node->elect, from);
     if (r == NULL || r->committed || r->acked == NULL || node->elect.role != SFD_ELECT_ROOT ||
-        i < 0 || (r->acked[i >> 3] >> (i & 7)) & 1)
+        i < 0 || from == node->cfg.node_id || (r->acked[i >> 3] >> (i & 7)) & 1)
         return;
     r->acked[i >> 3] |= (uint8_t)(1u << (i & 7));
     r->n_acks++;
@@ -249,14 +250,15 @@ void sfd_peer_report_held(sfd_peer_node *node, sfd_peer_report *r, uint32_t root
 }
 
 /* The acknowledgements held back that are due: their reports are still
- * not final, so the prompt ones did not make a majority. */
+ * not final, so the prompt ones did not make a majority (a final report,
+ * or a newer proposal, clears the one due: sfd_peer_report_receive). */
 void sfd_peer_reports_tick(sfd_peer_node *node, uint64_t now)
 {
     uint32_t root = sfd_elect_root(&node->elect, now);
     if (root == 0 || root == node->cfg.node_id)
         return;
     for (sfd_peer_report *r = node->reports; r; r = r->next) {
-        if (r->committed || r->ack_due_ms == 0 || now < r->ack_due_ms)
+        if (r->ack_due_ms == 0 || now < r->ack_due_ms)
             continue;
         r->ack_due_ms = 0;
         sfd_peer_send_ack(node, root, &r->key, 0, true);
