@@ -90,7 +90,7 @@ typedef struct sfd_peer_report {
     uint8_t *acked; /* the members that acknowledged it: a bit each, by index in id order */
     /* Members below this index acknowledge a proposal at once, the others
      * only if it is still not final at ack_due_ms (0: no acknowledgement
-     * due). See sfd_peer_report_prompt_bound. */
+     * due). See prompt_bound in report_store.c. */
     uint32_t prompt_acks_below;
     uint64_t ack_due_ms;
     struct sfd_peer_report *next;

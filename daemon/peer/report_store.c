@@ -221,8 +221,8 @@ void sfd_peer_report_acked(sfd_peer_node *node, const sfd_window_key *key, uint3
  * the slow. The others acknowledge only when the report is not final two
  * heartbeat periods later (sfd_peer_report_held), so a commit needs about
  * half the acknowledgements, each still the member's own, at any member
- * count; a designated member that died late costs that wait, not the
- * commit. Below seven members every member is designated. */
+ * count; a named member that died after the root last heard it costs
+ * that wait, not the commit. Below seven members every member is named. */
 static uint32_t prompt_bound(const sfd_peer_node *node, uint64_t now)
 {
     const sfd_elect *e = &node->elect;
