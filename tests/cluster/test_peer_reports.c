@@ -130,46 +130,52 @@ static void test_each_member_counts_once(void **state)
     fixture_free(f);
 }
 
+/* The bound a root of `members` puts on a proposal, with member
+ * `never_heard` (an id, 0 for none) not counted live. */
+static uint32_t proposed_bound(uint32_t members, uint32_t never_heard)
+{
+    fixture *f = fixture_new(members, 1);
+    if (never_heard != 0)
+        f->node->elect.last_heard[never_heard - 1] = 0;
+    sfd_peer_report *r = proposal(f);
+    sfd_peer_report_propose(f->node, r);
+    uint32_t bound = r->prompt_acks_below;
+    fixture_free(f);
+    return bound;
+}
+
 /* The bound covers a majority of the live members and a margin of a
  * sixteenth of the members and two; a member the root does not count live
  * moves it past one more. */
 static void test_prompt_bound(void **state)
 {
     (void)state;
-    fixture *f = fixture_new(7, 1);
-    sfd_peer_report *r = proposal(f);
-    sfd_peer_report_propose(f->node, r);
-    assert_int_equal(r->prompt_acks_below, 6); /* 3 + 0 + 2 others: indices 1 to 5 */
-    fixture_free(f);
+    assert_int_equal(proposed_bound(7, 0), 6);   /* 3 + 0 + 2 others: indices 1 to 5 */
+    assert_int_equal(proposed_bound(7, 3), 7);   /* member 3 never heard */
+    assert_int_equal(proposed_bound(64, 0), 39); /* a majority of 33: 32 + 4 + 2 others */
+    assert_int_equal(proposed_bound(5, 0), 5);   /* 2 + 0 + 2 others: every member */
+}
 
-    f = fixture_new(7, 1);
-    f->node->elect.last_heard[2] = 0; /* member 3, never heard */
-    r = proposal(f);
-    sfd_peer_report_propose(f->node, r);
-    assert_int_equal(r->prompt_acks_below, 7);
-    fixture_free(f);
-
-    f = fixture_new(64, 1); /* a majority of 33: 32 + 4 + 2 others */
-    r = proposal(f);
-    sfd_peer_report_propose(f->node, r);
-    assert_int_equal(r->prompt_acks_below, 39);
-    fixture_free(f);
-
-    f = fixture_new(5, 1); /* 2 + 0 + 2 others: every member */
-    r = proposal(f);
-    sfd_peer_report_propose(f->node, r);
-    assert_int_equal(r->prompt_acks_below, 5);
-    fixture_free(f);
+/* Member `self` of 7 holding a proposal that names indices 0 to 5, held
+ * at *ret_now, with its send_dropped count before in *ret_sent. */
+static fixture *member_holding(uint32_t self, sfd_peer_report **ret, uint64_t *ret_now,
+                               uint64_t *ret_sent)
+{
+    fixture *f = fixture_new(7, self);
+    *ret = proposal(f);
+    (*ret)->prompt_acks_below = 6;
+    *ret_now = sfd_peer_now(f->node);
+    *ret_sent = f->node->c.send_dropped;
+    sfd_peer_report_held(f->node, *ret, 1, *ret_now);
+    return f;
 }
 
 static void test_named_member_acks_at_once(void **state)
 {
     (void)state;
-    fixture *f = fixture_new(7, 6); /* index 5 */
-    sfd_peer_report *r = proposal(f);
-    r->prompt_acks_below = 6;
-    uint64_t now = sfd_peer_now(f->node), sent = f->node->c.send_dropped;
-    sfd_peer_report_held(f->node, r, 1, now);
+    sfd_peer_report *r;
+    uint64_t now, sent;
+    fixture *f = member_holding(6, &r, &now, &sent); /* index 5 */
     assert_int_equal(f->node->c.send_dropped, sent + 1);
     assert_int_equal(f->node->c.report_acks_deferred, 0);
     sfd_peer_reports_tick(f->node, now + 10 * HB_MS);
@@ -180,12 +186,10 @@ static void test_named_member_acks_at_once(void **state)
 static void test_other_member_acks_late_only_if_not_final(void **state)
 {
     (void)state;
-    fixture *f = fixture_new(7, 7); /* index 6 */
-    sfd_peer_report *r = proposal(f);
-    r->prompt_acks_below = 6;
-    uint64_t now = sfd_peer_now(f->node), sent = f->node->c.send_dropped;
-    sfd_peer_report_held(f->node, r, 1, now);
-    sfd_peer_report_held(f->node, r, 1, now + 1); /* the same proposal again */
+    sfd_peer_report *r;
+    uint64_t now, sent;
+    fixture *f = member_holding(7, &r, &now, &sent); /* index 6 */
+    sfd_peer_report_held(f->node, r, 1, now + 1);    /* the same proposal again */
     assert_int_equal(f->node->c.send_dropped, sent);
     assert_int_equal(f->node->c.report_acks_deferred, 1);
     f->node->elect.root_heard = now + 2 * HB_MS;
@@ -198,15 +202,10 @@ static void test_other_member_acks_late_only_if_not_final(void **state)
     assert_int_equal(f->node->c.report_acks_late, 1);
     fixture_free(f);
 
-    f = fixture_new(7, 7);
-    r = proposal(f);
-    r->prompt_acks_below = 6;
-    now = sfd_peer_now(f->node);
-    sfd_peer_report_held(f->node, r, 1, now);
+    f = member_holding(7, &r, &now, &sent);
     assert_int_equal(sfd_peer_report_receive(f->node, &f->key, 1, 1, f->packed, f->len, true), 1);
     assert_int_equal(f->delivered, 1);
     f->node->elect.root_heard = now + 2 * HB_MS;
-    sent = f->node->c.send_dropped;
     sfd_peer_reports_tick(f->node, now + 2 * HB_MS); /* final already: no acknowledgement */
     assert_int_equal(f->node->c.send_dropped, sent);
     assert_int_equal(f->node->c.report_acks_late, 0);
