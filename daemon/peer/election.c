@@ -164,11 +164,18 @@ void sfd_elect_member_heard(sfd_elect *e, uint64_t now, uint32_t i)
         e->last_heard[i] = now;
 }
 
-void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from)
+/* Marks `from` heard; its index, -1 when it is not a member. */
+static int heard(sfd_elect *e, uint64_t now, uint32_t from)
 {
     int i = sfd_elect_index(e, from);
     if (i >= 0)
         sfd_elect_member_heard(e, now, (uint32_t)i);
+    return i;
+}
+
+void sfd_elect_heard(sfd_elect *e, uint64_t now, uint32_t from)
+{
+    heard(e, now, from);
 }
 
 uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now)
@@ -235,8 +242,7 @@ void sfd_elect_tick(sfd_elect *e, uint64_t now, sfd_elect_out *out)
 void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, bool is_root,
                             sfd_elect_out *out)
 {
-    sfd_elect_heard(e, now, from);
-    if (term < e->term || sfd_elect_index(e, from) < 0 || from == e->self)
+    if (heard(e, now, from) < 0 || term < e->term || from == e->self)
         return;
     adopt_term(e, term, out);
     if (!is_root)
@@ -255,8 +261,7 @@ void sfd_elect_on_heartbeat(sfd_elect *e, uint64_t now, uint32_t from, uint64_t 
 void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
                         sfd_elect_out *out)
 {
-    sfd_elect_heard(e, now, from);
-    if (sfd_elect_index(e, from) < 0 || from == e->self)
+    if (heard(e, now, from) < 0 || from == e->self)
         return;
     if (term < e->term) {
         e->stale_rejected++;
@@ -279,8 +284,7 @@ void sfd_elect_on_claim(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term
 void sfd_elect_on_vote(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term, bool granted,
                        sfd_elect_out *out)
 {
-    sfd_elect_heard(e, now, from);
-    int i = sfd_elect_index(e, from);
+    int i = heard(e, now, from);
     if (i < 0 || from == e->self)
         return;
     if (term < e->term) {

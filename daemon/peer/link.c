@@ -127,18 +127,18 @@ void sfd_peer_conn_close(sfd_peer_conn *conn)
         sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id);
         if (l != NULL && l->out == conn) {
             l->out = NULL;
+            l->out_connected = false;
             uint64_t now = sfd_peer_now(node);
             l->next_attempt_ms = now + l->backoff_ms;
             l->backoff_ms *= 2;
             if (l->backoff_ms > node->cfg.failure_timeout_ms)
                 l->backoff_ms = node->cfg.failure_timeout_ms;
         }
-    } else if (conn->peer_id == 0) {
-        preauth_unlink(node, conn);
-        node->n_inbound--;
     } else {
-        sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id);
-        if (l != NULL && l->in == conn)
+        sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id); /* NULL for 0 */
+        if (conn->peer_id == 0)
+            preauth_unlink(node, conn);
+        else if (l != NULL && l->in == conn)
             l->in = NULL;
         node->n_inbound--;
     }
@@ -455,7 +455,6 @@ static void dial(sfd_peer_node *node, sfd_peer_link *l)
     conn->connect_req.data = conn;
     l->out = conn;
     l->out_opened_ms = conn->opened_ms;
-    l->out_connected = false;
     node->c.links_dialled++;
     if (uv_tcp_connect(&conn->connect_req, &conn->tcp, (struct sockaddr *)&l->addr, on_connect) < 0)
         sfd_peer_conn_close(conn);
@@ -496,7 +495,7 @@ int sfd_peer_send_raw(sfd_peer_node *node, uint32_t dest, uint32_t type, const u
     if (l == NULL)
         return -EINVAL;
     sfd_peer_conn *c = l->out;
-    if (c == NULL || !l->out_connected || c->closing ||
+    if (!l->out_connected || c->closing ||
         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > SFD_PEER_WRITE_QUEUE_MAX) {
         node->c.send_dropped++;
         return -ENOTCONN;

@@ -35,7 +35,7 @@ typedef struct sfd_peer_link {
     uint32_t id;
     uint32_t member; /* its index in the election's ids */
     bool addr_ok;
-    bool out_connected; /* out's connect completed */
+    bool out_connected; /* out is set and its connect completed */
     sfd_peer_conn *out;
     sfd_peer_conn *in;      /* the member's authenticated inbound connection: one at most */
     uint64_t out_opened_ms; /* when out was dialled */

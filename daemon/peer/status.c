@@ -75,7 +75,7 @@ static json_t *member_json(sfd_peer_node *node, uint32_t index, uint64_t now)
     return json_pack("{s:I,s:s,s:i,s:b,s:b,s:b,s:o,s:I,s:I}", "id", (json_int_t)id, "host", m->host,
                      "port", m->port, "self", self, "live",
                      sfd_elect_is_live(&node->elect, now, id), "connected",
-                     self || (l && l->out && l->out_connected), "last_heartbeat_ms_ago", hb,
+                     self || (l && l->out_connected), "last_heartbeat_ms_ago", hb,
                      "summaries_in_flight", (json_int_t)(self ? node->n_retained : l->in_flight),
                      "term", (json_int_t)(self ? node->elect.term : l->term_seen));
 }
