@@ -224,12 +224,30 @@ PACE_MIN = 0.9
 
 def lossless_rate(results):
     """The highest offered rate such that it and every lower one was held."""
+    return lossless_bracket(results)[0]
+
+
+def lossless_bracket(results):
+    """The highest offered rate held (as lossless_rate) and the first offered
+    rate above it that was not (None when every rate was held): the true
+    lossless rate lies between the two."""
     best = 0
     for r in sorted((r for r in results if r["offered"]), key=lambda r: r["offered"]):
         if r["lost"] or r["rate"] < PACE_MIN * r["offered"]:
-            break
+            return best, r["offered"]
         best = r["offered"]
-    return best
+    return best, None
+
+
+def ratio_bracket(sfd_results, sink_results):
+    """What the rate ladder allows of sfd's lossless rate over the sink's:
+    each lies between the rate it held and the next one offered, so a
+    ladder of coarse steps reads 0.5 for daemons anywhere between 0.5 and 1."""
+    held, failed = lossless_bracket(sfd_results)
+    sink_held, sink_failed = lossless_bracket(sink_results)
+    low = held / sink_failed if sink_failed else 0.0
+    high = failed / sink_held if failed and sink_held else float("inf")
+    return low, high
 
 
 def receiver_cpus(a):
@@ -340,8 +358,10 @@ def main():
             ratio = best / sink_best if sink_best else float("nan")
             print("sink: highest offered rate lossless at and below: %d records/s; unpaced %.0f/s"
                   % (sink_best, sink_results[-1]["rate"]))
-            print("sfd/sink lossless rate: %.2f (target >= 0.9: %s)"
-                  % (ratio, "met" if ratio >= 0.9 else "missed"))
+            low, high = ratio_bracket(results, sink_results)
+            print("sfd/sink lossless rate: %.2f (target >= 0.9: %s); the rates offered allow"
+                  " %.2f to %s" % (ratio, "met" if ratio >= 0.9 else "missed", low,
+                                   "%.2f" % high if high != float("inf") else "any higher"))
             print_cpu_shares(sink_results, decode_results, results)
         if decode_results:
             decode_best = lossless_rate(decode_results)

@@ -318,6 +318,7 @@ struct sfd_job {
     struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
     uint32_t n_open;
     size_t pending_rows;
+    size_t rows_hint;            /* rows of the last closed window: a new one's first size */
     int64_t closed_max;          /* highest closed index in this segment, -1 */
     int64_t max_step;            /* highest step seen in this segment, -1 */
     struct sfd_window *hot;      /* the window the last record went to */

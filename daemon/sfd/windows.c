@@ -15,6 +15,8 @@
 #include "capture.h"
 #include "sfd.h"
 
+#define ROWS_FIRST 64 /* a window's first rows when no window has closed */
+
 void sfd_rows_free(struct sfd_rows *rows)
 {
     free(rows->rec);
@@ -111,11 +113,10 @@ void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep)
     }
 }
 
-/* Grows a window's rows, charging the new capacity to the job first. */
-static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
+/* Sets a window's rows to cap rows, charging the change to the job first. */
+static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap)
 {
     uint32_t n_stages = job->schema.n_stages;
-    size_t cap = rows->cap ? rows->cap * 2 : 64;
     uint64_t bytes = (uint64_t)cap * (sizeof(struct sfd_rec) + n_stages * sizeof(int64_t));
     int r = sfd_job_reserve(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
     if (r < 0)
@@ -132,6 +133,18 @@ static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
     rows->cap = cap;
     rows->bytes = bytes;
     return 0;
+}
+
+/* Grows a window's rows. A new window starts at the size of the last one
+ * closed, which a steady job's windows share: no copy as it fills, and no
+ * slack kept with its rows after it closes. Where the budget refuses that
+ * size, it starts small and doubles, as any window whose rows outgrow it. */
+static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
+{
+    if (rows->cap == 0 && job->rows_hint > ROWS_FIRST &&
+        rows_resize(job, rows, job->rows_hint) == 0)
+        return 0;
+    return rows_resize(job, rows, rows->cap ? rows->cap * 2 : ROWS_FIRST);
 }
 
 static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sfd_rec *rec,
@@ -597,6 +610,7 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags)
     remove_open(job, w);
     order_apply(job, w);
     job->pending_rows -= w->rows.n;
+    job->rows_hint = w->rows.n;
     w->meta.flags |= flags;
     if (w->meta.index > job->closed_max)
         job->closed_max = w->meta.index;

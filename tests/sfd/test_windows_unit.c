@@ -324,6 +324,30 @@ static void long_walks_give_the_order_up(void **state)
     assert_window_in_order(job, W, false);
 }
 
+/* A window's rows start at the size of the last window closed: the first
+ * window grows by doubling from 64 rows, every later one of the same shape
+ * is allocated once, and keeps no slack once it closes. */
+static void a_window_starts_at_the_last_ones_size(void **state)
+{
+    struct fx *fx = *state;
+    enum { W = 24, ROWS = 4 * W };
+    struct sfd_job *job = job_of(fx, "sizes", W);
+    for (uint32_t r = 0; r < W; r++)
+        add_steps_of(job, r, 0, 3);
+    assert_int_equal(job->n_stored, 1);
+    assert_int_equal(job->stored[0].rows.cap, 128);
+    add_row(job, 0, 4);
+    assert_int_equal(job->n_open, 1);
+    assert_int_equal(job->open[0]->rows.cap, ROWS);
+    for (uint32_t r = 0; r < W; r++)
+        add_steps_of(job, r, r == 0 ? 5 : 4, 7);
+    assert_int_equal(job->n_stored, 2);
+    const struct sfd_rows *kept = &job->stored[1].rows;
+    assert_int_equal(kept->n, ROWS);
+    assert_int_equal(kept->cap, ROWS);
+    assert_int_equal(kept->bytes, ROWS * (sizeof(struct sfd_rec) + 6 * sizeof(int64_t)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +360,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(kept_windows_are_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(out_of_order_rows_close_sorted, setup, teardown),
         cmocka_unit_test_setup_teardown(long_walks_give_the_order_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_window_starts_at_the_last_ones_size, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
