@@ -113,12 +113,15 @@ void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep)
     }
 }
 
-/* Sets a window's rows to cap rows, charging the change to the job first. */
-static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap)
+/* Sets a window's rows to cap rows, charging the change to the job first:
+ * where the charge does not fit, by freeing the uid's oldest kept rows
+ * (evict) or not at all. */
+static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap, bool evict)
 {
     uint32_t n_stages = job->schema.n_stages;
     uint64_t bytes = (uint64_t)cap * (sizeof(struct sfd_rec) + n_stages * sizeof(int64_t));
-    int r = sfd_job_reserve(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
+    int r = evict ? sfd_job_reserve(job, SFD_MEM_WINDOWS, bytes - rows->bytes)
+                  : sfd_job_charge(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
     if (r < 0)
         return r;
     struct sfd_rec *nr = realloc(rows->rec, cap * sizeof(*nr));
@@ -137,14 +140,15 @@ static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap)
 
 /* Grows a window's rows. A new window starts at the size of the last one
  * closed, which a steady job's windows share: no copy as it fills, and no
- * slack kept with its rows after it closes. Where the budget refuses that
- * size, it starts small and doubles, as any window whose rows outgrow it. */
+ * slack kept with its rows after it closes. That size is only a guess, so
+ * it frees no kept rows: where the budget has no room for it, the window
+ * starts small and doubles, as any window whose rows outgrow it. */
 static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
 {
     if (rows->cap == 0 && job->rows_hint > ROWS_FIRST &&
-        rows_resize(job, rows, job->rows_hint) == 0)
+        rows_resize(job, rows, job->rows_hint, false) == 0)
         return 0;
-    return rows_resize(job, rows, rows->cap ? rows->cap * 2 : ROWS_FIRST);
+    return rows_resize(job, rows, rows->cap ? rows->cap * 2 : ROWS_FIRST, true);
 }
 
 static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sfd_rec *rec,

@@ -348,6 +348,30 @@ static void a_window_starts_at_the_last_ones_size(void **state)
     assert_int_equal(kept->bytes, ROWS * (sizeof(struct sfd_rec) + 6 * sizeof(int64_t)));
 }
 
+/* That first size is a guess: where the uid's share has no room for it,
+ * the window starts at 64 rows and the uid's kept rows stay. */
+static void a_guessed_size_frees_no_kept_rows(void **state)
+{
+    struct fx *fx = *state;
+    enum { W = 24, ROW_BYTES = sizeof(struct sfd_rec) + 6 * sizeof(int64_t) };
+    struct sfd_job *job = job_of(fx, "guess", W);
+    for (uint32_t r = 0; r < W; r++)
+        add_steps_of(job, r, 0, 3);
+    assert_int_equal(job->n_stored, 1);
+    assert_int_equal(job->rows_hint, 4 * W);
+    /* Fill the uid's share to leave room for 64 rows, not for 4 W. */
+    fx->d.cfg.max_memory_per_uid_mb = 1;
+    uint64_t room = 80 * ROW_BYTES, used = sfd_budget_uid_bytes(&fx->d.mem, job->uid);
+    assert_true(used + room < (1u << 20));
+    uint64_t filler = (1u << 20) - room - used;
+    sfd_budget_force(&fx->d.mem, job->uid, SFD_MEM_REPORTS, filler);
+    add_row(job, 0, 4);
+    assert_int_equal(job->open[0]->rows.cap, 64);
+    assert_int_equal(job->evicted_windows, 0);
+    assert_non_null(job->stored[0].rows.rec);
+    sfd_budget_uncharge(&fx->d.mem, job->uid, SFD_MEM_REPORTS, filler);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +385,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(out_of_order_rows_close_sorted, setup, teardown),
         cmocka_unit_test_setup_teardown(long_walks_give_the_order_up, setup, teardown),
         cmocka_unit_test_setup_teardown(a_window_starts_at_the_last_ones_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_guessed_size_frees_no_kept_rows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
