@@ -117,31 +117,44 @@ static void preauth_unlink(sfd_peer_node *node, sfd_peer_conn *conn)
         }
 }
 
+/* A closing outbound connection leaves its link, which dials again after
+ * a backoff that doubles up to the failure timeout. */
+static void out_closed(sfd_peer_node *node, sfd_peer_conn *conn)
+{
+    sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id);
+    if (l == NULL || l->out != conn)
+        return;
+    l->out = NULL;
+    l->out_connected = false;
+    l->next_attempt_ms = sfd_peer_now(node) + l->backoff_ms;
+    l->backoff_ms *= 2;
+    if (l->backoff_ms > node->cfg.failure_timeout_ms)
+        l->backoff_ms = node->cfg.failure_timeout_ms;
+}
+
+/* A closing inbound connection leaves the unauthenticated pool (peer 0) or
+ * its member's link, and the inbound count. */
+static void in_closed(sfd_peer_node *node, sfd_peer_conn *conn)
+{
+    if (conn->peer_id == 0) {
+        preauth_unlink(node, conn);
+    } else {
+        sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id);
+        if (l != NULL && l->in == conn)
+            l->in = NULL;
+    }
+    node->n_inbound--;
+}
+
 void sfd_peer_conn_close(sfd_peer_conn *conn)
 {
     if (conn == NULL || conn->closing)
         return;
-    sfd_peer_node *node = conn->node;
     conn->closing = true;
-    if (conn->outbound) {
-        sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id);
-        if (l != NULL && l->out == conn) {
-            l->out = NULL;
-            l->out_connected = false;
-            uint64_t now = sfd_peer_now(node);
-            l->next_attempt_ms = now + l->backoff_ms;
-            l->backoff_ms *= 2;
-            if (l->backoff_ms > node->cfg.failure_timeout_ms)
-                l->backoff_ms = node->cfg.failure_timeout_ms;
-        }
-    } else {
-        sfd_peer_link *l = sfd_peer_link_find(node, conn->peer_id); /* NULL for 0 */
-        if (conn->peer_id == 0)
-            preauth_unlink(node, conn);
-        else if (l != NULL && l->in == conn)
-            l->in = NULL;
-        node->n_inbound--;
-    }
+    if (conn->outbound)
+        out_closed(conn->node, conn);
+    else
+        in_closed(conn->node, conn);
     uv_close((uv_handle_t *)&conn->tcp, on_conn_closed);
 }
 
