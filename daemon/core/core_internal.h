@@ -256,7 +256,13 @@ struct sf__grid_step {
     uint32_t n;                /* rows */
     const uint32_t *ranks;     /* ranks[r], ascending */
     const int64_t *baseline;   /* baseline[r S + k]: the rank medians */
+    /* NULL, or the same medians four ranks at a time for the AVX2 fold:
+     * stage k of ranks 4q..4q+3 at baseline_quads[(q S + k) 4 ..] */
+    const int64_t *baseline_quads;
 };
+/* baseline (n ranks, S stages each) into the layout of baseline_quads;
+ * the last n % 4 ranks are left out. */
+void sf__baseline_quads(const int64_t *baseline, uint32_t n, uint32_t S, int64_t *out);
 enum sf__net_isa sf__fold_vec_isa(uint32_t n_stages, enum sf__net_isa cap);
 void sf__fold_grid_vec(enum sf__net_isa isa, sf_summary *s, uint32_t step_i,
                        const struct sf__grid_step *g);

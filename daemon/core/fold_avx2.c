@@ -106,16 +106,181 @@ SF_AVX2_INLINE struct row top2(sf_top2 *t, unsigned hit, struct row p, uint32_t 
     return load_row(v2, 8);
 }
 
+/* ---- four rows at a time, a stage to a vector ---------------------------
+ * A row in two vectors wastes lanes (6 stages in 8) and needs lane shifts
+ * for its prefixes and a broadcast for its end. Four rows transposed put
+ * stage k of four ranks in one vector: prefixes are adds of whole vectors,
+ * the end is the last prefix itself, and a stage's max, min and sum over
+ * ranks are lane-wise, reduced once a step. */
+
+/* Stages 0..3 of four rows as columns: a 4 x 4 transpose of int64. */
+SF_AVX2_INLINE void transpose4(__m256i a0, __m256i a1, __m256i a2, __m256i a3, __m256i *col)
+{
+    __m256i t0 = _mm256_unpacklo_epi64(a0, a1), t1 = _mm256_unpackhi_epi64(a0, a1);
+    __m256i t2 = _mm256_unpacklo_epi64(a2, a3), t3 = _mm256_unpackhi_epi64(a2, a3);
+    col[0] = _mm256_permute2x128_si256(t0, t2, 0x20);
+    col[1] = _mm256_permute2x128_si256(t1, t3, 0x20);
+    col[2] = _mm256_permute2x128_si256(t0, t2, 0x31);
+    col[3] = _mm256_permute2x128_si256(t1, t3, 0x31);
+}
+
+/* col[k]: stage k of rows d[0..3], in that order. */
+SF_AVX2_INLINE void load_quad(const int64_t *const d[4], uint32_t S, __m256i col[8])
+{
+    uint32_t lo = S < 4 ? S : 4;
+    transpose4(sf__load4(d[0], lo), sf__load4(d[1], lo), sf__load4(d[2], lo), sf__load4(d[3], lo),
+               col);
+    if (S > 4)
+        transpose4(sf__load4(d[0] + 4, S - 4), sf__load4(d[1] + 4, S - 4),
+                   sf__load4(d[2] + 4, S - 4), sf__load4(d[3] + 4, S - 4), col + 4);
+}
+
+/* The largest, smallest and total of four lanes. */
+SF_AVX2_INLINE int64_t hmax4(__m256i x)
+{
+    x = sf__max4(x, _mm256_permute2x128_si256(x, x, 0x01));
+    x = sf__max4(x, _mm256_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtsi128_si64(_mm256_castsi256_si128(x));
+}
+
+SF_AVX2_INLINE int64_t hmin4(__m256i x)
+{
+    x = sf__min4(x, _mm256_permute2x128_si256(x, x, 0x01));
+    x = sf__min4(x, _mm256_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtsi128_si64(_mm256_castsi256_si128(x));
+}
+
+SF_AVX2_INLINE int64_t hsum4(__m256i x)
+{
+    x = _mm256_add_epi64(x, _mm256_permute2x128_si256(x, x, 0x01));
+    x = _mm256_add_epi64(x, _mm256_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtsi128_si64(_mm256_castsi256_si128(x));
+}
+
+/* A step's sums over quads of rows, lane by lane: each lane is a quarter of
+ * the ranks, and the step's stored values start lane 0 (max, min and clip
+ * in every lane). */
+enum { QUAD_CANDIDATES = 8 + 8 / 2 }; /* 8 stages, and groups of 2 or more of them */
+
+struct quad_acc {
+    __m256i max[8], min[8], sum[8], clip[QUAD_CANDIDATES], end_sum;
+    __m256i v2[8]; /* each stage's runner-up prefix, in every lane */
+};
+
+SF_AVX2_INLINE void quad_acc_load(struct quad_acc *a, const sf_step_summary *st, uint32_t S,
+                                  uint32_t C)
+{
+    for (uint32_t k = 0; k < S; k++) {
+        a->max[k] = _mm256_set1_epi64x(st->dmax[k]);
+        a->min[k] = _mm256_set1_epi64x(st->dmin[k]);
+        a->sum[k] = _mm256_set_epi64x(0, 0, 0, st->dsum[k]);
+        a->v2[k] = _mm256_set1_epi64x(st->prefix_top2[k].v2);
+    }
+    for (uint32_t c = 0; c < C; c++)
+        a->clip[c] = _mm256_set1_epi64x(st->clipped_end[c]);
+    a->end_sum = _mm256_setzero_si256();
+}
+
+SF_AVX2_INLINE int64_t quad_acc_store(const struct quad_acc *a, sf_step_summary *st, uint32_t S,
+                                      uint32_t C)
+{
+    for (uint32_t k = 0; k < S; k++) {
+        st->dmax[k] = hmax4(a->max[k]);
+        st->dmin[k] = hmin4(a->min[k]);
+        st->dsum[k] = hsum4(a->sum[k]);
+    }
+    for (uint32_t c = 0; c < C; c++)
+        st->clipped_end[c] = hmax4(a->clip[c]);
+    return hsum4(a->end_sum);
+}
+
+/* The rare rows of a quad that beat a runner-up prefix, one at a time in
+ * rank order, as the scalar fold takes them. The slowest total is the
+ * largest end, the last stage's top prefix: a row that beats it beats that
+ * stage's runner-up too, so it is taken here as well. */
+static __attribute__((noinline)) SF_AVX2 void
+quad_leaders(struct quad_acc *a, sf_step_summary *st, const __m256i *p, const int64_t *const d[4],
+             const uint32_t *ranks, uint32_t S, int64_t *slowest)
+{
+    int64_t lanes[8][4];
+    for (uint32_t k = 0; k < S; k++)
+        _mm256_storeu_si256((__m256i *)lanes[k], p[k]);
+    for (uint32_t j = 0; j < 4; j++) {
+        for (uint32_t k = 0; k < S; k++)
+            sf__top2_insert_ascending(&st->prefix_top2[k], lanes[k][j], ranks[j]);
+        sf__fold_row_rank(st, d[j], ranks[j], lanes[S - 1][j], S, slowest);
+    }
+    for (uint32_t k = 0; k < S; k++)
+        a->v2[k] = _mm256_set1_epi64x(st->prefix_top2[k].v2);
+}
+
+/* Four rows into the step: base + 4 k holds stage k of their rank medians. */
+SF_AVX2_INLINE void fold_quad(const sf_summary *s, struct quad_acc *a, sf_step_summary *st,
+                              const int64_t *const d[4], const int64_t *base, const uint32_t *ranks,
+                              uint32_t S, int64_t *slowest)
+{
+    uint32_t C = s->cand.n;
+    __m256i x[8], p[8], sav[8];
+    load_quad(d, S, x);
+    __m256i beat = _mm256_setzero_si256();
+    for (uint32_t k = 0; k < S; k++) {
+        p[k] = k ? _mm256_add_epi64(p[k - 1], x[k]) : x[0];
+        a->max[k] = sf__max4(a->max[k], x[k]);
+        a->min[k] = sf__min4(a->min[k], x[k]);
+        a->sum[k] = _mm256_add_epi64(a->sum[k], x[k]);
+        sav[k] =
+            excess4(_mm256_sub_epi64(x[k], _mm256_loadu_si256((const __m256i *)(base + 4 * k))));
+        beat = _mm256_or_si256(beat, _mm256_cmpgt_epi64(p[k], a->v2[k]));
+    }
+    __m256i end = p[S - 1];
+    for (uint32_t k = 0; k < S; k++)
+        a->clip[k] = sf__max4(a->clip[k], _mm256_sub_epi64(end, sav[k]));
+    for (uint32_t c = S; c < C; c++) {
+        __m256i cut = _mm256_setzero_si256();
+        for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
+            cut = _mm256_add_epi64(cut, sav[__builtin_ctzll(m)]);
+        a->clip[c] = sf__max4(a->clip[c], _mm256_sub_epi64(end, cut));
+    }
+    a->end_sum = _mm256_add_epi64(a->end_sum, end);
+    if (__builtin_expect(!_mm256_testz_si256(beat, beat), 0))
+        quad_leaders(a, st, p, d, ranks, S, slowest);
+}
+
+/* Rows [0, n - n % 4) of the step by quads; the rest are left to the row
+ * loop. base_quads: the rank medians in quads (sf__baseline_quads). */
+SF_AVX2_INLINE uint32_t fold_quads_s(sf_summary *s, sf_step_summary *st,
+                                     const struct sf__grid_step *g, uint32_t S)
+{
+    uint32_t C = s->cand.n, n4 = g->n & ~3u;
+    if (n4 == 0 || g->baseline_quads == NULL || C > QUAD_CANDIDATES)
+        return 0;
+    if (g->ranks[0] == 0) { /* rank 0 comes first, when present */
+        st->has_rank0 = true;
+        memcpy(st->rank0_d, sf__grid_row(g, 0, S), S * sizeof(int64_t));
+    }
+    struct quad_acc a;
+    quad_acc_load(&a, st, S, C);
+    int64_t slowest = st->slowest_total, sum0 = st->dsum[S - 1];
+    for (uint32_t r = 0; r < n4; r += 4) {
+        const int64_t *d[4] = {sf__grid_row(g, r, S), sf__grid_row(g, r + 1, S),
+                               sf__grid_row(g, r + 2, S), sf__grid_row(g, r + 3, S)};
+        fold_quad(s, &a, st, d, g->baseline_quads + (size_t)r * S, g->ranks + r, S, &slowest);
+    }
+    int64_t end_sum = quad_acc_store(&a, st, S, C);
+    sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, n4);
+    return n4;
+}
+
 SF_AVX2_INLINE void fold_step_s(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g,
                                 uint32_t S)
 {
-    uint32_t C = s->cand.n;
+    uint32_t r0 = fold_quads_s(s, st, g, S), C = s->cand.n;
     struct row vmax = load_row(st->dmax, S), vmin = load_row(st->dmin, S);
     struct row vsum = load_row(st->dsum, S), vclip = load_row(st->clipped_end, S);
     struct row zero = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     struct row v2 = top2(st->prefix_top2, 0, zero, 0, S);
     int64_t slowest = st->slowest_total, end_sum = 0, sum0 = st->dsum[S - 1];
-    for (uint32_t r = 0; r < g->n; r++) {
+    for (uint32_t r = r0; r < g->n; r++) {
         const int64_t *d = sf__grid_row(g, r, S);
         struct row x = load_row(d, S), p = row_prefixes(x, S);
         vmax = row_max(vmax, x, S);
@@ -137,7 +302,7 @@ SF_AVX2_INLINE void fold_step_s(sf_summary *s, sf_step_summary *st, const struct
     store_row(st->dmin, vmin, S);
     store_row(st->dsum, vsum, S);
     store_row(st->clipped_end, vclip, S);
-    sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n);
+    sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n - r0);
 }
 
 SF_AVX2_INLINE void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32_t n,

@@ -45,3 +45,11 @@ void sf__clip_rows_vec(enum sf__net_isa isa, const sf_summary *s, const int64_t 
     (void)isa, (void)s, (void)rows, (void)n, (void)baseline, (void)clipped;
 #endif
 }
+
+void sf__baseline_quads(const int64_t *baseline, uint32_t n, uint32_t S, int64_t *out)
+{
+    for (uint32_t q = 0; q < n / 4; q++)
+        for (uint32_t k = 0; k < S; k++)
+            for (uint32_t j = 0; j < 4; j++)
+                out[((size_t)q * S + k) * 4 + j] = baseline[((size_t)q * 4 + j) * S + k];
+}

@@ -451,6 +451,9 @@ static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                             uint32_t hi)
 {
     size_t R = lay->grid_ranks, S = fold_into->schema.n_stages;
+    int64_t quads[GRID_BLOCK * 8];
+    if (lay->fold == SF__NET_AVX2)
+        sf__baseline_quads(ri->baseline + lo * S, hi - lo, (uint32_t)S, quads);
     for (uint32_t t = 0; t < fold_into->n_steps; t++) {
         if (t + GRID_AHEAD < fold_into->n_steps)
             prefetch_block(lay, t + GRID_AHEAD, S, lo, hi);
@@ -459,7 +462,8 @@ static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                                   .matrix = lay->matrix ? lay->matrix + (t * R + lo) * S : NULL,
                                   .n = hi - lo,
                                   .ranks = ri->ranks + lo,
-                                  .baseline = ri->baseline + lo * S};
+                                  .baseline = ri->baseline + lo * S,
+                                  .baseline_quads = lay->fold == SF__NET_AVX2 ? quads : NULL};
         sf__fold_grid_vec(lay->fold, fold_into, t, &g);
     }
 }
