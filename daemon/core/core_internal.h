@@ -239,9 +239,11 @@ int sf__median_wide_isa(int64_t *values, size_t n, int64_t *tmp, enum sf__net_is
 int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
                        int64_t *ret_median);
 
-/* The AVX2 form on 32-bit offsets from each series' minimum, v only read:
- * -ERANGE where a series spans 2^32 or more, -ENOTSUP without AVX2. */
-int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t lanes,
+/* The AVX2 form on 32-bit offsets (median_net.c), v only read: series l
+ * (l < lanes) has its step t at v[t stride + l]. -ERANGE where a value lies
+ * 2^31 or more from its series' first, -ENOTSUP without AVX2 or where
+ * stride < lanes. */
+int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t stride, size_t lanes,
                           int64_t *ret_median);
 
 /* fold_vec.c: the fold of one step of a checked grid window, its rows'

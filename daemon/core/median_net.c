@@ -173,13 +173,20 @@ static const uint8_t tile_net[63][2] = {
     {7, 15},  {4, 8},   {5, 9}, {6, 10},  {7, 11},  {2, 4},   {3, 5},   {6, 8},   {7, 9},
     {10, 12}, {11, 13}, {1, 2}, {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
 
-/* The AVX2 form on offsets: where every series of a run of NARROW_LANES
- * spans less than 2^32 (durations within 4.2 s of each other, nearly every
- * rank's stage), each value minus its series' minimum fits 32 bits, and
- * AVX2 has 32-bit unsigned min and max (one instruction, 8 lanes) where it
- * has no 64-bit ones (a compare and a blend, 4 lanes). Subtracting one value
- * from a whole series keeps its order, so the medians are the same. */
+/* The AVX2 form on offsets: where every value of a run of NARROW_LANES
+ * series lies within 2^31 of its series' first value, either way (within
+ * 2.1 s: nearly every rank's stage), each value minus that first value less
+ * 2^31 fits 32 bits, and AVX2 has 32-bit unsigned min and max (one
+ * instruction, 8 lanes) where it has no 64-bit ones (a compare and a blend,
+ * 4 lanes). Subtracting one value from a whole series keeps its order, so
+ * the medians are the same; taking the first value rather than the minimum
+ * spares a pass over the series. */
 enum { NARROW_LANES = 16 };
+/* Read in place, a series' steps lie a whole step of rows apart, which the
+ * hardware's stream detection does not follow: they are fetched this many
+ * steps ahead. */
+enum { NARROW_AHEAD = 4 };
+#define NARROW_HALF (INT64_C(1) << 31)
 
 /* One column of 8 lanes of an aligned block of `wires` <= TILE_WIRES wires
  * of offsets, sorted in registers by tile_net as the AVX-512 form's
@@ -226,20 +233,18 @@ SF_AVX2 static void net_body_narrow(const sf__median_net *net, uint32_t *v)
     }
 }
 
-/* Series l0 .. l0 + w (w < NARROW_LANES) as offsets from their minima
- * (base) into `to`, padded with zeros; false where one spans 2^32 or more. */
-static bool pack_part(const sf__median_net *net, const int64_t *v, size_t lanes, size_t l0,
+/* Series l0 .. l0 + w (w < NARROW_LANES) as offsets from their bases
+ * (base: each first value less 2^31) into `to`, padded with zeros; false
+ * where a value lies outside 32 bits of offset. */
+static bool pack_part(const sf__median_net *net, const int64_t *v, size_t stride, size_t l0,
                       size_t w, uint32_t *to, int64_t *base)
 {
     uint64_t span = 0;
     for (size_t l = 0; l < NARROW_LANES; l++)
-        base[l] = l < w ? v[l0 + l] : 0;
-    for (uint32_t t = 1; t < net->n; t++)
-        for (size_t l = 0; l < w; l++)
-            base[l] = v[t * lanes + l0 + l] < base[l] ? v[t * lanes + l0 + l] : base[l];
+        base[l] = l < w ? v[l0 + l] - NARROW_HALF : 0;
     for (uint32_t t = 0; t < net->n; t++)
         for (size_t l = 0; l < NARROW_LANES; l++) {
-            uint64_t off = l < w ? (uint64_t)v[t * lanes + l0 + l] - (uint64_t)base[l] : 0;
+            uint64_t off = l < w ? (uint64_t)v[t * stride + l0 + l] - (uint64_t)base[l] : 0;
             span |= off;
             to[t * NARROW_LANES + l] = (uint32_t)off;
         }
@@ -255,23 +260,24 @@ SF_AVX2_INLINE __m256i narrow8(__m256i x, __m256i y)
 }
 
 /* pack_part for a whole run of NARROW_LANES series, in intrinsics: four
- * vectors of 4 values a wire. */
-SF_AVX2 static bool pack_full(const sf__median_net *net, const int64_t *v, size_t lanes, size_t l0,
+ * vectors of 4 values a wire. A value below its base wraps to an offset of
+ * 64 bits, so the test of the high halves catches both sides. */
+SF_AVX2 static bool pack_full(const sf__median_net *net, const int64_t *v, size_t stride, size_t l0,
                               uint32_t *to, int64_t *base)
 {
     __m256i lo[4], span = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++)
-        lo[j] = _mm256_loadu_si256((const __m256i *)(v + l0) + j);
-    for (uint32_t t = 1; t < net->n; t++)
-        for (int j = 0; j < 4; j++) {
-            __m256i x = _mm256_loadu_si256((const __m256i *)(v + t * lanes + l0) + j);
-            lo[j] = _mm256_blendv_epi8(lo[j], x, _mm256_cmpgt_epi64(lo[j], x));
-        }
+        lo[j] = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)(v + l0) + j),
+                                 _mm256_set1_epi64x(NARROW_HALF));
     for (uint32_t t = 0; t < net->n; t++) {
         __m256i off[4];
+        const int64_t *step = v + t * stride + l0;
+        if (stride > NARROW_LANES && t + NARROW_AHEAD < net->n) {
+            __builtin_prefetch(step + NARROW_AHEAD * stride);
+            __builtin_prefetch(step + NARROW_AHEAD * stride + NARROW_LANES - 1);
+        }
         for (int j = 0; j < 4; j++) {
-            off[j] = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)(v + t * lanes + l0) + j),
-                                      lo[j]);
+            off[j] = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)step + j), lo[j]);
             span = _mm256_or_si256(span, off[j]);
         }
         __m256i *row = (__m256i *)(to + t * NARROW_LANES);
@@ -286,15 +292,15 @@ SF_AVX2 static bool pack_full(const sf__median_net *net, const int64_t *v, size_
 /* The medians of every series, NARROW_LANES at a time; false where a
  * series spans too much for offsets (the medians written so far are right,
  * and v is only read). */
-SF_AVX2 static bool run_avx2_narrow(const sf__median_net *net, const int64_t *v, size_t lanes,
-                                    int64_t *ret_median)
+SF_AVX2 static bool run_avx2_narrow(const sf__median_net *net, const int64_t *v, size_t stride,
+                                    size_t lanes, int64_t *ret_median)
 {
     uint32_t w32[SF__MEDIAN_NET_MAX * NARROW_LANES];
     int64_t base[NARROW_LANES];
     for (size_t l0 = 0; l0 < lanes; l0 += NARROW_LANES) {
         size_t w = lanes - l0 < NARROW_LANES ? lanes - l0 : NARROW_LANES;
-        if (!(w == NARROW_LANES ? pack_full(net, v, lanes, l0, w32, base)
-                                : pack_part(net, v, lanes, l0, w, w32, base)))
+        if (!(w == NARROW_LANES ? pack_full(net, v, stride, l0, w32, base)
+                                : pack_part(net, v, stride, l0, w, w32, base)))
             return false;
         net_body_narrow(net, w32);
         const uint32_t *hi = w32 + (size_t)(net->n / 2) * NARROW_LANES;
@@ -382,7 +388,7 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
         run_avx512(net, v, lanes);
         break;
     case SF__NET_AVX2:
-        if (run_avx2_narrow(net, v, lanes, ret_median))
+        if (run_avx2_narrow(net, v, lanes, lanes, ret_median))
             return 0; /* else every series in 64 bits */
         run_avx2(net, v, lanes);
         break;
@@ -398,15 +404,15 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
     return 0;
 }
 
-int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t lanes,
+int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t stride, size_t lanes,
                           int64_t *ret_median)
 {
 #ifdef SF_NET_X86
-    if (!sf__isa_present(SF__NET_AVX2))
+    if (!sf__isa_present(SF__NET_AVX2) || stride < lanes)
         return -ENOTSUP;
-    return run_avx2_narrow(net, v, lanes, ret_median) ? 0 : -ERANGE;
+    return run_avx2_narrow(net, v, stride, lanes, ret_median) ? 0 : -ERANGE;
 #else
-    (void)net, (void)v, (void)lanes, (void)ret_median;
+    (void)net, (void)v, (void)stride, (void)lanes, (void)ret_median;
     return -ENOTSUP;
 #endif
 }

@@ -353,13 +353,14 @@ static void cohort_gains_match_the_definition(void **state)
 }
 
 /* Lanes for the network (lane % 19 picks a kind): ties; series spread over
- * 2^62 (mix 0) or spanning exactly 2^32 - 1 below zero, the most that the
- * AVX2 form's 32-bit offsets hold (mixes 1 and 2); values at the bounds.
- * Mix 2 makes lane 18 span 2^32, one too many, so its run falls back to 64
- * bits. */
+ * 2^62 (mix 0) or, below zero, reaching from 2^31 under their first value
+ * to 2^31 - 1 over it, the most that the AVX2 form's 32-bit offsets hold
+ * (mixes 1 and 2); values at the bounds. Mix 2 puts one value of lane 18
+ * one past that reach, over the first value in one run of 19 lanes and
+ * under it in the next, so those runs fall back to 64 bits. */
 static void fill_network_lanes(int64_t *v, uint32_t n, size_t lanes, int mix, uint64_t *st)
 {
-    const int64_t base = -(INT64_C(1) << 40);
+    const int64_t base = -(INT64_C(1) << 40), half = INT64_C(1) << 31;
     for (uint32_t t = 0; t < n; t++)
         for (size_t l = 0; l < lanes; l++) {
             size_t kind = l % 19;
@@ -369,9 +370,12 @@ static void fill_network_lanes(int64_t *v, uint32_t n, size_t lanes, int mix, ui
             else if (kind < 12 && mix == 0)
                 *x = rand_below(st, INT64_C(1) << 62) - (INT64_C(1) << 61);
             else if (kind < 12)
-                *x = base + (t == 0 ? 0 : t == 1 ? UINT32_MAX : rand_below(st, UINT32_MAX));
+                *x = base + (t == 0   ? 0
+                             : t == 1 ? -half
+                             : t == 2 ? half - 1
+                                      : rand_below(st, 2 * half) - half);
             else if (kind == 18 && mix == 2)
-                *x = t == 0 ? 0 : t == 1 ? INT64_C(1) << 32 : rand_below(st, UINT32_MAX);
+                *x = t == 0 ? 0 : t == 1 ? (l / 19 % 2 ? -half - 1 : half) : rand_below(st, half);
             else
                 *x = SF_MAX_DURATION_NS - rand_below(st, 2);
         }
@@ -387,8 +391,31 @@ static void check_medians(const int64_t *copy, uint32_t n, size_t lanes, const i
     }
 }
 
+/* The offsets form reading the same series in place from a wider array
+ * (a group of ranks within a step of rows): the same result as from the
+ * series alone, r, and the same medians. The array's other values would
+ * break any series they were read into. */
+static void check_narrow_in_place(const sf__median_net *net, const int64_t *copy, uint32_t n,
+                                  size_t lanes, int r, const int64_t *got)
+{
+    size_t stride = lanes + 5;
+    int64_t *wide = malloc((size_t)n * stride * sizeof *wide);
+    int64_t *again = malloc(lanes * sizeof *again);
+    assert_non_null(wide);
+    assert_non_null(again);
+    for (uint32_t t = 0; t < n; t++)
+        for (size_t l = 0; l < stride; l++)
+            wide[t * stride + l] = l < lanes ? copy[t * lanes + l] : INT64_MIN + t;
+    assert_int_equal(sf__median_net_narrow(net, wide, stride, lanes, again), r);
+    if (r == 0)
+        assert_memory_equal(again, got, lanes * sizeof *got);
+    free(wide);
+    free(again);
+}
+
 /* Every form this CPU has against a sort of each lane; the AVX2 offsets
- * exactly where mix 1 made every span fit. */
+ * exactly where mix 1 made every span fit, from the series alone and in
+ * place. */
 static void check_network_forms(const sf__median_net *net, const int64_t *copy, int64_t *v,
                                 uint32_t n, size_t lanes, int mix, int64_t *got)
 {
@@ -400,12 +427,13 @@ static void check_network_forms(const sf__median_net *net, const int64_t *copy, 
         assert_int_equal(r, 0);
         check_medians(copy, n, lanes, got);
     }
-    int r = sf__median_net_narrow(net, copy, lanes, got);
+    int r = sf__median_net_narrow(net, copy, lanes, lanes, got);
     if (r == -ENOTSUP)
         return;
     assert_int_equal(r, mix == 1 || n == 1 ? 0 : -ERANGE);
     if (r == 0)
         check_medians(copy, n, lanes, got);
+    check_narrow_in_place(net, copy, n, lanes, r, got);
 }
 
 /* Every instruction set this CPU has, every count the network takes, every
