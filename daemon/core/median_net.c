@@ -235,13 +235,15 @@ SF_AVX2 static void net_body_narrow(const sf__median_net *net, uint32_t *v)
 
 /* Series l0 .. l0 + w (w < NARROW_LANES) as offsets from their bases
  * (base: each first value less 2^31) into `to`, padded with zeros; false
- * where a value lies outside 32 bits of offset. */
+ * where a value lies outside 32 bits of offset. Modulo 2^64, in unsigned
+ * arithmetic: exact for series whose values differ by less than 2^63, as
+ * their medians' hi - lo needs anyway. */
 static bool pack_part(const sf__median_net *net, const int64_t *v, size_t stride, size_t l0,
                       size_t w, uint32_t *to, int64_t *base)
 {
     uint64_t span = 0;
     for (size_t l = 0; l < NARROW_LANES; l++)
-        base[l] = l < w ? v[l0 + l] - NARROW_HALF : 0;
+        base[l] = l < w ? (int64_t)((uint64_t)v[l0 + l] - (uint64_t)NARROW_HALF) : 0;
     for (uint32_t t = 0; t < net->n; t++)
         for (size_t l = 0; l < NARROW_LANES; l++) {
             uint64_t off = l < w ? (uint64_t)v[t * stride + l0 + l] - (uint64_t)base[l] : 0;

@@ -355,7 +355,8 @@ static void cohort_gains_match_the_definition(void **state)
 /* Lanes for the network (lane % 19 picks a kind): ties; series spread over
  * 2^62 (mix 0) or, below zero, reaching from 2^31 under their first value
  * to 2^31 - 1 over it, the most that the AVX2 form's 32-bit offsets hold
- * (mixes 1 and 2); values at the bounds. Mix 2 puts one value of lane 18
+ * (mixes 1 and 2), and lane 17 at the bottom of int64, whose offsets'
+ * base lies below it; values at the bounds. Mix 2 puts one value of lane 18
  * one past that reach, over the first value in one run of 19 lanes and
  * under it in the next, so those runs fall back to 64 bits. */
 static void fill_network_lanes(int64_t *v, uint32_t n, size_t lanes, int mix, uint64_t *st)
@@ -376,6 +377,8 @@ static void fill_network_lanes(int64_t *v, uint32_t n, size_t lanes, int mix, ui
                                       : rand_below(st, 2 * half) - half);
             else if (kind == 18 && mix == 2)
                 *x = t == 0 ? 0 : t == 1 ? (l / 19 % 2 ? -half - 1 : half) : rand_below(st, half);
+            else if (kind == 17 && mix > 0)
+                *x = INT64_MIN + rand_below(st, 3);
             else
                 *x = SF_MAX_DURATION_NS - rand_below(st, 2);
         }
