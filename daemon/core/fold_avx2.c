@@ -280,6 +280,8 @@ SF_AVX2_INLINE void fold_step_s(sf_summary *s, sf_step_summary *st, const struct
                                 uint32_t S)
 {
     uint32_t r0 = fold_quads_s(s, st, g, S), C = s->cand.n;
+    if (r0 == g->n)
+        return;
     struct row vmax = load_row(st->dmax, S), vmin = load_row(st->dmin, S);
     struct row vsum = load_row(st->dsum, S), vclip = load_row(st->clipped_end, S);
     struct row zero = {_mm256_setzero_si256(), _mm256_setzero_si256()};

@@ -464,7 +464,7 @@ static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                             uint32_t hi)
 {
     size_t R = lay->grid_ranks, S = fold_into->schema.n_stages;
-    int64_t quads[GRID_BLOCK * 8];
+    int64_t quads[GRID_BLOCK * 8]; /* the vector folds take at most 8 stages */
     if (lay->fold == SF__NET_AVX2)
         sf__baseline_quads(ri->baseline + lo * S, hi - lo, (uint32_t)S, quads);
     for (uint32_t t = 0; t < fold_into->n_steps; t++) {
