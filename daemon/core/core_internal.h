@@ -234,17 +234,18 @@ bool sf__isa_present(enum sf__net_isa isa);
 bool sf__median_net_pays(void);
 int sf__median_wide_isa(int64_t *values, size_t n, int64_t *tmp, enum sf__net_isa isa,
                         int64_t *ret_median);
-/* -ENOTSUP when this CPU lacks isa. SF__NET_AVX2 runs the offsets of
- * sf__median_net_narrow where they fit, 64 bits where they do not. */
+/* -ENOTSUP when this CPU lacks isa. SF__NET_AVX2 and SF__NET_AVX512 run the
+ * offsets of sf__median_net_narrow where they fit, 64 bits where they do
+ * not. */
 int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
                        int64_t *ret_median);
 
-/* The AVX2 form on 32-bit offsets (median_net.c), v only read: series l
- * (l < lanes) has its step t at v[t stride + l]. -ERANGE where a value lies
- * 2^31 or more from its series' first, -ENOTSUP without AVX2 or where
- * stride < lanes. */
-int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t stride, size_t lanes,
-                          int64_t *ret_median);
+/* The forms on 32-bit offsets (median_net.c), isa SF__NET_AVX2 or
+ * SF__NET_AVX512, v only read: series l (l < lanes) has its step t at
+ * v[t stride + l]. -ERANGE where a value lies 2^31 or more from its series'
+ * first, -ENOTSUP where this CPU lacks isa (or AVX2) or stride < lanes. */
+int sf__median_net_narrow(const sf__median_net *net, enum sf__net_isa isa, const int64_t *v,
+                          size_t stride, size_t lanes, int64_t *ret_median);
 
 /* fold_vec.c: the fold of one step of a checked grid window, its rows'
  * stages in vectors, into s->steps[step_i]. Only the durations: the rows'

@@ -4,9 +4,9 @@
  * grid window. Branchless and exact (the same values as sf_median_i64). It
  * must not be used where no vector unit makes it pay (sf__median_net_pays).
  * Its forms: AVX-512 (register tiles for the first rounds, then 8 lanes an
- * instruction), AVX2 on 32-bit offsets where the series' spans allow
- * (register tiles too), AVX2 on 64 bits where they do not, and the generic
- * loop.
+ * instruction), AVX-512 and AVX2 on 32-bit offsets where the series' spans
+ * allow (register tiles too), both on 64 bits where they do not, and the
+ * generic loop.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -173,6 +173,17 @@ static const uint8_t tile_net[63][2] = {
     {7, 15},  {4, 8},   {5, 9}, {6, 10},  {7, 11},  {2, 4},   {3, 5},   {6, 8},   {7, 9},
     {10, 12}, {11, 13}, {1, 2}, {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
 
+/* tile_net's comparators on a tile's registers w[0 .. 15], with the
+ * vectors' min and max: unrolled, so every wire number is a constant and
+ * the wires stay in registers. */
+#define TILE_NET_SWEEP(w, vmin, vmax)                                                              \
+    _Pragma("GCC unroll 64") for (uint32_t c = 0; c < 63; c++)                                     \
+    {                                                                                              \
+        __typeof__((w)[0]) lo_ = vmin((w)[tile_net[c][0]], (w)[tile_net[c][1]]);                   \
+        (w)[tile_net[c][1]] = vmax((w)[tile_net[c][0]], (w)[tile_net[c][1]]);                      \
+        (w)[tile_net[c][0]] = lo_;                                                                 \
+    }
+
 /* The AVX2 form on offsets: where every value of a run of NARROW_LANES
  * series lies within 2^31 of its series' first value, either way (within
  * 2.1 s: nearly every rank's stage), each value minus that first value less
@@ -197,17 +208,15 @@ enum { NARROW_AHEAD = 4 };
 SF_AVX2_INLINE void tile_sort_narrow(uint32_t *col, uint32_t wires)
 {
     __m256i w[TILE_WIRES];
+#pragma GCC unroll 16
     for (uint32_t i = 0; i < TILE_WIRES; i++)
         w[i] = i < wires ? _mm256_loadu_si256((const __m256i *)(col + (size_t)i * NARROW_LANES))
                          : _mm256_set1_epi32(-1);
-#pragma GCC unroll 64
-    for (uint32_t c = 0; c < 63; c++) {
-        __m256i lo = _mm256_min_epu32(w[tile_net[c][0]], w[tile_net[c][1]]);
-        w[tile_net[c][1]] = _mm256_max_epu32(w[tile_net[c][0]], w[tile_net[c][1]]);
-        w[tile_net[c][0]] = lo;
-    }
-    for (uint32_t i = 0; i < wires; i++)
-        _mm256_storeu_si256((__m256i *)(col + (size_t)i * NARROW_LANES), w[i]);
+    TILE_NET_SWEEP(w, _mm256_min_epu32, _mm256_max_epu32);
+#pragma GCC unroll 16
+    for (uint32_t i = 0; i < TILE_WIRES; i++)
+        if (i < wires)
+            _mm256_storeu_si256((__m256i *)(col + (size_t)i * NARROW_LANES), w[i]);
 }
 
 /* Two vectors of 8 lanes a wire, in intrinsics: the compiler's own
@@ -230,6 +239,41 @@ SF_AVX2 static void net_body_narrow(const sf__median_net *net, uint32_t *v)
         _mm256_storeu_si256(a + 1, _mm256_min_epu32(a1, b1));
         _mm256_storeu_si256(b, _mm256_max_epu32(a0, b0));
         _mm256_storeu_si256(b + 1, _mm256_max_epu32(a1, b1));
+    }
+}
+
+/* With AVX-512, a wire's NARROW_LANES offsets are one vector: half the
+ * loads, stores and min/max of the AVX2 body for the same comparators, and
+ * a tile of 16 wires takes half of AVX-512's 32 registers. */
+#define SF_AVX512_NARROW __attribute__((target("avx512f")))
+
+SF_AVX512_NARROW static inline __attribute__((always_inline)) void
+tile_sort_narrow512(uint32_t *col, uint32_t wires)
+{
+    __m512i w[TILE_WIRES];
+#pragma GCC unroll 16
+    for (uint32_t i = 0; i < TILE_WIRES; i++)
+        w[i] =
+            i < wires ? _mm512_loadu_si512(col + (size_t)i * NARROW_LANES) : _mm512_set1_epi32(-1);
+    TILE_NET_SWEEP(w, _mm512_min_epu32, _mm512_max_epu32);
+#pragma GCC unroll 16
+    for (uint32_t i = 0; i < TILE_WIRES; i++)
+        if (i < wires)
+            _mm512_storeu_si512(col + (size_t)i * NARROW_LANES, w[i]);
+}
+
+SF_AVX512_NARROW static void net_body_narrow512(const sf__median_net *net, uint32_t *v)
+{
+    _Static_assert(NARROW_LANES == 16, "one vector of 16 lanes");
+    for (uint32_t b = 0; b < net->n; b += TILE_WIRES)
+        tile_sort_narrow512(v + (size_t)b * NARROW_LANES,
+                            net->n - b < TILE_WIRES ? net->n - b : TILE_WIRES);
+    for (uint32_t c = net->n_tiled; c < net->n_cmp; c++) {
+        uint32_t *a = v + (size_t)net->cmp[c][0] * NARROW_LANES;
+        uint32_t *b = v + (size_t)net->cmp[c][1] * NARROW_LANES;
+        __m512i x = _mm512_loadu_si512(a), y = _mm512_loadu_si512(b);
+        _mm512_storeu_si512(a, _mm512_min_epu32(x, y));
+        _mm512_storeu_si512(b, _mm512_max_epu32(x, y));
     }
 }
 
@@ -291,11 +335,12 @@ SF_AVX2 static bool pack_full(const sf__median_net *net, const int64_t *v, size_
     return _mm256_testz_si256(_mm256_srli_epi64(span, 32), _mm256_set1_epi64x(-1));
 }
 
-/* The medians of every series, NARROW_LANES at a time; false where a
+/* The medians of every series, NARROW_LANES at a time, sorted by isa's
+ * body (AVX2 or AVX-512; the packing is AVX2's for both); false where a
  * series spans too much for offsets (the medians written so far are right,
  * and v is only read). */
-SF_AVX2 static bool run_avx2_narrow(const sf__median_net *net, const int64_t *v, size_t stride,
-                                    size_t lanes, int64_t *ret_median)
+SF_AVX2 static bool run_narrow(const sf__median_net *net, enum sf__net_isa isa, const int64_t *v,
+                               size_t stride, size_t lanes, int64_t *ret_median)
 {
     uint32_t w32[SF__MEDIAN_NET_MAX * NARROW_LANES];
     int64_t base[NARROW_LANES];
@@ -304,7 +349,10 @@ SF_AVX2 static bool run_avx2_narrow(const sf__median_net *net, const int64_t *v,
         if (!(w == NARROW_LANES ? pack_full(net, v, stride, l0, w32, base)
                                 : pack_part(net, v, stride, l0, w, w32, base)))
             return false;
-        net_body_narrow(net, w32);
+        if (isa == SF__NET_AVX512)
+            net_body_narrow512(net, w32);
+        else
+            net_body_narrow(net, w32);
         const uint32_t *hi = w32 + (size_t)(net->n / 2) * NARROW_LANES;
         const uint32_t *lo = net->n % 2 ? hi : hi - NARROW_LANES;
         for (size_t l = 0; l < w; l++) /* lo + (hi - lo) / 2 of the values themselves */
@@ -321,18 +369,16 @@ __attribute__((target("avx512f"))) static inline void tile_sort(int64_t *col, si
                                                                 uint32_t wires, __mmask8 m)
 {
     __m512i w[TILE_WIRES];
+#pragma GCC unroll 16
     for (uint32_t i = 0; i < TILE_WIRES; i++)
         w[i] = i < wires ? _mm512_mask_loadu_epi64(_mm512_set1_epi64(INT64_MAX), m,
                                                    col + (size_t)i * lanes)
                          : _mm512_set1_epi64(INT64_MAX);
-#pragma GCC unroll 64
-    for (uint32_t c = 0; c < 63; c++) {
-        __m512i lo = _mm512_min_epi64(w[tile_net[c][0]], w[tile_net[c][1]]);
-        w[tile_net[c][1]] = _mm512_max_epi64(w[tile_net[c][0]], w[tile_net[c][1]]);
-        w[tile_net[c][0]] = lo;
-    }
-    for (uint32_t i = 0; i < wires; i++)
-        _mm512_mask_storeu_epi64(col + (size_t)i * lanes, m, w[i]);
+    TILE_NET_SWEEP(w, _mm512_min_epi64, _mm512_max_epi64);
+#pragma GCC unroll 16
+    for (uint32_t i = 0; i < TILE_WIRES; i++)
+        if (i < wires)
+            _mm512_mask_storeu_epi64(col + (size_t)i * lanes, m, w[i]);
 }
 
 __attribute__((target("avx512f"))) static void run_avx512(const sf__median_net *net, int64_t *v,
@@ -387,11 +433,13 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
     switch (isa) {
 #ifdef SF_NET_X86
     case SF__NET_AVX512:
+        if (run_narrow(net, isa, v, lanes, lanes, ret_median))
+            return 0; /* else every series in 64 bits */
         run_avx512(net, v, lanes);
         break;
     case SF__NET_AVX2:
-        if (run_avx2_narrow(net, v, lanes, lanes, ret_median))
-            return 0; /* else every series in 64 bits */
+        if (run_narrow(net, isa, v, lanes, lanes, ret_median))
+            return 0;
         run_avx2(net, v, lanes);
         break;
 #endif
@@ -406,15 +454,16 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
     return 0;
 }
 
-int sf__median_net_narrow(const sf__median_net *net, const int64_t *v, size_t stride, size_t lanes,
-                          int64_t *ret_median)
+int sf__median_net_narrow(const sf__median_net *net, enum sf__net_isa isa, const int64_t *v,
+                          size_t stride, size_t lanes, int64_t *ret_median)
 {
 #ifdef SF_NET_X86
-    if (!sf__isa_present(SF__NET_AVX2) || stride < lanes)
+    if (isa == SF__NET_GENERIC || !sf__isa_present(isa) || !sf__isa_present(SF__NET_AVX2) ||
+        stride < lanes)
         return -ENOTSUP;
-    return run_avx2_narrow(net, v, stride, lanes, ret_median) ? 0 : -ERANGE;
+    return run_narrow(net, isa, v, stride, lanes, ret_median) ? 0 : -ERANGE;
 #else
-    (void)net, (void)v, (void)stride, (void)lanes, (void)ret_median;
+    (void)net, (void)isa, (void)v, (void)stride, (void)lanes, (void)ret_median;
     return -ENOTSUP;
 #endif
 }

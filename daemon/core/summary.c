@@ -417,14 +417,16 @@ static inline void prefetch_block(const struct layout *lay, size_t t, size_t S, 
 }
 
 /* The block's medians read from the step-major array where it lies, with
- * no copy: the AVX2 form on offsets only reads its series, a step of rows
- * apart. False where some series does not fit offsets; the block is then
- * copied into groups. */
+ * no copy: the forms on offsets only read their series, a step of rows
+ * apart. False where some series does not fit offsets (or without AVX2);
+ * the block is then copied into groups. */
 static bool net_block_in_place(const struct layout *lay, struct rank_info *ri, uint32_t S,
-                               uint32_t lo, uint32_t hi, const sf__median_net *net)
+                               uint32_t lo, uint32_t hi, const sf__median_net *net,
+                               enum sf__net_isa isa)
 {
-    return sf__median_net_narrow(net, lay->matrix + (size_t)lo * S, (size_t)lay->grid_ranks * S,
-                                 (size_t)(hi - lo) * S, &ri->baseline[(size_t)lo * S]) == 0;
+    return sf__median_net_narrow(net, isa, lay->matrix + (size_t)lo * S,
+                                 (size_t)lay->grid_ranks * S, (size_t)(hi - lo) * S,
+                                 &ri->baseline[(size_t)lo * S]) == 0;
 }
 
 static void grid_block_net(const struct view *rows, const struct layout *lay, uint32_t n_steps,
@@ -434,7 +436,7 @@ static void grid_block_net(const struct view *rows, const struct layout *lay, ui
     size_t R = lay->grid_ranks, T = n_steps, group = (size_t)NET_RANKS * S * T;
     for (uint32_t slot = lo; slot < hi; slot++)
         ri->roles[slot] = at(rows, slot)->role ? at(rows, slot)->role : "";
-    if (lay->matrix && isa == SF__NET_AVX2 && net_block_in_place(lay, ri, S, lo, hi, net))
+    if (lay->matrix && net_block_in_place(lay, ri, S, lo, hi, net, isa))
         return;
     for (size_t t = 0; t < T; t++) {
         if (t + GRID_AHEAD < T)

@@ -398,8 +398,9 @@ static void check_medians(const int64_t *copy, uint32_t n, size_t lanes, const i
  * (a group of ranks within a step of rows): the same result as from the
  * series alone, r, and the same medians. The array's other values would
  * break any series they were read into. */
-static void check_narrow_in_place(const sf__median_net *net, const int64_t *copy, uint32_t n,
-                                  size_t lanes, int r, const int64_t *got)
+static void check_narrow_in_place(const sf__median_net *net, enum sf__net_isa isa,
+                                  const int64_t *copy, uint32_t n, size_t lanes, int r,
+                                  const int64_t *got)
 {
     size_t stride = lanes + 5;
     int64_t *wide = malloc((size_t)n * stride * sizeof *wide);
@@ -409,16 +410,16 @@ static void check_narrow_in_place(const sf__median_net *net, const int64_t *copy
     for (uint32_t t = 0; t < n; t++)
         for (size_t l = 0; l < stride; l++)
             wide[t * stride + l] = l < lanes ? copy[t * lanes + l] : INT64_MIN + t;
-    assert_int_equal(sf__median_net_narrow(net, wide, stride, lanes, again), r);
+    assert_int_equal(sf__median_net_narrow(net, isa, wide, stride, lanes, again), r);
     if (r == 0)
         assert_memory_equal(again, got, lanes * sizeof *got);
     free(wide);
     free(again);
 }
 
-/* Every form this CPU has against a sort of each lane; the AVX2 offsets
- * exactly where mix 1 made every span fit, from the series alone and in
- * place. */
+/* Every form this CPU has against a sort of each lane; the offsets (AVX2
+ * and AVX-512) exactly where mix 1 made every span fit, from the series
+ * alone and in place. */
 static void check_network_forms(const sf__median_net *net, const int64_t *copy, int64_t *v,
                                 uint32_t n, size_t lanes, int mix, int64_t *got)
 {
@@ -430,13 +431,15 @@ static void check_network_forms(const sf__median_net *net, const int64_t *copy, 
         assert_int_equal(r, 0);
         check_medians(copy, n, lanes, got);
     }
-    int r = sf__median_net_narrow(net, copy, lanes, lanes, got);
-    if (r == -ENOTSUP)
-        return;
-    assert_int_equal(r, mix == 1 || n == 1 ? 0 : -ERANGE);
-    if (r == 0)
-        check_medians(copy, n, lanes, got);
-    check_narrow_in_place(net, copy, n, lanes, r, got);
+    for (int isa = SF__NET_AVX2; isa <= SF__NET_AVX512; isa++) {
+        int r = sf__median_net_narrow(net, (enum sf__net_isa)isa, copy, lanes, lanes, got);
+        if (r == -ENOTSUP)
+            continue;
+        assert_int_equal(r, mix == 1 || n == 1 ? 0 : -ERANGE);
+        if (r == 0)
+            check_medians(copy, n, lanes, got);
+        check_narrow_in_place(net, (enum sf__net_isa)isa, copy, n, lanes, r, got);
+    }
 }
 
 /* Every instruction set this CPU has, every count the network takes, every
