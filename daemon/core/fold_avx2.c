@@ -261,15 +261,13 @@ SF_AVX2_INLINE uint32_t fold_quads_s(sf_summary *s, sf_step_summary *st,
     struct quad_acc a;
     quad_acc_load(&a, st, S, C);
     int64_t slowest = st->slowest_total, sum0 = st->dsum[S - 1];
-    /* g's fields read once: the stores into the step could alias them, so
-     * the compiler would read them again for every quad */
-    const int64_t *matrix = g->matrix, *quads = g->baseline_quads;
-    const uint32_t *ranks = g->ranks;
+    /* a copy of g, which the stores into the step cannot alias: its fields
+     * are read once, not again for every quad */
+    const struct sf__grid_step at = *g;
     for (uint32_t r = 0; r < n4; r += 4) {
-        const int64_t *d[4];
-        for (uint32_t j = 0; j < 4; j++)
-            d[j] = matrix ? matrix + (size_t)(r + j) * S : sf__grid_row(g, r + j, S);
-        fold_quad(s, &a, st, d, quads + (size_t)r * S, ranks + r, S, &slowest);
+        const int64_t *d[4] = {sf__grid_row(&at, r, S), sf__grid_row(&at, r + 1, S),
+                               sf__grid_row(&at, r + 2, S), sf__grid_row(&at, r + 3, S)};
+        fold_quad(s, &a, st, d, at.baseline_quads + (size_t)r * S, at.ranks + r, S, &slowest);
     }
     int64_t end_sum = quad_acc_store(&a, st, S, C);
     sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, n4);

@@ -433,14 +433,13 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
     switch (isa) {
 #ifdef SF_NET_X86
     case SF__NET_AVX512:
-        if (run_narrow(net, isa, v, lanes, lanes, ret_median))
-            return 0; /* else every series in 64 bits */
-        run_avx512(net, v, lanes);
-        break;
     case SF__NET_AVX2:
         if (run_narrow(net, isa, v, lanes, lanes, ret_median))
-            return 0;
-        run_avx2(net, v, lanes);
+            return 0; /* else every series in 64 bits */
+        if (isa == SF__NET_AVX512)
+            run_avx512(net, v, lanes);
+        else
+            run_avx2(net, v, lanes);
         break;
 #endif
     default:
