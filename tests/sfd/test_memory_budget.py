@@ -13,7 +13,7 @@ import time
 from sfdtest import Sfd, as_uid, check, sender_args, vm_rss_kb, wait_for
 
 ATTACKER, VICTIM, HELLOER = "61001", "61002", "61003"
-MAX_MB, SHARE_MB = 64, 32
+MAX_MB, SHARE_MB, KEEP_WINDOWS = 64, 32, 16
 CONF = """[sfd]
 window_grace_ms = 5000
 [limits]
@@ -21,11 +21,11 @@ max_memory_mb = %d
 max_memory_per_uid_mb = %d
 max_jobs_per_uid = 64
 max_jobs = 128
-keep_windows = 16
+keep_windows = %d
 [gates]
 warmup_steps = 0
 window_steps = 100
-""" % (MAX_MB, SHARE_MB)
+""" % (MAX_MB, SHARE_MB, KEEP_WINDOWS)
 
 # The ASan build keeps freed memory in quarantine; a small one keeps RSS about
 # what the daemon holds.
@@ -112,25 +112,29 @@ def rows_attack(sfd, sampler):
                          capture_output=True, timeout=60)
     check(rec.returncode == 0 and rec.stdout.count(b'"step"') >= 300,
           "victim recording: rc %d, %d rows" % (rec.returncode, rec.stdout.count(b'"step"')))
-    # The attacker's reports stayed when its rows went: every kept window,
-    # the oldest ones with their rows evicted first, still answers. How many
+    # The attacker's reports stayed when its rows went: evicting rows drops
+    # no window below the keep cap (evicted_windows counts every window that
+    # lost its rows, also those since gone past keep_windows), and every kept
+    # window, the oldest ones with their rows evicted first, answers. How many
     # windows it keeps depends on the order sfd read its connections in (a
     # window whose every record came while the share was full was never
     # opened; the memflood sender blocks, so sfd reads every record it
     # sends), and windows still open close at their deadline meanwhile:
     # kept windows only grow, so the answer lies between the counts taken
     # before and after it, capped at keep_windows.
-    check(wide["windows"] >= wide["evicted_windows"], "attacker reports kept: %s" % wide)
+    check(wide["windows"] >= min(wide["evicted_windows"], KEEP_WINDOWS),
+          "attacker reports kept: %s" % wide)
     wait_for(lambda: accounted(job_of(sfd, "wide", ATTACKER)) == 100 * 2000,
              "sfd read every record the attacker sent")
     before = job_of(sfd, "wide", ATTACKER)["windows"]
     rep = subprocess.run(as_uid(ATTACKER, [os.environ["SFCTL"], "--socket", sfd.query,
-                                           "report", "wide", "--last", "16", "--json"]),
+                                           "report", "wide", "--last", str(KEEP_WINDOWS),
+                                           "--json"]),
                          capture_output=True, timeout=60)
     after = job_of(sfd, "wide", ATTACKER)
     check(rep.returncode == 0, "reports of evicted windows: %s" % rep.stderr)
     answered = [r["window"]["index"] for r in json.loads(rep.stdout)]
-    check(min(before, 16) <= len(answered) <= min(after["windows"], 16),
+    check(min(before, KEEP_WINDOWS) <= len(answered) <= min(after["windows"], KEEP_WINDOWS),
           "every kept window answers: %d kept before, windows %s answered; %s"
           % (before, answered, after))
     # The windows its changes pool are derived state: with its share full of
