@@ -28,13 +28,47 @@ AVX512 static void groups(const sf_summary *s, __m512i sav, int64_t total, int64
     sf__fold_groups(s, saving, total, clipped);
 }
 
-/* The lanes of `p` that `hit` names into the top two; the new runners-up. */
-AVX512 static __m512i top2(sf_top2 *t, __mmask8 hit, __m512i p, uint32_t rank, uint32_t S)
+/* The step's top two prefixes of every stage, a stage a lane, held in
+ * registers over the rows of one call: v1 and v2, and both ranks in one
+ * 64-bit lane (r1 low, r2 high), as an sf_top2 lays them out. */
+struct top2_lanes {
+    __m512i v1, v2, ranks;
+};
+
+/* An sf_top2 is three int64 lanes: v1, v2, then r1 and r2 in one. Stage
+ * k's field f is int64 3 k + f of the array. */
+_Static_assert(sizeof(sf_top2) == 3 * sizeof(int64_t), "sf_top2 is three int64 lanes");
+#define TOP2_FIELD(f) _mm512_setr_epi64(f, 3 + f, 6 + f, 9 + f, 12 + f, 15 + f, 18 + f, 21 + f)
+
+AVX512 static struct top2_lanes top2_load(const sf_top2 *t, __mmask8 m)
 {
-    int64_t lanes[8], v2[8] = {0};
-    _mm512_storeu_si512(lanes, p);
-    sf__fold_top2(t, hit, lanes, rank, S, v2);
-    return _mm512_loadu_si512(v2);
+    __m512i none = _mm512_setzero_si512();
+    return (struct top2_lanes){.v1 = _mm512_mask_i64gather_epi64(none, m, TOP2_FIELD(0), t, 8),
+                               .v2 = _mm512_mask_i64gather_epi64(none, m, TOP2_FIELD(1), t, 8),
+                               .ranks = _mm512_mask_i64gather_epi64(none, m, TOP2_FIELD(2), t, 8)};
+}
+
+AVX512 static void top2_store(sf_top2 *t, __mmask8 m, const struct top2_lanes *l)
+{
+    _mm512_mask_i64scatter_epi64(t, m, TOP2_FIELD(0), l->v1, 8);
+    _mm512_mask_i64scatter_epi64(t, m, TOP2_FIELD(1), l->v2, 8);
+    _mm512_mask_i64scatter_epi64(t, m, TOP2_FIELD(2), l->ranks, 8);
+}
+
+/* sf__top2_insert_ascending on the lanes of p that beat their runner-up
+ * (hit): above the leader, the leader moves down and p leads; else p is
+ * the new runner-up. */
+AVX512 static void top2_insert(struct top2_lanes *l, __mmask8 hit, __m512i p, uint32_t rank)
+{
+    __mmask8 lead = _mm512_mask_cmpgt_epi64_mask(hit, p, l->v1), second = hit & ~lead;
+    __m512i r = _mm512_set1_epi64(rank);
+    __m512i r1_moves = _mm512_or_si512(_mm512_slli_epi64(l->ranks, 32), r);
+    __m512i r2_new = _mm512_or_si512(_mm512_and_si512(l->ranks, _mm512_set1_epi64(UINT32_MAX)),
+                                     _mm512_slli_epi64(r, 32));
+    l->v2 = _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(l->v2, lead, l->v1), second, p);
+    l->v1 = _mm512_mask_mov_epi64(l->v1, lead, p);
+    l->ranks =
+        _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(l->ranks, lead, r1_moves), second, r2_new);
 }
 
 AVX512 void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g)
@@ -46,7 +80,7 @@ AVX512 void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struc
             vmin = _mm512_maskz_loadu_epi64(m, st->dmin);
     __m512i vsum = _mm512_maskz_loadu_epi64(m, st->dsum);
     __m512i vclip = _mm512_maskz_loadu_epi64(m, st->clipped_end);
-    __m512i v2 = top2(st->prefix_top2, 0, zero, 0, S);
+    struct top2_lanes t2 = top2_load(st->prefix_top2, m);
     int64_t slowest = st->slowest_total, end_sum = 0, sum0 = st->dsum[S - 1];
     for (uint32_t r = 0; r < g->n; r++) {
         const int64_t *d = sf__grid_row(g, r, S);
@@ -60,9 +94,9 @@ AVX512 void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struc
         vclip = _mm512_max_epi64(vclip, _mm512_sub_epi64(end, sav));
         int64_t total = _mm_cvtsi128_si64(_mm512_castsi512_si128(end));
         end_sum += total;
-        __mmask8 hit = _mm512_mask_cmpgt_epi64_mask(m, p, v2);
+        __mmask8 hit = _mm512_mask_cmpgt_epi64_mask(m, p, t2.v2);
         if (__builtin_expect(hit != 0, 0))
-            v2 = top2(st->prefix_top2, hit, p, g->ranks[r], S);
+            top2_insert(&t2, hit, p, g->ranks[r]);
         if (C > S)
             groups(s, sav, total, st->clipped_end);
         sf__fold_row_rank(st, d, g->ranks[r], total, S, &slowest);
@@ -71,6 +105,7 @@ AVX512 void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struc
     _mm512_mask_storeu_epi64(st->dmin, m, vmin);
     _mm512_mask_storeu_epi64(st->dsum, m, vsum);
     _mm512_mask_storeu_epi64(st->clipped_end, m, vclip);
+    top2_store(st->prefix_top2, m, &t2);
     sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n);
 }
 
