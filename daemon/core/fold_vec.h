@@ -53,6 +53,14 @@ static inline void sf__fold_groups(const sf_summary *s, const int64_t *saving, i
     }
 }
 
+/* A row's S durations into dst: a loop, not a call to memcpy, which would
+ * make the fold's loop keep its sums on the stack across it. */
+static inline void sf__fold_copy_row(int64_t *dst, const int64_t *d, uint32_t S)
+{
+    for (uint32_t k = 0; k < S; k++)
+        dst[k] = d[k];
+}
+
 /* The slowest rank and rank 0 of a row that ends at `total`. Ranks come in
  * ascending order, so the first of equal totals stays the slowest. */
 static inline void sf__fold_row_rank(sf_step_summary *st, const int64_t *d, uint32_t rank,
@@ -61,11 +69,11 @@ static inline void sf__fold_row_rank(sf_step_summary *st, const int64_t *d, uint
     if (total > *slowest) {
         *slowest = total;
         st->slowest_rank = rank;
-        memcpy(st->slowest_d, d, S * sizeof *d);
+        sf__fold_copy_row(st->slowest_d, d, S);
     }
     if (rank == 0) {
         st->has_rank0 = true;
-        memcpy(st->rank0_d, d, S * sizeof *d);
+        sf__fold_copy_row(st->rank0_d, d, S);
     }
 }
 
