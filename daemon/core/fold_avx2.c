@@ -6,6 +6,8 @@
  * come out through movemask. The step's loop is compiled apart for the
  * usual stage counts (SF__BY_STAGE_COUNT), where S is a constant.
  */
+#include <string.h>
+
 #include "avx2_lanes.h"
 #include "fold_vec.h"
 

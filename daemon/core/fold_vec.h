@@ -7,8 +7,6 @@
 #ifndef SF_FOLD_VEC_H
 #define SF_FOLD_VEC_H
 
-#include <string.h>
-
 #include "core_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -467,7 +467,7 @@ static void grid_block_net(const struct view *rows, const struct layout *lay, ui
  * their medians: the block's rows are still in cache (fold_vec.c). On the
  * way, the next block's rows are fetched into L2, so that its medians,
  * which read them first, a step of rows apart, wait on L2 rather than on
- * memory (at 16 384 ranks, a fifth of the build's time). */
+ * memory (docs/PERFORMANCE.md, "Waiting less on memory at 16 384 ranks"). */
 static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                             const struct view *rows, const struct layout *lay, uint32_t lo,
                             uint32_t hi)
