@@ -100,11 +100,18 @@ SF_AVX2_INLINE void groups(const sf_summary *s, struct row sav, int64_t total, i
     sf__fold_groups(s, saving, total, clipped);
 }
 
+/* The prefixes in `hit` (bit k: p's lane k beat its stage's runner-up) into
+ * the top two of their stages; the new runners-up. Such rows are few (a new
+ * maximum or runner-up), so the branch here is rarely taken. */
 SF_AVX2_INLINE struct row top2(sf_top2 *t, unsigned hit, struct row p, uint32_t rank, uint32_t S)
 {
     int64_t lanes[8], v2[8] = {0};
     store_row(lanes, p, 8);
-    sf__fold_top2(t, hit, lanes, rank, S, v2);
+    for (uint32_t k = 0; k < S; k++) {
+        if (hit >> k & 1)
+            sf__top2_insert_ascending(&t[k], lanes[k], rank);
+        v2[k] = t[k].v2;
+    }
     return load_row(v2, 8);
 }
 

@@ -25,19 +25,6 @@ static inline const int64_t *sf__grid_row(const struct sf__grid_step *g, uint32_
     return g->matrix ? g->matrix + (size_t)r * S : g->ptrs ? g->ptrs[r]->d : g->rows[r].d;
 }
 
-/* The prefixes in `hit` (bit k: p[k] beat its stage's runner-up) into the
- * top two of their stages; v2[k] becomes each stage's runner-up. Such rows
- * are few (a new maximum or runner-up), so the branch here is rarely taken. */
-static inline void sf__fold_top2(sf_top2 *top2, unsigned hit, const int64_t *p, uint32_t rank,
-                                 uint32_t S, int64_t *v2)
-{
-    for (uint32_t k = 0; k < S; k++) {
-        if (hit >> k & 1)
-            sf__top2_insert_ascending(&top2[k], p[k], rank);
-        v2[k] = top2[k].v2;
-    }
-}
-
 /* The group candidates (past the first S) of a row whose step ends at
  * `total`: each cut is the sum of its members' savings. */
 static inline void sf__fold_groups(const sf_summary *s, const int64_t *saving, int64_t total,
