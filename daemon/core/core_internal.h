@@ -42,6 +42,12 @@ static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
     return 0;
 }
 
+/* Adding SF__OVER_STEP to a value in [0, SF_MAX_STEP_NS] leaves its top
+ * bit clear, and to any larger one below 2^63 sets it; a negative int64 has
+ * it set already. So one or of x | x + SF__OVER_STEP per value, and one test
+ * of the top bit at the end, bound them all. */
+#define SF__OVER_STEP ((UINT64_C(1) << 63) - (uint64_t)SF_MAX_STEP_NS - 1)
+
 /* Runs `call`, an expression that names S, with S a constant for the stage
  * counts schemas usually have (the default six; seven or eight with arrival
  * splits), so that the always-inlined loops over stages it reaches unroll;
@@ -247,9 +253,14 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
 int sf__median_net_narrow(const sf__median_net *net, enum sf__net_isa isa, const int64_t *v,
                           size_t stride, size_t lanes, int64_t *ret_median);
 
-/* fold_vec.c: the fold of one step of a checked grid window, its rows'
- * stages in vectors, into s->steps[step_i]. Only the durations: the rows'
- * other fields are the caller's. sf__fold_vec_isa: the best form for
+/* fold_vec.c: the fold of one step of a grid window, its rows' stages in
+ * vectors, into s->steps[step_i]. Only the durations: the rows' other
+ * fields are the caller's, checked. The durations need not be: the fold
+ * checks sf__row_check's bounds on them as it goes, and returns false where
+ * one fails, with the step left unfinished and no sum across calls touched.
+ * Until then its arithmetic is defined for any values: vector lanes wrap,
+ * and its scalar sums are unsigned (docs/PERFORMANCE.md, "The durations
+ * checked where they are folded"). sf__fold_vec_isa: the best form for
  * n_stages on this CPU, none above cap; SF__NET_GENERIC where there is none
  * (then the scalar fold runs). */
 struct sf__grid_step {
@@ -267,7 +278,7 @@ struct sf__grid_step {
  * the last n % 4 ranks are left out. */
 void sf__baseline_quads(const int64_t *baseline, uint32_t n, uint32_t S, int64_t *out);
 enum sf__net_isa sf__fold_vec_isa(uint32_t n_stages, enum sf__net_isa cap);
-void sf__fold_grid_vec(enum sf__net_isa isa, sf_summary *s, uint32_t step_i,
+bool sf__fold_grid_vec(enum sf__net_isa isa, sf_summary *s, uint32_t step_i,
                        const struct sf__grid_step *g);
 /* The end frontier of one step's n rows (rows[r S + k]) with each
  * candidate's stages clipped to baseline[k], maxed into clipped[c] (whose

@@ -83,6 +83,21 @@ SF_AVX2_INLINE __m256i row_end(struct row p, uint32_t S)
     return broadcast3(S <= 4 ? p.lo : p.hi);
 }
 
+/* Whether the durations or'ed into bits all lie in [0, SF_MAX_DURATION_NS),
+ * with no bit at or above the cap's (the sign's included), and the rows'
+ * ends or'ed into over as x + SF__OVER_STEP within the step's bound. */
+SF_AVX2_INLINE bool bounds_hold(__m256i bits, __m256i over)
+{
+    return _mm256_testz_si256(bits, _mm256_set1_epi64x(-SF_MAX_DURATION_NS)) &
+           _mm256_testz_si256(over, _mm256_set1_epi64x(INT64_MIN));
+}
+
+/* The or of a row's two vectors, as bounds_hold takes them. */
+SF_AVX2_INLINE __m256i row_bits(struct row x, uint32_t S)
+{
+    return S > 4 ? _mm256_or_si256(x.lo, x.hi) : x.lo;
+}
+
 /* Bit k: lane k of a is greater than lane k of b, for k < S. */
 SF_AVX2_INLINE unsigned row_greater(struct row a, struct row b, uint32_t S)
 {
@@ -172,7 +187,7 @@ SF_AVX2_INLINE int64_t hsum4(__m256i x)
 enum { QUAD_CANDIDATES = 8 + 8 / 2 }; /* 8 stages, and groups of 2 or more of them */
 
 struct quad_acc {
-    __m256i max[8], min[8], sum[8], clip[QUAD_CANDIDATES], end_sum;
+    __m256i max[8], min[8], sum[8], clip[QUAD_CANDIDATES], end_sum, bits, over;
     __m256i v2[8]; /* each stage's runner-up prefix, in every lane */
 };
 
@@ -187,7 +202,7 @@ SF_AVX2_INLINE void quad_acc_load(struct quad_acc *a, const sf_step_summary *st,
     }
     for (uint32_t c = 0; c < C; c++)
         a->clip[c] = _mm256_set1_epi64x(st->clipped_end[c]);
-    a->end_sum = _mm256_setzero_si256();
+    a->end_sum = a->bits = a->over = _mm256_setzero_si256();
 }
 
 SF_AVX2_INLINE int64_t quad_acc_store(const struct quad_acc *a, sf_step_summary *st, uint32_t S,
@@ -234,6 +249,7 @@ SF_AVX2_INLINE void fold_quad(const sf_summary *s, struct quad_acc *a, sf_step_s
     __m256i beat = _mm256_setzero_si256();
     for (uint32_t k = 0; k < S; k++) {
         p[k] = k ? _mm256_add_epi64(p[k - 1], x[k]) : x[0];
+        a->bits = _mm256_or_si256(a->bits, x[k]);
         a->max[k] = sf__max4(a->max[k], x[k]);
         a->min[k] = sf__min4(a->min[k], x[k]);
         a->sum[k] = _mm256_add_epi64(a->sum[k], x[k]);
@@ -251,18 +267,22 @@ SF_AVX2_INLINE void fold_quad(const sf_summary *s, struct quad_acc *a, sf_step_s
         a->clip[c] = sf__max4(a->clip[c], _mm256_sub_epi64(end, cut));
     }
     a->end_sum = _mm256_add_epi64(a->end_sum, end);
+    a->over =
+        _mm256_or_si256(a->over, _mm256_add_epi64(end, _mm256_set1_epi64x((int64_t)SF__OVER_STEP)));
     if (__builtin_expect(!_mm256_testz_si256(beat, beat), 0))
         quad_leaders(a, st, p, d, ranks, S, slowest);
 }
 
-/* Rows [0, n - n % 4) of the step by quads; the rest are left to the row
- * loop. base_quads: the rank medians in quads (sf__baseline_quads). */
-SF_AVX2_INLINE uint32_t fold_quads_s(sf_summary *s, sf_step_summary *st,
-                                     const struct sf__grid_step *g, uint32_t S)
+/* Rows [0, n - n % 4) of the step by quads, their number in *done; the
+ * rest are left to the row loop. base_quads: the rank medians in quads
+ * (sf__baseline_quads). False where a row's end passed the step's bound. */
+SF_AVX2_INLINE bool fold_quads_s(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g,
+                                 uint32_t S, uint32_t *done)
 {
     uint32_t C = s->cand.n, n4 = g->n & ~3u;
+    *done = 0;
     if (n4 == 0 || g->baseline_quads == NULL || C > QUAD_CANDIDATES)
-        return 0;
+        return true;
     if (g->ranks[0] == 0) { /* rank 0 comes first, when present */
         st->has_rank0 = true;
         memcpy(st->rank0_d, sf__grid_row(g, 0, S), S * sizeof(int64_t));
@@ -278,33 +298,43 @@ SF_AVX2_INLINE uint32_t fold_quads_s(sf_summary *s, sf_step_summary *st,
                                sf__grid_row(&at, r + 2, S), sf__grid_row(&at, r + 3, S)};
         fold_quad(s, &a, st, d, at.baseline_quads + (size_t)r * S, at.ranks + r, S, &slowest);
     }
+    if (!bounds_hold(a.bits, a.over))
+        return false;
     int64_t end_sum = quad_acc_store(&a, st, S, C);
     sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, n4);
-    return n4;
+    *done = n4;
+    return true;
 }
 
-SF_AVX2_INLINE void fold_step_s(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g,
+SF_AVX2_INLINE bool fold_step_s(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g,
                                 uint32_t S)
 {
-    uint32_t r0 = fold_quads_s(s, st, g, S), C = s->cand.n;
+    uint32_t r0, C = s->cand.n;
+    if (!fold_quads_s(s, st, g, S, &r0))
+        return false;
     if (r0 == g->n)
-        return;
+        return true;
     struct row vmax = load_row(st->dmax, S), vmin = load_row(st->dmin, S);
     struct row vsum = load_row(st->dsum, S), vclip = load_row(st->clipped_end, S);
     struct row zero = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     struct row v2 = top2(st->prefix_top2, 0, zero, 0, S);
-    int64_t slowest = st->slowest_total, end_sum = 0, sum0 = st->dsum[S - 1];
+    int64_t slowest = st->slowest_total, sum0 = st->dsum[S - 1];
+    uint64_t end_sum = 0; /* unsigned: summed before the ends are checked */
+    __m256i bits = _mm256_setzero_si256(), over = bits;
+    __m256i over_step = _mm256_set1_epi64x((int64_t)SF__OVER_STEP);
     for (uint32_t r = r0; r < g->n; r++) {
         const int64_t *d = sf__grid_row(g, r, S);
         struct row x = load_row(d, S), p = row_prefixes(x, S);
+        bits = _mm256_or_si256(bits, row_bits(x, S));
         vmax = row_max(vmax, x, S);
         vmin = row_min(vmin, x, S);
         vsum = row_add(vsum, x, S);
         struct row sav = row_excess(row_sub(x, load_row(g->baseline + (size_t)r * S, S), S), S);
         __m256i end = row_end(p, S);
+        over = _mm256_or_si256(over, _mm256_add_epi64(end, over_step));
         vclip = row_max(vclip, row_sub((struct row){end, end}, sav, S), S);
         int64_t total = _mm_cvtsi128_si64(_mm256_castsi256_si128(end));
-        end_sum += total;
+        end_sum += (uint64_t)total;
         unsigned hit = row_greater(p, v2, S);
         if (__builtin_expect(hit != 0, 0))
             v2 = top2(st->prefix_top2, hit, p, g->ranks[r], S);
@@ -312,11 +342,14 @@ SF_AVX2_INLINE void fold_step_s(sf_summary *s, sf_step_summary *st, const struct
             groups(s, sav, total, st->clipped_end);
         sf__fold_row_rank(st, d, g->ranks[r], total, S, &slowest);
     }
+    if (!bounds_hold(bits, over))
+        return false;
     store_row(st->dmax, vmax, S);
     store_row(st->dmin, vmin, S);
     store_row(st->dsum, vsum, S);
     store_row(st->clipped_end, vclip, S);
-    sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n - r0);
+    sf__fold_step_end(st, sum0, st->dsum[S - 1], (int64_t)end_sum, slowest, g->n - r0);
+    return true;
 }
 
 SF_AVX2_INLINE void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32_t n,
@@ -337,8 +370,12 @@ SF_AVX2_INLINE void clip_rows_s(const sf_summary *s, const int64_t *rows, uint32
     store_row(clipped, vclip, S);
 }
 
-SF_AVX2 void sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g){
-    SF__BY_STAGE_COUNT(s->schema.n_stages, S, fold_step_s(s, st, g, S))}
+SF_AVX2 bool sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g)
+{
+    bool folded = false;
+    SF__BY_STAGE_COUNT(s->schema.n_stages, S, folded = fold_step_s(s, st, g, S))
+    return folded;
+}
 
 SF_AVX2 void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
                                 const int64_t *baseline, int64_t *clipped)

@@ -71,29 +71,42 @@ AVX512 static void top2_insert(struct top2_lanes *l, __mmask8 hit, __m512i p, ui
         _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(l->ranks, lead, r1_moves), second, r2_new);
 }
 
-AVX512 void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g)
+/* Whether the durations or'ed into bits all lie in [0, SF_MAX_DURATION_NS),
+ * with no bit at or above the cap's (the sign's included), and the rows'
+ * ends or'ed into over as x + SF__OVER_STEP within the step's bound. */
+AVX512 static bool bounds_hold(__m512i bits, __m512i over)
+{
+    return (_mm512_test_epi64_mask(bits, _mm512_set1_epi64(-SF_MAX_DURATION_NS)) |
+            _mm512_test_epi64_mask(over, _mm512_set1_epi64(INT64_MIN))) == 0;
+}
+
+AVX512 bool sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g)
 {
     uint32_t S = s->schema.n_stages, C = s->cand.n;
     __mmask8 m = (__mmask8)((1u << S) - 1);
     __m512i zero = _mm512_setzero_si512(), last = _mm512_set1_epi64(S - 1);
+    __m512i over_step = _mm512_set1_epi64((int64_t)SF__OVER_STEP), over = zero, bits = zero;
     __m512i vmax = _mm512_maskz_loadu_epi64(m, st->dmax),
             vmin = _mm512_maskz_loadu_epi64(m, st->dmin);
     __m512i vsum = _mm512_maskz_loadu_epi64(m, st->dsum);
     __m512i vclip = _mm512_maskz_loadu_epi64(m, st->clipped_end);
     struct top2_lanes t2 = top2_load(st->prefix_top2, m);
-    int64_t slowest = st->slowest_total, end_sum = 0, sum0 = st->dsum[S - 1];
+    int64_t slowest = st->slowest_total, sum0 = st->dsum[S - 1];
+    uint64_t end_sum = 0; /* unsigned: summed before the ends are checked */
     for (uint32_t r = 0; r < g->n; r++) {
         const int64_t *d = sf__grid_row(g, r, S);
         __m512i x = _mm512_maskz_loadu_epi64(m, d), p = prefixes(x);
+        bits = _mm512_or_si512(bits, x);
         vmax = _mm512_max_epi64(vmax, x);
         vmin = _mm512_min_epi64(vmin, x);
         vsum = _mm512_add_epi64(vsum, x);
         __m512i sav = _mm512_max_epi64(
             _mm512_sub_epi64(x, _mm512_maskz_loadu_epi64(m, g->baseline + (size_t)r * S)), zero);
         __m512i end = _mm512_permutexvar_epi64(last, p);
+        over = _mm512_or_si512(over, _mm512_add_epi64(end, over_step));
         vclip = _mm512_max_epi64(vclip, _mm512_sub_epi64(end, sav));
         int64_t total = _mm_cvtsi128_si64(_mm512_castsi512_si128(end));
-        end_sum += total;
+        end_sum += (uint64_t)total;
         __mmask8 hit = _mm512_mask_cmpgt_epi64_mask(m, p, t2.v2);
         if (__builtin_expect(hit != 0, 0))
             top2_insert(&t2, hit, p, g->ranks[r]);
@@ -101,12 +114,15 @@ AVX512 void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struc
             groups(s, sav, total, st->clipped_end);
         sf__fold_row_rank(st, d, g->ranks[r], total, S, &slowest);
     }
+    if (!bounds_hold(bits, over))
+        return false;
     _mm512_mask_storeu_epi64(st->dmax, m, vmax);
     _mm512_mask_storeu_epi64(st->dmin, m, vmin);
     _mm512_mask_storeu_epi64(st->dsum, m, vsum);
     _mm512_mask_storeu_epi64(st->clipped_end, m, vclip);
     top2_store(st->prefix_top2, m, &t2);
-    sf__fold_step_end(st, sum0, st->dsum[S - 1], end_sum, slowest, g->n);
+    sf__fold_step_end(st, sum0, st->dsum[S - 1], (int64_t)end_sum, slowest, g->n);
+    return true;
 }
 
 AVX512 void sf__clip_rows_avx512(const sf_summary *s, const int64_t *rows, uint32_t n,

@@ -1,6 +1,7 @@
 /*
  * The summary fold of a grid window (every step holds the same ranks in the
- * same order, rows already checked) with a row's stages in vectors:
+ * same order; the rows checked, their durations checked here) with a row's
+ * stages in vectors:
  * prefixes, max/min/sum, top-2 prefixes, clipped end frontiers, the slowest
  * rank and rank 0 in one pass; and the same clipping for the cohort gains
  * (exposure.c). Exact: the same integers as the scalar loops there, which
@@ -20,17 +21,17 @@ enum sf__net_isa sf__fold_vec_isa(uint32_t n_stages, enum sf__net_isa cap)
     return SF__NET_GENERIC;
 }
 
-void sf__fold_grid_vec(enum sf__net_isa isa, sf_summary *s, uint32_t step_i,
+bool sf__fold_grid_vec(enum sf__net_isa isa, sf_summary *s, uint32_t step_i,
                        const struct sf__grid_step *g)
 {
 #ifdef SF_FOLD_X86
     if (isa == SF__NET_AVX512)
-        sf__fold_grid_avx512(s, &s->steps[step_i], g);
-    else if (isa == SF__NET_AVX2)
-        sf__fold_grid_avx2(s, &s->steps[step_i], g);
-#else
-    (void)isa, (void)s, (void)step_i, (void)g;
+        return sf__fold_grid_avx512(s, &s->steps[step_i], g);
+    if (isa == SF__NET_AVX2)
+        return sf__fold_grid_avx2(s, &s->steps[step_i], g);
 #endif
+    (void)isa, (void)s, (void)step_i, (void)g;
+    return false; /* no form here: sf__fold_vec_isa chooses none */
 }
 
 void sf__clip_rows_vec(enum sf__net_isa isa, const sf_summary *s, const int64_t *rows, uint32_t n,

@@ -11,10 +11,10 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SF_FOLD_X86 1
-void sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
+bool sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
 void sf__clip_rows_avx512(const sf_summary *s, const int64_t *rows, uint32_t n,
                           const int64_t *baseline, int64_t *clipped);
-void sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
+bool sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
 void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
                         const int64_t *baseline, int64_t *clipped);
 #endif
@@ -26,15 +26,19 @@ static inline const int64_t *sf__grid_row(const struct sf__grid_step *g, uint32_
 }
 
 /* The group candidates (past the first S) of a row whose step ends at
- * `total`: each cut is the sum of its members' savings. */
+ * `total`: each cut is the sum of its members' savings. In unsigned
+ * arithmetic, which gives checked durations their exact values and is
+ * defined for the unchecked ones that the grid fold meets before it has
+ * checked them (core_internal.h, sf__fold_grid_vec). */
 static inline void sf__fold_groups(const sf_summary *s, const int64_t *saving, int64_t total,
                                    int64_t *clipped)
 {
     for (uint32_t c = s->schema.n_stages; c < s->cand.n; c++) {
-        int64_t cut = 0;
+        uint64_t cut = 0;
         for (uint64_t m = s->cand.member_mask[c]; m; m &= m - 1)
-            cut += saving[__builtin_ctzll(m)];
-        clipped[c] = total - cut > clipped[c] ? total - cut : clipped[c];
+            cut += (uint64_t)saving[__builtin_ctzll(m)];
+        int64_t end = (int64_t)((uint64_t)total - cut);
+        clipped[c] = end > clipped[c] ? end : clipped[c];
     }
 }
 

@@ -15,6 +15,16 @@
 #include "avx2_lanes.h"
 #include "core_internal.h"
 
+/* lo + (hi - lo) / 2 of two sorted values, in unsigned arithmetic: exact
+ * for any int64 lo <= hi, so the networks are defined for whatever values
+ * they meet (the grid fold checks a window's durations after its medians
+ * are taken: docs/PERFORMANCE.md, "The durations checked where they are
+ * folded"). */
+static inline int64_t median_of_middle(int64_t lo, int64_t hi)
+{
+    return (int64_t)((uint64_t)lo + ((uint64_t)hi - (uint64_t)lo) / 2);
+}
+
 /* The rounds of Batcher's sort below TILE_WIRES sort each aligned block of
  * TILE_WIRES wires and never cross one: a block's column of 8 lanes (64-bit
  * values with AVX-512, 32-bit offsets with AVX2) fits in registers and is
@@ -356,7 +366,7 @@ SF_AVX2 static bool run_narrow(const sf__median_net *net, enum sf__net_isa isa, 
         const uint32_t *hi = w32 + (size_t)(net->n / 2) * NARROW_LANES;
         const uint32_t *lo = net->n % 2 ? hi : hi - NARROW_LANES;
         for (size_t l = 0; l < w; l++) /* lo + (hi - lo) / 2 of the values themselves */
-            ret_median[l0 + l] = (int64_t)((uint64_t)base[l] + lo[l]) + (hi[l] - lo[l]) / 2;
+            ret_median[l0 + l] = (int64_t)((uint64_t)base[l] + lo[l] + (hi[l] - lo[l]) / 2);
     }
     return true;
 }
@@ -449,7 +459,7 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
     const int64_t *hi = v + (size_t)(net->n / 2) * lanes;
     const int64_t *lo = net->n % 2 ? hi : hi - lanes;
     for (size_t l = 0; l < lanes; l++)
-        ret_median[l] = lo[l] + (hi[l] - lo[l]) / 2;
+        ret_median[l] = median_of_middle(lo[l], hi[l]);
     return 0;
 }
 

@@ -467,8 +467,9 @@ static void grid_block_net(const struct view *rows, const struct layout *lay, ui
  * their medians: the block's rows are still in cache (fold_vec.c). On the
  * way, the next block's rows are fetched into L2, so that its medians,
  * which read them first, a step of rows apart, wait on L2 rather than on
- * memory (docs/PERFORMANCE.md, "Waiting less on memory at 16 384 ranks"). */
-static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
+ * memory (docs/PERFORMANCE.md, "Waiting less on memory at 16 384 ranks").
+ * False where some duration is out of its bounds (the fold checks them). */
+static bool fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                             const struct view *rows, const struct layout *lay, uint32_t lo,
                             uint32_t hi)
 {
@@ -486,8 +487,18 @@ static void fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                                   .ranks = ri->ranks + lo,
                                   .baseline = ri->baseline + lo * S,
                                   .baseline_quads = lay->fold == SF__NET_AVX2 ? quads : NULL};
-        sf__fold_grid_vec(lay->fold, fold_into, t, &g);
+        if (!sf__fold_grid_vec(lay->fold, fold_into, t, &g))
+            return false;
     }
+    return true;
+}
+
+/* Whether a grid's rank medians are taken by the selection network, which
+ * is defined for any values, so that they may be taken before the grid fold
+ * has checked them (median_net.c); else by sf_median_i64. */
+static bool medians_by_network(size_t n_steps)
+{
+    return n_steps <= SF__MEDIAN_NET_MAX && sf__median_net_pays();
 }
 
 static int rank_medians_grid(const sf_schema *schema, const struct view *rows,
@@ -497,26 +508,22 @@ static int rank_medians_grid(const sf_schema *schema, const struct view *rows,
     uint32_t S = schema->n_stages;
     sf__median_net *net = NULL;
     enum sf__net_isa isa = sf__median_net_best();
-    if (n_steps <= SF__MEDIAN_NET_MAX && sf__median_net_pays() &&
-        sf__median_net_new(n_steps, &net) < 0)
+    if (medians_by_network(n_steps) && sf__median_net_new(n_steps, &net) < 0)
         return -ENOMEM;
     int64_t *values = malloc((size_t)GRID_BLOCK * S * n_steps * sizeof *values);
-    if (values == NULL) {
-        sf__median_net_free(net);
-        return -ENOMEM;
-    }
-    for (uint32_t lo = 0; lo < ri->n; lo += GRID_BLOCK) {
+    int r = values ? 0 : -ENOMEM;
+    for (uint32_t lo = 0; lo < ri->n && r == 0; lo += GRID_BLOCK) {
         uint32_t hi = lo + GRID_BLOCK < ri->n ? lo + GRID_BLOCK : ri->n;
         if (net != NULL)
             grid_block_net(rows, lay, n_steps, ri, S, lo, hi, values, net, isa);
         else
             grid_block_medians(rows, lay, n_steps, ri, S, lo, hi, values);
-        if (fold_into != NULL)
-            fold_grid_block(fold_into, ri, rows, lay, lo, hi);
+        if (fold_into != NULL && !fold_grid_block(fold_into, ri, rows, lay, lo, hi))
+            r = -ERANGE;
     }
     free(values);
     sf__median_net_free(net);
-    return 0;
+    return r;
 }
 
 static int rank_medians(const sf_schema *schema, const struct view *rows, size_t n_rows,
@@ -748,6 +755,9 @@ struct row_check {
     /* The first step's ranks, which every later step of a grid repeats:
      * packed, they stay in cache where the first step's rows would not. */
     uint32_t *first_ranks;
+    /* Rows [fold_from, fold_to) span the steps whose durations were left
+     * to the grid fold (view_and_check); none where fold_to is 0. */
+    size_t fold_from, fold_to;
 };
 
 static void check_free(struct row_check *c)
@@ -880,12 +890,6 @@ struct step_sums {
     bool marked;     /* some row carries a flag or an event sample */
 };
 
-/* Adding OVER_STEP to a value in [0, SF_MAX_STEP_NS] leaves its top bit
- * clear, and to any larger one below 2^63 sets it; a negative int64 has it
- * set already. So one or of x | x + OVER_STEP per value, and one test of
- * the top bit per step, bound them all. */
-#define OVER_STEP ((UINT64_C(1) << 63) - (uint64_t)SF_MAX_STEP_NS - 1)
-
 /* The event samples' fields of a step that has any: a second, rarer pass. */
 static __attribute__((noinline)) bool step_events_valid(const sf_row *row, size_t R)
 {
@@ -898,17 +902,47 @@ static __attribute__((noinline)) bool step_events_valid(const sf_row *row, size_
     return valid;
 }
 
+/* A row's durations into the or of their bits and the or of their sum +
+ * SF__OVER_STEP: sf__row_check's bounds hold where bits stays below
+ * SF_MAX_DURATION_NS and over's top bit clear. */
+static inline __attribute__((always_inline)) void durations_bound(const int64_t *d, uint32_t S,
+                                                                  uint64_t *bits, uint64_t *over)
+{
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < S; k++) {
+        *bits |= (uint64_t)d[k];
+        total += (uint64_t)d[k];
+    }
+    *over |= total + SF__OVER_STEP;
+}
+
+static bool bounds_hold(uint64_t bits, uint64_t over)
+{
+    return bits < (uint64_t)SF_MAX_DURATION_NS && over >> 63 == 0;
+}
+
+/* Whether the durations of rows [from, to) of the view are within bounds:
+ * those left to a grid fold that did not take them. */
+static bool durations_in_bounds(const struct view *v, size_t from, size_t to, uint32_t S)
+{
+    uint64_t bits = 0, over = 0;
+    for (size_t i = from; i < to; i++)
+        durations_bound(at(v, i)->d, S, &bits, &over);
+    return bounds_hold(bits, over);
+}
+
 /* Whether the rows of one step, [i, i + R) of a grid that the scan has
  * followed so far, repeat the first step's ranks with valid fields: the
  * common case, checked with no branch per row on the data. Rows that match
  * the first step's ranks are in order and distinct (the first step was
  * checked row by row), and a step above the last one passes the step's own
- * bounds, so what is left of check_row is the fields. On success the
- * step's sums are in *sum; on any doubt it returns false and the step is
- * checked row by row, which finds the first error, if any. */
+ * bounds, so what is left of check_row is the fields: the durations too,
+ * unless `durations` is false (the grid fold will check them). On success
+ * the step's sums are in *sum; on any doubt it returns false and the step
+ * is checked row by row, which finds the first error, if any. */
 static inline __attribute__((always_inline)) bool
 grid_step_fast(const sf_row *rows, size_t i, size_t n, size_t R, const uint32_t *first_ranks,
-               uintptr_t next_d, bool contiguous, uint32_t S, struct step_sums *sum)
+               uintptr_t next_d, bool contiguous, bool durations, uint32_t S, struct step_sums *sum)
 {
     const sf_row *row = &rows[i], *end = row + R;
     const uint32_t *rank = first_ranks;
@@ -921,27 +955,23 @@ grid_step_fast(const sf_row *rows, size_t i, size_t n, size_t R, const uint32_t 
     uint64_t overlap = 0; /* unsigned: summed before it is checked */
     for (; row < end; row++, rank++, expect_d += S * sizeof(int64_t)) {
         __builtin_prefetch(&row[rows_ahead]);
-        if (contiguous) /* no load of a row ahead for its pointer */
-            __builtin_prefetch((const char *)expect_d + d_ahead * S * sizeof(int64_t));
-        else
-            __builtin_prefetch(row[d_ahead].d);
         const int64_t *d = row->d;
         if (__builtin_expect(d == NULL, 0))
             return false;
-        uint64_t total = 0;
-        for (uint32_t k = 0; k < S; k++) {
-            bits |= (uint64_t)d[k];
-            total += (uint64_t)d[k];
+        if (durations) {
+            if (contiguous) /* no load of a row ahead for its pointer */
+                __builtin_prefetch((const char *)expect_d + d_ahead * S * sizeof(int64_t));
+            else
+                __builtin_prefetch(row[d_ahead].d);
+            durations_bound(d, S, &bits, &over);
         }
-        over |= (total + OVER_STEP) | (uint64_t)row->overlap_ns |
-                ((uint64_t)row->overlap_ns + OVER_STEP);
+        over |= (uint64_t)row->overlap_ns | ((uint64_t)row->overlap_ns + SF__OVER_STEP);
         differ |= (uint64_t)(row->step ^ step) | (row->rank ^ *rank);
         scattered |= (uintptr_t)d ^ expect_d;
         overlap += (uint64_t)row->overlap_ns;
         marks |= row->flags | row->event_state;
     }
-    if (differ || over >> 63 || bits >= (uint64_t)SF_MAX_DURATION_NS ||
-        (marks && !step_events_valid(&rows[i], R)))
+    if (differ || !bounds_hold(bits, over) || (marks && !step_events_valid(&rows[i], R)))
         return false;
     *sum = (struct step_sums){.overlap = (int64_t)overlap, /* R values of at most 2^41 */
                               .contiguous = scattered == 0,
@@ -985,11 +1015,13 @@ static bool first_ranks_of(struct row_check *c, const sf_row *first, size_t R)
 /* The one pass of view_and_check over rows as they came: whether they are
  * in (step, rank) order, and the first error among them if they are. Once
  * the first step has shown a grid, each later step is tried whole
- * (grid_step_fast) before row by row. */
+ * (grid_step_fast) before row by row; with fold_checks, such a step's
+ * durations are left to the grid fold, where its medians are taken by the
+ * network (medians_by_network). */
 static inline __attribute__((always_inline)) bool view_check_s(struct row_check *c,
                                                                const struct view *v, size_t n,
-                                                               bool whole_steps, int *err,
-                                                               uint32_t S)
+                                                               bool whole_steps, bool fold_checks,
+                                                               int *err, uint32_t S)
 {
     struct row_scan scan = c->scan;
     size_t i = 0;
@@ -997,12 +1029,18 @@ static inline __attribute__((always_inline)) bool view_check_s(struct row_check 
         size_t R = scan.per_step;
         struct step_sums sum;
         if (whole_steps && R && scan.grid && scan.col + 1 == R && i + R <= n &&
-            first_ranks_of(c, v->rows, R) &&
-            grid_step_fast(v->rows, i, n, R, c->first_ranks, scan.next_d, scan.contiguous, S,
-                           &sum)) {
-            *err = grid_step_take(c, &scan, &v->rows[i], R, &sum);
-            i += R - 1;
-            continue;
+            first_ranks_of(c, v->rows, R)) {
+            bool to_fold = fold_checks && medians_by_network(n / R);
+            if (grid_step_fast(v->rows, i, n, R, c->first_ranks, scan.next_d, scan.contiguous,
+                               !to_fold, S, &sum)) {
+                if (to_fold) {
+                    c->fold_from = c->fold_to ? c->fold_from : i;
+                    c->fold_to = i + R;
+                }
+                *err = grid_step_take(c, &scan, &v->rows[i], R, &sum);
+                i += R - 1;
+                continue;
+            }
         }
         if (i + ROWS_AHEAD < n)
             __builtin_prefetch(&v->rows[i + ROWS_AHEAD]);
@@ -1023,17 +1061,21 @@ static inline __attribute__((always_inline)) bool view_check_s(struct row_check 
  * an earlier call). Rows that came in that order (the common case) are
  * viewed in place and checked in one pass. Others are sorted and checked
  * again, so the error returned is always the first in (step, rank) order,
- * whichever order the rows came in. On success the caller frees
- * ret->sorted. */
+ * whichever order the rows came in. With fold_checks, the durations of a
+ * grid's later steps may be left to the grid fold (c->fold_from, fold_to):
+ * the error returned is then the first but for them. On success the caller
+ * frees ret->sorted. */
 static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n, bool whole_steps,
-                          struct view *ret, struct layout *lay, struct row_check *c)
+                          bool fold_checks, struct view *ret, struct layout *lay,
+                          struct row_check *c)
 {
     struct view v = {.rows = rows};
     check_begin(c, schema, rows, n, true);
     int err = 0;
     bool sorted;
     /* constant stage counts unroll the duration checks */
-    SF__BY_STAGE_COUNT(schema->n_stages, S, sorted = view_check_s(c, &v, n, whole_steps, &err, S))
+    SF__BY_STAGE_COUNT(schema->n_stages, S,
+                       sorted = view_check_s(c, &v, n, whole_steps, fold_checks, &err, S))
     lay->sorted = sorted;
     if (sorted) {
         if (err < 0)
@@ -1115,29 +1157,42 @@ static int fold_rows(sf_summary *s, const struct rank_info *ri, const struct vie
     return 0;
 }
 
-int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
-                      size_t n_rows, bool dense, unsigned flags, sf_summary **ret)
+/* The best grid fold that flags allow for n_stages on this CPU. */
+static enum sf__net_isa grid_fold_isa(uint32_t n_stages, unsigned flags)
 {
-    if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
-        return -EINVAL;
+    return sf__fold_vec_isa(n_stages, flags & SF__BUILD_NO_AVX512 ? SF__NET_AVX2 : SF__NET_AVX512);
+}
+
+/* One build. With fold_checks, the row check may leave durations to the
+ * grid fold (*to_fold); where the layout then turns out to be one that the
+ * fold does not take (a grid that breaks late), they are checked here. */
+static int summary_build_once(const sf_schema *schema, const sf_window_meta *meta,
+                              const sf_row *rows, size_t n_rows, bool dense, unsigned flags,
+                              bool fold_checks, bool *to_fold, sf_summary **ret)
+{
     struct view by_step = {0};
     struct rank_info ri = {0};
     struct layout lay = {0};
     struct row_check check = {0};
     sf_summary *s = NULL;
-    int r =
-        view_and_check(schema, rows, n_rows, !(flags & SF__BUILD_GENERAL), &by_step, &lay, &check);
+    int r = view_and_check(schema, rows, n_rows, !(flags & SF__BUILD_GENERAL), fold_checks,
+                           &by_step, &lay, &check);
+    *to_fold = check.fold_to != 0;
     if (r < 0)
         goto out;
     if (flags & SF__BUILD_GENERAL)
         lay = (struct layout){.sorted = lay.sorted};
     if (lay.grid_ranks)
-        lay.fold = sf__fold_vec_isa(schema->n_stages,
-                                    flags & SF__BUILD_NO_AVX512 ? SF__NET_AVX2 : SF__NET_AVX512);
+        lay.fold = grid_fold_isa(schema->n_stages, flags);
     size_t n_steps_z = lay.grid_ranks ? n_rows / lay.grid_ranks : count_steps(&by_step, n_rows);
     uint32_t n_steps = (uint32_t)n_steps_z;
     if (n_steps_z > SF_MAX_WINDOW_STEPS) {
         r = -E2BIG;
+        goto out;
+    }
+    if (check.fold_to && !(grid_fold_vec(&lay) && medians_by_network(n_steps)) &&
+        !durations_in_bounds(&by_step, check.fold_from, check.fold_to, schema->n_stages)) {
+        r = -ERANGE;
         goto out;
     }
     if ((r = sf_summary_alloc(schema, meta, n_steps, &s)) < 0 ||
@@ -1154,6 +1209,29 @@ out:
     rank_info_clear(&ri);
     check_free(&check);
     free(by_step.sorted);
+    return r;
+}
+
+/* A grid's durations are read from memory once, where the grid fold folds
+ * them, rather than by the row check and again there: the row check leaves
+ * the durations of a grid's later steps to the fold, which checks their
+ * bounds as it goes (core_internal.h, sf__fold_grid_vec; docs/PERFORMANCE.md,
+ * "The durations checked where they are folded"). A build that left them
+ * so and failed, for any reason, is built again with every duration checked
+ * by the row check, which returns the first error in (step, rank) order:
+ * the errors are those of a build that leaves nothing to the fold. */
+int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
+                      size_t n_rows, bool dense, unsigned flags, sf_summary **ret)
+{
+    if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
+        return -EINVAL;
+    bool fold_checks =
+        !(flags & SF__BUILD_GENERAL) && grid_fold_isa(schema->n_stages, flags) != SF__NET_GENERIC;
+    bool to_fold;
+    int r =
+        summary_build_once(schema, meta, rows, n_rows, dense, flags, fold_checks, &to_fold, ret);
+    if (r < 0 && to_fold)
+        r = summary_build_once(schema, meta, rows, n_rows, dense, flags, false, &to_fold, ret);
     return r;
 }
 

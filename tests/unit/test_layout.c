@@ -207,13 +207,13 @@ static void near_grids_take_the_general_path(void **state)
 
 /* One fault a row can carry, valid or not; the whole-step check must reach
  * the verdict the row-by-row check reaches. */
-enum { FAULT_KINDS = 16 };
+enum { FAULT_KINDS = 18 };
 
 static void plant_fault(sf_row *rows, size_t i, uint32_t S, int kind, int64_t *elsewhere)
 {
     sf_row *row = &rows[i];
     int64_t *d = (int64_t *)row->d;
-    if (d == NULL && (kind <= 2 || kind == 10))
+    if (d == NULL && (kind <= 2 || kind == 10 || kind >= 16))
         return; /* an earlier fault took the durations */
     switch (kind) {
     case 0:
@@ -265,16 +265,65 @@ static void plant_fault(sf_row *rows, size_t i, uint32_t S, int kind, int64_t *e
     case 14:
         row->overlap_ns = SF_MAX_STEP_NS;
         break; /* valid: at the bound */
-    default:   /* valid: a ready sample at the cap */
+    case 15:   /* valid: a ready sample at the cap */
         row->event_state = SF_EVENT_READY;
         row->event_cpu_ns = row->event_gpu_ns = SF_MAX_DURATION_NS;
+        break;
+    case 16: /* values that wrap any sum or difference they enter */
+        d[S / 2] = INT64_MAX;
+        d[0] = INT64_MAX - 1;
+        break;
+    default:
+        d[S - 1] = INT64_MIN;
         break;
     }
 }
 
+/* Stages s0, s1, ... in pairs of a group (g0 for s0 and s1, ...): group
+ * candidates past the stages, whose cuts the folds sum. */
+static void paired_schema(sf_schema *schema, uint32_t stages)
+{
+    static char buf[SF_MAX_STAGES][2][16];
+    const char *names[SF_MAX_STAGES], *groups[SF_MAX_STAGES];
+    for (uint32_t i = 0; i < stages; i++) {
+        snprintf(buf[i][0], sizeof buf[i][0], "s%u", i);
+        snprintf(buf[i][1], sizeof buf[i][1], "g%u", i / 2);
+        names[i] = buf[i][0];
+        groups[i] = buf[i][1];
+    }
+    assert_int_equal(sf_schema_init(schema, 1, stages, names, groups, 1), 0);
+}
+
+/* The verdict of the fast paths on rows, with either vector fold: the same
+ * error as `want`, or a summary the same as by_row's. */
+static void assert_fast_paths_agree(const sf_schema *schema, const sf_window_meta *meta,
+                                    const sf_row *rows, size_t n, bool dense, int want,
+                                    const sf_summary *by_row, uint64_t seed)
+{
+    const unsigned forms[] = {0, SF__BUILD_NO_AVX512};
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        sf_summary *by_step = NULL;
+        int got = sf__summary_build(schema, meta, rows, n, dense, forms[f], &by_step);
+        if (got != want)
+            fail_msg("seed %llu, flags %u: %d row by row, %d by steps", (unsigned long long)seed,
+                     forms[f], want, got);
+        if (want == 0) {
+            assert_same_summary(by_row, by_step);
+            char *a = summary_report(by_row), *b = summary_report(by_step);
+            assert_string_equal(a, b);
+            free(a);
+            free(b);
+        }
+        sf_summary_free(by_step);
+    }
+}
+
 /* Rows of a grid with up to three faults each, anywhere: the whole-step
- * check (later steps of a grid) and the row-by-row one give the same error
- * (the first in (step, rank) order) or the same summary. */
+ * check (later steps of a grid, whose durations the grid fold checks) and
+ * the row-by-row one give the same error (the first in (step, rank) order)
+ * or the same summary, with either vector fold and with group candidates
+ * or none. Values that wrap, among the faults, find any arithmetic that
+ * meets a duration before its check (under UBSan). */
 static void whole_step_checks_match_row_by_row(void **state)
 {
     (void)state;
@@ -292,27 +341,86 @@ static void whole_step_checks_match_row_by_row(void **state)
             plant_fault(m.rows, (size_t)rand_below(&st, (int64_t)n), S,
                         (int)rand_below(&st, FAULT_KINDS), &elsewhere[f * S]);
         sf_schema schema;
-        numbered_schema(&schema, S);
+        if (seed % 4 == 1 && S >= 4)
+            paired_schema(&schema, S);
+        else
+            numbered_schema(&schema, S);
         sf_window_meta meta = meta_for(3 * R + 1);
-        sf_summary *by_row = NULL, *by_step = NULL;
-        int want =
-            sf__summary_build(&schema, &meta, m.rows, n, seed % 3 == 0, SF__BUILD_GENERAL, &by_row);
-        int got = sf__summary_build(&schema, &meta, m.rows, n, seed % 3 == 0, 0, &by_step);
-        if (got != want)
-            fail_msg("seed %llu: %d row by row, %d by steps", (unsigned long long)seed, want, got);
-        if (want == 0) {
-            assert_same_summary(by_row, by_step);
-            char *a = summary_report(by_row), *b = summary_report(by_step);
-            assert_string_equal(a, b);
-            free(a);
-            free(b);
-        }
+        sf_summary *by_row = NULL;
+        bool dense = seed % 3 == 0;
+        int want = sf__summary_build(&schema, &meta, m.rows, n, dense, SF__BUILD_GENERAL, &by_row);
+        assert_fast_paths_agree(&schema, &meta, m.rows, n, dense, want, by_row, seed);
         sf_summary_free(by_row);
-        sf_summary_free(by_step);
         sf_schema_clear(&schema);
         free(elsewhere);
         matrix_free(&m);
     }
+}
+
+/* A step whose last three rows hold two stages of 1.5 2^62 and one of
+ * INT64_MAX: each such row's end wraps (to about 2^62), and so do a
+ * group's cut of the first two and the sum of the three rows' ends. Both
+ * vector folds refuse the window as the row-by-row check does, and (under
+ * UBSan) no arithmetic overflows on the way. The windows' last blocks of
+ * ranks hold a quad and then those three rows, which the AVX2 fold takes
+ * one at a time; one window has a GRID_BLOCK of ranks before it. With
+ * group candidates and without. */
+static void wrapping_durations_are_refused_before_they_are_summed(void **state)
+{
+    (void)state;
+    const uint32_t S = 6, sizes[] = {7, 39};
+    const unsigned forms[] = {0, SF__BUILD_NO_AVX512, SF__BUILD_GENERAL};
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+        for (int paired = 0; paired < 2; paired++) {
+            uint32_t R = sizes[z];
+            struct matrix m = matrix_random(R, 4, R, S, 1000);
+            for (uint32_t r = R - 3; r < R; r++) {
+                cell(&m, 2, r)[0] = cell(&m, 2, r)[1] = (INT64_C(1) << 62) + (INT64_C(1) << 61);
+                cell(&m, 2, r)[S - 1] = INT64_MAX;
+            }
+            sf_schema schema;
+            if (paired)
+                paired_schema(&schema, S);
+            else
+                numbered_schema(&schema, S);
+            sf_window_meta meta = meta_for(R);
+            for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+                sf_summary *s = NULL;
+                assert_int_equal(
+                    sf__summary_build(&schema, &meta, m.rows, (size_t)4 * R, false, forms[f], &s),
+                    -ERANGE);
+                assert_null(s);
+            }
+            sf_schema_clear(&schema);
+            matrix_free(&m);
+        }
+}
+
+/* A rank whose steps past the first two (which are checked row by row, the
+ * second showing the grid) hold INT64_MIN four times and INT64_MAX twice:
+ * its median by the selection network, taken before the fold has checked
+ * those durations, lies between INT64_MIN and a checked value, whose
+ * difference wraps. Under UBSan nothing overflows, and every form refuses
+ * the window. */
+static void medians_of_unchecked_durations_are_defined(void **state)
+{
+    (void)state;
+    const uint32_t S = 6, R = 9, T = 8;
+    const unsigned forms[] = {0, SF__BUILD_NO_AVX512, SF__BUILD_GENERAL};
+    struct matrix m = matrix_random(T, T, R, S, 1000);
+    for (uint32_t t = 2; t < T; t++)
+        cell(&m, t, 1)[2] = t <= 5 ? INT64_MIN : INT64_MAX;
+    sf_schema schema;
+    numbered_schema(&schema, S);
+    sf_window_meta meta = meta_for(R);
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        sf_summary *s = NULL;
+        assert_int_equal(
+            sf__summary_build(&schema, &meta, m.rows, (size_t)T * R, true, forms[f], &s), -ERANGE);
+        assert_null(s);
+    }
+    sf_schema_clear(&schema);
+    matrix_free(&m);
 }
 
 int main(void)
@@ -322,6 +430,8 @@ int main(void)
         cmocka_unit_test(grid_paths_match_the_general_path_dense),
         cmocka_unit_test(near_grids_take_the_general_path),
         cmocka_unit_test(whole_step_checks_match_row_by_row),
+        cmocka_unit_test(wrapping_durations_are_refused_before_they_are_summed),
+        cmocka_unit_test(medians_of_unchecked_durations_are_defined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
