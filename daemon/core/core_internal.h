@@ -257,12 +257,12 @@ int sf__median_net_narrow(const sf__median_net *net, enum sf__net_isa isa, const
  * vectors, into s->steps[step_i]. Only the durations: the rows' other
  * fields are the caller's, checked. The durations need not be: the fold
  * checks sf__row_check's bounds on them as it goes, and returns false where
- * one fails, with the step left unfinished and no sum across calls touched.
- * Until then its arithmetic is defined for any values: vector lanes wrap,
- * and its scalar sums are unsigned (docs/PERFORMANCE.md, "The durations
- * checked where they are folded"). sf__fold_vec_isa: the best form for
- * n_stages on this CPU, none above cap; SF__NET_GENERIC where there is none
- * (then the scalar fold runs). */
+ * one fails, with the step left unfinished and no unchecked value in any
+ * sum that outlives the call. Until then its arithmetic is defined for any
+ * values: vector lanes wrap, and its scalar sums are unsigned
+ * (docs/PERFORMANCE.md, "The durations checked where they are folded").
+ * sf__fold_vec_isa: the best form for n_stages on this CPU, none above cap;
+ * SF__NET_GENERIC where there is none (then the scalar fold runs). */
 struct sf__grid_step {
     const sf_row *rows;        /* row r is rows[r], */
     const sf_row *const *ptrs; /* or *ptrs[r] where ptrs is not NULL, */
