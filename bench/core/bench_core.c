@@ -14,6 +14,7 @@
 #include <stagefrontier/accounting.h>
 
 #include "bench_rng.h"
+#include "core_internal.h"
 
 #define BENCH_STAGES 6
 #define DUMP_MAGIC INT64_C(0x314d424346534653) /* "SFSFCBM1" little-endian */
@@ -30,8 +31,9 @@ struct opts {
     const char *tsv_path; /* machine-readable results for run.sh */
     int reps;             /* best-of repetitions */
     uint64_t seed;
-    uint32_t only_ranks; /* 0: every shape */
-    bool report_only;    /* time sf_report_from_rows alone (for profilers) */
+    uint32_t only_ranks;  /* 0: every shape */
+    bool report_only;     /* time sf_report_from_rows alone (for profilers) */
+    unsigned build_flags; /* SF__BUILD_NO_AVX512: the AVX2 fold (--avx2-fold) */
 };
 
 /* ---- the matrix ---------------------------------------------------------- */
@@ -181,15 +183,17 @@ static double time_stream(const int64_t *d, size_t cells, int reps)
     return best;
 }
 
-/* Best time of sf_summary_build; the last summary is kept in *ret_last. */
+/* Best time of sf_summary_build (with the internal build flags, 0 for the
+ * public call); the last summary is kept in *ret_last. */
 static double time_summary(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
-                           size_t n_rows, bool dense, int reps, sf_summary **ret_last)
+                           size_t n_rows, bool dense, unsigned flags, int reps,
+                           sf_summary **ret_last)
 {
     double best = 1e30;
     for (int k = 0; k < reps; k++) {
         sf_summary *s = NULL;
         double t0 = now_s();
-        int r = sf_summary_build(schema, meta, rows, n_rows, dense, &s);
+        int r = sf__summary_build(schema, meta, rows, n_rows, dense, flags, &s);
         double dt = now_s() - t0;
         if (r < 0) {
             fprintf(stderr, "bench_core: sf_summary_build: %s\n", strerror(-r));
@@ -357,8 +361,10 @@ static int run_shape(const struct shape *sh, const struct opts *o, struct result
         /* The pass is short: more repetitions find a quiet moment on a shared machine. */
         res->frontier_s = time_frontier(d, sh, o->reps < 20 ? 20 : o->reps, res->adv);
         res->stream_s = time_stream(d, n_rows * sh->stages, o->reps < 20 ? 20 : o->reps);
-        res->summary_s = time_summary(&schema, &meta, rows, n_rows, false, o->reps, &sum);
-        res->dense_build_s = time_summary(&schema, &meta, rows, n_rows, true, o->reps, &sum);
+        res->summary_s =
+            time_summary(&schema, &meta, rows, n_rows, false, o->build_flags, o->reps, &sum);
+        res->dense_build_s =
+            time_summary(&schema, &meta, rows, n_rows, true, o->build_flags, o->reps, &sum);
         res->compute_s = time_compute(sum, &gates, o->reps);
         res->median_floor_s = time_median_floor(d, sh, o->reps);
         sf_summary_free(sum);
@@ -381,10 +387,12 @@ out:
 static void usage(FILE *out)
 {
     fprintf(out, "usage: bench_core [--dump DIR] [--tsv FILE] [--reps N] [--seed N] [--ranks N]\n"
-                 "                  [--report-only]\n"
+                 "                  [--report-only] [--avx2-fold]\n"
                  "Times the frontier pass, sf_summary_build (mergeable) and the dense\n"
                  "sf_report_from_rows at (ranks, steps, stages) = (8|1024|16384, 100, 6),\n"
-                 "or at (N, 100, 6) alone with --ranks N (2 to 16384).\n");
+                 "or at (N, 100, 6) alone with --ranks N (2 to 16384). --avx2-fold: the\n"
+                 "summary builds (summary c/s, =build ms) fold a grid in AVX2 even on a\n"
+                 "CPU with AVX-512.\n");
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -398,6 +406,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         if (strcmp(argv[i], "--report-only") == 0) {
             o->report_only = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--avx2-fold") == 0) {
+            o->build_flags |= SF__BUILD_NO_AVX512;
             continue;
         }
         if (next == NULL)
