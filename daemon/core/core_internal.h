@@ -11,25 +11,47 @@
 #include <stagefrontier/accounting.h>
 #include <stagefrontier/change.h>
 
-/* window.c: the bounds of one row (sf_row_validate), inlined where rows are
- * checked in bulk. The durations are checked with one branch per row and
- * two operations per duration: no duration may have a bit at or above the
- * cap's (a power of two; a negative one has its sign bit), so their sum
- * cannot wrap, and it may not pass SF_MAX_STEP_NS. A duration of exactly
- * the cap, which the first test lets through on its own, fails the second:
- * the cap lies above the step's bound. */
+/* Adding SF__OVER_STEP to a value in [0, SF_MAX_STEP_NS] leaves its top
+ * bit clear, and to any larger one below 2^63 sets it; a negative int64 has
+ * it set already. So one or of x | x + SF__OVER_STEP per value, and one test
+ * of the top bit at the end, bound them all. */
+#define SF__OVER_STEP ((UINT64_C(1) << 63) - (uint64_t)SF_MAX_STEP_NS - 1)
+
+/* The bounds of a row's durations, with no branch: ors its durations into
+ * *bits and its step's end + SF__OVER_STEP into *over, over any number of
+ * rows; sf__durations_fit then tests them all at once. No duration may have
+ * a bit at or above the cap's (a power of two; a negative one has its sign
+ * bit), so a row's sum cannot wrap (SF_MAX_STAGES of them stay below
+ * 2^48), and it may not pass SF_MAX_STEP_NS. A duration of exactly the
+ * cap, which the first test lets through on its own, fails the second: the
+ * cap lies above the step's bound. */
 _Static_assert((SF_MAX_DURATION_NS & (SF_MAX_DURATION_NS - 1)) == 0, "the cap is one bit");
 _Static_assert(SF_MAX_STEP_NS < SF_MAX_DURATION_NS, "a duration at the cap overruns a step");
+static inline __attribute__((always_inline)) void
+sf__durations_bound(const int64_t *d, uint32_t n_stages, uint64_t *bits, uint64_t *over)
+{
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < n_stages; k++) {
+        *bits |= (uint64_t)d[k];
+        total += (uint64_t)d[k];
+    }
+    *over |= total + SF__OVER_STEP;
+}
+
+static inline bool sf__durations_fit(uint64_t bits, uint64_t over)
+{
+    return bits < (uint64_t)SF_MAX_DURATION_NS && over >> 63 == 0;
+}
+
+/* window.c: the bounds of one row (sf_row_validate), inlined where rows are
+ * checked in bulk. */
 static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
 {
     if (row->step < 0 || row->rank >= SF_MAX_RANKS)
         return -ERANGE;
-    uint64_t bits = 0, total = 0;
-    for (uint32_t s = 0; s < n_stages; s++) {
-        bits |= (uint64_t)row->d[s];
-        total += (uint64_t)row->d[s];
-    }
-    if (bits >= (uint64_t)SF_MAX_DURATION_NS || total > (uint64_t)SF_MAX_STEP_NS)
+    uint64_t bits = 0, over = 0;
+    sf__durations_bound(row->d, n_stages, &bits, &over);
+    if (!sf__durations_fit(bits, over))
         return -ERANGE;
     if (row->overlap_ns < 0 || row->overlap_ns > SF_MAX_STEP_NS)
         return -ERANGE;
@@ -41,12 +63,6 @@ static inline int sf__row_check(const sf_row *row, uint32_t n_stages)
         return -ERANGE;
     return 0;
 }
-
-/* Adding SF__OVER_STEP to a value in [0, SF_MAX_STEP_NS] leaves its top
- * bit clear, and to any larger one below 2^63 sets it; a negative int64 has
- * it set already. So one or of x | x + SF__OVER_STEP per value, and one test
- * of the top bit at the end, bound them all. */
-#define SF__OVER_STEP ((UINT64_C(1) << 63) - (uint64_t)SF_MAX_STEP_NS - 1)
 
 /* Runs `call`, an expression that names S, with S a constant for the stage
  * counts schemas usually have (the default six; seven or eight with arrival

@@ -755,9 +755,9 @@ struct row_check {
     /* The first step's ranks, which every later step of a grid repeats:
      * packed, they stay in cache where the first step's rows would not. */
     uint32_t *first_ranks;
-    /* Rows [fold_from, fold_to) span the steps whose durations were left
-     * to the grid fold (view_and_check); none where fold_to is 0. */
-    size_t fold_from, fold_to;
+    /* Rows before fold_to hold every step whose durations were left to the
+     * grid fold (view_and_check); none where fold_to is 0. */
+    size_t fold_to;
 };
 
 static void check_free(struct row_check *c)
@@ -902,33 +902,14 @@ static __attribute__((noinline)) bool step_events_valid(const sf_row *row, size_
     return valid;
 }
 
-/* A row's durations into the or of their bits and the or of their sum +
- * SF__OVER_STEP: sf__row_check's bounds hold where bits stays below
- * SF_MAX_DURATION_NS and over's top bit clear. */
-static inline __attribute__((always_inline)) void durations_bound(const int64_t *d, uint32_t S,
-                                                                  uint64_t *bits, uint64_t *over)
-{
-    uint64_t total = 0;
-    for (uint32_t k = 0; k < S; k++) {
-        *bits |= (uint64_t)d[k];
-        total += (uint64_t)d[k];
-    }
-    *over |= total + SF__OVER_STEP;
-}
-
-static bool bounds_hold(uint64_t bits, uint64_t over)
-{
-    return bits < (uint64_t)SF_MAX_DURATION_NS && over >> 63 == 0;
-}
-
-/* Whether the durations of rows [from, to) of the view are within bounds:
- * those left to a grid fold that did not take them. */
-static bool durations_in_bounds(const struct view *v, size_t from, size_t to, uint32_t S)
+/* Whether the durations of rows [0, to) of the view are within bounds:
+ * those left to a grid fold that did not take them, and the rows before. */
+static bool durations_in_bounds(const struct view *v, size_t to, uint32_t S)
 {
     uint64_t bits = 0, over = 0;
-    for (size_t i = from; i < to; i++)
-        durations_bound(at(v, i)->d, S, &bits, &over);
-    return bounds_hold(bits, over);
+    for (size_t i = 0; i < to; i++)
+        sf__durations_bound(at(v, i)->d, S, &bits, &over);
+    return sf__durations_fit(bits, over);
 }
 
 /* Whether the rows of one step, [i, i + R) of a grid that the scan has
@@ -963,7 +944,7 @@ grid_step_fast(const sf_row *rows, size_t i, size_t n, size_t R, const uint32_t 
                 __builtin_prefetch((const char *)expect_d + d_ahead * S * sizeof(int64_t));
             else
                 __builtin_prefetch(row[d_ahead].d);
-            durations_bound(d, S, &bits, &over);
+            sf__durations_bound(d, S, &bits, &over);
         }
         over |= (uint64_t)row->overlap_ns | ((uint64_t)row->overlap_ns + SF__OVER_STEP);
         differ |= (uint64_t)(row->step ^ step) | (row->rank ^ *rank);
@@ -971,7 +952,7 @@ grid_step_fast(const sf_row *rows, size_t i, size_t n, size_t R, const uint32_t 
         overlap += (uint64_t)row->overlap_ns;
         marks |= row->flags | row->event_state;
     }
-    if (differ || !bounds_hold(bits, over) || (marks && !step_events_valid(&rows[i], R)))
+    if (differ || !sf__durations_fit(bits, over) || (marks && !step_events_valid(&rows[i], R)))
         return false;
     *sum = (struct step_sums){.overlap = (int64_t)overlap, /* R values of at most 2^41 */
                               .contiguous = scattered == 0,
@@ -1033,10 +1014,8 @@ static inline __attribute__((always_inline)) bool view_check_s(struct row_check 
             bool to_fold = fold_checks && medians_by_network(n / R);
             if (grid_step_fast(v->rows, i, n, R, c->first_ranks, scan.next_d, scan.contiguous,
                                !to_fold, S, &sum)) {
-                if (to_fold) {
-                    c->fold_from = c->fold_to ? c->fold_from : i;
+                if (to_fold)
                     c->fold_to = i + R;
-                }
                 *err = grid_step_take(c, &scan, &v->rows[i], R, &sum);
                 i += R - 1;
                 continue;
@@ -1062,7 +1041,7 @@ static inline __attribute__((always_inline)) bool view_check_s(struct row_check 
  * viewed in place and checked in one pass. Others are sorted and checked
  * again, so the error returned is always the first in (step, rank) order,
  * whichever order the rows came in. With fold_checks, the durations of a
- * grid's later steps may be left to the grid fold (c->fold_from, fold_to):
+ * grid's later steps may be left to the grid fold (c->fold_to):
  * the error returned is then the first but for them. On success the caller
  * frees ret->sorted. */
 static int view_and_check(const sf_schema *schema, const sf_row *rows, size_t n, bool whole_steps,
@@ -1191,7 +1170,7 @@ static int summary_build_once(const sf_schema *schema, const sf_window_meta *met
         goto out;
     }
     if (check.fold_to && !(grid_fold_vec(&lay) && medians_by_network(n_steps)) &&
-        !durations_in_bounds(&by_step, check.fold_from, check.fold_to, schema->n_stages)) {
+        !durations_in_bounds(&by_step, check.fold_to, schema->n_stages)) {
         r = -ERANGE;
         goto out;
     }
