@@ -357,6 +357,19 @@ static void whole_step_checks_match_row_by_row(void **state)
     }
 }
 
+/* Every form of the build (either vector fold, and the general path)
+ * refuses the window with -ERANGE and returns no summary. */
+static void assert_every_form_refuses(const sf_schema *schema, const sf_window_meta *meta,
+                                      const sf_row *rows, size_t n, bool dense)
+{
+    const unsigned forms[] = {0, SF__BUILD_NO_AVX512, SF__BUILD_GENERAL};
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        sf_summary *s = NULL;
+        assert_int_equal(sf__summary_build(schema, meta, rows, n, dense, forms[f], &s), -ERANGE);
+        assert_null(s);
+    }
+}
+
 /* A step whose last three rows hold two stages of 1.5 2^62 and one of
  * INT64_MAX: each such row's end wraps (to about 2^62), and so do a
  * group's cut of the first two and the sum of the three rows' ends. Both
@@ -369,7 +382,6 @@ static void wrapping_durations_are_refused_before_they_are_summed(void **state)
 {
     (void)state;
     const uint32_t S = 6, sizes[] = {7, 39};
-    const unsigned forms[] = {0, SF__BUILD_NO_AVX512, SF__BUILD_GENERAL};
     for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
         for (int paired = 0; paired < 2; paired++) {
             uint32_t R = sizes[z];
@@ -384,13 +396,7 @@ static void wrapping_durations_are_refused_before_they_are_summed(void **state)
             else
                 numbered_schema(&schema, S);
             sf_window_meta meta = meta_for(R);
-            for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
-                sf_summary *s = NULL;
-                assert_int_equal(
-                    sf__summary_build(&schema, &meta, m.rows, (size_t)4 * R, false, forms[f], &s),
-                    -ERANGE);
-                assert_null(s);
-            }
+            assert_every_form_refuses(&schema, &meta, m.rows, (size_t)4 * R, false);
             sf_schema_clear(&schema);
             matrix_free(&m);
         }
@@ -406,19 +412,13 @@ static void medians_of_unchecked_durations_are_defined(void **state)
 {
     (void)state;
     const uint32_t S = 6, R = 9, T = 8;
-    const unsigned forms[] = {0, SF__BUILD_NO_AVX512, SF__BUILD_GENERAL};
     struct matrix m = matrix_random(T, T, R, S, 1000);
     for (uint32_t t = 2; t < T; t++)
         cell(&m, t, 1)[2] = t <= 5 ? INT64_MIN : INT64_MAX;
     sf_schema schema;
     numbered_schema(&schema, S);
     sf_window_meta meta = meta_for(R);
-    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
-        sf_summary *s = NULL;
-        assert_int_equal(
-            sf__summary_build(&schema, &meta, m.rows, (size_t)T * R, true, forms[f], &s), -ERANGE);
-        assert_null(s);
-    }
+    assert_every_form_refuses(&schema, &meta, m.rows, (size_t)T * R, true);
     sf_schema_clear(&schema);
     matrix_free(&m);
 }
