@@ -468,6 +468,9 @@ static void grid_block_net(const struct view *rows, const struct layout *lay, ui
  * way, the next block's rows are fetched into L2, so that its medians,
  * which read them first, a step of rows apart, wait on L2 rather than on
  * memory (docs/PERFORMANCE.md, "Waiting less on memory at 16 384 ranks").
+ * Where a step of rows spans a multiple of L2's sets (a power of two of
+ * ranks), a block's steps share a set and its lines wait on L3 instead
+ * (docs/PERFORMANCE.md, "A power of two of ranks").
  * False where some duration is out of its bounds (the fold checks them). */
 static bool fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                             const struct view *rows, const struct layout *lay, uint32_t lo,
