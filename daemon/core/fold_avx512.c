@@ -35,24 +35,65 @@ struct top2_lanes {
     __m512i v1, v2, ranks;
 };
 
-/* An sf_top2 is three int64 lanes: v1, v2, then r1 and r2 in one. Stage
- * k's field f is int64 3 k + f of the array. */
+/* An sf_top2 is three int64: v1, v2, then r1 and r2 in one. Stage k's
+ * field f is int64 3 k + f of the array, which spans at most three
+ * vectors (8 stages). Every call (a block of ranks of one step) takes the
+ * fields apart and puts them back, with permutes: gathers and scatters
+ * cost more (docs/PERFORMANCE.md, "The top two without gathers"). */
 _Static_assert(sizeof(sf_top2) == 3 * sizeof(int64_t), "sf_top2 is three int64 lanes");
-#define TOP2_FIELD(f) _mm512_setr_epi64(f, 3 + f, 6 + f, 9 + f, 12 + f, 15 + f, 18 + f, 21 + f)
 
-AVX512 static struct top2_lanes top2_load(const sf_top2 *t, __mmask8 m)
+/* Lane k of field f, int64 3 k + f: from the first two vectors (a permute
+ * of two indexes 0 to 15), or where it lies past them (FIELD_IN_C), from
+ * the third. */
+static const int64_t FIELD_FROM_AB[3][8] = {
+    {0, 3, 6, 9, 12, 15, 0, 0}, {1, 4, 7, 10, 13, 0, 0, 0}, {2, 5, 8, 11, 14, 0, 0, 0}};
+static const int64_t FIELD_FROM_C[3][8] = {
+    {0, 0, 0, 0, 0, 0, 2, 5}, {0, 0, 0, 0, 0, 0, 3, 6}, {0, 0, 0, 0, 0, 1, 4, 7}};
+static const __mmask8 FIELD_IN_C[3] = {0xc0, 0xe0, 0xe0};
+
+/* The way back: int64 i of vector p is field (8 p + i) % 3 of stage
+ * (8 p + i) / 3. Where that field is v1 or v2 its index in a permute of
+ * the two is the stage, or 8 plus it; the ranks are laid over them. */
+static const int64_t PART_FROM_V[3][8] = {
+    {0, 8, 0, 1, 9, 1, 2, 10}, {0, 3, 11, 0, 4, 12, 0, 5}, {13, 0, 6, 14, 0, 7, 15, 0}};
+static const int64_t PART_FROM_RANKS[3][8] = {
+    {0, 0, 0, 0, 0, 1, 0, 0}, {2, 0, 0, 3, 0, 0, 4, 0}, {0, 5, 0, 0, 6, 0, 0, 7}};
+static const __mmask8 PART_IS_RANKS[3] = {0x24, 0x49, 0x92};
+
+/* The mask of the int64 of vector `part` that S sf_top2 fill: lanes past
+ * them load as zeros and are not stored. */
+static inline __mmask8 top2_part(uint32_t S, uint32_t part)
 {
-    __m512i none = _mm512_setzero_si512();
-    return (struct top2_lanes){.v1 = _mm512_mask_i64gather_epi64(none, m, TOP2_FIELD(0), t, 8),
-                               .v2 = _mm512_mask_i64gather_epi64(none, m, TOP2_FIELD(1), t, 8),
-                               .ranks = _mm512_mask_i64gather_epi64(none, m, TOP2_FIELD(2), t, 8)};
+    uint32_t n = 3 * S > 8 * part ? 3 * S - 8 * part : 0;
+    return (__mmask8)(n >= 8 ? 0xff : (1u << n) - 1);
 }
 
-AVX512 static void top2_store(sf_top2 *t, __mmask8 m, const struct top2_lanes *l)
+AVX512 static __m512i top2_field(__m512i a, __m512i b, __m512i c, int f)
 {
-    _mm512_mask_i64scatter_epi64(t, m, TOP2_FIELD(0), l->v1, 8);
-    _mm512_mask_i64scatter_epi64(t, m, TOP2_FIELD(1), l->v2, 8);
-    _mm512_mask_i64scatter_epi64(t, m, TOP2_FIELD(2), l->ranks, 8);
+    __m512i ab = _mm512_permutex2var_epi64(a, _mm512_loadu_si512(FIELD_FROM_AB[f]), b);
+    return _mm512_mask_permutexvar_epi64(ab, FIELD_IN_C[f], _mm512_loadu_si512(FIELD_FROM_C[f]), c);
+}
+
+AVX512 static struct top2_lanes top2_load(const sf_top2 *t, uint32_t S)
+{
+    const int64_t *w = (const int64_t *)t;
+    __m512i a = _mm512_maskz_loadu_epi64(top2_part(S, 0), w),
+            b = _mm512_maskz_loadu_epi64(top2_part(S, 1), w + 8),
+            c = _mm512_maskz_loadu_epi64(top2_part(S, 2), w + 16);
+    return (struct top2_lanes){.v1 = top2_field(a, b, c, 0),
+                               .v2 = top2_field(a, b, c, 1),
+                               .ranks = top2_field(a, b, c, 2)};
+}
+
+AVX512 static void top2_store(sf_top2 *t, uint32_t S, const struct top2_lanes *l)
+{
+    int64_t *w = (int64_t *)t;
+    for (uint32_t p = 0; p < 3; p++) {
+        __m512i v = _mm512_permutex2var_epi64(l->v1, _mm512_loadu_si512(PART_FROM_V[p]), l->v2);
+        v = _mm512_mask_permutexvar_epi64(v, PART_IS_RANKS[p],
+                                          _mm512_loadu_si512(PART_FROM_RANKS[p]), l->ranks);
+        _mm512_mask_storeu_epi64(w + 8 * p, top2_part(S, p), v);
+    }
 }
 
 /* sf__top2_insert_ascending on the lanes of p that beat their runner-up
@@ -90,7 +131,7 @@ AVX512 bool sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struc
             vmin = _mm512_maskz_loadu_epi64(m, st->dmin);
     __m512i vsum = _mm512_maskz_loadu_epi64(m, st->dsum);
     __m512i vclip = _mm512_maskz_loadu_epi64(m, st->clipped_end);
-    struct top2_lanes t2 = top2_load(st->prefix_top2, m);
+    struct top2_lanes t2 = top2_load(st->prefix_top2, S);
     int64_t slowest = st->slowest_total, sum0 = st->dsum[S - 1];
     uint64_t end_sum = 0; /* unsigned: summed before the ends are checked */
     for (uint32_t r = 0; r < g->n; r++) {
@@ -120,7 +161,7 @@ AVX512 bool sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struc
     _mm512_mask_storeu_epi64(st->dmin, m, vmin);
     _mm512_mask_storeu_epi64(st->dsum, m, vsum);
     _mm512_mask_storeu_epi64(st->clipped_end, m, vclip);
-    top2_store(st->prefix_top2, m, &t2);
+    top2_store(st->prefix_top2, S, &t2);
     sf__fold_step_end(st, sum0, st->dsum[S - 1], (int64_t)end_sum, slowest, g->n);
     return true;
 }
