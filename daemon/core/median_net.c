@@ -36,6 +36,7 @@ struct sf__median_net {
     uint32_t n;
     uint32_t n_cmp;
     uint32_t n_tiled;   /* the first n_tiled comparators: the rounds below TILE_WIRES */
+    uint32_t n_tiled2;  /* and below 2 TILE_WIRES (tile_sort_pair) */
     uint16_t (*cmp)[2]; /* compare-exchanges, in order: min to [0], max to [1] */
 };
 
@@ -49,12 +50,13 @@ _Static_assert(SF__MEDIAN_NET_MAX <= 256, "BATCHER_MAX holds the network");
  * cost): the iterative form for a power of two, with every comparator that
  * touches a wire at or above n left out. That is exact for any n: those
  * wires would hold +infinity, and every comparator keeps its minimum on its
- * lower wire, so they never move. *ret_tiled: how many of them come from
- * the rounds p < TILE_WIRES, which come first. */
-static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t *ret_tiled)
+ * lower wire, so they never move. ret_tiled[0] and [1]: how many of them
+ * come from the rounds p < TILE_WIRES and p < 2 TILE_WIRES, which come
+ * first. */
+static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t ret_tiled[2])
 {
     uint32_t m = 0;
-    *ret_tiled = 0;
+    ret_tiled[0] = ret_tiled[1] = 0;
     for (uint32_t p = 1; p < n; p <<= 1) {
         for (uint32_t k = p; k >= 1; k >>= 1)
             for (uint32_t j = k % p; j + k < n; j += 2 * k)
@@ -68,18 +70,20 @@ static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t *r
                         m++;
                     }
         if (p < TILE_WIRES)
-            *ret_tiled = m;
+            ret_tiled[0] = m;
+        if (p < 2 * TILE_WIRES)
+            ret_tiled[1] = m;
     }
     return m;
 }
 
 /* Keeps only the comparators whose outputs can still reach the median's
  * wires (n/2, and n/2 - 1 when n is even), walking the network backwards.
- * Of the first `tiled` comparators, *ret_tiled are kept. */
-static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, uint32_t tiled,
-                      uint32_t *ret_tiled)
+ * Of the first tiled[i] comparators, ret_tiled[i] are kept. */
+static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, const uint32_t tiled[2],
+                      uint32_t ret_tiled[2])
 {
-    *ret_tiled = 0;
+    ret_tiled[0] = ret_tiled[1] = 0;
     bool need[SF__MEDIAN_NET_MAX] = {false};
     need[n / 2] = true;
     if (n % 2 == 0)
@@ -90,7 +94,8 @@ static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, uint32_t t
         if (!need[a] && !need[b])
             continue;
         need[a] = need[b] = true;
-        *ret_tiled += c < tiled;
+        ret_tiled[0] += c < tiled[0];
+        ret_tiled[1] += c < tiled[1];
         cmp[n_cmp - 1 - kept][0] = a;
         cmp[n_cmp - 1 - kept][1] = b;
         kept++;
@@ -104,12 +109,15 @@ int sf__median_net_new(uint32_t n, sf__median_net **ret)
     if (n == 0 || n > SF__MEDIAN_NET_MAX || ret == NULL)
         return -EINVAL;
     uint16_t all[BATCHER_MAX][2]; /* 15 KB */
-    uint32_t tiled, total = batcher(n, &all, &tiled);
+    uint32_t tiled[2], total = batcher(n, &all, tiled);
     sf__median_net *net = calloc(1, sizeof *net);
     if (net == NULL)
         return -ENOMEM;
     net->n = n;
-    net->n_cmp = prune(n, all, total, tiled, &net->n_tiled);
+    uint32_t kept_tiled[2];
+    net->n_cmp = prune(n, all, total, tiled, kept_tiled);
+    net->n_tiled = kept_tiled[0];
+    net->n_tiled2 = kept_tiled[1];
     if ((net->cmp = malloc((net->n_cmp ? net->n_cmp : 1) * sizeof *net->cmp)) == NULL) {
         free(net);
         return -ENOMEM;
@@ -183,16 +191,29 @@ static const uint8_t tile_net[63][2] = {
     {7, 15},  {4, 8},   {5, 9}, {6, 10},  {7, 11},  {2, 4},   {3, 5},   {6, 8},   {7, 9},
     {10, 12}, {11, 13}, {1, 2}, {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
 
-/* tile_net's comparators on a tile's registers w[0 .. 15], with the
- * vectors' min and max: unrolled, so every wire number is a constant and
- * the wires stay in registers. */
-#define TILE_NET_SWEEP(w, vmin, vmax)                                                              \
-    _Pragma("GCC unroll 64") for (uint32_t c = 0; c < 63; c++)                                     \
+/* batcher()'s round p = 16 on 32 wires: the merge that joins two sorted
+ * tiles into one sorted pair of tiles (tile_sort_pair). */
+static const uint8_t tile_merge[65][2] = {
+    {0, 16},  {1, 17},  {2, 18},  {3, 19},  {4, 20},  {5, 21},  {6, 22},  {7, 23},  {8, 24},
+    {9, 25},  {10, 26}, {11, 27}, {12, 28}, {13, 29}, {14, 30}, {15, 31}, {8, 16},  {9, 17},
+    {10, 18}, {11, 19}, {12, 20}, {13, 21}, {14, 22}, {15, 23}, {4, 8},   {5, 9},   {6, 10},
+    {7, 11},  {12, 16}, {13, 17}, {14, 18}, {15, 19}, {20, 24}, {21, 25}, {22, 26}, {23, 27},
+    {2, 4},   {3, 5},   {6, 8},   {7, 9},   {10, 12}, {11, 13}, {14, 16}, {15, 17}, {18, 20},
+    {19, 21}, {22, 24}, {23, 25}, {26, 28}, {27, 29}, {1, 2},   {3, 4},   {5, 6},   {7, 8},
+    {9, 10},  {11, 12}, {13, 14}, {15, 16}, {17, 18}, {19, 20}, {21, 22}, {23, 24}, {25, 26},
+    {27, 28}, {29, 30}};
+
+/* A table's comparators on registers w[...], with the vectors' min and
+ * max: unrolled, so every wire number is a constant and the wires stay in
+ * registers. */
+#define NET_SWEEP(table, w, vmin, vmax)                                                            \
+    _Pragma("GCC unroll 65") for (uint32_t c = 0; c < sizeof(table) / sizeof(table)[0]; c++)       \
     {                                                                                              \
-        __typeof__((w)[0]) lo_ = vmin((w)[tile_net[c][0]], (w)[tile_net[c][1]]);                   \
-        (w)[tile_net[c][1]] = vmax((w)[tile_net[c][0]], (w)[tile_net[c][1]]);                      \
-        (w)[tile_net[c][0]] = lo_;                                                                 \
+        __typeof__((w)[0]) lo_ = vmin((w)[(table)[c][0]], (w)[(table)[c][1]]);                     \
+        (w)[(table)[c][1]] = vmax((w)[(table)[c][0]], (w)[(table)[c][1]]);                         \
+        (w)[(table)[c][0]] = lo_;                                                                  \
     }
+#define TILE_NET_SWEEP(w, vmin, vmax) NET_SWEEP(tile_net, w, vmin, vmax)
 
 /* The AVX2 form on offsets: where every value of a run of NARROW_LANES
  * series lies within 2^31 of its series' first value, either way (within
@@ -272,13 +293,40 @@ tile_sort_narrow512(uint32_t *col, uint32_t wires)
             _mm512_storeu_si512(col + (size_t)i * NARROW_LANES, w[i]);
 }
 
+/* Two tiles at once, 32 wires in AVX-512's 32 registers: each tile sorted,
+ * then merged, so that the round p = 16 too is done in registers rather
+ * than a load and a store of both wires per comparator. */
+SF_AVX512_NARROW static inline __attribute__((always_inline)) void tile_sort_pair512(uint32_t *col,
+                                                                                     uint32_t wires)
+{
+    __m512i w[2 * TILE_WIRES];
+#pragma GCC unroll 32
+    for (uint32_t i = 0; i < 2 * TILE_WIRES; i++)
+        w[i] =
+            i < wires ? _mm512_loadu_si512(col + (size_t)i * NARROW_LANES) : _mm512_set1_epi32(-1);
+    TILE_NET_SWEEP(w, _mm512_min_epu32, _mm512_max_epu32);
+    TILE_NET_SWEEP(w + TILE_WIRES, _mm512_min_epu32, _mm512_max_epu32);
+    NET_SWEEP(tile_merge, w, _mm512_min_epu32, _mm512_max_epu32);
+#pragma GCC unroll 32
+    for (uint32_t i = 0; i < 2 * TILE_WIRES; i++)
+        if (i < wires)
+            _mm512_storeu_si512(col + (size_t)i * NARROW_LANES, w[i]);
+}
+
+/* A last block of at most TILE_WIRES wires is sorted whole by one tile,
+ * which is what the rounds below 2 TILE_WIRES do to it. */
 SF_AVX512_NARROW static void net_body_narrow512(const sf__median_net *net, uint32_t *v)
 {
     _Static_assert(NARROW_LANES == 16, "one vector of 16 lanes");
-    for (uint32_t b = 0; b < net->n; b += TILE_WIRES)
-        tile_sort_narrow512(v + (size_t)b * NARROW_LANES,
-                            net->n - b < TILE_WIRES ? net->n - b : TILE_WIRES);
-    for (uint32_t c = net->n_tiled; c < net->n_cmp; c++) {
+    for (uint32_t b = 0; b < net->n; b += 2 * TILE_WIRES) {
+        uint32_t wires = net->n - b;
+        if (wires > TILE_WIRES)
+            tile_sort_pair512(v + (size_t)b * NARROW_LANES,
+                              wires < 2 * TILE_WIRES ? wires : 2 * TILE_WIRES);
+        else
+            tile_sort_narrow512(v + (size_t)b * NARROW_LANES, wires);
+    }
+    for (uint32_t c = net->n_tiled2; c < net->n_cmp; c++) {
         uint32_t *a = v + (size_t)net->cmp[c][0] * NARROW_LANES;
         uint32_t *b = v + (size_t)net->cmp[c][1] * NARROW_LANES;
         __m512i x = _mm512_loadu_si512(a), y = _mm512_loadu_si512(b);
