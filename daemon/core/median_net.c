@@ -36,7 +36,8 @@ struct sf__median_net {
     uint32_t n;
     uint32_t n_cmp;
     uint32_t n_tiled;   /* the first n_tiled comparators: the rounds below TILE_WIRES */
-    uint32_t n_tiled2;  /* and below 2 TILE_WIRES (tile_sort_pair) */
+    uint32_t n_tiled2;  /* and below 2 TILE_WIRES (tile_sort_pair512) */
+    uint32_t n_tiled4;  /* and below 4 TILE_WIRES (round32_512) */
     uint16_t (*cmp)[2]; /* compare-exchanges, in order: min to [0], max to [1] */
 };
 
@@ -50,13 +51,13 @@ _Static_assert(SF__MEDIAN_NET_MAX <= 256, "BATCHER_MAX holds the network");
  * cost): the iterative form for a power of two, with every comparator that
  * touches a wire at or above n left out. That is exact for any n: those
  * wires would hold +infinity, and every comparator keeps its minimum on its
- * lower wire, so they never move. ret_tiled[0] and [1]: how many of them
- * come from the rounds p < TILE_WIRES and p < 2 TILE_WIRES, which come
- * first. */
-static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t ret_tiled[2])
+ * lower wire, so they never move. ret_tiled[0], [1] and [2]: how many of
+ * them come from the rounds p < TILE_WIRES, 2 TILE_WIRES and 4 TILE_WIRES,
+ * which come first. */
+static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t ret_tiled[3])
 {
     uint32_t m = 0;
-    ret_tiled[0] = ret_tiled[1] = 0;
+    ret_tiled[0] = ret_tiled[1] = ret_tiled[2] = 0;
     for (uint32_t p = 1; p < n; p <<= 1) {
         for (uint32_t k = p; k >= 1; k >>= 1)
             for (uint32_t j = k % p; j + k < n; j += 2 * k)
@@ -73,6 +74,8 @@ static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t re
             ret_tiled[0] = m;
         if (p < 2 * TILE_WIRES)
             ret_tiled[1] = m;
+        if (p < 4 * TILE_WIRES)
+            ret_tiled[2] = m;
     }
     return m;
 }
@@ -80,10 +83,10 @@ static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t re
 /* Keeps only the comparators whose outputs can still reach the median's
  * wires (n/2, and n/2 - 1 when n is even), walking the network backwards.
  * Of the first tiled[i] comparators, ret_tiled[i] are kept. */
-static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, const uint32_t tiled[2],
-                      uint32_t ret_tiled[2])
+static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, const uint32_t tiled[3],
+                      uint32_t ret_tiled[3])
 {
-    ret_tiled[0] = ret_tiled[1] = 0;
+    ret_tiled[0] = ret_tiled[1] = ret_tiled[2] = 0;
     bool need[SF__MEDIAN_NET_MAX] = {false};
     need[n / 2] = true;
     if (n % 2 == 0)
@@ -96,6 +99,7 @@ static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, const uint
         need[a] = need[b] = true;
         ret_tiled[0] += c < tiled[0];
         ret_tiled[1] += c < tiled[1];
+        ret_tiled[2] += c < tiled[2];
         cmp[n_cmp - 1 - kept][0] = a;
         cmp[n_cmp - 1 - kept][1] = b;
         kept++;
@@ -109,15 +113,16 @@ int sf__median_net_new(uint32_t n, sf__median_net **ret)
     if (n == 0 || n > SF__MEDIAN_NET_MAX || ret == NULL)
         return -EINVAL;
     uint16_t all[BATCHER_MAX][2]; /* 15 KB */
-    uint32_t tiled[2], total = batcher(n, &all, tiled);
+    uint32_t tiled[3], total = batcher(n, &all, tiled);
     sf__median_net *net = calloc(1, sizeof *net);
     if (net == NULL)
         return -ENOMEM;
     net->n = n;
-    uint32_t kept_tiled[2];
+    uint32_t kept_tiled[3];
     net->n_cmp = prune(n, all, total, tiled, kept_tiled);
     net->n_tiled = kept_tiled[0];
     net->n_tiled2 = kept_tiled[1];
+    net->n_tiled4 = kept_tiled[2];
     if ((net->cmp = malloc((net->n_cmp ? net->n_cmp : 1) * sizeof *net->cmp)) == NULL) {
         free(net);
         return -ENOMEM;
@@ -313,6 +318,103 @@ SF_AVX512_NARROW static inline __attribute__((always_inline)) void tile_sort_pai
             _mm512_storeu_si512(col + (size_t)i * NARROW_LANES, w[i]);
 }
 
+/* batcher()'s round p = 32 on a block of 64 wires, two sorted blocks of 32,
+ * in two passes that load and store each wire once, instead of once per
+ * comparator. Its steps k = 32, 16 and 8 never leave a group of the
+ * wires b + r + 8 a (r < 8, a < 8): on a group they are the merge of its
+ * two sorted halves, merge_4x4. */
+static const uint8_t merge_4x4[9][2] = {{0, 4}, {1, 5}, {2, 6}, {3, 7}, {2, 4},
+                                        {3, 5}, {1, 2}, {3, 4}, {5, 6}};
+
+/* Its steps k = 4, 2 and 1 join only wires less than 8 apart: this
+ * program runs them in one sweep up the block, each wire loaded into one
+ * of 16 registers before its first comparator and stored after its last
+ * (wires 0 and 63 have none). An op is {SWEEP_LOAD, register, wire},
+ * {SWEEP_CMP, register, register} or {SWEEP_STORE, register, wire}. It was
+ * made by loading 8 wires at a time, then running every comparator of the
+ * steps whose wires are loaded and whose earlier comparators have run,
+ * storing a wire after its last, into the lowest free register (at most
+ * 15 are taken; test_fold checks the medians against a sort). */
+enum { SWEEP_LOAD, SWEEP_CMP, SWEEP_STORE, SWEEP_REGISTERS = 16 };
+static const uint8_t round32_sweep[][3] = {
+    {0, 0, 1},   {0, 1, 2},   {0, 2, 3},   {0, 3, 4},   {0, 4, 5},   {0, 5, 6},   {0, 6, 7},
+    {0, 7, 8},   {0, 8, 9},   {0, 9, 10},  {0, 10, 11}, {0, 11, 12}, {0, 12, 13}, {0, 13, 14},
+    {0, 14, 15}, {1, 3, 7},   {1, 4, 8},   {1, 5, 9},   {1, 6, 10},  {1, 1, 3},   {1, 2, 4},
+    {1, 5, 7},   {1, 6, 8},   {1, 0, 1},   {2, 0, 1},   {2, 1, 2},   {1, 2, 3},   {2, 2, 3},
+    {2, 3, 4},   {1, 4, 5},   {2, 4, 5},   {2, 5, 6},   {1, 6, 7},   {2, 6, 7},   {2, 7, 8},
+    {0, 0, 16},  {0, 1, 17},  {0, 2, 18},  {0, 3, 19},  {0, 4, 20},  {0, 5, 21},  {0, 6, 22},
+    {0, 7, 23},  {1, 11, 0},  {1, 12, 1},  {1, 13, 2},  {1, 14, 3},  {1, 9, 11},  {1, 10, 12},
+    {1, 13, 0},  {1, 14, 1},  {1, 8, 9},   {2, 8, 9},   {2, 9, 10},  {1, 10, 11}, {2, 10, 11},
+    {2, 11, 12}, {1, 12, 13}, {2, 12, 13}, {2, 13, 14}, {1, 14, 0},  {2, 14, 15}, {2, 0, 16},
+    {0, 0, 24},  {0, 8, 25},  {0, 9, 26},  {0, 10, 27}, {0, 11, 28}, {0, 12, 29}, {0, 13, 30},
+    {0, 14, 31}, {1, 4, 0},   {1, 5, 8},   {1, 6, 9},   {1, 7, 10},  {1, 2, 4},   {1, 3, 5},
+    {1, 6, 0},   {1, 7, 8},   {1, 1, 2},   {2, 1, 17},  {2, 2, 18},  {1, 3, 4},   {2, 3, 19},
+    {2, 4, 20},  {1, 5, 6},   {2, 5, 21},  {2, 6, 22},  {1, 7, 0},   {2, 7, 23},  {2, 0, 24},
+    {0, 0, 32},  {0, 1, 33},  {0, 2, 34},  {0, 3, 35},  {0, 4, 36},  {0, 5, 37},  {0, 6, 38},
+    {0, 7, 39},  {1, 11, 0},  {1, 12, 1},  {1, 13, 2},  {1, 14, 3},  {1, 9, 11},  {1, 10, 12},
+    {1, 13, 0},  {1, 14, 1},  {1, 8, 9},   {2, 8, 25},  {2, 9, 26},  {1, 10, 11}, {2, 10, 27},
+    {2, 11, 28}, {1, 12, 13}, {2, 12, 29}, {2, 13, 30}, {1, 14, 0},  {2, 14, 31}, {2, 0, 32},
+    {0, 0, 40},  {0, 8, 41},  {0, 9, 42},  {0, 10, 43}, {0, 11, 44}, {0, 12, 45}, {0, 13, 46},
+    {0, 14, 47}, {1, 4, 0},   {1, 5, 8},   {1, 6, 9},   {1, 7, 10},  {1, 2, 4},   {1, 3, 5},
+    {1, 6, 0},   {1, 7, 8},   {1, 1, 2},   {2, 1, 33},  {2, 2, 34},  {1, 3, 4},   {2, 3, 35},
+    {2, 4, 36},  {1, 5, 6},   {2, 5, 37},  {2, 6, 38},  {1, 7, 0},   {2, 7, 39},  {2, 0, 40},
+    {0, 0, 48},  {0, 1, 49},  {0, 2, 50},  {0, 3, 51},  {0, 4, 52},  {0, 5, 53},  {0, 6, 54},
+    {0, 7, 55},  {1, 11, 0},  {1, 12, 1},  {1, 13, 2},  {1, 14, 3},  {1, 9, 11},  {1, 10, 12},
+    {1, 13, 0},  {1, 14, 1},  {1, 8, 9},   {2, 8, 41},  {2, 9, 42},  {1, 10, 11}, {2, 10, 43},
+    {2, 11, 44}, {1, 12, 13}, {2, 12, 45}, {2, 13, 46}, {1, 14, 0},  {2, 14, 47}, {2, 0, 48},
+    {0, 0, 56},  {0, 8, 57},  {0, 9, 58},  {0, 10, 59}, {0, 11, 60}, {0, 12, 61}, {0, 13, 62},
+    {1, 4, 0},   {1, 5, 8},   {1, 6, 9},   {1, 7, 10},  {1, 2, 4},   {1, 3, 5},   {1, 6, 0},
+    {1, 7, 8},   {1, 9, 11},  {1, 10, 12}, {1, 1, 2},   {2, 1, 49},  {2, 2, 50},  {1, 3, 4},
+    {2, 3, 51},  {2, 4, 52},  {1, 5, 6},   {2, 5, 53},  {2, 6, 54},  {1, 7, 0},   {2, 7, 55},
+    {2, 0, 56},  {1, 8, 9},   {2, 8, 57},  {2, 9, 58},  {1, 10, 11}, {2, 10, 59}, {2, 11, 60},
+    {1, 12, 13}, {2, 12, 61}, {2, 13, 62}};
+
+SF_AVX512_NARROW static inline __attribute__((always_inline)) void round32_groups512(uint32_t *col,
+                                                                                     uint32_t wires)
+{
+#pragma GCC unroll 8
+    for (uint32_t r = 0; r < 8; r++) {
+        __m512i g[8];
+#pragma GCC unroll 8
+        for (uint32_t a = 0; a < 8; a++)
+            g[a] = r + 8 * a < wires ? _mm512_loadu_si512(col + (size_t)(r + 8 * a) * NARROW_LANES)
+                                     : _mm512_set1_epi32(-1);
+        NET_SWEEP(merge_4x4, g, _mm512_min_epu32, _mm512_max_epu32);
+#pragma GCC unroll 8
+        for (uint32_t a = 0; a < 8; a++)
+            if (r + 8 * a < wires)
+                _mm512_storeu_si512(col + (size_t)(r + 8 * a) * NARROW_LANES, g[a]);
+    }
+}
+
+SF_AVX512_NARROW static inline __attribute__((always_inline)) void round32_sweep512(uint32_t *col,
+                                                                                    uint32_t wires)
+{
+    __m512i w[SWEEP_REGISTERS];
+#pragma GCC unroll 256
+    for (uint32_t i = 0; i < sizeof round32_sweep / sizeof round32_sweep[0]; i++) {
+        uint32_t x = round32_sweep[i][1], y = round32_sweep[i][2];
+        if (round32_sweep[i][0] == SWEEP_LOAD) {
+            w[x] = y < wires ? _mm512_loadu_si512(col + (size_t)y * NARROW_LANES)
+                             : _mm512_set1_epi32(-1);
+        } else if (round32_sweep[i][0] == SWEEP_CMP) {
+            __m512i lo = _mm512_min_epu32(w[x], w[y]);
+            w[y] = _mm512_max_epu32(w[x], w[y]);
+            w[x] = lo;
+        } else if (y < wires) {
+            _mm512_storeu_si512(col + (size_t)y * NARROW_LANES, w[x]);
+        }
+    }
+}
+
+/* The round on a block of more than 2 TILE_WIRES wires (fewer are sorted
+ * whole by their tiles, which is what the round would leave them). */
+SF_AVX512_NARROW static void round32_512(uint32_t *col, uint32_t wires)
+{
+    round32_groups512(col, wires);
+    round32_sweep512(col, wires);
+}
+
 /* A last block of at most TILE_WIRES wires is sorted whole by one tile,
  * which is what the rounds below 2 TILE_WIRES do to it. */
 SF_AVX512_NARROW static void net_body_narrow512(const sf__median_net *net, uint32_t *v)
@@ -326,7 +428,11 @@ SF_AVX512_NARROW static void net_body_narrow512(const sf__median_net *net, uint3
         else
             tile_sort_narrow512(v + (size_t)b * NARROW_LANES, wires);
     }
-    for (uint32_t c = net->n_tiled2; c < net->n_cmp; c++) {
+    for (uint32_t b = 0; b < net->n; b += 4 * TILE_WIRES)
+        if (net->n - b > 2 * TILE_WIRES)
+            round32_512(v + (size_t)b * NARROW_LANES,
+                        net->n - b < 4 * TILE_WIRES ? net->n - b : 4 * TILE_WIRES);
+    for (uint32_t c = net->n_tiled4; c < net->n_cmp; c++) {
         uint32_t *a = v + (size_t)net->cmp[c][0] * NARROW_LANES;
         uint32_t *b = v + (size_t)net->cmp[c][1] * NARROW_LANES;
         __m512i x = _mm512_loadu_si512(a), y = _mm512_loadu_si512(b);
