@@ -32,12 +32,18 @@ static inline int64_t median_of_middle(int64_t lo, int64_t hi)
  * and storing its two wires. */
 enum { TILE_WIRES = 16 };
 
+/* The rounds a body runs in registers: those of its tiles (every form), and
+ * with AVX-512 on offsets, also those of its pairs of tiles and the round
+ * p = 32 (net_body_narrow512). */
+enum { BELOW_TILES, BELOW_ROUND32, BELOW_LEVELS };
+static const uint32_t ROUNDS_BELOW[BELOW_LEVELS] = {TILE_WIRES, 4 * TILE_WIRES};
+
 struct sf__median_net {
     uint32_t n;
     uint32_t n_cmp;
-    uint32_t n_tiled;   /* the first n_tiled comparators: the rounds below TILE_WIRES */
-    uint32_t n_tiled2;  /* and below 2 TILE_WIRES (tile_sort_pair512) */
-    uint32_t n_tiled4;  /* and below 4 TILE_WIRES (round32_512) */
+    /* the first n_below[i] comparators: the rounds p < ROUNDS_BELOW[i],
+     * which a body runs in registers */
+    uint32_t n_below[BELOW_LEVELS];
     uint16_t (*cmp)[2]; /* compare-exchanges, in order: min to [0], max to [1] */
 };
 
@@ -51,13 +57,13 @@ _Static_assert(SF__MEDIAN_NET_MAX <= 256, "BATCHER_MAX holds the network");
  * cost): the iterative form for a power of two, with every comparator that
  * touches a wire at or above n left out. That is exact for any n: those
  * wires would hold +infinity, and every comparator keeps its minimum on its
- * lower wire, so they never move. ret_tiled[0], [1] and [2]: how many of
- * them come from the rounds p < TILE_WIRES, 2 TILE_WIRES and 4 TILE_WIRES,
- * which come first. */
-static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t ret_tiled[3])
+ * lower wire, so they never move. ret_below[i]: how many of them come
+ * from the rounds p < ROUNDS_BELOW[i], which come first. */
+static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2],
+                        uint32_t ret_below[BELOW_LEVELS])
 {
     uint32_t m = 0;
-    ret_tiled[0] = ret_tiled[1] = ret_tiled[2] = 0;
+    memset(ret_below, 0, BELOW_LEVELS * sizeof *ret_below);
     for (uint32_t p = 1; p < n; p <<= 1) {
         for (uint32_t k = p; k >= 1; k >>= 1)
             for (uint32_t j = k % p; j + k < n; j += 2 * k)
@@ -70,23 +76,20 @@ static uint32_t batcher(uint32_t n, uint16_t (*out)[BATCHER_MAX][2], uint32_t re
                         (*out)[m][1] = (uint16_t)(i + j + k);
                         m++;
                     }
-        if (p < TILE_WIRES)
-            ret_tiled[0] = m;
-        if (p < 2 * TILE_WIRES)
-            ret_tiled[1] = m;
-        if (p < 4 * TILE_WIRES)
-            ret_tiled[2] = m;
+        for (uint32_t l = 0; l < BELOW_LEVELS; l++)
+            if (p < ROUNDS_BELOW[l])
+                ret_below[l] = m;
     }
     return m;
 }
 
 /* Keeps only the comparators whose outputs can still reach the median's
  * wires (n/2, and n/2 - 1 when n is even), walking the network backwards.
- * Of the first tiled[i] comparators, ret_tiled[i] are kept. */
-static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, const uint32_t tiled[3],
-                      uint32_t ret_tiled[3])
+ * Of the first below[i] comparators, ret_below[i] are kept. */
+static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp,
+                      const uint32_t below[BELOW_LEVELS], uint32_t ret_below[BELOW_LEVELS])
 {
-    ret_tiled[0] = ret_tiled[1] = ret_tiled[2] = 0;
+    memset(ret_below, 0, BELOW_LEVELS * sizeof *ret_below);
     bool need[SF__MEDIAN_NET_MAX] = {false};
     need[n / 2] = true;
     if (n % 2 == 0)
@@ -97,9 +100,8 @@ static uint32_t prune(uint32_t n, uint16_t (*cmp)[2], uint32_t n_cmp, const uint
         if (!need[a] && !need[b])
             continue;
         need[a] = need[b] = true;
-        ret_tiled[0] += c < tiled[0];
-        ret_tiled[1] += c < tiled[1];
-        ret_tiled[2] += c < tiled[2];
+        for (uint32_t l = 0; l < BELOW_LEVELS; l++)
+            ret_below[l] += c < below[l];
         cmp[n_cmp - 1 - kept][0] = a;
         cmp[n_cmp - 1 - kept][1] = b;
         kept++;
@@ -113,16 +115,12 @@ int sf__median_net_new(uint32_t n, sf__median_net **ret)
     if (n == 0 || n > SF__MEDIAN_NET_MAX || ret == NULL)
         return -EINVAL;
     uint16_t all[BATCHER_MAX][2]; /* 15 KB */
-    uint32_t tiled[3], total = batcher(n, &all, tiled);
+    uint32_t below[BELOW_LEVELS], total = batcher(n, &all, below);
     sf__median_net *net = calloc(1, sizeof *net);
     if (net == NULL)
         return -ENOMEM;
     net->n = n;
-    uint32_t kept_tiled[3];
-    net->n_cmp = prune(n, all, total, tiled, kept_tiled);
-    net->n_tiled = kept_tiled[0];
-    net->n_tiled2 = kept_tiled[1];
-    net->n_tiled4 = kept_tiled[2];
+    net->n_cmp = prune(n, all, total, below, net->n_below);
     if ((net->cmp = malloc((net->n_cmp ? net->n_cmp : 1) * sizeof *net->cmp)) == NULL) {
         free(net);
         return -ENOMEM;
@@ -197,7 +195,7 @@ static const uint8_t tile_net[63][2] = {
     {10, 12}, {11, 13}, {1, 2}, {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
 
 /* batcher()'s round p = 16 on 32 wires: the merge that joins two sorted
- * tiles into one sorted pair of tiles (tile_sort_pair). */
+ * tiles into one sorted pair of tiles (tile_sort_pair512). */
 static const uint8_t tile_merge[65][2] = {
     {0, 16},  {1, 17},  {2, 18},  {3, 19},  {4, 20},  {5, 21},  {6, 22},  {7, 23},  {8, 24},
     {9, 25},  {10, 26}, {11, 27}, {12, 28}, {13, 29}, {14, 30}, {15, 31}, {8, 16},  {9, 17},
@@ -266,7 +264,7 @@ SF_AVX2 static void net_body_narrow(const sf__median_net *net, uint32_t *v)
         tile_sort_narrow(v + (size_t)b * NARROW_LANES, wires);
         tile_sort_narrow(v + (size_t)b * NARROW_LANES + 8, wires);
     }
-    for (uint32_t c = net->n_tiled; c < net->n_cmp; c++) {
+    for (uint32_t c = net->n_below[BELOW_TILES]; c < net->n_cmp; c++) {
         __m256i *a = (__m256i *)(v + (size_t)net->cmp[c][0] * NARROW_LANES);
         __m256i *b = (__m256i *)(v + (size_t)net->cmp[c][1] * NARROW_LANES);
         __m256i a0 = _mm256_loadu_si256(a), a1 = _mm256_loadu_si256(a + 1);
@@ -319,8 +317,8 @@ SF_AVX512_NARROW static inline __attribute__((always_inline)) void tile_sort_pai
 }
 
 /* batcher()'s round p = 32 on a block of 64 wires, two sorted blocks of 32,
- * in two passes that load and store each wire once, instead of once per
- * comparator. Its steps k = 32, 16 and 8 never leave a group of the
+ * in two passes, each of which loads and stores a wire once, instead of
+ * once per comparator. Its steps k = 32, 16 and 8 never leave a group of the
  * wires b + r + 8 a (r < 8, a < 8): on a group they are the merge of its
  * two sorted halves, merge_4x4. */
 static const uint8_t merge_4x4[9][2] = {{0, 4}, {1, 5}, {2, 6}, {3, 7}, {2, 4},
@@ -432,7 +430,7 @@ SF_AVX512_NARROW static void net_body_narrow512(const sf__median_net *net, uint3
         if (net->n - b > 2 * TILE_WIRES)
             round32_512(v + (size_t)b * NARROW_LANES,
                         net->n - b < 4 * TILE_WIRES ? net->n - b : 4 * TILE_WIRES);
-    for (uint32_t c = net->n_tiled4; c < net->n_cmp; c++) {
+    for (uint32_t c = net->n_below[BELOW_ROUND32]; c < net->n_cmp; c++) {
         uint32_t *a = v + (size_t)net->cmp[c][0] * NARROW_LANES;
         uint32_t *b = v + (size_t)net->cmp[c][1] * NARROW_LANES;
         __m512i x = _mm512_loadu_si512(a), y = _mm512_loadu_si512(b);
@@ -555,7 +553,7 @@ __attribute__((target("avx512f"))) static void run_avx512(const sf__median_net *
             tile_sort(v + (size_t)b * lanes + l, lanes, wires, m);
         }
     }
-    NET_BY_LANES(net, v, lanes, net->n_tiled)
+    NET_BY_LANES(net, v, lanes, net->n_below[BELOW_TILES])
 }
 #endif
 
