@@ -269,6 +269,19 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
 int sf__median_net_narrow(const sf__median_net *net, enum sf__net_isa isa, const int64_t *v,
                           size_t stride, size_t lanes, int64_t *ret_median);
 
+/* One of the register passes of the forms on offsets (median_net.c), on a
+ * column of 16 series whose wire i, series l is col[16 i + l]: TILE sorts
+ * wires [0, wires) for wires <= 16 (SF__NET_AVX2 and SF__NET_AVX512), PAIR
+ * for wires <= 32 and ROUND32 merges [0, 32) and [32, wires), each sorted,
+ * for 32 < wires <= 64 (SF__NET_AVX512). Wires from `wires` on are neither
+ * read nor written. Exposed so that test_fold checks each pass as a sorter
+ * on every 0-1 input it must sort: the medians alone miss a comparator
+ * wrong near a block's ends. -EINVAL for a count the pass does not take,
+ * -ENOTSUP where this CPU or isa lacks it. */
+enum sf__net_pass { SF__NET_PASS_TILE, SF__NET_PASS_PAIR, SF__NET_PASS_ROUND32 };
+int sf__median_net_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t *col,
+                        uint32_t wires);
+
 /* fold_vec.c: the fold of one step of a grid window, its rows' stages in
  * vectors, into s->steps[step_i]. Only the durations: the rows' other
  * fields are the caller's, checked. The durations need not be: the fold

@@ -439,6 +439,24 @@ SF_AVX512_NARROW static void net_body_narrow512(const sf__median_net *net, uint3
     }
 }
 
+/* One register pass on a column of NARROW_LANES series, for
+ * sf__median_net_pass: target functions, so that the passes inline. */
+SF_AVX2 static void pass_avx2(uint32_t *col, uint32_t wires)
+{
+    tile_sort_narrow(col, wires);
+    tile_sort_narrow(col + 8, wires);
+}
+
+SF_AVX512_NARROW static void pass_avx512(enum sf__net_pass pass, uint32_t *col, uint32_t wires)
+{
+    if (pass == SF__NET_PASS_TILE)
+        tile_sort_narrow512(col, wires);
+    else if (pass == SF__NET_PASS_PAIR)
+        tile_sort_pair512(col, wires);
+    else
+        round32_512(col, wires);
+}
+
 /* Series l0 .. l0 + w (w < NARROW_LANES) as offsets from their bases
  * (base: each first value less 2^31) into `to`, padded with zeros; false
  * where a value lies outside 32 bits of offset. Modulo 2^64, in unsigned
@@ -613,6 +631,29 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
     for (size_t l = 0; l < lanes; l++)
         ret_median[l] = median_of_middle(lo[l], hi[l]);
     return 0;
+}
+
+int sf__median_net_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t *col, uint32_t wires)
+{
+    static const uint32_t most[] = {[SF__NET_PASS_TILE] = TILE_WIRES,
+                                    [SF__NET_PASS_PAIR] = 2 * TILE_WIRES,
+                                    [SF__NET_PASS_ROUND32] = 4 * TILE_WIRES};
+    if ((unsigned)pass > SF__NET_PASS_ROUND32 || wires == 0 || wires > most[pass] ||
+        (pass == SF__NET_PASS_ROUND32 && wires <= 2 * TILE_WIRES))
+        return -EINVAL;
+#ifdef SF_NET_X86
+    if (isa == SF__NET_AVX512 && sf__isa_present(isa)) {
+        pass_avx512(pass, col, wires);
+        return 0;
+    }
+    if (isa == SF__NET_AVX2 && pass == SF__NET_PASS_TILE && sf__isa_present(isa)) {
+        pass_avx2(col, wires);
+        return 0;
+    }
+#else
+    (void)isa, (void)col;
+#endif
+    return -ENOTSUP;
 }
 
 int sf__median_net_narrow(const sf__median_net *net, enum sf__net_isa isa, const int64_t *v,

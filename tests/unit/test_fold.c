@@ -479,6 +479,107 @@ static void median_network_matches_a_sort(void **state)
     assert_int_equal(sf__median_net_new(0, &net), -EINVAL);
 }
 
+/* The register passes as sorters, by the 0-1 principle: a comparator
+ * network sorts every input if it sorts every input of 0s and 1s. Each
+ * input is a mask, bit w the value of wire w; a column holds 16 of them.
+ * The pass must leave each sorted, the same count of 1s, and every wire
+ * from `wires` on untouched. */
+enum { PASS_LANES = 16, PASS_UNTOUCHED = 7 };
+
+static void check_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t wires,
+                       const uint64_t *inputs, size_t n_inputs)
+{
+    uint32_t col[64 * PASS_LANES];
+    for (size_t i0 = 0; i0 < n_inputs; i0 += PASS_LANES) {
+        for (uint32_t w = 0; w < 64; w++)
+            for (size_t l = 0; l < PASS_LANES; l++)
+                col[w * PASS_LANES + l] =
+                    w >= wires ? PASS_UNTOUCHED : i0 + l < n_inputs && inputs[i0 + l] >> w & 1;
+        assert_int_equal(sf__median_net_pass(isa, pass, col, wires), 0);
+        for (size_t l = 0; l < PASS_LANES; l++) {
+            uint64_t in = i0 + l < n_inputs ? inputs[i0 + l] : 0;
+            uint32_t ones =
+                (uint32_t)__builtin_popcountll(wires < 64 ? in & ((UINT64_C(1) << wires) - 1) : in);
+            for (uint32_t w = 0; w < 64; w++)
+                assert_int_equal(col[w * PASS_LANES + l],
+                                 w >= wires ? PASS_UNTOUCHED : w >= wires - ones);
+        }
+    }
+}
+
+/* A mask of `ones` 1s at random wires among [from, from + wires). */
+static uint64_t random_ones(uint32_t from, uint32_t wires, uint32_t ones, uint64_t *st)
+{
+    uint64_t m = 0;
+    for (uint32_t placed = 0; placed < ones;) {
+        uint64_t bit = UINT64_C(1) << (from + (uint32_t)rand_below(st, wires));
+        placed += !(m & bit);
+        m |= bit;
+    }
+    return m;
+}
+
+/* The 1s at the top of [from, from + wires): a sorted block. */
+static uint64_t top_ones(uint32_t from, uint32_t wires, uint32_t ones)
+{
+    return ones ? ((UINT64_C(1) << ones) - 1) << (from + wires - ones) : 0;
+}
+
+/* Every 0-1 input of each tile size; for a pair of tiles, every count of 1s
+ * in each tile (the merge then sees every pair of sorted tiles), placed at
+ * random; for the round p = 32, every pair of sorted blocks of 32 and the
+ * rest. */
+static void network_passes_sort(void **state)
+{
+    (void)state;
+    static uint64_t inputs[1 << 16];
+    uint64_t st = 7;
+    for (int isa = SF__NET_AVX2; isa <= SF__NET_AVX512; isa++) {
+        if (!sf__isa_present((enum sf__net_isa)isa))
+            continue;
+        for (uint32_t wires = 1; wires <= 16; wires++) {
+            for (uint64_t m = 0; m < UINT64_C(1) << wires; m++)
+                inputs[m] = m;
+            check_pass((enum sf__net_isa)isa, SF__NET_PASS_TILE, wires, inputs, (size_t)1 << wires);
+        }
+    }
+    if (!sf__isa_present(SF__NET_AVX512))
+        return;
+    for (uint32_t wires = 1; wires <= 32; wires++) {
+        uint32_t low = wires < 16 ? wires : 16, high = wires - low;
+        size_t n = 0;
+        for (uint32_t a = 0; a <= low; a++)
+            for (uint32_t b = 0; b <= high; b++)
+                inputs[n++] =
+                    random_ones(0, low, a, &st) | (high ? random_ones(16, high, b, &st) : 0);
+        check_pass(SF__NET_AVX512, SF__NET_PASS_PAIR, wires, inputs, n);
+    }
+    for (uint32_t wires = 33; wires <= 64; wires++) {
+        size_t n = 0;
+        for (uint32_t a = 0; a <= 32; a++)
+            for (uint32_t b = 0; b <= wires - 32; b++)
+                inputs[n++] = top_ones(0, 32, a) | top_ones(32, wires - 32, b);
+        check_pass(SF__NET_AVX512, SF__NET_PASS_ROUND32, wires, inputs, n);
+    }
+}
+
+/* The counts each pass takes, and the forms that lack it. */
+static void network_passes_refuse_what_they_lack(void **state)
+{
+    (void)state;
+    uint32_t col[64 * PASS_LANES] = {0};
+    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_TILE, col, 0), -EINVAL);
+    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_TILE, col, 17), -EINVAL);
+    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_PAIR, col, 33), -EINVAL);
+    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_ROUND32, col, 32), -EINVAL);
+    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_ROUND32, col, 65), -EINVAL);
+    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, (enum sf__net_pass)3, col, 1), -EINVAL);
+    assert_int_equal(sf__median_net_pass(SF__NET_GENERIC, SF__NET_PASS_TILE, col, 1), -ENOTSUP);
+    assert_int_equal(sf__median_net_pass(SF__NET_AVX2, SF__NET_PASS_PAIR, col, 20), -ENOTSUP);
+    for (size_t i = 0; i < 64 * PASS_LANES; i++)
+        assert_int_equal(col[i], 0);
+}
+
 /* The wide selection (a step's median over ranks) on shapes that stress a
  * quickselect: ties, runs of the minimum (the equal split), sorted,
  * reversed, organ pipe, values at the bounds; sizes around its vector
@@ -623,6 +724,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fast_fold_matches_the_definitions),
         cmocka_unit_test(median_network_matches_a_sort),
+        cmocka_unit_test(network_passes_sort),
+        cmocka_unit_test(network_passes_refuse_what_they_lack),
         cmocka_unit_test(wide_median_matches_a_sort),
         cmocka_unit_test(clipping_matches_the_definition),
         cmocka_unit_test(mean_slack_matches_the_definition),
