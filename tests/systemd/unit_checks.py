@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Static checks of what sfd ships around its binary.
 
-usage: unit_checks.py verify   SRC SFD   systemd-analyze verify on the units
+usage: unit_checks.py verify   SRC SFD   systemd-analyze verify on the units and the
+                                         drop-ins docs/OPERATIONS.md shows
        unit_checks.py security SRC       offline exposure score <= 2.0, as documented
        unit_checks.py install  SRC BUILD cmake --install layout for two prefixes
        unit_checks.py keys     SRC       sfd.conf lists exactly the keys sfd parses
@@ -74,6 +75,46 @@ def resource_limits(src):
             sys.exit(f'sfd.service needs a finite {key}=')
 
 
+def documented_drop_ins(src):
+    """Each `systemctl edit UNIT` block of docs/OPERATIONS.md, as (unit, text):
+    the drop-ins operators are told to write must parse too."""
+    found, unit, body = [], None, []
+    for line in open(os.path.join(src, 'docs', 'OPERATIONS.md')):
+        bare = line.strip().removeprefix('# ')
+        if bare.startswith('systemctl edit '):
+            unit, body = bare.split()[2], []
+        elif unit and bare == '```':
+            found.append((unit, '\n'.join(body) + '\n'))
+            unit = None
+        elif unit:
+            body.append(bare)
+    assert found, 'docs/OPERATIONS.md shows no drop-in'
+    return found
+
+
+def write_drop_ins(units, drop_ins):
+    for i, (unit, text) in enumerate(drop_ins):
+        d = os.path.join(units, unit + '.d')
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f'doc-{i}.conf'), 'w') as f:
+            f.write(text)
+
+
+def verify_drop_ins(src, units, manpath):
+    """The documented drop-ins, on the shipped units; and a misspelt value in
+    one must be reported."""
+    drop_ins = documented_drop_ins(src)
+    write_drop_ins(units, drop_ins)
+    rc, ours = run_verify(units, UNITS, manpath)
+    if rc != 0 or ours:
+        sys.exit(f'a drop-in of docs/OPERATIONS.md fails verify (rc {rc}):\n' + '\n'.join(ours))
+    write_drop_ins(units, [('sfd.service', '[Service]\nCPUAffinity=zz\n')])
+    rc, ours = run_verify(units, UNITS, manpath)
+    assert any('CPU affinity' in l for l in ours), ours
+    shutil.rmtree(os.path.join(units, 'sfd.service.d'))
+    print(f'systemd-analyze verify: {len(drop_ins)} documented drop-ins OK')
+
+
 def verify(src, sfd):
     need('systemd-analyze')
     if not os.access(sfd, os.X_OK):
@@ -93,6 +134,7 @@ def verify(src, sfd):
         if rc != 0 or ours:
             sys.exit(f'systemd-analyze verify failed (rc {rc}):\n' + '\n'.join(ours))
         resource_limits(src)
+        verify_drop_ins(src, units, manpath)
 
         # The check can fail: a unit with a misspelt key and a missing
         # binary must be reported.
