@@ -183,8 +183,8 @@ SF_AVX2 static void run_avx2(const sf__median_net *net, int64_t *v, size_t lanes
 
 /* batcher()'s rounds p < 16 on 16 wires, written out: with constant wire
  * numbers the compiler keeps all 16 wires of a tile in registers, which a
- * table built at run time would not allow (test_fold checks the result
- * against a sort). */
+ * table built at run time would not allow (test_fold's network_passes_sort
+ * checks the tile on every 0-1 input). */
 static const uint8_t tile_net[63][2] = {
     {0, 1},   {2, 3},   {4, 5}, {6, 7},   {8, 9},   {10, 11}, {12, 13}, {14, 15}, {0, 2},
     {1, 3},   {4, 6},   {5, 7}, {8, 10},  {9, 11},  {12, 14}, {13, 15}, {1, 2},   {5, 6},
@@ -253,6 +253,13 @@ SF_AVX2_INLINE void tile_sort_narrow(uint32_t *col, uint32_t wires)
             _mm256_storeu_si256((__m256i *)(col + (size_t)i * NARROW_LANES), w[i]);
 }
 
+/* Both halves of a column of NARROW_LANES offsets: two tiles of 8 lanes. */
+SF_AVX2_INLINE void tile_sort_narrow_column(uint32_t *col, uint32_t wires)
+{
+    tile_sort_narrow(col, wires);
+    tile_sort_narrow(col + 8, wires);
+}
+
 /* Two vectors of 8 lanes a wire, in intrinsics: the compiler's own
  * vectorizer leaves this loop scalar. The rounds below TILE_WIRES in
  * register tiles, the rest comparator by comparator. */
@@ -261,8 +268,7 @@ SF_AVX2 static void net_body_narrow(const sf__median_net *net, uint32_t *v)
     _Static_assert(NARROW_LANES == 16, "two vectors of 8 lanes");
     for (uint32_t b = 0; b < net->n; b += TILE_WIRES) {
         uint32_t wires = net->n - b < TILE_WIRES ? net->n - b : TILE_WIRES;
-        tile_sort_narrow(v + (size_t)b * NARROW_LANES, wires);
-        tile_sort_narrow(v + (size_t)b * NARROW_LANES + 8, wires);
+        tile_sort_narrow_column(v + (size_t)b * NARROW_LANES, wires);
     }
     for (uint32_t c = net->n_below[BELOW_TILES]; c < net->n_cmp; c++) {
         __m256i *a = (__m256i *)(v + (size_t)net->cmp[c][0] * NARROW_LANES);
@@ -332,7 +338,8 @@ static const uint8_t merge_4x4[9][2] = {{0, 4}, {1, 5}, {2, 6}, {3, 7}, {2, 4},
  * made by loading 8 wires at a time, then running every comparator of the
  * steps whose wires are loaded and whose earlier comparators have run,
  * storing a wire after its last, into the lowest free register (at most
- * 15 are taken; test_fold checks the medians against a sort). */
+ * 15 are taken; test_fold's network_passes_sort checks the round as a
+ * sorter). */
 enum { SWEEP_LOAD, SWEEP_CMP, SWEEP_STORE, SWEEP_REGISTERS = 16 };
 static const uint8_t round32_sweep[][3] = {
     {0, 0, 1},   {0, 1, 2},   {0, 2, 3},   {0, 3, 4},   {0, 4, 5},   {0, 5, 6},   {0, 6, 7},
@@ -443,8 +450,7 @@ SF_AVX512_NARROW static void net_body_narrow512(const sf__median_net *net, uint3
  * sf__median_net_pass: target functions, so that the passes inline. */
 SF_AVX2 static void pass_avx2(uint32_t *col, uint32_t wires)
 {
-    tile_sort_narrow(col, wires);
-    tile_sort_narrow(col + 8, wires);
+    tile_sort_narrow_column(col, wires);
 }
 
 SF_AVX512_NARROW static void pass_avx512(enum sf__net_pass pass, uint32_t *col, uint32_t wires)
@@ -635,11 +641,12 @@ int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t 
 
 int sf__median_net_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t *col, uint32_t wires)
 {
-    static const uint32_t most[] = {[SF__NET_PASS_TILE] = TILE_WIRES,
-                                    [SF__NET_PASS_PAIR] = 2 * TILE_WIRES,
-                                    [SF__NET_PASS_ROUND32] = 4 * TILE_WIRES};
-    if ((unsigned)pass > SF__NET_PASS_ROUND32 || wires == 0 || wires > most[pass] ||
-        (pass == SF__NET_PASS_ROUND32 && wires <= 2 * TILE_WIRES))
+    /* the counts of wires each pass takes, fewest and most */
+    static const uint32_t takes[][2] = {
+        [SF__NET_PASS_TILE] = {1, TILE_WIRES},
+        [SF__NET_PASS_PAIR] = {1, 2 * TILE_WIRES},
+        [SF__NET_PASS_ROUND32] = {2 * TILE_WIRES + 1, 4 * TILE_WIRES}};
+    if ((unsigned)pass > SF__NET_PASS_ROUND32 || wires < takes[pass][0] || wires > takes[pass][1])
         return -EINVAL;
 #ifdef SF_NET_X86
     if (isa == SF__NET_AVX512 && sf__isa_present(isa)) {
