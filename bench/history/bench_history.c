@@ -217,7 +217,7 @@ static void stall_run(const char *dir, sf_report *report, enum mode mode, uint32
     sfd_config_default(&d.cfg);
     snprintf(d.cfg.state_dir, sizeof d.cfg.state_dir, "%s", dir);
     d.cfg.max_history_mb = 64;
-    if (sfd_job_find_or_create(&d, "bench", 1000, &st.job, &why) < 0)
+    if (sfd_job_find_or_create(&d, "bench", 1000, 0, &st.job, &why) < 0)
         exit(1);
     if (mode == MODE_THREAD && (sfd_history_start(&d) < 0 || d.history == NULL))
         exit(1);

@@ -230,6 +230,8 @@ static void fill_hello(sf_client *c, const struct resolved *r)
     memcpy(c->job_id, r->job_id, jl + 1);
     if (r->role != NULL)
         memcpy(c->role, r->role, strlen(r->role) + 1);
+    uint32_t restart_count;
+    sf__launch_identity(c->run_id, sizeof c->run_id, &restart_count);
     if (gethostname(c->host, sizeof c->host) < 0)
         c->host[0] = '\0';
     c->host[sizeof c->host - 1] = '\0';
@@ -252,6 +254,8 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         .channel = SF__CHANNEL_STEPS,
         .window_steps = r->window_steps,
         .warmup_steps = r->warmup_steps,
+        .run_id = c->run_id,
+        .restart_count = restart_count,
     };
 }
 

@@ -32,6 +32,7 @@ _Static_assert(SF_CAPTURE_PATH_MAX == SF_MAX_CAPTURE_PATH, "client trace path le
 _Static_assert(SF_CAPTURE_ERROR_MAX == SF_MAX_CAPTURE_ERROR, "client capture error length");
 _Static_assert(SF_CLIENT_MAX_HEARTBEAT_MS == SF_MAX_HEARTBEAT_MS, "client heartbeat interval");
 _Static_assert(SF_CLIENT_MAX_FLUSH_MS == SF_MAX_FLUSH_MS, "client flush interval");
+#define SF_CLIENT_MAX_RESTART_COUNT SF_MAX_RESTART_COUNT
 
 #define SF__FLAG_VIOLATION (1u << 0)
 #define SF__FLAG_NON_MONOTONIC (1u << 1)
@@ -180,6 +181,7 @@ struct sf_client {
     char job_id[SF_CLIENT_MAX_JOB_ID_LEN + 1];
     char role[SF_CLIENT_MAX_ROLE_LEN + 1];
     char host[256];
+    char run_id[SF_MAX_RUN_ID_LEN + 1];
     sf__transport tr;
 
     /* captures: cap_state is the one field the hot path reads */
@@ -187,6 +189,11 @@ struct sf_client {
     struct sf__capture *cap;         /* allocated at open */
     struct sf__heartbeat *heartbeat; /* NULL: off */
 };
+
+/* ---- launch_id.c ---- */
+/* The run id and restart count of this process's launch, from SF_RUN_ID,
+ * torchrun, Slurm or MASTER_ADDR:MASTER_PORT ("" when none is set). */
+void sf__launch_identity(char *run_id, size_t cap, uint32_t *restart_count);
 
 /* ---- batch.c ---- */
 /* Flush policy at step end: one batch at most, when full or due. */

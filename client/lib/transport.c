@@ -91,6 +91,9 @@ int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation, bool 
         h.has_window_steps = 1, h.window_steps = (uint32_t)info->window_steps;
     if (info->warmup_steps >= 0)
         h.has_warmup_steps = 1, h.warmup_steps = (uint32_t)info->warmup_steps;
+    if (info->run_id != NULL && info->run_id[0] != '\0')
+        h.run_id = (char *)info->run_id;
+    h.has_restart_count = 1, h.restart_count = info->restart_count;
 
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;

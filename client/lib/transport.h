@@ -40,6 +40,8 @@ struct sf__hello_info {
     const char *role;               /* NULL or "": not sent */
     uint32_t channel;               /* SF__CHANNEL_* */
     int window_steps, warmup_steps; /* -1: not sent (the daemon's) */
+    const char *run_id;             /* NULL or "": not sent */
+    uint32_t restart_count;
 };
 
 typedef struct sf__transport {

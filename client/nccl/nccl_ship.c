@@ -38,7 +38,7 @@ static struct {
     bool configured, can_ship, schema_from_beacon;
     int64_t period_ns;
     uint64_t groups_per_step;
-    char job_id[129], host[256];
+    char job_id[129], host[256], run_id[SF_MAX_RUN_ID_LEN + 1];
     struct sf__schema schema;
     struct sf__hello_info hello;
     sf__transport tr;
@@ -102,6 +102,8 @@ static void configure(const struct sf_nccl_comm *first)
         return; /* nowhere to ship: count only */
     memcpy(st.job_id, job, strlen(job) + 1);
     gethostname(st.host, sizeof st.host - 1);
+    uint32_t restart_count;
+    sf__launch_identity(st.run_id, sizeof st.run_id, &restart_count);
     st.hello = (struct sf__hello_info){
         .job_id = st.job_id,
         .rank = (uint32_t)rank,
@@ -114,6 +116,8 @@ static void configure(const struct sf_nccl_comm *first)
         .channel = SF__CHANNEL_NCCL,
         .window_steps = -1,
         .warmup_steps = -1, /* the step channel asks for those */
+        .run_id = st.run_id,
+        .restart_count = restart_count,
     };
     if (sf__transport_init(&st.tr, sock && *sock ? sock : SF_DEFAULT_INGEST_SOCKET, &st.hello,
                            st.hello_buf) < 0)

@@ -227,8 +227,8 @@ static int show_jobs(json_t *a, const char *job)
         if (id != NULL && strlen(id) > (size_t)width)
             width = (int)strlen(id);
     }
-    printf("%-*s %6s %8s %11s %4s %7s %6s %10s %8s %8s\n", width, "JOB", "UID", "STATE", "RANKS",
-           "SEG", "WINDOWS", "LATEST", "RECORDS", "DROPPED", "REJECTED");
+    printf("%-*s %6s %4s %8s %11s %4s %7s %6s %10s %8s %8s\n", width, "JOB", "UID", "INC", "STATE",
+           "RANKS", "SEG", "WINDOWS", "LATEST", "RECORDS", "DROPPED", "REJECTED");
     json_array_foreach(a, i, j)
     {
         char ranks[32], latest[24] = "-";
@@ -236,11 +236,12 @@ static int show_jobs(json_t *a, const char *job)
                  sfctl_json_int(j, "world_size"));
         if (json_is_integer(json_object_get(j, "latest_window")))
             snprintf(latest, sizeof(latest), "%lld", sfctl_json_int(j, "latest_window"));
-        printf("%-*s %6lld %8s %11s %4lld %7lld %6s %10lld %8lld %8lld\n", width,
+        printf("%-*s %6lld %4lld %8s %11s %4lld %7lld %6s %10lld %8lld %8lld\n", width,
                json_string_value(json_object_get(j, "job_id")), sfctl_json_int(j, "uid"),
-               sfctl_json_str(j, "state"), ranks, sfctl_json_int(j, "segment"),
-               sfctl_json_int(j, "windows"), latest, sfctl_json_int(j, "records"),
-               sfctl_json_int(j, "dropped"), sfctl_json_int(j, "rejected"));
+               sfctl_json_int(j, "incarnation"), sfctl_json_str(j, "state"), ranks,
+               sfctl_json_int(j, "segment"), sfctl_json_int(j, "windows"), latest,
+               sfctl_json_int(j, "records"), sfctl_json_int(j, "dropped"),
+               sfctl_json_int(j, "rejected"));
     }
     json_array_foreach(a, i, j) show_stall(j);
     if (json_array_size(a) == 0)

@@ -163,7 +163,7 @@ static int adopt_remote_job(struct sfd *d, const char *id, const sf_summary *mer
 {
     enum sfd_reject why;
     struct sfd_job *job = NULL;
-    int r = sfd_job_find_or_create(d, id, SFD_UID_REMOTE, &job, &why);
+    int r = sfd_job_find_or_create(d, id, SFD_UID_REMOTE, 0, &job, &why);
     if (r == 0)
         r = sfd_job_bind_shape(job, &merged->schema, merged->meta.world_size);
     if (r < 0) {

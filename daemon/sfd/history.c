@@ -39,7 +39,7 @@ struct item {
     uint32_t kind, segment;
     uid_t uid;
     int64_t window;
-    char job[SF_MAX_JOB_ID_LEN + 1];
+    char job[SF_MAX_JOB_ID_LEN + 16]; /* sfd_job_key: "JOB" or "JOB@N" */
     uint8_t *body;
     size_t len;
 };
@@ -284,7 +284,7 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
     struct item *it = &h->queue[tail % QUEUE_MAX];
     *it = (struct item){
         SFD_HISTORY_REPORT, report->meta.segment, job->uid, report->meta.index, "", body, len};
-    snprintf(it->job, sizeof it->job, "%s", job->id);
+    sfd_job_key(job, it->job, sizeof it->job);
     atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
     sem_post(&h->wake);
 }
@@ -294,7 +294,9 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
 struct restore_ctx {
     struct sfd *d;
     struct sfd_history_stats *stats;
-    char job_key[SF_MAX_JOB_ID_LEN + 1];
+    char job_key[SF_MAX_JOB_ID_LEN + 16]; /* the store's name: "JOB" or "JOB@N" */
+    char job_id[SF_MAX_JOB_ID_LEN + 1];
+    uint32_t incarnation;
     uid_t uid;
     bool skip;                /* this job's rows are not restored */
     sf_report *reports[4096]; /* newest first, up to keep_windows */
@@ -323,7 +325,7 @@ static void restore_job(struct restore_ctx *c)
     uint32_t world = latest->meta.world_size;
     int r = world >= 1 && world <= d->cfg.max_ranks ? 0 : -ERANGE;
     if (r == 0)
-        r = sfd_job_find_or_create(d, c->job_key, c->uid, &job, &why);
+        r = sfd_job_find_or_create(d, c->job_id, c->uid, c->incarnation, &job, &why);
     if (r == 0 && job->rank_pages == NULL)
         r = sfd_job_bind_shape(job, &latest->schema, world);
     if (r < 0) {
@@ -359,7 +361,7 @@ static int restore_visit(void *ctx, const struct sfd_store_key *key, const uint8
         restore_job(c);
         snprintf(c->job_key, sizeof c->job_key, "%s", key->job);
         c->uid = key->uid;
-        c->skip = !sfd_job_id_valid(key->job);
+        c->skip = sfd_job_key_parse(key->job, c->job_id, sizeof c->job_id, &c->incarnation) < 0;
     }
     sf_report *report = NULL;
     if (c->skip || c->n >= c->d->cfg.keep_windows || c->n >= 4096 ||

@@ -38,7 +38,15 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
 {
     struct sfd *d = c->sfd;
     struct sfd_job *job;
-    int r = sfd_job_find_or_create(d, h->job_id, c->uid, &job, why);
+    struct sfd_launch launch = {
+        .job_id = h->job_id,
+        .uid = c->uid,
+        .rank = h->rank,
+        .run_id = h->run_id ? h->run_id : "",
+        .restart_count = h->has_restart_count ? h->restart_count : 0,
+        .reconnect = h->has_connection_generation && h->connection_generation > 0,
+    };
+    int r = sfd_job_for_launch(d, &launch, &job, why);
     if (r < 0)
         return r;
     r = sfd_job_bind_shape(job, schema, h->world_size);
@@ -116,7 +124,7 @@ static int handle_hello(struct sfd_conn *c, const Stagefrontier__Hello *h)
     sf_schema_clear(&schema);
     if (r < 0) {
         /* charged to the caller's own job of that id, never another uid's */
-        sfd_count_reject(d, sfd_job_lookup(d, c->uid, h->job_id), why, 1, c);
+        sfd_count_reject(d, sfd_job_lookup(d, c->uid, h->job_id, 0), why, 1, c);
         return r;
     }
     sfd_log(SFD_LOG_DEBUG, c->job->id, "rank %u connected (pid %d, channel %u)", c->rank,
@@ -174,7 +182,7 @@ static void note_drops(struct sfd_conn *c, const struct sfd_drop_report *r, int6
         sfd_window_note_drops(job, min_i64(r->first_step, bound), min_i64(r->last_step, bound),
                               delta);
     else
-        sfd_window_note_drops(job, first, first, delta);
+        sfd_window_note_drops(job, min_i64(first, bound), min_i64(first, bound), delta);
 }
 
 static void note_counters(struct sfd_conn *c, const Stagefrontier__RecordBatch *b,
@@ -182,9 +190,11 @@ static void note_counters(struct sfd_conn *c, const Stagefrontier__RecordBatch *
 {
     struct sfd_job *job = c->job;
     const struct sfd_rank *rk = sfd_job_rank_peek(job, c->rank);
+    /* A step past the step gate will be refused: it bounds no drops. */
     int64_t first = b->records[0]->step, sent = rk->last_step;
+    int64_t limit = sfd_job_step_limit(job, c->rank);
     for (size_t i = 0; i < b->n_records; i++)
-        if (b->records[i]->step > sent)
+        if (b->records[i]->step > sent && b->records[i]->step <= limit)
             sent = b->records[i]->step;
     struct sfd_drop_report drops = {
         .has_total = b->has_dropped_total,
@@ -214,7 +224,9 @@ static void note_shed_drops(struct sfd_conn *c, const struct sfd_batch_peek *pk)
     if (!sfd_drop_range_ok(r.has_first, r.has_last, r.first_step, r.last_step))
         r.has_first = r.has_last = false;
     const struct sfd_rank *rk = sfd_job_rank_peek(c->job, c->rank);
-    int64_t sent = rk->last_step > pk->last_step ? rk->last_step : pk->last_step;
+    int64_t limit = sfd_job_step_limit(c->job, c->rank);
+    int64_t sent =
+        pk->last_step <= limit && pk->last_step > rk->last_step ? pk->last_step : rk->last_step;
     note_drops(c, &r, pk->first_step, sent, rk->records);
 }
 

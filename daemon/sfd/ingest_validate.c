@@ -60,25 +60,50 @@ bool sfd_job_id_valid(const char *id)
     return true;
 }
 
+/* A decimal of 1..max with no sign, no leading zero and nothing after it. */
+static int parse_count(const char *p, const char *end, uint64_t max, uint64_t *ret)
+{
+    uint64_t v = 0;
+    if (p == end || *p == '0' || end - p > 10)
+        return -EINVAL;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (v > max)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
 int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret)
 {
-    const char *slash = strchr(ref, '/');
-    struct sfd_job_ref out = {.id = ref};
+    struct sfd_job_ref out = {0};
+    const char *id = ref, *slash = strchr(ref, '/');
+    uint64_t v;
     if (slash != NULL) {
-        uint64_t uid = 0;
-        if (slash == ref || slash - ref > 10)
-            return -EINVAL;
-        for (const char *p = ref; p < slash; p++) {
-            if (*p < '0' || *p > '9')
-                return -EINVAL;
-            uid = uid * 10 + (uint64_t)(*p - '0');
-        }
-        if (uid >= (uint64_t)(uid_t)-2) /* the daemon's own owners */
+        /* uid 0 is root; the two highest are the daemon's own owners */
+        if (slash - ref == 1 && ref[0] == '0')
+            out.uid = 0;
+        else if (parse_count(ref, slash, (uint64_t)(uid_t)-3, &v) == 0)
+            out.uid = (uid_t)v;
+        else
             return -EINVAL;
         out.has_uid = true;
-        out.uid = (uid_t)uid;
-        out.id = slash + 1;
+        id = slash + 1;
     }
+    const char *at = strchr(id, '@');
+    size_t len = at != NULL ? (size_t)(at - id) : strlen(id);
+    if (len == 0 || len > SF_MAX_JOB_ID_LEN)
+        return -EINVAL;
+    if (at != NULL) {
+        if (parse_count(at + 1, at + 1 + strlen(at + 1), SF_MAX_INCARNATION, &v) < 0)
+            return -EINVAL;
+        out.incarnation = (uint32_t)v;
+    }
+    memcpy(out.id, id, len);
+    out.id[len] = '\0';
     if (!sfd_job_id_valid(out.id))
         return -EINVAL;
     *ret = out;
@@ -101,6 +126,11 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
     if (!sf_str_len_ok(h->host, 0, SFD_HOST_MAX) || !sf_str_len_ok(h->role, 0, SFD_ROLE_MAX))
         return reject(ret_why, SFD_REJ_INVALID);
     if (h->has_channel && h->channel > 2)
+        return reject(ret_why, SFD_REJ_INVALID);
+    /* A run id is spelt as a job id (SF_MAX_RUN_ID_LEN == SF_MAX_JOB_ID_LEN). */
+    if (h->run_id != NULL && h->run_id[0] != '\0' && !sfd_job_id_valid(h->run_id))
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->has_restart_count && h->restart_count > SF_MAX_RESTART_COUNT)
         return reject(ret_why, SFD_REJ_INVALID);
     if (h->n_stage_names < 2 || h->n_stage_names > SF_MAX_STAGES)
         return reject(ret_why, SFD_REJ_INVALID);

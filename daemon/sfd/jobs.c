@@ -14,36 +14,71 @@
 #include "enqueue_points.h"
 #include "side_evidence.h"
 
-struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id)
+struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id, uint32_t incarnation)
 {
-    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-        if (j->uid == uid && strcmp(j->id, id) == 0)
+    struct sfd_job *newest = NULL;
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        if (j->uid != uid || strcmp(j->id, id) != 0)
+            continue;
+        if (j->incarnation == incarnation)
             return j;
-    return NULL;
+        if (incarnation == 0 && (newest == NULL || j->incarnation > newest->incarnation))
+            newest = j;
+    }
+    return newest;
+}
+
+bool sfd_job_is_newest(const struct sfd *d, const struct sfd_job *job)
+{
+    for (const struct sfd_job *j = d->jobs; j != NULL; j = j->next)
+        if (j->uid == job->uid && j->incarnation > job->incarnation && strcmp(j->id, job->id) == 0)
+            return false;
+    return true;
 }
 
 struct sfd_job *sfd_job_find(struct sfd *d, const char *id)
 {
-    struct sfd_job *remote = NULL;
+    struct sfd_job *best = NULL;
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
         if (strcmp(j->id, id) != 0)
             continue;
-        if (j->uid != SFD_UID_REMOTE)
-            return j;
-        remote = j;
+        bool local = j->uid != SFD_UID_REMOTE, best_local = best && best->uid != SFD_UID_REMOTE;
+        if (best == NULL || (local && !best_local) ||
+            (local == best_local && j->incarnation > best->incarnation))
+            best = j;
     }
-    return remote;
+    return best;
+}
+
+void sfd_job_key(const struct sfd_job *job, char *buf, size_t len)
+{
+    if (job->incarnation > 1)
+        snprintf(buf, len, "%s@%u", job->id, job->incarnation);
+    else
+        snprintf(buf, len, "%s", job->id);
+}
+
+int sfd_job_key_parse(const char *key, char *ret_id, size_t id_len, uint32_t *ret_incarnation)
+{
+    struct sfd_job_ref ref;
+    if (strchr(key, '/') != NULL || sfd_job_ref_parse(key, &ref) < 0 || strlen(ref.id) >= id_len)
+        return -EINVAL;
+    memcpy(ret_id, ref.id, strlen(ref.id) + 1);
+    *ret_incarnation = ref.incarnation ? ref.incarnation : 1;
+    return 0;
 }
 
 void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len)
 {
+    char key[SF_MAX_JOB_ID_LEN + 16];
+    sfd_job_key(job, key, sizeof key);
     for (const struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
-        if (j != job && strcmp(j->id, job->id) == 0) {
-            snprintf(buf, len, "%u/%s", (unsigned)job->uid, job->id);
+        if (j->uid != job->uid && strcmp(j->id, job->id) == 0) {
+            snprintf(buf, len, "%u/%s", (unsigned)job->uid, key);
             return;
         }
     }
-    snprintf(buf, len, "%s", job->id);
+    snprintf(buf, len, "%s", key);
 }
 
 /* ---- memory charges ------------------------------------------------------- */
@@ -188,12 +223,12 @@ static int admit_job(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
     return r;
 }
 
-int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_job **ret,
-                           enum sfd_reject *ret_why)
+int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
+                           struct sfd_job **ret, enum sfd_reject *ret_why)
 {
-    struct sfd_job *job = sfd_job_lookup(d, uid, id);
+    struct sfd_job *job = sfd_job_lookup(d, uid, id, incarnation);
     if (job == NULL && uid != SFD_UID_REMOTE) {
-        job = sfd_job_lookup(d, SFD_UID_REMOTE, id);
+        job = sfd_job_lookup(d, SFD_UID_REMOTE, id, incarnation);
         if (job != NULL && (job->n_live != 0 || adopt(d, job, uid) < 0))
             job = NULL;
     }
@@ -201,13 +236,23 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
         *ret = job;
         return 0;
     }
+    return sfd_job_create(d, id, uid, incarnation ? incarnation : 1, ret, ret_why);
+}
+
+int sfd_job_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
+                   struct sfd_job **ret, enum sfd_reject *ret_why)
+{
+    if (incarnation < 1 || incarnation > SF_MAX_INCARNATION) {
+        *ret_why = SFD_REJ_INVALID;
+        return -ERANGE;
+    }
     int r = make_table_room(d, uid, ret_why);
     if (r < 0)
         return r;
     r = admit_job(d, uid, ret_why);
     if (r < 0)
         return r;
-    job = calloc(1, sizeof(*job));
+    struct sfd_job *job = calloc(1, sizeof(*job));
     if (job == NULL) {
         sfd_budget_uncharge(&d->mem, uid, SFD_MEM_JOBS, job_base_bytes(d->cfg.keep_windows));
         sfd_budget_job_remove(&d->mem, uid);
@@ -218,9 +263,11 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
     job->mem[SFD_MEM_JOBS] = job_base_bytes(d->cfg.keep_windows);
     snprintf(job->id, sizeof(job->id), "%s", id);
     job->uid = uid;
+    job->incarnation = incarnation;
     job->gates = d->cfg.gates;
     job->closed_max = -1;
     job->max_step = -1;
+    job->max_claim = job->second_claim = -1;
     job->cap_stored = d->cfg.keep_windows;
     job->stored = calloc(job->cap_stored, sizeof(*job->stored));
     job->roles[0] = strdup("");
@@ -235,7 +282,8 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_
     job->next = d->jobs;
     d->jobs = job;
     d->n_jobs++;
-    sfd_log(SFD_LOG_INFO, job->id, "new job owned by uid %u", (unsigned)uid);
+    sfd_log(SFD_LOG_INFO, job->id, "new job owned by uid %u, incarnation %u", (unsigned)uid,
+            incarnation);
     *ret = job;
     return 0;
 }
@@ -417,7 +465,7 @@ int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret)
             return -ENOMEM;
         }
         for (uint32_t i = 0; i < SFD_RANK_PAGE; i++)
-            (*page)[i].last_step = -1;
+            (*page)[i].last_step = (*page)[i].claimed_step = -1;
     }
     *ret = &(*page)[rank % SFD_RANK_PAGE];
     return 0;
@@ -425,11 +473,33 @@ int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret)
 
 const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t rank)
 {
-    static const struct sfd_rank unseen = {.last_step = -1};
+    static const struct sfd_rank unseen = {.last_step = -1, .claimed_step = -1};
     if (rank >= job->world_size || job->rank_pages == NULL)
         return &unseen;
     const struct sfd_rank *page = job->rank_pages[rank / SFD_RANK_PAGE];
     return page != NULL ? &page[rank % SFD_RANK_PAGE] : &unseen;
+}
+
+/* The open windows close early and the same indices continue as the next
+ * segment, with fresh per-rank step order (the caller resets the ranks). */
+static void next_segment(struct sfd_job *job)
+{
+    sfd_window_close_all(job, SF_WIN_CLOSED_EARLY);
+    job->segment++;
+    job->closed_max = -1;
+    job->max_step = -1;
+    job->max_claim = job->second_claim = -1;
+}
+
+int sfd_job_restart_segment(struct sfd_job *job)
+{
+    int r = reset_ranks(job, job->world_size);
+    if (r < 0)
+        return r;
+    next_segment(job);
+    sfd_log(SFD_LOG_NOTICE, job->id, "elastic restart %u: segment %u", job->restart_count,
+            job->segment);
+    return 0;
 }
 
 int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size)
@@ -450,12 +520,7 @@ int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t wo
         return r;
     }
     if (!fresh) {
-        /* The open windows close early and the same indices continue as the
-         * next segment, with fresh per-rank step order. */
-        sfd_window_close_all(job, SF_WIN_CLOSED_EARLY);
-        job->segment++;
-        job->closed_max = -1;
-        job->max_step = -1;
+        next_segment(job);
         sfd_log(SFD_LOG_NOTICE, job->id, "shape changed: segment %u, world size %u", job->segment,
                 world_size);
     }

@@ -113,6 +113,13 @@ static json_t *job_json(const struct sfd_job *j)
         : j->geometry_asked ? "job"
                             : "daemon");
     if (o != NULL) {
+        char name[SF_MAX_JOB_ID_LEN + 32];
+        sfd_job_name(j->sfd, j, name, sizeof name);
+        json_object_set_new(o, "name", json_string(name));
+        json_object_set_new(o, "incarnation", json_integer(j->incarnation));
+        json_object_set_new(o, "newest", json_boolean(sfd_job_is_newest(j->sfd, j)));
+        json_object_set_new(o, "run_id", json_string(j->run_id));
+        json_object_set_new(o, "restart_count", json_integer(j->restart_count));
         json_object_set_new(o, "state", json_string(sfd_job_state(j)));
         json_object_set_new(o, "stalled", sfd_job_stall_json(j));
     }
@@ -180,17 +187,19 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
     return 0;
 }
 
-/* The one job an unqualified id names among all uids (root and operators),
+/* The one job an unqualified id names among all uids (root and operators):
+ * the incarnation asked for (or the newest) of the only uid that has one,
  * or an error naming the uids to choose from. */
-static int find_unqualified(struct sfd *d, const char *id, struct sfd_job **ret,
+static int find_unqualified(struct sfd *d, const struct sfd_job_ref *jr, struct sfd_job **ret,
                             const char **ret_err)
 {
     static char err[160];
     struct sfd_job *found = NULL;
-    int n = 0,
-        len = snprintf(err, sizeof(err), "job id used by several uids, name one as UID/%s:", id);
+    int n = 0, len = snprintf(err, sizeof(err),
+                              "job id used by several uids, name one as UID/%s:", jr->id);
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
-        if (strcmp(j->id, id) != 0)
+        if (strcmp(j->id, jr->id) != 0 ||
+            (jr->incarnation ? j->incarnation != jr->incarnation : !sfd_job_is_newest(d, j)))
             continue;
         found = j;
         n++;
@@ -205,34 +214,40 @@ static int find_unqualified(struct sfd *d, const char *id, struct sfd_job **ret,
     return 0;
 }
 
+/* The only job a user can mean without naming one: the newest incarnation
+ * of the only (uid, id) visible to them. */
+static int find_only(struct sfd *d, uid_t uid, bool op, struct sfd_job **ret, const char **ret_err)
+{
+    struct sfd_job *only = NULL;
+    int n = 0;
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
+        if (sfd_job_visible(d, j, uid, op) && sfd_job_is_newest(d, j)) {
+            only = j;
+            n++;
+        }
+    if (n != 1) {
+        *ret_err = n == 0 ? "no jobs" : "several jobs: name one";
+        return n == 0 ? -ENOENT : -EINVAL;
+    }
+    *ret = only;
+    return 0;
+}
+
 /* A user names their own jobs ("JOB"); root and operators name any job,
- * "UID/JOB" where two uids use the same id. */
+ * "UID/JOB" where two uids use the same id; "@N" names incarnation N. */
 static int find_job(struct sfd *d, uid_t uid, bool op, const char *ref, struct sfd_job **ret,
                     const char **ret_err)
 {
-    if (ref == NULL || ref[0] == '\0') {
-        struct sfd_job *only = NULL;
-        int n = 0;
-        for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
-            if (sfd_job_visible(d, j, uid, op)) {
-                only = j;
-                n++;
-            }
-        if (n != 1) {
-            *ret_err = n == 0 ? "no jobs" : "several jobs: name one";
-            return n == 0 ? -ENOENT : -EINVAL;
-        }
-        *ret = only;
-        return 0;
-    }
+    if (ref == NULL || ref[0] == '\0')
+        return find_only(d, uid, op, ret, ret_err);
     struct sfd_job_ref jr;
     if (sfd_job_ref_parse(ref, &jr) < 0) {
         *ret_err = "bad job name";
         return -EINVAL;
     }
     if (!jr.has_uid && (op || uid == 0))
-        return find_unqualified(d, jr.id, ret, ret_err);
-    struct sfd_job *j = sfd_job_lookup(d, jr.has_uid ? jr.uid : uid, jr.id);
+        return find_unqualified(d, &jr, ret, ret_err);
+    struct sfd_job *j = sfd_job_lookup(d, jr.has_uid ? jr.uid : uid, jr.id, jr.incarnation);
     if (j == NULL) {
         *ret_err = "unknown job";
         return -ENOENT;

@@ -31,6 +31,7 @@ static const char *const reject_names[SFD_REJ_COUNT] = {
     [SFD_REJ_ARRIVAL_STAGE] = "arrival_not_synchronizing",
     [SFD_REJ_CAPTURE_REPLY] = "capture_reply",
     [SFD_REJ_HEARTBEAT] = "heartbeat",
+    [SFD_REJ_FUTURE] = "future_step",
 };
 
 const char *sfd_reject_name(enum sfd_reject r)

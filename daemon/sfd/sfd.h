@@ -118,6 +118,7 @@ enum sfd_reject {
     SFD_REJ_ARRIVAL_STAGE,   /* arrival or enqueue point in a stage that is not synchronizing */
     SFD_REJ_CAPTURE_REPLY,   /* capture reply: unknown id, another rank's, or after its end */
     SFD_REJ_HEARTBEAT,       /* heartbeat out of bounds or on the wrong connection */
+    SFD_REJ_FUTURE,          /* step past the step gate of the job's other ranks */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -222,7 +223,8 @@ struct sfd_rank {
     int64_t last_seen_unix_ms; /* realtime of its last message, 0: never */
     uint64_t seen_ms;          /* sfd's monotonic ms of that message */
     uint64_t moved_ms;         /* monotonic ms when its position last changed */
-};                             /* 64 bytes: pages of them are charged per job */
+    int64_t claimed_step;      /* highest step it sent, accepted or not, -1 (the step gate) */
+};                             /* 72 bytes: pages of them are charged per job */
 _Static_assert(SFD_MAX_JOB_ROLES <= 256, "a rank's role index is one byte");
 
 /* Per-rank state comes in pages of this many ranks, allocated when a rank of
@@ -301,6 +303,9 @@ struct sfd_job {
     struct sfd *sfd;
     char id[SF_MAX_JOB_ID_LEN + 1];
     uid_t uid;
+    uint32_t incarnation;               /* 1, 2, ...: runs of (uid, id) (incarnation.c) */
+    char run_id[SF_MAX_RUN_ID_LEN + 1]; /* the launch's run id, "": not known */
+    uint32_t restart_count;             /* the launch's elastic restarts so far */
     sf_schema schema;
     sf_gates gates;                 /* window_steps/warmup fixed for the job */
     sf_straggler_history straggler; /* verdict persistence over stored reports */
@@ -318,9 +323,13 @@ struct sfd_job {
     struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
     uint32_t n_open;
     size_t pending_rows;
-    size_t rows_hint;            /* rows of the last closed window: a new one's first size */
-    int64_t closed_max;          /* highest closed index in this segment, -1 */
-    int64_t max_step;            /* highest step seen in this segment, -1 */
+    size_t rows_hint;   /* rows of the last closed window: a new one's first size */
+    int64_t closed_max; /* highest closed index in this segment, -1 */
+    int64_t max_step;   /* highest step seen in this segment, -1 */
+    /* The step gate (windows.c): the highest step any rank has sent in this
+     * segment, accepted or not, its rank, and the highest of the others. */
+    int64_t max_claim, second_claim; /* -1: none */
+    uint32_t max_claim_rank;
     struct sfd_window *hot;      /* the window the last record went to */
     uint64_t orphan_deadline_ms; /* close everything after the last disconnect */
     struct sfd_stored *stored;   /* ring of keep_windows, oldest first */
@@ -339,10 +348,42 @@ struct sfd_job {
     struct sfd_job *next;
 };
 
-/* Jobs are keyed by (uid, job id): each uid has its own job namespace. */
-int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, struct sfd_job **ret,
-                           enum sfd_reject *ret_why);
-struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id);
+/* Jobs are keyed by (uid, job id, incarnation): each uid has its own job
+ * namespace, and each run of a job id its own incarnation. incarnation 0
+ * means the newest; find_or_create makes incarnation 1 (or the one asked
+ * for) when there is none. */
+int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
+                           struct sfd_job **ret, enum sfd_reject *ret_why);
+int sfd_job_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
+                   struct sfd_job **ret, enum sfd_reject *ret_why);
+struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id, uint32_t incarnation);
+/* Whether no later incarnation of the job's (uid, id) is in the table. */
+bool sfd_job_is_newest(const struct sfd *d, const struct sfd_job *job);
+/* The job's name in the history store and in outputs: "JOB", or "JOB@N" for
+ * incarnation N > 1 ('@' is never in a job id). */
+void sfd_job_key(const struct sfd_job *job, char *buf, size_t len);
+/* Splits a key made by sfd_job_key into the id and the incarnation. */
+int sfd_job_key_parse(const char *key, char *ret_id, size_t id_len, uint32_t *ret_incarnation);
+/* A new segment of the same job with the same shape (an elastic restart):
+ * open windows close early, every rank's step order starts again, the
+ * baseline stays. */
+int sfd_job_restart_segment(struct sfd_job *job);
+
+/* ---- incarnation.c ------------------------------------------------------- */
+
+/* What a hello says of the launch it comes from (docs/SFD.md, "Identity"). */
+struct sfd_launch {
+    const char *job_id;
+    uid_t uid;
+    uint32_t rank;
+    const char *run_id; /* "": none */
+    uint32_t restart_count;
+    bool reconnect; /* the process connected before (connection_generation > 0) */
+};
+/* The incarnation of the launch's job that its hello joins: the newest, a
+ * new segment of it (an elastic restart) or a new incarnation (a rerun). */
+int sfd_job_for_launch(struct sfd *d, const struct sfd_launch *l, struct sfd_job **ret,
+                       enum sfd_reject *ret_why);
 /* The job of an id whatever its uid, one with local ranks first: for the
  * multi-node layer, whose window keys carry the id alone. */
 struct sfd_job *sfd_job_find(struct sfd *d, const char *id);
@@ -389,6 +430,10 @@ bool sfd_job_visible(const struct sfd *d, const struct sfd_job *job, uid_t uid, 
 
 /* Accepts one validated record of a rank into its window: 0, or a reject. */
 int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum sfd_reject *ret_why);
+/* The highest step rank may send now: the step gate past the latest step
+ * any other rank of the job sent, or INT64_MAX while no other rank has sent
+ * one (docs/SFD.md, "Identity"). */
+int64_t sfd_job_step_limit(const struct sfd_job *job, uint32_t rank);
 /* Attributes client drops / violations to the windows of a step range. A
  * window that only a notice opens never makes room by closing another. */
 void sfd_window_note_drops(struct sfd_job *job, int64_t first, int64_t last, uint64_t n);
@@ -534,12 +579,14 @@ int sfd_record_split(const struct Stagefrontier__StepRecord *r, const sf_schema 
                      uint32_t *ret_bad_fallbacks, enum sfd_reject *ret_why);
 int sfd_validate_nccl(const struct Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why);
 bool sfd_job_id_valid(const char *id);
-/* A job as a query names it: "JOB", or "UID/JOB" for uid's job (a job id
- * cannot hold '/', so the form is never ambiguous). id points into ref. */
+/* A job as a query names it: "JOB", "UID/JOB" for uid's job, and either
+ * with "@N" for its incarnation N (a job id holds neither '/' nor '@', so
+ * the form is never ambiguous). id is copied out of ref. */
 struct sfd_job_ref {
     bool has_uid;
     uid_t uid;
-    const char *id;
+    uint32_t incarnation; /* 0: the newest */
+    char id[SF_MAX_JOB_ID_LEN + 1];
 };
 int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret);
 

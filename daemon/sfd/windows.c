@@ -470,6 +470,45 @@ static void arm_deadlines(struct sfd_job *job, int64_t step)
         sfd_arm_tick(d);
 }
 
+/* ---- the step gate -------------------------------------------------------- */
+
+/* How far past the other ranks' latest step a rank may be: ranks of one job
+ * synchronize, so an honest rank is never windows ahead of every other. */
+#define STEP_GATE_WINDOWS 8
+#define STEP_GATE_MIN_STEPS 1024
+
+static int64_t step_gate(const struct sfd_job *job)
+{
+    int64_t g = (int64_t)STEP_GATE_WINDOWS * job->gates.window_steps;
+    return g > STEP_GATE_MIN_STEPS ? g : STEP_GATE_MIN_STEPS;
+}
+
+int64_t sfd_job_step_limit(const struct sfd_job *job, uint32_t rank)
+{
+    int64_t others = job->max_claim_rank == rank ? job->second_claim : job->max_claim;
+    return others < 0 || others > INT64_MAX - step_gate(job) ? INT64_MAX : others + step_gate(job);
+}
+
+/* Every step a rank sends is its claim, accepted or not: when every rank
+ * jumps ahead together (a daemon that fell far behind), the second rank's
+ * jump is within the gate of the first one's claim, and the job goes on. A
+ * rank alone never moves the job's clock. */
+static void note_claim(struct sfd_job *job, uint32_t rank, struct sfd_rank *rk, int64_t step)
+{
+    if (step <= rk->claimed_step)
+        return;
+    rk->claimed_step = step;
+    if (rank == job->max_claim_rank && job->max_claim >= 0) {
+        job->max_claim = step > job->max_claim ? step : job->max_claim;
+    } else if (step > job->max_claim) {
+        job->second_claim = job->max_claim;
+        job->max_claim = step;
+        job->max_claim_rank = rank;
+    } else if (step > job->second_claim) {
+        job->second_claim = step;
+    }
+}
+
 int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum sfd_reject *ret_why)
 {
     struct sfd_rank *rk;
@@ -481,6 +520,13 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
     if (row->step <= rk->last_step) {
         *ret_why = SFD_REJ_DUPLICATE_RECORD;
         return -EEXIST;
+    }
+    /* Checked before the claim is noted: the limit is the other ranks'. */
+    bool too_far = row->step > sfd_job_step_limit(job, rank);
+    note_claim(job, rank, rk, row->step);
+    if (too_far) {
+        *ret_why = SFD_REJ_FUTURE;
+        return -ERANGE;
     }
     int64_t index = window_of(job, row->step);
     if (index < 0) {

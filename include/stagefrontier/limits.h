@@ -21,6 +21,10 @@
 #define SF_MAX_STEP_NS (INT64_C(1) << 41)     /* about 37 minutes: one rank's whole step */
 #define SF_MAX_MEMBERS 65536                  /* sfd daemons in one cluster (docs/CLUSTER.md) */
 #define SF_MAX_JOB_ID_LEN 128                 /* bytes, without the NUL */
+#define SF_MAX_RUN_ID_LEN SF_MAX_JOB_ID_LEN   /* a launch's run id (docs/SFD.md, "Identity") */
+#define SF_MAX_RESTART_COUNT (1u << 20)       /* elastic restarts of one run */
+#define SF_MAX_INCARNATION (1u << 20)         /* runs of one job id one sfd tells apart */
+_Static_assert(SF_MAX_RUN_ID_LEN == SF_MAX_JOB_ID_LEN, "a run id is spelt as a job id");
 
 /* Where sfd listens unless told otherwise (sfd.conf runtime_dir), and where
  * the client and sfctl look. */

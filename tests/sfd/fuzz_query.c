@@ -28,7 +28,7 @@ static void setup(void)
     uv_timer_init(&loop, &d.tick);
     sfd_log_init(SFD_LOG_ERR);
     if (sf_schema_init_default(&schema, 1) < 0 ||
-        sfd_job_find_or_create(&d, "fuzz-job", 0, &job, &why) < 0 ||
+        sfd_job_find_or_create(&d, "fuzz-job", 0, 0, &job, &why) < 0 ||
         sfd_job_bind_shape(job, &schema, 2) < 0)
         abort();
     sf_schema_clear(&schema);

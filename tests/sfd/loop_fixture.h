@@ -29,7 +29,7 @@ static inline struct sfd_job *loop_fixture_job(struct sfd *d, const char *id)
     sf_schema schema;
     struct sfd_job *job;
     assert_int_equal(sf_schema_init_default(&schema, 1), 0);
-    assert_int_equal(sfd_job_find_or_create(d, id, 1000, &job, &why), 0);
+    assert_int_equal(sfd_job_find_or_create(d, id, 1000, 0, &job, &why), 0);
     assert_int_equal(sfd_job_bind_shape(job, &schema, 2), 0);
     sf_schema_clear(&schema);
     job->n_live = 2;

@@ -25,6 +25,7 @@
 struct opts {
     const char *socket, *job, *mode, *role;
     uint32_t rank, world, batch, acc, storm, hold_ms;
+    uint32_t generation; /* > 0: hellos as a process that connected before */
     int64_t pause_every;
     double rate; /* records/s, 0: as fast as possible */
     int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
@@ -804,35 +805,21 @@ static int run_seeds(struct sender *s)
 static int parse(int argc, char **argv, struct opts *o)
 {
     static const struct option opts[] = {
-        {"socket", 1, NULL, 's'},
-        {"job", 1, NULL, 'j'},
-        {"rank", 1, NULL, 'r'},
-        {"world", 1, NULL, 'w'},
-        {"steps", 1, NULL, 'n'},
-        {"start", 1, NULL, 'S'},
-        {"batch", 1, NULL, 'b'},
-        {"mode", 1, NULL, 'm'},
-        {"step-us", 1, NULL, 'u'},
-        {"skip-step", 1, NULL, 'k'},
-        {"violation-step", 1, NULL, 'v'},
-        {"fake-drop-step", 1, NULL, 'd'},
-        {"slow-rank", 1, NULL, 'R'},
-        {"slow-stage", 1, NULL, 'T'},
-        {"slow-ns", 1, NULL, 'N'},
-        {"size", 1, NULL, 'z'},
-        {"storm", 1, NULL, 'x'},
-        {"hold", 0, NULL, 'H'},
-        {"role", 1, NULL, 'o'},
-        {"accumulation", 1, NULL, 'a'},
-        {"pause-every", 1, NULL, 'P'},
-        {"rate", 1, NULL, 'Q'},
-        {"stages", 1, NULL, 'G'},
-        {"drop-total", 1, NULL, 'D'},
-        {"drop-first", 1, NULL, 'F'},
-        {"drop-last", 1, NULL, 'L'},
-        {"distinct-jobs", 0, NULL, 'J'},
-        {"slow-from", 1, NULL, 'W'},
-        {NULL, 0, NULL, 0},
+        {"socket", 1, NULL, 's'},         {"job", 1, NULL, 'j'},
+        {"rank", 1, NULL, 'r'},           {"world", 1, NULL, 'w'},
+        {"steps", 1, NULL, 'n'},          {"start", 1, NULL, 'S'},
+        {"batch", 1, NULL, 'b'},          {"mode", 1, NULL, 'm'},
+        {"step-us", 1, NULL, 'u'},        {"skip-step", 1, NULL, 'k'},
+        {"violation-step", 1, NULL, 'v'}, {"fake-drop-step", 1, NULL, 'd'},
+        {"slow-rank", 1, NULL, 'R'},      {"slow-stage", 1, NULL, 'T'},
+        {"slow-ns", 1, NULL, 'N'},        {"size", 1, NULL, 'z'},
+        {"storm", 1, NULL, 'x'},          {"hold", 0, NULL, 'H'},
+        {"role", 1, NULL, 'o'},           {"accumulation", 1, NULL, 'a'},
+        {"pause-every", 1, NULL, 'P'},    {"rate", 1, NULL, 'Q'},
+        {"stages", 1, NULL, 'G'},         {"drop-total", 1, NULL, 'D'},
+        {"drop-first", 1, NULL, 'F'},     {"drop-last", 1, NULL, 'L'},
+        {"distinct-jobs", 0, NULL, 'J'},  {"slow-from", 1, NULL, 'W'},
+        {"generation", 1, NULL, 'g'},     {NULL, 0, NULL, 0},
     };
     *o = (struct opts){.job = "job",
                        .mode = "normal",
@@ -937,6 +924,9 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'W':
             o->slow_from = v;
             break;
+        case 'g':
+            o->generation = (uint32_t)v;
+            break;
         default:
             return -EINVAL;
         }
@@ -970,6 +960,7 @@ int main(int argc, char **argv)
     }
     if (init_schema(&s) < 0)
         return 2;
+    s.generation = s.o.generation;
     int r;
     if (!strcmp(s.o.mode, "normal"))
         r = run_normal(&s);

@@ -123,7 +123,9 @@ class Sfd:
         return self.status()["rejected"][reason]
 
     def jobs(self):
-        return {j["job_id"]: j for j in json.loads(self.sfctl("jobs", "--json").stdout)}
+        """The newest incarnation of each job id."""
+        listed = json.loads(self.sfctl("jobs", "--json").stdout)
+        return {j["job_id"]: j for j in sorted(listed, key=lambda j: j.get("incarnation", 1))}
 
     def captures(self, job):
         return json.loads(self.sfctl("captures", job, "--json").stdout)

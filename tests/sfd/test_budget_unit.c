@@ -50,7 +50,7 @@ static struct sfd_job *new_job(struct fx *fx, const char *id, uid_t uid, uint32_
     struct sfd_job *job;
     sf_schema schema;
     assert_int_equal(sf_schema_init_default(&schema, 1), 0);
-    assert_int_equal(sfd_job_find_or_create(&fx->d, id, uid, &job, &why), 0);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, id, uid, 0, &job, &why), 0);
     assert_int_equal(sfd_job_bind_shape(job, &schema, world), 0);
     sf_schema_clear(&schema);
     job->n_live = 1;
@@ -127,16 +127,16 @@ static void same_id_two_uids_are_two_jobs(void **state)
     struct sfd_job *a = new_job(fx, "train", UID_A, 1);
     struct sfd_job *b = new_job(fx, "train", UID_B, 1);
     assert_ptr_not_equal(a, b);
-    assert_ptr_equal(sfd_job_lookup(&fx->d, UID_A, "train"), a);
-    assert_ptr_equal(sfd_job_lookup(&fx->d, UID_B, "train"), b);
-    assert_null(sfd_job_lookup(&fx->d, 0, "train"));
+    assert_ptr_equal(sfd_job_lookup(&fx->d, UID_A, "train", 0), a);
+    assert_ptr_equal(sfd_job_lookup(&fx->d, UID_B, "train", 0), b);
+    assert_null(sfd_job_lookup(&fx->d, 0, "train", 0));
     fx->d.cfg.max_jobs_per_uid = 2;
     new_job(fx, "second", UID_A, 1);
     enum sfd_reject why = SFD_REJ_COUNT;
     struct sfd_job *j;
-    assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_A, &j, &why), -EDQUOT);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_A, 0, &j, &why), -EDQUOT);
     assert_int_equal(why, SFD_REJ_MAX_JOBS_PER_UID);
-    assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_B, &j, &why), 0);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_B, 0, &j, &why), 0);
 }
 
 /* A uid at its job cap forgets its own oldest idle job, never another
@@ -154,12 +154,12 @@ static void uid_cap_forgets_own_oldest_idle_job(void **state)
     other->last_active_ms = 0; /* older, but B's */
     struct sfd_job *j;
     enum sfd_reject why = SFD_REJ_COUNT;
-    assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_A, &j, &why), 0);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, "third", UID_A, 0, &j, &why), 0);
     j->n_live = 1;
-    assert_null(sfd_job_lookup(&fx->d, UID_A, "old"));
-    assert_ptr_equal(sfd_job_lookup(&fx->d, UID_B, "other"), other);
+    assert_null(sfd_job_lookup(&fx->d, UID_A, "old", 0));
+    assert_ptr_equal(sfd_job_lookup(&fx->d, UID_B, "other", 0), other);
     assert_int_equal(sfd_budget_share(&fx->d.mem, UID_A)->jobs, 2);
-    assert_int_equal(sfd_job_find_or_create(&fx->d, "fourth", UID_A, &j, &why), -EDQUOT);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, "fourth", UID_A, 0, &j, &why), -EDQUOT);
     assert_int_equal(why, SFD_REJ_MAX_JOBS_PER_UID);
 }
 

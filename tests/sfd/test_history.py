@@ -102,10 +102,11 @@ def main():
               "another uid sees no restored job")
         wait_for(lambda: prom_lines(path, "h1") == prom_before, "the same export lines")
 
-        # The job continues: its next windows follow the restored ones.
+        # The job's ranks reconnect and go on: its next windows follow the
+        # restored ones (a new launch would be a new incarnation).
         for r in range(2):
             rc, _, p = send(sfd, user=OWNER, job="h1", rank=r, world=2, steps=20,
-                            start=WINDOWS * 10)
+                            start=WINDOWS * 10, generation=1)
             check(rc == 0, "sender after restart: %s" % p.stderr.decode())
         wait_for(lambda: sfd.jobs()["h1"]["latest_window"] == WINDOWS + 1, "windows 5 and 6")
         full = json.loads(sfd.sfctl("report", "h1", "--last", str(WINDOWS + 2), "--json").stdout)

@@ -92,7 +92,7 @@ def rows_attack(sfd, sampler):
     # be paid for with the oldest of those rows.
     wait_for(lambda: (job_of(sfd, "wide", ATTACKER) or {}).get("open_windows") == 0,
              "the attacker's open windows closed at their deadline")
-    p, line = flood(sfd, ATTACKER, mode="memflood", job="wide", world=100, start=1700,
+    p, line = flood(sfd, ATTACKER, mode="memflood", job="wide", world=100, start=1700, generation=1,
                     steps=300, batch=100, stages=64)
     victim_job(sfd, "v-during", 300)
     st = sfd.status()
@@ -159,9 +159,9 @@ def hello_attack(sfd):
     wait_for(lambda: sum(1 for j in json.loads(sfd.sfctl("jobs", "--json").stdout)
                          if j["job_id"].startswith("big-")) == 64, "64 big jobs")
     ranks = sfd.status()["memory"]["by_kind"]["ranks"] - before
-    # One 256-rank page (64 bytes a rank, liveness included) and a directory
-    # of 1024 pointers per job.
-    check(ranks <= 64 * (256 * 64 + 1024 * 8), "rank state from world size: %d bytes" % ranks)
+    # One 256-rank page (72 bytes a rank, liveness and the step gate
+    # included) and a directory of 1024 pointers per job.
+    check(ranks <= 64 * (256 * 72 + 1024 * 8), "rank state from world size: %d bytes" % ranks)
     victim_job(sfd, "v-hello", 200)
     p.stdin.close()
     p.wait(timeout=60)

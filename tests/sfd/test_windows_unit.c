@@ -231,7 +231,7 @@ static struct sfd_job *job_of(struct fx *fx, const char *id, uint32_t world)
     sf_schema schema;
     struct sfd_job *job;
     assert_int_equal(sf_schema_init_default(&schema, 1), 0);
-    assert_int_equal(sfd_job_find_or_create(&fx->d, id, 1000, &job, &why), 0);
+    assert_int_equal(sfd_job_find_or_create(&fx->d, id, 1000, 0, &job, &why), 0);
     assert_int_equal(sfd_job_bind_shape(job, &schema, world), 0);
     sf_schema_clear(&schema);
     job->n_live = world;
