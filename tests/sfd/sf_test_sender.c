@@ -743,6 +743,17 @@ static int run_seeds(struct sender *s)
     h.schema_hash ^= 1;
     n = stagefrontier__client_message__pack(&m, buf);
     write_file(dir, "hello_badhash", buf, n);
+    h.schema_hash ^= 1;
+    h.run_id = "torch:rdzv-17";
+    h.has_restart_count = true;
+    h.restart_count = 3;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_run_id", buf, n);
+    h.run_id = "bad run id";
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_run_id_bad", buf, n);
+    h.run_id = NULL;
+    h.has_restart_count = false;
 
     Stagefrontier__StepRecord r[3], *rp[3];
     int64_t d[3][SF_MAX_STAGES];
