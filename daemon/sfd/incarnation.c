@@ -34,7 +34,10 @@ static enum launch_verdict judge(const struct sfd_job *job, const struct sfd_lau
 {
     if (runs_differ(job, l->run_id))
         return LAUNCH_NEW;
-    if (job->n_live_ranks > 0 || l->reconnect)
+    /* A side channel (NCCL batches, heartbeats) describes the run its
+     * process is in: it may connect after that run's step channel has gone
+     * (the plugin ships its last batch at close), and must not start a run. */
+    if (l->side_channel || job->n_live_ranks > 0 || l->reconnect)
         return LAUNCH_JOIN;
     if (l->run_id[0] != '\0' && strcmp(job->run_id, l->run_id) == 0 &&
         l->restart_count > job->restart_count)

@@ -45,6 +45,7 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         .run_id = h->run_id ? h->run_id : "",
         .restart_count = h->has_restart_count ? h->restart_count : 0,
         .reconnect = h->has_connection_generation && h->connection_generation > 0,
+        .side_channel = h->has_channel && h->channel != 0,
     };
     int r = sfd_job_for_launch(d, &launch, &job, why);
     if (r < 0)

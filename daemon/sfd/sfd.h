@@ -378,7 +378,8 @@ struct sfd_launch {
     uint32_t rank;
     const char *run_id; /* "": none */
     uint32_t restart_count;
-    bool reconnect; /* the process connected before (connection_generation > 0) */
+    bool reconnect;    /* the process connected before (connection_generation > 0) */
+    bool side_channel; /* channel 1 or 2: evidence about a run, never a run itself */
 };
 /* The incarnation of the launch's job that its hello joins: the newest, a
  * new segment of it (an elastic restart) or a new incarnation (a rerun). */

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 
-from sfdtest import SFCTL, Sfd, check, sender_args, wait_for
+from sfdtest import SFCTL, Sfd, check, send, sender_args, wait_for
 
 CLIENT_JOB = os.environ["SF_CLIENT_JOB"]
 CONF = """[sfd]
@@ -119,6 +119,22 @@ def check_concurrent_runs(sfd):
           all(j["records"] == 40 for j in js), "two launches at once: %s" % js)
 
 
+def check_late_side_channel(sfd):
+    """The NCCL plugin ships its last batch at close, which can reach sfd
+    after its process's step channel has gone: it belongs to that run and
+    starts no new one."""
+    rc, out, p = send(sfd, mode="enqueue_records", job="side-late", rank=0, world=1)
+    check(rc == 0 and out.get("sent") == "4", "step records: %s" % p.stderr)
+    wait_for(lambda: incarnations(sfd, "side-late")[0]["connected_ranks"] == 0,
+             "the step channel gone")
+    points = sfd.status()["enqueue_points"]
+    rc, out, p = send(sfd, mode="enqueue_points", job="side-late", rank=0, world=1)
+    check(rc == 0, "side channel: %s" % p.stderr)
+    wait_for(lambda: sfd.status()["enqueue_points"] > points, "the late enqueue points")
+    js = incarnations(sfd, "side-late")
+    check([j["incarnation"] for j in js] == [1], "a late side channel started a run: %s" % js)
+
+
 def check_lying_rank(sfd):
     """Ranks 0 and 1 run; rank 2 claims step 2^62-1 with a drop total of 2^63-1.
     Window 10 must not get a deadline from it: rank 1's records for it come
@@ -164,6 +180,7 @@ def main():
         check_restart(sfd)
         check_elastic(sfd)
         check_concurrent_runs(sfd)
+        check_late_side_channel(sfd)
         check_lying_rank(sfd)
         sfd.stop()
     finally:
