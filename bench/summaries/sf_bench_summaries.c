@@ -119,11 +119,23 @@ static sf_summary *node_summary(const sf_schema *sc, uint32_t world, uint32_t fi
     return s;
 }
 
+/* The job every synthetic node reports: one owner, one incarnation. */
+static sfd_window_key bench_key(const sf_summary *s)
+{
+    sfd_window_key k = {.job = "bench-job",
+                        .uid = 1000,
+                        .incarnation = 1,
+                        .window = s->meta.index,
+                        .segment = s->meta.segment};
+    return k;
+}
+
 static size_t frame_bytes(const sf_summary *s)
 {
     uint8_t *p, *f;
     size_t n, fl;
-    if (sfd_peer_summary_pack(s, "bench-job", false, 2, &p, &n) < 0)
+    sfd_window_key wk = bench_key(s);
+    if (sfd_peer_summary_pack(s, &wk, false, 2, &p, &n) < 0)
         die("cannot pack a summary");
     sfd_peer_msg m = {.from = 2,
                       .dest = 1,
@@ -757,8 +769,8 @@ static int run_mode(const opts *o, bool tree)
         uint8_t **packed = calloc(k, sizeof *packed);
         size_t *plen = calloc(k, sizeof *plen);
         for (uint32_t i = 0; i < k; i++) {
-            if (sfd_peer_summary_pack(frames[i], "bench-job", false, from[i], &packed[i],
-                                      &plen[i]) < 0)
+            sfd_window_key wk = bench_key(frames[i]);
+            if (sfd_peer_summary_pack(frames[i], &wk, false, from[i], &packed[i], &plen[i]) < 0)
                 die("cannot pack the summary of node %u", from[i]);
             sf_summary_free(frames[i]);
             pump();

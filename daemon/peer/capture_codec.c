@@ -2,7 +2,9 @@
  * The capture messages between nodes (docs/CLUSTER.md, "Captures"):
  * PeerCaptureRequest and PeerCaptureResult to and from their checked C forms. Every
  * field is bounded on decode and on encode, so nothing out of bounds leaves
- * or enters a node. Pure: no I/O, no node state.
+ * or enters a node; the job is named by its whole key (owner uid, id,
+ * incarnation), so a node asks only that job's ranks. Pure: no I/O, no node
+ * state.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -51,12 +53,17 @@ static bool ranks_ok(const uint32_t *ranks, size_t n, int64_t control)
     return control_listed;
 }
 
+static bool owner_ok(uint32_t uid, uint32_t incarnation)
+{
+    return sfd_peer_owner_check(true, uid, true, incarnation) == 0;
+}
+
 static bool request_ok(const sfd_peer_capture_request *q)
 {
-    return job_ok(q->job) && id_ok(q->id) && ranks_ok(q->ranks, q->n_ranks, q->control_rank) &&
-           q->steps >= 1 && q->steps <= SF_MAX_CAPTURE_STEPS &&
-           text_ok(q->reason, SF_MAX_CAPTURE_REASON, true) && q->window >= -1 &&
-           q->window <= (INT64_C(1) << 62) && q->created_at_ms >= 0;
+    return job_ok(q->job) && owner_ok(q->uid, q->incarnation) && id_ok(q->id) &&
+           ranks_ok(q->ranks, q->n_ranks, q->control_rank) && q->steps >= 1 &&
+           q->steps <= SF_MAX_CAPTURE_STEPS && text_ok(q->reason, SF_MAX_CAPTURE_REASON, true) &&
+           q->window >= -1 && q->window <= (INT64_C(1) << 62) && q->created_at_ms >= 0;
 }
 
 static bool state_ok(uint32_t state)
@@ -75,10 +82,10 @@ static bool steps_ok(int64_t first, int64_t last)
 static bool result_ok(const sfd_peer_capture_result *r)
 {
     bool done = r->state == STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__DONE;
-    return job_ok(r->job) && id_ok(r->id) && r->rank < SF_MAX_RANKS && state_ok(r->state) &&
-           r->node <= SFD_PEER_ID_MAX && steps_ok(r->first_step, r->last_step) &&
-           r->started_at_ms >= 0 && r->finished_at_ms >= 0 &&
-           text_ok(r->text, SF_MAX_CAPTURE_PATH, !done);
+    return job_ok(r->job) && owner_ok(r->uid, r->incarnation) && id_ok(r->id) &&
+           r->rank < SF_MAX_RANKS && state_ok(r->state) && r->node <= SFD_PEER_ID_MAX &&
+           steps_ok(r->first_step, r->last_step) && r->started_at_ms >= 0 &&
+           r->finished_at_ms >= 0 && text_ok(r->text, SF_MAX_CAPTURE_PATH, !done);
 }
 
 int sfd_peer_capture_request_pack(const sfd_peer_capture_request *q, uint8_t **ret_buf,
@@ -88,6 +95,9 @@ int sfd_peer_capture_request_pack(const sfd_peer_capture_request *q, uint8_t **r
         return -EINVAL;
     Stagefrontier__PeerCaptureRequest m = STAGEFRONTIER__PEER_CAPTURE_REQUEST__INIT;
     m.job_id = (char *)q->job;
+    m.has_owner_uid = m.has_incarnation = true;
+    m.owner_uid = q->uid;
+    m.incarnation = q->incarnation;
     m.capture_id = q->id;
     m.n_ranks = q->n_ranks;
     m.ranks = (uint32_t *)q->ranks;
@@ -115,7 +125,13 @@ int sfd_peer_capture_request_unpack(const uint8_t *buf, size_t len, sfd_peer_cap
     if (!job_ok(m->job_id) || m->n_ranks == 0 || m->n_ranks > SF_MAX_CAPTURE_RANKS ||
         !text_ok(m->reason, SF_MAX_CAPTURE_REASON, true))
         goto out;
+    if ((r = sfd_peer_owner_check(m->has_owner_uid, m->owner_uid, m->has_incarnation,
+                                  m->incarnation)) < 0)
+        goto out; /* -EPROTO */
+    r = -EBADMSG;
     snprintf(q.job, sizeof q.job, "%s", m->job_id);
+    q.uid = m->owner_uid;
+    q.incarnation = m->incarnation;
     q.id = m->capture_id;
     q.n_ranks = (uint32_t)m->n_ranks;
     memcpy(q.ranks, m->ranks, m->n_ranks * sizeof q.ranks[0]);
@@ -145,6 +161,9 @@ int sfd_peer_capture_result_pack(const sfd_peer_capture_result *r, uint8_t **ret
         return -EINVAL;
     Stagefrontier__PeerCaptureResult m = STAGEFRONTIER__PEER_CAPTURE_RESULT__INIT;
     m.job_id = (char *)r->job;
+    m.has_owner_uid = m.has_incarnation = true;
+    m.owner_uid = r->uid;
+    m.incarnation = r->incarnation;
     m.capture_id = r->id;
     m.rank = r->rank;
     m.state = (Stagefrontier__PeerCaptureResult__State)r->state;
@@ -172,7 +191,13 @@ int sfd_peer_capture_result_unpack(const uint8_t *buf, size_t len, sfd_peer_capt
         (m->has_first_step && (m->first_step < 0 || m->last_step < 0)) ||
         !text_ok(m->text, SF_MAX_CAPTURE_PATH, true))
         goto out;
+    if ((rc = sfd_peer_owner_check(m->has_owner_uid, m->owner_uid, m->has_incarnation,
+                                   m->incarnation)) < 0)
+        goto out; /* -EPROTO */
+    rc = -EBADMSG;
     snprintf(r.job, sizeof r.job, "%s", m->job_id);
+    r.uid = m->owner_uid;
+    r.incarnation = m->incarnation;
     r.id = m->capture_id;
     r.rank = m->rank;
     r.state = (uint32_t)m->state;

@@ -91,7 +91,12 @@ void sfd_peer_on_capture_request(sfd_peer_node *node, const sfd_peer_msg *msg, u
     if (sfd_peer_msg_stale(node, msg, now, "a capture request"))
         return;
     sfd_peer_capture_request q;
-    if (sfd_peer_capture_request_unpack(msg->payload, msg->payload_len, &q) < 0) {
+    int r = sfd_peer_capture_request_unpack(msg->payload, msg->payload_len, &q);
+    if (r == -EPROTO) {
+        sfd_peer_owner_rejected(node, msg, "a capture request");
+        return;
+    }
+    if (r < 0) {
         rejected(node, msg, "undecodable or out of bounds");
         return;
     }
@@ -103,7 +108,7 @@ void sfd_peer_on_capture_request(sfd_peer_node *node, const sfd_peer_msg *msg, u
     node->c.captures_received++;
     if (node->hooks.capture_request == NULL ||
         node->hooks.capture_request(node->hooks.ctx, msg->from, dir == 1, &q) < 0)
-        rejected(node, msg, "refused by this node (unknown job or a duplicate id)");
+        rejected(node, msg, "refused by this node (no job of that key, or a duplicate id)");
 }
 
 void sfd_peer_on_capture_result(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
@@ -111,7 +116,12 @@ void sfd_peer_on_capture_result(sfd_peer_node *node, const sfd_peer_msg *msg, ui
     if (sfd_peer_msg_stale(node, msg, now, "a capture result"))
         return;
     sfd_peer_capture_result r;
-    if (sfd_peer_capture_result_unpack(msg->payload, msg->payload_len, &r) < 0) {
+    int rc = sfd_peer_capture_result_unpack(msg->payload, msg->payload_len, &r);
+    if (rc == -EPROTO) {
+        sfd_peer_owner_rejected(node, msg, "a capture result");
+        return;
+    }
+    if (rc < 0) {
         rejected(node, msg, "undecodable or out of bounds");
         return;
     }

@@ -1,9 +1,11 @@
 /*
- * The summary codec: sf_summary <-> the Summary message of peer.proto.
- * Decoding treats the message as hostile even though it is authenticated:
- * every repeated field is checked against S, C, the step count and the
- * world size, and every value against the core's bounds, before any of it
- * reaches the merge. It must not merge, log or touch sockets.
+ * The summary codec: sf_summary <-> the Summary message of peer.proto, and
+ * the job key every message that names a job carries (owner uid, job id,
+ * incarnation). Decoding treats the message as hostile even though it is
+ * authenticated: every repeated field is checked against S, C, the step
+ * count and the world size, and every value against the core's bounds,
+ * before any of it reaches the merge. It must not merge, log or touch
+ * sockets.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,6 +26,33 @@ typedef struct enc {
     int64_t *i64;
     uint32_t *u32;
 } enc;
+
+/* ---- the job key ------------------------------------------------------- */
+
+int sfd_peer_owner_check(bool has_uid, uint32_t uid, bool has_incarnation, uint32_t incarnation)
+{
+    if (!has_uid || uid > SFD_PEER_UID_MAX || !has_incarnation || incarnation < 1 ||
+        incarnation > SF_MAX_INCARNATION)
+        return -EPROTO;
+    return 0;
+}
+
+int sfd_peer_window_key_make(const char *job, bool has_uid, uint32_t uid, bool has_incarnation,
+                             uint32_t incarnation, int64_t window, uint32_t segment,
+                             sfd_window_key *ret)
+{
+    size_t n = job != NULL ? strnlen(job, SF_MAX_JOB_ID_LEN + 1) : 0;
+    if (!sfd_peer_job_id_valid(job, n) || window < 0)
+        return -EBADMSG;
+    if (sfd_peer_owner_check(has_uid, uid, has_incarnation, incarnation) < 0)
+        return -EPROTO;
+    *ret = (sfd_window_key){
+        .uid = uid, .incarnation = incarnation, .window = window, .segment = segment};
+    memcpy(ret->job, job, n + 1);
+    return 0;
+}
+
+/* ---- encoding ---------------------------------------------------------- */
 
 void sfd_peer_summary_msg_free(Stagefrontier__Summary *m)
 {
@@ -126,9 +155,13 @@ static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
     m->merge_conflicts = s->merge_conflicts;
 }
 
-int sfd_peer_summary_encode(const sf_summary *s, const char *job, Stagefrontier__Summary **ret)
+int sfd_peer_summary_encode(const sf_summary *s, const sfd_window_key *key,
+                            Stagefrontier__Summary **ret)
 {
-    if (s == NULL || job == NULL || !sfd_peer_job_id_valid(job, strlen(job)) || ret == NULL)
+    if (s == NULL || key == NULL || ret == NULL ||
+        !sfd_peer_job_id_valid(key->job, strnlen(key->job, sizeof key->job)) ||
+        sfd_peer_owner_check(true, key->uid, true, key->incarnation) < 0 ||
+        key->window != s->meta.index || key->segment != s->meta.segment)
         return -EINVAL;
     size_t S = s->schema.n_stages, n = s->n_steps ? s->n_steps : 1;
     enc *e = calloc(1, sizeof *e);
@@ -144,7 +177,10 @@ int sfd_peer_summary_encode(const sf_summary *s, const char *job, Stagefrontier_
         sfd_peer_summary_msg_free(m);
         return -ENOMEM;
     }
-    m->job_id = (char *)job;
+    m->job_id = (char *)key->job;
+    m->has_owner_uid = m->has_incarnation = true;
+    m->owner_uid = key->uid;
+    m->incarnation = key->incarnation;
     encode_meta(s, m);
     for (uint32_t i = 0; i < s->n_steps; i++) {
         encode_step(s, &s->steps[i], &e->steps[i], e->i64 + i * 2 * S, e->u32 + i * 2 * S);
@@ -431,13 +467,16 @@ int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
 {
     if (m == NULL || ret == NULL)
         return -EINVAL;
-    if (!sfd_peer_job_id_valid(m->job_id, strnlen(m->job_id, SF_MAX_JOB_ID_LEN + 1)) ||
-        m->n_steps > SF_MAX_WINDOW_STEPS)
+    sfd_window_key key;
+    int r = sfd_peer_window_key_make(m->job_id, m->has_owner_uid, m->owner_uid, m->has_incarnation,
+                                     m->incarnation, m->window, m->segment, &key);
+    if (r < 0)
+        return r;
+    if (m->n_steps > SF_MAX_WINDOW_STEPS)
         return -EBADMSG;
     sf_window_meta meta;
     sf_schema schema;
-    int r = decode_meta(m, &meta);
-    if (r < 0)
+    if ((r = decode_meta(m, &meta)) < 0)
         return r;
     if ((r = decode_schema(m, &schema)) < 0)
         return r;
@@ -450,20 +489,17 @@ int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
         sf_summary_free(s);
         return r;
     }
-    if (ret_key != NULL) {
-        sfd_window_key k = {.window = meta.index, .segment = meta.segment};
-        strcpy(k.job, m->job_id);
-        *ret_key = k;
-    }
+    if (ret_key != NULL)
+        *ret_key = key;
     *ret = s;
     return 0;
 }
 
-int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent, uint32_t origin,
-                          uint8_t **ret_buf, size_t *ret_len)
+int sfd_peer_summary_pack(const sf_summary *s, const sfd_window_key *key, bool resent,
+                          uint32_t origin, uint8_t **ret_buf, size_t *ret_len)
 {
     Stagefrontier__Summary *m = NULL;
-    int r = sfd_peer_summary_encode(s, job, &m);
+    int r = sfd_peer_summary_encode(s, key, &m);
     if (r < 0)
         return r;
     m->has_resent = true;

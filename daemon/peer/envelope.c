@@ -185,5 +185,6 @@ bool sfd_peer_job_id_valid(const char *job, size_t len)
 
 bool sfd_window_key_equal(const sfd_window_key *a, const sfd_window_key *b)
 {
-    return a->window == b->window && a->segment == b->segment && strcmp(a->job, b->job) == 0;
+    return a->window == b->window && a->segment == b->segment && a->uid == b->uid &&
+           a->incarnation == b->incarnation && strcmp(a->job, b->job) == 0;
 }

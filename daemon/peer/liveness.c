@@ -128,6 +128,9 @@ static size_t window_list(sfd_peer_node *node, bool root, Stagefrontier__WindowK
         for (sfd_peer_pending *p = node->pending; p && n < SFD_PEER_PENDING_MAX; p = p->next, n++) {
             stagefrontier__window_key__init(&keys[n]);
             keys[n].job_id = p->key.job;
+            keys[n].has_owner_uid = keys[n].has_incarnation = true;
+            keys[n].owner_uid = p->key.uid;
+            keys[n].incarnation = p->key.incarnation;
             keys[n].window = p->key.window;
             keys[n].segment = p->key.segment;
             kp[n] = &keys[n];
@@ -137,6 +140,9 @@ static size_t window_list(sfd_peer_node *node, bool root, Stagefrontier__WindowK
     for (; n < node->n_view_pending; n++) {
         stagefrontier__window_key__init(&keys[n]);
         keys[n].job_id = node->view_pending[n].job;
+        keys[n].has_owner_uid = keys[n].has_incarnation = true;
+        keys[n].owner_uid = node->view_pending[n].uid;
+        keys[n].incarnation = node->view_pending[n].incarnation;
         keys[n].window = node->view_pending[n].window;
         keys[n].segment = node->view_pending[n].segment;
         kp[n] = &keys[n];
@@ -255,8 +261,16 @@ static void keep_subtree(sfd_peer_node *node, sfd_peer_link *l, const uint8_t *s
     l->subtree_ms = now;
 }
 
+/* A window of the root's list, by its whole key: 0, -EBADMSG, or -EPROTO
+ * for an owner or incarnation missing or out of bounds. */
+static int pending_key(const Stagefrontier__WindowKey *k, sfd_window_key *ret)
+{
+    return sfd_peer_window_key_make(k->job_id, k->has_owner_uid, k->owner_uid, k->has_incarnation,
+                                    k->incarnation, k->window, k->segment, ret);
+}
+
 /* A down heartbeat: follow its root (heard root_age_ms ago), take its view
- * and its window list. */
+ * and its window list (an entry that does not check is skipped). */
 static void take_view(sfd_peer_node *node, const sfd_peer_msg *msg,
                       const Stagefrontier__Heartbeat *hb, uint64_t now)
 {
@@ -276,13 +290,8 @@ static void take_view(sfd_peer_node *node, const sfd_peer_msg *msg,
     stamp(node, node->view, at);
     node->n_view_pending = 0;
     for (size_t i = 0; i < hb->n_pending; i++) {
-        const Stagefrontier__WindowKey *k = hb->pending[i];
-        size_t n = strnlen(k->job_id, SF_MAX_JOB_ID_LEN + 1);
-        if (!sfd_peer_job_id_valid(k->job_id, n))
-            continue;
-        sfd_window_key *key = &node->view_pending[node->n_view_pending++];
-        *key = (sfd_window_key){.window = k->window, .segment = k->segment};
-        memcpy(key->job, k->job_id, n + 1);
+        if (pending_key(hb->pending[i], &node->view_pending[node->n_view_pending]) == 0)
+            node->n_view_pending++;
     }
 }
 
@@ -291,12 +300,9 @@ static void take_view(sfd_peer_node *node, const sfd_peer_msg *msg,
 static void hand_back(sfd_peer_node *node, const Stagefrontier__Heartbeat *hb, uint32_t root)
 {
     for (size_t i = 0; i < hb->n_pending; i++) {
-        const Stagefrontier__WindowKey *k = hb->pending[i];
-        sfd_window_key key = {.window = k->window, .segment = k->segment};
-        size_t n = strnlen(k->job_id, SF_MAX_JOB_ID_LEN + 1);
-        if (!sfd_peer_job_id_valid(k->job_id, n))
+        sfd_window_key key;
+        if (pending_key(hb->pending[i], &key) < 0)
             continue;
-        memcpy(key.job, k->job_id, n + 1);
         const sfd_peer_report *r = sfd_peer_report_find(node, &key);
         if (r != NULL)
             sfd_peer_report_send(node, root, r);
@@ -325,6 +331,13 @@ void sfd_peer_on_heartbeat(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_
                                   node->cfg.failure_timeout_ms)) {
         node->c.rejected_decode++;
         goto out;
+    }
+    for (size_t i = 0; i < hb->n_pending; i++) {
+        sfd_window_key key;
+        if (pending_key(hb->pending[i], &key) == -EPROTO) {
+            sfd_peer_owner_rejected(node, msg, "a heartbeat's window list"); /* skipped below */
+            break;
+        }
     }
     sfd_peer_link *l = sfd_peer_link_find(node, msg->from);
     if (hb->has_epoch_seen)

@@ -101,7 +101,7 @@ static void send_retained(sfd_peer_node *node, sfd_peer_retained *r, uint32_t ta
     }
     uint8_t *buf = NULL;
     size_t len = 0;
-    int rc = sfd_peer_summary_pack(r->s, r->key.job, resent, node->cfg.node_id, &buf, &len);
+    int rc = sfd_peer_summary_pack(r->s, &r->key, resent, node->cfg.node_id, &buf, &len);
     if (rc == 0)
         rc = sfd_peer_send_raw(node, target, T(SUMMARY), buf, len);
     free(buf);
@@ -159,14 +159,16 @@ static void retained_add(sfd_peer_node *node, sfd_peer_retained *r)
     node->n_retained++;
 }
 
-int sfd_peer_submit(sfd_peer_node *node, const char *job, sf_summary *s)
+int sfd_peer_submit(sfd_peer_node *node, const char *job, uint32_t uid, uint32_t incarnation,
+                    sf_summary *s)
 {
-    if (node == NULL || s == NULL || job == NULL || !sfd_peer_job_id_valid(job, strlen(job))) {
+    sfd_window_key key;
+    if (node == NULL || s == NULL ||
+        sfd_peer_window_key_make(job, true, uid, true, incarnation, s->meta.index, s->meta.segment,
+                                 &key) < 0) {
         sf_summary_free(s);
         return -EINVAL;
     }
-    sfd_window_key key = {.window = s->meta.index, .segment = s->meta.segment};
-    strcpy(key.job, job);
     if (sfd_peer_report_committed(node, &key)) {
         /* The window closed here after its report arrived (this node was
          * late or cut off): the host stores the report now. */
@@ -244,6 +246,16 @@ bool sfd_peer_msg_stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t n
     return stale(node, msg, now, what);
 }
 
+void sfd_peer_owner_rejected(sfd_peer_node *node, const sfd_peer_msg *msg, const char *what)
+{
+    uint64_t n = ++node->c.rejected_owner;
+    if ((n & (n - 1)) == 0) /* 1, 2, 4, ...: a flood cannot fill the log */
+        sfd_peer_logf(node, SFD_PEER_LOG_WARNING,
+                      "peer: rejected %s from node %u: it names a job without a valid owner uid "
+                      "and incarnation (a member of an older version?) (%llu so far)",
+                      what, msg->from, (unsigned long long)n);
+}
+
 static void on_claim(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
 {
     Stagefrontier__RootClaim *m =
@@ -277,6 +289,9 @@ void sfd_peer_send_ack(sfd_peer_node *node, uint32_t to, const sfd_window_key *k
 {
     Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
     a.job_id = (char *)key->job;
+    a.has_owner_uid = a.has_incarnation = true;
+    a.owner_uid = key->uid;
+    a.incarnation = key->incarnation;
     a.window = key->window;
     a.segment = key->segment;
     a.status = status;
@@ -293,6 +308,10 @@ static void on_summary(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t no
     sfd_window_key key;
     bool resent = false;
     int r = sfd_peer_summary_unpack(msg->payload, msg->payload_len, &s, &key, &resent);
+    if (r == -EPROTO) {
+        sfd_peer_owner_rejected(node, msg, "a summary");
+        return;
+    }
     if (r < 0) {
         node->c.rejected_decode++;
         sfd_peer_logf(node, SFD_PEER_LOG_WARNING, "peer: rejected a malformed summary from node %u",
@@ -331,19 +350,28 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
     if (stale(node, msg, now, "a report"))
         return;
     Stagefrontier__Report *m = stagefrontier__report__unpack(NULL, msg->payload_len, msg->payload);
-    size_t n = m ? strnlen(m->job_id, SF_MAX_JOB_ID_LEN + 1) : 0;
-    if (m == NULL || !sfd_peer_job_id_valid(m->job_id, n) || m->window < 0 || m->merged.len == 0 ||
-        m->root_id == 0) {
+    sfd_window_key key;
+    int r = m == NULL ? -EBADMSG
+                      : sfd_peer_window_key_make(m->job_id, m->has_owner_uid, m->owner_uid,
+                                                 m->has_incarnation, m->incarnation, m->window,
+                                                 m->segment, &key);
+    if (r == -EPROTO) {
+        sfd_peer_owner_rejected(node, msg, "a report");
+        goto out;
+    }
+    if (r < 0 || m->merged.len == 0 || m->root_id == 0) {
         node->c.rejected_decode++;
         goto out;
     }
-    sfd_window_key key = {.window = m->window, .segment = m->segment};
-    memcpy(key.job, m->job_id, n + 1);
     node->c.reports_received++;
     bool final = m->has_final && m->final;
     bool had = sfd_peer_report_find(node, &key) != NULL;
-    int r = sfd_peer_report_receive(node, &key, m->root_id, m->root_term, m->merged.data,
-                                    m->merged.len, final);
+    r = sfd_peer_report_receive(node, &key, m->root_id, m->root_term, m->merged.data, m->merged.len,
+                                final);
+    if (r == -EPROTO) {
+        sfd_peer_owner_rejected(node, msg, "a report's merged summary");
+        goto out;
+    }
     if (r < 0) {
         node->c.rejected_decode++;
         goto out;
@@ -377,14 +405,17 @@ static void on_ack(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now)
         return;
     Stagefrontier__SummaryAck *a =
         stagefrontier__summary_ack__unpack(NULL, msg->payload_len, msg->payload);
-    size_t n = a ? strnlen(a->job_id, SF_MAX_JOB_ID_LEN + 1) : 0;
-    if (a == NULL || !sfd_peer_job_id_valid(a->job_id, n) || a->window < 0) {
+    sfd_window_key key;
+    int r = a == NULL ? -EBADMSG
+                      : sfd_peer_window_key_make(a->job_id, a->has_owner_uid, a->owner_uid,
+                                                 a->has_incarnation, a->incarnation, a->window,
+                                                 a->segment, &key);
+    if (r == -EPROTO)
+        sfd_peer_owner_rejected(node, msg, "an acknowledgement");
+    else if (r < 0)
         node->c.rejected_decode++;
-    } else if (a->report) {
-        sfd_window_key key = {.window = a->window, .segment = a->segment};
-        memcpy(key.job, a->job_id, n + 1);
+    else if (a->report)
         sfd_peer_report_acked(node, &key, msg->from);
-    }
     stagefrontier__summary_ack__free_unpacked(a, NULL);
 }
 

@@ -178,6 +178,9 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg);
 /* A termed message below this node's term: counted, logged, true (drop it). */
 bool sfd_peer_msg_stale(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now,
                         const char *what);
+/* A message naming a job without a valid owner uid and incarnation (the
+ * codecs' -EPROTO): counted as rejected_owner and logged (1, 2, 4, ...). */
+void sfd_peer_owner_rejected(sfd_peer_node *node, const sfd_peer_msg *msg, const char *what);
 void sfd_peer_logf(sfd_peer_node *node, int prio, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t sfd_peer_now(sfd_peer_node *node);

@@ -311,25 +311,45 @@ uint32_t sfd_peer_tree_children(const sfd_elect *e, uint64_t now, uint32_t fanou
 uint32_t sfd_peer_tree_child_ids(const sfd_elect *e, uint64_t now, uint32_t fanout,
                                  uint32_t *ret_ids, uint32_t max);
 
-/* ---- codec.c: sf_summary <-> Summary ------------------------------------ */
+/* ---- codec.c: sf_summary <-> Summary, and the job key ------------------- */
+
+/* Every message that names a job names it by its key: the owner's uid (the
+ * uid of its ranks' connections on the node hosting them), the job id and
+ * the incarnation (docs/SFD.md, "Identity"; docs/CLUSTER.md, "Job keys").
+ * (uid_t)-1 and (uid_t)-2 are no uid: POSIX's "no uid" and sfd's own. */
+#define SFD_PEER_UID_MAX 0xfffffffdu
+/* The owner and incarnation fields of a decoded message: 0, or -EPROTO when
+ * either is missing or out of bounds (counted as rejected_owner). */
+int sfd_peer_owner_check(bool has_uid, uint32_t uid, bool has_incarnation, uint32_t incarnation);
 
 typedef struct sfd_window_key {
     char job[SF_MAX_JOB_ID_LEN + 1];
+    uint32_t uid;         /* the job's owner */
+    uint32_t incarnation; /* 1..SF_MAX_INCARNATION */
     int64_t window;
     uint32_t segment;
 } sfd_window_key;
 
 bool sfd_window_key_equal(const sfd_window_key *a, const sfd_window_key *b);
 
-/* Encodes a summary (views into s; freed with sfd_peer_summary_msg_free). */
-int sfd_peer_summary_encode(const sf_summary *s, const char *job, Stagefrontier__Summary **ret);
+/* The window key of a message's fields, each checked: -EBADMSG for a bad
+ * job id or window, -EPROTO for a missing or bad owner or incarnation. */
+int sfd_peer_window_key_make(const char *job, bool has_uid, uint32_t uid, bool has_incarnation,
+                             uint32_t incarnation, int64_t window, uint32_t segment,
+                             sfd_window_key *ret);
+
+/* Encodes the summary of window `key` (its window and segment must be s's;
+ * views into s and key; freed with sfd_peer_summary_msg_free). */
+int sfd_peer_summary_encode(const sf_summary *s, const sfd_window_key *key,
+                            Stagefrontier__Summary **ret);
 void sfd_peer_summary_msg_free(Stagefrontier__Summary *m);
-/* Validates every field against the bounds and rebuilds the summary. */
+/* Validates every field against the bounds and rebuilds the summary:
+ * -EPROTO for the owner or incarnation, -EBADMSG for any other field. */
 int sfd_peer_summary_decode(const Stagefrontier__Summary *m, sf_summary **ret,
                             sfd_window_key *ret_key);
 /* Packed wire form of a summary, and back (fuzz entry points use these). */
-int sfd_peer_summary_pack(const sf_summary *s, const char *job, bool resent, uint32_t origin,
-                          uint8_t **ret_buf, size_t *ret_len);
+int sfd_peer_summary_pack(const sf_summary *s, const sfd_window_key *key, bool resent,
+                          uint32_t origin, uint8_t **ret_buf, size_t *ret_len);
 int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
                             sfd_window_key *ret_key, bool *ret_resent);
 
@@ -339,7 +359,9 @@ int sfd_peer_summary_unpack(const uint8_t *buf, size_t len, sf_summary **ret,
  * "Captures"). Every field is checked on decode and before encode. */
 typedef struct sfd_peer_capture_request {
     char job[SF_MAX_JOB_ID_LEN + 1];
-    uint64_t id; /* 1..SF_MAX_CAPTURE_ID */
+    uint32_t uid;         /* the job's owner: only its ranks are asked */
+    uint32_t incarnation; /* 1..SF_MAX_INCARNATION */
+    uint64_t id;          /* 1..SF_MAX_CAPTURE_ID */
     uint32_t n_ranks;
     uint32_t ranks[SF_MAX_CAPTURE_RANKS]; /* unique, < SF_MAX_RANKS */
     int64_t control_rank;                 /* one of ranks, -1: none */
@@ -354,6 +376,7 @@ typedef struct sfd_peer_capture_request {
 /* One rank's outcome. state is a STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__*. */
 typedef struct sfd_peer_capture_result {
     char job[SF_MAX_JOB_ID_LEN + 1];
+    uint32_t uid, incarnation; /* the job's key, as in the request */
     uint64_t id;
     uint32_t rank;
     uint32_t state;
@@ -364,7 +387,8 @@ typedef struct sfd_peer_capture_result {
 } sfd_peer_capture_result;
 
 /* Packed payloads, and back: -EINVAL for a value out of its bound (nothing
- * is sent), -EBADMSG for bytes that do not decode or a field out of bounds. */
+ * is sent), -EBADMSG for bytes that do not decode or a field out of bounds,
+ * -EPROTO for an owner or incarnation missing or out of bounds. */
 int sfd_peer_capture_request_pack(const sfd_peer_capture_request *q, uint8_t **ret_buf,
                                   size_t *ret_len);
 int sfd_peer_capture_request_unpack(const uint8_t *buf, size_t len, sfd_peer_capture_request *ret);
@@ -413,7 +437,8 @@ typedef struct sfd_peer_counters {
     uint64_t rejected_auth_timeout, rejected_preauth, rejected_term_jump, rejected_epoch;
     uint64_t epoch_bumps, state_writes, state_errors;
     uint64_t captures_sent, captures_received, rejected_capture;
-    uint64_t links_dialled; /* outbound connections opened: steady while the links hold */
+    uint64_t rejected_owner; /* a job named without a valid owner uid and incarnation */
+    uint64_t links_dialled;  /* outbound connections opened: steady while the links hold */
     uint64_t report_acks_deferred, report_acks_late; /* past a proposal's prompt bound */
 } sfd_peer_counters;
 
@@ -422,9 +447,11 @@ int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg, const 
 /* Binds the listener (or adopts an already bound fd >= 0) and starts the
  * timers; links are dialled from the first tick. */
 int sfd_peer_node_start(sfd_peer_node *node, int listen_fd);
-/* Hands this node's summary of one window to the cluster; takes ownership
- * of s in every case. The node keeps it until the window's report arrives. */
-int sfd_peer_submit(sfd_peer_node *node, const char *job, sf_summary *s);
+/* Hands this node's summary of one window of job (id, owner uid,
+ * incarnation) to the cluster; takes ownership of s in every case. The node
+ * keeps it until the window's report arrives. */
+int sfd_peer_submit(sfd_peer_node *node, const char *job, uint32_t uid, uint32_t incarnation,
+                    sf_summary *s);
 /* Closes every handle; `done` runs once the loop has let go of them all. */
 void sfd_peer_node_close(sfd_peer_node *node, void (*done)(void *ctx), void *ctx);
 /* The PEERS view as JSON text (malloc'd). */

@@ -297,6 +297,9 @@ int sfd_peer_report_send(sfd_peer_node *node, uint32_t dest, const sfd_peer_repo
 {
     Stagefrontier__Report m = STAGEFRONTIER__REPORT__INIT;
     m.job_id = (char *)r->key.job;
+    m.has_owner_uid = m.has_incarnation = true;
+    m.owner_uid = r->key.uid;
+    m.incarnation = r->key.incarnation;
     m.window = r->key.window;
     m.segment = r->key.segment;
     m.root_id = r->root_id;

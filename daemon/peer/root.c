@@ -37,7 +37,7 @@ static void close_window(sfd_peer_node *node, sfd_peer_pending *p)
     }
     uint8_t *packed = NULL;
     size_t len = 0;
-    int r = sfd_peer_summary_pack(p->s, key.job, false, node->cfg.node_id, &packed, &len);
+    int r = sfd_peer_summary_pack(p->s, &key, false, node->cfg.node_id, &packed, &len);
     if (r < 0) {
         sfd_peer_logf(node, SFD_PEER_LOG_ERR, "peer: %s window %lld cannot be packed: %s", key.job,
                       (long long)key.window, strerror(-r));

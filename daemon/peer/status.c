@@ -54,6 +54,7 @@ static json_t *guard_counters_json(json_t *o, const sfd_peer_counters *c)
     json_object_set_new(o, "captures_sent", json_integer((json_int_t)c->captures_sent));
     json_object_set_new(o, "captures_received", json_integer((json_int_t)c->captures_received));
     json_object_set_new(o, "rejected_capture", json_integer((json_int_t)c->rejected_capture));
+    json_object_set_new(o, "rejected_owner", json_integer((json_int_t)c->rejected_owner));
     json_object_set_new(o, "links_dialled", json_integer((json_int_t)c->links_dialled));
     json_object_set_new(o, "report_acks_deferred",
                         json_integer((json_int_t)c->report_acks_deferred));

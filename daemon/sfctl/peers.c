@@ -57,11 +57,11 @@ static int print_view(json_t *o, const char *job)
     json_array_foreach(members, i, m) print_member(m, root);
     json_t *c = json_object_get(o, "counters");
     printf("rejected: mac %lld, replay %lld, stale term %lld, decode %lld, frame %lld, "
-           "capture %lld; merge conflicts %lld\n",
+           "owner %lld, capture %lld; merge conflicts %lld\n",
            sfctl_json_int(c, "rejected_mac"), sfctl_json_int(c, "rejected_replay"),
            sfctl_json_int(c, "rejected_stale_term"), sfctl_json_int(c, "rejected_decode"),
-           sfctl_json_int(c, "rejected_frame"), sfctl_json_int(c, "rejected_capture"),
-           sfctl_json_int(c, "merge_conflicts"));
+           sfctl_json_int(c, "rejected_frame"), sfctl_json_int(c, "rejected_owner"),
+           sfctl_json_int(c, "rejected_capture"), sfctl_json_int(c, "merge_conflicts"));
     printf("peer port: %lld unauthenticated; closed: auth timeout %lld, over limits %lld; "
            "refused: term jump %lld, epoch %lld\n",
            sfctl_json_int(o, "unauthenticated"), sfctl_json_int(c, "rejected_auth_timeout"),

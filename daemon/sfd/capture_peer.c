@@ -41,6 +41,8 @@ void sfd__capture_share_outcome(struct sfd_job *job, const struct capture *k,
                                  .started_at_ms = t->started_at_ms,
                                  .finished_at_ms = t->finished_at_ms};
     snprintf(r.job, sizeof r.job, "%s", job->id);
+    r.uid = (uint32_t)job->uid;
+    r.incarnation = job->incarnation;
     snprintf(r.text, sizeof r.text, "%s", t->text != NULL ? t->text : "");
     if (t->state == T_DONE && r.text[0] == '\0')
         snprintf(r.text, sizeof r.text, "?"); /* its path was dropped by the memory budget */
@@ -60,6 +62,8 @@ int sfd__capture_share_request(struct sfd_job *job, const struct capture *k)
                                   .segment = k->segment,
                                   .created_at_ms = k->created_at_ms};
     snprintf(q.job, sizeof q.job, "%s", job->id);
+    q.uid = (uint32_t)job->uid; /* the hosting nodes ask this job's ranks only */
+    q.incarnation = job->incarnation;
     snprintf(q.reason, sizeof q.reason, "%s", k->reason);
     for (uint32_t i = 0; i < k->n; i++) {
         q.ranks[q.n_ranks++] = k->t[i].rank;
@@ -85,14 +89,22 @@ static struct capture *copy_of(struct sfd_job *job, const sfd_peer_capture_reque
     return k;
 }
 
+/* The job a capture message names: its whole key, never the id alone, so a
+ * request for one uid's job never reaches another uid's ranks of that id. */
+static struct sfd_job *job_of(struct sfd *d, const char *id, uint32_t uid, uint32_t incarnation)
+{
+    return sfd_job_lookup(d, (uid_t)uid, id, incarnation);
+}
+
 int sfd_capture_peer_request(struct sfd *d, uint32_t from, bool from_root,
                              const sfd_peer_capture_request *q)
 {
-    struct sfd_job *job = sfd_job_find(d, q->job);
+    struct sfd_job *job = job_of(d, q->job, q->uid, q->incarnation);
     struct sfd_job_captures *tb = job != NULL ? sfd__capture_table(job) : NULL;
     if (tb == NULL) {
-        sfd_log(SFD_LOG_WARNING, q->job, "capture %llu from node %u: no such job here",
-                (unsigned long long)q->id, from);
+        sfd_log(SFD_LOG_WARNING, q->job,
+                "capture %llu from node %u: no job of uid %u, incarnation %u here",
+                (unsigned long long)q->id, from, q->uid, q->incarnation);
         return -ENOENT;
     }
     for (uint32_t i = 0; job->world_size > 0 && i < q->n_ranks; i++)
@@ -156,7 +168,7 @@ static bool member_may(const struct target *t, uint32_t from, uint32_t state)
 int sfd_capture_peer_result(struct sfd *d, uint32_t from, bool from_root,
                             const sfd_peer_capture_result *r)
 {
-    struct sfd_job *job = sfd_job_find(d, r->job);
+    struct sfd_job *job = job_of(d, r->job, r->uid, r->incarnation);
     struct capture *k = job != NULL ? sfd__capture_find(job->captures, r->id) : NULL;
     struct target *t = NULL;
     for (uint32_t i = 0; k != NULL && i < k->n; i++)

@@ -42,7 +42,7 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
 static int glue_submit(void *ctx, struct sfd_job *job, sf_summary *summary)
 {
     glue *g = ctx;
-    int r = sfd_peer_submit(g->node, job->id, summary);
+    int r = sfd_peer_submit(g->node, job->id, job->uid, job->incarnation, summary);
     if (r < 0 && r != -EALREADY)
         sfd_log(SFD_LOG_WARNING, job->id, "window summary not handed to the cluster: %s",
                 strerror(-r));
@@ -157,18 +157,22 @@ static const struct sfd_cluster_ops peer_ops = {
 };
 
 /* A job with no ranks on this node: known from its cluster reports alone, so
- * that any node can answer for the cluster. */
-static int adopt_remote_job(struct sfd *d, const char *id, const sf_summary *merged,
+ * that any node can answer for the cluster. It is the remote owner's job,
+ * under the report's key (docs/CLUSTER.md, "Job keys"). */
+static int adopt_remote_job(struct sfd *d, const sfd_window_key *key, const sf_summary *merged,
                             struct sfd_job **ret)
 {
     enum sfd_reject why;
     struct sfd_job *job = NULL;
-    int r = sfd_job_find_or_create(d, id, SFD_UID_REMOTE, 0, &job, &why);
-    if (r == 0)
+    int r = sfd_job_create(d, key->job, (uid_t)key->uid, key->incarnation, &job, &why);
+    if (r == 0) {
+        job->reports_only = true;
         r = sfd_job_bind_shape(job, &merged->schema, merged->meta.world_size);
+    }
     if (r < 0) {
-        sfd_log(SFD_LOG_WARNING, id, "cluster report of a job not on this node dropped: %s",
-                strerror(-r));
+        sfd_log(SFD_LOG_WARNING, key->job,
+                "cluster report of uid %u's job (incarnation %u), not on this node, dropped: %s",
+                key->uid, key->incarnation, strerror(-r));
         return r;
     }
     *ret = job;
@@ -179,9 +183,9 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
                     const sf_summary *merged)
 {
     glue *g = ctx;
-    struct sfd_job *job = sfd_job_find(g->d, key->job);
-    bool remote = job == NULL || job->uid == SFD_UID_REMOTE;
-    if (job == NULL && adopt_remote_job(g->d, key->job, merged, &job) < 0)
+    struct sfd_job *job = sfd_job_lookup(g->d, (uid_t)key->uid, key->job, key->incarnation);
+    bool remote = job == NULL || job->reports_only;
+    if (job == NULL && adopt_remote_job(g->d, key, merged, &job) < 0)
         return;
     sf_report *report = NULL;
     int r = sf_report_compute(merged, &job->gates, &report);

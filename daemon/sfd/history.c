@@ -333,6 +333,7 @@ static void restore_job(struct restore_ctx *c)
         drop_reports(c);
         return;
     }
+    job->reports_only = job->n_live_ranks == 0; /* a cluster report of it is kept whole */
     job->segment = latest->meta.segment;
     job->closed_max = latest->meta.index;
     job->gates.warmup_steps = latest->gates.warmup_steps;

@@ -63,8 +63,6 @@ int sfd_job_for_launch(struct sfd *d, const struct sfd_launch *l, struct sfd_job
                        enum sfd_reject *ret_why)
 {
     struct sfd_job *job = sfd_job_lookup(d, l->uid, l->job_id, 0);
-    if (job == NULL)
-        job = sfd_job_lookup(d, SFD_UID_REMOTE, l->job_id, 0);
     int r;
     switch (job == NULL ? LAUNCH_JOIN : judge(job, l)) {
     case LAUNCH_JOIN:
@@ -86,6 +84,7 @@ int sfd_job_for_launch(struct sfd *d, const struct sfd_launch *l, struct sfd_job
     if (r < 0)
         return r;
     note_launch(job, l);
+    job->reports_only = false; /* a rank of it is here now */
     *ret = job;
     return 0;
 }

@@ -36,20 +36,6 @@ bool sfd_job_is_newest(const struct sfd *d, const struct sfd_job *job)
     return true;
 }
 
-struct sfd_job *sfd_job_find(struct sfd *d, const char *id)
-{
-    struct sfd_job *best = NULL;
-    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
-        if (strcmp(j->id, id) != 0)
-            continue;
-        bool local = j->uid != SFD_UID_REMOTE, best_local = best && best->uid != SFD_UID_REMOTE;
-        if (best == NULL || (local && !best_local) ||
-            (local == best_local && j->incarnation > best->incarnation))
-            best = j;
-    }
-    return best;
-}
-
 void sfd_job_key(const struct sfd_job *job, char *buf, size_t len)
 {
     if (job->incarnation > 1)
@@ -160,16 +146,6 @@ static struct sfd_job *idle_victim(struct sfd *d, uid_t uid, bool own_only)
     return best;
 }
 
-/* A job known from cluster reports alone is adopted by its first local rank. */
-static int adopt(struct sfd *d, struct sfd_job *job, uid_t uid)
-{
-    int r = sfd_budget_move_job(&d->mem, job->uid, uid, sfd_job_mem_total(job));
-    if (r < 0)
-        return r;
-    job->uid = uid;
-    return 0;
-}
-
 static void forget_job(struct sfd *d, struct sfd_job *victim, const char *why)
 {
     sfd_log(SFD_LOG_INFO, victim->id, "%s: forgetting idle job of uid %u", why,
@@ -208,7 +184,7 @@ static void make_uid_room(struct sfd *d, uid_t uid, uint32_t cap)
  * job itself. Undone by unlink_job and sfd_job_free. */
 static int admit_job(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
 {
-    uint32_t cap = uid == SFD_UID_REMOTE ? d->cfg.max_jobs : d->cfg.max_jobs_per_uid;
+    uint32_t cap = d->cfg.max_jobs_per_uid;
     make_uid_room(d, uid, cap);
     int r = sfd_budget_job_add(&d->mem, uid, cap);
     if (r < 0) {
@@ -227,11 +203,6 @@ int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, uint32_t in
                            struct sfd_job **ret, enum sfd_reject *ret_why)
 {
     struct sfd_job *job = sfd_job_lookup(d, uid, id, incarnation);
-    if (job == NULL && uid != SFD_UID_REMOTE) {
-        job = sfd_job_lookup(d, SFD_UID_REMOTE, id, incarnation);
-        if (job != NULL && (job->n_live != 0 || adopt(d, job, uid) < 0))
-            job = NULL;
-    }
     if (job != NULL) {
         *ret = job;
         return 0;

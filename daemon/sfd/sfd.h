@@ -197,7 +197,7 @@ int sfd_budget_charge(struct sfd_budget *b, const struct sfd_budget_limits *lim,
 /* Charges memory that must stay whatever the limits (reports). */
 void sfd_budget_force(struct sfd_budget *b, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
 void sfd_budget_uncharge(struct sfd_budget *b, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
-/* A job changes owner (a cluster-only job adopted by its first local rank). */
+/* Moves a job's count and bytes from one uid's share to another's. */
 int sfd_budget_move_job(struct sfd_budget *b, uid_t from, uid_t to, uint64_t bytes);
 uint64_t sfd_budget_uid_bytes(const struct sfd_budget *b, uid_t uid);
 /* STATUS's "memory" object. */
@@ -295,15 +295,15 @@ struct sfd_baseline {
     double waste_rank_s; /* what-if waste over the job's windows */
 };
 
-/* Owner of a job this node knows only from cluster reports: no uid matches
- * it, so only root and operators see it, and the first local rank adopts it. */
-#define SFD_UID_REMOTE ((uid_t)-1)
-
 struct sfd_job {
     struct sfd *sfd;
     char id[SF_MAX_JOB_ID_LEN + 1];
-    uid_t uid;
-    uint32_t incarnation;               /* 1, 2, ...: runs of (uid, id) (incarnation.c) */
+    uid_t uid;            /* the owner: the uid of its ranks' connections, here or on the
+                           * node hosting them (a cluster report carries it) */
+    uint32_t incarnation; /* 1, 2, ...: runs of (uid, id) (incarnation.c) */
+    bool reports_only;    /* known here from reports alone (a cluster's, or restored history):
+                           * no rank of it has connected to this sfd; a cluster report of it is
+                           * stored whole */
     char run_id[SF_MAX_RUN_ID_LEN + 1]; /* the launch's run id, "": not known */
     uint32_t restart_count;             /* the launch's elastic restarts so far */
     sf_schema schema;
@@ -385,9 +385,6 @@ struct sfd_launch {
  * new segment of it (an elastic restart) or a new incarnation (a rerun). */
 int sfd_job_for_launch(struct sfd *d, const struct sfd_launch *l, struct sfd_job **ret,
                        enum sfd_reject *ret_why);
-/* The job of an id whatever its uid, one with local ranks first: for the
- * multi-node layer, whose window keys carry the id alone. */
-struct sfd_job *sfd_job_find(struct sfd *d, const char *id);
 /* The state of a rank, its page allocated (and charged) on first use:
  * 0, -ENOMEM (budget or allocation) or -ERANGE. */
 int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret);

@@ -3,7 +3,8 @@
  * even, the bytes are a TCP stream for the framer, and every frame goes
  * through envelope opening (length checks, decode, MAC) with a fixed key;
  * odd, the rest is a payload handed to every payload decoder, past the MAC
- * a fuzzer could not forge.
+ * a fuzzer could not forge, and every job key in it (owner uid, job id,
+ * incarnation) through the key check the node applies.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ static int on_frame(void *ctx, uint8_t *body, uint32_t len)
 
 static void payloads(const uint8_t *p, size_t n)
 {
+    sfd_window_key key;
     Stagefrontier__Heartbeat *hb = stagefrontier__heartbeat__unpack(NULL, n, p);
     if (hb != NULL) {
         /* the cluster size the sets must fit: from the sender's id */
@@ -34,6 +36,12 @@ static void payloads(const uint8_t *p, size_t n)
                 live += (unsigned)__builtin_popcount(hb->root_view.data[i]);
             (void)live;
         }
+        for (size_t i = 0; i < hb->n_pending && i < SFD_PEER_PENDING_MAX; i++) {
+            const Stagefrontier__WindowKey *k = hb->pending[i];
+            (void)sfd_peer_window_key_make(k->job_id, k->has_owner_uid, k->owner_uid,
+                                           k->has_incarnation, k->incarnation, k->window,
+                                           k->segment, &key);
+        }
     }
     stagefrontier__heartbeat__free_unpacked(hb, NULL);
     Stagefrontier__RootClaim *c = stagefrontier__root_claim__unpack(NULL, n, p);
@@ -41,6 +49,10 @@ static void payloads(const uint8_t *p, size_t n)
     Stagefrontier__RootVote *v = stagefrontier__root_vote__unpack(NULL, n, p);
     stagefrontier__root_vote__free_unpacked(v, NULL);
     Stagefrontier__SummaryAck *a = stagefrontier__summary_ack__unpack(NULL, n, p);
+    if (a != NULL)
+        (void)sfd_peer_window_key_make(a->job_id, a->has_owner_uid, a->owner_uid,
+                                       a->has_incarnation, a->incarnation, a->window, a->segment,
+                                       &key);
     stagefrontier__summary_ack__free_unpacked(a, NULL);
     sfd_peer_capture_request q;
     (void)sfd_peer_capture_request_unpack(p, n, &q);
@@ -49,7 +61,11 @@ static void payloads(const uint8_t *p, size_t n)
     Stagefrontier__Report *r = stagefrontier__report__unpack(NULL, n, p);
     if (r != NULL) {
         sf_summary *s = NULL;
-        if (sfd_peer_summary_unpack(r->merged.data, r->merged.len, &s, NULL, NULL) == 0)
+        sfd_window_key inner;
+        (void)sfd_peer_window_key_make(r->job_id, r->has_owner_uid, r->owner_uid,
+                                       r->has_incarnation, r->incarnation, r->window, r->segment,
+                                       &key);
+        if (sfd_peer_summary_unpack(r->merged.data, r->merged.len, &s, &inner, NULL) == 0)
             sf_summary_free(s);
         stagefrontier__report__free_unpacked(r, NULL);
     }

@@ -1,7 +1,9 @@
 /*
  * Writes the seed corpora of the peer fuzz targets: sealed frames of every
  * message type, packed summaries (mergeable and dense) and capture requests
- * and outcomes. Run by hand:
+ * and outcomes, each naming its job by the whole key (owner uid, job id,
+ * incarnation), and the same with the owner or incarnation missing or out of
+ * bounds. Run by hand:
  * peer_corpus_gen tests/fuzz/corpus
  */
 #include <stdio.h>
@@ -24,6 +26,30 @@ static void put(const char *dir, const char *name, uint8_t lead, const uint8_t *
     fwrite(p, 1, n, f);
     fclose(f);
 }
+
+/* The key of every seed's job: uid 1000's job-7, its second run. */
+#define SEED_UID 1000u
+#define SEED_INCARNATION 2u
+
+/* The job key's fields as a bad seed sets them: absent, or a value. */
+typedef struct owner_case {
+    const char *name;
+    bool has_uid;
+    uint32_t uid;
+    bool has_incarnation;
+    uint32_t incarnation;
+} owner_case;
+
+static const owner_case owner_cases[] = {
+    {"no_owner", false, 0, true, 1},
+    {"no_incarnation", true, SEED_UID, false, 0},
+    {"uid_none", true, UINT32_MAX, true, 1},
+    {"uid_daemon", true, UINT32_MAX - 1, true, 1},
+    {"incarnation_0", true, SEED_UID, true, 0},
+    {"incarnation_past_max", true, SEED_UID, true, SF_MAX_INCARNATION + 1},
+    {"root_last_incarnation", true, 0, true, SF_MAX_INCARNATION}, /* valid: the bounds */
+};
+#define N_OWNER_CASES (sizeof owner_cases / sizeof owner_cases[0])
 
 static sf_summary *sample(bool dense)
 {
@@ -52,7 +78,9 @@ static void captures(const char *dir, const char *fr)
 {
     char cp[4096];
     snprintf(cp, sizeof cp, "%s/fuzz_peer_capture", dir);
-    sfd_peer_capture_request q = {.id = 4242,
+    sfd_peer_capture_request q = {.uid = SEED_UID,
+                                  .incarnation = SEED_INCARNATION,
+                                  .id = 4242,
                                   .n_ranks = 2,
                                   .ranks = {5, 1},
                                   .control_rank = 1,
@@ -62,7 +90,9 @@ static void captures(const char *dir, const char *fr)
                                   .created_at_ms = 1700000000000};
     snprintf(q.job, sizeof q.job, "job-7");
     snprintf(q.reason, sizeof q.reason, "route: rank 5 led the routed stage for 2 windows");
-    sfd_peer_capture_result r = {.id = 4242,
+    sfd_peer_capture_result r = {.uid = SEED_UID,
+                                 .incarnation = SEED_INCARNATION,
+                                 .id = 4242,
                                  .rank = 5,
                                  .state = STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__DONE,
                                  .node = 3,
@@ -110,6 +140,100 @@ static void captures(const char *dir, const char *fr)
     sfd_peer_capture_result_pack(&r, &b, &l);
     put(cp, "result_not_connected", 0xff, b, l);
     free(b);
+    /* the job key missing or out of bounds, on a request and on a result */
+    for (size_t i = 0; i < N_OWNER_CASES; i++) {
+        const owner_case *oc = &owner_cases[i];
+        char name[128];
+        Stagefrontier__PeerCaptureRequest mq = STAGEFRONTIER__PEER_CAPTURE_REQUEST__INIT;
+        mq.job_id = q.job;
+        mq.has_owner_uid = oc->has_uid;
+        mq.owner_uid = oc->uid;
+        mq.has_incarnation = oc->has_incarnation;
+        mq.incarnation = oc->incarnation;
+        mq.capture_id = q.id;
+        mq.n_ranks = q.n_ranks;
+        mq.ranks = q.ranks;
+        mq.steps = q.steps;
+        mq.reason = q.reason;
+        sfd_peer_pack(&mq.base, &b, &l);
+        snprintf(name, sizeof name, "request_%s", oc->name);
+        put(cp, name, 0xff, b, l);
+        snprintf(name, sizeof name, "capture_request_payload_%s", oc->name);
+        put(fr, name, 1, b, l);
+        free(b);
+        Stagefrontier__PeerCaptureResult mr = STAGEFRONTIER__PEER_CAPTURE_RESULT__INIT;
+        mr.job_id = r.job;
+        mr.has_owner_uid = oc->has_uid;
+        mr.owner_uid = oc->uid;
+        mr.has_incarnation = oc->has_incarnation;
+        mr.incarnation = oc->incarnation;
+        mr.capture_id = r.id;
+        mr.rank = r.rank;
+        mr.state = STAGEFRONTIER__PEER_CAPTURE_RESULT__STATE__FAILED;
+        mr.text = r.text;
+        sfd_peer_pack(&mr.base, &b, &l);
+        snprintf(name, sizeof name, "result_%s", oc->name);
+        put(cp, name, 0xff, b, l);
+        free(b);
+    }
+}
+
+/* Summaries, reports and acknowledgements whose job key is missing or out
+ * of bounds (and one at the bounds, valid). */
+static void bad_keys(const char *su, const char *fr)
+{
+    sf_summary *s = sample(false);
+    sfd_window_key key = {.job = "job-7",
+                          .uid = SEED_UID,
+                          .incarnation = SEED_INCARNATION,
+                          .window = s->meta.index,
+                          .segment = s->meta.segment};
+    for (size_t i = 0; i < N_OWNER_CASES; i++) {
+        const owner_case *oc = &owner_cases[i];
+        char name[128];
+        Stagefrontier__Summary *m = NULL;
+        sfd_peer_summary_encode(s, &key, &m);
+        m->has_owner_uid = oc->has_uid;
+        m->owner_uid = oc->uid;
+        m->has_incarnation = oc->has_incarnation;
+        m->incarnation = oc->incarnation;
+        uint8_t *b, *rb;
+        size_t l, rl;
+        sfd_peer_pack(&m->base, &b, &l);
+        sfd_peer_summary_msg_free(m);
+        snprintf(name, sizeof name, "key_%s", oc->name);
+        put(su, name, 0xff, b, l);
+        /* a report whose own key is bad, around a merged summary as bad */
+        Stagefrontier__Report r = STAGEFRONTIER__REPORT__INIT;
+        r.job_id = key.job;
+        r.has_owner_uid = oc->has_uid;
+        r.owner_uid = oc->uid;
+        r.has_incarnation = oc->has_incarnation;
+        r.incarnation = oc->incarnation;
+        r.window = key.window;
+        r.root_id = 1;
+        r.root_term = 2;
+        r.merged.data = b;
+        r.merged.len = l;
+        sfd_peer_pack(&r.base, &rb, &rl);
+        snprintf(name, sizeof name, "report_payload_%s", oc->name);
+        put(fr, name, 1, rb, rl);
+        free(rb);
+        free(b);
+        Stagefrontier__SummaryAck a = STAGEFRONTIER__SUMMARY_ACK__INIT;
+        a.job_id = key.job;
+        a.has_owner_uid = oc->has_uid;
+        a.owner_uid = oc->uid;
+        a.has_incarnation = oc->has_incarnation;
+        a.incarnation = oc->incarnation;
+        a.window = key.window;
+        a.has_report = a.report = true;
+        sfd_peer_pack(&a.base, &b, &l);
+        snprintf(name, sizeof name, "ack_payload_%s", oc->name);
+        put(fr, name, 1, b, l);
+        free(b);
+    }
+    sf_summary_free(s);
 }
 
 int main(int argc, char **argv)
@@ -121,9 +245,14 @@ int main(int argc, char **argv)
     snprintf(su, sizeof su, "%s/fuzz_peer_summary", argv[1]);
     for (int dense = 0; dense < 2; dense++) {
         sf_summary *s = sample(dense);
+        sfd_window_key key = {.job = "job-7",
+                              .uid = SEED_UID,
+                              .incarnation = SEED_INCARNATION,
+                              .window = s->meta.index,
+                              .segment = s->meta.segment};
         uint8_t *buf;
         size_t len;
-        sfd_peer_summary_pack(s, "job-7", dense, 2, &buf, &len);
+        sfd_peer_summary_pack(s, &key, dense, 2, &buf, &len);
         put(su, dense ? "dense" : "mergeable", 0xff, buf, len);
         sfd_peer_msg m = {.from = 2,
                           .dest = 1,
@@ -139,6 +268,9 @@ int main(int argc, char **argv)
         put(fr, dense ? "summary_dense" : "summary", 0, frame, flen);
         Stagefrontier__Report r = STAGEFRONTIER__REPORT__INIT;
         r.job_id = "job-7";
+        r.has_owner_uid = r.has_incarnation = true;
+        r.owner_uid = SEED_UID;
+        r.incarnation = SEED_INCARNATION;
         r.window = 3;
         r.root_id = 1;
         r.root_term = 2;
@@ -156,6 +288,9 @@ int main(int argc, char **argv)
     Stagefrontier__Heartbeat hb = STAGEFRONTIER__HEARTBEAT__INIT;
     Stagefrontier__WindowKey k = STAGEFRONTIER__WINDOW_KEY__INIT, *kp = &k;
     k.job_id = "job-7";
+    k.has_owner_uid = k.has_incarnation = true;
+    k.owner_uid = SEED_UID;
+    k.incarnation = SEED_INCARNATION;
     k.window = 3;
     hb.node_id = 2;
     hb.term = 2;
@@ -185,6 +320,23 @@ int main(int argc, char **argv)
     put(fr, "heartbeat", 0, frame, flen);
     free(frame);
     free(b);
+    /* the root's window list naming a job without its owner */
+    k.has_owner_uid = false;
+    sfd_peer_pack(&hb.base, &b, &l);
+    put(fr, "heartbeat_payload_no_owner", 1, b, l);
+    free(b);
+    k.has_owner_uid = true;
+    /* an acknowledgement of a stored report */
+    Stagefrontier__SummaryAck ack = STAGEFRONTIER__SUMMARY_ACK__INIT;
+    ack.job_id = "job-7";
+    ack.has_owner_uid = ack.has_incarnation = true;
+    ack.owner_uid = SEED_UID;
+    ack.incarnation = SEED_INCARNATION;
+    ack.window = 3;
+    ack.has_report = ack.report = true;
+    sfd_peer_pack(&ack.base, &b, &l);
+    put(fr, "ack_payload", 1, b, l);
+    free(b);
     /* a down heartbeat of a 10-member cluster: the root's view and its age */
     uint8_t view[2] = {0xff, 0x02};
     hb.node_id = 9; /* 1 + 9 % cap = 10 members in the fuzz target */
@@ -202,6 +354,7 @@ int main(int argc, char **argv)
     put(fr, "heartbeat_subtree_payload", 1, b, l);
     free(b);
     captures(argv[1], fr);
+    bad_keys(su, fr);
     Stagefrontier__RootClaim c = STAGEFRONTIER__ROOT_CLAIM__INIT;
     c.candidate_id = 1;
     c.term = 4;

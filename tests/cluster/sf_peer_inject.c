@@ -12,14 +12,19 @@
  *   playback  the bytes of FILE sent again, as a recorded stream replayed
  *   capture   a validly sealed capture outcome (DONE, a forged trace path) of
  *             JOB's capture ID, rank RANK, claiming node NODE, at term TERM
+ *   unowned   a validly sealed summary of JOB window 0 at term TERM that
+ *             leaves out its owner uid and incarnation (an older member)
  *   hold      a valid heartbeat (sequence number SF_INJECT_SEQ, default 1),
  *             then the connection held open for SF_INJECT_HOLD_S seconds
  *             (default 10): prints "closed" if the daemon closed it, "open"
  * SF_INJECT_EPOCH sets the boot epoch (default 1); SF_INJECT_PAIR seals with
- * a per-member link key instead of KEY_FILE.
+ * a per-member link key instead of KEY_FILE. JOB is owned by SF_INJECT_UID
+ * (default: the injector's uid), in incarnation SF_INJECT_INCARNATION
+ * (default 1).
  * usage: sf_peer_inject HOST PORT KEY_FILE FROM DEST MODE [JOB WORLD]
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST record|playback FILE [EPOCH COUNT]
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST capture JOB ID RANK NODE TERM
+ *        sf_peer_inject HOST PORT KEY_FILE FROM DEST unowned JOB WORLD TERM
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -114,8 +119,20 @@ static void playback(int fd, const char *path)
     fclose(f);
 }
 
-static void stale_summary(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
-                          const char *job, uint32_t world, uint8_t **frame, size_t *len)
+/* The key JOB goes by: its owner and incarnation from the environment. */
+static void job_key(const char *job, sfd_window_key *ret)
+{
+    const char *uid = getenv("SF_INJECT_UID"), *inc = getenv("SF_INJECT_INCARNATION");
+    *ret = (sfd_window_key){.uid = uid ? (uint32_t)strtoul(uid, NULL, 10) : (uint32_t)getuid(),
+                            .incarnation = inc ? (uint32_t)strtoul(inc, NULL, 10) : 1};
+    snprintf(ret->job, sizeof ret->job, "%s", job);
+}
+
+/* A summary of JOB window 0 at `term`: of one rank, with a data wait that
+ * would show in any report it reached; without its owner when `unowned`. */
+static void summary_at(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
+                       const char *job, uint32_t world, uint64_t term, bool unowned,
+                       uint8_t **frame, size_t *len)
 {
     sf_schema sc;
     sf_schema_init_default(&sc, 1);
@@ -123,16 +140,24 @@ static void stale_summary(const sfd_peer_key *key, uint32_t from, uint32_t dest,
     int64_t d[6] = {900000000, 1, 1, 1, 1, 1}; /* a huge data wait, if it ever counted */
     sf_row row = {.step = 2, .rank = world - 1, .d = d};
     sf_summary *s = NULL;
+    sfd_window_key wk;
+    job_key(job, &wk);
     uint8_t *p;
     size_t n;
+    Stagefrontier__Summary *msg = NULL;
     if (sf_summary_build(&sc, &meta, &row, 1, false, &s) < 0 ||
-        sfd_peer_summary_pack(s, job, false, from, &p, &n) < 0)
+        sfd_peer_summary_encode(s, &wk, &msg) < 0)
         exit(1);
+    if (unowned)
+        msg->has_owner_uid = msg->has_incarnation = false;
+    if (sfd_peer_pack(&msg->base, &p, &n) < 0)
+        exit(1);
+    sfd_peer_summary_msg_free(msg);
     sfd_peer_msg m = {.from = from,
                       .dest = dest,
                       .epoch = epoch,
                       .seq = 2,
-                      .term = 0,
+                      .term = term,
                       .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__SUMMARY,
                       .payload = p,
                       .payload_len = n};
@@ -152,7 +177,11 @@ static void capture_result(const sfd_peer_key *key, uint32_t from, uint32_t dest
                                  .node = (uint32_t)atoi(arg[3]),
                                  .first_step = -1,
                                  .last_step = -1};
-    snprintf(r.job, sizeof r.job, "%s", arg[0]);
+    sfd_window_key wk;
+    job_key(arg[0], &wk);
+    snprintf(r.job, sizeof r.job, "%s", wk.job);
+    r.uid = wk.uid;
+    r.incarnation = wk.incarnation;
     snprintf(r.text, sizeof r.text, "/tmp/forged-trace.json.gz");
     uint8_t *p;
     size_t n;
@@ -222,7 +251,12 @@ int main(int argc, char **argv)
         put(fd, frame, len);
         put(fd, frame, len);
     } else if (strcmp(mode, "stale") == 0 && argc >= 9) {
-        stale_summary(&key, from, dest, epoch + 1, argv[7], (uint32_t)atoi(argv[8]), &frame, &len);
+        summary_at(&key, from, dest, epoch + 1, argv[7], (uint32_t)atoi(argv[8]), 0, false, &frame,
+                   &len);
+        put(fd, frame, len);
+    } else if (strcmp(mode, "unowned") == 0 && argc >= 10) {
+        summary_at(&key, from, dest, epoch, argv[7], (uint32_t)atoi(argv[8]),
+                   strtoull(argv[9], NULL, 10), true, &frame, &len);
         put(fd, frame, len);
     } else if (strcmp(mode, "term") == 0) {
         heartbeat_at(&key, from, dest, epoch, 1, UINT64_MAX, &frame, &len);

@@ -2,11 +2,13 @@
  * Unit tests of the capture messages between nodes (daemon/peer/
  * capture_codec.c): a round trip keeps every field, and every field out of
  * its bound is refused on both sides, on encode before anything is sent and
- * on decode of bytes a member could forge.
+ * on decode of bytes a member could forge. The job key (owner uid,
+ * incarnation) travels with both and is refused with its own reason.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,6 +30,8 @@ static sfd_peer_capture_request a_request(void)
                                   .segment = 1,
                                   .created_at_ms = 1700000000123};
     strcpy(q.job, "train-7");
+    q.uid = 1000;
+    q.incarnation = 2;
     strcpy(q.reason, "straggler: rank 5 arrived last at model.bwd for 2 windows");
     return q;
 }
@@ -43,6 +47,8 @@ static sfd_peer_capture_result a_result(void)
                                  .started_at_ms = 1700000000200,
                                  .finished_at_ms = 1700000000900};
     strcpy(r.job, "train-7");
+    r.uid = 1000;
+    r.incarnation = 2;
     strcpy(r.text, "/var/lib/sf/captures/train-7/rank5-77.json.gz");
     return r;
 }
@@ -59,6 +65,7 @@ static void test_round_trip(void **state)
     free(buf);
     assert_string_equal(q2.job, q.job);
     assert_string_equal(q2.reason, q.reason);
+    assert_true(q2.uid == 1000 && q2.incarnation == 2);
     assert_true(q2.id == q.id && q2.n_ranks == 3 && q2.control_rank == 9 && q2.steps == 4 &&
                 q2.automatic && q2.window == 12 && q2.segment == 1 &&
                 q2.created_at_ms == q.created_at_ms);
@@ -70,6 +77,7 @@ static void test_round_trip(void **state)
     free(buf);
     assert_string_equal(r2.job, r.job);
     assert_string_equal(r2.text, r.text);
+    assert_true(r2.uid == 1000 && r2.incarnation == 2);
     assert_true(r2.id == 77 && r2.rank == 5 && r2.state == r.state && r2.node == 3 &&
                 r2.first_step == 120 && r2.last_step == 123 &&
                 r2.started_at_ms == r.started_at_ms && r2.finished_at_ms == r.finished_at_ms);
@@ -147,7 +155,29 @@ static void q_created(sfd_peer_capture_request *q)
     q->created_at_ms = -1;
 }
 
+/* The job key out of bounds: no uid, sfd's own, an incarnation of 0 or
+ * past the limit. */
+static void q_uid(sfd_peer_capture_request *q)
+{
+    q->uid = UINT32_MAX;
+}
+static void q_uid_daemon(sfd_peer_capture_request *q)
+{
+    q->uid = UINT32_MAX - 1;
+}
+static void q_inc0(sfd_peer_capture_request *q)
+{
+    q->incarnation = 0;
+}
+static void q_inc(sfd_peer_capture_request *q)
+{
+    q->incarnation = SF_MAX_INCARNATION + 1;
+}
+
 typedef void (*q_mutator)(sfd_peer_capture_request *);
+
+/* Whether pack_raw and pack_raw_result write the owner fields. */
+static bool raw_owner = true;
 
 /* Packs a request through protobuf-c alone, past the codec's own checks. */
 static void pack_raw(const sfd_peer_capture_request *q, size_t n_ranks, const char *reason,
@@ -157,6 +187,9 @@ static void pack_raw(const sfd_peer_capture_request *q, size_t n_ranks, const ch
     memcpy(ranks, q->ranks, sizeof q->ranks);
     Stagefrontier__PeerCaptureRequest m = STAGEFRONTIER__PEER_CAPTURE_REQUEST__INIT;
     m.job_id = (char *)q->job;
+    m.has_owner_uid = m.has_incarnation = raw_owner;
+    m.owner_uid = q->uid;
+    m.incarnation = q->incarnation;
     m.capture_id = q->id;
     m.n_ranks = n_ranks;
     m.ranks = ranks;
@@ -201,6 +234,38 @@ static void test_request_bounds(void **state)
     free(buf);
     const uint8_t junk[] = {0x0a, 0xff, 0xff, 0x01};
     assert_int_equal(sfd_peer_capture_request_unpack(junk, sizeof junk, &out), -EBADMSG);
+}
+
+/* A request names its job by the whole key: one without a valid owner or
+ * incarnation is never encoded, and decodes to -EPROTO (rejected_owner). */
+static void test_request_key(void **state)
+{
+    (void)state;
+    const q_mutator bad[] = {q_uid, q_uid_daemon, q_inc0, q_inc};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sfd_peer_capture_request q = a_request(), out;
+        bad[i](&q);
+        uint8_t *buf = NULL;
+        size_t len;
+        assert_int_equal(sfd_peer_capture_request_pack(&q, &buf, &len), -EINVAL);
+        pack_raw(&q, q.n_ranks, q.reason, &buf, &len);
+        assert_int_equal(sfd_peer_capture_request_unpack(buf, len, &out), -EPROTO);
+        free(buf);
+    }
+    sfd_peer_capture_request q = a_request(), out;
+    uint8_t *buf;
+    size_t len;
+    raw_owner = false; /* a member that sends no key */
+    pack_raw(&q, q.n_ranks, q.reason, &buf, &len);
+    raw_owner = true;
+    assert_int_equal(sfd_peer_capture_request_unpack(buf, len, &out), -EPROTO);
+    free(buf);
+    q.uid = 0; /* root's jobs travel too */
+    q.incarnation = SF_MAX_INCARNATION;
+    assert_int_equal(sfd_peer_capture_request_pack(&q, &buf, &len), 0);
+    assert_int_equal(sfd_peer_capture_request_unpack(buf, len, &out), 0);
+    assert_true(out.uid == 0 && out.incarnation == SF_MAX_INCARNATION);
+    free(buf);
 }
 
 /* ---- results out of bounds ---------------------------------------------------------- */
@@ -255,6 +320,19 @@ static void r_ctrl(sfd_peer_capture_result *r)
     r->text[3] = '\x1b';
 }
 
+static void r_uid(sfd_peer_capture_result *r)
+{
+    r->uid = UINT32_MAX;
+}
+static void r_inc0(sfd_peer_capture_result *r)
+{
+    r->incarnation = 0;
+}
+static void r_inc(sfd_peer_capture_result *r)
+{
+    r->incarnation = SF_MAX_INCARNATION + 1;
+}
+
 typedef void (*r_mutator)(sfd_peer_capture_result *);
 
 static void pack_raw_result(const sfd_peer_capture_result *r, const char *text, uint8_t **ret,
@@ -262,6 +340,9 @@ static void pack_raw_result(const sfd_peer_capture_result *r, const char *text, 
 {
     Stagefrontier__PeerCaptureResult m = STAGEFRONTIER__PEER_CAPTURE_RESULT__INIT;
     m.job_id = (char *)r->job;
+    m.has_owner_uid = m.has_incarnation = raw_owner;
+    m.owner_uid = r->uid;
+    m.incarnation = r->incarnation;
     m.capture_id = r->id;
     m.rank = r->rank;
     m.state = (Stagefrontier__PeerCaptureResult__State)r->state;
@@ -311,12 +392,36 @@ static void test_result_bounds(void **state)
     free(buf);
 }
 
+static void test_result_key(void **state)
+{
+    (void)state;
+    const r_mutator bad[] = {r_uid, r_inc0, r_inc};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sfd_peer_capture_result r = a_result(), out;
+        bad[i](&r);
+        uint8_t *buf = NULL;
+        size_t len;
+        assert_int_equal(sfd_peer_capture_result_pack(&r, &buf, &len), -EINVAL);
+        pack_raw_result(&r, r.text, &buf, &len);
+        assert_int_equal(sfd_peer_capture_result_unpack(buf, len, &out), -EPROTO);
+        free(buf);
+    }
+    sfd_peer_capture_result r = a_result(), out;
+    uint8_t *buf;
+    size_t len;
+    raw_owner = false;
+    pack_raw_result(&r, r.text, &buf, &len);
+    raw_owner = true;
+    assert_int_equal(sfd_peer_capture_result_unpack(buf, len, &out), -EPROTO);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_request_bounds),
-        cmocka_unit_test(test_result_bounds),
+        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_request_bounds),
+        cmocka_unit_test(test_result_bounds), cmocka_unit_test(test_request_key),
+        cmocka_unit_test(test_result_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

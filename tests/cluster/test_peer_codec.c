@@ -76,20 +76,35 @@ static sf_summary *node_summary(fixture *f, uint32_t lo, uint32_t hi, bool dense
     return s;
 }
 
+/* The key of s's window of job-1, owned by uid, in incarnation inc. */
+static sfd_window_key key_of(const sf_summary *s, uint32_t uid, uint32_t inc)
+{
+    sfd_window_key k = {.job = "job-1",
+                        .uid = uid,
+                        .incarnation = inc,
+                        .window = s->meta.index,
+                        .segment = s->meta.segment};
+    return k;
+}
+
 static sf_summary *round_trip(const sf_summary *s)
 {
     uint8_t *buf = NULL, *buf2 = NULL;
     size_t len = 0, len2 = 0;
-    assert_int_equal(sfd_peer_summary_pack(s, "job-1", false, 1, &buf, &len), 0);
+    sfd_window_key in = key_of(s, 1000, 3);
+    assert_int_equal(sfd_peer_summary_pack(s, &in, false, 1, &buf, &len), 0);
     sf_summary *out = NULL;
     sfd_window_key key;
     bool resent = true;
     assert_int_equal(sfd_peer_summary_unpack(buf, len, &out, &key, &resent), 0);
     assert_string_equal(key.job, "job-1");
+    assert_int_equal(key.uid, 1000);
+    assert_int_equal(key.incarnation, 3);
     assert_int_equal(key.window, s->meta.index);
+    assert_true(sfd_window_key_equal(&key, &in));
     assert_false(resent);
     /* decoding then encoding again gives the same bytes */
-    assert_int_equal(sfd_peer_summary_pack(out, "job-1", false, 1, &buf2, &len2), 0);
+    assert_int_equal(sfd_peer_summary_pack(out, &key, false, 1, &buf2, &len2), 0);
     assert_int_equal(len, len2);
     assert_memory_equal(buf, buf2, len);
     free(buf);
@@ -248,7 +263,8 @@ static void test_hostile_fields(void **state)
     sf_summary *s = node_summary(f, 0, 3, true);
     for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
         Stagefrontier__Summary *m = NULL;
-        assert_int_equal(sfd_peer_summary_encode(s, "job-1", &m), 0);
+        sfd_window_key key = key_of(s, 1000, 1);
+        assert_int_equal(sfd_peer_summary_encode(s, &key, &m), 0);
         /* copies of the arrays we mutate, so the summary stays intact */
         int64_t *dmin = malloc(S * sizeof *dmin), *dmax = malloc(S * sizeof *dmax);
         uint8_t *present = malloc(m->dense->present.len);
@@ -289,10 +305,88 @@ static void test_hostile_fields(void **state)
     assert_int_equal(sfd_peer_summary_unpack(junk, sizeof junk, &out, NULL, NULL), -EBADMSG);
     uint8_t *buf = NULL;
     size_t len = 0;
-    assert_int_equal(sfd_peer_summary_pack(s, "job-1", false, 1, &buf, &len), 0);
+    sfd_window_key key = key_of(s, 1000, 1);
+    assert_int_equal(sfd_peer_summary_pack(s, &key, false, 1, &buf, &len), 0);
     for (size_t cut = 0; cut < len; cut += len / 17 + 1)
         assert_true(sfd_peer_summary_unpack(buf, cut, &out, NULL, NULL) < 0);
     free(buf);
+    sf_summary_free(s);
+    fixture_free(f);
+}
+
+/* A summary packed with its owner and incarnation fields set or cleared as
+ * asked; the decoder's verdict on it. */
+static int decode_with_owner(const sf_summary *s, bool has_uid, uint32_t uid, bool has_inc,
+                             uint32_t inc, sfd_window_key *ret_key)
+{
+    Stagefrontier__Summary *m = NULL;
+    sfd_window_key key = key_of(s, 1000, 1);
+    assert_int_equal(sfd_peer_summary_encode(s, &key, &m), 0);
+    m->has_owner_uid = has_uid;
+    m->owner_uid = uid;
+    m->has_incarnation = has_inc;
+    m->incarnation = inc;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(sfd_peer_pack(&m->base, &buf, &len), 0);
+    sfd_peer_summary_msg_free(m);
+    sf_summary *out = NULL;
+    int r = sfd_peer_summary_unpack(buf, len, &out, ret_key, NULL);
+    free(buf);
+    if (r == 0)
+        sf_summary_free(out);
+    else
+        assert_null(out);
+    return r;
+}
+
+/* The job key travels with every summary: the owner uid and incarnation are
+ * required, bounded, and part of the window key the root merges by. */
+static void test_job_key(void **state)
+{
+    (void)state;
+    fixture *f = fixture_new();
+    sf_summary *s = node_summary(f, 0, 3, false);
+    sfd_window_key k;
+    /* missing or out of bounds: -EPROTO, the rejected_owner reason */
+    assert_int_equal(decode_with_owner(s, false, 0, true, 1, NULL), -EPROTO);
+    assert_int_equal(decode_with_owner(s, true, 1000, false, 0, NULL), -EPROTO);
+    assert_int_equal(decode_with_owner(s, true, UINT32_MAX, true, 1, NULL), -EPROTO);
+    assert_int_equal(decode_with_owner(s, true, UINT32_MAX - 1, true, 1, NULL), -EPROTO);
+    assert_int_equal(decode_with_owner(s, true, 1000, true, 0, NULL), -EPROTO);
+    assert_int_equal(decode_with_owner(s, true, 1000, true, SF_MAX_INCARNATION + 1, NULL), -EPROTO);
+    /* the bounds themselves pass */
+    assert_int_equal(decode_with_owner(s, true, 0, true, 1, &k), 0);
+    assert_int_equal(k.uid, 0);
+    assert_int_equal(decode_with_owner(s, true, SFD_PEER_UID_MAX, true, SF_MAX_INCARNATION, &k), 0);
+    assert_int_equal(k.uid, SFD_PEER_UID_MAX);
+    assert_int_equal(k.incarnation, SF_MAX_INCARNATION);
+    /* nothing out of bounds, or of another window, is encoded */
+    Stagefrontier__Summary *m = NULL;
+    sfd_window_key bad = key_of(s, UINT32_MAX, 1);
+    assert_int_equal(sfd_peer_summary_encode(s, &bad, &m), -EINVAL);
+    bad = key_of(s, 1000, 0);
+    assert_int_equal(sfd_peer_summary_encode(s, &bad, &m), -EINVAL);
+    bad = key_of(s, 1000, 1);
+    bad.window++;
+    assert_int_equal(sfd_peer_summary_encode(s, &bad, &m), -EINVAL);
+    assert_null(m);
+    /* two uids, or two incarnations, of one job id are two windows */
+    sfd_window_key a = key_of(s, 1000, 1), b = a;
+    assert_true(sfd_window_key_equal(&a, &b));
+    b.uid = 1001;
+    assert_false(sfd_window_key_equal(&a, &b));
+    b = a;
+    b.incarnation = 2;
+    assert_false(sfd_window_key_equal(&a, &b));
+    /* the wire fields of any message make a key only when all check */
+    assert_int_equal(sfd_peer_window_key_make("job-1", true, 7, true, 2, 4, 1, &k), 0);
+    assert_true(k.uid == 7 && k.incarnation == 2 && k.window == 4 && k.segment == 1);
+    assert_int_equal(sfd_peer_window_key_make("job 1", true, 7, true, 2, 4, 1, &k), -EBADMSG);
+    assert_int_equal(sfd_peer_window_key_make("job-1", true, 7, true, 2, -1, 1, &k), -EBADMSG);
+    assert_int_equal(sfd_peer_window_key_make(NULL, true, 7, true, 2, 4, 1, &k), -EBADMSG);
+    assert_int_equal(sfd_peer_window_key_make("job-1", false, 7, true, 2, 4, 1, &k), -EPROTO);
+    assert_int_equal(sfd_peer_window_key_make("job-1", true, 7, false, 2, 4, 1, &k), -EPROTO);
     sf_summary_free(s);
     fixture_free(f);
 }
@@ -303,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_merge_exact_dense),
         cmocka_unit_test(test_merge_exact_mergeable),
         cmocka_unit_test(test_hostile_fields),
+        cmocka_unit_test(test_job_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

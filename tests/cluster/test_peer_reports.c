@@ -47,11 +47,10 @@ static void pack_summary(fixture *f)
     sf_window_meta meta = {.first_step = 0, .last_step = 0, .world_size = 2};
     sf_summary *s = NULL;
     assert_int_equal(sf_summary_build(&schema, &meta, rows, 2, false, &s), 0);
-    assert_int_equal(sfd_peer_summary_pack(s, "job-1", false, 1, &f->packed, &f->len), 0);
+    f->key = (sfd_window_key){.job = "job-1", .uid = 1000, .incarnation = 1, .window = 0};
+    assert_int_equal(sfd_peer_summary_pack(s, &f->key, false, 1, &f->packed, &f->len), 0);
     sf_summary_free(s);
     sf_schema_clear(&schema);
-    f->key = (sfd_window_key){.window = 0};
-    strcpy(f->key.job, "job-1");
 }
 
 /* A node `self` of `members` (ids 1..members), every member heard now; the
