@@ -163,7 +163,7 @@ void sfd_peer_state_clear(sfd_peer_state *st);
 
 bool sfd_peer_job_id_valid(const char *job, size_t len);
 
-/* ---- config.c: membership from config --------------------------------- */
+/* ---- peer_config.c: membership from config ---------------------------- */
 
 typedef struct sfd_peer_member {
     uint32_t id;
