@@ -38,7 +38,8 @@ import sfharness  # noqa: E402
 RESULTS = os.path.join(HERE, "results")
 
 # The hosts the runs ran on: the 4 ranks shared 2 cores, or each job had 5
-# cores of its own (docs/EVALUATION.md, "Runs 17 and 18").
+# cores of its own (docs/EVALUATION.md, "What changed against the
+# baseline").
 SHARED, OWN = "2 shared cores", "16 cores, 5 a job"
 
 # Each run: its name, the stem of its live tables (STEM_live.jsonl.gz and

@@ -289,7 +289,7 @@ int sf__median_net_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t *
  * one fails, with the step left unfinished and no unchecked value in any
  * sum that outlives the call. Until then its arithmetic is defined for any
  * values: vector lanes wrap, and its scalar sums are unsigned
- * (docs/PERFORMANCE.md, "The durations checked where they are folded").
+ * (docs/ACCOUNTING.md, "Exactness").
  * sf__fold_vec_isa: the best form for n_stages on this CPU, none above cap;
  * SF__NET_GENERIC where there is none (then the scalar fold runs). */
 struct sf__grid_step {

@@ -18,8 +18,7 @@
 /* lo + (hi - lo) / 2 of two sorted values, in unsigned arithmetic: exact
  * for any int64 lo <= hi, so the networks are defined for whatever values
  * they meet (the grid fold checks a window's durations after its medians
- * are taken: docs/PERFORMANCE.md, "The durations checked where they are
- * folded"). */
+ * are taken: docs/ACCOUNTING.md, "Exactness"). */
 static inline int64_t median_of_middle(int64_t lo, int64_t hi)
 {
     return (int64_t)((uint64_t)lo + ((uint64_t)hi - (uint64_t)lo) / 2);

@@ -29,8 +29,9 @@ static int64_t *sorted_copy(const int64_t *v, size_t n)
  * below[r] values of the sample lie below it (below[n] is the sample's
  * size); or, with below NULL, the values themselves, each its own run. A
  * counting pass over runs, not values, makes the ties of stages that do
- * nearly nothing (tens of ns, a few distinct values) cost it nothing
- * (docs/PERFORMANCE.md, "Counting passes over runs of tied values"). */
+ * nearly nothing (tens of ns, a few distinct values) cost it nothing: over
+ * values, a search there ran until its bracket was one value wide, still
+ * holding thousands of tied pairs. */
 struct runs {
     const int64_t *value;
     const uint64_t *below;
@@ -71,8 +72,9 @@ probe_walk(const struct runs *x, const struct runs *y, int64_t v, bool tied)
         /* The cursor's first step without a branch: samples of like size
          * move it about once an x, so the loop's exit, which the data
          * decide, mispredicted about every other x; now only its rarer
-         * later steps branch (docs/PERFORMANCE.md, "One step of the cursor
-         * without a branch"). */
+         * later steps branch: its misses fell from 45.2 k to 20.3 k a call
+         * for 5 % more instructions. Two steps without a branch chain
+         * through the cursor and ran slower. */
         j += j < n && yv[j] - xv[a] <= v;
         while (j < n && yv[j] - xv[a] <= v)
             j++;
@@ -151,8 +153,8 @@ static void bracket_apply(struct bracket *b, uint64_t k, const struct probe *p)
  * Aimed at k itself, a pass mostly landed just short of it on the near
  * side, cut little off the far one, and the search crept up on k; aimed
  * past it, the pass brings the far end close to k, and the next step can
- * often list (docs/PERFORMANCE.md, "Counting passes aimed past the
- * order statistic"). */
+ * often list: about a fifth fewer passes a search, where an eighth, a
+ * quarter or a half of what can be listed did worse. */
 static double probe_target(const struct bracket *b, uint64_t k, uint64_t listable)
 {
     uint64_t near = k - b->below_lo, far = b->at_hi - k, margin = listable / 16;
@@ -280,11 +282,10 @@ static void rank_take(struct rank_walk *w, int64_t v, bool from_y)
  * of t^3 - t over tie groups, from the merged order. Which sample gives the
  * next value is chosen without a branch, and a value unlike the last one
  * (nearly every value, in ns) is the branch the CPU predicts: the walk by
- * tie groups that this replaced took about 65 instructions a value
- * (docs/PERFORMANCE.md, "Mann-Whitney's U in one walk"). U is now summed
- * in integers, where the double sum it replaces was exact at every sample
- * size a window can have, and the ties in the same order: both are what
- * they were to the bit. */
+ * tie groups that this replaced took about 65 instructions a value. U is
+ * now summed in integers, where the double sum it replaces was exact at
+ * every sample size a window can have, and the ties in the same order:
+ * both are what they were to the bit. */
 static void rank_statistics(const int64_t *x, size_t m, const int64_t *y, size_t n, double *ret_u,
                             double *ret_ties)
 {

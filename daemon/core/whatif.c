@@ -442,8 +442,8 @@ static void whatif_sync_step(struct whatif_work *w, const int64_t *rows)
     step_basis(w, rows);
     /* The default stages split at the backward's or the forward's arrival,
      * and five recorded stages split at the third's: unrolled, every
-     * segment sum stays in a register (a third of the general loop's
-     * instructions, docs/PERFORMANCE.md). */
+     * segment sum stays in a register (5.7 M instructions against the
+     * general loop's 20.9 M at 1 024 ranks, bench_change 1 1024 sync). */
     if (w->S == 7 && w->sync_mask == UINT64_C(1) << 2)
         whatif_sync_step_s(w, rows, 7, UINT64_C(1) << 2);
     else if (w->S == 7 && w->sync_mask == UINT64_C(1) << 1)

@@ -3,7 +3,7 @@
  * routing; the summaries it holds until their reports arrive (its own, and
  * the merges it forwards for its children in the fan-in tree); and the
  * dispatch of authenticated messages. Sockets live in link.c, heartbeats and
- * liveness in liveness.c, the root's merge in root.c.
+ * liveness in heartbeat.c, the root's merge in root.c.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -47,7 +47,7 @@ typedef struct sfd_peer_link {
     uint32_t in_flight; /* as its last heartbeat said */
     uint64_t term_seen;
     uint32_t root_seen;
-    uint8_t *subtree;    /* its last up heartbeat's subtree set (liveness.c) */
+    uint8_t *subtree;    /* its last up heartbeat's subtree set (heartbeat.c) */
     uint64_t subtree_ms; /* when it came; 0 none */
 } sfd_peer_link;
 
@@ -126,7 +126,7 @@ struct sfd_peer_node {
     sfd_peer_report *reports; /* newest first */
     uint32_t n_reports;
     uint32_t last_root;
-    /* liveness.c: bitmaps over the members in id order, live_bytes each */
+    /* heartbeat.c: bitmaps over the members in id order, live_bytes each */
     uint32_t live_bytes;
     uint8_t *view;           /* the root's view, as last pushed down (or built, at the root) */
     uint32_t view_root;      /* the root it came from; 0 none */
@@ -156,7 +156,7 @@ void sfd_peer_conn_close(sfd_peer_conn *conn);
 void sfd_peer_links_close(sfd_peer_node *node);
 void sfd_peer_handle_closed(sfd_peer_node *node);
 
-/* liveness.c */
+/* heartbeat.c */
 int sfd_peer_liveness_init(sfd_peer_node *node);
 void sfd_peer_liveness_free(sfd_peer_node *node);
 /* The first message of a new outbound link: a heartbeat small enough for

@@ -163,7 +163,7 @@ void sfd_peer_state_clear(sfd_peer_state *st);
 
 bool sfd_peer_job_id_valid(const char *job, size_t len);
 
-/* ---- config.c: membership from config --------------------------------- */
+/* ---- peer_config.c: membership from config ---------------------------- */
 
 typedef struct sfd_peer_member {
     uint32_t id;
@@ -291,7 +291,7 @@ uint32_t sfd_elect_root(const sfd_elect *e, uint64_t now);
 bool sfd_elect_term_ok(sfd_elect *e, uint64_t now, uint32_t from, uint64_t term,
                        sfd_elect_out *out);
 
-/* ---- liveness.c: the checks of a heartbeat (pure) ------------------------ */
+/* ---- heartbeat.c: the checks of a heartbeat (pure) ----------------------- */
 
 /* A decoded heartbeat from `from` in a cluster of n_members: its node id,
  * window list, and liveness sets (exactly ceil(n_members / 8) bytes each,

@@ -38,8 +38,8 @@ MAGNITUDE = 1.5
 # percent between windows, as it does here: once the job ran 12 % faster
 # than its baseline, a collective that did not speed up gained 3 % of the
 # step in share, above the default 0.02 (a documented false alarm of a
-# loaded machine, docs/EVALUATION.md). Every fault row's delay is 15 times
-# this; the evaluation measures the default.
+# loaded machine, docs/EVALUATION.md, "The CI subset"). Every fault row's
+# delay is 15 times this; the evaluation measures the default.
 MIN_EFFECT = 0.1
 # Rows whose delay is group-visible at another stage than the injected one:
 # a rank held up after its arrival mark lengthens the collective.

@@ -6,8 +6,8 @@ reports live to a real sfd through the binding while torch.profiler (CPU)
 traces every rank. The import of those traces, replayed with the same gates,
 must route the same top stage and name the same suspect rank as sfd's live
 report of the same steps; the shares of both reports are printed side by
-side (docs/EVALUATION.md). Exit 77 (CTest SKIP_RETURN_CODE) only when
-python3-torch with Gloo is absent.
+side (docs/EVALUATION.md, "Cross-checks"). Exit 77 (CTest SKIP_RETURN_CODE)
+only when python3-torch with Gloo is absent.
 """
 
 import argparse

@@ -268,7 +268,7 @@ def man(src, sfd):
 KEY_SOURCES = [
     ('sfd/limits', 'daemon/sfd/config.c', r'!strcmp\(k, "([a-z_]+)"\)'),
     ('gates', 'daemon/core/gates.c', r'GATE\(([a-z_]+), GATE_'),
-    ('peer', 'daemon/peer/config.c', r'strcmp\(key, "([a-z_]+)"\) == 0'),
+    ('peer', 'daemon/peer/peer_config.c', r'strcmp\(key, "([a-z_]+)"\) == 0'),
 ]
 
 

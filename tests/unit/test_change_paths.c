@@ -1,6 +1,6 @@
 /*
  * The change's and the what-if's fast paths against the straightforward
- * computation (docs/CHANGE.md, docs/PERFORMANCE.md): on seeded random
+ * computation (docs/CHANGE.md; docs/ACCOUNTING.md, "Exactness"): on seeded random
  * windows with ties, ranks missing from the window or the reference, no
  * reference, a missing arrival mark and every stage layout the what-if
  * specialises, each figure must equal the one of the window recomputed
