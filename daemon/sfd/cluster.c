@@ -21,10 +21,7 @@ static int standalone_submit(void *ctx, struct sfd_job *job, sf_summary *summary
         sf_summary_free(summary);
         return r;
     }
-    sfd_baseline_attach(job, summary, report);
-    sfd_baseline_keep(job, &summary, report->gates.change_pool_windows);
-    sf_summary_free(summary); /* NULL when the job's pool took it */
-    return sfd_job_store_report(job, report);
+    return sfd_publish_report(job, summary, summary, report, false);
 }
 
 static const char *standalone_status(const void *ctx)

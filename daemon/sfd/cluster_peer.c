@@ -194,16 +194,8 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
                 (long long)key->window, strerror(-r));
         return;
     }
-    sfd_baseline_attach(job, merged, report);
-    uint32_t want = report->gates.change_pool_windows;
-    sf_summary *copy = NULL; /* the peer layer keeps merged: a pool keeps a copy */
-    if (want > 1 && sf_summary_clone(merged, &copy) == 0)
-        sfd_baseline_keep(job, &copy, want);
-    else if (want > 1) /* the later windows' changes pool fewer windows */
-        sfd_log(SFD_LOG_WARNING, job->id, "window %lld: not pooled: out of memory",
-                (long long)key->window);
-    sf_summary_free(copy);
-    r = remote ? sfd_job_store_remote_report(job, report) : sfd_job_store_report(job, report);
+    /* the peer layer keeps merged: a pool keeps a copy */
+    r = sfd_publish_report(job, merged, NULL, report, remote);
     if (r < 0) /* handed over again once this node closes the window */
         sfd_log(SFD_LOG_INFO, job->id,
                 "window %lld.%u: report of root %u came before the "

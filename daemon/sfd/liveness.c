@@ -16,13 +16,6 @@
 #include "ingest.pb-c.h"
 #include "sfd.h"
 
-int64_t sfd_realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int sfd_validate_heartbeat(const Stagefrontier__RankHeartbeat *h, uint32_t n_recorded)
 {
     if (h == NULL || h->step < -1 || h->step > (INT64_C(1) << 53))

@@ -49,7 +49,5 @@ void sfd_liveness_stop(struct sfd *d);
 const char *sfd_job_state(const struct sfd_job *job);
 struct json_t *sfd_job_stall_json(const struct sfd_job *job);
 struct json_t *sfd_rank_liveness_json(const struct sfd_job *job, uint32_t rank);
-/* The realtime clock in ms since the epoch. */
-int64_t sfd_realtime_ms(void);
 
 #endif

@@ -443,12 +443,6 @@ void sfd_window_note_reconnect(struct sfd_job *job, int64_t step);
 int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags);
 /* Closes every window of the job (segment change, shutdown, orphan). */
 void sfd_window_close_all(struct sfd_job *job, uint32_t flags);
-/* Stores a report for a closed window; takes ownership of report. A report
- * can come from the local core or from elsewhere (a peer layer). */
-int sfd_job_store_report(struct sfd_job *job, sf_report *report);
-/* Stores a cluster report of a job with no ranks on this node, as a kept
- * window without rows. */
-int sfd_job_store_remote_report(struct sfd_job *job, sf_report *report);
 /* Runs deadlines: closes overdue windows. Returns the next deadline (ms) or 0. */
 uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms);
 void sfd_rows_free(struct sfd_rows *rows);
@@ -467,6 +461,20 @@ int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row
 /* One stored row as an sf_row, pointing into rows and the job's roles. */
 void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret);
 const sf_report *sfd_job_latest_report(const struct sfd_job *job);
+
+/* ---- publish.c ----------------------------------------------------------- */
+
+/* A window's report is ready (both cluster implementations): attaches the
+ * change and the what-if computed against summary, offers summary to the
+ * job's change pool, stores the report in the job's kept window and feeds
+ * the straggler persistence, the Prometheus export, the history and the
+ * capture trigger. Takes ownership of report. own: NULL, or summary itself
+ * when it is the caller's to give up (freed here, or taken by the pool);
+ * with NULL the pool keeps a copy. remote: a cluster report of a job with no
+ * ranks on this node, kept as a window without rows. 0, or -ENOENT when the
+ * window is no longer kept here (the report is freed). */
+int sfd_publish_report(struct sfd_job *job, const sf_summary *summary, sf_summary *own,
+                       sf_report *report, bool remote);
 
 /* ---- baseline.c ---------------------------------------------------------- */
 
@@ -747,9 +755,15 @@ struct sfd {
     uint64_t captures_started, captures_auto;
 };
 
+/* ---- clock.c ------------------------------------------------------------ */
+
+/* The loop's monotonic clock in ms (deadlines, sweeps, timeouts). */
+uint64_t sfd_now_ms(const struct sfd *d);
+/* The wall clock in ms since the epoch (times of day shown to operators). */
+int64_t sfd_realtime_ms(void);
+
 /* ---- tick.c ------------------------------------------------------------- */
 
-uint64_t sfd_now_ms(const struct sfd *d);
 /* The deadline tick and the export timer. */
 int sfd_timers_init(struct sfd *d);
 void sfd_arm_tick(struct sfd *d);

@@ -1,14 +1,9 @@
 /*
- * sfd's clock and window-deadline tick: the loop's millisecond clock, and the
- * timer that asks windows.c which windows are due. It never closes a window
- * itself and knows nothing of the export.
+ * sfd's window-deadline tick: the timer that asks windows.c which windows
+ * are due (the clock is clock.c's). It never closes a window itself and
+ * knows nothing of the export.
  */
 #include "sfd.h"
-
-uint64_t sfd_now_ms(const struct sfd *d)
-{
-    return uv_now(d->loop);
-}
 
 static void on_tick(uv_timer_t *t)
 {

@@ -1,9 +1,9 @@
 /*
  * sfd window assembly: records grouped by window index, closing on
- * completeness or at a deadline, the "summary ready" step (sfd_window_close)
- * and the "report ready" step (sfd_job_store_report), kept apart so a peer
- * layer can take the summary instead, and the memory charges of windows, kept
- * rows and reports with the eviction of a uid's own kept rows. No sockets here.
+ * completeness or at a deadline, the "summary ready" step (sfd_window_close),
+ * which hands the summary to the cluster implementation (publish.c stores
+ * the report it gives back), and the memory charges of windows, kept rows
+ * and reports with the eviction of a uid's own kept rows. No sockets here.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "history.h"
-#include "capture.h"
 #include "sfd.h"
 
 #define ROWS_FIRST 64 /* a window's first rows when no window has closed */
@@ -697,57 +695,6 @@ void sfd_window_close_all(struct sfd_job *job, uint32_t flags)
                 lo = i;
         sfd_window_close(job, job->open[lo], flags);
     }
-}
-
-static struct sfd_stored *kept_window(struct sfd_job *job, const sf_window_meta *meta)
-{
-    for (uint32_t i = job->n_stored; i-- > 0;)
-        if (job->stored[i].meta.index == meta->index &&
-            job->stored[i].meta.segment == meta->segment)
-            return &job->stored[i];
-    return NULL;
-}
-
-static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *report)
-{
-    sfd_job_release(job, SFD_MEM_REPORTS, s->report_bytes);
-    sf_straggler_track(&job->straggler, report);
-    sf_report_free(s->report);
-    s->report = report;
-    sfd_stored_charge_report(job, s);
-    if (sfd_job_latest_report(job) == report)
-        job->latest_report_unix_ms = sfd_realtime_ms();
-    sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u report ready", (long long)s->meta.index,
-            s->meta.segment);
-    sfd_after_window(job->sfd);
-    sfd_history_put_report(job->sfd, job, report);
-    sfd_capture_consider(job, s);
-}
-
-int sfd_job_store_report(struct sfd_job *job, sf_report *report)
-{
-    struct sfd_stored *s = kept_window(job, &report->meta);
-    if (s == NULL) {
-        sf_report_free(report); /* its window was already evicted */
-        return -ENOENT;
-    }
-    attach_report(job, s, report);
-    return 0;
-}
-
-int sfd_job_store_remote_report(struct sfd_job *job, sf_report *report)
-{
-    struct sfd_stored *s = kept_window(job, &report->meta);
-    if (s == NULL) {
-        sfd_job_trim_kept(job, job->cap_stored - 1);
-        s = &job->stored[job->n_stored++];
-        memset(s, 0, sizeof(*s));
-        s->meta = report->meta;
-        s->seq = ++job->sfd->store_seq;
-        s->remote = true;
-    }
-    attach_report(job, s, report);
-    return 0;
 }
 
 const sf_report *sfd_job_latest_report(const struct sfd_job *job)
