@@ -119,34 +119,30 @@ void sfd_peer_send_hello(sfd_peer_node *node, uint32_t dest)
     heartbeat_to_id(node, dest, &hb);
 }
 
+/* A window key in its wire form (views into k). */
+static void key_msg(const sfd_window_key *k, Stagefrontier__WindowKey *m)
+{
+    stagefrontier__window_key__init(m);
+    m->job_id = (char *)k->job;
+    m->has_owner_uid = m->has_incarnation = true;
+    m->owner_uid = k->uid;
+    m->incarnation = k->incarnation;
+    m->window = k->window;
+    m->segment = k->segment;
+}
+
 /* The window list of a down heartbeat: the root's own, or what it relayed. */
 static size_t window_list(sfd_peer_node *node, bool root, Stagefrontier__WindowKey *keys,
                           Stagefrontier__WindowKey **kp)
 {
     size_t n = 0;
-    if (root) {
-        for (sfd_peer_pending *p = node->pending; p && n < SFD_PEER_PENDING_MAX; p = p->next, n++) {
-            stagefrontier__window_key__init(&keys[n]);
-            keys[n].job_id = p->key.job;
-            keys[n].has_owner_uid = keys[n].has_incarnation = true;
-            keys[n].owner_uid = p->key.uid;
-            keys[n].incarnation = p->key.incarnation;
-            keys[n].window = p->key.window;
-            keys[n].segment = p->key.segment;
-            kp[n] = &keys[n];
-        }
-        return n;
-    }
-    for (; n < node->n_view_pending; n++) {
-        stagefrontier__window_key__init(&keys[n]);
-        keys[n].job_id = node->view_pending[n].job;
-        keys[n].has_owner_uid = keys[n].has_incarnation = true;
-        keys[n].owner_uid = node->view_pending[n].uid;
-        keys[n].incarnation = node->view_pending[n].incarnation;
-        keys[n].window = node->view_pending[n].window;
-        keys[n].segment = node->view_pending[n].segment;
-        kp[n] = &keys[n];
-    }
+    for (sfd_peer_pending *p = root ? node->pending : NULL; p && n < SFD_PEER_PENDING_MAX;
+         p = p->next)
+        key_msg(&p->key, &keys[n++]);
+    for (size_t i = 0; !root && i < node->n_view_pending; i++)
+        key_msg(&node->view_pending[i], &keys[n++]);
+    for (size_t i = 0; i < n; i++)
+        kp[i] = &keys[i];
     return n;
 }
 

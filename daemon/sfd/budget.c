@@ -104,22 +104,6 @@ void sfd_budget_uncharge(struct sfd_budget *b, uid_t uid, enum sfd_mem_kind kind
     }
 }
 
-int sfd_budget_move_job(struct sfd_budget *b, uid_t from, uid_t to, uint64_t bytes)
-{
-    int r = sfd_budget_job_add(b, to, UINT32_MAX);
-    if (r < 0)
-        return r;
-    struct sfd_uid_share *s = sfd_budget_share(b, from);
-    if (s != NULL) {
-        s->bytes = sub_floor(s->bytes, bytes);
-        if (s->jobs > 0)
-            s->jobs--;
-        drop_if_empty(b, s);
-    }
-    sfd_budget_share(b, to)->bytes += bytes;
-    return 0;
-}
-
 const char *sfd_mem_kind_name(enum sfd_mem_kind k)
 {
     static const char *const names[SFD_MEM_KIND_COUNT] = {

@@ -89,17 +89,12 @@ static struct capture *copy_of(struct sfd_job *job, const sfd_peer_capture_reque
     return k;
 }
 
-/* The job a capture message names: its whole key, never the id alone, so a
- * request for one uid's job never reaches another uid's ranks of that id. */
-static struct sfd_job *job_of(struct sfd *d, const char *id, uint32_t uid, uint32_t incarnation)
-{
-    return sfd_job_lookup(d, (uid_t)uid, id, incarnation);
-}
-
 int sfd_capture_peer_request(struct sfd *d, uint32_t from, bool from_root,
                              const sfd_peer_capture_request *q)
 {
-    struct sfd_job *job = job_of(d, q->job, q->uid, q->incarnation);
+    /* By the whole key, never the id alone: a request for one uid's job
+     * never reaches another uid's ranks of that id. */
+    struct sfd_job *job = sfd_job_lookup(d, (uid_t)q->uid, q->job, q->incarnation);
     struct sfd_job_captures *tb = job != NULL ? sfd__capture_table(job) : NULL;
     if (tb == NULL) {
         sfd_log(SFD_LOG_WARNING, q->job,
@@ -168,7 +163,7 @@ static bool member_may(const struct target *t, uint32_t from, uint32_t state)
 int sfd_capture_peer_result(struct sfd *d, uint32_t from, bool from_root,
                             const sfd_peer_capture_result *r)
 {
-    struct sfd_job *job = job_of(d, r->job, r->uid, r->incarnation);
+    struct sfd_job *job = sfd_job_lookup(d, (uid_t)r->uid, r->job, r->incarnation);
     struct capture *k = job != NULL ? sfd__capture_find(job->captures, r->id) : NULL;
     struct target *t = NULL;
     for (uint32_t i = 0; k != NULL && i < k->n; i++)

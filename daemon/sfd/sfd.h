@@ -197,8 +197,6 @@ int sfd_budget_charge(struct sfd_budget *b, const struct sfd_budget_limits *lim,
 /* Charges memory that must stay whatever the limits (reports). */
 void sfd_budget_force(struct sfd_budget *b, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
 void sfd_budget_uncharge(struct sfd_budget *b, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
-/* Moves a job's count and bytes from one uid's share to another's. */
-int sfd_budget_move_job(struct sfd_budget *b, uid_t from, uid_t to, uint64_t bytes);
 uint64_t sfd_budget_uid_bytes(const struct sfd_budget *b, uid_t uid);
 /* STATUS's "memory" object. */
 struct json_t *sfd_budget_json(const struct sfd_budget *b, const struct sfd_budget_limits *lim);

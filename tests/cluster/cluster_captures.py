@@ -16,12 +16,10 @@ Every wait polls a real condition under an overall timeout.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
-from cluster_test import Cluster, check, run_scenario
+from cluster_test import check, run_scenario, with_cluster
 
 SLOW_STAGE_FWD = 1
 
@@ -88,34 +86,6 @@ def inject_result(c, root, epoch, job, cid, rank, node_id):
                         job, str(cid), str(rank), str(node_id), str(term)],
                        capture_output=True, timeout=60, env=env)
     check(r.returncode == 0, "injector: %s" % r.stderr)
-
-
-def with_cluster(build, body, members=None, sfd_extra=""):
-    """Runs body(cluster, capture_dirs, client_procs) on 3 started nodes with
-    root 1, then stops them checked; cleans up on every exit path."""
-    c = Cluster(build, 3, members=members, sfd_extra=sfd_extra)
-    dirs = [tempfile.mkdtemp(prefix="sf-cap%d-" % i) for i in (2, 3)]
-    procs = []
-    try:
-        c.start()
-        c.wait_root(1)
-        summary = body(c, dirs, procs)
-        for p in procs:
-            p.kill()
-            p.wait()
-        c.stop_checked()
-        print(summary)
-    except Exception:
-        c.dump_logs()
-        raise
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        c.close()
-        for d in dirs:
-            shutil.rmtree(d, ignore_errors=True)
 
 
 def operator(c, dirs, procs):

@@ -27,9 +27,8 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
-from cluster_test import Cluster, check, run_scenario
+from cluster_test import check, run_scenario, with_cluster
 
 SKIP = 77
 UID_A, UID_B = 62101, 62102
@@ -133,36 +132,18 @@ def denied(node):
     return (node.status() or {}).get("rejected", {}).get("query_denied", 0)
 
 
-def with_cluster(build, body):
-    """Runs body(cluster, capture_dirs, procs) on 3 started nodes with root 1;
-    stops them checked; cleans up on every path."""
+def needs_other_uids():
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         print("SKIP: needs root and setpriv to run ranks and sfctl as two other uids")
         sys.exit(SKIP)
-    # Four configured members, three running: the injector speaks as member 4.
-    c = Cluster(build, 3, members=4, sfd_extra="capture_timeout_s = 60\n")
-    dirs = {u: tempfile.mkdtemp(prefix="sf-own%d-" % u) for u in (UID_A, UID_B)}
-    procs = []
-    try:
-        c.start()
-        c.wait_root(1)
-        summary = body(c, dirs, procs)
-        for p in procs:
-            p.kill()
-            p.wait()
-        c.stop_checked()
-        print(summary)
-    except Exception:
-        c.dump_logs()
-        raise
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        c.close()
-        for d in dirs.values():
-            shutil.rmtree(d, ignore_errors=True)
+
+
+def with_owners(build, body):
+    """Three running nodes of four configured members: the injector speaks
+    as member 4; a capture directory per uid."""
+    needs_other_uids()
+    with_cluster(build, body, dir_keys=(UID_A, UID_B), members=4,
+                 sfd_extra="capture_timeout_s = 60\n")
 
 
 def apart(c, dirs, procs):
@@ -281,11 +262,11 @@ def together(c, dirs, procs):
 
 
 def scenario_apart(build):
-    with_cluster(build, apart)
+    with_owners(build, apart)
 
 
 def scenario_together(build):
-    with_cluster(build, together)
+    with_owners(build, together)
 
 
 def main():

@@ -350,6 +350,35 @@ STAGES = ["data.next_wait", "model.fwd_loss_cpu_wall", "model.backward_cpu_wall"
           "callbacks.cpu_wall", "optim.step_cpu_wall", "step.other_cpu_wall"]
 
 
+def with_cluster(build, body, dir_keys=(0, 1), members=None, sfd_extra=""):
+    """Runs body(cluster, capture_dirs, client_procs) on 3 started nodes with
+    root 1, then stops them checked; cleans up on every exit path.
+    capture_dirs maps each of dir_keys to a fresh temporary directory."""
+    c = Cluster(build, 3, members=members, sfd_extra=sfd_extra)
+    dirs = {k: tempfile.mkdtemp(prefix="sf-cap%s-" % k) for k in dir_keys}
+    procs = []
+    try:
+        c.start()
+        c.wait_root(1)
+        summary = body(c, dirs, procs)
+        for p in procs:
+            p.kill()
+            p.wait()
+        c.stop_checked()
+        print(summary)
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        c.close()
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def compare_exact(live, ref, where):
     """Every field the report marks exact must be equal, at the top level, in
     each stage and group, and in each rank entry."""
