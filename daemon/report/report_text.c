@@ -171,6 +171,8 @@ static void write_straggler(const sf_report *r, FILE *out)
     fprintf(out, ")\n");
 }
 
+/* Each boundary's leader is written "stage (rank k)": "stage@k" is the
+ * schema's spelling of accumulated microsteps (docs/SPEC.md). */
 static void write_critical_path(const sf_report *r, FILE *out)
 {
     const sf_critical_path *p = &r->critical_path;
@@ -180,7 +182,7 @@ static void write_critical_path(const sf_report *r, FILE *out)
     int n = 0;
     for (uint32_t k = 0; k < r->schema.n_stages; k++)
         if (p->chain[k] != SF_NO_RANK)
-            fprintf(out, "%s %s@%u", n++ ? " ->" : "", r->schema.names[k], p->chain[k]);
+            fprintf(out, "%s %s (rank %u)", n++ ? " ->" : "", r->schema.names[k], p->chain[k]);
     fprintf(out, "%s\n", n ? "" : " no unique leader at any boundary");
 }
 
