@@ -10,6 +10,8 @@
 #include <grp.h>
 #include <jansson.h>
 #include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -187,27 +189,40 @@ static int select_reports(const struct sfd_job *j, bool has_window, int64_t wind
     return 0;
 }
 
+/* Writes a message into err's own text and points err->msg at it. */
+__attribute__((format(printf, 2, 3))) static void err_printf(struct sfd_query_err *err,
+                                                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->text, sizeof(err->text), fmt, ap);
+    va_end(ap);
+    err->msg = err->text;
+}
+
 /* The one job an unqualified id names among all uids (root and operators):
  * the incarnation asked for (or the newest) of the only uid that has one,
  * or an error naming the uids to choose from. */
 static int find_unqualified(struct sfd *d, const struct sfd_job_ref *jr, struct sfd_job **ret,
-                            const char **ret_err)
+                            struct sfd_query_err *err)
 {
-    static char err[160];
     struct sfd_job *found = NULL;
-    int n = 0, len = snprintf(err, sizeof(err),
-                              "job id used by several uids, name one as UID/%s:", jr->id);
+    int n = 0;
+    size_t len = 0;
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
         if (strcmp(j->id, jr->id) != 0 ||
             (jr->incarnation ? j->incarnation != jr->incarnation : !sfd_job_is_newest(d, j)))
             continue;
         found = j;
-        n++;
-        if (len > 0 && (size_t)len < sizeof(err))
-            len += snprintf(err + len, sizeof(err) - (size_t)len, " %u", (unsigned)j->uid);
+        if (n++ == 0)
+            len = (size_t)snprintf(err->text, sizeof(err->text),
+                                   "job id used by several uids, name one as UID/%s:", jr->id);
+        if (len < sizeof(err->text))
+            len +=
+                (size_t)snprintf(err->text + len, sizeof(err->text) - len, " %u", (unsigned)j->uid);
     }
     if (n != 1) {
-        *ret_err = n == 0 ? "unknown job" : err;
+        err->msg = n == 0 ? "unknown job" : err->text;
         return n == 0 ? -ENOENT : -EINVAL;
     }
     *ret = found;
@@ -216,7 +231,8 @@ static int find_unqualified(struct sfd *d, const struct sfd_job_ref *jr, struct 
 
 /* The only job a user can mean without naming one: the newest incarnation
  * of the only (uid, id) visible to them. */
-static int find_only(struct sfd *d, uid_t uid, bool op, struct sfd_job **ret, const char **ret_err)
+static int find_only(struct sfd *d, uid_t uid, bool op, struct sfd_job **ret,
+                     struct sfd_query_err *err)
 {
     struct sfd_job *only = NULL;
     int n = 0;
@@ -226,7 +242,7 @@ static int find_only(struct sfd *d, uid_t uid, bool op, struct sfd_job **ret, co
             n++;
         }
     if (n != 1) {
-        *ret_err = n == 0 ? "no jobs" : "several jobs: name one";
+        err->msg = n == 0 ? "no jobs" : "several jobs: name one";
         return n == 0 ? -ENOENT : -EINVAL;
     }
     *ret = only;
@@ -234,26 +250,32 @@ static int find_only(struct sfd *d, uid_t uid, bool op, struct sfd_job **ret, co
 }
 
 /* A user names their own jobs ("JOB"); root and operators name any job,
- * "UID/JOB" where two uids use the same id; "@N" names incarnation N. */
+ * "UID/JOB" where two uids use the same id; "@N" names incarnation N. A
+ * plain user's bare id never reaches another uid's job (it is looked up in
+ * their own namespace), so only "UID/JOB" of another uid is a refusal. */
 static int find_job(struct sfd *d, uid_t uid, bool op, const char *ref, struct sfd_job **ret,
-                    const char **ret_err)
+                    struct sfd_query_err *err)
 {
     if (ref == NULL || ref[0] == '\0')
-        return find_only(d, uid, op, ret, ret_err);
+        return find_only(d, uid, op, ret, err);
     struct sfd_job_ref jr;
     if (sfd_job_ref_parse(ref, &jr) < 0) {
-        *ret_err = "bad job name";
+        err->msg = "bad job name";
         return -EINVAL;
     }
     if (!jr.has_uid && (op || uid == 0))
-        return find_unqualified(d, &jr, ret, ret_err);
+        return find_unqualified(d, &jr, ret, err);
     struct sfd_job *j = sfd_job_lookup(d, jr.has_uid ? jr.uid : uid, jr.id, jr.incarnation);
     if (j == NULL) {
-        *ret_err = "unknown job";
+        err->msg = "unknown job";
         return -ENOENT;
     }
     if (!sfd_job_visible(d, j, uid, op)) {
-        *ret_err = "access denied";
+        err_printf(err,
+                   "access denied: job %u/%s belongs to uid %u; uid %u sees only its own jobs "
+                   "(root and the members of operators_group '%s' see all)",
+                   (unsigned)j->uid, j->id, (unsigned)j->uid, (unsigned)uid,
+                   d->cfg.operators_group);
         return -EACCES;
     }
     *ret = j;
@@ -275,19 +297,19 @@ static int dump_json(json_t *o, char **ret, size_t *ret_len)
 
 /* BASELINE: unpin, pin a window, or only show. */
 static int answer_baseline(struct sfd_job *j, const Stagefrontier__QueryRequest *q, char **ret,
-                           size_t *ret_len, const char **ret_err)
+                           size_t *ret_len, struct sfd_query_err *err)
 {
     int r = 0;
     if (q->has_clear && q->clear)
-        r = sfd_baseline_unpin(j, ret_err);
+        r = sfd_baseline_unpin(j, &err->msg);
     else if (q->has_window && q->window >= 0)
-        r = sfd_baseline_pin(j, q->window, ret_err);
+        r = sfd_baseline_pin(j, q->window, &err->msg);
     return r < 0 ? r : dump_json(sfd_baseline_json(j), ret, ret_len);
 }
 
 /* CAPTURE: asks the ranks for a trace; the answer is the new capture. */
 static int answer_capture(struct sfd_job *j, uid_t uid, const Stagefrontier__QueryRequest *q,
-                          char **ret, size_t *ret_len, const char **ret_err)
+                          char **ret, size_t *ret_len, struct sfd_query_err *err)
 {
     struct sfd_capture_ask ask = {.ranks = q->ranks,
                                   .n_ranks = (uint32_t)q->n_ranks,
@@ -296,16 +318,16 @@ static int answer_capture(struct sfd_job *j, uid_t uid, const Stagefrontier__Que
                                   .uid = uid};
     uint64_t id;
     if (q->n_ranks > SF_MAX_CAPTURE_RANKS) {
-        *ret_err = "name 1..16 ranks";
+        err->msg = "name 1..16 ranks";
         return -EINVAL;
     }
-    int r = sfd_capture_ask(j, &ask, &id, ret_err);
+    int r = sfd_capture_ask(j, &ask, &id, &err->msg);
     return r < 0 ? r : dump_json(sfd_capture_json(j, id), ret, ret_len);
 }
 
 /* REPORT: the selected windows' reports, streamed. */
 static int answer_report(struct sfd *d, struct sfd_job *j, const Stagefrontier__QueryRequest *q,
-                         struct sfd_qstream **ret_stream, const char **ret_err)
+                         struct sfd_qstream **ret_stream, struct sfd_query_err *err)
 {
     const sf_report **v;
     size_t n;
@@ -313,7 +335,7 @@ static int answer_report(struct sfd *d, struct sfd_job *j, const Stagefrontier__
     uint32_t limit = q->has_limit ? q->limit : 0;
     int r = select_reports(j, has_window, q->window, limit, &v, &n);
     if (r < 0) {
-        *ret_err = has_window ? "unknown window" : "no window closed yet";
+        err->msg = has_window ? "unknown window" : "no window closed yet";
         return r;
     }
     r = sfd_qstream_open_report(d, j, v, n, q->has_format && q->format == 1, ret_stream);
@@ -325,7 +347,7 @@ static int answer_report(struct sfd *d, struct sfd_job *j, const Stagefrontier__
  * with the job, a stream in *ret_stream to be produced as the reader drains it. */
 static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryRequest *q,
                   char **ret, size_t *ret_len, struct sfd_qstream **ret_stream,
-                  const char **ret_err)
+                  struct sfd_query_err *err)
 {
     struct sfd_job *j = NULL;
     int r;
@@ -340,37 +362,37 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
             *ret_len = strlen(*ret);
         return r;
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RANKS:
-        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        r = find_job(d, uid, op, q->job_id, &j, err);
         if (r < 0)
             return r;
         sfd_liveness_refresh_job(d, j); /* its ranks never older than the clock */
         return sfd_qstream_open_ranks(d, j, ret_stream);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__RECORD:
-        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        r = find_job(d, uid, op, q->job_id, &j, err);
         return r < 0 ? r : sfd_qstream_open_record(d, j, ret_stream);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__BASELINE:
-        r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        return r < 0 ? r : answer_baseline(j, q, ret, ret_len, ret_err);
+        r = find_job(d, uid, op, q->job_id, &j, err);
+        return r < 0 ? r : answer_baseline(j, q, ret, ret_len, err);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__CAPTURE:
-        r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        return r < 0 ? r : answer_capture(j, uid, q, ret, ret_len, ret_err);
+        r = find_job(d, uid, op, q->job_id, &j, err);
+        return r < 0 ? r : answer_capture(j, uid, q, ret, ret_len, err);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__CAPTURES:
-        r = find_job(d, uid, op, q->job_id, &j, ret_err);
+        r = find_job(d, uid, op, q->job_id, &j, err);
         return r < 0 ? r : dump_json(sfd_captures_json(j), ret, ret_len);
     case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT:
-        r = find_job(d, uid, op, q->job_id, &j, ret_err);
-        return r < 0 ? r : answer_report(d, j, q, ret_stream, ret_err);
+        r = find_job(d, uid, op, q->job_id, &j, err);
+        return r < 0 ? r : answer_report(d, j, q, ret_stream, err);
     default:
-        *ret_err = "unknown request kind";
+        err->msg = "unknown request kind";
         return -EINVAL;
     }
 }
 
 static int query_begin(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size_t len,
                        char **ret_text, size_t *ret_len, struct sfd_qstream **ret_stream,
-                       const char **ret_err)
+                       struct sfd_query_err *err)
 {
-    *ret_err = "bad request";
+    err->msg = "bad request";
     if (len == 0 || len > SFD_QUERY_REQ_MAX)
         return -EINVAL;
     Stagefrontier__QueryRequest *q = stagefrontier__query_request__unpack(NULL, len, req);
@@ -382,22 +404,22 @@ static int query_begin(struct sfd *d, uid_t uid, bool op, const uint8_t *req, si
         goto out;
     if (q->has_format && q->format > 1)
         goto out;
-    *ret_err = NULL;
-    r = answer(d, uid, op, q, ret_text, ret_len, ret_stream, ret_err);
-    if (r < 0 && *ret_err == NULL)
-        *ret_err = strerror(-r);
+    err->msg = NULL;
+    r = answer(d, uid, op, q, ret_text, ret_len, ret_stream, err);
+    if (r < 0 && err->msg == NULL)
+        err->msg = strerror(-r);
 out:
     stagefrontier__query_request__free_unpacked(q, NULL);
     return r;
 }
 
 int sfd_query_answer(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size_t len,
-                     char **ret_text, size_t *ret_len, const char **ret_err)
+                     char **ret_text, size_t *ret_len, struct sfd_query_err *err)
 {
     struct sfd_qstream *st = NULL;
     char *text = NULL;
     size_t n = 0, cap = 0;
-    int r = query_begin(d, uid, op, req, len, &text, &n, &st, ret_err);
+    int r = query_begin(d, uid, op, req, len, &text, &n, &st, err);
     if (r < 0 || st == NULL) {
         if (r == 0) {
             *ret_text = text;
@@ -408,7 +430,7 @@ int sfd_query_answer(struct sfd *d, uid_t uid, bool op, const uint8_t *req, size
     /* No socket to pace it: produce the whole stream. */
     bool done = false;
     while (r == 0 && !done)
-        r = sfd_qstream_fill(d, st, &text, &n, &cap, n + SFD_QUERY_CHUNK, 0, &done, ret_err);
+        r = sfd_qstream_fill(d, st, &text, &n, &cap, n + SFD_QUERY_CHUNK, 0, &done, &err->msg);
     sfd_qstream_free(st);
     if (r == 0) {
         char *t = realloc(text, n + 1); /* NUL-terminated, like the whole answers */
@@ -534,13 +556,13 @@ int sfd_query_handle(struct sfd_conn *c, const uint8_t *buf, size_t len)
     bool op = sfd_query_is_operator(d, c->fd, c->uid, c->gid);
     char *text = NULL;
     size_t n = 0;
-    const char *err = NULL;
+    struct sfd_query_err err = {0};
     struct sfd_qstream *st = NULL;
     int r = query_begin(d, c->uid, op, buf, len, &text, &n, &st, &err);
     if (r < 0) {
         d->ctr.rejected[r == -EACCES ? SFD_REJ_QUERY_DENIED : SFD_REJ_QUERY_BAD] +=
             (r == -EACCES || r == -EINVAL);
-        return send_response(c, r, err, NULL, 0, false) < 0 ? -EIO : 0;
+        return send_response(c, r, err.msg, NULL, 0, false) < 0 ? -EIO : 0;
     }
     c->out = text;
     c->out_len = c->out_cap = n;

@@ -655,10 +655,17 @@ int sfd_ingest_handle(struct sfd_conn *c, const uint8_t *buf, size_t len);
 
 int sfd_query_handle(struct sfd_conn *c, const uint8_t *buf, size_t len);
 void sfd_query_writable(struct sfd_conn *c);
+/* A refused query's message, owned by the caller: msg is a constant string
+ * or points into text, where messages that name uids or jobs are written. */
+struct sfd_query_err {
+    const char *msg;
+    char text[512];
+};
 /* Builds the JSON text of a request (pure with respect to sockets; used by
- * the handler and the fuzz target). ret_text is malloc'd. */
+ * the handler and the fuzz target). ret_text is malloc'd; on an error,
+ * err->msg says why. */
 int sfd_query_answer(struct sfd *d, uid_t uid, bool operator_, const uint8_t *req, size_t len,
-                     char **ret_text, size_t *ret_len, const char **ret_err);
+                     char **ret_text, size_t *ret_len, struct sfd_query_err *err);
 bool sfd_query_is_operator(struct sfd *d, int fd, uid_t uid, gid_t gid);
 
 /* ---- query_stream.c ------------------------------------------------------ */

@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static int ready;
     char *text = NULL;
     size_t len;
-    const char *err;
+    struct sfd_query_err err;
     if (!ready) {
         setup();
         ready = 1;
