@@ -81,6 +81,11 @@ def decode_hello(buf):
             h["window_steps"] = v
         elif num == 19:
             h["warmup_steps"] = v
+        elif num == 17:
+            i = 0
+            while i < len(v):
+                k, i = varint(v, i)
+                h.setdefault("sync_stages", []).append(k)
     return h
 
 
@@ -98,6 +103,9 @@ def decode_record(buf):
             r["wall"] = signed(v)
         elif num == 4:
             r["violations"] = v
+        elif num == 8:
+            a = dict((("stage", "own_ns")[n - 1], x) for n, _, x in fields(v) if n in (1, 2))
+            r.setdefault("arrivals", []).append(a)
     return r
 
 

@@ -21,7 +21,7 @@ try:
 except ImportError as e:
     raise ImportError("stagefrontier.hf needs Hugging Face transformers") from e
 
-from ._hooks import BACKWARD, CALLBACKS, OPTIMIZER, StepTimer
+from ._hooks import BACKWARD, CALLBACKS, OPTIMIZER, StepTimer, find_ddp
 
 
 def _grad_tensor(output):
@@ -53,8 +53,15 @@ class StageFrontierCallback(TrainerCallback):
     def recorder(self):
         return self._timer.recorder
 
+    @property
+    def hook_installed(self):
+        """Whether the callback installed the DDP communication hook."""
+        return self._timer.hook_installed
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._timer.open(rank=args.process_index, world_size=args.world_size,
+        distributed = args.world_size > 1
+        self._timer.open(ddp=find_ddp(model, search=distributed), distributed=distributed,
+                         rank=args.process_index, world_size=args.world_size,
                          local_rank=max(args.local_process_index, 0))
         if model is not None and not self._handles:
             self._handles = [model.register_forward_pre_hook(self._on_forward_start),

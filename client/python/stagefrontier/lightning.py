@@ -4,6 +4,15 @@ stages of every training batch from Lightning's hooks (docs/CLIENT.md).
     from stagefrontier.lightning import StageFrontierCallback
     trainer = Trainer(callbacks=[StageFrontierCallback()])
 
+At on_train_start, once the strategy has wrapped the model, the callback
+makes its Recorder and, when the strategy's model is a
+DistributedDataParallel (the ddp strategies), declares backward
+synchronizing and installs stagefrontier.ddp_comm_hook on it: each step's
+arrival is then marked where the rank hands its last gradient bucket to the
+all-reduce, which the straggler verdict needs. A distributed run without a
+DDP model (FSDP, DeepSpeed) or whose model already has a hook warns once
+that it gives no straggler verdict, with the line that installs the hook.
+
 Hook to stage: on_train_batch_start opens the step (the time since the last
 batch ended, the loader's fetch, is its data wait) and its forward stage;
 on_before_backward starts backward; on_after_backward starts callbacks;
@@ -21,7 +30,7 @@ except ImportError:
         raise ImportError("stagefrontier.lightning needs PyTorch Lightning "
                           "(the lightning or pytorch_lightning package)") from e
 
-from ._hooks import BACKWARD, CALLBACKS, OPTIMIZER, StepTimer
+from ._hooks import BACKWARD, CALLBACKS, OPTIMIZER, StepTimer, find_ddp
 
 
 class StageFrontierCallback(Callback):
@@ -37,9 +46,17 @@ class StageFrontierCallback(Callback):
     def recorder(self):
         return self._timer.recorder
 
-    def setup(self, trainer, pl_module, stage=None):
-        self._timer.open(rank=trainer.global_rank, world_size=trainer.world_size,
-                         local_rank=trainer.local_rank)
+    @property
+    def hook_installed(self):
+        """Whether the callback installed the DDP communication hook."""
+        return self._timer.hook_installed
+
+    def on_train_start(self, trainer, pl_module):
+        # After strategy.setup: trainer.strategy.model is the wrapped model.
+        strategy = getattr(trainer, "strategy", None)
+        self._timer.open(ddp=find_ddp(getattr(strategy, "model", None)),
+                         distributed=trainer.world_size > 1, rank=trainer.global_rank,
+                         world_size=trainer.world_size, local_rank=trainer.local_rank)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args):
         self._timer.begin()
