@@ -115,8 +115,22 @@ def verify_drop_ins(src, units, manpath):
     print(f'systemd-analyze verify: {len(drop_ins)} documented drop-ins OK')
 
 
+def socket_modes(src):
+    """Both sockets are 0666 (any user sends, any user queries: sfd decides
+    per request), and docs/OPERATIONS.md's table says what the units do."""
+    doc = open(os.path.join(src, 'docs', 'OPERATIONS.md')).read()
+    for unit in ('sfd.socket', 'sfd-query.socket'):
+        mode = unit_value(open(os.path.join(src, 'systemd', unit)).read(), 'SocketMode')
+        assert mode == '0666', f'{unit}: SocketMode={mode}, want 0666'
+        row = re.search(r'^\| \S+ \(SOCK_SEQPACKET\) \| `' + re.escape(unit) + r'` \|[^|]*\| (\d+) \|',
+                        doc, re.M)
+        assert row and row.group(1) == mode, f'docs/OPERATIONS.md: {unit} row says ' + (
+            row.group(1) if row else 'nothing')
+
+
 def verify(src, sfd):
     need('systemd-analyze')
+    socket_modes(src)
     if not os.access(sfd, os.X_OK):
         print(f'SKIP: sfd binary {sfd} was not built')
         sys.exit(SKIP)
