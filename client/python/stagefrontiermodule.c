@@ -11,10 +11,14 @@
 #include <structmember.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <stagefrontier/client.h>
+#include <stagefrontier/limits.h>
 
 #include "capture_glue.h"
 
@@ -496,11 +500,72 @@ static int raise_open_error(int r)
         PyErr_NoMemory();
     else if (r == -EINVAL)
         PyErr_SetString(PyExc_ValueError,
-                        "stagefrontier: invalid options (job id from job_id, SF_JOB_ID, "
-                        "TORCHELASTIC_RUN_ID or SLURM_JOB_ID; rank < world_size; stage names)");
+                        "stagefrontier: invalid options (rank < world_size, the socket path, "
+                        "role, window and buffer sizes, stage names)");
     else
         PyErr_SetFromErrno(PyExc_OSError);
     return -1;
+}
+
+static const char *env_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* The library answers -EINVAL for any bad option; the job id is the one a
+ * user most often gets wrong, so it gets its own message: none found, or
+ * one that breaks the rule (docs/CLIENT.md). Same precedence as the library. */
+static int check_job_id(const char *given)
+{
+    static const char *const envs[] = {"SF_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
+    const char *id = given, *from = "job_id";
+    for (size_t i = 0; id == NULL && i < sizeof envs / sizeof envs[0]; i++)
+        if ((id = env_set(envs[i])) != NULL)
+            from = envs[i];
+    if (id == NULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "stagefrontier: no job id: pass job_id=, or set SF_JOB_ID (torchrun's "
+                        "TORCHELASTIC_RUN_ID and Slurm's SLURM_JOB_ID are used when set)");
+        return -1;
+    }
+    size_t len = strlen(id);
+    bool ok = len > 0 && len <= SF_CLIENT_MAX_JOB_ID_LEN;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-", id[i]) !=
+             NULL;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError,
+                     "stagefrontier: malformed job id '%.200s' (from %s): 1..%d characters of "
+                     "A-Z, a-z, 0-9, '.', '_', ':' and '-'",
+                     id, from, SF_CLIENT_MAX_JOB_ID_LEN);
+        return -1;
+    }
+    return 0;
+}
+
+static bool env_disabled(void)
+{
+    const char *v = env_set("SF_DISABLE");
+    return v != NULL && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"));
+}
+
+/* Said once per process: a Recorder whose socket is not there sends
+ * nothing until sfd starts, and training goes on, so it is a warning. */
+static int warn_missing_socket_once(const char *given)
+{
+    static bool warned;
+    const char *path = given ? given : env_set("SF_SOCKET");
+    if (path == NULL)
+        path = SF_DEFAULT_INGEST_SOCKET;
+    struct stat st;
+    if (warned || stat(path, &st) == 0)
+        return 0;
+    warned = true;
+    return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                            "stagefrontier: no sfd socket at %s (is sfd running? SF_SOCKET "
+                            "names another): nothing is recorded until it appears",
+                            path);
 }
 
 static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
@@ -539,6 +604,9 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
         return -1;
     }
+    bool live = !disabled && !env_disabled();
+    if (live && check_job_id(o.job_id) < 0)
+        return -1;
     const char *names[SF_CLIENT_MAX_STAGES], *grps[SF_CLIENT_MAX_STAGES];
     Py_ssize_t n = 0, ng = 0;
     if (stages != Py_None) {
@@ -583,6 +651,10 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
         return raise_open_error(r);
     }
     if (sfpy_capture_install(h->c, &h->cap, capture) < 0) {
+        Py_DECREF(h);
+        return -1;
+    }
+    if (live && warn_missing_socket_once(o.socket_path) < 0) { /* warnings turned errors */
         Py_DECREF(h);
         return -1;
     }

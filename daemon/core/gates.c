@@ -7,11 +7,13 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include <stagefrontier/accounting.h>
 #include <stagefrontier/change.h>
+#include "stagefrontier/gates_text.h"
 #include "stagefrontier/strutil.h"
 
 enum gate_kind { GATE_RATIO, GATE_SECONDS, GATE_COUNT, GATE_BOOL, GATE_NAME };
@@ -142,6 +144,36 @@ int sf_gates_set(sf_gates *gates, const char *key, const char *value)
     for (size_t i = 0; i < sizeof gate_keys / sizeof gate_keys[0]; i++)
         if (strcmp(gate_keys[i].key, key) == 0)
             return set_gate(gates, &gate_keys[i], value);
+    return -ENOENT;
+}
+
+int sf_gates_explain(const char *key, char *buf, size_t len)
+{
+    if (key == NULL || buf == NULL || len == 0)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof gate_keys / sizeof gate_keys[0]; i++) {
+        const struct gate_key *g = &gate_keys[i];
+        if (strcmp(g->key, key) != 0)
+            continue;
+        switch (g->kind) {
+        case GATE_RATIO:
+            snprintf(buf, len, "must be a number 0..%g", g->max);
+            break;
+        case GATE_SECONDS:
+            snprintf(buf, len, "must be seconds 0..%g", g->max);
+            break;
+        case GATE_COUNT:
+            snprintf(buf, len, "must be a whole number 0..%.0f", g->max);
+            break;
+        case GATE_BOOL:
+            snprintf(buf, len, "must be yes or no (true/false, on/off, 1/0)");
+            break;
+        case GATE_NAME:
+            snprintf(buf, len, "must be a name of 1..%d characters", SF_MAX_NAME_LEN);
+            break;
+        }
+        return 0;
+    }
     return -ENOENT;
 }
 

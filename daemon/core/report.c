@@ -73,6 +73,45 @@ static int64_t median_exposed(const sf_summary *s, const struct work *w)
     return m;
 }
 
+/* The stall (sf_stall in accounting.h): the complete step of the largest
+ * exposed time, when its excess over the median step is at least
+ * dominance_share_min of the window's exposed time; at that step, the stage
+ * of the largest frontier advance and the rank that reached its end last.
+ * Under three complete steps there is no typical step to stand out from. */
+static void find_stall(sf_report *r, const sf_summary *s, const struct work *w, int64_t median_e)
+{
+    uint32_t S = s->schema.n_stages;
+    if (w->n_complete < 3 || r->exposed_total_ns <= 0)
+        return;
+    const sf_step_summary *worst = &s->steps[w->complete[0]];
+    for (uint32_t i = 1; i < w->n_complete; i++) {
+        const sf_step_summary *st = &s->steps[w->complete[i]];
+        if (st->prefix_top2[S - 1].v1 > worst->prefix_top2[S - 1].v1)
+            worst = st;
+    }
+    int64_t excess = worst->prefix_top2[S - 1].v1 - median_e;
+    double share = ratio(excess, r->exposed_total_ns);
+    if (excess <= 0 || !(share >= r->gates.dominance_share_min))
+        return;
+    int64_t prev = 0, best = INT64_MIN;
+    uint32_t stage = 0;
+    for (uint32_t k = 0; k < S; k++) {
+        int64_t advance = worst->prefix_top2[k].v1 - prev;
+        prev = worst->prefix_top2[k].v1;
+        if (advance > best) {
+            best = advance;
+            stage = k;
+        }
+    }
+    r->stall = (sf_stall){.present = true,
+                          .step = worst->step,
+                          .stage = stage,
+                          .group = s->schema.group_of[stage],
+                          .rank = worst->prefix_top2[stage].r1,
+                          .excess_ns = excess,
+                          .share = share};
+}
+
 /* Advances, exposed time, telescoping check and the per-stage comparison
  * sums over complete steps. */
 static void frontier_sums(sf_report *r, const sf_summary *s, const struct work *w, uint32_t n_ranks,
@@ -425,6 +464,7 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_repor
         rc = (int)median_e;
         goto fail;
     }
+    find_stall(r, s, &w, median_e);
     int64_t tol_frac = (int64_t)llround(gates->leader_gap_tol_frac * (double)median_e);
     r->leader_gap_tol_ns = ns_from_seconds(gates->leader_gap_tol_min_s);
     if (tol_frac > r->leader_gap_tol_ns)

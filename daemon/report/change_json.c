@@ -164,6 +164,10 @@ void sf_change_write_text(const sf_report *r, FILE *out)
     fprintf(out, " vs baseline (");
     write_windows(c->baseline_windows, c->baseline_n_windows, out);
     fprintf(out, ")");
+    if (r->stall.present) /* the test measures the typical step: the stall leads */
+        fprintf(out, ": step %lld stalled %.1f ms (rank %u in %s); typical steps",
+                (long long)r->stall.step, r->stall.excess_ns / 1e6, r->stall.rank,
+                r->schema.names[r->stall.stage]);
     if (c->n_route == 0) {
         fprintf(out, ": no significant change\n");
         return;

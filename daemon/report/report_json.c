@@ -243,6 +243,13 @@ int sf_report_to_json(const sf_report *r, json_t **ret)
         return -ENOMEM;
     json_t *extras = extras_json(r);
     json_object_update(o, extras);
+    if (r->stall.present) /* only then: reports without one read as before */
+        json_object_set_new(
+            o, "stall",
+            json_pack("{s:I, s:s, s:s, s:I, s:o, s:f}", "step", (json_int_t)r->stall.step, "stage",
+                      r->schema.names[r->stall.stage], "group", r->groups[r->stall.group].name,
+                      "rank", (json_int_t)r->stall.rank, "excess_s", seconds(r->stall.excess_ns),
+                      "share", r->stall.share));
     json_decref(extras);
     json_object_set_new(o, "change", sf_change_to_json(r));
     json_object_set_new(o, "whatif", sf_whatif_to_json(r));

@@ -48,7 +48,15 @@ static void write_route(const sf_report *r, FILE *out)
     }
     fprintf(out, "   (tau %.2f)\n", r->gates.tau);
     const sf_unit_figures *lead = &r->groups[r->routing_order[0]];
-    if (lead->leader_rank != SF_NO_RANK)
+    if (r->stall.present) { /* the stall leads; the step counts describe the other steps */
+        const sf_stall *st = &r->stall;
+        fprintf(out, "leader: rank %u led %s at the stall (step %lld)", st->rank,
+                r->groups[st->group].name, (long long)st->step);
+        if (lead->leader_rank != SF_NO_RANK && lead->leader_rank != st->rank)
+            fprintf(out, "; rank %u led %s in %u of %u steps", lead->leader_rank, lead->name,
+                    lead->leader_steps, r->steps);
+        fprintf(out, "\n");
+    } else if (lead->leader_rank != SF_NO_RANK)
         fprintf(out, "leader: rank %u led %s in %u of %u steps\n", lead->leader_rank, lead->name,
                 lead->leader_steps, r->steps);
     else
@@ -103,11 +111,32 @@ static bool write_next_straggler(const sf_report *r, FILE *out)
     return true;
 }
 
-/* The suggestion names the straggler, else the leading unit's leader when
- * there is one, then whatever makes the reading less certain. */
+/* With a stall the suggestion is its rank and stage at that step. */
+static bool write_next_stall(const sf_report *r, FILE *out)
+{
+    const sf_stall *st = &r->stall;
+    if (!st->present)
+        return false;
+    const char *name = r->schema.names[st->stage];
+    const char *target = target_of(r->schema.groups[st->stage]);
+    if (target == r->schema.groups[st->stage])
+        fprintf(out, "next: profile rank %u's %s", st->rank, name);
+    else
+        fprintf(out, "next: profile rank %u's %s (%s)", st->rank, target, name);
+    fprintf(out, " at step %lld, where it stalled %.1f ms", (long long)st->step,
+            st->excess_ns / 1e6);
+    if (r->straggler.present && r->straggler.rank != st->rank)
+        fprintf(out, "; over the steps the group waits for rank %u", r->straggler.rank);
+    fprintf(out, "\n");
+    return true;
+}
+
+/* The suggestion names the stall, else the straggler, else the leading
+ * unit's leader when there is one, then whatever makes the reading less
+ * certain. */
 static void write_next(const sf_report *r, FILE *out)
 {
-    if (write_next_straggler(r, out))
+    if (write_next_stall(r, out) || write_next_straggler(r, out))
         return;
     if (r->n_routing == 0) {
         fprintf(out, "next: nothing to route in this window\n");
@@ -152,6 +181,21 @@ static void write_table(const sf_report *r, FILE *out)
     }
 }
 
+/* A stall leads the view: one step holds most of the window's exposed
+ * time, so the figures over steps (counts, verdict, change) speak of the
+ * other steps. */
+static void write_stall(const sf_report *r, FILE *out)
+{
+    const sf_stall *st = &r->stall;
+    if (!st->present)
+        return;
+    fprintf(out,
+            "stall: rank %u in %s at step %lld, %.1f ms above the median step (%.1f%% of the "
+            "window's exposed time)\n",
+            st->rank, r->schema.names[st->stage], (long long)st->step, st->excess_ns / 1e6,
+            100 * st->share);
+}
+
 /* The verdict leads the view: which rank the group waited for, and where
  * its lateness began. */
 static void write_straggler(const sf_report *r, FILE *out)
@@ -159,8 +203,13 @@ static void write_straggler(const sf_report *r, FILE *out)
     const sf_straggler *v = &r->straggler;
     if (!v->present)
         return;
+    if (r->stall.present && r->stall.rank != v->rank)
+        fprintf(out, "straggler: rank %u at the stall (step %lld); over the steps, ", r->stall.rank,
+                (long long)r->stall.step);
+    else
+        fprintf(out, "straggler: ");
     fprintf(out,
-            "straggler: rank %u arrived last at %s's sync point in %u of %u steps, %.1f ms late "
+            "rank %u arrived last at %s's sync point in %u of %u steps, %.1f ms late "
             "(origin %s",
             v->rank, r->schema.names[v->sync_stage], v->arrived_last_steps, v->eligible_steps,
             v->median_lateness_ns / 1e6, r->schema.names[v->origin_stage]);
@@ -169,6 +218,24 @@ static void write_straggler(const sf_report *r, FILE *out)
     else if (v->persistence == SF_PERSIST_ROTATING)
         fprintf(out, "; rotating");
     fprintf(out, ")\n");
+}
+
+/* The stall's rank first when it is a suspect: it is the window's story. */
+static void write_suspects(const sf_report *r, FILE *out)
+{
+    if (r->n_suspects == 0)
+        return;
+    fprintf(out, "suspects:");
+    int n = 0;
+    for (uint32_t i = 0; r->stall.present && i < r->n_suspects; i++)
+        if (r->suspects[i].rank == r->stall.rank)
+            fprintf(out, "%s rank %u (%u steps, the stall)", n++ ? "," : "", r->suspects[i].rank,
+                    r->suspects[i].steps);
+    for (uint32_t i = 0; i < r->n_suspects; i++)
+        if (!r->stall.present || r->suspects[i].rank != r->stall.rank)
+            fprintf(out, "%s rank %u (%u steps)", n++ ? "," : "", r->suspects[i].rank,
+                    r->suspects[i].steps);
+    fprintf(out, "\n");
 }
 
 /* Each boundary's leader is written "stage (rank k)": "stage@k" is the
@@ -197,17 +264,12 @@ int sf_report_write_text(const sf_report *r, FILE *out)
             (long long)r->first_step, (long long)r->last_step, r->steps, r->ranks,
             r->meta.world_size, (double)r->exposed_total_ns / 1e9);
     sf_change_write_text(r, out); /* what changed leads, when the job has a baseline */
+    write_stall(r, out);
     write_straggler(r, out);
     write_route(r, out);
     write_names(r, out, "labels", r->labels, label_name_of, SF_LABEL_COUNT);
     write_names(r, out, "downgrades", r->downgrades, downgrade_name_of, SF_DG_COUNT);
-    if (r->n_suspects) {
-        fprintf(out, "suspects:");
-        for (uint32_t i = 0; i < r->n_suspects; i++)
-            fprintf(out, "%s rank %u (%u steps)", i ? "," : "", r->suspects[i].rank,
-                    r->suspects[i].steps);
-        fprintf(out, "\n");
-    }
+    write_suspects(r, out);
     write_critical_path(r, out);
     if (r->arrival_missing_steps)
         fprintf(out, "arrival marks missing: %llu rank-steps (not eligible for the verdict)\n",

@@ -4,19 +4,20 @@
  * file owns the command line; daemon/report/perfetto.c writes the events.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <string.h>
 
 #include "perfetto.h"
 #include "picture_source.h"
 #include "sfctl.h"
+#include "sfctl_args.h"
 
 static const char usage_text[] =
-    "usage: sfctl export [JOB | --file FILE] --format perfetto [--window N | --windows A-B]\n"
+    "usage: sfctl export [JOB | --file FILE] [--format perfetto] [--window N | --windows A-B]\n"
     "                    -o OUT.json [--gates FILE] [--window-steps N] [--warmup-steps N]\n"
     "                    [--tau X] [--baseline FILE | --baseline-windows N]\n"
     "Chrome trace JSON (Perfetto UI, chrome://tracing) of the latest full window, or of\n"
-    "the windows asked for: one track per rank, the frontier's track, verdicts.\n";
+    "the windows asked for: one track per rank, the frontier's track, verdicts.\n"
+    "--format perfetto is the default (and the one format).\n";
 
 static int parse_args(int argc, char **argv, struct picture_select *sel, struct picture_source *src)
 {
@@ -29,9 +30,12 @@ static int parse_args(int argc, char **argv, struct picture_select *sel, struct 
     };
     *sel = (struct picture_select){-1, -1};
     const char *format = NULL;
-    optind = 1;
+    struct sfctl_args p;
+    sfctl_args_init(&p, src->prog, src->usage, argc, argv, "o:", longopts);
     int c;
-    while ((c = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
+    while ((c = sfctl_args_next(&p)) != -1) {
+        if (c == SFCTL_ARGS_BAD)
+            return SFCTL_EXIT_USAGE;
         if (picture_source_opt(src, c, optarg))
             continue;
         if ((c == 'W' || c == 'R') && sel->first >= 0)
@@ -40,11 +44,11 @@ static int parse_args(int argc, char **argv, struct picture_select *sel, struct 
             return picture_usage_error(src, "invalid window selection '%s'", optarg);
         if (c == 'F')
             format = optarg;
-        else if (c != 'W' && c != 'R')
-            return picture_usage_error(src, "%s", "invalid option");
     }
-    if (format == NULL || strcmp(format, "perfetto") != 0)
-        return picture_usage_error(src, "unknown format '%s' (perfetto)", format ? format : "");
+    /* Perfetto is the one format, so it is the default; a .json OUT or none
+     * at all gets it without --format. */
+    if (format != NULL && strcmp(format, "perfetto") != 0)
+        return picture_usage_error(src, "unknown format '%s' (the one format is perfetto)", format);
     return picture_source_args(src, argc, argv, optind);
 }
 

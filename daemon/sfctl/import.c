@@ -6,7 +6,6 @@
  * parsing and import_steps.c the reduction.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <regex.h>
@@ -20,6 +19,7 @@
 #include "import.h"
 #include "recording.h"
 #include "sfctl.h"
+#include "sfctl_args.h"
 
 struct import_opts {
     import_reader_fn read;
@@ -100,8 +100,12 @@ static int parse_opts(int argc, char **argv, struct import_opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    if (argc < 2)
+    struct sfctl_args p; /* the usage is printed by the caller */
+    sfctl_args_init(&p, "sfctl import", NULL, argc, argv, "", longopts);
+    if (argc < 2) {
+        sfctl_args_fail(&p, "name the trace format: kineto or nsys");
         return -EINVAL;
+    }
     o->format = argv[1];
     if (strcmp(argv[1], "kineto") == 0)
         o->read = sfctl_import_kineto_read;
@@ -109,16 +113,22 @@ static int parse_opts(int argc, char **argv, struct import_opts *o)
         o->read = sfctl_import_nsys_read;
     else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
         return 1;
-    else
+    else {
+        sfctl_args_fail(&p, "unknown trace format '%s' (kineto or nsys)", argv[1]);
         return -EINVAL;
-    optind = 0;
-    int c;
+    }
+    sfctl_args_init(&p, "sfctl import", NULL, argc - 1, argv + 1, "o:h", longopts);
     argc--;
     argv++;
-    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+    int c;
+    while ((c = sfctl_args_next(&p)) != -1) {
+        if (c == SFCTL_ARGS_BAD)
+            return -EINVAL;
         int r = sfctl_report_opt(&o->report, c, optarg);
-        if (r < 0)
+        if (r < 0) {
+            sfctl_args_fail(&p, "at most 8 gate flags");
             return r;
+        }
         if (r == 1)
             continue;
         if (c == 'h')
@@ -127,8 +137,18 @@ static int parse_opts(int argc, char **argv, struct import_opts *o)
             return -EINVAL;
     }
     bool report_flags = o->report.json || o->report.gates_path || o->report.n_flags > 0;
-    if (optind >= argc || (report_flags && !o->replay) || (o->replay && (o->out || o->csv)))
+    if (optind >= argc) {
+        sfctl_args_fail(&p, "name the trace FILE(s), one per rank");
         return -EINVAL;
+    }
+    if (report_flags && !o->replay) {
+        sfctl_args_fail(&p, "the report options need --replay");
+        return -EINVAL;
+    }
+    if (o->replay && (o->out || o->csv)) {
+        sfctl_args_fail(&p, "--replay prints the report: -o and --csv do not apply");
+        return -EINVAL;
+    }
     if (o->out && (strcmp(o->out, "-") == 0))
         o->out = NULL;
     const char *dot = o->out ? strrchr(o->out, '.') : NULL;
@@ -253,7 +273,25 @@ static int cmp_by_rank(const void *x, const void *y)
     return (a->rank > b->rank) - (a->rank < b->rank);
 }
 
-/* Sorts fs by rank; every rank of 0..world-1 exactly once. */
+/* The ranks of 0..world-1 that no trace has, as "1, 4" (cut short past
+ * the buffer). */
+static void missing_ranks(const struct file_summary *fs, int n, int64_t world, char *list,
+                          size_t cap)
+{
+    size_t used = 0;
+    list[0] = '\0';
+    for (int64_t r = 0, i = 0; r < world && used < cap - 16; r++) {
+        if (i < n && fs[i].rank == r) {
+            i++;
+            continue;
+        }
+        used += (size_t)snprintf(list + used, cap - used, "%s%" PRId64, used ? ", " : "", r);
+    }
+}
+
+/* Sorts fs by rank; each rank at most once, below the world size. A
+ * partial set (a capture's suspect and control ranks) is taken: the rows
+ * keep their ranks in the whole world, and the missing ones are named. */
 static int check_ranks(struct file_summary *fs, int n, uint32_t *ret_world)
 {
     qsort(fs, (size_t)n, sizeof *fs, cmp_by_rank);
@@ -274,20 +312,12 @@ static int check_ranks(struct file_summary *fs, int n, uint32_t *ret_world)
         world = fs[0].info.world_size;
     }
     if (world != n) {
-        char list[200] = "";
-        size_t used = 0;
-        for (int64_t r = 0, i = 0; r < world && used < sizeof list - 16; r++) {
-            if (i < n && fs[i].rank == r) {
-                i++;
-                continue;
-            }
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%" PRId64,
-                                     used ? ", " : "", r);
-        }
+        char list[200];
+        missing_ranks(fs, n, world, list, sizeof list);
         fprintf(stderr,
-                "sfctl import: ranks missing from the %d traces (world size %" PRId64 "): %s\n", n,
-                world, list);
-        return -EINVAL;
+                "sfctl import: ranks missing from the %d traces (world size %" PRId64
+                "): %s; the rows cover the %d ranks traced\n",
+                n, world, list, n);
     }
     *ret_world = (uint32_t)world;
     return 0;

@@ -14,8 +14,30 @@
 #include "sfctl.h"
 #include "sfctl_live.h"
 
+/* Whether the recording is its header alone: sfd keeps a job's rows only
+ * while it runs; windows restored from history after a restart are reports
+ * without rows (docs/PICTURES.md, "After a restart"). */
+static bool header_only(const char *text, size_t len)
+{
+    const char *nl = memchr(text, '\n', len);
+    if (nl == NULL)
+        return true;
+    for (const char *p = nl + 1; p < text + len; p++)
+        if (*p != '\n' && *p != ' ' && *p != '\r')
+            return false;
+    return true;
+}
+
 static int read_recording(struct picture_source *src, const char *text, size_t len)
 {
+    if (header_only(text, len)) {
+        fprintf(stderr,
+                "%s: job '%s': no rows to draw: sfd keeps a job's rows only while it runs, and "
+                "this job's windows were restored from history after sfd restarted (or none has "
+                "closed yet); `sfctl report %s --last N` still shows them\n",
+                src->prog, src->job, src->job);
+        return SFCTL_EXIT_NOT_FOUND;
+    }
     FILE *f = fmemopen((void *)text, len, "r");
     if (f == NULL)
         return SFCTL_EXIT_INTERNAL;
@@ -30,8 +52,45 @@ static int read_recording(struct picture_source *src, const char *text, size_t l
     return r < 0 ? SFCTL_EXIT_INTERNAL : SFCTL_EXIT_OK;
 }
 
+/* No JOB and no --file: the one job sfd has, as `sfctl report` does. */
+static int only_job(struct picture_source *src)
+{
+    struct sfctl_request req = {.kind = SFCTL_Q_JOBS, .window = -1};
+    json_t *a;
+    char *text;
+    int ex = sfctl_ask(&req, &a, &text);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    free(text);
+    size_t n = json_array_size(a);
+    if (n == 1) {
+        const char *name = json_string_value(json_object_get(json_array_get(a, 0), "name"));
+        snprintf(src->job_buf, sizeof src->job_buf, "%s", name ? name : "");
+        src->job = src->job_buf;
+        json_decref(a);
+        return SFCTL_EXIT_OK;
+    }
+    if (n == 0) {
+        fprintf(stderr, "%s: no jobs: name a --file to draw\n", src->prog);
+        json_decref(a);
+        return SFCTL_EXIT_NOT_FOUND;
+    }
+    fprintf(stderr, "%s: several jobs: name one of", src->prog);
+    size_t i;
+    json_t *j;
+    json_array_foreach(a, i, j) fprintf(stderr, "%s %s", i ? "," : "", sfctl_json_str(j, "name"));
+    fprintf(stderr, " (or a --file)\n");
+    json_decref(a);
+    return SFCTL_EXIT_USAGE;
+}
+
 int picture_source_load(struct picture_source *src)
 {
+    if (src->file == NULL && src->job == NULL) {
+        int ex = only_job(src);
+        if (ex != SFCTL_EXIT_OK)
+            return ex;
+    }
     if (src->file != NULL) {
         snprintf(src->label, sizeof src->label, "%s", src->file);
         sf_gates seed;
@@ -85,7 +144,7 @@ int picture_source_args(struct picture_source *src, int argc, char **argv, int o
         src->job = argv[optind_++];
     if (optind_ != argc)
         return picture_usage_error(src, "unexpected argument '%s'", argv[optind_]);
-    if ((src->job == NULL) == (src->file == NULL))
+    if (src->job != NULL && src->file != NULL)
         return picture_usage_error(src, "%s", "name a JOB or a --file, not both");
     if (src->out == NULL)
         return picture_usage_error(src, "%s", "-o OUT is required");

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "replay.h"
+#include "stagefrontier/limits.h"
 
 /* The windows asked for: first..last by index (both -1: the latest full
  * window, that is the last one neither partial nor closed early, else the
@@ -23,9 +24,10 @@ struct picture_source {
     const char *prog;  /* "sfctl plot" */
     const char *usage; /* the command's usage text */
     const char *file;  /* --file, or NULL for a live job */
-    const char *job;   /* JOB, or NULL */
-    const char *out;   /* -o OUT */
-    char label[300];   /* names the input in messages */
+    const char *job;   /* JOB, or NULL: the one job sfd has */
+    char job_buf[SF_MAX_JOB_ID_LEN + 32];
+    const char *out; /* -o OUT */
+    char label[300]; /* names the input in messages */
     struct replay_input input;
     struct sfctl_report_opts report;
 };

@@ -5,7 +5,6 @@
  * and the drawing from plot_cairo.c. Output files appear whole or not at all.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include "picture_source.h"
 #include "plot_cairo.h"
 #include "sfctl.h"
+#include "sfctl_args.h"
 #include "sfctl_live.h"
 
 enum plot_kind { KIND_HEATMAP, KIND_FRONTIER, KIND_WINDOWS };
@@ -82,9 +82,12 @@ static int parse_args(int argc, char **argv, struct plot_opts *o, struct picture
         {NULL, 0, NULL, 0},
     };
     *o = (struct plot_opts){.kind = KIND_HEATMAP, .sel = {-1, -1}};
-    optind = 1;
+    struct sfctl_args p;
+    sfctl_args_init(&p, src->prog, src->usage, argc, argv, "o:", longopts);
     int c;
-    while ((c = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
+    while ((c = sfctl_args_next(&p)) != -1) {
+        if (c == SFCTL_ARGS_BAD)
+            return SFCTL_EXIT_USAGE;
         if (picture_source_opt(src, c, optarg))
             continue;
         if (c == 'k' && parse_kind(optarg, &o->kind) < 0)
@@ -96,8 +99,6 @@ static int parse_args(int argc, char **argv, struct plot_opts *o, struct picture
             return picture_usage_error(src, "invalid --window '%s'", optarg);
         if (c == 'd')
             o->data = optarg;
-        else if (c != 'k' && c != 'm' && c != 'W')
-            return picture_usage_error(src, "%s", "invalid option");
     }
     int ex = picture_source_args(src, argc, argv, optind);
     if (ex != SFCTL_EXIT_OK)

@@ -5,7 +5,6 @@
  * file < flags), window assembly and output; the readers own parsing.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,12 +12,14 @@
 #include <jansson.h>
 
 #include <stagefrontier/change.h>
+#include <stagefrontier/gates_text.h>
 
 #include "recording.h"
 #include "replay.h"
 #include "report_json.h"
 #include "report_text.h"
 #include "sfctl.h"
+#include "sfctl_args.h"
 
 struct replay_opts {
     const char *path;
@@ -76,22 +77,30 @@ static int parse_opts(int argc, char **argv, struct replay_opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    optind = 0;
+    struct sfctl_args p; /* the usage is printed by the caller */
+    sfctl_args_init(&p, "sfctl replay", NULL, argc, argv, "+jh", longopts);
     int c;
-    while ((c = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
+    while ((c = sfctl_args_next(&p)) != -1) {
+        if (c == SFCTL_ARGS_BAD)
+            return -EINVAL;
         int r = sfctl_report_opt(&o->report, c, optarg);
-        if (r < 0)
+        if (r < 0) {
+            sfctl_args_fail(&p, "at most 8 gate flags");
             return r;
+        }
         if (r == 1)
             continue;
-        if (c == 'h') {
-            usage(stdout);
-            return 1;
-        }
+        usage(stdout); /* 'h' */
+        return 1;
+    }
+    if (optind == argc) {
+        sfctl_args_fail(&p, "name the FILE to replay (- for standard input)");
         return -EINVAL;
     }
-    if (optind != argc - 1)
+    if (optind != argc - 1) {
+        sfctl_args_fail(&p, "unexpected argument '%s'", argv[optind + 1]);
         return -EINVAL;
+    }
     o->path = argv[optind];
     return 0;
 }
@@ -109,9 +118,12 @@ static int on_gate(void *user, const char *section, const char *key, const char 
         return 0;
     }
     int r = sf_gates_set(ctx->gates, key, value);
+    char why[96] = "";
+    if (r == -EINVAL)
+        sf_gates_explain(key, why, sizeof why);
     if (r < 0)
-        snprintf(ctx->err, sizeof ctx->err, "%s gate \"%s\"",
-                 r == -ENOENT ? "unknown" : "invalid value for", key);
+        snprintf(ctx->err, sizeof ctx->err, "%s gate \"%s\"%s%s",
+                 r == -ENOENT ? "unknown" : "invalid value for", key, why[0] ? ": " : "", why);
     return r == 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "import.h"
 #include "sfctl.h"
+#include "sfctl_args.h"
 #include "sfctl_live.h"
 #include "peers.h" /* peer layer: sfctl peers */
 
@@ -24,17 +25,18 @@ static const struct sfctl_command commands[] = {
     {"report", sfctl_cmd_report, "[JOB] [--window N | --last N] [--json]",
      "report of the latest (or a given) window"},
     {"ranks", sfctl_cmd_ranks, "JOB [--json]", "ranks of a job and their connections"},
-    {"watch", sfctl_cmd_watch, "JOB [--count N] [--interval MS] [--json]",
+    {"watch", sfctl_cmd_watch, "JOB [--wait] [--count N] [--interval MS] [--json]",
      "redraw the report as windows close"},
     {"record", sfctl_cmd_record, "JOB [-o FILE]", "JSON Lines dump of the kept windows"},
     {"baseline", sfctl_cmd_baseline, "JOB [--pin WINDOW | --clear] [--json]",
      "show, pin or clear the reference of the change"},
     {"replay", sfctl_cmd_replay, "FILE [--json] ...", "offline report of a CSV or recording"},
-    {"import", sfctl_cmd_import, "kineto|nsys FILE... [-o FILE] [--replay]",
+    {"import", sfctl_cmd_import,
+     "kineto|nsys FILE... [-o FILE] [--rank-from RE] [--map F] [--job ID] [--replay]",
      "stage rows from torch.profiler or Nsight Systems traces"},
     {"plot", sfctl_cmd_plot, "[JOB | --file FILE] [--kind K] -o OUT.svg|.png|.pdf",
-     "heatmap, frontier ledger or windows picture (cairo)"},
-    {"export", sfctl_cmd_export, "[JOB | --file FILE] --format perfetto -o OUT",
+     "--kind heatmap, frontier or windows picture (cairo)"},
+    {"export", sfctl_cmd_export, "[JOB | --file FILE] [--format perfetto] -o OUT",
      "Chrome trace JSON of windows for Perfetto"},
     {"capture", sfctl_cmd_capture, "JOB [--ranks 3,5 | --suspects] [--steps N] [--json]",
      "ask the ranks for a profiler trace; prints the capture id"},
@@ -67,9 +69,9 @@ static bool wants_help(int argc, char **argv)
 
 static int command_usage(const struct sfctl_command *c)
 {
-    if (c->run == sfctl_cmd_replay) /* replay documents its input formats too */
-        return sfctl_cmd_replay(2, (char *[]){"replay", "--help", NULL});
-    if (c->run == sfctl_cmd_plot || c->run == sfctl_cmd_export)
+    /* These document their input formats and every option themselves. */
+    if (c->run == sfctl_cmd_replay || c->run == sfctl_cmd_import || c->run == sfctl_cmd_plot ||
+        c->run == sfctl_cmd_export)
         return c->run(2, (char *[]){(char *)c->name, "--help", NULL});
     printf("usage: sfctl [--socket PATH] %s %s\n  %s\n", c->name, c->args, c->help);
     return SFCTL_EXIT_OK;
@@ -77,18 +79,22 @@ static int command_usage(const struct sfctl_command *c)
 
 int main(int argc, char **argv)
 {
-    int i = 1;
-    while (i < argc && argv[i][0] == '-') {
-        if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
-            sfctl_set_socket_path(argv[i + 1]);
-            i += 2;
-        } else if (strncmp(argv[i], "--socket=", 9) == 0) {
-            sfctl_set_socket_path(argv[i] + 9);
-            i++;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    struct sfctl_args a;
+    sfctl_args_init(&a, "sfctl", NULL, argc, argv, "+h", opts);
+    int opt;
+    while ((opt = sfctl_args_next(&a)) != -1) {
+        if (opt == 's') {
+            sfctl_set_socket_path(optarg);
+        } else if (opt == 'h') {
             usage(stdout);
             return SFCTL_EXIT_OK;
-        } else if (strcmp(argv[i], "--version") == 0) {
+        } else if (opt == 'V') {
             printf("sfctl %s\n", SF_VERSION);
             return SFCTL_EXIT_OK;
         } else {
@@ -96,7 +102,9 @@ int main(int argc, char **argv)
             return SFCTL_EXIT_USAGE;
         }
     }
+    int i = optind;
     if (i >= argc) {
+        fprintf(stderr, "sfctl: name a COMMAND\n");
         usage(stderr);
         return SFCTL_EXIT_USAGE;
     }

@@ -3,12 +3,12 @@
  * clears the reference a live job's change is measured against
  * (docs/SFCTL.md). Speaks only the query protocol.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sfctl.h"
+#include "sfctl_args.h"
 #include "sfctl_live.h"
 
 #define USAGE "JOB [--pin WINDOW | --clear] [--json]"
@@ -28,16 +28,14 @@ static int parse(int argc, char **argv, struct baseline_args *a)
         {NULL, 0, NULL, 0},
     };
     *a = (struct baseline_args){.pin = -1};
-    optind = 1;
+    struct sfctl_args p;
+    sfctl_args_init(&p, "sfctl baseline", USAGE, argc, argv, "p:cj", opts);
     int c;
-    while ((c = getopt_long(argc, argv, "p:cj", opts, NULL)) != -1) {
+    while ((c = sfctl_args_next(&p)) != -1) {
         switch (c) {
         case 'p':
-            if (sfctl_parse_i64(optarg, 0, &a->pin) < 0) {
-                fprintf(stderr, "sfctl baseline: --pin needs a window index >= 0, not \"%s\"\n",
-                        optarg);
+            if (sfctl_args_i64(&p, "a window index", 0, &a->pin) != 0)
                 return SFCTL_EXIT_USAGE;
-            }
             break;
         case 'c':
             a->clear = true;
@@ -46,11 +44,15 @@ static int parse(int argc, char **argv, struct baseline_args *a)
             a->json = true;
             break;
         default:
-            return sfctl_usage_error("baseline", USAGE, NULL);
+            return SFCTL_EXIT_USAGE;
         }
     }
-    if (optind != argc - 1 || (a->clear && a->pin >= 0))
-        return sfctl_usage_error("baseline", USAGE, NULL);
+    if (optind == argc)
+        return sfctl_args_fail(&p, "name a JOB (sfctl jobs lists them)");
+    if (optind != argc - 1)
+        return sfctl_args_fail(&p, "unexpected argument '%s'", argv[optind + 1]);
+    if (a->clear && a->pin >= 0)
+        return sfctl_args_fail(&p, "--pin and --clear exclude each other");
     a->job = argv[optind];
     return SFCTL_EXIT_OK;
 }

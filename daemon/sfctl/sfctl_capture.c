@@ -5,12 +5,12 @@
  * Speaks only the query protocol; sfd decides who may capture what.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sfctl.h"
+#include "sfctl_args.h"
 #include "sfctl_live.h"
 
 #define CAPTURE_USAGE "JOB [--ranks 3,5 | --suspects] [--steps N] [--json]"
@@ -60,34 +60,37 @@ static int parse_capture(int argc, char **argv, struct capture_args *a)
         {NULL, 0, NULL, 0},
     };
     *a = (struct capture_args){0};
-    optind = 1;
+    struct sfctl_args p;
+    sfctl_args_init(&p, "sfctl capture", CAPTURE_USAGE, argc, argv, "r:sn:j", opts);
     int c;
-    while ((c = getopt_long(argc, argv, "r:sn:j", opts, NULL)) != -1) {
+    while ((c = sfctl_args_next(&p)) != -1) {
         switch (c) {
         case 'r':
             if (parse_ranks(optarg, a) < 0)
-                return sfctl_usage_error("capture", CAPTURE_USAGE,
-                                         "--ranks takes 1..16 rank numbers");
+                return sfctl_args_fail(&p, "--ranks takes 1..%d rank numbers, not '%s'", MAX_RANKS,
+                                       optarg);
             break;
         case 's':
             a->suspects = true;
             break;
         case 'n':
             if (parse_u32(optarg, 1, SF_MAX_CAPTURE_STEPS, &a->steps) < 0)
-                return sfctl_usage_error("capture", CAPTURE_USAGE, "--steps takes 1..100");
+                return sfctl_args_fail(&p, "--steps takes 1..%d, not '%s'", SF_MAX_CAPTURE_STEPS,
+                                       optarg);
             break;
         case 'j':
             a->json = true;
             break;
         default:
-            return sfctl_usage_error("capture", CAPTURE_USAGE, NULL);
+            return SFCTL_EXIT_USAGE;
         }
     }
+    if (optind == argc)
+        return sfctl_args_fail(&p, "name a JOB (sfctl jobs lists them)");
     if (optind != argc - 1)
-        return sfctl_usage_error("capture", CAPTURE_USAGE, NULL);
+        return sfctl_args_fail(&p, "unexpected argument '%s'", argv[optind + 1]);
     if (a->suspects == (a->n_ranks > 0))
-        return sfctl_usage_error("capture", CAPTURE_USAGE,
-                                 "name the ranks or --suspects, not both");
+        return sfctl_args_fail(&p, "name the ranks or --suspects, not both");
     a->job = argv[optind];
     return SFCTL_EXIT_OK;
 }

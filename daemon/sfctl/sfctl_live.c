@@ -6,7 +6,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "sfctl.h"
+#include "sfctl_args.h"
 #include "sfctl_live.h"
 
 int sfctl_parse_i64(const char *s, int64_t lo, int64_t *ret)
@@ -44,16 +44,21 @@ static int simple_args(int argc, char **argv, const char *usage, bool takes_job,
                        const char **ret_job)
 {
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    char prog[64];
+    snprintf(prog, sizeof prog, "sfctl %s", argv[0]);
+    struct sfctl_args a;
+    sfctl_args_init(&a, prog, usage, argc, argv, "j", opts);
     int c;
     bool json = false;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
-        if (c != 'j')
-            return sfctl_usage_error(argv[0], usage, NULL);
+    while ((c = sfctl_args_next(&a)) != -1) {
+        if (c == SFCTL_ARGS_BAD)
+            return SFCTL_EXIT_USAGE;
         json = true;
     }
+    if (takes_job && optind == argc)
+        return sfctl_args_fail(&a, "name a JOB (sfctl jobs lists them)");
     if (argc - optind != (takes_job ? 1 : 0))
-        return sfctl_usage_error(argv[0], usage, NULL);
+        return sfctl_args_fail(&a, "unexpected argument '%s'", argv[optind + (takes_job ? 1 : 0)]);
     *ret_json = json;
     *ret_job = takes_job ? argv[optind] : NULL;
     return SFCTL_EXIT_OK;
@@ -254,29 +259,50 @@ int sfctl_cmd_jobs(int argc, char **argv)
     return sfctl_show(argc, argv, "[--json]", false, SFCTL_Q_JOBS, show_jobs);
 }
 
+/* A rank's integer field, "-" when the rank has not told it (pid 0 or a
+ * negative step: never connected to this sfd). */
+static void known_int(json_t *r, const char *key, long long unknown_below, char *buf, size_t len)
+{
+    json_t *v = json_object_get(r, key);
+    if (json_is_integer(v) && json_integer_value(v) >= unknown_below)
+        snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+    else
+        snprintf(buf, len, "-");
+}
+
+static const char *or_dash(const char *s)
+{
+    return s[0] != '\0' ? s : "-";
+}
+
 static int show_ranks(json_t *o, const char *job)
 {
     printf("job %s, world size %lld, segment %lld\n", job, sfctl_json_int(o, "world_size"),
            sfctl_json_int(o, "segment"));
     printf("%6s %9s %8s %-16s %-12s %10s %10s %-21s %8s %-24s %s\n", "RANK", "CONNECTED", "PID",
            "HOST", "ROLE", "RECORDS", "LAST_STEP", "LAST_SEEN", "AT_STEP", "OPEN_STAGE", "STATE");
-    size_t i;
+    size_t i, unseen = 0;
     json_t *r;
     json_array_foreach(json_object_get(o, "ranks"), i, r)
     {
-        char seen[40], at[24] = "-";
+        char seen[40], at[24] = "-", pid[24], last[24];
         sfctl_format_time(json_object_get(r, "last_seen"), seen, sizeof seen);
         if (json_is_integer(json_object_get(r, "position_step")))
             snprintf(at, sizeof at, "%lld", sfctl_json_int(r, "position_step"));
-        printf("%6lld %9s %8lld %-16s %-12s %10lld %10lld %-21s %8s %-24s %s%s\n",
+        known_int(r, "pid", 1, pid, sizeof pid);
+        known_int(r, "last_step", 0, last, sizeof last);
+        unseen += strcmp(sfctl_json_str(r, "state"), "unseen") == 0;
+        printf("%6lld %9s %8s %-16s %-12s %10lld %10s %-21s %8s %-24s %s%s\n",
                sfctl_json_int(r, "rank"),
-               json_is_true(json_object_get(r, "connected")) ? "yes" : "no",
-               sfctl_json_int(r, "pid"), json_string_value(json_object_get(r, "host")),
-               json_string_value(json_object_get(r, "role")), sfctl_json_int(r, "records"),
-               sfctl_json_int(r, "last_step"), seen, at, sfctl_json_str(r, "open_stage"),
+               json_is_true(json_object_get(r, "connected")) ? "yes" : "no", pid,
+               or_dash(sfctl_json_str(r, "host")), or_dash(sfctl_json_str(r, "role")),
+               sfctl_json_int(r, "records"), last, seen, at, sfctl_json_str(r, "open_stage"),
                sfctl_json_str(r, "state"),
                json_is_true(json_object_get(r, "culprit")) ? " (culprit)" : "");
     }
+    if (i > 0 && unseen == i)
+        printf("(no rank of this job has connected since sfd started: its windows are from a "
+               "previous run, restored from history)\n");
     return SFCTL_EXIT_OK;
 }
 
@@ -290,61 +316,62 @@ int sfctl_cmd_ranks(int argc, char **argv)
 struct report_args {
     const char *job;
     int64_t window, count, interval_ms, last; /* last 0: the latest complete window */
-    bool json;
+    bool json, wait;                          /* wait: watch waits for the job's first Hello */
     const char *out;
 };
 
 static int report_args(int argc, char **argv, struct report_args *a, const char *usage)
 {
     static const struct option opts[] = {
-        {"window", required_argument, NULL, 'w'},
-        {"json", no_argument, NULL, 'j'},
-        {"count", required_argument, NULL, 'n'},
-        {"interval", required_argument, NULL, 'i'},
-        {"last", required_argument, NULL, 'l'},
-        {"output", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0},
+        {"window", required_argument, NULL, 'w'}, {"json", no_argument, NULL, 'j'},
+        {"count", required_argument, NULL, 'n'},  {"interval", required_argument, NULL, 'i'},
+        {"last", required_argument, NULL, 'l'},   {"output", required_argument, NULL, 'o'},
+        {"wait", no_argument, NULL, 'W'},         {NULL, 0, NULL, 0},
     };
+    char prog[64];
+    snprintf(prog, sizeof prog, "sfctl %s", argv[0]);
+    struct sfctl_args p;
+    sfctl_args_init(&p, prog, usage, argc, argv, "w:jn:i:l:o:", opts);
     int c;
     bool has_last = false;
     *a = (struct report_args){.window = -1, .count = 0, .interval_ms = 1000, .last = 0};
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "w:jn:i:l:o:", opts, NULL)) != -1) {
+    while ((c = sfctl_args_next(&p)) != -1) {
         int r = 0;
         switch (c) {
         case 'w':
-            r = sfctl_parse_i64(optarg, 0, &a->window);
+            r = sfctl_args_i64(&p, "a window index", 0, &a->window);
             break;
         case 'j':
             a->json = true;
             break;
         case 'n':
-            r = sfctl_parse_i64(optarg, 1, &a->count);
+            r = sfctl_args_i64(&p, "a count", 1, &a->count);
             break;
         case 'i':
-            r = sfctl_parse_i64(optarg, 10, &a->interval_ms);
+            r = sfctl_args_i64(&p, "milliseconds", 10, &a->interval_ms);
             break;
         case 'l':
-            r = sfctl_parse_i64(optarg, 1, &a->last);
+            r = sfctl_args_i64(&p, "a number of windows", 1, &a->last);
             has_last = true;
             break;
         case 'o':
             a->out = optarg;
             break;
+        case 'W':
+            a->wait = true;
+            break;
         default:
-            r = -EINVAL;
+            return SFCTL_EXIT_USAGE;
         }
-        if (r < 0)
-            return sfctl_usage_error(argv[0], usage, NULL);
+        if (r != 0)
+            return r;
     }
     if (optind < argc)
         a->job = argv[optind++];
     if (optind != argc)
-        return sfctl_usage_error(argv[0], usage, NULL);
-    if (has_last && a->window >= 0) {
-        fprintf(stderr, "sfctl %s: --window and --last exclude each other\n", argv[0]);
-        return SFCTL_EXIT_USAGE;
-    }
+        return sfctl_args_fail(&p, "unexpected argument '%s'", argv[optind]);
+    if (has_last && a->window >= 0)
+        return sfctl_args_fail(&p, "--window and --last exclude each other");
     return SFCTL_EXIT_OK;
 }
 
@@ -369,7 +396,7 @@ int sfctl_cmd_record(int argc, char **argv)
     if (ex != SFCTL_EXIT_OK)
         return ex;
     if (a.job == NULL)
-        return sfctl_usage_error(argv[0], "JOB [-o FILE]", NULL);
+        return sfctl_usage_error(argv[0], "JOB [-o FILE]", "name a JOB (sfctl jobs lists them)");
     struct sfctl_request req = {.kind = SFCTL_Q_RECORD, .job_id = a.job, .window = -1};
     char *text;
     size_t len;
@@ -426,9 +453,10 @@ static void on_sigint(int sig)
     watch_stop = 1;
 }
 
-static int job_exists(const char *job)
+static int job_exists(const char *job, bool quiet)
 {
-    struct sfctl_request req = {.kind = SFCTL_Q_RANKS, .job_id = job, .window = -1};
+    struct sfctl_request req = {
+        .kind = SFCTL_Q_RANKS, .job_id = job, .window = -1, .quiet_not_found = quiet};
     char *text;
     size_t len;
     int ex = sfctl_query(&req, &text, &len);
@@ -437,52 +465,120 @@ static int job_exists(const char *job)
     return ex;
 }
 
+/* Whether a jobs entry is the one JOB names: [UID/]ID[@N], without @N its
+ * newest incarnation (docs/SFCTL.md, "Naming a job"). */
+static bool names_job(json_t *j, const char *job)
+{
+    const char *id = json_string_value(json_object_get(j, "job_id"));
+    const char *slash = strchr(job, '/'), *name = slash ? slash + 1 : job;
+    const char *at = strrchr(name, '@');
+    size_t len = at ? (size_t)(at - name) : strlen(name);
+    if (id == NULL || strlen(id) != len || strncmp(id, name, len) != 0)
+        return false;
+    if (at ? strtoll(at + 1, NULL, 10) != sfctl_json_int(j, "incarnation")
+           : !json_is_true(json_object_get(j, "newest")))
+        return false;
+    if (slash == NULL)
+        return true;
+    char uid[24];
+    snprintf(uid, sizeof uid, "%lld", sfctl_json_int(j, "uid"));
+    return (size_t)(slash - job) == strlen(uid) && strncmp(job, uid, strlen(uid)) == 0;
+}
+
+/* Whether the job has ended: no rank connected and no window open, so its
+ * latest report is its last. */
+static int job_ended(const char *job, bool *ret_ended)
+{
+    struct sfctl_request req = {.kind = SFCTL_Q_JOBS, .window = -1};
+    json_t *a;
+    int ex = fetch_json(&req, &a);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    bool ended = false;
+    size_t i;
+    json_t *j;
+    json_array_foreach(a, i, j) if (names_job(j, job)) ended =
+        strcmp(sfctl_json_str(j, "state"), "ended") == 0 && sfctl_json_int(j, "open_windows") == 0;
+    json_decref(a);
+    *ret_ended = ended;
+    return SFCTL_EXIT_OK;
+}
+
+/* One poll of watch: draws the report when it changed. *drawn counts the
+ * draws; *ret_ended says the job has ended (its last report is drawn). */
+struct watch_state {
+    const struct report_args *a;
+    bool tty;
+    char *shown;
+    int64_t drawn;
+};
+
+static int watch_poll(struct watch_state *w, bool *ret_ended)
+{
+    const struct report_args *a = w->a;
+    *ret_ended = false;
+    /* Until the first draw, an unknown job ends the watch (exit 5), unless
+     * --wait: then its first Hello is waited for. A known job without a
+     * closed window is waited for in silence. */
+    if (w->shown == NULL) {
+        int ex = job_exists(a->job, a->wait);
+        if (ex == SFCTL_EXIT_NOT_FOUND && a->wait)
+            return SFCTL_EXIT_OK;
+        if (ex != SFCTL_EXIT_OK)
+            return ex;
+    }
+    bool ended;
+    int ex = job_ended(a->job, &ended); /* before the report: then the report is the last */
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = {.kind = SFCTL_Q_REPORT,
+                                .job_id = a->job,
+                                .window = -1,
+                                .format = a->json ? 0 : 1,
+                                .quiet_not_found = w->shown == NULL};
+    char *text = NULL; /* sfctl_query sets it only on success */
+    size_t len;
+    ex = sfctl_query(&req, &text, &len);
+    if (ex == SFCTL_EXIT_NOT_FOUND && w->shown == NULL) {
+        if (ended) {
+            fprintf(stderr, "sfctl watch: job '%s' has ended without a closed window\n", a->job);
+            return SFCTL_EXIT_NOT_FOUND;
+        }
+        return SFCTL_EXIT_OK; /* the job's first window has not closed yet */
+    }
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    if (w->shown == NULL || strcmp(w->shown, text) != 0) {
+        draw(text, len, w->tty, a->json);
+        free(w->shown);
+        w->shown = text;
+        text = NULL;
+        w->drawn++;
+    }
+    free(text);
+    *ret_ended = ended;
+    return SFCTL_EXIT_OK;
+}
+
 int sfctl_cmd_watch(int argc, char **argv)
 {
     struct report_args a;
-    const char *usage = "JOB [--count N] [--interval MS] [--json]";
+    const char *usage = "JOB [--wait] [--count N] [--interval MS] [--json]";
     int ex = report_args(argc, argv, &a, usage);
     if (ex != SFCTL_EXIT_OK)
         return ex;
     if (a.job == NULL)
-        return sfctl_usage_error(argv[0], usage, NULL);
+        return sfctl_usage_error(argv[0], usage, "name a JOB (sfctl jobs lists them)");
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: poll() below wakes up */
-    bool tty = isatty(STDOUT_FILENO);
-    char *shown = NULL;
-    int64_t drawn = 0;
-    struct sfctl_request req = {.kind = SFCTL_Q_REPORT,
-                                .job_id = a.job,
-                                .window = -1,
-                                .format = a.json ? 0 : 1,
-                                .quiet_not_found = true};
-    ex = SFCTL_EXIT_OK;
-    while (!watch_stop && (a.count == 0 || drawn < a.count)) {
-        char *text = NULL; /* sfctl_query sets it only on success */
-        size_t len;
-        /* Until the first draw, an unknown job ends the watch (exit 5); a
-         * known job without a closed window is waited for in silence. */
-        ex = shown == NULL ? job_exists(a.job) : SFCTL_EXIT_OK;
-        if (ex != SFCTL_EXIT_OK)
-            break;
-        req.quiet_not_found = shown == NULL;
-        ex = sfctl_query(&req, &text, &len);
-        if (ex == SFCTL_EXIT_NOT_FOUND && shown == NULL) {
-            ex = SFCTL_EXIT_OK; /* the job's first window has not closed yet */
-        } else if (ex != SFCTL_EXIT_OK) {
-            break;
-        } else if (shown == NULL || strcmp(shown, text) != 0) {
-            draw(text, len, tty, a.json);
-            free(shown);
-            shown = text;
-            text = NULL;
-            drawn++;
-        }
-        free(text);
-        if (a.count != 0 && drawn >= a.count)
+    struct watch_state w = {.a = &a, .tty = isatty(STDOUT_FILENO)};
+    bool ended = false;
+    while (!watch_stop && (a.count == 0 || w.drawn < a.count)) {
+        ex = watch_poll(&w, &ended);
+        if (ex != SFCTL_EXIT_OK || ended || (a.count != 0 && w.drawn >= a.count))
             break;
         poll(NULL, 0, (int)a.interval_ms);
     }
-    free(shown);
+    free(w.shown);
     return ex;
 }

@@ -320,6 +320,13 @@ int sfd_capture_ask(struct sfd_job *job, const struct sfd_capture_ask *ask, uint
                 return -EINVAL;
             }
     }
+    /* Well formed, but the job's ranks connected here and all have gone:
+     * nobody is left to take a trace. (A job known from reports alone has
+     * its ranks elsewhere.) */
+    if (!job->reports_only && job->n_live_ranks == 0) {
+        *ret_err = "the job has ended: no rank is left to take a trace";
+        return -ENOENT;
+    }
     char reason[96];
     snprintf(reason, sizeof reason, "operator (uid %u)%s", (unsigned)ask->uid,
              ask->suspects ? ": the latest window's suspects" : "");

@@ -14,6 +14,7 @@
 
 #include "capture.h"
 #include "sfd.h"
+#include "stagefrontier/gates_text.h"
 #include "stagefrontier/strutil.h"
 
 struct parse_ctx {
@@ -21,6 +22,7 @@ struct parse_ctx {
     char *err;
     size_t errlen;
     bool failed;
+    char why[96]; /* what the key takes, set by the setter that refused its value */
 };
 
 void sfd_config_default(struct sfd_config *ret)
@@ -87,111 +89,134 @@ static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret)
     return 0;
 }
 
-static int set_str(char *dst, size_t cap, const char *v)
+static int set_str(struct parse_ctx *p, char *dst, size_t cap, const char *v)
 {
     size_t n = strlen(v);
-    if (n >= cap)
+    if (n >= cap) {
+        snprintf(p->why, sizeof p->why, "too long: at most %zu characters", cap - 1);
         return -ENAMETOOLONG;
+    }
     memcpy(dst, v, n + 1);
     return 0;
 }
 
-static int set_u32(uint32_t *dst, const char *v, uint64_t lo, uint64_t hi)
+static int set_u64(struct parse_ctx *p, uint64_t *dst, const char *v, uint64_t lo, uint64_t hi)
+{
+    int r = parse_u64(v, lo, hi, dst);
+    if (r < 0)
+        snprintf(p->why, sizeof p->why, "must be %" PRIu64 "..%" PRIu64, lo, hi);
+    return r;
+}
+
+static int set_u32(struct parse_ctx *p, uint32_t *dst, const char *v, uint64_t lo, uint64_t hi)
 {
     uint64_t x;
-    int r = parse_u64(v, lo, hi, &x);
+    int r = set_u64(p, &x, v, lo, hi);
     if (r == 0)
         *dst = (uint32_t)x;
     return r;
 }
 
-/* Liveness and captures (docs/SFD.md, "Liveness" and "Captures"). */
-static int set_capture_key(struct sfd_config *c, const char *k, const char *v)
+static int set_bool(struct parse_ctx *p, bool *dst, const char *v)
 {
+    int r = sf_parse_bool(v, dst);
+    if (r < 0)
+        snprintf(p->why, sizeof p->why, "must be yes or no (true/false, on/off, 1/0)");
+    return r;
+}
+
+/* Liveness and captures (docs/SFD.md, "Liveness" and "Captures"). */
+static int set_capture_key(struct parse_ctx *p, const char *k, const char *v)
+{
+    struct sfd_config *c = p->cfg;
     if (!strcmp(k, "stall_after_s"))
-        return set_u32(&c->stall_after_s, v, 1, 86400);
+        return set_u32(p, &c->stall_after_s, v, 1, 86400);
     if (!strcmp(k, "auto_capture"))
-        return sf_parse_bool(v, &c->auto_capture);
+        return set_bool(p, &c->auto_capture, v);
     if (!strcmp(k, "auto_capture_windows"))
-        return set_u32(&c->auto_capture_windows, v, 1, 1000);
+        return set_u32(p, &c->auto_capture_windows, v, 1, 1000);
     if (!strcmp(k, "auto_capture_cooldown_s"))
-        return set_u32(&c->auto_capture_cooldown_s, v, 0, 7 * 86400);
+        return set_u32(p, &c->auto_capture_cooldown_s, v, 0, 7 * 86400);
     if (!strcmp(k, "auto_capture_max"))
-        return set_u32(&c->auto_capture_max, v, 0, SFD_AUTO_CAPTURE_MAX);
+        return set_u32(p, &c->auto_capture_max, v, 0, SFD_AUTO_CAPTURE_MAX);
     if (!strcmp(k, "auto_capture_steps"))
-        return set_u32(&c->auto_capture_steps, v, 1, SF_MAX_CAPTURE_STEPS);
+        return set_u32(p, &c->auto_capture_steps, v, 1, SF_MAX_CAPTURE_STEPS);
     if (!strcmp(k, "capture_timeout_s"))
-        return set_u32(&c->capture_timeout_s, v, 10, 86400);
+        return set_u32(p, &c->capture_timeout_s, v, 10, 86400);
     return -ENOENT;
 }
 
-static int set_sfd_key(struct sfd_config *c, const char *k, const char *v)
+static int set_sfd_key(struct parse_ctx *p, const char *k, const char *v)
 {
+    struct sfd_config *c = p->cfg;
     if (!strcmp(k, "runtime_dir"))
-        return set_str(c->runtime_dir, sizeof(c->runtime_dir), v);
+        return set_str(p, c->runtime_dir, sizeof(c->runtime_dir), v);
     if (!strcmp(k, "ingest_socket"))
-        return set_str(c->ingest_path, sizeof(c->ingest_path), v);
+        return set_str(p, c->ingest_path, sizeof(c->ingest_path), v);
     if (!strcmp(k, "query_socket"))
-        return set_str(c->query_path, sizeof(c->query_path), v);
+        return set_str(p, c->query_path, sizeof(c->query_path), v);
     if (!strcmp(k, "prom_dir"))
-        return set_str(c->prom_dir, sizeof(c->prom_dir), v);
+        return set_str(p, c->prom_dir, sizeof(c->prom_dir), v);
     if (!strcmp(k, "state_dir"))
-        return set_str(c->state_dir, sizeof(c->state_dir), v);
+        return set_str(p, c->state_dir, sizeof(c->state_dir), v);
     if (!strcmp(k, "operators_group"))
-        return set_str(c->operators_group, sizeof(c->operators_group), v);
+        return set_str(p, c->operators_group, sizeof(c->operators_group), v);
     if (!strcmp(k, "window_grace_ms"))
-        return parse_u64(v, 0, 3600000, &c->window_grace_ms);
+        return set_u64(p, &c->window_grace_ms, v, 0, 3600000);
     if (!strcmp(k, "status_interval_ms"))
-        return parse_u64(v, 100, 3600000, &c->status_interval_ms);
+        return set_u64(p, &c->status_interval_ms, v, 100, 3600000);
     if (!strcmp(k, "watchdog"))
-        return sf_parse_bool(v, &c->watchdog);
+        return set_bool(p, &c->watchdog, v);
     if (!strcmp(k, "alert_command"))
-        return set_str(c->alert_command, sizeof(c->alert_command), v);
+        return set_str(p, c->alert_command, sizeof(c->alert_command), v);
     if (!strcmp(k, "alert_windows"))
-        return set_u32(&c->alert_windows, v, 1, 10000);
+        return set_u32(p, &c->alert_windows, v, 1, 10000);
     if (!strcmp(k, "alert_interval_ms"))
-        return parse_u64(v, 0, UINT64_C(86400000), &c->alert_interval_ms);
+        return set_u64(p, &c->alert_interval_ms, v, 0, UINT64_C(86400000));
     if (!strcmp(k, "log_level")) {
         int l = sfd_log_level_parse(v);
-        if (l < 0)
+        if (l < 0) {
+            snprintf(p->why, sizeof p->why, "must be err, warning, notice, info or debug");
             return l;
+        }
         c->log_level = l;
         return 0;
     }
     return -ENOENT;
 }
 
-static int set_limit_key(struct sfd_config *c, const char *k, const char *v)
+static int set_limit_key(struct parse_ctx *p, const char *k, const char *v)
 {
+    struct sfd_config *c = p->cfg;
     if (!strcmp(k, "max_jobs"))
-        return set_u32(&c->max_jobs, v, 1, 65536);
+        return set_u32(p, &c->max_jobs, v, 1, 65536);
     if (!strcmp(k, "max_connections"))
-        return set_u32(&c->max_connections, v, 1, 1u << 20);
+        return set_u32(p, &c->max_connections, v, 1, 1u << 20);
     if (!strcmp(k, "max_ranks"))
-        return set_u32(&c->max_ranks, v, 1, SF_MAX_RANKS);
+        return set_u32(p, &c->max_ranks, v, 1, SF_MAX_RANKS);
     if (!strcmp(k, "max_pending_steps"))
-        return set_u32(&c->max_pending_steps, v, 1, 1u << 26);
+        return set_u32(p, &c->max_pending_steps, v, 1, 1u << 26);
     if (!strcmp(k, "frame_max_bytes"))
-        return set_u32(&c->frame_max_bytes, v, 512, SFD_FRAME_MAX_CAP);
+        return set_u32(p, &c->frame_max_bytes, v, 512, SFD_FRAME_MAX_CAP);
     if (!strcmp(k, "keep_windows"))
-        return set_u32(&c->keep_windows, v, 1, 4096);
+        return set_u32(p, &c->keep_windows, v, 1, 4096);
     if (!strcmp(k, "max_history_mb"))
-        return set_u32(&c->max_history_mb, v, 0, 1u << 20);
+        return set_u32(p, &c->max_history_mb, v, 0, 1u << 20);
     if (!strcmp(k, "max_connections_per_uid"))
-        return set_u32(&c->max_connections_per_uid, v, 1, 1u << 20);
+        return set_u32(p, &c->max_connections_per_uid, v, 1, 1u << 20);
     if (!strcmp(k, "max_query_connections_per_uid"))
-        return set_u32(&c->max_query_connections_per_uid, v, 1,
+        return set_u32(p, &c->max_query_connections_per_uid, v, 1,
                        SFD_MAX_QUERY_CONNS - SFD_QUERY_RESERVED);
     if (!strcmp(k, "hello_timeout_ms"))
-        return parse_u64(v, 100, 3600000, &c->hello_timeout_ms);
+        return set_u64(p, &c->hello_timeout_ms, v, 100, 3600000);
     if (!strcmp(k, "query_idle_timeout_ms"))
-        return parse_u64(v, 100, 3600000, &c->query_idle_timeout_ms);
+        return set_u64(p, &c->query_idle_timeout_ms, v, 100, 3600000);
     if (!strcmp(k, "max_jobs_per_uid"))
-        return set_u32(&c->max_jobs_per_uid, v, 1, 65536);
+        return set_u32(p, &c->max_jobs_per_uid, v, 1, 65536);
     if (!strcmp(k, "max_memory_mb"))
-        return set_u32(&c->max_memory_mb, v, 16, 1u << 20);
+        return set_u32(p, &c->max_memory_mb, v, 16, 1u << 20);
     if (!strcmp(k, "max_memory_per_uid_mb"))
-        return set_u32(&c->max_memory_per_uid_mb, v, 1, 1u << 20);
+        return set_u32(p, &c->max_memory_per_uid_mb, v, 1, 1u << 20);
     return -ENOENT;
 }
 
@@ -201,15 +226,17 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
     int r;
 
     if (section[0] == '\0' || !strcmp(section, "sfd")) {
-        r = set_sfd_key(p->cfg, key, value);
+        r = set_sfd_key(p, key, value);
         if (r == -ENOENT)
-            r = set_limit_key(p->cfg, key, value);
+            r = set_limit_key(p, key, value);
         if (r == -ENOENT)
-            r = set_capture_key(p->cfg, key, value);
+            r = set_capture_key(p, key, value);
     } else if (!strcmp(section, "limits")) {
-        r = set_limit_key(p->cfg, key, value);
+        r = set_limit_key(p, key, value);
     } else if (!strcmp(section, "gates")) {
         r = sf_gates_set(&p->cfg->gates, key, value);
+        if (r == -EINVAL)
+            sf_gates_explain(key, p->why, sizeof p->why);
     } else if (!strcmp(section, "peer") || !strcmp(section, "cluster")) {
         return 1; /* reserved for the multi-node layer, read by it */
     } else {
@@ -221,9 +248,12 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
     }
     if (r < 0 && !p->failed) {
         snprintf(p->err, p->errlen, "[%s] %s = %s: %s", section[0] ? section : "sfd", key, value,
-                 r == -ENOENT ? "unknown key" : "invalid value");
+                 r == -ENOENT ? "unknown key"
+                 : p->why[0]  ? p->why
+                              : "invalid value");
         p->failed = true;
     }
+    p->why[0] = '\0';
     return r < 0 ? 0 : 1;
 }
 
@@ -242,7 +272,7 @@ static int finish(struct parse_ctx *p, int r, struct sfd_config *cfg, const stru
 int sfd_config_load(struct sfd_config *cfg, const char *path, char *err, size_t errlen)
 {
     struct sfd_config tmp = *cfg;
-    struct parse_ctx p = {&tmp, err, errlen, false};
+    struct parse_ctx p = {.cfg = &tmp, .err = err, .errlen = errlen};
     FILE *f = fopen(path, "re");
     if (f == NULL) {
         int e = errno;
@@ -257,7 +287,7 @@ int sfd_config_load(struct sfd_config *cfg, const char *path, char *err, size_t 
 int sfd_config_parse_string(struct sfd_config *cfg, const char *text, char *err, size_t errlen)
 {
     struct sfd_config tmp = *cfg;
-    struct parse_ctx p = {&tmp, err, errlen, false};
+    struct parse_ctx p = {.cfg = &tmp, .err = err, .errlen = errlen};
     int r = ini_parse_string(text, on_kv, &p);
     return finish(&p, r, cfg, &tmp);
 }
@@ -266,6 +296,23 @@ int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
 {
     if (cfg->gates.window_steps == 0 || cfg->gates.window_steps > SF_MAX_WINDOW_STEPS) {
         snprintf(err, errlen, "[gates] window_steps must be 1..%d", SF_MAX_WINDOW_STEPS);
+        return -EINVAL;
+    }
+    const sf_gates *g = &cfg->gates;
+    if (g->tau <= 0) {
+        snprintf(err, errlen, "[gates] tau must be above 0, at most 1");
+        return -EINVAL;
+    }
+    if (g->straggler_alpha <= 0 || g->change_alpha <= 0) {
+        snprintf(err, errlen, "[gates] %s must be above 0, at most 0.5",
+                 g->straggler_alpha <= 0 ? "straggler_alpha" : "change_alpha");
+        return -EINVAL;
+    }
+    if (g->straggler_persist_windows < 1 || g->baseline_windows < 1 || g->change_pool_windows < 1) {
+        snprintf(err, errlen, "[gates] %s must be at least 1",
+                 g->straggler_persist_windows < 1 ? "straggler_persist_windows"
+                 : g->baseline_windows < 1        ? "baseline_windows"
+                                                  : "change_pool_windows");
         return -EINVAL;
     }
     if (sf_gates_validate(&cfg->gates) < 0) {

@@ -376,6 +376,20 @@ typedef struct sf_critical_path {
     uint32_t *chain; /* [S] unique leader per boundary or SF_NO_RANK; NULL with no step */
 } sf_critical_path;
 
+/* A stall: one complete step whose exposed time above the window's median
+ * step is at least dominance_share_min of the window's exposed time (a hang,
+ * a pause). Every line of the human view then leads with it: the typical
+ * step's figures (leader counts, the verdict, the change test) cannot. */
+typedef struct sf_stall {
+    bool present;
+    int64_t step;
+    uint32_t stage;    /* the largest frontier advance at that step */
+    uint32_t group;    /* the stage's reporting group */
+    uint32_t rank;     /* the last rank to reach the end of that stage */
+    int64_t excess_ns; /* that step's exposed time above the median step's */
+    double share;      /* excess_ns over the window's exposed time */
+} sf_stall;
+
 typedef struct sf_report {
     sf_schema schema;
     sf_window_meta meta;
@@ -415,6 +429,7 @@ typedef struct sf_report {
      * (stagefrontier/change.h); owned, freed with the report. */
     struct sf_change *change; /* NULL until the job has a reference */
     struct sf_whatif *whatif; /* NULL in mergeable mode */
+    sf_stall stall;           /* one step that holds most of the window's exposed time */
 } sf_report;
 
 /* The straggler history of one job across consecutive windows, held by the

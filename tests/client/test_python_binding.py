@@ -258,7 +258,13 @@ def test_disabled_and_absent():
     check(rec.stats()["steps"] == 0, "disabled does nothing")
     rec.close()
     d = tempfile.mkdtemp(prefix="sfpy-")
-    rec = sf.Recorder(job_id="absent", socket=os.path.join(d, "none.sock"))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rec = sf.Recorder(job_id="absent", socket=os.path.join(d, "none.sock"))
+        sf.Recorder(job_id="absent2", socket=os.path.join(d, "none.sock")).close()
+    said = [w for w in seen if issubclass(w.category, RuntimeWarning)
+            and "no sfd socket at %s" % os.path.join(d, "none.sock") in str(w.message)]
+    check(len(said) == 1, "a missing socket is warned of once: %r" % [str(w.message) for w in seen])
     for _ in rec.data(range(20)):
         with rec.step():
             with rec.stage("data.next_wait"):
@@ -287,8 +293,24 @@ def test_disabled_and_absent():
     try:
         sf.Recorder(job_id="bad id", socket="/x")
         check(False, "bad job id accepted")
-    except ValueError:
-        pass
+    except ValueError as e:
+        check("malformed job id 'bad id' (from job_id)" in str(e), "bad job id: %s" % e)
+    saved = {k: os.environ.pop(k) for k in ("SF_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
+             if k in os.environ}
+    try:
+        sf.Recorder(socket="/x")
+        check(False, "no job id accepted")
+    except ValueError as e:
+        check("no job id: pass job_id=, or set SF_JOB_ID" in str(e), "missing job id: %s" % e)
+    os.environ["SLURM_JOB_ID"] = "x" * 200
+    try:
+        sf.Recorder(socket="/x")
+        check(False, "overlong job id accepted")
+    except ValueError as e:
+        check("malformed job id" in str(e) and "(from SLURM_JOB_ID)" in str(e),
+              "overlong job id: %s" % e)
+    del os.environ["SLURM_JOB_ID"]
+    os.environ.update(saved)
 
 
 def test_fork_and_loader_workers():

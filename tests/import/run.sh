@@ -95,7 +95,15 @@ expect not-sqlite 3 "rank0.json: not an SQLite database" -- nsys $data/rank0.jso
 expect no-nvtx 3 "other.sqlite: no NVTX_EVENTS table" -- nsys "$out/other.sqlite"
 
 # ---- inputs that do not fit together: exit 7 ----
-expect missing-rank 7 "ranks missing from the 1 traces (world size 2): 1" -- kineto $data/rank0.json
+expect missing-rank 0 "ranks missing from the 1 traces (world size 2): 1; the rows cover the 1 ranks traced" -- \
+    kineto $data/rank0.json -o "$out/partial.jsonl"
+# A partial set keeps its ranks in the whole world, and replays.
+if head -1 "$out/partial.jsonl" | grep -q '"world_size":2' &&
+    "$sfctl" replay --warmup-steps 0 "$out/partial.jsonl" >"$out/partial.txt" 2>&1 && grep -q "ranks of 2" "$out/partial.txt"; then
+    ok
+else
+    bad "partial set: $(head -c 300 "$out/partial.jsonl") / $(cat "$out/partial.txt")"
+fi
 cp $data/rank0.json "$out/copy.json"
 expect duplicate-rank 7 "rank 0 is duplicated" -- kineto $data/rank0.json "$out/copy.json"
 sed 's/"world_size":2/"world_size":4/' $data/rank1.json >"$out/other-job.json"

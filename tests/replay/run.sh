@@ -97,5 +97,29 @@ ws = json.load(open(sys.argv[1]))
 assert [w["change"]["route"][:1] for w in ws] == [[]] * 3 + [["model.fwd_loss_cpu_wall"]] * 3
 PY
 
+# One window, one story (tests/replay/stall): rank 2's input pipeline is a
+# little late every step, and at step 42 rank 1 stalls 12 s in forward.
+# Every line about window 4 leads with rank 1's forward pass at step 42.
+"$sfctl" replay --warmup-steps 0 --window-steps 10 tests/replay/stall/stall.csv >"$out/stall.txt" 2>&1
+awk '/^window 4:/ {on = 1} /^window 5/ {on = 0} on' "$out/stall.txt" >"$out/w4.txt"
+stall_line() {   # PREFIX EXPECTED
+    if grep "^$1" "$out/w4.txt" | grep -qF -- "$2"; then ok; else bad "stall window: no '$1' line with '$2': $(cat "$out/w4.txt")"; fi
+}
+stall_line "step " ": step 42 stalled 11997.1 ms (rank 1 in model.fwd_loss_cpu_wall); typical steps"
+stall_line "suspects: " "suspects: rank 1 (1 steps, the stall)"
+stall_line "stall: " "rank 1 in model.fwd_loss_cpu_wall at step 42"
+stall_line "straggler: " "straggler: rank 1 at the stall (step 42)"
+stall_line "leader: " "leader: rank 1 led model.fwd_loss_cpu_wall at the stall (step 42)"
+stall_line "next: " "next: profile rank 1's forward pass (model.fwd_loss_cpu_wall) at step 42"
+stall_line "what-if: " "rank 1 alone saves"
+"$sfctl" replay --json --warmup-steps 0 --window-steps 10 tests/replay/stall/stall.csv >"$out/stall.json"
+/usr/bin/python3 - "$out/stall.json" <<'PY' && ok || bad "stall JSON"
+import json, sys
+ws = json.load(open(sys.argv[1]))
+assert [w.get("stall", {}).get("step") for w in ws] == [None] * 4 + [42], [w.get("stall") for w in ws]
+s = ws[4]["stall"]
+assert s["rank"] == 1 and s["stage"] == "model.fwd_loss_cpu_wall" and s["share"] > 0.9, s
+PY
+
 echo "replay: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 
-from sfdtest import SFCTL, Sfd, check, run_job, wait_for
+from sfdtest import SFCTL, Sfd, check, run_job, spawn, wait_for
 
 CONF = """[sfd]
 window_grace_ms = 300
@@ -54,7 +54,10 @@ def main():
         check(lines[0].get("type") == "header", "record header: %s" % lines[0])
         check(sum(1 for x in lines if x.get("type") == "row") == 40, "record rows")
 
-        run_job(sfd, "two", 1, 10)
+        # Job two runs in two halves, paused between them: watch sees it alive.
+        two = spawn(sfd, job="two", rank=0, world=1, steps=20, batch=10, pause_every=10,
+                    hold=True)
+        check(two.stdout.readline().decode().startswith("paused"), "job two paused")
         wait_for(lambda: sfd.jobs().get("two", {}).get("windows") == 1, "job two")
         sfd.sfctl("report", check_rc=2)                 # several jobs: name one
 
@@ -64,7 +67,9 @@ def main():
                              stderr=subprocess.PIPE)
         first = w.stdout.readline().decode()
         check(first.startswith("window 0"), "watch first draw: %r" % first)
-        run_job(sfd, "two", 1, 10, start=10)
+        two.stdin.write(b"\n")
+        two.stdin.flush()
+        check(two.stdout.readline().decode().startswith("holding"), "job two holding")
         out, err = w.communicate(timeout=120)
         check(w.returncode == 0, "watch exit %d: %s" % (w.returncode, err))
         check("window 1" in out.decode(), "watch second draw")
@@ -76,6 +81,7 @@ def main():
         w.send_signal(signal.SIGINT)
         w.communicate(timeout=60)
         check(w.returncode == 0, "watch on SIGINT exit %d" % w.returncode)
+        two.communicate(timeout=60)     # EOF on stdin ends the held sender
         check(sfd.stop() == 0, "sfd did not exit cleanly")
     finally:
         sfd.close()
