@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stagefrontier/accounting.h>
+
 #include "import.h"
 #include "sfctl.h"
 #include "sfctl_live.h"
@@ -78,6 +80,7 @@ static int command_usage(const struct sfctl_command *c)
 int main(int argc, char **argv)
 {
     int i = 1;
+    (void)sf_core_isa(); /* an SF_CORE_ISA this CPU lacks is refused now, not mid-command */
     while (i < argc && argv[i][0] == '-') {
         if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
             sfctl_set_socket_path(argv[i + 1]);
