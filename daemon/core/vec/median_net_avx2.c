@@ -13,8 +13,10 @@
 #include "median_net.h"
 #include "median_net_tiles.h"
 
-SF_AVX2 void sf__net_sort_avx2(const sf__median_net *net, int64_t *v,
-                               size_t lanes){NET_BY_LANES(net, v, lanes, 0)}
+SF_AVX2 void sf__net_sort_avx2(const sf__median_net *net, int64_t *v, size_t lanes)
+{
+    NET_BY_LANES(net, v, lanes, 0);
+}
 
 /* One column of 8 lanes of an aligned block of `wires` <= TILE_WIRES wires
  * of offsets, sorted in registers by tile_net as the AVX-512 form's
