@@ -31,9 +31,8 @@ struct opts {
     const char *tsv_path; /* machine-readable results for run.sh */
     int reps;             /* best-of repetitions */
     uint64_t seed;
-    uint32_t only_ranks;  /* 0: every shape */
-    bool report_only;     /* time sf_report_from_rows alone (for profilers) */
-    unsigned build_flags; /* SF__BUILD_NO_AVX512: the AVX2 fold (--avx2-fold) */
+    uint32_t only_ranks; /* 0: every shape */
+    bool report_only;    /* time sf_report_from_rows alone (for profilers) */
 };
 
 /* ---- the matrix ---------------------------------------------------------- */
@@ -361,10 +360,8 @@ static int run_shape(const struct shape *sh, const struct opts *o, struct result
         /* The pass is short: more repetitions find a quiet moment on a shared machine. */
         res->frontier_s = time_frontier(d, sh, o->reps < 20 ? 20 : o->reps, res->adv);
         res->stream_s = time_stream(d, n_rows * sh->stages, o->reps < 20 ? 20 : o->reps);
-        res->summary_s =
-            time_summary(&schema, &meta, rows, n_rows, false, o->build_flags, o->reps, &sum);
-        res->dense_build_s =
-            time_summary(&schema, &meta, rows, n_rows, true, o->build_flags, o->reps, &sum);
+        res->summary_s = time_summary(&schema, &meta, rows, n_rows, false, 0, o->reps, &sum);
+        res->dense_build_s = time_summary(&schema, &meta, rows, n_rows, true, 0, o->reps, &sum);
         res->compute_s = time_compute(sum, &gates, o->reps);
         res->median_floor_s = time_median_floor(d, sh, o->reps);
         sf_summary_free(sum);
@@ -387,12 +384,11 @@ out:
 static void usage(FILE *out)
 {
     fprintf(out, "usage: bench_core [--dump DIR] [--tsv FILE] [--reps N] [--seed N] [--ranks N]\n"
-                 "                  [--report-only] [--avx2-fold]\n"
+                 "                  [--report-only]\n"
                  "Times the frontier pass, sf_summary_build (mergeable) and the dense\n"
                  "sf_report_from_rows at (ranks, steps, stages) = (8|1024|16384, 100, 6),\n"
-                 "or at (N, 100, 6) alone with --ranks N (2 to 16384). --avx2-fold: the\n"
-                 "summary builds (summary c/s, =build ms) fold a grid in AVX2 even on a\n"
-                 "CPU with AVX-512.\n");
+                 "or at (N, 100, 6) alone with --ranks N (2 to 16384). The environment's\n"
+                 "SF_CORE_ISA=generic|avx2|avx512 runs that form of the core's kernels.\n");
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -406,10 +402,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         if (strcmp(argv[i], "--report-only") == 0) {
             o->report_only = true;
-            continue;
-        }
-        if (strcmp(argv[i], "--avx2-fold") == 0) {
-            o->build_flags |= SF__BUILD_NO_AVX512;
             continue;
         }
         if (next == NULL)

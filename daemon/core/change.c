@@ -14,6 +14,7 @@
 #include <stagefrontier/change.h>
 
 #include "core_internal.h"
+#include "vec/vec.h"
 
 void sf_change_free(sf_change *change)
 {
@@ -357,7 +358,7 @@ static int suspects_top2(sf_change *c, const struct window_steps *w, const sf_ga
 /* Each dense rank's median of a series over the window's complete steps,
  * value t of rank x at src[t * step_stride + x * stride], or where rows is
  * set at rows[t][offset + x * stride], into med[x]. Through the selection
- * network (median_net.c) where it pays, NET_LANES ranks at a time, every
+ * network (vec/median_net.c) where it pays, NET_LANES ranks at a time, every
  * rank of a group in its own lane; otherwise rank by rank for
  * sf_median_i64. The same values either way. The series are gathered step
  * by step, every group at once: the steps are read in the order they lie in
@@ -367,7 +368,7 @@ enum { NET_LANES = 48, GATHER_AHEAD = 4 };
 
 struct rank_medians {
     sf__median_net *net; /* NULL: rank by rank */
-    enum sf__net_isa isa;
+    const sf__vec *vec;
     int64_t *buf; /* n x R: per group [t][lane] (network), else [x][t] */
 };
 
@@ -388,8 +389,8 @@ static int rank_medians_init(struct rank_medians *m, uint32_t n, uint32_t R)
 {
     if (m->buf != NULL)
         return 0;
-    *m = (struct rank_medians){.isa = sf__median_net_best()};
-    if (n <= SF__MEDIAN_NET_MAX && sf__median_net_pays() && sf__median_net_new(n, &m->net) < 0)
+    *m = (struct rank_medians){.vec = sf__vec_chosen()};
+    if (n <= SF__MEDIAN_NET_MAX && m->vec->net_pays && sf__median_net_new(n, &m->net) < 0)
         return -ENOMEM;
     m->buf = malloc(((size_t)n * R + 1) * sizeof *m->buf);
     return m->buf == NULL ? -ENOMEM : 0;
@@ -418,7 +419,7 @@ static void rank_medians_of(const struct rank_medians *m, const struct series *v
     for (uint32_t g = 0; g < R; g += NET_LANES) {
         uint32_t lanes = R - g < NET_LANES ? R - g : NET_LANES;
         if (m->net)
-            sf__median_net_run(m->net, m->isa, &m->buf[(size_t)n * g], lanes, &med[g]);
+            sf__median_net_run(m->net, m->vec, &m->buf[(size_t)n * g], lanes, &med[g]);
         else
             for (uint32_t x = g; x < g + lanes; x++)
                 med[x] = sf_median_i64(&m->buf[(size_t)x * n], n);

@@ -233,97 +233,12 @@ void sf__sort_i64(int64_t *values, size_t n);
 /* window.c: the selection's pivot for values[0..n), n >= 1: a value of the
  * range (median of three, or Tukey's ninther on large ranges). */
 int64_t sf__pivot(const int64_t *values, size_t n);
-/* median_wide.c: sf_median_i64 of one large multiset, its partitions
- * AVX-512 or AVX2 compressions where the CPU has them (no branch on the
- * data), sf_median_i64 itself elsewhere. values is overwritten; tmp holds
- * 3 n + 24 values. sf__median_wide_isa (declared with the network's ISA
- * names, below) runs one form: -ENOTSUP when this CPU lacks it. */
-int64_t sf__median_wide(int64_t *values, size_t n, int64_t *tmp);
-
-/* median_net.c: the median of each of `lanes` series of n values at once,
- * v holding value t of every series at v + t lanes (overwritten). Exact, the
- * same as sf_median_i64 on each series. The vector forms are chosen at run
- * time; sf__median_net_pays says whether one exists on this CPU (without one,
- * sf_median_i64 per series is faster). */
-#define SF__MEDIAN_NET_MAX 256 /* values per series; the network grows as n log^2 n */
-typedef struct sf__median_net sf__median_net;
-enum sf__net_isa { SF__NET_GENERIC, SF__NET_AVX2, SF__NET_AVX512 };
-int sf__median_net_new(uint32_t n, sf__median_net **ret);
-void sf__median_net_free(sf__median_net *net);
-enum sf__net_isa sf__median_net_best(void);
-/* Whether this CPU has isa (SF__NET_GENERIC: always). */
-bool sf__isa_present(enum sf__net_isa isa);
-bool sf__median_net_pays(void);
-int sf__median_wide_isa(int64_t *values, size_t n, int64_t *tmp, enum sf__net_isa isa,
-                        int64_t *ret_median);
-/* -ENOTSUP when this CPU lacks isa. SF__NET_AVX2 and SF__NET_AVX512 run the
- * offsets of sf__median_net_narrow where they fit, 64 bits where they do
- * not. */
-int sf__median_net_run(const sf__median_net *net, enum sf__net_isa isa, int64_t *v, size_t lanes,
-                       int64_t *ret_median);
-
-/* The forms on 32-bit offsets (median_net.c), isa SF__NET_AVX2 or
- * SF__NET_AVX512, v only read: series l (l < lanes) has its step t at
- * v[t stride + l]. -ERANGE where a value lies 2^31 or more from its series'
- * first, -ENOTSUP where this CPU lacks isa (or AVX2) or stride < lanes. */
-int sf__median_net_narrow(const sf__median_net *net, enum sf__net_isa isa, const int64_t *v,
-                          size_t stride, size_t lanes, int64_t *ret_median);
-
-/* One of the register passes of the forms on offsets (median_net.c), on a
- * column of 16 series whose wire i, series l is col[16 i + l]: TILE sorts
- * wires [0, wires) for wires <= 16 (SF__NET_AVX2 and SF__NET_AVX512), PAIR
- * for wires <= 32 and ROUND32 merges [0, 32) and [32, wires), each sorted,
- * for 32 < wires <= 64 (SF__NET_AVX512). Wires from `wires` on are neither
- * read nor written. Exposed so that test_fold checks each pass as a sorter
- * on every 0-1 input it must sort: the medians alone miss a comparator
- * wrong near a block's ends. -EINVAL for a count the pass does not take,
- * -ENOTSUP where this CPU or isa lacks it. */
-enum sf__net_pass { SF__NET_PASS_TILE, SF__NET_PASS_PAIR, SF__NET_PASS_ROUND32 };
-int sf__median_net_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t *col,
-                        uint32_t wires);
-
-/* fold_vec.c: the fold of one step of a grid window, its rows' stages in
- * vectors, into s->steps[step_i]. Only the durations: the rows' other
- * fields are the caller's, checked. The durations need not be: the fold
- * checks sf__row_check's bounds on them as it goes, and returns false where
- * one fails, with the step left unfinished and no unchecked value in any
- * sum that outlives the call. Until then its arithmetic is defined for any
- * values: vector lanes wrap, and its scalar sums are unsigned
- * (docs/ACCOUNTING.md, "Exactness").
- * sf__fold_vec_isa: the best form for n_stages on this CPU, none above cap;
- * SF__NET_GENERIC where there is none (then the scalar fold runs). */
-struct sf__grid_step {
-    const sf_row *rows;        /* row r is rows[r], */
-    const sf_row *const *ptrs; /* or *ptrs[r] where ptrs is not NULL, */
-    const int64_t *matrix;     /* and its durations at matrix + r S where that is not NULL */
-    uint32_t n;                /* rows */
-    const uint32_t *ranks;     /* ranks[r], ascending */
-    const int64_t *baseline;   /* baseline[r S + k]: the rank medians */
-    /* NULL, or the same medians four ranks at a time for the AVX2 fold:
-     * stage k of ranks 4q..4q+3 at baseline_quads[(q S + k) 4 ..] */
-    const int64_t *baseline_quads;
-};
-/* baseline (n ranks, S stages each) into the layout of baseline_quads;
- * the last n % 4 ranks are left out. */
-void sf__baseline_quads(const int64_t *baseline, uint32_t n, uint32_t S, int64_t *out);
-enum sf__net_isa sf__fold_vec_isa(uint32_t n_stages, enum sf__net_isa cap);
-bool sf__fold_grid_vec(enum sf__net_isa isa, sf_summary *s, uint32_t step_i,
-                       const struct sf__grid_step *g);
-/* The end frontier of one step's n rows (rows[r S + k]) with each
- * candidate's stages clipped to baseline[k], maxed into clipped[c] (whose
- * group candidates, past the first S, the caller sets); the first S are
- * written. isa from sf__fold_vec_isa, not SF__NET_GENERIC. */
-void sf__clip_rows_vec(enum sf__net_isa isa, const sf_summary *s, const int64_t *rows, uint32_t n,
-                       const int64_t *baseline, int64_t *clipped);
-
 /* summary.c. SF__BUILD_BORROW: a dense summary of rows laid out as one
  * step-major array views that array instead of copying it, so the summary
  * must not outlive the rows (sf_report_from_rows). SF__BUILD_GENERAL: the
  * general path whatever the layout, every row checked on its own (the
- * tests' reference for the fast ones).
- * SF__BUILD_NO_AVX512: the grid fold in AVX2 at most (the tests' way to run
- * that form on a CPU that has both). */
-enum { SF__BUILD_BORROW = 1u << 0, SF__BUILD_GENERAL = 1u << 1, SF__BUILD_NO_AVX512 = 1u << 2 };
+ * tests' reference for the fast ones). */
+enum { SF__BUILD_BORROW = 1u << 0, SF__BUILD_GENERAL = 1u << 1 };
 int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const sf_row *rows,
                       size_t n_rows, bool dense, unsigned flags, sf_summary **ret);
 void sf__top2_insert(sf_top2 *t, int64_t v, uint32_t rank);

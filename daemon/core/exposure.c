@@ -8,9 +8,10 @@
 #include <string.h>
 
 #include "core_internal.h"
+#include "vec/vec.h"
 
 /* The scalar clipping of one step's rows, the fallback of
- * sf__clip_rows_vec: the first S candidates are the single stages, so their
+ * a form's clip_rows (vec.h): the first S candidates are the single stages, so their
  * cut is one saving. */
 static inline __attribute__((always_inline)) void clip_rows_s(const sf_summary *s,
                                                               const int64_t *rows, uint32_t n,
@@ -48,7 +49,7 @@ enum { COHORT_NET_MAX = 64 };
  * for the wide selection. */
 struct cohort_medians {
     sf__median_net *net;
-    enum sf__net_isa isa;
+    const sf__vec *vec;
 };
 
 /* Each stage's median over the step's n ranks into baseline (scratch holds
@@ -61,14 +62,14 @@ static inline __attribute__((always_inline)) void stage_medians(const struct coh
 {
     if (cm->net != NULL) {
         memcpy(scratch, rows, (size_t)n * S * sizeof *scratch);
-        sf__median_net_run(cm->net, cm->isa, scratch, S, baseline);
+        sf__median_net_run(cm->net, cm->vec, scratch, S, baseline);
         return;
     }
     for (uint32_t r = 0; r < n; r++)
         for (uint32_t k = 0; k < S; k++)
             scratch[(size_t)k * n + r] = rows[(size_t)r * S + k];
     for (uint32_t k = 0; k < S; k++)
-        baseline[k] = sf__median_wide(&scratch[(size_t)k * n], n, scratch + (size_t)S * n);
+        baseline[k] = sf__median_wide(cm->vec, &scratch[(size_t)k * n], n, scratch + (size_t)S * n);
 }
 
 /* Per step: each stage's median over ranks, then the end frontier with each
@@ -83,9 +84,8 @@ cohort_step_s(const sf_summary *s, const struct cohort_medians *cm, const int64_
     stage_medians(cm, rows, n, scratch, baseline, S);
     for (uint32_t c = 0; c < C; c++)
         clipped[c] = INT64_MIN;
-    enum sf__net_isa isa = sf__fold_vec_isa(S, SF__NET_AVX512);
-    if (isa != SF__NET_GENERIC)
-        sf__clip_rows_vec(isa, s, rows, n, baseline, clipped);
+    if (sf__vec_folds(cm->vec, S))
+        cm->vec->clip_rows(s, rows, n, baseline, clipped);
     else
         clip_rows_s(s, rows, n, baseline, clipped, S);
     for (uint32_t c = 0; c < C; c++)
@@ -109,8 +109,8 @@ int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_c
     if (scratch == NULL)
         return -ENOMEM;
     /* Without memory for the network, the selection does the same work. */
-    struct cohort_medians cm = {NULL, sf__median_net_best()};
-    if (n <= COHORT_NET_MAX && n_complete > 0 && sf__median_net_pays())
+    struct cohort_medians cm = {NULL, sf__vec_chosen()};
+    if (n <= COHORT_NET_MAX && n_complete > 0 && cm.vec->net_pays)
         (void)sf__median_net_new(n, &cm.net);
     for (uint32_t c = 0; c < s->cand.n; c++)
         ret_gain[c] = 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core_internal.h"
+#include "vec/vec.h"
 
 /* ---- allocation --------------------------------------------------------- */
 
@@ -259,7 +260,7 @@ struct layout {
     bool sorted;           /* the rows came in (step, rank) order */
     uint32_t grid_ranks;   /* non-zero: rows = steps x grid_ranks, same ranks each step */
     const int64_t *matrix; /* non-NULL: a sorted grid, row i's durations at matrix + i S */
-    enum sf__net_isa fold; /* a grid's vector fold (fold_vec.c), or SF__NET_GENERIC: none */
+    const sf__vec *fold;   /* the form of a grid's vector fold (vec/vec.h), or NULL: none */
 };
 
 /* The rows in (step, rank) order: the caller's array itself when it came in
@@ -398,7 +399,7 @@ static void grid_block_medians(const struct view *rows, const struct layout *lay
     }
 }
 
-/* The same block through a selection network (median_net.c), NET_RANKS
+/* The same block through a selection network (vec/median_net.c), NET_RANKS
  * ranks at a time: each group's values lie step by step, every (rank, stage)
  * series in its own lane, so a step of a step-major array is one copy. */
 enum { NET_RANKS = 8 };
@@ -426,21 +427,21 @@ static inline void prefetch_block(const struct layout *lay, size_t t, size_t S, 
  * the block is then copied into groups. */
 static bool net_block_in_place(const struct layout *lay, struct rank_info *ri, uint32_t S,
                                uint32_t lo, uint32_t hi, const sf__median_net *net,
-                               enum sf__net_isa isa)
+                               const sf__vec *vec)
 {
-    return sf__median_net_narrow(net, isa, lay->matrix + (size_t)lo * S,
+    return sf__median_net_narrow(net, vec, lay->matrix + (size_t)lo * S,
                                  (size_t)lay->grid_ranks * S, (size_t)(hi - lo) * S,
                                  &ri->baseline[(size_t)lo * S]) == 0;
 }
 
 static void grid_block_net(const struct view *rows, const struct layout *lay, uint32_t n_steps,
                            struct rank_info *ri, uint32_t S, uint32_t lo, uint32_t hi,
-                           int64_t *values, const sf__median_net *net, enum sf__net_isa isa)
+                           int64_t *values, const sf__median_net *net, const sf__vec *vec)
 {
     size_t R = lay->grid_ranks, T = n_steps, group = (size_t)NET_RANKS * S * T;
     for (uint32_t slot = lo; slot < hi; slot++)
         ri->roles[slot] = at(rows, slot)->role ? at(rows, slot)->role : "";
-    if (lay->matrix && net_block_in_place(lay, ri, S, lo, hi, net, isa))
+    if (lay->matrix && net_block_in_place(lay, ri, S, lo, hi, net, vec))
         return;
     for (size_t t = 0; t < T; t++) {
         if (t + GRID_AHEAD < T)
@@ -458,13 +459,13 @@ static void grid_block_net(const struct view *rows, const struct layout *lay, ui
     }
     for (uint32_t g = lo; g < hi; g += NET_RANKS) {
         uint32_t n = hi - g < NET_RANKS ? hi - g : NET_RANKS;
-        sf__median_net_run(net, isa, &values[(g - lo) / NET_RANKS * group], (size_t)n * S,
+        sf__median_net_run(net, vec, &values[(g - lo) / NET_RANKS * group], (size_t)n * S,
                            &ri->baseline[(size_t)g * S]);
     }
 }
 
 /* The durations of ranks [lo, hi) into every step of fold_into, right after
- * their medians: the block's rows are still in cache (fold_vec.c). On the
+ * their medians: the block's rows are still in cache (vec/vec.h). On the
  * way, the next block's rows are fetched into L2, so that its medians,
  * which read them first, a step of rows apart, wait on L2 rather than on
  * memory: at 16 384 ranks that made the build 15 to 20 % faster.
@@ -479,7 +480,7 @@ static bool fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
 {
     size_t R = lay->grid_ranks, S = fold_into->schema.n_stages;
     int64_t quads[GRID_BLOCK * 8]; /* the vector folds take at most 8 stages */
-    if (lay->fold == SF__NET_AVX2)
+    if (lay->fold->fold_quads)
         sf__baseline_quads(ri->baseline + lo * S, hi - lo, (uint32_t)S, quads);
     uint32_t next_hi = hi + GRID_BLOCK < R ? hi + GRID_BLOCK : (uint32_t)R;
     for (uint32_t t = 0; t < fold_into->n_steps; t++) {
@@ -490,8 +491,8 @@ static bool fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
                                   .n = hi - lo,
                                   .ranks = ri->ranks + lo,
                                   .baseline = ri->baseline + lo * S,
-                                  .baseline_quads = lay->fold == SF__NET_AVX2 ? quads : NULL};
-        if (!sf__fold_grid_vec(lay->fold, fold_into, t, &g))
+                                  .baseline_quads = lay->fold->fold_quads ? quads : NULL};
+        if (!lay->fold->fold_grid(fold_into, &fold_into->steps[t], &g))
             return false;
     }
     return true;
@@ -499,10 +500,10 @@ static bool fold_grid_block(sf_summary *fold_into, const struct rank_info *ri,
 
 /* Whether a grid's rank medians are taken by the selection network, which
  * is defined for any values, so that they may be taken before the grid fold
- * has checked them (median_net.c); else by sf_median_i64. */
+ * has checked them (vec/median_net.c); else by sf_median_i64. */
 static bool medians_by_network(size_t n_steps)
 {
-    return n_steps <= SF__MEDIAN_NET_MAX && sf__median_net_pays();
+    return n_steps <= SF__MEDIAN_NET_MAX && sf__vec_chosen()->net_pays;
 }
 
 static int rank_medians_grid(const sf_schema *schema, const struct view *rows,
@@ -511,7 +512,7 @@ static int rank_medians_grid(const sf_schema *schema, const struct view *rows,
 {
     uint32_t S = schema->n_stages;
     sf__median_net *net = NULL;
-    enum sf__net_isa isa = sf__median_net_best();
+    const sf__vec *vec = sf__vec_chosen();
     if (medians_by_network(n_steps) && sf__median_net_new(n_steps, &net) < 0)
         return -ENOMEM;
     int64_t *values = malloc((size_t)GRID_BLOCK * S * n_steps * sizeof *values);
@@ -519,7 +520,7 @@ static int rank_medians_grid(const sf_schema *schema, const struct view *rows,
     for (uint32_t lo = 0; lo < ri->n && r == 0; lo += GRID_BLOCK) {
         uint32_t hi = lo + GRID_BLOCK < ri->n ? lo + GRID_BLOCK : ri->n;
         if (net != NULL)
-            grid_block_net(rows, lay, n_steps, ri, S, lo, hi, values, net, isa);
+            grid_block_net(rows, lay, n_steps, ri, S, lo, hi, values, net, vec);
         else
             grid_block_medians(rows, lay, n_steps, ri, S, lo, hi, values);
         if (fold_into != NULL && !fold_grid_block(fold_into, ri, rows, lay, lo, hi))
@@ -564,7 +565,7 @@ out:
  * are taken (fold_grid_block), rather than by fold_rows. */
 static bool grid_fold_vec(const struct layout *lay)
 {
-    return lay->grid_ranks && lay->fold != SF__NET_GENERIC;
+    return lay->grid_ranks && lay->fold != NULL;
 }
 
 static int rank_info_build(sf_summary *s, const struct view *rows, size_t n_rows, uint32_t n_steps,
@@ -1140,10 +1141,11 @@ static int fold_rows(sf_summary *s, const struct rank_info *ri, const struct vie
     return 0;
 }
 
-/* The best grid fold that flags allow for n_stages on this CPU. */
-static enum sf__net_isa grid_fold_isa(uint32_t n_stages, unsigned flags)
+/* The form whose vector fold takes rows of n_stages, or NULL: none. */
+static const sf__vec *grid_fold(uint32_t n_stages)
 {
-    return sf__fold_vec_isa(n_stages, flags & SF__BUILD_NO_AVX512 ? SF__NET_AVX2 : SF__NET_AVX512);
+    const sf__vec *v = sf__vec_chosen();
+    return sf__vec_folds(v, n_stages) ? v : NULL;
 }
 
 /* One build. With fold_checks, the row check may leave durations to the
@@ -1166,7 +1168,7 @@ static int summary_build_once(const sf_schema *schema, const sf_window_meta *met
     if (flags & SF__BUILD_GENERAL)
         lay = (struct layout){.sorted = lay.sorted};
     if (lay.grid_ranks)
-        lay.fold = grid_fold_isa(schema->n_stages, flags);
+        lay.fold = grid_fold(schema->n_stages);
     size_t n_steps_z = lay.grid_ranks ? n_rows / lay.grid_ranks : count_steps(&by_step, n_rows);
     uint32_t n_steps = (uint32_t)n_steps_z;
     if (n_steps_z > SF_MAX_WINDOW_STEPS) {
@@ -1198,7 +1200,7 @@ out:
 /* A grid's durations are read from memory once, where the grid fold folds
  * them, rather than by the row check and again there: the row check leaves
  * the durations of a grid's later steps to the fold, which checks their
- * bounds as it goes (core_internal.h, sf__fold_grid_vec; docs/ACCOUNTING.md,
+ * bounds as it goes (vec/vec.h, struct sf__grid_step; docs/ACCOUNTING.md,
  * "Exactness"). A build that left them
  * so and failed, for any reason, is built again with every duration checked
  * by the row check, which returns the first error in (step, rank) order:
@@ -1208,8 +1210,7 @@ int sf__summary_build(const sf_schema *schema, const sf_window_meta *meta, const
 {
     if (schema == NULL || meta == NULL || ret == NULL || (rows == NULL && n_rows > 0))
         return -EINVAL;
-    bool fold_checks =
-        !(flags & SF__BUILD_GENERAL) && grid_fold_isa(schema->n_stages, flags) != SF__NET_GENERIC;
+    bool fold_checks = !(flags & SF__BUILD_GENERAL) && grid_fold(schema->n_stages) != NULL;
     bool to_fold;
     int r =
         summary_build_once(schema, meta, rows, n_rows, dense, flags, fold_checks, &to_fold, ret);

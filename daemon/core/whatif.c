@@ -14,8 +14,8 @@
 
 #include <stagefrontier/change.h>
 
-#include "avx2_lanes.h"
 #include "core_internal.h"
+#include "vec/vec.h"
 
 void sf_whatif_free(sf_whatif *whatif)
 {
@@ -167,11 +167,7 @@ static inline __attribute__((always_inline)) void whatif_step_s(struct whatif_wo
     holder_savings(w, rows, S, top, first, second, top_clipped);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define WHATIF_VEC 1
-
-/* The lanes of a vector pass, AVX-512 or AVX2 (each lane its own ranks, in
+/* The lanes of a form's vector pass (vec.h; each lane its own ranks, in
  * order), merged into the step's: the largest end f; its holder, the
  * smallest rank among the lanes that hold f (the scalar pass's first of
  * equals); the second end, a lane's own second or another lane's first (f
@@ -198,153 +194,25 @@ static void merge_lanes(struct whatif_work *w, const int64_t *rows, uint32_t S,
     holder_savings(w, rows, S, (uint32_t)top[holder], f, sec, top_q[holder]);
 }
 
-/* The sums of eight vectors, one per lane in their order: pairs of lanes,
- * then of 128-bit quarters, then of halves, each a shuffle and an add. */
-__attribute__((target("avx512f"))) static inline __m512i sums8(const __m512i *v)
+/* A form's clipped pass over one step, its lanes merged into the step's. */
+static void whatif_step_lanes(struct whatif_work *w, const sf__vec *v, const int64_t *rows)
 {
-    __m512i a[4], b[2];
-    for (int i = 0; i < 4; i++)
-        a[i] = _mm512_add_epi64(_mm512_unpacklo_epi64(v[2 * i], v[2 * i + 1]),
-                                _mm512_unpackhi_epi64(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 2; i++)
-        b[i] = _mm512_add_epi64(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x88),
-                                _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xdd));
-    return _mm512_add_epi64(_mm512_shuffle_i64x2(b[0], b[1], 0x88),
-                            _mm512_shuffle_i64x2(b[0], b[1], 0xdd));
+    struct sf__whatif_lanes l;
+    uint32_t lanes = v->whatif_step(rows, w->basis, w->R, w->S, &l);
+    merge_lanes(w, rows, w->S, l.first, l.second, l.top, l.top_q, l.ideal, lanes);
 }
 
-/* The clipped model's pass over one step, eight ranks a vector: each row
- * and its basis one vector, clipped, the eight rows' sums then turned into
- * one vector of ends (sums8). Every lane keeps its own largest end, second
- * one, holder (the first of equals, as the scalar pass) and clipped end;
- * the lanes are then merged into the step's. The same integers as
- * whatif_step_s: only where no stage falls back to the cohort median. */
-__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
-whatif_step_vec_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
+/* The vector passes need a form that has one, a row of at most 8 stages
+ * and every rank's basis fixed for the window. */
+static bool whatif_vec_applies(const struct whatif_work *w, const sf__vec *v)
 {
-    uint32_t R = w->R;
-    const __mmask8 stages = (__mmask8)((1u << S) - 1);
-    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-    __m512i first = _mm512_set1_epi64(INT64_MIN), second = first, ideal = first;
-    __m512i top = _mm512_setzero_si512(), top_q = top;
-    for (uint32_t g = 0; g < R; g += 8) {
-        uint32_t n = R - g < 8 ? R - g : 8;
-        __mmask8 live = (__mmask8)((1u << n) - 1);
-        __m512i d[8], c[8];
-        for (uint32_t r = 0; r < 8; r++) {
-            __mmask8 m = r < n ? stages : 0;
-            size_t at = (size_t)(g + r) * S;
-            d[r] = _mm512_maskz_loadu_epi64(m, rows + at);
-            c[r] = _mm512_min_epi64(d[r], _mm512_maskz_loadu_epi64(m, w->basis + at));
-        }
-        __m512i p = sums8(d), q = sums8(c);
-        __m512i x = _mm512_add_epi64(lane, _mm512_set1_epi64(g));
-        __mmask8 gt = _mm512_mask_cmpgt_epi64_mask(live, p, first);
-        second = _mm512_mask_max_epi64(second, live, second, p);
-        second = _mm512_mask_mov_epi64(second, gt, first);
-        first = _mm512_mask_mov_epi64(first, gt, p);
-        top = _mm512_mask_mov_epi64(top, gt, x);
-        top_q = _mm512_mask_mov_epi64(top_q, gt, q);
-        ideal = _mm512_mask_max_epi64(ideal, live, ideal, q);
-    }
-    int64_t lane_first[8], lane_second[8], lane_top[8], lane_top_q[8], lane_ideal[8];
-    _mm512_storeu_si512(lane_first, first);
-    _mm512_storeu_si512(lane_second, second);
-    _mm512_storeu_si512(lane_top, top);
-    _mm512_storeu_si512(lane_top_q, top_q);
-    _mm512_storeu_si512(lane_ideal, ideal);
-    merge_lanes(w, rows, S, lane_first, lane_second, lane_top, lane_top_q, lane_ideal, 8);
-}
-
-__attribute__((target("avx512f"))) static void whatif_step_vec(struct whatif_work *w,
-                                                               const int64_t *rows)
-{
-    SF__BY_STAGE_COUNT(w->S, S, whatif_step_vec_s(w, rows, S));
-}
-
-/* The same pass in AVX2, four ranks a vector: a row of up to 8 stages in
- * two vectors, max and min by compare and blend. Lanes past the last rank
- * hold INT64_MIN ends, which change nothing. */
-/* Lane r: the sum of the 8 lanes of row r (lo[r] + hi[r]). */
-SF_AVX2 static inline __m256i row_sums4(const __m256i *lo, const __m256i *hi)
-{
-    __m256i s[4];
-    for (int r = 0; r < 4; r++)
-        s[r] = _mm256_add_epi64(lo[r], hi[r]);
-    __m256i a =
-        _mm256_add_epi64(_mm256_unpacklo_epi64(s[0], s[1]), _mm256_unpackhi_epi64(s[0], s[1]));
-    __m256i b =
-        _mm256_add_epi64(_mm256_unpacklo_epi64(s[2], s[3]), _mm256_unpackhi_epi64(s[2], s[3]));
-    return _mm256_add_epi64(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-/* Per lane: the largest end, the second, the holder, its clipped end, and
- * the largest clipped end (struct lanes4), merged at the step's end. */
-struct lanes4 {
-    __m256i first, second, top, top_q, ideal;
-};
-
-SF_AVX2_INLINE void whatif_group4(struct lanes4 *l, const struct whatif_work *w,
-                                  const int64_t *rows, uint32_t g, uint32_t S)
-{
-    static const int64_t no_row[8] = {0};
-    uint32_t n = w->R - g < 4 ? w->R - g : 4, k_lo = S < 4 ? S : 4, k_hi = S > 4 ? S - 4 : 0;
-    __m256i d_lo[4], d_hi[4], c_lo[4], c_hi[4];
-    for (uint32_t r = 0; r < 4; r++) {
-        const int64_t *d = r < n ? rows + (size_t)(g + r) * S : no_row;
-        const int64_t *b = r < n ? w->basis + (size_t)(g + r) * S : no_row;
-        d_lo[r] = sf__load4(d, k_lo);
-        d_hi[r] = sf__load4(d + 4, k_hi);
-        __m256i b_lo = sf__load4(b, k_lo), b_hi = sf__load4(b + 4, k_hi);
-        c_lo[r] = sf__min4(d_lo[r], b_lo);
-        c_hi[r] = sf__min4(d_hi[r], b_hi);
-    }
-    __m256i live = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_set_epi64x(3, 2, 1, 0));
-    __m256i none = _mm256_set1_epi64x(INT64_MIN);
-    __m256i p = _mm256_blendv_epi8(none, row_sums4(d_lo, d_hi), live);
-    __m256i q = _mm256_blendv_epi8(none, row_sums4(c_lo, c_hi), live);
-    __m256i x = _mm256_add_epi64(_mm256_set_epi64x(3, 2, 1, 0), _mm256_set1_epi64x(g));
-    __m256i gt = _mm256_cmpgt_epi64(p, l->first);
-    l->second = _mm256_blendv_epi8(sf__max4(l->second, p), l->first, gt);
-    l->first = _mm256_blendv_epi8(l->first, p, gt);
-    l->top = _mm256_blendv_epi8(l->top, x, gt);
-    l->top_q = _mm256_blendv_epi8(l->top_q, q, gt);
-    l->ideal = sf__max4(l->ideal, q);
-}
-
-SF_AVX2_INLINE void whatif_step_avx2_s(struct whatif_work *w, const int64_t *rows, uint32_t S)
-{
-    __m256i none = _mm256_set1_epi64x(INT64_MIN), zero = _mm256_setzero_si256();
-    struct lanes4 l = {none, none, zero, zero, none};
-    for (uint32_t g = 0; g < w->R; g += 4)
-        whatif_group4(&l, w, rows, g, S);
-    int64_t first[4], second[4], top[4], top_q[4], ideal[4];
-    _mm256_storeu_si256((__m256i *)first, l.first);
-    _mm256_storeu_si256((__m256i *)second, l.second);
-    _mm256_storeu_si256((__m256i *)top, l.top);
-    _mm256_storeu_si256((__m256i *)top_q, l.top_q);
-    _mm256_storeu_si256((__m256i *)ideal, l.ideal);
-    merge_lanes(w, rows, S, first, second, top, top_q, ideal, 4);
-}
-
-SF_AVX2 static void whatif_step_avx2(struct whatif_work *w, const int64_t *rows)
-{
-    SF__BY_STAGE_COUNT(w->S, S, whatif_step_avx2_s(w, rows, S))
-}
-
-/* The vector passes need AVX-512 or AVX2, a row of at most 8 stages and
- * every rank's basis fixed for the window. */
-static enum sf__net_isa whatif_vec_isa(const struct whatif_work *w)
-{
-    if (w->S > 8)
-        return SF__NET_GENERIC;
+    if (v->whatif_step == NULL || w->S > 8)
+        return false;
     for (uint32_t k = 0; k < w->S; k++)
         if (w->cohort[k])
-            return SF__NET_GENERIC;
-    return sf__median_net_best();
+            return false;
+    return true;
 }
-#endif
 
 static void whatif_step(struct whatif_work *w, const int64_t *rows)
 {
@@ -513,8 +381,8 @@ static bool sync_model_applies(const sf_summary *summary, uint32_t R)
     return true;
 }
 
-int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const sf_change *change,
-                      sf_whatif **ret)
+int sf__whatif_compute_form(const sf_summary *summary, const sf_reference *ref,
+                            const sf_change *change, const sf__vec *form, sf_whatif **ret)
 {
     if (summary == NULL || ret == NULL)
         return -EINVAL;
@@ -532,22 +400,15 @@ int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const 
         goto fail;
     map_reference(&w, d, ref);
     bool sync = sync_model_applies(summary, R);
-    enum sf__net_isa vec = SF__NET_GENERIC;
-#ifdef WHATIF_VEC
-    vec = sync ? SF__NET_GENERIC : whatif_vec_isa(&w);
-#endif
+    bool vec = !sync && whatif_vec_applies(&w, form);
     w.sync_mask = summary->schema.sync_mask;
     for (uint32_t i = 0; i < summary->n_steps; i++) {
         if (summary->steps[i].n_ranks != R)
             continue;
         if (sync)
             whatif_sync_step(&w, &d->d[(size_t)i * R * S]);
-#ifdef WHATIF_VEC
-        else if (vec == SF__NET_AVX512)
-            whatif_step_vec(&w, &d->d[(size_t)i * R * S]);
-        else if (vec == SF__NET_AVX2)
-            whatif_step_avx2(&w, &d->d[(size_t)i * R * S]);
-#endif
+        else if (vec)
+            whatif_step_lanes(&w, form, &d->d[(size_t)i * R * S]);
         else
             whatif_step(&w, &d->d[(size_t)i * R * S]);
         steps++;
@@ -572,4 +433,10 @@ fail:
     work_free(&w);
     free(out);
     return rc;
+}
+
+int sf_whatif_compute(const sf_summary *summary, const sf_reference *ref, const sf_change *change,
+                      sf_whatif **ret)
+{
+    return sf__whatif_compute_form(summary, ref, change, sf__vec_chosen(), ret);
 }

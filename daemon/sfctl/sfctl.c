@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stagefrontier/accounting.h>
+
 #include "import.h"
 #include "sfctl.h"
 #include "sfctl_args.h"
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
+    (void)sf_core_isa(); /* an SF_CORE_ISA this CPU lacks is refused now, not mid-command */
     struct sfctl_args a;
     sfctl_args_init(&a, "sfctl", NULL, argc, argv, "+h", opts);
     int opt;

@@ -16,6 +16,8 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <stagefrontier/accounting.h>
+
 #include "history.h"
 #include "sfd.h"
 
@@ -334,6 +336,7 @@ int main(int argc, char **argv)
     if (load_config(&d.cfg, &d.flags, &loaded) < 0)
         return 1;
     sfd_log_init(d.cfg.log_level);
+    sfd_log(SFD_LOG_INFO, NULL, "core kernels: %s", sf_core_isa()); /* SF_CORE_ISA refused here */
     signal(SIGPIPE, SIG_IGN);
     raise_nofile(&d);
     resolve_group(&d);

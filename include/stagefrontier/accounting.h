@@ -472,6 +472,17 @@ int sf_distinct_ranks(const sf_row *rows, size_t n_rows);
  * Reorders values. n must be > 0. */
 int64_t sf_median_i64(int64_t *values, size_t n);
 
+/* The form of the core's vector kernels this process runs: "generic" (plain
+ * C), "avx2" or "avx512", each giving the same figures. The environment's
+ * SF_CORE_ISA forces one; unset or empty, the best this CPU has. Chosen once,
+ * on the first call (every core function that runs a kernel makes it). A
+ * name the core does not know, or a form this CPU lacks, is refused: a
+ * message on stderr and exit status SF_CORE_ISA_REFUSED (the status test
+ * harnesses read as "skipped"). Programs call it at start, so that a
+ * refusal comes then. */
+#define SF_CORE_ISA_REFUSED 77
+const char *sf_core_isa(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,6 +38,8 @@ golden stdin-csv tests/replay/golden/displacement.json -- --json - < docs/exampl
 "$sfctl" replay --json --warmup-steps 0 --window-steps 10 docs/examples/straggler.csv > "$out/s.json"
 if [ "$(grep -c '"model": "sync"' "$out/s.json")" = 3 ] && ! grep -q '"lower_bound": true' "$out/s.json"; then ok; else bad "straggler what-if not the sync model"; fi
 
+# A form of the core's kernels that is unknown is refused at start (77).
+SF_CORE_ISA=avx9 expect core-isa-unknown 77 "SF_CORE_ISA=avx9: unknown form" -- docs/examples/displacement.csv
 expect tau-out-of-range 2 "invalid --tau value" -- --tau 2 docs/examples/displacement.csv
 expect window-steps-zero 2 "inconsistent" -- --window-steps 0 docs/examples/displacement.csv
 expect no-file 2 "usage: sfctl replay" --

@@ -20,6 +20,7 @@
 
 #include "core_internal.h"
 #include "matrix.h"
+#include "vec/vec.h"
 
 /* ---- the shift's middle differences -------------------------------------- */
 
@@ -512,49 +513,48 @@ struct seen {
     uint32_t sync_saved, clipped_saved, cells, cohort, no_step;
 };
 
-static void assert_whatif_direct(const struct window *w, const sf_reference *ref,
-                                 const sf_change *route, struct seen *seen)
+/* One form's what-if against the direct recomputation want. */
+static void assert_whatif_form(const struct window *w, const sf_reference *ref,
+                               const sf_change *route, const sf__vec *form, const uint32_t *ranks,
+                               uint32_t n, const struct direct *want, struct seen *seen)
 {
-    uint32_t ranks[MAX_R], n = reporting_ranks(w, ranks);
     sf_whatif *got = NULL;
-    int rc = sf_whatif_compute(w->summary, ref, route, &got);
-    static struct direct want;
-    direct_whatif(w, ref, route, ranks, n, &want);
-    if (want.steps == 0) {
+    int rc = sf__whatif_compute_form(w->summary, ref, route, form, &got);
+    if (want->steps == 0) {
         assert_int_equal(rc, -ENODATA);
         seen->no_step++;
         return;
     }
     assert_int_equal(rc, 0);
-    assert_int_equal(got->lower_bound, !want.sync);
+    assert_int_equal(got->lower_bound, !want->sync);
     assert_int_equal(got->basis, ref && ref->median_ns ? SF_WHATIF_REFERENCE : SF_WHATIF_COHORT);
-    assert_true(got->exposed_ns == want.exposed && got->ideal_ns == want.ideal);
-    double slowdown = want.ideal > 0 ? (double)want.exposed / (double)want.ideal : NAN;
+    assert_true(got->exposed_ns == want->exposed && got->ideal_ns == want->ideal);
+    double slowdown = want->ideal > 0 ? (double)want->exposed / (double)want->ideal : NAN;
     assert_true(same_double(got->slowdown, slowdown));
-    double waste = isnan(slowdown) ? NAN : (1 - 1 / slowdown) * n * ((double)want.exposed / 1e9);
+    double waste = isnan(slowdown) ? NAN : (1 - 1 / slowdown) * n * ((double)want->exposed / 1e9);
     assert_true(same_double(got->waste_rank_s, waste));
     struct listed v[MAX_R * SF_MAX_STAGES];
     uint32_t c = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (want.saved[i] > 0)
-            v[c++] = (struct listed){ranks[i], 0, want.saved[i]};
+        if (want->saved[i] > 0)
+            v[c++] = (struct listed){ranks[i], 0, want->saved[i]};
     c = list_largest(v, c, SF_WHATIF_MAX_RANKS);
     assert_int_equal(got->n_ranks, c);
-    seen->sync_saved += want.sync && c > 0;
-    seen->clipped_saved += !want.sync && c > 0;
+    seen->sync_saved += want->sync && c > 0;
+    seen->clipped_saved += !want->sync && c > 0;
     seen->cohort += got->basis == SF_WHATIF_COHORT && c > 0;
     for (uint32_t i = 0; i < c; i++) {
         assert_int_equal(got->ranks[i].rank, v[i].rank);
         assert_true(got->ranks[i].saved_ns == v[i].saved);
-        __int128 rest = want.exposed - v[i].saved;
+        __int128 rest = want->exposed - v[i].saved;
         assert_true(same_double(got->ranks[i].slowdown,
-                                rest > 0 ? (double)want.exposed / (double)rest : NAN));
+                                rest > 0 ? (double)want->exposed / (double)rest : NAN));
     }
     c = 0;
     for (uint32_t j = 0; route && j < route->n_route; j++)
         for (uint32_t i = 0; i < n; i++)
-            if (want.cell[j][i] > 0)
-                v[c++] = (struct listed){ranks[i], route->route[j], want.cell[j][i]};
+            if (want->cell[j][i] > 0)
+                v[c++] = (struct listed){ranks[i], route->route[j], want->cell[j][i]};
     c = list_largest(v, c, SF_WHATIF_MAX_CELLS);
     assert_int_equal(got->n_cells, c);
     seen->cells += c > 0;
@@ -564,6 +564,23 @@ static void assert_whatif_direct(const struct window *w, const sf_reference *ref
         assert_true(got->cells[i].saved_ns == v[i].saved);
     }
     sf_whatif_free(got);
+}
+
+/* Every form this CPU has (its clipped pass, vector or scalar) against the
+ * direct recomputation of the same window; the cases are counted once. */
+static void assert_whatif_direct(const struct window *w, const sf_reference *ref,
+                                 const sf_change *route, struct seen *seen)
+{
+    uint32_t ranks[MAX_R], n = reporting_ranks(w, ranks);
+    static struct direct want;
+    direct_whatif(w, ref, route, ranks, n, &want);
+    for (int isa = SF__ISA_GENERIC; isa < SF__ISA_COUNT; isa++) {
+        const sf__vec *form = sf__vec_form((enum sf__isa)isa);
+        struct seen again = {0};
+        if (form != NULL)
+            assert_whatif_form(w, ref, route, form, ranks, n, &want,
+                               isa == SF__ISA_GENERIC ? seen : &again);
+    }
 }
 
 /* Per layout and seed: a reference of two windows (one rank may be missing

@@ -13,6 +13,7 @@
 
 #include "core_internal.h"
 #include "matrix.h"
+#include "vec/vec.h"
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -227,7 +228,6 @@ static void run_case(uint64_t seed)
         numbered_schema(&schema, S);
     size_t n = (size_t)steps * ranks;
     check_build(&schema, m.rows, n, 0);
-    check_build(&schema, m.rows, n, SF__BUILD_NO_AVX512);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
         if (rand_below(&st, 5) != 0 || i == 0)
@@ -398,7 +398,7 @@ static void check_medians(const int64_t *copy, uint32_t n, size_t lanes, const i
  * (a group of ranks within a step of rows): the same result as from the
  * series alone, r, and the same medians. The array's other values would
  * break any series they were read into. */
-static void check_narrow_in_place(const sf__median_net *net, enum sf__net_isa isa,
+static void check_narrow_in_place(const sf__median_net *net, const sf__vec *form,
                                   const int64_t *copy, uint32_t n, size_t lanes, int r,
                                   const int64_t *got)
 {
@@ -410,7 +410,7 @@ static void check_narrow_in_place(const sf__median_net *net, enum sf__net_isa is
     for (uint32_t t = 0; t < n; t++)
         for (size_t l = 0; l < stride; l++)
             wide[t * stride + l] = l < lanes ? copy[t * lanes + l] : INT64_MIN + t;
-    assert_int_equal(sf__median_net_narrow(net, isa, wide, stride, lanes, again), r);
+    assert_int_equal(sf__median_net_narrow(net, form, wide, stride, lanes, again), r);
     if (r == 0)
         assert_memory_equal(again, got, lanes * sizeof *got);
     free(wide);
@@ -423,22 +423,20 @@ static void check_narrow_in_place(const sf__median_net *net, enum sf__net_isa is
 static void check_network_forms(const sf__median_net *net, const int64_t *copy, int64_t *v,
                                 uint32_t n, size_t lanes, int mix, int64_t *got)
 {
-    for (int isa = SF__NET_GENERIC; isa <= SF__NET_AVX512; isa++) {
+    for (int isa = SF__ISA_GENERIC; isa < SF__ISA_COUNT; isa++) {
+        const sf__vec *form = sf__vec_form((enum sf__isa)isa);
+        if (form == NULL)
+            continue; /* this CPU lacks the form */
         memcpy(v, copy, (size_t)n * lanes * sizeof *v);
-        int r = sf__median_net_run(net, (enum sf__net_isa)isa, v, lanes, got);
-        if (r == -ENOTSUP)
-            continue;
-        assert_int_equal(r, 0);
+        sf__median_net_run(net, form, v, lanes, got);
         check_medians(copy, n, lanes, got);
-    }
-    for (int isa = SF__NET_AVX2; isa <= SF__NET_AVX512; isa++) {
-        int r = sf__median_net_narrow(net, (enum sf__net_isa)isa, copy, lanes, lanes, got);
+        int r = sf__median_net_narrow(net, form, copy, lanes, lanes, got);
         if (r == -ENOTSUP)
-            continue;
+            continue; /* no form on offsets */
         assert_int_equal(r, mix == 1 || n == 1 ? 0 : -ERANGE);
         if (r == 0)
             check_medians(copy, n, lanes, got);
-        check_narrow_in_place(net, (enum sf__net_isa)isa, copy, n, lanes, r, got);
+        check_narrow_in_place(net, form, copy, n, lanes, r, got);
     }
 }
 
@@ -486,7 +484,7 @@ static void median_network_matches_a_sort(void **state)
  * from `wires` on untouched. */
 enum { PASS_LANES = 16, PASS_UNTOUCHED = 7 };
 
-static void check_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t wires,
+static void check_pass(const sf__vec *form, enum sf__net_pass pass, uint32_t wires,
                        const uint64_t *inputs, size_t n_inputs)
 {
     uint32_t col[64 * PASS_LANES];
@@ -495,7 +493,7 @@ static void check_pass(enum sf__net_isa isa, enum sf__net_pass pass, uint32_t wi
             for (size_t l = 0; l < PASS_LANES; l++)
                 col[w * PASS_LANES + l] =
                     w >= wires ? PASS_UNTOUCHED : i0 + l < n_inputs && inputs[i0 + l] >> w & 1;
-        assert_int_equal(sf__median_net_pass(isa, pass, col, wires), 0);
+        assert_int_equal(sf__median_net_pass(form, pass, col, wires), 0);
         for (size_t l = 0; l < PASS_LANES; l++) {
             uint64_t in = i0 + l < n_inputs ? inputs[i0 + l] : 0;
             uint32_t ones =
@@ -534,16 +532,18 @@ static void network_passes_sort(void **state)
     (void)state;
     static uint64_t inputs[1 << 16];
     uint64_t st = 7;
-    for (int isa = SF__NET_AVX2; isa <= SF__NET_AVX512; isa++) {
-        if (!sf__isa_present((enum sf__net_isa)isa))
+    for (int isa = SF__ISA_AVX2; isa < SF__ISA_COUNT; isa++) {
+        const sf__vec *form = sf__vec_form((enum sf__isa)isa);
+        if (form == NULL)
             continue;
         for (uint32_t wires = 1; wires <= 16; wires++) {
             for (uint64_t m = 0; m < UINT64_C(1) << wires; m++)
                 inputs[m] = m;
-            check_pass((enum sf__net_isa)isa, SF__NET_PASS_TILE, wires, inputs, (size_t)1 << wires);
+            check_pass(form, SF__NET_PASS_TILE, wires, inputs, (size_t)1 << wires);
         }
     }
-    if (!sf__isa_present(SF__NET_AVX512))
+    const sf__vec *avx512 = sf__vec_form(SF__ISA_AVX512);
+    if (avx512 == NULL)
         return;
     for (uint32_t wires = 1; wires <= 32; wires++) {
         uint32_t low = wires < 16 ? wires : 16, high = wires - low;
@@ -552,14 +552,14 @@ static void network_passes_sort(void **state)
             for (uint32_t b = 0; b <= high; b++)
                 inputs[n++] =
                     random_ones(0, low, a, &st) | (high ? random_ones(16, high, b, &st) : 0);
-        check_pass(SF__NET_AVX512, SF__NET_PASS_PAIR, wires, inputs, n);
+        check_pass(avx512, SF__NET_PASS_PAIR, wires, inputs, n);
     }
     for (uint32_t wires = 33; wires <= 64; wires++) {
         size_t n = 0;
         for (uint32_t a = 0; a <= 32; a++)
             for (uint32_t b = 0; b <= wires - 32; b++)
                 inputs[n++] = top_ones(0, 32, a) | top_ones(32, wires - 32, b);
-        check_pass(SF__NET_AVX512, SF__NET_PASS_ROUND32, wires, inputs, n);
+        check_pass(avx512, SF__NET_PASS_ROUND32, wires, inputs, n);
     }
 }
 
@@ -568,14 +568,19 @@ static void network_passes_refuse_what_they_lack(void **state)
 {
     (void)state;
     uint32_t col[64 * PASS_LANES] = {0};
-    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_TILE, col, 0), -EINVAL);
-    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_TILE, col, 17), -EINVAL);
-    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_PAIR, col, 33), -EINVAL);
-    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_ROUND32, col, 32), -EINVAL);
-    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, SF__NET_PASS_ROUND32, col, 65), -EINVAL);
-    assert_int_equal(sf__median_net_pass(SF__NET_AVX512, (enum sf__net_pass)3, col, 1), -EINVAL);
-    assert_int_equal(sf__median_net_pass(SF__NET_GENERIC, SF__NET_PASS_TILE, col, 1), -ENOTSUP);
-    assert_int_equal(sf__median_net_pass(SF__NET_AVX2, SF__NET_PASS_PAIR, col, 20), -ENOTSUP);
+    const sf__vec *avx512 = sf__vec_form(SF__ISA_AVX512), *avx2 = sf__vec_form(SF__ISA_AVX2);
+    const sf__vec *generic = sf__vec_form(SF__ISA_GENERIC);
+    /* the counts are checked before the form: any form refuses them */
+    const sf__vec *any = avx512 ? avx512 : generic;
+    assert_int_equal(sf__median_net_pass(any, SF__NET_PASS_TILE, col, 0), -EINVAL);
+    assert_int_equal(sf__median_net_pass(any, SF__NET_PASS_TILE, col, 17), -EINVAL);
+    assert_int_equal(sf__median_net_pass(any, SF__NET_PASS_PAIR, col, 33), -EINVAL);
+    assert_int_equal(sf__median_net_pass(any, SF__NET_PASS_ROUND32, col, 32), -EINVAL);
+    assert_int_equal(sf__median_net_pass(any, SF__NET_PASS_ROUND32, col, 65), -EINVAL);
+    assert_int_equal(sf__median_net_pass(any, (enum sf__net_pass)3, col, 1), -EINVAL);
+    assert_int_equal(sf__median_net_pass(generic, SF__NET_PASS_TILE, col, 1), -ENOTSUP);
+    if (avx2 != NULL)
+        assert_int_equal(sf__median_net_pass(avx2, SF__NET_PASS_PAIR, col, 20), -ENOTSUP);
     for (size_t i = 0; i < 64 * PASS_LANES; i++)
         assert_int_equal(col[i], 0);
 }
@@ -635,24 +640,23 @@ static void wide_median_matches_a_sort(void **state)
                 v[j] = want[j] = x;
             }
             int64_t expect = median_by_sort(want, n);
-            for (int isa = SF__NET_GENERIC; isa <= SF__NET_AVX512; isa++) {
+            for (int isa = SF__ISA_GENERIC; isa < SF__ISA_COUNT; isa++) {
+                const sf__vec *form = sf__vec_form((enum sf__isa)isa);
+                if (form == NULL)
+                    continue;                   /* this CPU lacks the form */
                 memcpy(want, v, n * sizeof *v); /* every form gets the same input */
-                int64_t got;
-                if (sf__median_wide_isa(want, n, tmp, (enum sf__net_isa)isa, &got) == -ENOTSUP)
-                    continue; /* this CPU lacks the form */
+                int64_t got = sf__median_wide(form, want, n, tmp);
                 if (got != expect)
                     fail_msg("isa %d n %zu shape %d: %lld, want %lld", isa, n, shape,
                              (long long)got, (long long)expect);
                 forms_run |= 1u << isa;
             }
-            if (sf__median_wide(v, n, tmp) != expect)
+            if (sf__median_wide(sf__vec_chosen(), v, n, tmp) != expect)
                 fail_msg("best form, n %zu shape %d", n, shape);
         }
     /* The generic form runs everywhere; AVX2 wherever the CPU has it. */
-    assert_true(forms_run & 1u << SF__NET_GENERIC);
-#if defined(__x86_64__)
-    assert_true(!__builtin_cpu_supports("avx2") || forms_run & 1u << SF__NET_AVX2);
-#endif
+    assert_true(forms_run & 1u << SF__ISA_GENERIC);
+    assert_true(!sf__vec_form(SF__ISA_AVX2) || forms_run & 1u << SF__ISA_AVX2);
     free(v);
     free(want);
     free(tmp);
@@ -697,12 +701,13 @@ static void clipping_matches_the_definition(void **state)
                 want[c] = p - cut > want[c] ? p - cut : want[c];
             }
         }
-        for (int isa = SF__NET_AVX2; isa <= SF__NET_AVX512; isa++) {
-            if ((int)sf__fold_vec_isa(S, (enum sf__net_isa)isa) != isa)
+        for (int isa = SF__ISA_AVX2; isa < SF__ISA_COUNT; isa++) {
+            const sf__vec *form = sf__vec_form((enum sf__isa)isa);
+            if (form == NULL || !sf__vec_folds(form, S))
                 continue; /* this CPU lacks the form */
             for (uint32_t c = 0; c < s->cand.n; c++)
                 got[c] = INT64_MIN;
-            sf__clip_rows_vec((enum sf__net_isa)isa, s, m.d, n, baseline, got);
+            form->clip_rows(s, m.d, n, baseline, got);
             for (uint32_t c = 0; c < s->cand.n; c++)
                 if (got[c] != want[c])
                     fail_msg("isa %d S %u candidate %u: %lld, want %lld", isa, S, c,
@@ -713,10 +718,7 @@ static void clipping_matches_the_definition(void **state)
         sf_schema_clear(&schema);
         matrix_free(&m);
     }
-#if defined(__x86_64__)
-    assert_true(!__builtin_cpu_supports("avx2") || forms_run & 1u << SF__NET_AVX2);
-#endif
-    (void)forms_run;
+    assert_true(!sf__vec_form(SF__ISA_AVX2) || forms_run & 1u << SF__ISA_AVX2);
 }
 
 int main(void)

@@ -300,7 +300,7 @@ static void assert_fast_paths_agree(const sf_schema *schema, const sf_window_met
                                     const sf_row *rows, size_t n, bool dense, int want,
                                     const sf_summary *by_row, uint64_t seed)
 {
-    const unsigned forms[] = {0, SF__BUILD_NO_AVX512};
+    const unsigned forms[] = {0};
     for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
         sf_summary *by_step = NULL;
         int got = sf__summary_build(schema, meta, rows, n, dense, forms[f], &by_step);
@@ -362,7 +362,7 @@ static void whole_step_checks_match_row_by_row(void **state)
 static void assert_every_form_refuses(const sf_schema *schema, const sf_window_meta *meta,
                                       const sf_row *rows, size_t n, bool dense)
 {
-    const unsigned forms[] = {0, SF__BUILD_NO_AVX512, SF__BUILD_GENERAL};
+    const unsigned forms[] = {0, SF__BUILD_GENERAL};
     for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
         sf_summary *s = NULL;
         assert_int_equal(sf__summary_build(schema, meta, rows, n, dense, forms[f], &s), -ERANGE);

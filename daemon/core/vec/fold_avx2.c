@@ -1,5 +1,5 @@
 /*
- * The grid fold and the cohort clipping (fold_vec.c) in AVX2, for CPUs
+ * The grid fold and the cohort clipping (vec.h) in AVX2, for CPUs
  * without AVX-512: a row of up to 8 stages in two 4-lane vectors, stages
  * 0..3 and 4..7. AVX2 has no 64-bit max or min and no compare into a mask
  * register, so each max or min is a compare and a blend, and compare masks
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "avx2_lanes.h"
-#include "fold_vec.h"
+#include "fold.h"
 
 #ifdef SF_AVX2_LANES
 

@@ -1,6 +1,6 @@
 /*
  * Four int64 lanes in AVX2, as the core's AVX2 forms use them (fold_avx2.c,
- * whatif.c): AVX2 has no 64-bit max or min, so each is a compare and a
+ * whatif_avx2.c): AVX2 has no 64-bit max or min, so each is a compare and a
  * blend; and a row's part of fewer than 4 stages loads with zeros after it.
  * The helpers exist where SF_AVX2_LANES is defined (x86-64, GCC or clang).
  */

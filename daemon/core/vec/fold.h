@@ -1,23 +1,14 @@
 /*
- * What the vector forms of the grid fold share (fold_vec.c chooses the
- * form; fold_avx512.c and fold_avx2.c are the forms): the scalar work a row
+ * What the vector forms of the grid fold share (fold_avx512.c and
+ * fold_avx2.c; summary.c's scalar fold is the reference): the scalar work a row
  * needs only rarely or only once, written once, so that both forms do
  * exactly what the scalar fold in summary.c does.
  */
-#ifndef SF_FOLD_VEC_H
-#define SF_FOLD_VEC_H
+#ifndef SF_CORE_VEC_FOLD_H
+#define SF_CORE_VEC_FOLD_H
 
-#include "core_internal.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SF_FOLD_X86 1
-bool sf__fold_grid_avx512(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
-void sf__clip_rows_avx512(const sf_summary *s, const int64_t *rows, uint32_t n,
-                          const int64_t *baseline, int64_t *clipped);
-bool sf__fold_grid_avx2(sf_summary *s, sf_step_summary *st, const struct sf__grid_step *g);
-void sf__clip_rows_avx2(const sf_summary *s, const int64_t *rows, uint32_t n,
-                        const int64_t *baseline, int64_t *clipped);
-#endif
+#include "../core_internal.h"
+#include "forms.h"
 
 /* Row r's durations. */
 static inline const int64_t *sf__grid_row(const struct sf__grid_step *g, uint32_t r, uint32_t S)
@@ -29,7 +20,7 @@ static inline const int64_t *sf__grid_row(const struct sf__grid_step *g, uint32_
  * `total`: each cut is the sum of its members' savings. In unsigned
  * arithmetic, which gives checked durations their exact values and is
  * defined for the unchecked ones that the grid fold meets before it has
- * checked them (core_internal.h, sf__fold_grid_vec). */
+ * checked them (vec.h, struct sf__grid_step). */
 static inline void sf__fold_groups(const sf_summary *s, const int64_t *saving, int64_t total,
                                    int64_t *clipped)
 {

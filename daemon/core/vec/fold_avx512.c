@@ -1,11 +1,11 @@
 /*
- * The grid fold and the cohort clipping (fold_vec.c) in AVX-512: a row's
+ * The grid fold and the cohort clipping (vec.h) in AVX-512: a row's
  * stages in one vector, so prefixes are three lane shifts and max, min and
  * compare masks are single instructions.
  */
-#include "fold_vec.h"
+#include "fold.h"
 
-#ifdef SF_FOLD_X86
+#ifdef SF_VEC_X86
 #include <immintrin.h>
 
 #define AVX512 __attribute__((target("avx512f")))
