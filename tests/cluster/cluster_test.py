@@ -3,7 +3,7 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, tree, failover, partition, partition_root, split, hostile,
+scenarios: exact, tree, failover, catchup, partition, partition_root, split, hostile,
            preauth, flood, forged, restart_replay, member_keys, credentials
 
 Every wait polls a real condition (a query answer, a log line, a file) under
@@ -600,6 +600,59 @@ def scenario_failover(build):
                   "node %d took the restarted node for a replay" % n.id)
         c.stop_checked()
         print("failover: new root in %.2f s, %d summaries resent" % (took, resent))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        c.close()
+
+
+def scenario_catchup(build):
+    """A node restarted with the same id catches up: windows finished while
+    it was away are fetched from the root (docs/CLUSTER.md, "Catch-up"), so
+    it answers for every kept window, each exactly as the root reports it
+    and delivered once."""
+    c = Cluster(build, 3)
+    try:
+        c.start()
+        c.wait_root(1)
+        job, world = "catchup-job", 6
+        gate = os.path.join(c.tmp, "gate")
+        set_gate(gate, WARMUP + WINDOW + 2)
+        steps = WARMUP + 4 * WINDOW + 2
+        # Node 3 hosts no rank: it knows the job from the cluster's reports alone.
+        for i, n in enumerate(c.nodes[:2]):
+            c.send(n, job, world, 3 * i, 3 * i + 2, steps, seed=17, gate=gate)
+        reports_everywhere(c, c.nodes, job, [0])
+        away = c.nodes[2]
+        away.kill()
+        set_gate(gate, WARMUP + 3 * WINDOW + 2)
+        reports_everywhere(c, c.nodes[:2], job, [1, 2])
+        check(away.report_lines(1) == [], "node 3 reported window 1 while it was down")
+        away.start()
+        c.wait_root(1)
+        c.wait(lambda: (away.peers() or {}).get("counters", {}).get("catchups_done") == 1,
+               "node 3 to catch up")
+        for w in (0, 1, 2):
+            mine = c.wait(lambda: away.report(job, w), "node 3's report of window %d" % w)
+            check(mine == c.nodes[0].report(job, w),
+                  "node 3's report of window %d differs from the root's" % w)
+        rc, _, err = away.sfctl("report", job, "--window", "2")
+        check(rc == 0, "sfctl report --window 2 on node 3: rc %d %s" % (rc, err))
+        for w in (1, 2):
+            check(len(away.report_lines(w)) == 1, "node 3: window %d delivered %d times"
+                  % (w, len(away.report_lines(w))))
+        served = c.nodes[0].peers()["counters"]
+        check(served["catchups_served"] >= 1 and served["catchup_reports_sent"] >= 3,
+              "root's catch-up counters: %r" % served)
+        check(served["rejected_catchup"] == 0, "root refused a catch-up: %r" % served)
+        set_gate(gate, steps)
+        reports_everywhere(c, c.nodes, job, [3])
+        once_per_window(c.nodes[:2], [0, 1, 2, 3])
+        check(len(away.report_lines(3)) == 1, "node 3: window 3 not delivered once")
+        c.stop_checked()
+        print("catchup: node 3 fetched %d reports after its restart"
+              % served["catchup_reports_sent"])
     except Exception:
         c.dump_logs()
         raise
