@@ -3,7 +3,7 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, tree, failover, catchup, partition, partition_root, split, faults, hostile,
+scenarios: exact, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
            preauth, flood, forged, restart_replay, member_keys, credentials
 
 Every wait polls a real condition (a query answer, a log line, a file) under
@@ -658,6 +658,44 @@ def scenario_catchup(build):
         raise
     finally:
         c.close()
+
+
+def scenario_catchup_hostile(build):
+    """Catch-up messages from a key holder, as configured member 4 (never
+    started): keep_windows 0 and past 4096 refused, a valid request served
+    once and a second within the second refused, an answer nobody asked for
+    refused; each counted in rejected_catchup, the cluster unchanged."""
+    def body(c, dirs, procs):
+        root, other = c.nodes[0], c.nodes[1]
+        epoch = [0]
+
+        def inject(node, mode, value):
+            epoch[0] += 1
+            env = dict(os.environ, SF_INJECT_EPOCH=str(epoch[0]))
+            r = subprocess.run([c.inject, node.host, str(node.port), c.key, "4", str(node.id),
+                                mode, str(value), str(node.peers()["term"])],
+                               capture_output=True, timeout=60, env=env)
+            check(r.returncode == 0, "injector: %s" % r.stderr)
+
+        def counters(node):
+            return node.peers()["counters"]
+        served = counters(root)["catchups_served"]
+        for n, (mode, value) in enumerate((("catchup", 0), ("catchup", 4097))):
+            inject(root, mode, value)
+            c.wait(lambda: counters(root)["rejected_catchup"] == n + 1,
+                   "catch-up request %s %d refused" % (mode, value))
+        inject(root, "catchup", 16)
+        c.wait(lambda: counters(root)["catchups_served"] == served + 1, "a valid request served")
+        inject(root, "catchup", 16)
+        c.wait(lambda: counters(root)["rejected_catchup"] == 3, "a second request refused")
+        check(counters(root)["catchups_served"] == served + 1, "served twice within a second")
+        inject(other, "catchupdone", 2)
+        c.wait(lambda: counters(other)["rejected_catchup"] == 1, "an unasked answer refused")
+        check("refused a catch-up message from node 4" in root.log_text(),
+              "the refusal is not logged")
+        c.wait_root(1)
+        return "catchup_hostile: 3 requests and 1 answer refused, 1 request served"
+    with_cluster(build, body, dir_keys=(), members=4)
 
 
 def live_view(node):
