@@ -461,6 +461,12 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
     case T(CAPTURE_RESULT):
         sfd_peer_on_capture_result(node, msg, now);
         break;
+    case T(CATCHUP_REQUEST):
+        sfd_peer_on_catchup_request(node, msg, now);
+        break;
+    case T(CATCHUP_DONE):
+        sfd_peer_on_catchup_done(node, msg, now);
+        break;
     default:
         break; /* QUERY_FORWARD: answered from pushed reports instead */
     }
@@ -482,6 +488,7 @@ static void on_tick(uv_timer_t *t)
         sfd_peer_root_tick(node, now);
     else
         sfd_peer_reports_tick(node, now);
+    sfd_peer_catchup_tick(node, now);
     if (node->state_dirty)
         sfd_peer_state_changed(node);
 }

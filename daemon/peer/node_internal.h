@@ -13,6 +13,8 @@
 
 #define SFD_PEER_WRITE_QUEUE_MAX (64u << 20)
 #define SFD_PEER_REPORTS_KEPT 1024
+_Static_assert(SFD_PEER_REPORTS_KEPT == SFD_PEER_CATCHUP_REPORTS_MAX,
+               "a catch-up answer carries at most the reports a node keeps");
 #define SFD_PEER_PENDING_KEPT 256 /* windows a root collects at once */
 
 typedef struct sfd_peer_conn {
@@ -47,8 +49,9 @@ typedef struct sfd_peer_link {
     uint32_t in_flight; /* as its last heartbeat said */
     uint64_t term_seen;
     uint32_t root_seen;
-    uint8_t *subtree;    /* its last up heartbeat's subtree set (heartbeat.c) */
-    uint64_t subtree_ms; /* when it came; 0 none */
+    uint8_t *subtree;           /* its last up heartbeat's subtree set (heartbeat.c) */
+    uint64_t subtree_ms;        /* when it came; 0 none */
+    uint64_t catchup_served_ms; /* its last catch-up request answered; 0 none */
 } sfd_peer_link;
 
 /* A summary this node holds until its window's report arrives: its own, or
@@ -136,6 +139,11 @@ struct sfd_peer_node {
     uint32_t n_view_pending; /* the root's window list, relayed down */
     sfd_window_key view_pending[SFD_PEER_PENDING_MAX];
     sfd_peer_counters c;
+    /* catchup.c: whether this boot's catch-up is done, whom it was asked of
+     * and when (asked again every second until answered) */
+    bool caught_up;
+    uint32_t catchup_from;
+    uint64_t catchup_asked_ms;
     uint32_t open_handles;
     bool closing;
     void (*close_done)(void *ctx);
@@ -188,6 +196,11 @@ uint64_t sfd_peer_now(sfd_peer_node *node);
 /* capture_route.c: CAPTURE_REQUEST and CAPTURE_RESULT envelopes */
 void sfd_peer_on_capture_request(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
 void sfd_peer_on_capture_result(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
+
+/* catchup.c: CATCHUP_REQUEST and CATCHUP_DONE envelopes */
+void sfd_peer_catchup_tick(sfd_peer_node *node, uint64_t now);
+void sfd_peer_on_catchup_request(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
+void sfd_peer_on_catchup_done(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
 
 /* root.c */
 void sfd_peer_root_accept(sfd_peer_node *node, const sfd_window_key *key, const sf_summary *s,

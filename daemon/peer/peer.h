@@ -190,6 +190,7 @@ typedef struct sfd_peer_config {
     uint32_t summary_deadline_ms; /* 3000 */
     uint32_t tree_hold_ms;        /* 100: a parent's wait for its children */
     uint32_t retained_max;        /* summaries a node keeps for resend, 512 */
+    uint32_t keep_windows;        /* the host's windows kept per job: caught up after a restart */
 } sfd_peer_config;
 
 void sfd_peer_config_init(sfd_peer_config *cfg);
@@ -396,6 +397,17 @@ int sfd_peer_capture_result_pack(const sfd_peer_capture_result *r, uint8_t **ret
                                  size_t *ret_len);
 int sfd_peer_capture_result_unpack(const uint8_t *buf, size_t len, sfd_peer_capture_result *ret);
 
+/* ---- catchup.c: CatchUpRequest / CatchUpDone, their checks (pure) ------- */
+
+#define SFD_PEER_CATCHUP_KEEP_MAX 4096u    /* sfd's keep_windows bound (config.c) */
+#define SFD_PEER_CATCHUP_REPORTS_MAX 1024u /* the reports a node keeps */
+
+/* Decodes and checks a payload: -EBADMSG for bytes that do not decode,
+ * -ERANGE for keep_windows outside 1..SFD_PEER_CATCHUP_KEEP_MAX, or a count
+ * of reports above SFD_PEER_CATCHUP_REPORTS_MAX. */
+int sfd_peer_catchup_request_unpack(const uint8_t *buf, size_t len, uint32_t *ret_keep);
+int sfd_peer_catchup_done_unpack(const uint8_t *buf, size_t len, uint32_t *ret_reports);
+
 /* ---- node.c, link.c, root.c: the running peer layer (libuv) ------------ */
 
 struct uv_loop_s;
@@ -440,6 +452,10 @@ typedef struct sfd_peer_counters {
     uint64_t rejected_owner; /* a job named without a valid owner uid and incarnation */
     uint64_t links_dialled;  /* outbound connections opened: steady while the links hold */
     uint64_t report_acks_deferred, report_acks_late; /* past a proposal's prompt bound */
+    /* catch-up after a restart (catchup.c): asked, answered to others, the
+     * reports those answers carried, finished here, and refused requests */
+    uint64_t catchups_requested, catchups_served, catchup_reports_sent, catchups_done;
+    uint64_t rejected_catchup;
 } sfd_peer_counters;
 
 int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg, const sfd_peer_key *key,

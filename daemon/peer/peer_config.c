@@ -19,6 +19,7 @@ void sfd_peer_config_init(sfd_peer_config *cfg)
     cfg->summary_deadline_ms = 3000;
     cfg->tree_hold_ms = 100;
     cfg->retained_max = 512;
+    cfg->keep_windows = 16;
     cfg->auth_timeout_ms = 2000;
     cfg->preauth_max = 64;
     cfg->preauth_per_addr = 8;

@@ -2,19 +2,22 @@
  * The peer layer's replay state across restarts: this node's boot counter
  * and the last epoch accepted from each member, in one small text file in
  * the state directory. It is replaced atomically (temp file, fsync, rename,
- * fsync of the directory), so a crash leaves the old or the new file, never
- * a torn one. It must not decide policy: node.c says when to save.
+ * fsync of the directory), all inside the directory's descriptor held from
+ * a walk from "/" (daemon/sfd/safe_path.c), so a crash leaves the old or the
+ * new file, never a torn one, and no link steers it elsewhere. It must not decide policy: node.c
+ * says when to save.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "peer.h"
+#include "safe_path.h"
 
 #define STATE_MAGIC "sfpeer-state 1"
 
@@ -120,32 +123,58 @@ static char *format_state(const sfd_peer_state *st, size_t *ret_len)
     return buf;
 }
 
-static int sync_dir(const char *path)
+/* The directory and the name of path, split at its last '/'. */
+static int split_path(const char *path, char *dir, size_t dirlen, const char **ret_name)
 {
-    char copy[4096];
-    if (snprintf(copy, sizeof copy, "%s", path) >= (int)sizeof copy)
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == NULL ? 0 : (size_t)(slash - path);
+    if (slash == NULL)
+        snprintf(dir, dirlen, ".");
+    else if (n == 0)
+        snprintf(dir, dirlen, "/");
+    else if (n >= dirlen)
         return -ENAMETOOLONG;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int r = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return r;
+    else
+        memcpy(dir, path, n), dir[n] = '\0';
+    *ret_name = slash == NULL ? path : slash + 1;
+    return **ret_name == '\0' ? -EINVAL : 0;
 }
 
+/* The temporary file, made fresh inside the held directory: O_EXCL |
+ * O_NOFOLLOW, so a name someone else made (a link included) is never
+ * written through. One left by a crash is removed first. */
+static int create_tmp(int dirfd, const char *tmp)
+{
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = openat(dirfd, tmp, flags, 0600);
+    if (fd < 0 && errno == EEXIST && unlinkat(dirfd, tmp, 0) == 0)
+        fd = openat(dirfd, tmp, flags, 0600);
+    return fd < 0 ? -errno : fd;
+}
+
+/* The directory is walked from "/" on every save (safe_path.h): a link or a
+ * directory another user could swap anywhere on the way is refused. */
 int sfd_peer_state_save(const char *path, const sfd_peer_state *st)
 {
-    char tmp[4096 + 8];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    char dir[4096], tmp[NAME_MAX + 1], why[4200];
+    const char *name;
+    int r = split_path(path, dir, sizeof dir, &name);
+    if (r < 0)
+        return r;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", name) >= (int)sizeof tmp)
         return -ENAMETOOLONG;
+    int dirfd = sf_safe_dir_open(dir, 0, 0, why, sizeof why);
+    if (dirfd < 0)
+        return dirfd;
     size_t len = 0;
     char *text = format_state(st, &len);
-    if (text == NULL)
+    if (text == NULL) {
+        close(dirfd);
         return -ENOMEM;
-    int r = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    }
+    int fd = create_tmp(dirfd, tmp);
     if (fd < 0) {
-        r = -errno;
+        r = fd;
         goto out;
     }
     r = write_all(fd, text, len);
@@ -153,13 +182,14 @@ int sfd_peer_state_save(const char *path, const sfd_peer_state *st)
         r = -errno;
     if (close(fd) < 0 && r == 0)
         r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
+    if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
         r = -errno;
-    if (r == 0)
-        r = sync_dir(path);
-    else
-        unlink(tmp);
+    if (r == 0 && fsync(dirfd) < 0)
+        r = -errno;
+    else if (r < 0)
+        unlinkat(dirfd, tmp, 0);
 out:
     free(text);
+    close(dirfd);
     return r;
 }

@@ -59,6 +59,12 @@ static json_t *guard_counters_json(json_t *o, const sfd_peer_counters *c)
     json_object_set_new(o, "report_acks_deferred",
                         json_integer((json_int_t)c->report_acks_deferred));
     json_object_set_new(o, "report_acks_late", json_integer((json_int_t)c->report_acks_late));
+    json_object_set_new(o, "catchups_requested", json_integer((json_int_t)c->catchups_requested));
+    json_object_set_new(o, "catchups_served", json_integer((json_int_t)c->catchups_served));
+    json_object_set_new(o, "catchup_reports_sent",
+                        json_integer((json_int_t)c->catchup_reports_sent));
+    json_object_set_new(o, "catchups_done", json_integer((json_int_t)c->catchups_done));
+    json_object_set_new(o, "rejected_catchup", json_integer((json_int_t)c->rejected_catchup));
     return o;
 }
 

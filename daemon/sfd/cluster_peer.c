@@ -196,7 +196,10 @@ static void deliver(void *ctx, const sfd_window_key *key, uint32_t root_id, uint
     }
     /* the peer layer keeps merged: a pool keeps a copy */
     r = sfd_publish_report(job, merged, NULL, report, remote);
-    if (r < 0) /* handed over again once this node closes the window */
+    if (r == -EALREADY)
+        sfd_log(SFD_LOG_DEBUG, job->id, "window %lld.%u: already held", (long long)key->window,
+                key->segment);
+    else if (r < 0) /* handed over again once this node closes the window */
         sfd_log(SFD_LOG_INFO, job->id,
                 "window %lld.%u: report of root %u came before the "
                 "window closed here",
@@ -305,6 +308,7 @@ int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
     if (d->cfg.state_dir[0] != '\0' && sfd_peer_config_state_dir(&g->cfg, d->cfg.state_dir) < 0)
         sfd_log(SFD_LOG_ERR, NULL, "state_dir %s: too long; peer replay state is not kept",
                 d->cfg.state_dir);
+    g->cfg.keep_windows = d->cfg.keep_windows; /* what a restart catches up (catchup.c) */
     if ((r = sfd_peer_config_validate(&g->cfg)) < 0) {
         sfd_log(SFD_LOG_ERR, NULL,
                 "peer config: node_id, peers and either cluster_key_file "

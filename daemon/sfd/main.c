@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include <stagefrontier/accounting.h>
 
 #include "history.h"
+#include "safe_path.h"
 #include "sfd.h"
 
 #define DEFAULT_CONFIG "/etc/stagefrontier/sfd.conf"
@@ -91,6 +94,27 @@ static void resize_kept(struct sfd_job *j, uint32_t keep)
     j->cap_stored = keep;
 }
 
+/* A directory sfd writes into, walked from "/" (safe_path.h): made when
+ * missing with SF_SAFE_DIR_CREATE, refused when someone else could steer it (a
+ * symbolic link, another owner, writable by others). With all_fatal unset
+ * any other failure (absent, not a directory, read-only) is left for the
+ * directory's writer to report, and sfd runs without it. */
+static int check_dir(const char *what, const char *dir, unsigned flags, mode_t mode, bool all_fatal)
+{
+    char why[PATH_MAX + 128];
+    if (dir[0] == '\0')
+        return 0;
+    int fd = sf_safe_dir_open(dir, flags, mode, why, sizeof why);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (!all_fatal && fd != -EPERM && fd != -ELOOP)
+        return 0;
+    sfd_log(SFD_LOG_ERR, NULL, "%s %s refused: %s", what, dir, why);
+    return fd;
+}
+
 static void reload(struct sfd *d)
 {
     struct sfd_config cfg;
@@ -105,6 +129,10 @@ static void reload(struct sfd *d)
     cfg.max_history_mb = d->cfg.max_history_mb;
     memcpy(cfg.ingest_path, d->cfg.ingest_path, sizeof(cfg.ingest_path));
     memcpy(cfg.query_path, d->cfg.query_path, sizeof(cfg.query_path));
+    if (check_dir("prom_dir", cfg.prom_dir, SF_SAFE_DIR_SHARED_LEAF, 0, false) < 0) {
+        sfd_log(SFD_LOG_ERR, NULL, "reload: keeping prom_dir %s", d->cfg.prom_dir);
+        memcpy(cfg.prom_dir, d->cfg.prom_dir, sizeof(cfg.prom_dir));
+    }
     d->cfg = cfg;
     if (sfd_ensure_rxbuf(d) < 0)
         sfd_log(SFD_LOG_ERR, NULL, "reload: cannot resize the receive buffer");
@@ -222,10 +250,16 @@ static int start(struct sfd *d)
         sfd_log(SFD_LOG_ERR, NULL, "socket activation: %s", strerror(-r));
         return r;
     }
-    if ((fi < 0 || fq < 0) && mkdir(d->cfg.runtime_dir, 0755) < 0 && errno != EEXIST) {
-        sfd_log(SFD_LOG_ERR, NULL, "cannot create %s: %s", d->cfg.runtime_dir, strerror(errno));
-        return -errno;
-    }
+    /* Sockets bound by systemd need no runtime directory of sfd's own. */
+    if ((fi < 0 || fq < 0) &&
+        (r = check_dir("runtime_dir", d->cfg.runtime_dir, SF_SAFE_DIR_CREATE, 0755, true)) < 0)
+        return r;
+    r = check_dir("state_dir", d->cfg.state_dir, SF_SAFE_DIR_CREATE, 0700, false);
+    if (r < 0)
+        return r;
+    r = check_dir("prom_dir", d->cfg.prom_dir, SF_SAFE_DIR_SHARED_LEAF, 0, false);
+    if (r < 0)
+        return r;
     r = sfd_listener_open(d, &d->ingest, d->cfg.ingest_path, 0666, fi, false);
     if (r < 0) {
         sfd_log(SFD_LOG_ERR, NULL, "ingest socket %s: %s", d->cfg.ingest_path, strerror(-r));

@@ -1,10 +1,12 @@
 /*
  * sfd's Prometheus textfile: replaces DIR/stagefrontier.prom atomically with
  * the text daemon/report/prom_text.c renders. It owns the file's name, mode
- * and the temporary-file-then-rename dance; never the format.
+ * and the temporary-file-then-rename dance, inside a directory walked by
+ * safe_path.c; never the format.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,52 +14,48 @@
 #include <unistd.h>
 
 #include "prom_export.h"
+#include "safe_path.h"
 
 /* The collector reads only "*.prom": a hidden name without that suffix is
  * never picked up half written. */
-#define PROM_TMP_TEMPLATE ".stagefrontier.prom.tmp.XXXXXX"
+#define PROM_TMP_PREFIX ".stagefrontier.prom.tmp."
 
-static int fsync_dir(const char *dir)
+/* A fresh temporary file in the held directory: O_EXCL | O_NOFOLLOW, so a
+ * name someone else made (a link included) is never written through. */
+static int create_tmp(int dirfd, char *name, size_t len)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int r = 0;
-
-    if (fd < 0)
-        return -errno;
-    if (fsync(fd) < 0 && errno != EINVAL)
-        r = -errno;
-    close(fd);
-    return r;
+    static unsigned serial;
+    for (int tries = 0; tries < 16; tries++) {
+        snprintf(name, len, PROM_TMP_PREFIX "%ld.%u", (long)getpid(), serial++);
+        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd < 0 ? -errno : fd;
+    }
+    return -EEXIST;
 }
 
 int sfd_prom_write(const char *dir, const struct sf_prom_daemon *daemon,
                    const struct sf_prom_job *jobs, size_t n)
 {
-    char *tmp = NULL, *final = NULL;
+    char tmp[64], why[512];
+    bool have_tmp = false;
     FILE *f = NULL;
     int fd = -1, r, skipped;
 
     if (dir == NULL || dir[0] == '\0')
         return -EINVAL;
-
-    if (asprintf(&tmp, "%s/" PROM_TMP_TEMPLATE, dir) < 0) {
-        tmp = NULL;
-        r = -ENOMEM;
-        goto out;
-    }
-    if (asprintf(&final, "%s/" SFD_PROM_FILE_NAME, dir) < 0) {
-        final = NULL;
-        r = -ENOMEM;
-        goto out;
-    }
-    fd = mkostemp(tmp, O_CLOEXEC);
+    /* Walked from "/" on every write: a component may be swapped between two.
+     * The directory itself is shared with node_exporter's other producers. */
+    int dirfd = sf_safe_dir_open(dir, SF_SAFE_DIR_SHARED_LEAF, 0, why, sizeof why);
+    if (dirfd < 0)
+        return dirfd;
+    fd = create_tmp(dirfd, tmp, sizeof tmp);
     if (fd < 0) {
-        r = -errno;
-        free(tmp);
-        tmp = NULL; /* nothing to unlink */
+        r = fd;
         goto out;
     }
-    /* mkostemp creates 0600; node_exporter runs as another user. */
+    have_tmp = true;
+    /* Created 0600; node_exporter runs as another user. */
     if (fchmod(fd, 0644) < 0) {
         r = -errno;
         goto out;
@@ -87,25 +85,22 @@ int sfd_prom_write(const char *dir, const struct sf_prom_daemon *daemon,
         r = -errno;
         goto out;
     }
-    if (rename(tmp, final) < 0) {
+    if (renameat(dirfd, tmp, dirfd, SFD_PROM_FILE_NAME) < 0) {
         r = -errno;
         goto out;
     }
-    free(tmp);
-    tmp = NULL; /* renamed: nothing to unlink */
+    have_tmp = false; /* renamed: nothing to unlink */
     /* The new file is in place; a failed directory sync only weakens crash
      * durability, which a metrics file rewritten every window can live with. */
-    (void)fsync_dir(dir);
+    (void)fsync(dirfd);
     r = skipped;
 out:
     if (f)
         fclose(f);
     if (fd >= 0)
         close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
-    free(final);
+    if (have_tmp)
+        unlinkat(dirfd, tmp, 0);
+    close(dirfd);
     return r;
 }

@@ -22,7 +22,8 @@
  * bytes, invalid UTF-8) become '?' and ids are cut at 256 bytes. A job whose escaped id equals an
  * earlier one is left out, so one client cannot invalidate the file for every other job. Returns
  * the number of jobs left out (>= 0), -EINVAL on bad arguments (NULL or empty dir, no daemon, jobs
- * NULL with n > 0, a job without an id), or the -errno of the failing file operation; on failure
+ * NULL with n > 0, a job without an id), -EPERM or -ELOOP when a component of DIR is not safe
+ * (safe_path.h), or the -errno of the failing file operation; on failure
  * the previous file is left untouched and no temporary file remains. */
 int sfd_prom_write(const char *dir, const struct sf_prom_daemon *daemon,
                    const struct sf_prom_job *jobs, size_t n);

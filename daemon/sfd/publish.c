@@ -72,6 +72,14 @@ static int store_remote_report(struct sfd_job *job, sf_report *report)
 int sfd_publish_report(struct sfd_job *job, const sf_summary *summary, sf_summary *own,
                        sf_report *report, bool remote)
 {
+    /* A remote window already reported here (restored from the history, then
+     * sent again by the catch-up after a restart) is kept as it is. */
+    struct sfd_stored *held = remote ? kept_window(job, &report->meta) : NULL;
+    if (held != NULL && held->report != NULL) {
+        sf_report_free(report);
+        sf_summary_free(own);
+        return -EALREADY;
+    }
     sfd_baseline_attach(job, summary, report);
     uint32_t want = report->gates.change_pool_windows;
     if (own != NULL) {

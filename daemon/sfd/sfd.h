@@ -470,7 +470,8 @@ const sf_report *sfd_job_latest_report(const struct sfd_job *job);
  * when it is the caller's to give up (freed here, or taken by the pool);
  * with NULL the pool keeps a copy. remote: a cluster report of a job with no
  * ranks on this node, kept as a window without rows. 0, or -ENOENT when the
- * window is no longer kept here (the report is freed). */
+ * window is no longer kept here, -EALREADY when a remote window already has
+ * its report (the report is freed in both). */
 int sfd_publish_report(struct sfd_job *job, const sf_summary *summary, sf_summary *own,
                        sf_report *report, bool remote);
 

@@ -3,12 +3,12 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, tree, failover, partition, partition_root, split, hostile,
+scenarios: exact, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
            preauth, flood, forged, restart_replay, member_keys, credentials
 
 Every wait polls a real condition (a query answer, a log line, a file) under
 a generous overall timeout that only fails the test. Network namespaces are
-created only by the partition and split scenarios and removed on every exit
+created only by the partition, split and faults scenarios and removed on every exit
 path; when they cannot be created the scenario exits with SKIP (77).
 """
 import json
@@ -607,6 +607,97 @@ def scenario_failover(build):
         c.close()
 
 
+def scenario_catchup(build):
+    """A node restarted with the same id catches up: windows finished while
+    it was away are fetched from the root (docs/CLUSTER.md, "Catch-up"), so
+    it answers for every kept window, each exactly as the root reports it
+    and delivered once."""
+    c = Cluster(build, 3)
+    try:
+        c.start()
+        c.wait_root(1)
+        job, world = "catchup-job", 6
+        gate = os.path.join(c.tmp, "gate")
+        set_gate(gate, WARMUP + WINDOW + 2)
+        steps = WARMUP + 4 * WINDOW + 2
+        # Node 3 hosts no rank: it knows the job from the cluster's reports alone.
+        for i, n in enumerate(c.nodes[:2]):
+            c.send(n, job, world, 3 * i, 3 * i + 2, steps, seed=17, gate=gate)
+        reports_everywhere(c, c.nodes, job, [0])
+        away = c.nodes[2]
+        away.kill()
+        set_gate(gate, WARMUP + 3 * WINDOW + 2)
+        reports_everywhere(c, c.nodes[:2], job, [1, 2])
+        check(away.report_lines(1) == [], "node 3 reported window 1 while it was down")
+        away.start()
+        c.wait_root(1)
+        c.wait(lambda: (away.peers() or {}).get("counters", {}).get("catchups_done") == 1,
+               "node 3 to catch up")
+        for w in (0, 1, 2):
+            mine = c.wait(lambda: away.report(job, w), "node 3's report of window %d" % w)
+            check(mine == c.nodes[0].report(job, w),
+                  "node 3's report of window %d differs from the root's" % w)
+        rc, _, err = away.sfctl("report", job, "--window", "2")
+        check(rc == 0, "sfctl report --window 2 on node 3: rc %d %s" % (rc, err))
+        for w in (1, 2):
+            check(len(away.report_lines(w)) == 1, "node 3: window %d delivered %d times"
+                  % (w, len(away.report_lines(w))))
+        served = c.nodes[0].peers()["counters"]
+        check(served["catchups_served"] >= 1 and served["catchup_reports_sent"] >= 3,
+              "root's catch-up counters: %r" % served)
+        check(served["rejected_catchup"] == 0, "root refused a catch-up: %r" % served)
+        set_gate(gate, steps)
+        reports_everywhere(c, c.nodes, job, [3])
+        once_per_window(c.nodes[:2], [0, 1, 2, 3])
+        check(len(away.report_lines(3)) == 1, "node 3: window 3 not delivered once")
+        c.stop_checked()
+        print("catchup: node 3 fetched %d reports after its restart"
+              % served["catchup_reports_sent"])
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        c.close()
+
+
+def scenario_catchup_hostile(build):
+    """Catch-up messages from a key holder, as configured member 4 (never
+    started): keep_windows 0 and past 4096 refused, a valid request served
+    once and a second within the second refused, an answer nobody asked for
+    refused; each counted in rejected_catchup, the cluster unchanged."""
+    def body(c, dirs, procs):
+        root, other = c.nodes[0], c.nodes[1]
+        epoch = [0]
+
+        def inject(node, mode, value):
+            epoch[0] += 1
+            env = dict(os.environ, SF_INJECT_EPOCH=str(epoch[0]))
+            r = subprocess.run([c.inject, node.host, str(node.port), c.key, "4", str(node.id),
+                                mode, str(value), str(node.peers()["term"])],
+                               capture_output=True, timeout=60, env=env)
+            check(r.returncode == 0, "injector: %s" % r.stderr)
+
+        def counters(node):
+            return node.peers()["counters"]
+        served = counters(root)["catchups_served"]
+        for n, (mode, value) in enumerate((("catchup", 0), ("catchup", 4097))):
+            inject(root, mode, value)
+            c.wait(lambda: counters(root)["rejected_catchup"] == n + 1,
+                   "catch-up request %s %d refused" % (mode, value))
+        inject(root, "catchup", 16)
+        c.wait(lambda: counters(root)["catchups_served"] == served + 1, "a valid request served")
+        inject(root, "catchup", 16)
+        c.wait(lambda: counters(root)["rejected_catchup"] == 3, "a second request refused")
+        check(counters(root)["catchups_served"] == served + 1, "served twice within a second")
+        inject(other, "catchupdone", 2)
+        c.wait(lambda: counters(other)["rejected_catchup"] == 1, "an unasked answer refused")
+        check("refused a catch-up message from node 4" in root.log_text(),
+              "the refusal is not logged")
+        c.wait_root(1)
+        return "catchup_hostile: 3 requests and 1 answer refused, 1 request served"
+    with_cluster(build, body, dir_keys=(), members=4)
+
+
 def live_view(node):
     """{member id: live} as one node sees it, or None while it does not answer."""
     p = node.peers()
@@ -810,6 +901,127 @@ def scenario_split(build):
         c.dump_logs()
         raise
     finally:
+        c.close()
+
+
+class RoleRecorder:
+    """Polls every running node's PEERS view in a thread of its own and
+    records (term, root claimed) as each node saw it, for the check that no
+    term has two roots."""
+
+    def __init__(self, c):
+        import threading
+        self.c = c
+        self.roots_by_term = {}     # term -> ids of the nodes that were root in it
+        self.seen = {}              # node id -> set of (term, root it followed)
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            for n in self.c.nodes:
+                if n.proc is None or n.proc.poll() is not None:
+                    continue
+                p = n.peers()
+                if p is None:
+                    continue
+                self.seen.setdefault(n.id, set()).add((p["term"], p["root"]))
+                if p["role"] == "root":
+                    self.roots_by_term.setdefault(p["term"], set()).add(n.id)
+            self.stop_flag.wait(0.1)
+
+    def finish(self):
+        self.stop_flag.set()
+        self.thread.join()
+        for term, ids in sorted(self.roots_by_term.items()):
+            check(len(ids) == 1, "term %d had roots %s" % (term, sorted(ids)))
+        return self.roots_by_term
+
+
+def report_counts(nodes):
+    return {n.id: len([l for l in n.log_text().splitlines() if "cluster report from root" in l])
+            for n in nodes}
+
+
+def scenario_faults(build):
+    """Five nodes in network namespaces through three faults in turn: the
+    root cut off, then healed; a minority (two nodes) cut off, then healed;
+    a node flapping (four cuts). Recorded on every node: the term, the root and every
+    report published. Checked: at most one root per term; the minority
+    publishes nothing while cut; after healing every window is reported
+    exactly once on every node, from one root and term, and identically."""
+    c = netns_cluster(build, 5)
+    rec = None
+    try:
+        c.start()
+        c.wait_root(1)
+        rec = RoleRecorder(c)
+        job, world = "faults-job", 10
+        gate = os.path.join(c.tmp, "gate")
+        windows = list(range(5))
+        steps = WARMUP + len(windows) * WINDOW + 2
+
+        def through(w):
+            set_gate(gate, WARMUP + (w + 1) * WINDOW + 2)
+        through(0)
+        for i, n in enumerate(c.nodes):
+            c.send(n, job, world, 2 * i, 2 * i + 1, steps, seed=23, gate=gate)
+        reports_everywhere(c, c.nodes, job, [0])
+
+        # 1. the root cut off: the other four elect node 2; healed, node 1 again
+        c.cut(1, True)
+        c.wait_root(2, c.nodes[1:])
+        through(1)
+        reports_everywhere(c, c.nodes[1:], job, [1])
+        c.cut(1, False)
+        c.wait_root(1)
+        reports_everywhere(c, c.nodes, job, [0, 1])
+
+        # 2. a minority cut off: nodes 1 and 2 on a bridge of their own
+        minority, majority = c.nodes[:2], c.nodes[2:]
+        for n in minority:
+            c.bridge(n.id, "br1")
+        c.wait_root(3, majority)
+        c.wait(lambda: all((n.peers() or {}).get("root") == 0 for n in minority),
+               "the minority to have no root")
+        before = report_counts(minority)
+        through(2)
+        reports_everywhere(c, majority, job, [2])
+        check(report_counts(minority) == before,
+              "the minority published while cut: %r -> %r" % (before, report_counts(minority)))
+        for n in minority:
+            c.bridge(n.id, "br0")
+        c.wait_root(1)
+
+        # 3. node 4 flapping: four cuts, each past the failure timeout, while
+        # windows finish
+        through(4)
+        for _ in range(4):
+            c.cut(4, True)
+            time.sleep(2 * FT_MS / 1000.0)   # the fault's length, not a wait for a condition
+            c.cut(4, False)
+            time.sleep(2 * FT_MS / 1000.0)
+        c.wait_root(1)
+        set_gate(gate, steps)
+        reports_everywhere(c, c.nodes, job, windows)
+        terms = rec.finish()
+        rec = None
+        once_per_window(c.nodes, windows)
+        for w in windows:
+            ref = c.nodes[0].report(job, w)
+            for n in c.nodes[1:]:
+                check(n.report(job, w) == ref, "node %d's report of window %d differs" % (n.id, w))
+        c.stop_checked()
+        print("faults: %d windows once and alike on 5 nodes; terms with a root: %s"
+              % (len(windows), {t: sorted(ids) for t, ids in sorted(terms.items())}))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        if rec is not None:
+            rec.stop_flag.set()
+            rec.thread.join()
         c.close()
 
 

@@ -54,6 +54,9 @@ static void payloads(const uint8_t *p, size_t n)
                                        a->has_incarnation, a->incarnation, a->window, a->segment,
                                        &key);
     stagefrontier__summary_ack__free_unpacked(a, NULL);
+    uint32_t count;
+    (void)sfd_peer_catchup_request_unpack(p, n, &count);
+    (void)sfd_peer_catchup_done_unpack(p, n, &count);
     sfd_peer_capture_request q;
     (void)sfd_peer_capture_request_unpack(p, n, &q);
     sfd_peer_capture_result cr;

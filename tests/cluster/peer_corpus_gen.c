@@ -236,6 +236,50 @@ static void bad_keys(const char *su, const char *fr)
     sf_summary_free(s);
 }
 
+/* Catch-up after a restart: sealed requests and answers, their payloads,
+ * and payloads out of bounds. */
+static void catchups(const char *fr)
+{
+    static const struct {
+        const char *name;
+        uint32_t type, value;
+    } cases[] = {
+        {"catchup_request", STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_REQUEST, 16},
+        {"catchup_request_keep_0", STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_REQUEST, 0},
+        {"catchup_request_keep_past_max", STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_REQUEST,
+         SFD_PEER_CATCHUP_KEEP_MAX + 1},
+        {"catchup_done", STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_DONE, 3},
+        {"catchup_done_past_max", STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_DONE,
+         SFD_PEER_CATCHUP_REPORTS_MAX + 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Stagefrontier__CatchUpRequest q = STAGEFRONTIER__CATCH_UP_REQUEST__INIT;
+        Stagefrontier__CatchUpDone d = STAGEFRONTIER__CATCH_UP_DONE__INIT;
+        q.keep_windows = d.reports = cases[i].value;
+        bool request = cases[i].type == STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_REQUEST;
+        uint8_t *buf, *frame;
+        size_t len, flen;
+        if (sfd_peer_pack(request ? &q.base : &d.base, &buf, &len) < 0)
+            exit(1);
+        char name[128];
+        snprintf(name, sizeof name, "%s_payload", cases[i].name);
+        put(fr, name, 1, buf, len);
+        sfd_peer_msg m = {.from = 3,
+                          .dest = 1,
+                          .epoch = 9,
+                          .seq = 5,
+                          .term = 2,
+                          .type = cases[i].type,
+                          .payload = buf,
+                          .payload_len = len};
+        if (sfd_peer_seal(&fuzz_key, &m, &frame, &flen) < 0)
+            exit(1);
+        put(fr, cases[i].name, 0, frame, flen);
+        free(frame);
+        free(buf);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -243,6 +287,7 @@ int main(int argc, char **argv)
     char fr[4096], su[4096];
     snprintf(fr, sizeof fr, "%s/fuzz_peer_frame", argv[1]);
     snprintf(su, sizeof su, "%s/fuzz_peer_summary", argv[1]);
+    catchups(fr);
     for (int dense = 0; dense < 2; dense++) {
         sf_summary *s = sample(dense);
         sfd_window_key key = {.job = "job-7",

@@ -12,6 +12,8 @@
  *   playback  the bytes of FILE sent again, as a recorded stream replayed
  *   capture   a validly sealed capture outcome (DONE, a forged trace path) of
  *             JOB's capture ID, rank RANK, claiming node NODE, at term TERM
+ *   catchup   a validly sealed catch-up request (keep_windows VALUE) or,
+ *   catchupdone  answer (VALUE reports), at term TERM
  *   unowned   a validly sealed summary of JOB window 0 at term TERM that
  *             leaves out its owner uid and incarnation (an older member)
  *   hold      a valid heartbeat (sequence number SF_INJECT_SEQ, default 1),
@@ -25,6 +27,7 @@
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST record|playback FILE [EPOCH COUNT]
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST capture JOB ID RANK NODE TERM
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST unowned JOB WORLD TERM
+ *        sf_peer_inject HOST PORT KEY_FILE FROM DEST catchup|catchupdone VALUE TERM
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -200,6 +203,30 @@ static void capture_result(const sfd_peer_key *key, uint32_t from, uint32_t dest
     free(p);
 }
 
+static void catchup_msg(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
+                        bool request, char **arg, uint8_t **frame, size_t *len)
+{
+    Stagefrontier__CatchUpRequest q = STAGEFRONTIER__CATCH_UP_REQUEST__INIT;
+    Stagefrontier__CatchUpDone d = STAGEFRONTIER__CATCH_UP_DONE__INIT;
+    q.keep_windows = d.reports = (uint32_t)strtoul(arg[0], NULL, 10);
+    uint8_t *p;
+    size_t n;
+    if (sfd_peer_pack(request ? &q.base : &d.base, &p, &n) < 0)
+        exit(1);
+    sfd_peer_msg m = {.from = from,
+                      .dest = dest,
+                      .epoch = epoch,
+                      .seq = 1,
+                      .term = strtoull(arg[1], NULL, 10),
+                      .type = request ? STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_REQUEST
+                                      : STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_DONE,
+                      .payload = p,
+                      .payload_len = n};
+    if (sfd_peer_seal(key, &m, frame, len) < 0)
+        exit(1);
+    free(p);
+}
+
 /* Whether the daemon closes fd within `seconds`, this end left open. */
 static bool closed_within(int fd, int seconds)
 {
@@ -270,6 +297,9 @@ int main(int argc, char **argv)
         playback(fd, argv[7]);
     } else if (strcmp(mode, "capture") == 0 && argc >= 12) {
         capture_result(&key, from, dest, epoch, argv + 7, &frame, &len);
+        put(fd, frame, len);
+    } else if ((strcmp(mode, "catchup") == 0 || strcmp(mode, "catchupdone") == 0) && argc >= 9) {
+        catchup_msg(&key, from, dest, epoch, strcmp(mode, "catchup") == 0, argv + 7, &frame, &len);
         put(fd, frame, len);
     } else if (strcmp(mode, "hold") == 0) {
         const char *seq = getenv("SF_INJECT_SEQ"), *hold = getenv("SF_INJECT_HOLD_S");

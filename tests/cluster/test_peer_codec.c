@@ -391,13 +391,52 @@ static void test_job_key(void **state)
     fixture_free(f);
 }
 
+/* The catch-up messages: their bounds at, inside and past each end, and
+ * bytes that do not decode. */
+static void pack_value(bool request, uint32_t v, uint8_t **buf, size_t *len)
+{
+    Stagefrontier__CatchUpRequest q = STAGEFRONTIER__CATCH_UP_REQUEST__INIT;
+    Stagefrontier__CatchUpDone d = STAGEFRONTIER__CATCH_UP_DONE__INIT;
+    q.keep_windows = d.reports = v;
+    assert_int_equal(sfd_peer_pack(request ? &q.base : &d.base, buf, len), 0);
+}
+
+static void test_catchup_bounds(void **state)
+{
+    (void)state;
+    static const struct {
+        bool request;
+        uint32_t value;
+        int want;
+    } cases[] = {
+        {true, 0, -ERANGE}, {true, 1, 0},     {true, 4096, 0},        {true, 4097, -ERANGE},
+        {false, 0, 0},      {false, 1024, 0}, {false, 1025, -ERANGE}, {false, UINT32_MAX, -ERANGE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t *buf;
+        size_t len;
+        uint32_t got = 7;
+        pack_value(cases[i].request, cases[i].value, &buf, &len);
+        int r = cases[i].request ? sfd_peer_catchup_request_unpack(buf, len, &got)
+                                 : sfd_peer_catchup_done_unpack(buf, len, &got);
+        assert_int_equal(r, cases[i].want);
+        assert_int_equal(got, r == 0 ? cases[i].value : 7); /* set only on success */
+        free(buf);
+    }
+    static const uint8_t junk[] = {0xff, 0xff, 0xff};
+    uint32_t got;
+    assert_int_equal(sfd_peer_catchup_request_unpack(junk, sizeof junk, &got), -EBADMSG);
+    assert_int_equal(sfd_peer_catchup_done_unpack(junk, sizeof junk, &got), -EBADMSG);
+    /* a required field missing */
+    assert_int_equal(sfd_peer_catchup_request_unpack(junk, 0, &got), -EBADMSG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_merge_exact_dense),
-        cmocka_unit_test(test_merge_exact_mergeable),
-        cmocka_unit_test(test_hostile_fields),
-        cmocka_unit_test(test_job_key),
+        cmocka_unit_test(test_merge_exact_dense), cmocka_unit_test(test_merge_exact_mergeable),
+        cmocka_unit_test(test_hostile_fields),    cmocka_unit_test(test_job_key),
+        cmocka_unit_test(test_catchup_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

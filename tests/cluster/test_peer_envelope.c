@@ -249,6 +249,30 @@ static void test_state_file(void **state)
     unlink(path);
     /* an unwritable place is an error, not a crash */
     assert_true(sfd_peer_state_save("/nonexistent/dir/peer-1.state", &w) < 0);
+    /* a temporary name someone linked elsewhere is replaced, not written through */
+    char victim[160], link_dir[160], via_link[200];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    f = fopen(victim, "w");
+    fputs("untouched\n", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(sfd_peer_state_save(path, &w), 0);
+    f = fopen(victim, "r");
+    char line[32] = {0};
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "untouched\n");
+    assert_int_equal(access(tmp, F_OK), -1);
+    /* a state directory reached through a link is refused */
+    snprintf(link_dir, sizeof link_dir, "%s/link", dir);
+    assert_int_equal(symlink(dir, link_dir), 0);
+    snprintf(via_link, sizeof via_link, "%s/peer-2.state", link_dir);
+    assert_int_equal(sfd_peer_state_save(via_link, &w), -ELOOP);
+    snprintf(via_link, sizeof via_link, "%s/peer-2.state", dir);
+    assert_int_equal(access(via_link, F_OK), -1);
+    unlink(link_dir);
+    unlink(victim);
+    unlink(path);
     rmdir(dir);
 }
 

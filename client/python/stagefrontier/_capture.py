@@ -8,20 +8,19 @@ failed capture and never reaches the training loop. This module must not be
 imported on the hot path: the binding imports it once, and torch only when a
 request arrives.
 """
+import errno
 import gzip
 import os
 import shutil
 import socket
 import stat
-import tempfile
 
 CPU, CUDA = 1, 2
 
 
 def capture_dir():
     """SF_CAPTURE_DIR, else $XDG_RUNTIME_DIR/stagefrontier/captures, else
-    /tmp/stagefrontier-$UID/captures: created mode 0700, and refused unless
-    it is a real directory owned by this user that no one else can write."""
+    /tmp/stagefrontier-$UID/captures (docs/CLIENT.md, "Captures")."""
     d = os.environ.get("SF_CAPTURE_DIR")
     if not d:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
@@ -29,27 +28,68 @@ def capture_dir():
             d = os.path.join(xdg, "stagefrontier", "captures")
         else:
             d = os.path.join("/tmp", "stagefrontier-%d" % os.getuid(), "captures")
-    _make_private_dirs(d)
-    return d
+    return os.path.abspath(d)
 
 
-def _make_private_dirs(d):
-    parent = os.path.dirname(d.rstrip("/"))
-    if parent and parent != d and not os.path.lexists(parent):
-        _make_private_dirs(parent)
-    try:
-        os.mkdir(d, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(d)
+def _check_component(path, st, uid, leaf):
+    """The rule of daemon/sfd/safe_path.c: owned by this user or root (the
+    capture directory itself by this user), and writable by no one else
+    unless sticky and root's, like /tmp."""
     if not stat.S_ISDIR(st.st_mode):
-        raise PermissionError("capture directory %s is not a directory" % d)
-    if st.st_uid != os.getuid():
-        raise PermissionError("capture directory %s is owned by uid %d, not %d"
-                              % (d, st.st_uid, os.getuid()))
-    if st.st_mode & 0o022:
-        raise PermissionError("capture directory %s is writable by others (mode %o)"
-                              % (d, stat.S_IMODE(st.st_mode)))
+        raise PermissionError("capture directory: %s is not a directory" % path)
+    if st.st_uid != uid and (leaf or st.st_uid != 0):
+        raise PermissionError("capture directory: %s is owned by uid %d, not %d"
+                              % (path, st.st_uid, uid))
+    shared_tmp = st.st_mode & stat.S_ISVTX and st.st_uid == 0
+    if st.st_mode & 0o022 and not (shared_tmp and not leaf):
+        raise PermissionError("capture directory: %s is writable by group or others (mode %o)"
+                              % (path, stat.S_IMODE(st.st_mode)))
+
+
+def open_capture_dir(d):
+    """Walks d from "/" one component at a time with O_NOFOLLOW | O_DIRECTORY,
+    making missing components mode 0700, and returns the descriptor of d: a
+    symbolic link or another user's directory anywhere on the way is refused
+    with the component named, so a trace never lands where someone else chose."""
+    uid = os.getuid()
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = [p for p in d.split("/") if p and p != "."]
+    if ".." in parts:
+        raise PermissionError("capture directory: %s contains '..'" % d)
+    fd = os.open("/", flags)
+    try:
+        _check_component("/", os.fstat(fd), uid, not parts)
+        path = ""
+        for i, name in enumerate(parts):
+            path += "/" + name
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(name, 0o700, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                nxt = os.open(name, flags, dir_fd=fd)
+            except OSError as e:
+                if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                link = stat.S_ISLNK(os.lstat(name, dir_fd=fd).st_mode)
+                raise PermissionError("capture directory: %s is %s" % (
+                    path, "a symbolic link" if link else "not a directory"))
+            os.close(fd)
+            fd = nxt
+            _check_component(path, os.fstat(fd), uid, i == len(parts) - 1)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _unlink_quietly(name, dirfd):
+    try:
+        os.unlink(name, dir_fd=dirfd)
+    except FileNotFoundError:
+        pass
 
 
 class TorchCapture(object):
@@ -64,6 +104,8 @@ class TorchCapture(object):
         self.step_range = None
         self.stages = []
         self.req = None
+        self.dir = None
+        self.dirfd = None
 
     def _activities(self, kinds):
         tp = self.torch.profiler
@@ -78,6 +120,9 @@ class TorchCapture(object):
     def start(self, req):
         self.req = req
         self.dir = capture_dir()
+        if self.dirfd is not None:
+            os.close(self.dirfd)
+        self.dirfd = open_capture_dir(self.dir)
         self.prof = self.torch.profiler.profile(activities=self._activities(req["kinds"]))
         self.prof.__enter__()
 
@@ -112,22 +157,22 @@ class TorchCapture(object):
         req = self.req
         name = "%s-rank%d-capture%d-%s-%d.json.gz" % (
             req["job_id"] or "job", req["rank"], req["id"], socket.gethostname(), os.getpid())
-        path = os.path.join(self.dir, name)
-        fd, raw = tempfile.mkstemp(prefix=".sf-capture-", suffix=".json", dir=self.dir)
-        os.close(fd)
+        dirfd, self.dirfd = self.dirfd, None
+        raw, tmp = ".sf-capture-%d-%d.json" % (os.getpid(), req["id"]), name + ".part"
+        excl = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            prof.export_chrome_trace(raw)
-            tmp = path + ".part"
-            with open(raw, "rb") as src, \
-                    os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL,
-                                      0o600), "wb") as dst, \
+            os.close(os.open(raw, excl, 0o600, dir_fd=dirfd))
+            # torch writes by name: through the held descriptor, which no
+            # rename of a directory on the way can redirect.
+            prof.export_chrome_trace("/proc/self/fd/%d/%s" % (dirfd, raw))
+            with open(os.open(raw, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd),
+                      "rb") as src, \
+                    open(os.open(tmp, excl, 0o600, dir_fd=dirfd), "wb") as dst, \
                     gzip.GzipFile(fileobj=dst, mode="wb") as gz:
                 shutil.copyfileobj(src, gz)
-            os.rename(tmp, path)
+            os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
         finally:
-            for p in (raw, path + ".part"):
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    pass
-        return path
+            _unlink_quietly(raw, dirfd)
+            _unlink_quietly(tmp, dirfd)
+            os.close(dirfd)
+        return os.path.join(self.dir, name)
