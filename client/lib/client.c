@@ -225,10 +225,11 @@ static int resolve(const sf_client_options *o, struct resolved *r)
 }
 
 /* One CUDA_VISIBLE_DEVICES entry as sfd accepts it: 1..SF__GPU_NAME_MAX of
- * [A-Za-z0-9-] (an index, or a GPU-/MIG- UUID). */
+ * [A-Za-z0-9-] (an index, or a GPU-/MIG- UUID); "-1", CUDA's "no device",
+ * names none. */
 static bool gpu_entry_ok(const char *s, size_t n)
 {
-    if (n == 0 || n > SF__GPU_NAME_MAX)
+    if (n == 0 || n > SF__GPU_NAME_MAX || s[0] == '-')
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
