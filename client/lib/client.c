@@ -170,7 +170,7 @@ static int resolve_identity(const sf_client_options *o, struct resolved *r)
         warn_no_rank_once();
     if (resolve_int(o->rank, le->rank, 0, &r->rank) < 0 ||
         resolve_int(o->world_size, le->world_size, 1, &r->world_size) < 0 ||
-        resolve_int(o->local_rank, le->local_rank, 0, &r->local_rank) < 0)
+        resolve_int(o->local_rank, le->local_rank, -1, &r->local_rank) < 0)
         return -EINVAL;
     return 0;
 }
@@ -224,6 +224,47 @@ static int resolve(const sf_client_options *o, struct resolved *r)
     return 0;
 }
 
+/* One CUDA_VISIBLE_DEVICES entry as sfd accepts it: 1..SF__GPU_NAME_MAX of
+ * [A-Za-z0-9-] (an index, or a GPU-/MIG- UUID); "-1", CUDA's "no device",
+ * names none. */
+static bool gpu_entry_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > SF__GPU_NAME_MAX || s[0] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* The GPU this rank uses, as the node numbers it (docs/CLIENT.md): the only
+ * entry of CUDA_VISIBLE_DEVICES (one device per process), else its entry at
+ * the local rank (one device per local rank, as torchrun does). "" when the
+ * variable is unset or does not say. */
+static void gpu_from_env(int local_rank, char *out, size_t cap)
+{
+    const char *v = env_nonempty("CUDA_VISIBLE_DEVICES");
+    size_t count = 0;
+    out[0] = '\0';
+    if (v == NULL)
+        return;
+    for (const char *p = v; p != NULL; p = strchr(p, ','), p = p ? p + 1 : NULL)
+        count++;
+    size_t want = count == 1 ? 0 : (size_t)local_rank;
+    if (count > 1 && (local_rank < 0 || want >= count))
+        return;
+    const char *p = v;
+    for (size_t i = 0; i < want; i++)
+        p = strchr(p, ',') + 1;
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (gpu_entry_ok(p, n) && n < cap) {
+        memcpy(out, p, n);
+        out[n] = '\0';
+    }
+}
+
 static void fill_hello(sf_client *c, const struct resolved *r)
 {
     size_t jl = strlen(r->job_id);
@@ -235,12 +276,15 @@ static void fill_hello(sf_client *c, const struct resolved *r)
     if (gethostname(c->host, sizeof c->host) < 0)
         c->host[0] = '\0';
     c->host[sizeof c->host - 1] = '\0';
+    gpu_from_env(r->local_rank, c->gpu, sizeof c->gpu);
     c->hello = (struct sf__hello_info){
         .job_id = c->job_id,
         .rank = (uint32_t)r->rank,
         .world_size = (uint32_t)r->world_size,
-        .local_rank = (uint32_t)r->local_rank,
+        /* a local rank beyond the job would make sfd refuse the hello */
+        .local_rank = r->local_rank < r->world_size ? r->local_rank : -1,
         .host = c->host,
+        .gpu = c->gpu,
         .pid = (uint32_t)getpid(),
         .n_stages = c->schema.n,
         .stage_names = c->schema.names,

@@ -21,6 +21,7 @@
 #define SF__DEFAULT_FLUSH_MS 100
 #define SF__EAGAIN_RETRY_NS (5 * INT64_C(1000000)) /* socket full: retry after 5 ms */
 #define SF__MAX_PROBE_DEPTH 16
+#define SF__GPU_NAME_MAX 64 /* a CUDA_VISIBLE_DEVICES entry sfd accepts */
 
 /* The public caps (client.h, a stable ABI) are the project's limits. */
 _Static_assert(SF_CLIENT_MAX_STAGES == SF_MAX_STAGES, "client stage cap");
@@ -181,6 +182,7 @@ struct sf_client {
     char job_id[SF_CLIENT_MAX_JOB_ID_LEN + 1];
     char role[SF_CLIENT_MAX_ROLE_LEN + 1];
     char host[256];
+    char gpu[SF__GPU_NAME_MAX + 1]; /* "": not known */
     char run_id[SF_MAX_RUN_ID_LEN + 1];
     sf__transport tr;
 

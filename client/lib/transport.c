@@ -67,7 +67,10 @@ int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation, bool 
     h.job_id = (char *)info->job_id;
     h.rank = info->rank;
     h.world_size = info->world_size;
-    h.has_local_rank = 1, h.local_rank = info->local_rank;
+    if (info->local_rank >= 0)
+        h.has_local_rank = 1, h.local_rank = (uint32_t)info->local_rank;
+    if (info->gpu != NULL && info->gpu[0] != '\0')
+        h.gpu = (char *)info->gpu;
     h.host = (char *)info->host;
     h.has_pid = 1, h.pid = info->pid;
     h.n_stage_names = info->n_stages;

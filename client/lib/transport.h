@@ -26,8 +26,10 @@
 /* What a Hello says about this process. Strings are borrowed. */
 struct sf__hello_info {
     const char *job_id;
-    uint32_t rank, world_size, local_rank;
+    uint32_t rank, world_size;
+    int32_t local_rank; /* -1: not known, not sent */
     const char *host;
+    const char *gpu; /* NULL or "": not sent */
     uint32_t pid;
     size_t n_stages;
     char **stage_names;

@@ -108,7 +108,8 @@ static void configure(const struct sf_nccl_comm *first)
         .job_id = st.job_id,
         .rank = (uint32_t)rank,
         .world_size = (uint32_t)world,
-        .local_rank = (uint32_t)env_long("LOCAL_RANK", 0, 0, 262143),
+        /* -1 (not sent) when unknown or beyond the job, which sfd refuses */
+        .local_rank = (int32_t)env_long("LOCAL_RANK", -1, 0, world - 1),
         .host = st.host,
         .pid = (uint32_t)getpid(),
         .schema_version = SF_CLIENT_SCHEMA_VERSION,

@@ -239,13 +239,13 @@ static const struct prom_family fam_downgrade = {
     "stagefrontier_job_downgrade_info", "gauge",
     "Downgrade reasons of the latest closed window (value 1 for each reason that holds)."};
 static const struct prom_family fam_slowdown = {
-    "stagefrontier_slowdown_ratio", "gauge",
+    "stagefrontier_job_slowdown_ratio", "gauge",
     "Median step of the latest window over the median step of the job's baseline."};
 static const struct prom_family fam_change = {
-    "stagefrontier_change_seconds", "gauge",
+    "stagefrontier_job_change_seconds", "gauge",
     "Shift of the per-step frontier advance of a stage against the baseline (Hodges-Lehmann)."};
 static const struct prom_family fam_waste = {
-    "stagefrontier_waste_rank_seconds_total", "counter",
+    "stagefrontier_job_waste_rank_seconds_total", "counter",
     "Rank-seconds lost to slowdown over the job's windows, (1 - 1/S) x ranks x window seconds."};
 static const struct prom_family fam_dropped = {
     "stagefrontier_job_dropped_records_total", "counter",
@@ -255,8 +255,9 @@ static const struct prom_family fam_rejected = {
     "Step records of the job that sfd rejected, since sfd started."};
 
 static const struct prom_family fam_straggler = {
-    "stagefrontier_job_straggler_rank", "gauge",
-    "Rank named by the straggler verdict of the latest closed window (absent without a verdict)."};
+    "stagefrontier_job_straggler_info", "gauge",
+    "Straggler verdict of the latest closed window: its rank, sync and origin stage and "
+    "persistence in the labels (value 1; absent without a verdict)."};
 static const struct prom_family fam_lateness = {
     "stagefrontier_job_straggler_lateness_seconds", "gauge",
     "Median lateness of the straggler verdict's rank at its sync point, in seconds."};
@@ -266,6 +267,17 @@ static const struct prom_family fam_arrival_missing = {
 static const struct prom_family fam_stalled = {
     "stagefrontier_job_stalled", "gauge",
     "1 while the job is stalled: a rank made no progress for stall_after_s (docs/SFD.md)."};
+static const struct prom_family fam_state = {
+    "stagefrontier_job_state", "gauge",
+    "State of the job (value 1 for the state it is in, 0 for the others): running, stalled, or "
+    "ended (no rank connected; removed prom_ended_keep_s later)."};
+static const struct prom_family fam_rank_info = {
+    "stagefrontier_rank_info", "gauge",
+    "A rank's host, local rank and GPU (index or UUID, from CUDA_VISIBLE_DEVICES) as labels, for "
+    "joins with node and GPU exporters (value 1)."};
+static const struct prom_family fam_write_time = {
+    "stagefrontier_textfile_write_timestamp_seconds", "gauge",
+    "Unix time at which sfd wrote this file; sfd rewrites it at least every 10 s."};
 static const struct prom_family fam_last_seen = {
     "stagefrontier_rank_last_seen_timestamp_seconds", "gauge",
     "Unix time at which sfd last heard from the rank (records or heartbeats)."};
@@ -474,7 +486,9 @@ static void write_straggler(struct prom_out *o, const struct prom_job_view *v, s
                                  {"sync_stage", r->schema.names[s->sync_stage]},
                                  {"origin_stage", r->schema.names[s->origin_stage]},
                                  {"persistence", sf_persistence_name(s->persistence)}};
-        emit(o, l, 4, fmt_u64(buf, sizeof buf, s->rank));
+        snprintf(rank, sizeof rank, "%" PRIu32, s->rank);
+        struct prom_label li[] = {l[0], {"rank", rank}, l[1], l[2], l[3]};
+        emit(o, li, 5, "1");
     }
     fam_begin(o, &fam_lateness);
     for (size_t i = 0; i < n; i++) {
@@ -548,16 +562,24 @@ static void write_change(struct prom_out *o, const struct prom_job_view *v, size
     }
 }
 
+static const char *const state_names[SF_PROM_JOB_STATES] = {"running", "stalled", "ended"};
+
 static void write_liveness(struct prom_out *o, const struct prom_job_view *v, size_t n)
 {
     char buf[40], rank[16];
 
+    fam_begin(o, &fam_state);
+    for (size_t i = 0; i < n; i++)
+        for (int st = 0; v[i].id != NULL && st < SF_PROM_JOB_STATES; st++) {
+            struct prom_label l[] = {{"job_id", v[i].id}, {"state", state_names[st]}};
+            emit(o, l, 2, (int)v[i].job->state == st ? "1" : "0");
+        }
     fam_begin(o, &fam_stalled);
     for (size_t i = 0; i < n; i++) {
         if (v[i].id == NULL)
             continue;
         struct prom_label l[] = {{"job_id", v[i].id}};
-        emit(o, l, 1, v[i].job->stalled ? "1" : "0");
+        emit(o, l, 1, v[i].job->state == SF_PROM_JOB_STALLED ? "1" : "0");
     }
     fam_begin(o, &fam_last_seen);
     for (size_t i = 0; i < n; i++) {
@@ -572,6 +594,46 @@ static void write_liveness(struct prom_out *o, const struct prom_job_view *v, si
             emit(o, l, 2, fmt_double(buf, sizeof buf, (double)j->last_seen_unix_ms[k] / 1000.0));
         }
     }
+}
+
+/* One rank's info series. A label sfd does not know is empty (which
+ * Prometheus reads as absent), so an unknown GPU never joins with GPU 0 and
+ * the family keeps one label set. Host and GPU come from clients: escaped
+ * here. Returns false when out of memory. */
+static bool emit_rank_info(struct prom_out *o, const char *job, uint32_t rank,
+                           const struct sf_prom_rank_info *ri)
+{
+    char rank_s[16], local_s[16] = "";
+    char *host = escape_label(ri->host), *gpu = escape_label(ri->gpu);
+
+    if (host == NULL || gpu == NULL) {
+        free(host);
+        free(gpu);
+        return false;
+    }
+    snprintf(rank_s, sizeof rank_s, "%" PRIu32, rank);
+    if (ri->local_rank >= 0)
+        snprintf(local_s, sizeof local_s, "%" PRId32, ri->local_rank);
+    struct prom_label l[] = {
+        {"job_id", job}, {"rank", rank_s}, {"host", host}, {"local_rank", local_s}, {"gpu", gpu}};
+    emit(o, l, 5, "1");
+    free(host);
+    free(gpu);
+    return true;
+}
+
+static int write_rank_info(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    fam_begin(o, &fam_rank_info);
+    for (size_t i = 0; i < n; i++) {
+        const struct sf_prom_job *j = v[i].job;
+        if (v[i].id == NULL || j->ranks == NULL || j->rank_info == NULL)
+            continue;
+        for (size_t k = 0; k < j->n_ranks && k < SF_PROM_MAX_RANK_SERIES; k++)
+            if (!emit_rank_info(o, v[i].id, j->ranks[k], &j->rank_info[k]))
+                return -ENOMEM;
+    }
+    return 0;
 }
 
 static const char *const trigger_names[SF_PROM_TRIGGERS] = {"operator", "auto"};
@@ -645,10 +707,14 @@ static void write_daemon(struct prom_out *o, const struct sf_prom_daemon *d,
     }
     write_u64(o, &fam_conns, d->connections);
     write_u64(o, &fam_accepted, d->connections_accepted);
+    if (d->write_unix_ms > 0) {
+        fam_begin(o, &fam_write_time);
+        emit(o, NULL, 0, fmt_double(buf, sizeof buf, (double)d->write_unix_ms / 1e3));
+    }
 }
 
-static void write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n_exported,
-                      const struct sf_prom_daemon *d, const struct prom_daemon_labels *dl)
+static int write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n_exported,
+                     const struct sf_prom_daemon *d, const struct prom_daemon_labels *dl)
 {
     struct prom_out o = {.f = f};
 
@@ -670,9 +736,12 @@ static void write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n
     write_bits(&o, &fam_downgrade, v, n, false);
     write_straggler(&o, v, n);
     write_liveness(&o, v, n);
+    if (write_rank_info(&o, v, n) < 0)
+        return -ENOMEM;
     write_captures(&o, v, n);
     write_counters(&o, v, n);
     write_change(&o, v, n);
+    return 0;
 }
 
 /* ---- job ids ------------------------------------------------------------- */
@@ -761,8 +830,9 @@ int sf_prom_render(FILE *f, const struct sf_prom_daemon *daemon, const struct sf
     r = views_build(jobs, n, &v, &skipped);
     if (r < 0)
         goto out;
-    write_all(f, v, n, n - skipped, daemon, &dl);
-    r = (int)(skipped > INT32_MAX ? INT32_MAX : skipped);
+    r = write_all(f, v, n, n - skipped, daemon, &dl);
+    if (r == 0)
+        r = (int)(skipped > INT32_MAX ? INT32_MAX : skipped);
 out:
     views_free(v, n);
     daemon_labels_free(&dl, daemon->n_rejected);

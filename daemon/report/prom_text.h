@@ -15,6 +15,24 @@
 /* Who asked for a capture: the label values of trigger="operator|auto". */
 enum { SF_PROM_TRIGGER_OPERATOR, SF_PROM_TRIGGER_AUTO, SF_PROM_TRIGGERS };
 
+/* A job's state, as `sfctl jobs` shows it (docs/SFD.md, "Liveness"):
+ * running (a rank is connected), stalled, ended (no rank connected). */
+enum sf_prom_job_state {
+    SF_PROM_JOB_RUNNING,
+    SF_PROM_JOB_STALLED,
+    SF_PROM_JOB_ENDED,
+    SF_PROM_JOB_STATES
+};
+
+/* What sfd knows of one rank beyond its last message: the host it runs on
+ * ("" unknown), its local rank on that host (-1 unknown) and the GPU it
+ * uses, from CUDA_VISIBLE_DEVICES and the local rank ("" unknown): an index,
+ * or a GPU-/MIG- UUID. */
+struct sf_prom_rank_info {
+    const char *host, *gpu;
+    int32_t local_rank;
+};
+
 /* One job: its latest closed window (NULL before the first one closes), when
  * that window's report was ready (Unix ms, 0 unknown), its cumulative
  * dropped and rejected record counters and its waste. */
@@ -27,10 +45,11 @@ struct sf_prom_job {
     /* Liveness (docs/SFD.md, "Liveness"): stalled or not, and when each rank
      * was last heard from (Unix ms), for n_ranks ranks (at most
      * SF_PROM_MAX_RANK_SERIES are written per job). */
-    int stalled;
+    enum sf_prom_job_state state;
     size_t n_ranks;
     const uint32_t *ranks;
     const int64_t *last_seen_unix_ms;
+    const struct sf_prom_rank_info *rank_info; /* [n_ranks], or NULL */
     /* Trace captures (docs/SFD.md, "Captures") since sfd started, by
      * trigger (SF_PROM_TRIGGER_*): started, and ended done or failed; a
      * capture is counted once when it ends. The latest one's creation time
@@ -48,9 +67,11 @@ struct sf_prom_reject {
 };
 
 /* The daemon itself: build, cluster role and term, and its counters since
- * start. role NULL is written as "unknown". */
+ * start; when this file was written (Unix ms: a reader tells a dead daemon
+ * from an idle one by it). role NULL is written as "unknown". */
 struct sf_prom_daemon {
     const char *version, *role;
+    int64_t write_unix_ms;
     uint64_t term;
     uint64_t records, batches, dropped, windows_closed;
     uint64_t connections, connections_accepted;
@@ -62,8 +83,9 @@ struct sf_prom_daemon {
  * cannot carry (control bytes, invalid UTF-8) become '?' and ids are cut at
  * 256 bytes. A job whose escaped id equals an earlier one is left out.
  * Returns the number of jobs left out (>= 0), -EINVAL on bad arguments (no f,
- * no daemon, jobs NULL with n > 0, a job without an id) or -ENOMEM, having
- * written nothing then. Write errors show in ferror(f). */
+ * no daemon, jobs NULL with n > 0, a job without an id), having written
+ * nothing then, or -ENOMEM (what was written is then incomplete: discard it,
+ * as sfd_prom_write does). Write errors show in ferror(f). */
 int sf_prom_render(FILE *f, const struct sf_prom_daemon *daemon, const struct sf_prom_job *jobs,
                    size_t n);
 

@@ -18,7 +18,7 @@ enum sfctl_exit {
 };
 
 int sfctl_cmd_replay(int argc, char **argv);
-int sfctl_cmd_plot(int argc, char **argv);   /* plot.c */
+int sfctl_cmd_plot(int argc, char **argv);   /* plot.c in sfctl-plot; plot_exec.c in sfctl */
 int sfctl_cmd_export(int argc, char **argv); /* export.c */
 
 #endif

@@ -53,6 +53,7 @@ void sfd_config_default(struct sfd_config *ret)
     ret->alert_windows = 3;
     ret->alert_interval_ms = 600000;
     ret->stall_after_s = 30;
+    ret->prom_ended_keep_s = SFD_PROM_ENDED_KEEP_DEFAULT_S;
     ret->auto_capture = false;
     ret->auto_capture_windows = 2;
     ret->auto_capture_cooldown_s = 600;
@@ -84,6 +85,17 @@ static int parse_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret)
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno != 0 || *end != '\0' || x < lo || x > hi)
+        return -EINVAL;
+    *ret = x;
+    return 0;
+}
+
+static int parse_i64(const char *v, int64_t *ret)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*v == '\0' || errno != 0 || *end != '\0')
         return -EINVAL;
     *ret = x;
     return 0;
@@ -157,6 +169,8 @@ static int set_sfd_key(struct parse_ctx *p, const char *k, const char *v)
         return set_str(p, c->query_path, sizeof(c->query_path), v);
     if (!strcmp(k, "prom_dir"))
         return set_str(p, c->prom_dir, sizeof(c->prom_dir), v);
+    if (!strcmp(k, "prom_ended_keep_s")) /* any integer: validate names the range */
+        return parse_i64(v, &c->prom_ended_keep_s);
     if (!strcmp(k, "state_dir"))
         return set_str(p, c->state_dir, sizeof(c->state_dir), v);
     if (!strcmp(k, "operators_group"))
@@ -321,6 +335,11 @@ int sfd_config_validate(const struct sfd_config *cfg, char *err, size_t errlen)
     }
     if (cfg->alert_command[0] != '\0' && cfg->alert_command[0] != '/') {
         snprintf(err, errlen, "alert_command must start with an absolute path");
+        return -EINVAL;
+    }
+    if (cfg->prom_ended_keep_s < 0 || cfg->prom_ended_keep_s > SFD_PROM_ENDED_KEEP_MAX_S) {
+        snprintf(err, errlen, "prom_ended_keep_s = %" PRId64 ": must be 0..%d seconds",
+                 cfg->prom_ended_keep_s, SFD_PROM_ENDED_KEEP_MAX_S);
         return -EINVAL;
     }
     if (cfg->max_memory_per_uid_mb > cfg->max_memory_mb) {

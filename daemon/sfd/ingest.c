@@ -81,6 +81,8 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         rk->role = (uint8_t)role;
         rk->pid = h->has_pid ? h->pid : (uint32_t)c->pid;
         rk->host = sfd_job_host(job, h->host);
+        rk->local_rank = h->has_local_rank ? (int32_t)h->local_rank : -1;
+        rk->gpu = sfd_job_host(job, h->gpu); /* interned with the hosts */
         sfd_job_ask_geometry(job, h->has_window_steps ? (int64_t)h->window_steps : -1,
                              h->has_warmup_steps ? (int64_t)h->warmup_steps : -1);
         job->n_live_ranks++;

@@ -110,6 +110,21 @@ int sfd_job_ref_parse(const char *ref, struct sfd_job_ref *ret)
     return 0;
 }
 
+/* ASCII letters, digits and '-', whatever the locale. */
+static bool gpu_char_ok(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
+}
+
+static bool gpu_name_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n] != '\0'; n++)
+        if (n >= SFD_GPU_NAME_MAX || !gpu_char_ok(s[n]))
+            return false;
+    return n > 0;
+}
+
 int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *lim,
                        sf_schema *ret_schema, enum sfd_reject *ret_why)
 {
@@ -126,6 +141,12 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
     if (!sf_str_len_ok(h->host, 0, SFD_HOST_MAX) || !sf_str_len_ok(h->role, 0, SFD_ROLE_MAX))
         return reject(ret_why, SFD_REJ_INVALID);
     if (h->has_channel && h->channel > 2)
+        return reject(ret_why, SFD_REJ_INVALID);
+    /* A rank's local rank is below the job's world size; its GPU is a device
+     * index or UUID, as CUDA_VISIBLE_DEVICES spells them. */
+    if (h->has_local_rank && h->local_rank >= h->world_size)
+        return reject(ret_why, SFD_REJ_INVALID);
+    if (h->gpu != NULL && !gpu_name_valid(h->gpu))
         return reject(ret_why, SFD_REJ_INVALID);
     /* A run id is spelt as a job id (SF_MAX_RUN_ID_LEN == SF_MAX_JOB_ID_LEN). */
     if (h->run_id != NULL && h->run_id[0] != '\0' && !sfd_job_id_valid(h->run_id))

@@ -436,7 +436,7 @@ int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret)
             return -ENOMEM;
         }
         for (uint32_t i = 0; i < SFD_RANK_PAGE; i++)
-            (*page)[i].last_step = (*page)[i].claimed_step = -1;
+            (*page)[i].last_step = (*page)[i].claimed_step = (*page)[i].local_rank = -1;
     }
     *ret = &(*page)[rank % SFD_RANK_PAGE];
     return 0;
@@ -444,7 +444,7 @@ int sfd_job_rank(struct sfd_job *job, uint32_t rank, struct sfd_rank **ret)
 
 const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t rank)
 {
-    static const struct sfd_rank unseen = {.last_step = -1, .claimed_step = -1};
+    static const struct sfd_rank unseen = {.last_step = -1, .claimed_step = -1, .local_rank = -1};
     if (rank >= job->world_size || job->rank_pages == NULL)
         return &unseen;
     const struct sfd_rank *page = job->rank_pages[rank / SFD_RANK_PAGE];

@@ -174,7 +174,7 @@ static void shutdown_begin(struct sfd *d)
     for (struct sfd_job *j = d->jobs; j != NULL; j = j->next)
         sfd_window_close_all(j, SF_WIN_PARTIAL);
     sfd_alerts_shutdown(d);
-    sfd_prom_flush(d);
+    sfd_prom_remove(d); /* a stopped daemon exports nothing */
     close_handle((uv_handle_t *)&d->tick);
     close_handle((uv_handle_t *)&d->status_timer);
     close_handle((uv_handle_t *)&d->watchdog_timer);

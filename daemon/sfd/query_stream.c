@@ -355,6 +355,12 @@ static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream
                              "connected", rk->live, "pid", (json_int_t)rk->pid, "host",
                              host ? host : "", "role", j->roles[rk->role], "records",
                              (json_int_t)rk->records, "last_step", (json_int_t)rk->last_step);
+    if (item != NULL) { /* what its hello said of where it runs: null when unknown */
+        const char *gpu = rk->gpu > 0 && rk->gpu < j->n_hosts ? j->hosts[rk->gpu] : NULL;
+        json_object_set_new(item, "local_rank",
+                            rk->local_rank >= 0 ? json_integer(rk->local_rank) : json_null());
+        json_object_set_new(item, "gpu", gpu ? json_string(gpu) : json_null());
+    }
     if (item != NULL) /* last seen (wall clock), position and state (liveness.c) */
         json_object_update_new(item, sfd_rank_liveness_json(j, s->rank));
     s->rank++;

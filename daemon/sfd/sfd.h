@@ -32,6 +32,12 @@ struct sfd_job;
 #define SFD_CHANNEL_NCCL 1u /* a hello's channel: 0 step records, 2 heartbeats */
 #define SFD_HOST_MAX 255
 #define SFD_ROLE_MAX 64
+#define SFD_GPU_NAME_MAX 64 /* a hello's GPU index or UUID */
+/* How long an ended job stays in the Prometheus export (prom_ended_keep_s),
+ * and how often the file is rewritten when nothing changes. */
+#define SFD_PROM_ENDED_KEEP_DEFAULT_S 300
+#define SFD_PROM_ENDED_KEEP_MAX_S (7 * 86400)
+#define SFD_PROM_REFRESH_MS 10000
 #define SFD_MAX_JOB_ROLES 64     /* distinct role strings per job */
 #define SFD_MAX_OPEN_WINDOWS 256 /* open windows per job */
 #define SFD_FRAME_MAX_CAP (16u << 20)
@@ -76,6 +82,7 @@ struct sfd_config {
     uint64_t alert_interval_ms;
     /* Liveness and captures (liveness.c, capture.c). */
     uint32_t stall_after_s;
+    int64_t prom_ended_keep_s; /* an ended job stays in the export this long */
     bool auto_capture;
     uint32_t auto_capture_windows, auto_capture_max, auto_capture_steps;
     uint32_t auto_capture_cooldown_s, capture_timeout_s;
@@ -217,12 +224,15 @@ struct sfd_rank {
     uint8_t stalled : 1;
     uint8_t culprit : 1;
     int16_t pos_stage;         /* open recorded stage, -1: none or unknown */
+    uint16_t gpu;              /* index into job->hosts of its hello's GPU, 0: unknown */
+    int32_t local_rank;        /* its hello's local rank, -1: unknown */
     int64_t pos_step;          /* -1: nothing yet */
     int64_t last_seen_unix_ms; /* realtime of its last message, 0: never */
     uint64_t seen_ms;          /* sfd's monotonic ms of that message */
     uint64_t moved_ms;         /* monotonic ms when its position last changed */
     int64_t claimed_step;      /* highest step it sent, accepted or not, -1 (the step gate) */
-};                             /* 72 bytes: pages of them are charged per job */
+};
+_Static_assert(sizeof(struct sfd_rank) == 72, "pages of ranks are charged per job: keep it small");
 _Static_assert(SFD_MAX_JOB_ROLES <= 256, "a rank's role index is one byte");
 
 /* Per-rank state comes in pages of this many ranks, allocated when a rank of
@@ -343,6 +353,13 @@ struct sfd_job {
     int64_t latest_report_unix_ms;     /* wall time the latest report was ready */
     struct sfd_job_stall stall;        /* liveness.c */
     struct sfd_job_captures *captures; /* capture.c; NULL until the first */
+    /* The Prometheus export (prom_flush.c): the state and presence last
+     * written, since when (monotonic ms, 0: not ended) the job has been
+     * ended, and the report time that clock last saw. */
+    uint8_t prom_state;
+    bool prom_exported;
+    uint64_t prom_ended_ms;
+    int64_t prom_report_unix_ms;
     struct sfd_job *next;
 };
 
@@ -756,8 +773,13 @@ struct sfd {
     struct sfd_alert *alerts;    /* running alert hooks (alert.c) */
     const char *prom_role;       /* role and term of the last Prometheus export */
     uint64_t prom_term;
-    uv_timer_t live_timer;    /* liveness.c: stalls, capture timeouts */
-    uint64_t next_capture_id; /* capture.c */
+    uint64_t prom_written_ms;       /* monotonic ms of the last write, 0: none */
+    uint64_t prom_failures;         /* failed writes not yet logged */
+    uint64_t prom_failing_since_ms; /* 0: the last write worked */
+    uint64_t prom_fail_logged_ms;   /* when a failure was last logged */
+    char prom_written_dir[4096];    /* where the file is, "": nowhere */
+    uv_timer_t live_timer;          /* liveness.c: stalls, capture timeouts */
+    uint64_t next_capture_id;       /* capture.c */
     uint64_t captures_started, captures_auto;
 };
 
@@ -782,5 +804,8 @@ void sfd_after_window(struct sfd *d); /* marks the export dirty */
 void sfd_prom_flush(struct sfd *d);
 /* Starts or stops the export timer to match cfg.prom_dir (start, reload). */
 void sfd_prom_reconfigure(struct sfd *d);
+/* A clean stop: removes the file, so that node_exporter serves nothing of
+ * a daemon that is gone. */
+void sfd_prom_remove(struct sfd *d);
 
 #endif

@@ -18,6 +18,7 @@
 #ifndef STAGEFRONTIER_CLIENT_H
 #define STAGEFRONTIER_CLIENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus

@@ -10,6 +10,13 @@
 
 #include <stdint.h>
 
+/* A compile-time check in C and in C++ (whose keyword is static_assert). */
+#ifdef __cplusplus
+#define SF_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define SF_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 /* They keep every per-step sum over ranks inside int64 without checks on the
  * hot merge path: a rank's stages in one step add up to at most
  * SF_MAX_STEP_NS, so a sum over ranks is at most SF_MAX_RANKS *
@@ -24,7 +31,7 @@
 #define SF_MAX_RUN_ID_LEN SF_MAX_JOB_ID_LEN   /* a launch's run id (docs/SFD.md, "Identity") */
 #define SF_MAX_RESTART_COUNT (1u << 20)       /* elastic restarts of one run */
 #define SF_MAX_INCARNATION (1u << 20)         /* runs of one job id one sfd tells apart */
-_Static_assert(SF_MAX_RUN_ID_LEN == SF_MAX_JOB_ID_LEN, "a run id is spelt as a job id");
+SF_STATIC_ASSERT(SF_MAX_RUN_ID_LEN == SF_MAX_JOB_ID_LEN, "a run id is spelt as a job id");
 
 /* Where sfd listens unless told otherwise (sfd.conf runtime_dir), and where
  * the client and sfctl look. */
@@ -47,14 +54,14 @@ _Static_assert(SF_MAX_RUN_ID_LEN == SF_MAX_JOB_ID_LEN, "a run id is spelt as a j
 #define SF_MAX_CAPTURE_REASON 191
 #define SF_MAX_CAPTURE_ID ((UINT64_C(1) << 53) - 1)
 
-_Static_assert((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_STEP_NS <= (UINT64_C(1) << 62),
-               "a per-step sum over ranks fits int64 with room to add");
-_Static_assert(SF_MAX_STEP_NS <= SF_MAX_DURATION_NS, "a stage may take a whole step");
-_Static_assert(SF_MAX_CAPTURE_ERROR <= SF_MAX_CAPTURE_PATH,
-               "a capture outcome's text holds a path or a reason");
-_Static_assert(SF_MAX_MEMBERS <= (1u << 16), "member sets are at most 8 KiB bitmaps");
-_Static_assert((uint64_t)SF_MAX_STAGES *(uint64_t)SF_MAX_DURATION_NS <= (UINT64_C(1) << 48),
-               "a step's prefix is at most 2^48");
-_Static_assert(SF_MAX_STAGES <= 64, "stage masks are 64-bit words");
+SF_STATIC_ASSERT((uint64_t)SF_MAX_RANKS *(uint64_t)SF_MAX_STEP_NS <= (UINT64_C(1) << 62),
+                 "a per-step sum over ranks fits int64 with room to add");
+SF_STATIC_ASSERT(SF_MAX_STEP_NS <= SF_MAX_DURATION_NS, "a stage may take a whole step");
+SF_STATIC_ASSERT(SF_MAX_CAPTURE_ERROR <= SF_MAX_CAPTURE_PATH,
+                 "a capture outcome's text holds a path or a reason");
+SF_STATIC_ASSERT(SF_MAX_MEMBERS <= (1u << 16), "member sets are at most 8 KiB bitmaps");
+SF_STATIC_ASSERT((uint64_t)SF_MAX_STAGES *(uint64_t)SF_MAX_DURATION_NS <= (UINT64_C(1) << 48),
+                 "a step's prefix is at most 2^48");
+SF_STATIC_ASSERT(SF_MAX_STAGES <= 64, "stage masks are 64-bit words");
 
 #endif

@@ -23,7 +23,7 @@
 /* FNV-1a over len bytes, continuing from h (SF_FNV1A_OFFSET to start). */
 static inline uint64_t sf_fnv1a(uint64_t h, const void *data, size_t len)
 {
-    const unsigned char *p = data;
+    const unsigned char *p = (const unsigned char *)data;
     for (size_t i = 0; i < len; i++) {
         h ^= p[i];
         h *= SF_FNV1A_PRIME;
@@ -37,7 +37,9 @@ static inline bool sf_str_len_ok(const char *s, size_t lo, size_t hi)
 {
     if (s == NULL)
         return lo == 0;
-    size_t n = strnlen(s, hi + 1);
+    size_t n = 0; /* strnlen's bound, without needing POSIX feature macros */
+    while (n <= hi && s[n] != '\0')
+        n++;
     return n >= lo && n <= hi;
 }
 

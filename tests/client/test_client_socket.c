@@ -171,6 +171,50 @@ static void arrivals_on_the_wire(void **s)
     tl_stop(&l);
 }
 
+/* The hello's GPU: CUDA_VISIBLE_DEVICES's entry at the local rank, its only
+ * entry, or none; and no local rank when none is known. */
+static void hello_gpu(const char *visible, int local_rank, const char *want)
+{
+    struct tl l;
+    assert_int_equal(tl_start(&l), 0);
+    if (visible != NULL)
+        setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+    else
+        unsetenv("CUDA_VISIBLE_DEVICES");
+    unsetenv("LOCAL_RANK");
+    sf_client_options o;
+    sf_client_options_init(&o);
+    o.job_id = "gpu-job";
+    o.socket_path = l.path;
+    o.rank = 0, o.world_size = 4, o.local_rank = local_rank;
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    assert_int_equal(tl_accept(&l, WAIT_MS), 0);
+    Stagefrontier__ClientMessage *m;
+    Stagefrontier__Hello *h = expect_hello(&l, &m);
+    assert_int_equal(h->has_local_rank, local_rank >= 0);
+    if (want == NULL)
+        assert_null(h->gpu);
+    else
+        assert_string_equal(h->gpu, want);
+    stagefrontier__client_message__free_unpacked(m, NULL);
+    sf_client_close(c);
+    tl_stop(&l);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+static void hello_gpu_from_env(void **s)
+{
+    (void)s;
+    hello_gpu("0,1,2,3", 2, "2");
+    hello_gpu("GPU-8d0a6c1e-2b7f", 3, "GPU-8d0a6c1e-2b7f"); /* one device per process */
+    hello_gpu("4,5", 3, NULL);                              /* beyond the list */
+    hello_gpu("4,5", -1, NULL);                             /* no local rank */
+    hello_gpu("-1", 0, NULL);                               /* CUDA's "no device" */
+    hello_gpu("0,bad id", 1, NULL);
+    hello_gpu(NULL, 1, NULL);
+}
+
 static void hello_and_batches(void **s)
 {
     (void)s;
@@ -379,9 +423,10 @@ int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* a SIGPIPE would kill the test: it must never come */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hello_and_batches),    cmocka_unit_test(arrivals_on_the_wire),
-        cmocka_unit_test(daemon_absent),        cmocka_unit_test(reconnect_sends_new_hello),
-        cmocka_unit_test(listener_never_reads), cmocka_unit_test(fork_child_is_inert),
+        cmocka_unit_test(hello_and_batches),         cmocka_unit_test(hello_gpu_from_env),
+        cmocka_unit_test(arrivals_on_the_wire),      cmocka_unit_test(daemon_absent),
+        cmocka_unit_test(reconnect_sends_new_hello), cmocka_unit_test(listener_never_reads),
+        cmocka_unit_test(fork_child_is_inert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,8 @@
 
 struct opts {
     const char *socket, *job, *mode, *role;
+    const char *gpu;    /* NULL: not sent */
+    int64_t local_rank; /* -1: not sent */
     uint32_t rank, world, batch, acc, storm, hold_ms;
     uint32_t generation; /* > 0: hellos as a process that connected before */
     int64_t pause_every;
@@ -103,6 +105,9 @@ static void fill_hello(const struct sender *s, Stagefrontier__Hello *h, uint32_t
     h->has_accumulation = true;
     h->accumulation = s->schema.accumulation;
     h->role = (char *)s->o.role;
+    if (s->o.local_rank >= 0)
+        h->has_local_rank = true, h->local_rank = (uint32_t)s->o.local_rank;
+    h->gpu = (char *)s->o.gpu;
     if (s->generation > 0) {
         h->has_connection_generation = true;
         h->connection_generation = s->generation;
@@ -754,6 +759,16 @@ static int run_seeds(struct sender *s)
     write_file(dir, "hello_run_id_bad", buf, n);
     h.run_id = NULL;
     h.has_restart_count = false;
+    h.has_local_rank = true;
+    h.local_rank = 1;
+    h.gpu = "GPU-8d0a6c1e-2b7f-4f53-9d0e-6a1b2c3d4e5f";
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_gpu", buf, n);
+    h.gpu = "0,1";
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_gpu_bad", buf, n);
+    h.gpu = NULL;
+    h.has_local_rank = false;
 
     Stagefrontier__StepRecord r[3], *rp[3];
     int64_t d[3][SF_MAX_STAGES];
@@ -816,21 +831,38 @@ static int run_seeds(struct sender *s)
 static int parse(int argc, char **argv, struct opts *o)
 {
     static const struct option opts[] = {
-        {"socket", 1, NULL, 's'},         {"job", 1, NULL, 'j'},
-        {"rank", 1, NULL, 'r'},           {"world", 1, NULL, 'w'},
-        {"steps", 1, NULL, 'n'},          {"start", 1, NULL, 'S'},
-        {"batch", 1, NULL, 'b'},          {"mode", 1, NULL, 'm'},
-        {"step-us", 1, NULL, 'u'},        {"skip-step", 1, NULL, 'k'},
-        {"violation-step", 1, NULL, 'v'}, {"fake-drop-step", 1, NULL, 'd'},
-        {"slow-rank", 1, NULL, 'R'},      {"slow-stage", 1, NULL, 'T'},
-        {"slow-ns", 1, NULL, 'N'},        {"size", 1, NULL, 'z'},
-        {"storm", 1, NULL, 'x'},          {"hold", 0, NULL, 'H'},
-        {"role", 1, NULL, 'o'},           {"accumulation", 1, NULL, 'a'},
-        {"pause-every", 1, NULL, 'P'},    {"rate", 1, NULL, 'Q'},
-        {"stages", 1, NULL, 'G'},         {"drop-total", 1, NULL, 'D'},
-        {"drop-first", 1, NULL, 'F'},     {"drop-last", 1, NULL, 'L'},
-        {"distinct-jobs", 0, NULL, 'J'},  {"slow-from", 1, NULL, 'W'},
-        {"generation", 1, NULL, 'g'},     {NULL, 0, NULL, 0},
+        {"socket", 1, NULL, 's'},
+        {"job", 1, NULL, 'j'},
+        {"rank", 1, NULL, 'r'},
+        {"world", 1, NULL, 'w'},
+        {"steps", 1, NULL, 'n'},
+        {"start", 1, NULL, 'S'},
+        {"batch", 1, NULL, 'b'},
+        {"mode", 1, NULL, 'm'},
+        {"step-us", 1, NULL, 'u'},
+        {"skip-step", 1, NULL, 'k'},
+        {"violation-step", 1, NULL, 'v'},
+        {"fake-drop-step", 1, NULL, 'd'},
+        {"slow-rank", 1, NULL, 'R'},
+        {"slow-stage", 1, NULL, 'T'},
+        {"slow-ns", 1, NULL, 'N'},
+        {"size", 1, NULL, 'z'},
+        {"storm", 1, NULL, 'x'},
+        {"hold", 0, NULL, 'H'},
+        {"role", 1, NULL, 'o'},
+        {"accumulation", 1, NULL, 'a'},
+        {"pause-every", 1, NULL, 'P'},
+        {"rate", 1, NULL, 'Q'},
+        {"stages", 1, NULL, 'G'},
+        {"drop-total", 1, NULL, 'D'},
+        {"drop-first", 1, NULL, 'F'},
+        {"drop-last", 1, NULL, 'L'},
+        {"distinct-jobs", 0, NULL, 'J'},
+        {"slow-from", 1, NULL, 'W'},
+        {"generation", 1, NULL, 'g'},
+        {"local-rank", 1, NULL, 'l'},
+        {"gpu", 1, NULL, 'U'},
+        {NULL, 0, NULL, 0},
     };
     *o = (struct opts){.job = "job",
                        .mode = "normal",
@@ -846,7 +878,8 @@ static int parse(int argc, char **argv, struct opts *o)
                        .slow_stage = -1,
                        .size = 0,
                        .drop_first = -1,
-                       .drop_last = -1};
+                       .drop_last = -1,
+                       .local_rank = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long long v = optarg ? strtoll(optarg, NULL, 10) : 0;
@@ -862,6 +895,12 @@ static int parse(int argc, char **argv, struct opts *o)
             break;
         case 'o':
             o->role = optarg;
+            break;
+        case 'l':
+            o->local_rank = v;
+            break;
+        case 'U':
+            o->gpu = optarg;
             break;
         case 'r':
             o->rank = (uint32_t)v;

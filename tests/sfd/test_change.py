@@ -80,11 +80,11 @@ def main():
                 return False
             with open(path) as f:
                 t = f.read()
-            return 'stagefrontier_slowdown_ratio{job_id="chg"}' in t and t
+            return 'stagefrontier_job_slowdown_ratio{job_id="chg"}' in t and t
         t = wait_for(exported, "the change metrics")
-        check('stagefrontier_change_seconds{job_id="chg",stage="data.next_wait"} 0.00' in t,
+        check('stagefrontier_job_change_seconds{job_id="chg",stage="data.next_wait"} 0.00' in t,
               "change metric missing")
-        check('stagefrontier_waste_rank_seconds_total{job_id="chg"}' in t, "waste missing")
+        check('stagefrontier_job_waste_rank_seconds_total{job_id="chg"}' in t, "waste missing")
 
         # The alert hook: windows 3 and 4 changed, so it ran with a window's JSON.
         wait_for(lambda: os.path.exists(hook_out), "the alert hook's output")

@@ -41,12 +41,14 @@ def prom_lines(path, job):
     """The export's lines of one job, without its cumulative counters (they
     restart from zero with the process, as Prometheus counters do) and the
     time its latest report was ready (the store does not keep it: a restored
-    window has none until the next one closes)."""
+    window has none until the next one closes), nor what the ranks' hellos
+    said (rank_info: gone with the process, like the ranks' last-seen times)."""
     if not os.path.exists(path):
         return None
     with open(path) as f:
         lines = [x for x in f.read().splitlines() if 'job_id="%s"' % job in x]
-    return sorted(x for x in lines if "_total{" not in x and "_timestamp_seconds{" not in x)
+    return sorted(x for x in lines if "_total{" not in x and "_timestamp_seconds{" not in x and
+                  not x.startswith("stagefrontier_rank_info{"))
 
 
 def history(sfd):
@@ -82,7 +84,8 @@ def main():
         check(uid_before == int(OWNER), "owner uid %s" % uid_before)
 
         check(sfd.stop() == 0, "sfd did not exit cleanly")
-        os.unlink(path)     # the lines must come back from the restored state
+        # a clean stop removes the file: the lines must come back from the restored state
+        check(not os.path.exists(path), "the export outlived a clean stop")
         sfd.start()
         h = history(sfd)
         check(h["restored"] == WINDOWS and h["restore_errors"] == 0, "restored: %s" % h)

@@ -40,6 +40,10 @@ def main():
         expect_reject(sfd, "schema_hash", mode="batchhash", job="bb")
         expect_reject(sfd, "invalid_field", mode="hello", job="iv", rank=5, world=2)
         expect_reject(sfd, "invalid_field", mode="hello", job="bad/id")
+        # a local rank beyond the job, a GPU name CUDA_VISIBLE_DEVICES never holds
+        expect_reject(sfd, "invalid_field", mode="hello", job="lr", rank=0, world=2, local_rank=2)
+        expect_reject(sfd, "invalid_field", mode="hello", job="gpu", gpu="0,1")
+        expect_reject(sfd, "invalid_field", mode="hello", job="gpu", gpu="x" * 65)
         expect_reject(sfd, "duplicate_rank", mode="hello", job="h", rank=0, world=2)
         expect_reject(sfd, "world_size_conflict", mode="hello", job="h", rank=1, world=3)
 
@@ -51,7 +55,7 @@ def main():
 
         # The daemon is up and the held rank is still connected and counted.
         st = sfd.status()
-        check(st["rejected_total"] == 10, "rejections not visible: %s" % st["rejected"])
+        check(st["rejected_total"] == 13, "rejections not visible: %s" % st["rejected"])
         text = sfd.sfctl("status").stdout.decode()
         check("world_size_conflict" in text and "duplicate_rank" in text, "status text: " + text)
         jobs = sfd.jobs()

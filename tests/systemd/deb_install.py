@@ -45,7 +45,12 @@ PACKAGES = {
                         f'usr/lib/{TRIPLET}/pkgconfig/sfclient.pc',
                         f'usr/lib/{TRIPLET}/cmake/StageFrontierClient/StageFrontierClientConfig.cmake'],
     'python3-stagefrontier': ['usr/lib/python3/dist-packages/stagefrontier/__init__.py'],
+    'stagefrontier-plot': ['usr/libexec/stagefrontier/sfctl-plot'],
 }
+PLOT_PACKAGE = 'stagefrontier-plot'
+# What a headless node must not get with sfd: the graphics stack of sfctl plot.
+GRAPHICS = re.compile(r'libcairo|libfontconfig|libfreetype|libpixman|libpng|libx11|libxcb|libxrender|libxext',
+                      re.I)
 NCCL_PACKAGE = ('stagefrontier-nccl-plugin',
                 [f'usr/lib/{TRIPLET}/stagefrontier/libnccl-profiler-stagefrontier.so'])
 EXAMPLE = 'docs/examples/straggler.csv'
@@ -278,6 +283,27 @@ def check_replay(src, root, build_sfctl):
     assert packaged == built, 'packaged and built sfctl replay differ'
 
 
+def check_headless(root, debs):
+    """stagefrontier depends on no graphics library, and neither sfd nor sfctl
+    links one; without stagefrontier-plot `sfctl plot` names the package."""
+    depends = run(['dpkg-deb', '-f', debs['stagefrontier'], 'Depends'])
+    assert not GRAPHICS.search(depends), f'stagefrontier depends on graphics: {depends}'
+    for binary in ('usr/bin/sfctl', 'usr/sbin/sfd'):
+        needed = run(['readelf', '-d', os.path.join(root, binary)])
+        assert not GRAPHICS.search(needed), f'{binary} links graphics:\n{needed}'
+    p = subprocess.run(['chroot', root, '/usr/bin/sfctl', 'plot', '--file', '/tmp/example.csv',
+                        '-o', '/tmp/example.svg'], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and 'stagefrontier-plot' in p.stderr, (p.returncode, p.stderr)
+    assert not os.path.exists(os.path.join(root, 'tmp/example.svg'))
+
+
+def check_plot(root):
+    """With stagefrontier-plot, the same command draws."""
+    in_root(root, '/usr/bin/sfctl', 'plot', '--file', '/tmp/example.csv', '-o', '/tmp/example.svg')
+    with open(os.path.join(root, 'tmp/example.svg')) as f:
+        assert '<svg' in f.read(4096), 'no SVG drawn'
+
+
 def check_python(root):
     out = in_root(root, '/usr/bin/python3', '-c',
                   'import stagefrontier, sys; print(stagefrontier.__file__); '
@@ -370,7 +396,8 @@ def check_purge(root, debs):
         status = subprocess.run(['dpkg-query', '--root', root, '-W', '-f', '${Status}', name],
                                 capture_output=True, text=True).stdout
         assert status in ('', 'unknown ok not-installed'), f'{name} after purge: {status}'
-    for gone in ('usr/sbin/sfd', 'etc/stagefrontier', 'var/lib/stagefrontier',
+    for gone in ('usr/sbin/sfd', 'usr/libexec/stagefrontier', 'etc/stagefrontier',
+                 'var/lib/stagefrontier',
                  'etc/systemd/system/sockets.target.wants/sfd.socket',
                  'usr/lib/python3/dist-packages/stagefrontier'):
         assert not os.path.lexists(os.path.join(root, gone)), f'{gone} left after purge'
@@ -397,9 +424,13 @@ def main():
         os.mkdir(root)
         names = make_root(root, list(debs.values()), set(debs))
         print(f'root: {len(names)} host packages')
-        run(['dpkg', '--root', root, '--install'] + sorted(debs.values()))
-        check_installed(root, debs)
+        run(['dpkg', '--root', root, '--install'] +
+            sorted(d for n, d in debs.items() if n != PLOT_PACKAGE))
         check_replay(src, root, build_sfctl)
+        check_headless(root, debs)
+        run(['dpkg', '--root', root, '--install', debs[PLOT_PACKAGE]])
+        check_plot(root)
+        check_installed(root, debs)
         check_python(root)
         build_consumers(src, root, tmp)
         live_job(root, tmp)

@@ -46,15 +46,19 @@ int main(int argc, char **argv)
         .connections_accepted = 9,
         .rejected = rejected,
         .n_rejected = 2,
+        .write_unix_ms = INT64_C(1700000000300) + variant,
     };
     jobs[0].window_unix_ms = INT64_C(1700000000000) + variant;
     /* liveness and captures, so the dashboard test sees their labels */
     static const uint32_t ranks[] = {0, 1};
     static const int64_t seen[] = {INT64_C(1700000000100), INT64_C(1700000000200)};
-    jobs[0].stalled = variant == 2;
+    static const struct sf_prom_rank_info info[] = {{"node-a", "0", 0}, {"node-a", "GPU-5e1c", 1}};
+    jobs[0].state = variant == 2 ? SF_PROM_JOB_STALLED : SF_PROM_JOB_RUNNING;
+    jobs[1].state = SF_PROM_JOB_ENDED;
     jobs[0].n_ranks = 2;
     jobs[0].ranks = ranks;
     jobs[0].last_seen_unix_ms = seen;
+    jobs[0].rank_info = info;
     jobs[0].captures_started[SF_PROM_TRIGGER_OPERATOR] = 1;
     jobs[0].captures_started[SF_PROM_TRIGGER_AUTO] = (unsigned)variant;
     jobs[0].captures_done[SF_PROM_TRIGGER_AUTO] = (unsigned)variant - 1;

@@ -310,10 +310,11 @@ static void test_straggler(void **state)
     assert_int_equal(promtool_check(dir), 0);
     text = read_export(dir);
     assert_true(asprintf(&labels,
-                         "{job_id=\"slow\",sync_stage=\"%s\",origin_stage=\"%s\","
+                         "{job_id=\"slow\",rank=\"2\",sync_stage=\"%s\",origin_stage=\"%s\","
                          "persistence=\"fixed\"}",
                          fixture_names[1], fixture_names[0]) > 0);
-    assert_true(sample(text, "stagefrontier_job_straggler_rank", labels) == 2);
+    assert_true(sample(text, "stagefrontier_job_straggler_info", labels) == 1);
+    assert_false(has_sample(text, "stagefrontier_job_straggler_info", "{job_id=\"clean\""));
     assert_true(fabs(sample(text, "stagefrontier_job_straggler_lateness_seconds",
                             "{job_id=\"slow\",rank=\"2\"}") -
                      0.0142) < 1e-12);
@@ -328,6 +329,52 @@ static void test_straggler(void **state)
 
 /* Captures by trigger and state, every series from zero, and the latest
  * capture's time only for a job that has one. */
+/* The job's state as one series per state, the ranks' info with only the
+ * labels known (an escaped host), and the time of the write. */
+static void test_state_and_rank_info(void **state)
+{
+    (void)state;
+    char *dir = make_dir(), *text;
+    static const uint32_t ranks[] = {0, 7};
+    static const int64_t seen[] = {INT64_C(1700000000100), INT64_C(1700000000200)};
+    static const struct sf_prom_rank_info info[] = {{"node\"a", "GPU-5e1c", 0}, {"", "", -1}};
+    struct sf_prom_job jobs[] = {
+        {.job_id = "run",
+         .state = SF_PROM_JOB_RUNNING,
+         .n_ranks = 2,
+         .ranks = ranks,
+         .last_seen_unix_ms = seen,
+         .rank_info = info},
+        {.job_id = "hang", .state = SF_PROM_JOB_STALLED},
+        {.job_id = "done", .state = SF_PROM_JOB_ENDED},
+    };
+    struct sf_prom_daemon d = {.version = "1", .write_unix_ms = INT64_C(1700000000500)};
+    static const char *const states[] = {"running", "stalled", "ended"};
+
+    assert_int_equal(sfd_prom_write(dir, &d, jobs, 3), 0);
+    assert_int_equal(promtool_check(dir), 0);
+    text = read_export(dir);
+    for (size_t j = 0; j < 3; j++)
+        for (int st = 0; st < 3; st++) {
+            char *labels;
+            assert_true(
+                asprintf(&labels, "{job_id=\"%s\",state=\"%s\"}", jobs[j].job_id, states[st]) > 0);
+            assert_true(sample(text, "stagefrontier_job_state", labels) == ((int)j == st));
+            free(labels);
+        }
+    assert_true(sample(text, "stagefrontier_job_stalled", "{job_id=\"hang\"}") == 1);
+    assert_true(sample(text, "stagefrontier_job_stalled", "{job_id=\"done\"}") == 0);
+    assert_true(sample(text, "stagefrontier_rank_info",
+                       "{job_id=\"run\",rank=\"0\",host=\"node\\\"a\",local_rank=\"0\","
+                       "gpu=\"GPU-5e1c\"}") == 1);
+    assert_true(sample(text, "stagefrontier_rank_info",
+                       "{job_id=\"run\",rank=\"7\",host=\"\",local_rank=\"\",gpu=\"\"}") == 1);
+    assert_true(fabs(sample(text, "stagefrontier_textfile_write_timestamp_seconds", "") -
+                     1700000000.5) < 1e-6);
+    free(text);
+    remove_dir(dir);
+}
+
 static void test_captures(void **state)
 {
     (void)state;
@@ -710,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_report_figures),
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_captures),
+        cmocka_unit_test(test_state_and_rank_info),
         cmocka_unit_test(test_consistent_across_windows),
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_atomic_rename),
