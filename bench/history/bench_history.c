@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "history.h"
+#include "history_codec.h"
 #include "sfd.h"
 
 #define BATCH 64

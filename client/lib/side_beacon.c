@@ -6,10 +6,11 @@
 #include <string.h>
 
 #include "side_beacon.h"
+#include "stagefrontier/client.h"
 
-/* Exported by name (default visibility) so that the NCCL plugin can find it
- * with dlsym on libsfclient's own handle. */
-__attribute__((visibility("default"))) struct sf_side_beacon sf_side_beacon = {
+/* Exported by name (client.h) so that the NCCL plugin can find it with dlsym
+ * on libsfclient's own handle. */
+SF_CLIENT_API struct sf_side_beacon sf_side_beacon = {
     .magic = SF_SIDE_BEACON_MAGIC,
     .version = SF_SIDE_BEACON_VERSION,
     .step = -1,

@@ -8,7 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 /* One field into the key hash, with a separator after it. */
 static uint64_t hash_field(uint64_t h, const char *s)

@@ -22,7 +22,7 @@
 #include "ingest.pb-c.h"
 #include "nccl_beacon.h"
 #include "transport.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 #define IDLE_FLUSH_NS (1000 * INT64_C(1000000))
 #define BEACON_RETRY_NS (2000 * INT64_C(1000000))
@@ -176,22 +176,15 @@ static int connect_now(int64_t now)
 
 /* ---- flushing ------------------------------------------------------------ */
 
-/* What one key has to ship, read once per flush: its step first, then the
+/* Reads what each key has to ship, once per flush: its step first, then the
  * counters (a key is counted after its step is raised), so a delta is never
  * shipped under a step older than the one its newest collective ran in. */
-struct pending {
-    uint32_t key;
-    int64_t step;
-    const char *stage;
-    uint64_t count, bytes, gpu_ns, timed;
-};
-
-static size_t snapshot(const struct sf_nccl_comm *comm, struct pending *out)
+static size_t snapshot(const struct sf_nccl_comm *comm, struct sf_nccl_pending *out)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < SF_NCCL_MAX_KEYS; i++) {
         const struct sf_nccl_key *k = &comm->agg.keys[i];
-        struct pending *p = &out[n];
+        struct sf_nccl_pending *p = &out[n];
         if (!atomic_load_explicit(&k->published, memory_order_acquire))
             continue;
         p->key = i;
@@ -211,20 +204,20 @@ static size_t snapshot(const struct sf_nccl_comm *comm, struct pending *out)
  * sent only when the datagram went out, so a full socket or an absent daemon
  * delays figures instead of losing them. With no key (drops only), an empty
  * batch carries the drops. */
-static int ship_group(struct sf_nccl_comm *comm, const struct pending *pend, size_t n_pend,
+static int ship_group(struct sf_nccl_comm *comm, const struct sf_nccl_pending *pend, size_t n_pend,
                       const char *stage, int64_t step, uint64_t dropped, bool *ret_dropped_sent,
                       int64_t now)
 {
-    static Stagefrontier__NcclAggregate aggs[SF_NCCL_MAX_KEYS];
-    static Stagefrontier__NcclAggregate *aptr[SF_NCCL_MAX_KEYS];
-    static const struct pending *used[SF_NCCL_MAX_KEYS];
+    Stagefrontier__NcclAggregate *aggs = comm->scratch.aggs;
+    Stagefrontier__NcclAggregate **aptr = comm->scratch.aptr;
+    const struct sf_nccl_pending **used = comm->scratch.used;
     Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     size_t n = 0;
     int r;
 
     for (size_t j = 0; j < n_pend; j++) {
-        const struct pending *p = &pend[j];
+        const struct sf_nccl_pending *p = &pend[j];
         const struct sf_nccl_key *k = &comm->agg.keys[p->key];
         if (p->step != step || strcmp(p->stage, stage))
             continue;
@@ -264,7 +257,7 @@ static int ship_group(struct sf_nccl_comm *comm, const struct pending *pend, siz
     if (r < 0)
         return r;
     for (size_t j = 0; j < n; j++) {
-        const struct pending *p = used[j];
+        const struct sf_nccl_pending *p = used[j];
         comm->sent[p->key].count += p->count;
         comm->sent[p->key].bytes += p->bytes;
         comm->sent[p->key].gpu_ns += p->gpu_ns;
@@ -325,8 +318,8 @@ static int flush_enqueue_points(struct sf_nccl_comm *comm, int64_t now)
 /* One batch per (enclosing stage, step) that has something to ship. */
 static void flush_comm(struct sf_nccl_comm *comm, int64_t now)
 {
-    static struct pending pend[SF_NCCL_MAX_KEYS];
-    static bool done[SF_NCCL_MAX_KEYS];
+    struct sf_nccl_pending *pend = comm->scratch.pend;
+    bool *done = comm->scratch.done;
     uint64_t dropped = atomic_load_explicit(&comm->agg.dropped, memory_order_relaxed);
     bool dropped_sent = dropped == comm->dropped_sent;
     size_t n;
@@ -335,7 +328,7 @@ static void flush_comm(struct sf_nccl_comm *comm, int64_t now)
         return; /* try again at the next tick */
     n = snapshot(comm, pend);
 
-    memset(done, 0, sizeof done);
+    memset(done, 0, sizeof comm->scratch.done);
     for (size_t j = 0; j < n; j++) {
         if (done[j])
             continue;

@@ -8,9 +8,30 @@
 #ifndef SF_NCCL_SHIP_H
 #define SF_NCCL_SHIP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "ingest.pb-c.h"
 #include "nccl_agg.h"
+
+/* One key's counts not yet shipped, under the (stage, step) it last ran in. */
+struct sf_nccl_pending {
+    uint32_t key;
+    int64_t step;
+    const char *stage;
+    uint64_t count, bytes, gpu_ns, timed;
+};
+
+/* The flusher's working set for one flush of one communicator: kept with the
+ * communicator rather than in function statics, so no flush shares scratch
+ * memory with another's and each communicator's is freed with it. */
+struct sf_nccl_flush_scratch {
+    struct sf_nccl_pending pend[SF_NCCL_MAX_KEYS];
+    bool done[SF_NCCL_MAX_KEYS];
+    Stagefrontier__NcclAggregate aggs[SF_NCCL_MAX_KEYS];
+    Stagefrontier__NcclAggregate *aptr[SF_NCCL_MAX_KEYS];
+    const struct sf_nccl_pending *used[SF_NCCL_MAX_KEYS];
+};
 
 struct sf_nccl_comm {
     struct sf_nccl_agg agg; /* first: handles point into it */
@@ -28,6 +49,7 @@ struct sf_nccl_comm {
         int64_t offset_ns;
     } enq_sent[SF_NCCL_ENQ_RING];
     uint64_t groups_at_flush;
+    struct sf_nccl_flush_scratch scratch; /* the flusher's, under the registry lock */
     struct sf_nccl_comm *next;
 };
 

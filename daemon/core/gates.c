@@ -14,7 +14,7 @@
 #include <stagefrontier/accounting.h>
 #include <stagefrontier/change.h>
 #include "stagefrontier/gates_text.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 enum gate_kind { GATE_RATIO, GATE_SECONDS, GATE_COUNT, GATE_BOOL, GATE_NAME };
 

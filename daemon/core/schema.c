@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include <stagefrontier/accounting.h>
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 const char *const sf_default_stage_names[6] = {
     "data.next_wait",     "model.fwd_loss_cpu_wall", "model.backward_cpu_wall",

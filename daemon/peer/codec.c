@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "peer.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 #define PREFIX_MAX ((int64_t)SF_MAX_STAGES * SF_MAX_DURATION_NS)
 

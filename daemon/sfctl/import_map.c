@@ -14,7 +14,7 @@
 #include <ini.h>
 
 #include "import_map.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 #define CACHE_SLOTS 16384 /* power of two; at most 3/4 used */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "replay.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 #define CSV_MAX_FIELDS (2 + SF_MAX_STAGES + 1)
 

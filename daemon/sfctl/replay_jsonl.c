@@ -12,7 +12,7 @@
 
 #include "recording.h"
 #include "replay.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 #define JSONL_MAX_LINE (1u << 20)
 

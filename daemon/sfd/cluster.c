@@ -1,28 +1,16 @@
 /*
- * sfd's side of the cluster-operations interface: dispatch through
- * d->cluster, and the standalone implementation that computes every closed
- * window's report on this node. It knows nothing of the peer layer.
+ * The node's standing behind the cluster-operations interface: mode, role,
+ * term, peers and the capture questions, dispatched through d->cluster, with
+ * the standalone answers when no cluster is installed; installing and closing
+ * an implementation. Everything asks this file and it calls nothing else in
+ * sfd. Submitting a window is cluster_submit.c's. It knows nothing of the
+ * peer layer.
  */
 #include <errno.h>
 #include <jansson.h>
-#include <string.h>
 
 #include "cluster.h"
 #include "sfd.h"
-
-static int standalone_submit(void *ctx, struct sfd_job *job, sf_summary *summary)
-{
-    (void)ctx;
-    sf_report *report;
-    int r = sf_report_compute(summary, &job->gates, &report);
-    if (r < 0) {
-        sfd_log(SFD_LOG_ERR, job->id, "window %lld: report failed: %s",
-                (long long)summary->meta.index, strerror(-r));
-        sf_summary_free(summary);
-        return r;
-    }
-    return sfd_publish_report(job, summary, summary, report, false);
-}
 
 static const char *standalone_status(const void *ctx)
 {
@@ -50,7 +38,7 @@ static int standalone_peers(void *ctx, char **ret_text)
 }
 
 const struct sfd_cluster_ops sfd_cluster_standalone_ops = {
-    .submit = standalone_submit,
+    .submit = NULL, /* computed on this node: cluster_submit.c */
     .status = standalone_status,
     .role = standalone_status,
     .term = standalone_term,
@@ -61,11 +49,6 @@ const struct sfd_cluster_ops sfd_cluster_standalone_ops = {
 static const struct sfd_cluster_ops *ops_of(const struct sfd *d)
 {
     return d->cluster.ops != NULL ? d->cluster.ops : &sfd_cluster_standalone_ops;
-}
-
-int sfd_cluster_submit(struct sfd *d, struct sfd_job *job, sf_summary *summary)
-{
-    return ops_of(d)->submit(d->cluster.ctx, job, summary);
 }
 
 const char *sfd_cluster_mode(const struct sfd *d)

@@ -18,8 +18,8 @@ struct sfd_peer_capture_request;
 struct sfd_peer_capture_result;
 
 struct sfd_cluster_ops {
-    /* Takes ownership of summary in every case: computes and stores the
-     * window's report (standalone) or hands the summary to the cluster. */
+    /* Takes ownership of summary in every case: hands the summary to the
+     * cluster. NULL (standalone): the report is computed on this node. */
     int (*submit)(void *ctx, struct sfd_job *job, sf_summary *summary);
     /* STATUS's "mode": "single" or "cluster". */
     const char *(*status)(const void *ctx);
@@ -53,8 +53,10 @@ struct sfd_cluster {
 /* The standalone implementation: reports computed on this node. */
 extern const struct sfd_cluster_ops sfd_cluster_standalone_ops;
 
-/* sfd's calls, dispatched through d->cluster. */
+/* A closed window's summary (cluster_submit.c): to ops->submit, or computed
+ * into a report here and published. Takes ownership of summary. */
 int sfd_cluster_submit(struct sfd *d, struct sfd_job *job, sf_summary *summary);
+/* The node's standing (cluster.c), dispatched through d->cluster. */
 const char *sfd_cluster_mode(const struct sfd *d);
 const char *sfd_cluster_role(const struct sfd *d, uint64_t *ret_term);
 int sfd_cluster_peers(struct sfd *d, char **ret_text);

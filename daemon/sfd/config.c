@@ -15,7 +15,7 @@
 #include "capture.h"
 #include "sfd.h"
 #include "stagefrontier/gates_text.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 
 struct parse_ctx {
     struct sfd_config *cfg;

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "history.h"
+#include "history_codec.h"
 #include "sfd.h"
 
 /* Records and bytes queued at most; past either a record is dropped and

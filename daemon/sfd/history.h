@@ -91,13 +91,4 @@ typedef int (*sfd_store_visit)(void *ctx, const struct sfd_store_key *key, const
 int sfd_store_recent(struct sfd_store *s, uint32_t kind, uint32_t max_jobs, uint32_t per_job,
                      sfd_store_visit visit, void *ctx);
 
-/* ---- the report codec (history_codec.c), pure ---------------------------- */
-
-/* Encodes every field of a report, so that a decoded copy renders the same
- * JSON and text bytes. *ret is malloc'd. */
-int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len);
-/* Decodes and checks a packed report: every count and index is bounded by
- * the buffer and the schema, so a corrupt row is -EINVAL, never a crash. */
-int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret);
-
 #endif

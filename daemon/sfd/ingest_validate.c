@@ -8,7 +8,7 @@
 
 #include "ingest.pb-c.h"
 #include "sfd.h"
-#include "stagefrontier/strutil.h"
+#include "strutil.h"
 #include "side_format.h"
 
 #define SFD_PROTOCOL_VERSION 1

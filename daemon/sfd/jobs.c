@@ -1,18 +1,17 @@
 /*
- * sfd job table: jobs keyed by (uid, job id), creation under max_jobs and
- * max_jobs_per_uid (evicting the oldest idle job), schema / world-size binding
- * and segments, per-rank pages, the job's memory charges, role interning and
- * query visibility. Window assembly lives in windows.c.
+ * sfd job table: lookups by (uid, job id, incarnation), a job's key and
+ * name, per-rank pages, role and host interning, the hello's geometry and
+ * query visibility. The bottom of sfd's job state: it calls only the memory
+ * charges (job_mem.c). A job's admission and end are job_life.c's, its
+ * windows and segments windows.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture.h"
 #include "sfd.h"
-#include "enqueue_points.h"
-#include "side_evidence.h"
 
 struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id, uint32_t incarnation)
 {
@@ -67,199 +66,7 @@ void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, siz
     snprintf(buf, len, "%s", key);
 }
 
-/* ---- memory charges ------------------------------------------------------- */
-
-struct sfd_budget_limits sfd_mem_limits(const struct sfd *d)
-{
-    return (struct sfd_budget_limits){.total = (uint64_t)d->cfg.max_memory_mb << 20,
-                                      .per_uid = (uint64_t)d->cfg.max_memory_per_uid_mb << 20};
-}
-
-int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
-{
-    int r = sfd_mem_reserve(job->sfd, job->uid, kind, n);
-    if (r == 0)
-        job->mem[kind] += n;
-    return r;
-}
-
-int sfd_job_charge(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
-{
-    struct sfd_budget_limits lim = sfd_mem_limits(job->sfd);
-    int r = sfd_budget_charge(&job->sfd->mem, &lim, job->uid, kind, n);
-    if (r == 0)
-        job->mem[kind] += n;
-    return r;
-}
-
-void sfd_job_force(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
-{
-    sfd_budget_force(&job->sfd->mem, job->uid, kind, n);
-    job->mem[kind] += n;
-}
-
-void sfd_job_release(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n)
-{
-    sfd_budget_uncharge(&job->sfd->mem, job->uid, kind, n);
-    job->mem[kind] = job->mem[kind] > n ? job->mem[kind] - n : 0;
-}
-
-uint64_t sfd_job_mem_total(const struct sfd_job *job)
-{
-    uint64_t t = 0;
-    for (int k = 0; k < SFD_MEM_KIND_COUNT; k++)
-        t += job->mem[k];
-    return t;
-}
-
-static uint64_t job_base_bytes(uint32_t keep)
-{
-    return sizeof(struct sfd_job) + (uint64_t)keep * sizeof(struct sfd_stored);
-}
-
-static void unlink_job(struct sfd *d, struct sfd_job *job)
-{
-    for (struct sfd_job **p = &d->jobs; *p != NULL; p = &(*p)->next) {
-        if (*p == job) {
-            *p = job->next;
-            d->n_jobs--;
-            sfd_budget_job_remove(&d->mem, job->uid);
-            return;
-        }
-    }
-}
-
-/* Oldest job with no connection and no open window, or NULL. The uid's own
- * idle jobs go first, so a uid filling the table forgets its own history
- * before anyone else's; with own_only, only the uid's own jobs qualify. */
-static struct sfd_job *idle_victim(struct sfd *d, uid_t uid, bool own_only)
-{
-    struct sfd_job *best = NULL;
-    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
-        if (j->n_live != 0 || j->n_open != 0 || (own_only && j->uid != uid))
-            continue;
-        bool own = j->uid == uid, best_own = best != NULL && best->uid == uid;
-        if (best == NULL || (own && !best_own) ||
-            (own == best_own && j->last_active_ms < best->last_active_ms))
-            best = j;
-    }
-    return best;
-}
-
-static void forget_job(struct sfd *d, struct sfd_job *victim, const char *why)
-{
-    sfd_log(SFD_LOG_INFO, victim->id, "%s: forgetting idle job of uid %u", why,
-            (unsigned)victim->uid);
-    unlink_job(d, victim);
-    sfd_job_free(victim);
-}
-
-static int make_table_room(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
-{
-    if (d->n_jobs < d->cfg.max_jobs)
-        return 0;
-    struct sfd_job *victim = idle_victim(d, uid, false);
-    if (victim == NULL) {
-        *ret_why = SFD_REJ_MAX_JOBS;
-        return -ENOSPC;
-    }
-    forget_job(d, victim, "job table full");
-    return 0;
-}
-
-/* A uid at max_jobs_per_uid forgets its own oldest idle job, so a user who
- * runs job after job on a node is never locked out by its own history. With
- * no idle job of its own, admit_job refuses the new one. */
-static void make_uid_room(struct sfd *d, uid_t uid, uint32_t cap)
-{
-    const struct sfd_uid_share *s = sfd_budget_share(&d->mem, uid);
-    if (s == NULL || s->jobs < cap)
-        return;
-    struct sfd_job *victim = idle_victim(d, uid, true);
-    if (victim != NULL)
-        forget_job(d, victim, "max_jobs_per_uid reached");
-}
-
-/* Counts the job in its uid's share: max_jobs_per_uid and the bytes of the
- * job itself. Undone by unlink_job and sfd_job_free. */
-static int admit_job(struct sfd *d, uid_t uid, enum sfd_reject *ret_why)
-{
-    uint32_t cap = d->cfg.max_jobs_per_uid;
-    make_uid_room(d, uid, cap);
-    int r = sfd_budget_job_add(&d->mem, uid, cap);
-    if (r < 0) {
-        *ret_why = r == -EDQUOT ? SFD_REJ_MAX_JOBS_PER_UID : SFD_REJ_MEMORY;
-        return r;
-    }
-    r = sfd_mem_reserve(d, uid, SFD_MEM_JOBS, job_base_bytes(d->cfg.keep_windows));
-    if (r < 0) {
-        sfd_budget_job_remove(&d->mem, uid);
-        *ret_why = SFD_REJ_MEMORY;
-    }
-    return r;
-}
-
-int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
-                           struct sfd_job **ret, enum sfd_reject *ret_why)
-{
-    struct sfd_job *job = sfd_job_lookup(d, uid, id, incarnation);
-    if (job != NULL) {
-        *ret = job;
-        return 0;
-    }
-    return sfd_job_create(d, id, uid, incarnation ? incarnation : 1, ret, ret_why);
-}
-
-int sfd_job_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
-                   struct sfd_job **ret, enum sfd_reject *ret_why)
-{
-    if (incarnation < 1 || incarnation > SF_MAX_INCARNATION) {
-        *ret_why = SFD_REJ_INVALID;
-        return -ERANGE;
-    }
-    int r = make_table_room(d, uid, ret_why);
-    if (r < 0)
-        return r;
-    r = admit_job(d, uid, ret_why);
-    if (r < 0)
-        return r;
-    struct sfd_job *job = calloc(1, sizeof(*job));
-    if (job == NULL) {
-        sfd_budget_uncharge(&d->mem, uid, SFD_MEM_JOBS, job_base_bytes(d->cfg.keep_windows));
-        sfd_budget_job_remove(&d->mem, uid);
-        *ret_why = SFD_REJ_MEMORY;
-        return -ENOMEM;
-    }
-    job->sfd = d;
-    job->mem[SFD_MEM_JOBS] = job_base_bytes(d->cfg.keep_windows);
-    snprintf(job->id, sizeof(job->id), "%s", id);
-    job->uid = uid;
-    job->incarnation = incarnation;
-    job->gates = d->cfg.gates;
-    job->closed_max = -1;
-    job->max_step = -1;
-    job->max_claim = job->second_claim = -1;
-    job->cap_stored = d->cfg.keep_windows;
-    job->stored = calloc(job->cap_stored, sizeof(*job->stored));
-    job->roles[0] = strdup("");
-    if (job->stored == NULL || job->roles[0] == NULL) {
-        sfd_job_free(job);
-        sfd_budget_job_remove(&d->mem, uid);
-        *ret_why = SFD_REJ_MEMORY;
-        return -ENOMEM;
-    }
-    job->n_roles = 1;
-    job->last_active_ms = sfd_now_ms(d);
-    job->next = d->jobs;
-    d->jobs = job;
-    d->n_jobs++;
-    sfd_log(SFD_LOG_INFO, job->id, "new job owned by uid %u, incarnation %u", (unsigned)uid,
-            incarnation);
-    *ret = job;
-    return 0;
-}
-
-static void free_rank_pages(struct sfd_job *job)
+void sfd_job_free_ranks(struct sfd_job *job)
 {
     if (job->rank_pages == NULL)
         return;
@@ -268,42 +75,6 @@ static void free_rank_pages(struct sfd_job *job)
     free(job->rank_pages);
     job->rank_pages = NULL;
     sfd_job_release(job, SFD_MEM_RANKS, job->mem[SFD_MEM_RANKS]);
-}
-
-/* Frees a job unlinked from the table (or never linked): every byte charged
- * to it goes back to its uid. */
-void sfd_job_free(struct sfd_job *job)
-{
-    if (job == NULL)
-        return;
-    sfd_baseline_free(job);
-    sfd_captures_free(job);
-    for (uint32_t i = 0; i < job->n_open; i++)
-        sfd_window_free(job->open[i]);
-    for (uint32_t i = 0; i < job->n_stored; i++)
-        sfd_stored_clear(job, &job->stored[i]);
-    free(job->stored);
-    for (uint32_t i = 0; i < job->n_roles; i++)
-        free(job->roles[i]);
-    for (uint32_t i = 0; i < job->n_hosts; i++)
-        free(job->hosts[i]);
-    free(job->hosts);
-    free_rank_pages(job);
-    for (int k = 0; k < SFD_MEM_KIND_COUNT; k++)
-        sfd_job_release(job, (enum sfd_mem_kind)k, job->mem[k]);
-    sfd_side_free(job->side);
-    sfd_enq_free(job->enq);
-    sf_schema_clear(&job->schema);
-    free(job);
-}
-
-void sfd_jobs_free_all(struct sfd *d)
-{
-    while (d->jobs != NULL) {
-        struct sfd_job *j = d->jobs;
-        unlink_job(d, j);
-        sfd_job_free(j);
-    }
 }
 
 int sfd_job_role(struct sfd_job *job, const char *role)
@@ -403,11 +174,11 @@ uint16_t sfd_job_host(struct sfd_job *job, const char *host)
 
 /* A directory of page pointers sized by the world size (8 bytes per 256
  * ranks); the pages themselves come as ranks appear. */
-static int reset_ranks(struct sfd_job *job, uint32_t world_size)
+int sfd_job_reset_ranks(struct sfd_job *job, uint32_t world_size)
 {
     uint32_t n_pages = (world_size + SFD_RANK_PAGE - 1) / SFD_RANK_PAGE;
     uint64_t bytes = (uint64_t)n_pages * sizeof(struct sfd_rank *);
-    free_rank_pages(job);
+    sfd_job_free_ranks(job);
     int r = sfd_job_reserve(job, SFD_MEM_RANKS, bytes);
     if (r < 0)
         return r;
@@ -449,55 +220,6 @@ const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t ran
         return &unseen;
     const struct sfd_rank *page = job->rank_pages[rank / SFD_RANK_PAGE];
     return page != NULL ? &page[rank % SFD_RANK_PAGE] : &unseen;
-}
-
-/* The open windows close early and the same indices continue as the next
- * segment, with fresh per-rank step order (the caller resets the ranks). */
-static void next_segment(struct sfd_job *job)
-{
-    sfd_window_close_all(job, SF_WIN_CLOSED_EARLY);
-    job->segment++;
-    job->closed_max = -1;
-    job->max_step = -1;
-    job->max_claim = job->second_claim = -1;
-}
-
-int sfd_job_restart_segment(struct sfd_job *job)
-{
-    int r = reset_ranks(job, job->world_size);
-    if (r < 0)
-        return r;
-    next_segment(job);
-    sfd_log(SFD_LOG_NOTICE, job->id, "elastic restart %u: segment %u", job->restart_count,
-            job->segment);
-    return 0;
-}
-
-int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size)
-{
-    bool fresh = job->rank_pages == NULL;
-    if (!fresh && job->world_size == world_size && sf_schema_equal(&job->schema, schema))
-        return 0;
-    if (job->n_live > 0)
-        return job->world_size != world_size ? -EXDEV : -EBADE;
-
-    sf_schema copy;
-    int r = sf_schema_copy(&copy, schema);
-    if (r < 0)
-        return r;
-    r = reset_ranks(job, world_size);
-    if (r < 0) {
-        sf_schema_clear(&copy);
-        return r;
-    }
-    if (!fresh) {
-        next_segment(job);
-        sfd_log(SFD_LOG_NOTICE, job->id, "shape changed: segment %u, world size %u", job->segment,
-                world_size);
-    }
-    sf_schema_clear(&job->schema);
-    job->schema = copy;
-    return 0;
 }
 
 bool sfd_job_visible(const struct sfd *d, const struct sfd_job *job, uid_t uid, bool operator_)

@@ -8,20 +8,10 @@
  * automatic capture trigger. It computes no report and assembles no window.
  */
 #include <errno.h>
-#include <string.h>
 
 #include "capture.h"
 #include "history.h"
 #include "sfd.h"
-
-static struct sfd_stored *kept_window(struct sfd_job *job, const sf_window_meta *meta)
-{
-    for (uint32_t i = job->n_stored; i-- > 0;)
-        if (job->stored[i].meta.index == meta->index &&
-            job->stored[i].meta.segment == meta->segment)
-            return &job->stored[i];
-    return NULL;
-}
 
 static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *report)
 {
@@ -43,7 +33,7 @@ static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *
  * root. Takes ownership of report. */
 static int store_report(struct sfd_job *job, sf_report *report)
 {
-    struct sfd_stored *s = kept_window(job, &report->meta);
+    struct sfd_stored *s = sfd_kept_find(job, &report->meta);
     if (s == NULL) {
         sf_report_free(report); /* its window was already evicted */
         return -ENOENT;
@@ -56,13 +46,10 @@ static int store_report(struct sfd_job *job, sf_report *report)
  * without rows. */
 static int store_remote_report(struct sfd_job *job, sf_report *report)
 {
-    struct sfd_stored *s = kept_window(job, &report->meta);
+    struct sfd_stored *s = sfd_kept_find(job, &report->meta);
     if (s == NULL) {
-        sfd_job_trim_kept(job, job->cap_stored - 1);
-        s = &job->stored[job->n_stored++];
-        memset(s, 0, sizeof(*s));
+        s = sfd_kept_push(job);
         s->meta = report->meta;
-        s->seq = ++job->sfd->store_seq;
         s->remote = true;
     }
     attach_report(job, s, report);

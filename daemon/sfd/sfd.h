@@ -363,14 +363,6 @@ struct sfd_job {
     struct sfd_job *next;
 };
 
-/* Jobs are keyed by (uid, job id, incarnation): each uid has its own job
- * namespace, and each run of a job id its own incarnation. incarnation 0
- * means the newest; find_or_create makes incarnation 1 (or the one asked
- * for) when there is none. */
-int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
-                           struct sfd_job **ret, enum sfd_reject *ret_why);
-int sfd_job_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
-                   struct sfd_job **ret, enum sfd_reject *ret_why);
 struct sfd_job *sfd_job_lookup(struct sfd *d, uid_t uid, const char *id, uint32_t incarnation);
 /* Whether no later incarnation of the job's (uid, id) is in the table. */
 bool sfd_job_is_newest(const struct sfd *d, const struct sfd_job *job);
@@ -379,10 +371,6 @@ bool sfd_job_is_newest(const struct sfd *d, const struct sfd_job *job);
 void sfd_job_key(const struct sfd_job *job, char *buf, size_t len);
 /* Splits a key made by sfd_job_key into the id and the incarnation. */
 int sfd_job_key_parse(const char *key, char *ret_id, size_t id_len, uint32_t *ret_incarnation);
-/* A new segment of the same job with the same shape (an elastic restart):
- * open windows close early, every rank's step order starts again, the
- * baseline stays. */
-int sfd_job_restart_segment(struct sfd_job *job);
 
 /* ---- incarnation.c ------------------------------------------------------- */
 
@@ -409,20 +397,6 @@ const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t ran
  * another uid has a job of the same id. */
 #define SFD_JOB_NAME_MAX (SF_MAX_JOB_ID_LEN + 12)
 void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len);
-/* The budget limits of the running configuration. */
-struct sfd_budget_limits sfd_mem_limits(const struct sfd *d);
-/* Charges n bytes of kind to the job, as sfd_mem_reserve does. */
-int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
-/* Charges within the limits without evicting anything to make room (for
- * derived state the job can do without): 0 or -ENOMEM. */
-int sfd_job_charge(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
-void sfd_job_force(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
-/* Charges a stored window's report (s->report set) to its job's uid. */
-void sfd_stored_charge_report(struct sfd_job *job, struct sfd_stored *s);
-void sfd_job_release(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
-uint64_t sfd_job_mem_total(const struct sfd_job *job);
-void sfd_job_free(struct sfd_job *job);
-void sfd_jobs_free_all(struct sfd *d);
 /* Interns a role string; returns its index or -ENOSPC. */
 int sfd_job_role(struct sfd_job *job, const char *role);
 /* Interns a rank's host name for `sfctl ranks` after the rank disconnects;
@@ -434,10 +408,70 @@ uint16_t sfd_job_host(struct sfd_job *job, const char *host);
  * below, only before the job's first record; later asks are logged. */
 #define SFD_MAX_HELLO_WARMUP_STEPS (1u << 20)
 void sfd_job_ask_geometry(struct sfd_job *job, int64_t window_steps, int64_t warmup_steps);
-/* Sets schema and world size for a job with no live ranks, starting a new
- * segment when they change (closing open windows early). */
-int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size);
 bool sfd_job_visible(const struct sfd *d, const struct sfd_job *job, uid_t uid, bool operator_);
+/* Frees the rank pages and their directory, releasing their bytes. */
+void sfd_job_free_ranks(struct sfd_job *job);
+/* A fresh rank directory for world_size ranks (every rank unseen): 0 or
+ * -ENOMEM. */
+int sfd_job_reset_ranks(struct sfd_job *job, uint32_t world_size);
+
+/* ---- job_life.c ---------------------------------------------------------- */
+
+/* Jobs are keyed by (uid, job id, incarnation): each uid has its own job
+ * namespace, and each run of a job id its own incarnation. incarnation 0
+ * means the newest; find_or_create makes incarnation 1 (or the one asked
+ * for) when there is none. */
+int sfd_job_find_or_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
+                           struct sfd_job **ret, enum sfd_reject *ret_why);
+int sfd_job_create(struct sfd *d, const char *id, uid_t uid, uint32_t incarnation,
+                   struct sfd_job **ret, enum sfd_reject *ret_why);
+/* Frees a job unlinked from the table (or never linked) and everything it
+ * owns; every byte charged to it goes back to its uid. */
+void sfd_job_free(struct sfd_job *job);
+void sfd_jobs_free_all(struct sfd *d);
+
+/* ---- job_mem.c ----------------------------------------------------------- */
+
+/* The budget limits of the running configuration. */
+struct sfd_budget_limits sfd_mem_limits(const struct sfd *d);
+/* Charges n bytes of kind to the job, as sfd_mem_reserve does. */
+int sfd_job_reserve(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+/* Charges within the limits without evicting anything to make room (for
+ * derived state the job can do without): 0 or -ENOMEM. */
+int sfd_job_charge(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+void sfd_job_force(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+void sfd_job_release(struct sfd_job *job, enum sfd_mem_kind kind, uint64_t n);
+uint64_t sfd_job_mem_total(const struct sfd_job *job);
+/* Charges n bytes to uid, first freeing that uid's oldest kept rows (never
+ * another uid's, never a report) while the budget refuses: 0 or -ENOMEM. */
+int sfd_mem_reserve(struct sfd *d, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
+
+/* ---- rows.c -------------------------------------------------------------- */
+
+void sfd_rows_free(struct sfd_rows *rows);
+/* Frees an open window and its rows without touching the budget (the job's
+ * own teardown returns its charges by kind). */
+void sfd_window_free(struct sfd_window *w);
+/* A view of stored rows as sf_row (d and role pointers into rows/job). */
+int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret);
+/* One stored row as an sf_row, pointing into rows and the job's roles. */
+void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret);
+
+/* ---- kept.c -------------------------------------------------------------- */
+
+/* Frees a kept window's rows and report, releasing their bytes. */
+void sfd_stored_clear(struct sfd_job *job, struct sfd_stored *s);
+/* Charges a stored window's report (s->report set) to its job's uid. */
+void sfd_stored_charge_report(struct sfd_job *job, struct sfd_stored *s);
+/* Drops the oldest kept windows until at most keep remain. */
+void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep);
+/* A new kept window at the ring's end (the oldest dropped when the ring is
+ * full), zeroed but for its closing order (seq). */
+struct sfd_stored *sfd_kept_push(struct sfd_job *job);
+/* The kept window of meta's (segment, index), or NULL. */
+struct sfd_stored *sfd_kept_find(struct sfd_job *job, const sf_window_meta *meta);
+/* The report of the latest window (segment, then index), or NULL. */
+const sf_report *sfd_job_latest_report(const struct sfd_job *job);
 
 /* ---- windows.c ----------------------------------------------------------- */
 
@@ -460,22 +494,13 @@ int sfd_window_close(struct sfd_job *job, struct sfd_window *w, uint32_t flags);
 void sfd_window_close_all(struct sfd_job *job, uint32_t flags);
 /* Runs deadlines: closes overdue windows. Returns the next deadline (ms) or 0. */
 uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms);
-void sfd_rows_free(struct sfd_rows *rows);
-/* Frees an open window and its rows without touching the budget (the job's
- * own teardown returns its charges by kind). */
-void sfd_window_free(struct sfd_window *w);
-/* Frees a kept window's rows and report, releasing their bytes. */
-void sfd_stored_clear(struct sfd_job *job, struct sfd_stored *s);
-/* Charges n bytes to uid, first freeing that uid's oldest kept rows (never
- * another uid's, never a report) while the budget refuses: 0 or -ENOMEM. */
-int sfd_mem_reserve(struct sfd *d, uid_t uid, enum sfd_mem_kind kind, uint64_t n);
-/* Drops the oldest kept windows until at most keep remain. */
-void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep);
-/* A view of stored rows as sf_row (d and role pointers into rows/job). */
-int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret);
-/* One stored row as an sf_row, pointing into rows and the job's roles. */
-void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret);
-const sf_report *sfd_job_latest_report(const struct sfd_job *job);
+/* Sets schema and world size for a job with no live ranks, starting a new
+ * segment when they change (closing open windows early). */
+int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size);
+/* A new segment of the same job with the same shape (an elastic restart):
+ * open windows close early, every rank's step order starts again, the
+ * baseline stays. */
+int sfd_job_restart_segment(struct sfd_job *job);
 
 /* ---- publish.c ----------------------------------------------------------- */
 

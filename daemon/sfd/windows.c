@@ -1,9 +1,10 @@
 /*
  * sfd window assembly: records grouped by window index, closing on
  * completeness or at a deadline, the "summary ready" step (sfd_window_close),
- * which hands the summary to the cluster implementation (publish.c stores
- * the report it gives back), and the memory charges of windows, kept rows
- * and reports with the eviction of a uid's own kept rows. No sockets here.
+ * which moves the rows into the kept windows (kept.c) and hands the summary
+ * to sfd_cluster_submit (cluster_submit.c), and segments: a shape change or
+ * an elastic restart closes the open windows early. The rows are rows.c's,
+ * the memory charges job_mem.c's. No sockets here.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,102 +15,6 @@
 #include "sfd.h"
 
 #define ROWS_FIRST 64 /* a window's first rows when no window has closed */
-
-void sfd_rows_free(struct sfd_rows *rows)
-{
-    free(rows->rec);
-    free(rows->d);
-    memset(rows, 0, sizeof(*rows));
-}
-
-void sfd_window_free(struct sfd_window *w)
-{
-    if (w == NULL)
-        return;
-    sfd_rows_free(&w->rows);
-    free(w->order.head);
-    free(w->order.tail);
-    free(w->order.next);
-    free(w);
-}
-
-void sfd_stored_clear(struct sfd_job *job, struct sfd_stored *s)
-{
-    sfd_job_release(job, SFD_MEM_KEPT_ROWS, s->rows.bytes);
-    sfd_job_release(job, SFD_MEM_REPORTS, s->report_bytes);
-    sfd_rows_free(&s->rows);
-    sf_report_free(s->report);
-    memset(s, 0, sizeof(*s));
-}
-
-/* ---- the memory budget's eviction -------------------------------------- */
-
-/* The uid's kept window with rows that closed first, over all its jobs. */
-static struct sfd_stored *oldest_kept_rows(struct sfd *d, uid_t uid, struct sfd_job **ret_job)
-{
-    struct sfd_stored *best = NULL;
-    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
-        if (j->uid != uid)
-            continue;
-        for (uint32_t i = 0; i < j->n_stored; i++) {
-            struct sfd_stored *s = &j->stored[i];
-            if (s->rows.bytes != 0 && (best == NULL || s->seq < best->seq)) {
-                best = s;
-                *ret_job = j;
-            }
-        }
-    }
-    return best;
-}
-
-static void evict_rows(struct sfd_job *job, struct sfd_stored *s)
-{
-    sfd_job_release(job, SFD_MEM_KEPT_ROWS, s->rows.bytes);
-    sfd_rows_free(&s->rows);
-    s->rows_evicted = true;
-    job->evicted_windows++;
-    job->sfd->mem.evicted_windows++;
-    sfd_log(SFD_LOG_INFO, job->id, "window %lld.%u: rows dropped for uid %u's memory share",
-            (long long)s->meta.index, s->meta.segment, (unsigned)job->uid);
-}
-
-int sfd_mem_reserve(struct sfd *d, uid_t uid, enum sfd_mem_kind kind, uint64_t n)
-{
-    struct sfd_budget_limits lim = sfd_mem_limits(d);
-    while (sfd_budget_charge(&d->mem, &lim, uid, kind, n) < 0) {
-        struct sfd_job *job = NULL;
-        struct sfd_stored *s = oldest_kept_rows(d, uid, &job);
-        if (s == NULL)
-            return -ENOMEM;
-        evict_rows(job, s);
-    }
-    return 0;
-}
-
-static uint64_t report_bytes(const sf_report *r)
-{
-    return sizeof(*r) + (uint64_t)r->steps * r->schema.n_stages * sizeof(uint32_t) +
-           (uint64_t)r->n_suspects * sizeof(sf_suspect) +
-           (uint64_t)r->n_rank_evidence * sizeof(sf_rank_evidence) +
-           (uint64_t)r->schema.n_stages * 2 * (SF_MAX_NAME_LEN + 1);
-}
-
-/* Reports stay whatever the share: they are what the budget protects, so
- * their bytes are forced onto the job's uid rather than reserved. */
-void sfd_stored_charge_report(struct sfd_job *job, struct sfd_stored *s)
-{
-    s->report_bytes = report_bytes(s->report);
-    sfd_job_force(job, SFD_MEM_REPORTS, s->report_bytes);
-}
-
-void sfd_job_trim_kept(struct sfd_job *job, uint32_t keep)
-{
-    while (job->n_stored > keep) {
-        sfd_stored_clear(job, &job->stored[0]);
-        memmove(job->stored, job->stored + 1, (job->n_stored - 1) * sizeof(*job->stored));
-        job->n_stored--;
-    }
-}
 
 /* Sets a window's rows to cap rows, charging the change to the job first:
  * where the charge does not fit, by freeing the uid's oldest kept rows
@@ -161,33 +66,6 @@ static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sf
     rows->rec[rows->n] = *rec;
     memcpy(rows->d + rows->n * n_stages, d, n_stages * sizeof(*d));
     rows->n++;
-    return 0;
-}
-
-void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret)
-{
-    const struct sfd_rec *r = &rows->rec[i];
-    *ret = (sf_row){
-        .step = r->step,
-        .rank = r->rank,
-        .flags = r->flags,
-        .overlap_ns = r->overlap_ns,
-        .d = rows->d + i * job->schema.n_stages,
-        .role = r->role < job->n_roles ? job->roles[r->role] : "",
-        .event_state = r->event_state,
-        .event_cpu_ns = r->event_cpu_ns,
-        .event_gpu_ns = r->event_gpu_ns,
-    };
-}
-
-int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret)
-{
-    sf_row *v = calloc(rows->n ? rows->n : 1, sizeof(*v));
-    if (v == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < rows->n; i++)
-        sfd_rows_row(job, rows, i, &v[i]);
-    *ret = v;
     return 0;
 }
 
@@ -634,12 +512,9 @@ void sfd_window_note_reconnect(struct sfd_job *job, int64_t step)
 /* Moves a closed window's rows and meta into the ring of kept windows. */
 static struct sfd_stored *store_rows(struct sfd_job *job, struct sfd_window *w)
 {
-    sfd_job_trim_kept(job, job->cap_stored - 1);
-    struct sfd_stored *s = &job->stored[job->n_stored++];
-    memset(s, 0, sizeof(*s));
+    struct sfd_stored *s = sfd_kept_push(job);
     s->meta = w->meta;
     s->meta.closed_at_ms = sfd_realtime_ms();
-    s->seq = ++job->sfd->store_seq;
     s->rows = w->rows;
     /* the same bytes, now kept rows: the uid's share does not change */
     sfd_job_release(job, SFD_MEM_WINDOWS, w->rows.bytes);
@@ -697,20 +572,6 @@ void sfd_window_close_all(struct sfd_job *job, uint32_t flags)
     }
 }
 
-const sf_report *sfd_job_latest_report(const struct sfd_job *job)
-{
-    const sf_report *best = NULL;
-    for (uint32_t i = 0; i < job->n_stored; i++) {
-        const sf_report *r = job->stored[i].report;
-        if (r == NULL)
-            continue;
-        if (best == NULL || r->meta.segment > best->meta.segment ||
-            (r->meta.segment == best->meta.segment && r->meta.index > best->meta.index))
-            best = r;
-    }
-    return best;
-}
-
 static uint64_t tick_job(struct sfd_job *job, uint64_t now)
 {
     uint64_t next = 0;
@@ -752,4 +613,55 @@ uint64_t sfd_windows_tick(struct sfd *d, uint64_t now_ms)
             next = n;
     }
     return next;
+}
+
+/* ---- segments ----------------------------------------------------------- */
+
+/* The open windows close early and the same indices continue as the next
+ * segment, with fresh per-rank step order (the caller resets the ranks). */
+static void next_segment(struct sfd_job *job)
+{
+    sfd_window_close_all(job, SF_WIN_CLOSED_EARLY);
+    job->segment++;
+    job->closed_max = -1;
+    job->max_step = -1;
+    job->max_claim = job->second_claim = -1;
+}
+
+int sfd_job_restart_segment(struct sfd_job *job)
+{
+    int r = sfd_job_reset_ranks(job, job->world_size);
+    if (r < 0)
+        return r;
+    next_segment(job);
+    sfd_log(SFD_LOG_NOTICE, job->id, "elastic restart %u: segment %u", job->restart_count,
+            job->segment);
+    return 0;
+}
+
+int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size)
+{
+    bool fresh = job->rank_pages == NULL;
+    if (!fresh && job->world_size == world_size && sf_schema_equal(&job->schema, schema))
+        return 0;
+    if (job->n_live > 0)
+        return job->world_size != world_size ? -EXDEV : -EBADE;
+
+    sf_schema copy;
+    int r = sf_schema_copy(&copy, schema);
+    if (r < 0)
+        return r;
+    r = sfd_job_reset_ranks(job, world_size);
+    if (r < 0) {
+        sf_schema_clear(&copy);
+        return r;
+    }
+    if (!fresh) {
+        next_segment(job);
+        sfd_log(SFD_LOG_NOTICE, job->id, "shape changed: segment %u, world size %u", job->segment,
+                world_size);
+    }
+    sf_schema_clear(&job->schema);
+    job->schema = copy;
+    return 0;
 }

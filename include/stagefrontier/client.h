@@ -181,6 +181,15 @@ SF_CLIENT_API int sf_client_set_capture_handler(sf_client *c, sf_capture_handler
 /* The schema hash the client sends (FNV-1a 64, same definition as sfd). */
 SF_CLIENT_API uint64_t sf_client_schema_hash(const sf_client *c);
 
+/* The side-evidence beacon (docs/SIDE_EVIDENCE.md): the open step and ordered
+ * stage, published with atomic stores for the NCCL profiler plugin in the
+ * same process. The plugin finds it by dlsym() on each loaded object, since
+ * libsfclient may be loaded RTLD_LOCAL (a Python extension), so it must stay
+ * exported. It is no API for trainers: its layout is private to libsfclient
+ * and the plugin, which checks its magic and version. */
+struct sf_side_beacon;
+SF_CLIENT_API extern struct sf_side_beacon sf_side_beacon;
+
 #ifdef __cplusplus
 }
 #endif

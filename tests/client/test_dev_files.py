@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """libsfclient's development files as a trainer's build uses them: the
-"client" component installed into a throwaway prefix, then a program built
-once with `pkg-config --cflags --libs sfclient` and once through
-find_package(StageFrontierClient), each run against the installed library.
+"client" component installed into a throwaway prefix (client.h its only
+header), then a program built once with `pkg-config --cflags --libs sfclient`
+and once through find_package(StageFrontierClient), each run against the
+installed library.
 
 usage: test_dev_files.py SRC BUILD
 """
@@ -32,6 +33,11 @@ def main():
     try:
         prefix = os.path.join(tmp, 'prefix')
         run(['cmake', '--install', build, '--prefix', prefix, '--component', 'client'])
+        # client.h is the one public header; internal ones (strutil.h) stay out.
+        incdir = os.path.join(prefix, 'include')
+        headers = sorted(os.path.relpath(os.path.join(d, f), incdir)
+                         for d, _, fs in os.walk(incdir) for f in fs)
+        assert headers == ['stagefrontier/client.h'], headers
         pcs = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs if f == 'sfclient.pc']
         assert len(pcs) == 1, pcs
         libdir = os.path.dirname(os.path.dirname(pcs[0]))

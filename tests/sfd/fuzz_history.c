@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "history.h"
+#include "history_codec.h"
 #include "report_json.h"
 #include "report_text.h"
 

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "history.h"
+#include "history_codec.h"
 #include "report_json.h"
 #include "report_text.h"
 #include <stagefrontier/change.h>

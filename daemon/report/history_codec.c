@@ -13,7 +13,7 @@
 
 #include <stagefrontier/change.h>
 
-#include "history.h"
+#include "history_codec.h"
 
 #define CODEC_MAGIC_V2 0x32525453u /* "STR2": STR1 plus arrival points */
 #define CODEC_MAGIC_V3 0x33525453u /* "STR3": STR2, then the change and what-if */

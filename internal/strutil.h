@@ -4,8 +4,8 @@
  * lines, config booleans, the "@k" accumulation suffix and FNV-1a. Pure
  * inline functions; no allocation, no I/O. Internal: not installed.
  */
-#ifndef STAGEFRONTIER_STRUTIL_H
-#define STAGEFRONTIER_STRUTIL_H
+#ifndef SF_INTERNAL_STRUTIL_H
+#define SF_INTERNAL_STRUTIL_H
 
 #include <errno.h>
 #include <stdbool.h>
