@@ -145,6 +145,7 @@ static void take_request(sf_client *c, const sf_capture_request *q)
     k->req = *q;
     k->req.job_id = c->job_id;
     k->req.rank = c->hello.rank;
+    k->req.world_size = c->hello.world_size;
     k->steps_done = 0;
     k->failed = false;
     k->out[0] = '\0';

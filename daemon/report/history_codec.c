@@ -21,7 +21,8 @@
 #define CODEC_MAGIC_V5 0x35525453u /* "STR5": STR4, then the window's wall clock */
 #define CODEC_MAGIC_V6 0x36525453u /* "STR6": STR5, then the change's sync floor tests */
 #define CODEC_MAGIC_V7 0x37525453u /* "STR7": STR6, then the windows the change measured */
-#define CODEC_MAGIC 0x38525453u    /* "STR8": STR7, then the change's share delays */
+#define CODEC_MAGIC_V8 0x38525453u /* "STR8": STR7, then the change's share delays */
+#define CODEC_MAGIC 0x39525453u    /* "STR9": STR8, then the stall */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -309,6 +310,20 @@ static void put_change_share_delays(struct enc *e, const sf_change *c)
     }
 }
 
+/* The stall (STR9), last: present, then its fields when it is. */
+static void put_stall(struct enc *e, const sf_stall *st)
+{
+    put_u32(e, st->present);
+    if (!st->present)
+        return;
+    put_i64(e, st->step);
+    put_u32(e, st->stage);
+    put_u32(e, st->group);
+    put_u32(e, st->rank);
+    put_i64(e, st->excess_ns);
+    put_f64(e, st->share);
+}
+
 /* The sync floor tests (STR6), after the wall clock, only with a change. */
 static void put_change_floors(struct enc *e, const sf_change *c)
 {
@@ -367,6 +382,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_change_floors(&e, report->change);
     put_change_measured(&e, report->change);
     put_change_share_delays(&e, report->change);
+    put_stall(&e, &report->stall);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -879,12 +895,35 @@ static int get_change_share_delays(struct dec *d, sf_change *c)
     return d->bad ? -EINVAL : 0;
 }
 
-/* The codec version of a magic: 2 to 8, or 0 for none of ours. */
+/* The stall (STR9); before it there is none. Its stage, group and rank
+ * must be the report's own. */
+static int get_stall(struct dec *d, sf_report *r)
+{
+    sf_stall *st = &r->stall;
+    uint32_t present = get_u32(d);
+    if (d->bad || present > 1)
+        return -EINVAL;
+    if (!present)
+        return 0;
+    st->step = get_i64(d);
+    st->stage = get_u32(d);
+    st->group = get_u32(d);
+    st->rank = get_u32(d);
+    st->excess_ns = get_i64(d);
+    st->share = get_f64(d);
+    if (d->bad || st->stage >= r->schema.n_stages || st->group >= r->schema.n_groups ||
+        st->rank >= r->meta.world_size || st->excess_ns <= 0 || !(st->share > 0 && st->share <= 1))
+        return -EINVAL;
+    st->present = true;
+    return 0;
+}
+
+/* The codec version of a magic: 2 to 9, or 0 for none of ours. */
 static unsigned codec_version(uint32_t magic)
 {
     static const uint32_t magics[] = {CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4,
                                       CODEC_MAGIC_V5, CODEC_MAGIC_V6, CODEC_MAGIC_V7,
-                                      CODEC_MAGIC};
+                                      CODEC_MAGIC_V8, CODEC_MAGIC};
     for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
         if (magic == magics[i])
             return i + 2;
@@ -927,6 +966,8 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
         rc = get_change_measured(&d, r, version >= 7);
     if (rc == 0 && r->change != NULL && version >= 8)
         rc = get_change_share_delays(&d, r->change);
+    if (rc == 0 && version >= 9)
+        rc = get_stall(&d, r);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

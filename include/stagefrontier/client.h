@@ -169,6 +169,7 @@ typedef struct sf_capture_request {
     int64_t step;       /* STEP_*: this step; STOP: the last captured step */
     const char *job_id; /* this client's job and rank, to name the trace */
     uint32_t rank;
+    uint32_t world_size; /* ... and its world, written into the trace (last: ABI) */
 } sf_capture_request;
 
 typedef int (*sf_capture_handler)(void *arg, enum sf_capture_phase phase,

@@ -10,7 +10,10 @@ median step time) for a torch.profiler trace of auto_capture_steps steps.
 --row budget: no cooldown, auto_capture_max = 2: exactly two captures.
 Both rows: every trace file exists, is gzipped JSON owned by the job's user
 in SF_CAPTURE_DIR, and holds a ProfilerStep#N range for each captured step
-and the stages as record_function ranges. Exit 77 only without torch/Gloo.
+and the stages as record_function ranges, and its distributedInfo names its
+rank and the world size. The round trip: each capture's pair re-imports with
+`sfctl import kineto` (a partial set: the missing ranks named) and replays.
+Exit 77 only without torch/Gloo.
 """
 
 import argparse
@@ -18,6 +21,7 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -46,8 +50,9 @@ def fail(msg, caps=None):
     return 1
 
 
-def check_trace(path, first, last):
-    """None when the trace holds ProfilerStep#first..last and the stages."""
+def check_trace(path, first, last, rank, world):
+    """None when the trace holds ProfilerStep#first..last, the stages and
+    distributedInfo with the rank and world size."""
     if not os.path.isfile(path):
         return "trace %s does not exist" % path
     st = os.stat(path)
@@ -62,6 +67,26 @@ def check_trace(path, first, last):
         return "trace %s lacks %s" % (path, sorted(want - names))
     if "model.backward_cpu_wall" not in names or "model.fwd_loss_cpu_wall" not in names:
         return "trace %s lacks the stage ranges" % path
+    info = doc.get("distributedInfo", {}) if isinstance(doc, dict) else {}
+    if info.get("rank") != rank or info.get("world_size") != world:
+        return "trace %s: distributedInfo %r, want rank %d of %d" % (path, info, rank, world)
+    return None
+
+
+def round_trip(build, k, world):
+    """None when the capture's traces import as a partial set and replay."""
+    paths = [t["path"] for t in k["ranks"]]
+    p = subprocess.run([build.sfctl, "import", "kineto", "--allow-empty-stage", "--replay",
+                        "--warmup-steps", "0", "--window-steps", str(STEPS)] + paths,
+                       capture_output=True, universal_newlines=True, timeout=120)
+    missing = sorted(set(range(world)) - {t["rank"] for t in k["ranks"]})
+    want = "ranks missing from the %d traces (world size %d): %s" % (
+        len(paths), world, ", ".join(str(r) for r in missing))
+    if p.returncode != 0 or want not in p.stderr:
+        return "import of capture %d: rc %d, stderr %r lacks %r" % (k["id"], p.returncode,
+                                                                     p.stderr, want)
+    if "%d ranks of %d" % (len(paths), world) not in p.stdout:
+        return "replay of capture %d: %r" % (k["id"], p.stdout[:400])
     return None
 
 
@@ -116,9 +141,12 @@ def main():
             for t in k["ranks"]:
                 if t["state"] != "done" or t["last_step"] - t["first_step"] + 1 != STEPS:
                     return fail("rank %d: %s" % (t["rank"], t), caps)
-                err = check_trace(t["path"], t["first_step"], t["last_step"])
+                err = check_trace(t["path"], t["first_step"], t["last_step"], t["rank"], 4)
                 if err:
                     return fail(err, caps)
+            err = round_trip(build, k, 4)
+            if err:
+                return fail(err, caps)
         if oct(os.stat(capdir).st_mode & 0o777) != oct(0o700):
             return fail("capture directory mode %o" % (os.stat(capdir).st_mode & 0o777))
         print("row %s: hidden rank %d, %d capture(s), control rank(s) %s: PASS" % (

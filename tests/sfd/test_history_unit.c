@@ -167,8 +167,9 @@ static sf_summary *slow_summary(const sf_schema *schema, int64_t slow_ns)
 }
 
 /* A report as an older codec stored it: the same bytes less what came
- * after it at the end. Before STR8 (the share shifts' sizes), and also before
- * STR7 (pooling, the measured windows). */
+ * after it at the end. Before STR9 (the stall, here absent: 4 bytes), before
+ * STR8 (the share shifts' sizes), and also before STR7 (pooling, the
+ * measured windows). */
 static sf_report *from_older_codec(const sf_report *r, char version)
 {
     sf_report *back = NULL;
@@ -176,9 +177,11 @@ static sf_report *from_older_codec(const sf_report *r, char version)
     size_t len, sizes = 8 * (size_t)r->change->n_stages;
     for (uint32_t k = 0; k < r->change->n_stages; k++)
         sizes += 8 * (size_t)r->change->stages[k].floor_tested;
-    size_t later = sizes + (version < '7' ? 4 + 8 * (size_t)r->change->n_measured : 0);
+    size_t later = 4 + (version < '8' ? sizes : 0) +
+                   (version < '7' ? 4 + 8 * (size_t)r->change->n_measured : 0);
+    assert_false(r->stall.present);
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
-    assert_memory_equal(buf, "STR8", 4);
+    assert_memory_equal(buf, "STR9", 4);
     buf[3] = (uint8_t)version;
     assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL); /* trailing bytes */
     assert_int_equal(sfd_report_unpack(buf, len - later, &back), 0);
@@ -211,6 +214,9 @@ static void change_round_trip(const sf_schema *schema, uint32_t floors)
     assert_non_null(back->change);
     assert_memory_equal(back->change, r->change, sizeof *r->change);
     sf_report_free(back);
+    back = from_older_codec(r, '8');
+    assert_memory_equal(back->change, r->change, sizeof *r->change);
+    sf_report_free(back);
     back = from_older_codec(r, '7');
     assert_int_equal(back->change->n_measured, 3);
     for (uint32_t k = 0; k < r->change->n_stages; k++) {
@@ -229,6 +235,49 @@ static void change_round_trip(const sf_schema *schema, uint32_t floors)
     sf_reference_free(ref);
     sf_summary_free(clean);
     sf_summary_free(slow);
+}
+
+/* A stall (STR9) comes back as it was, and renders the same lines; one
+ * naming a rank beyond the world or a share above 1 is refused. */
+static void round_trip_keeps_the_stall(void **state)
+{
+    (void)state;
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_default(&schema, 1), 0);
+    sf_gates gates;
+    sf_gates_default(&gates);
+    sf_summary *s = slow_summary(&schema, 0);
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_compute(s, &gates, &r), 0);
+    r->stall = (sf_stall){.present = true,
+                          .step = r->first_step + 1,
+                          .stage = 1,
+                          .group = r->schema.group_of[1],
+                          .rank = 2,
+                          .excess_ns = 12000000000,
+                          .share = 0.95};
+    sf_report *back = round_trip(r);
+    assert_true(back->stall.present && back->stall.step == r->stall.step &&
+                back->stall.stage == 1 && back->stall.group == r->stall.group &&
+                back->stall.rank == 2 && back->stall.excess_ns == r->stall.excess_ns &&
+                back->stall.share == r->stall.share);
+    sf_report_free(back);
+    uint8_t *buf;
+    size_t len;
+    for (int bad = 0; bad < 2; bad++) {
+        sf_stall keep = r->stall;
+        if (bad == 0)
+            r->stall.rank = r->meta.world_size;
+        else
+            r->stall.share = 1.5;
+        assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
+        assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL);
+        free(buf);
+        r->stall = keep;
+    }
+    sf_report_free(r);
+    sf_summary_free(s);
+    sf_schema_clear(&schema);
 }
 
 /* Without sync points, and with one (stage 2 becomes "s2" and
@@ -408,6 +457,7 @@ int main(void)
         cmocka_unit_test(round_trip_renders_the_same_bytes),
         cmocka_unit_test(round_trip_keeps_arrival_points),
         cmocka_unit_test(round_trip_keeps_the_change),
+        cmocka_unit_test(round_trip_keeps_the_stall),
         cmocka_unit_test(corrupt_bodies_are_refused),
         cmocka_unit_test(the_bound_evicts_the_oldest),
         cmocka_unit_test(an_oversized_record_is_refused),

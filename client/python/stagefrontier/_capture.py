@@ -92,6 +92,34 @@ def _unlink_quietly(name, dirfd):
         pass
 
 
+_HEAD = 1 << 20  # where Kineto writes distributedInfo, before traceEvents
+
+
+def _copy_with_identity(src, dst, req):
+    """Copies the Chrome trace, adding distributedInfo (rank, world size) when
+    torch wrote none (no torch.distributed, or a build that writes the bare
+    event array), so that `sfctl import kineto` places each capture at its
+    rank (docs/IMPORT.md)."""
+    head = src.read(_HEAD)
+    body = head.lstrip()
+    info = b'"distributedInfo": {"rank": %d, "world_size": %d}' % (
+        req["rank"], req.get("world_size", 0))
+    if b'"distributedInfo"' in head or "world_size" not in req:
+        dst.write(head)
+        shutil.copyfileobj(src, dst)
+    elif body.startswith(b"["):     # the bare array: into the object form
+        dst.write(b"{" + info + b', "traceEvents": ' + body)
+        shutil.copyfileobj(src, dst)
+        dst.write(b"}\n")
+    elif body.startswith(b"{"):
+        rest = body[1:]
+        dst.write(b"{" + info + (b"" if rest.lstrip().startswith(b"}") else b", ") + rest)
+        shutil.copyfileobj(src, dst)
+    else:
+        dst.write(head)
+        shutil.copyfileobj(src, dst)
+
+
 class TorchCapture(object):
     """torch.profiler (Kineto where the build has it) with CPU activities,
     and CUDA when asked or, by default, when a GPU is present."""
@@ -169,7 +197,7 @@ class TorchCapture(object):
                       "rb") as src, \
                     open(os.open(tmp, excl, 0o600, dir_fd=dirfd), "wb") as dst, \
                     gzip.GzipFile(fileobj=dst, mode="wb") as gz:
-                shutil.copyfileobj(src, gz)
+                _copy_with_identity(src, gz, req)
             os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
         finally:
             _unlink_quietly(raw, dirfd)
