@@ -75,7 +75,7 @@ def run_one(build, sfd, kind, fault, seed, mag, ranks, extra=(), steps=100, warm
 
 KEEP = ("window", "exposed_total_s", "stages", "groups", "routing_set", "co_critical_stages",
         "labels", "downgrade_reasons", "suspect_ranks", "gates", "straggler", "critical_path",
-        "counters")
+        "counters", "communication")
 
 # The straggler-verdict matrix (arrival points): every fault kind the verdict
 # must localize, the communication-hook row, and the clean control.
@@ -557,6 +557,40 @@ def tables_verdict(recs):
     lines.append("Clean windows with a verdict: %d of %d (%s)." % (false, len(clean),
                                                                    pct(false, len(clean))))
     lines += verdict_summary(runs)
+    lines += comm_summary(runs)
+    return lines
+
+
+def comm_summary(runs):
+    """The communication verdict (issue marks): per row and magnitude, the
+    windows whose verdict names the hidden rank with communication as its
+    origin (backward_comm), and the windows of every other row, clean
+    included, with any communication verdict (false alarms)."""
+    lines = ["", "**Communication verdict per window** (hit: the window's straggler is the "
+             "hidden rank with origin communication; false: a communication verdict on a "
+             "window of another row)", "",
+             "| row | magnitude | windows | hit | false | median issue lag / delay |",
+             "|---|---|---|---|---|---|"]
+    hidden = lambda r: r["result"]["hidden_rank"]  # noqa: E731
+    for fault in VERDICT_ROWS:
+        for mag in sorted({r["magnitude"] for r in runs if r["fault"] == fault}):
+            ws = [(r, w) for r in runs if r["fault"] == fault and r["magnitude"] == mag
+                  for w in verdict_windows(r) if "communication" in w]
+            if not ws:
+                continue
+            comm = [(r, w["communication"]["verdict"], w.get("straggler")) for r, w in ws]
+            if fault == "backward_comm":
+                hit = sum(1 for r, c, s in comm if s and s["rank"] == hidden(r) and
+                          s.get("origin") == "communication")
+                ratio = [c["median_issue_lag_s"] / r["result"]["delay_s"] for r, c, _ in comm
+                         if c and c["rank"] == hidden(r) and r["result"]["delay_s"] > 0]
+                lines.append("| %s | %.2f | %d | %s | - | %s |" % (
+                    fault, mag, len(ws), share(hit, len(ws)),
+                    "%.2f" % statistics.median(ratio) if ratio else "-"))
+            else:
+                false = sum(1 for _, c, _ in comm if c)
+                lines.append("| %s | %.2f | %d | - | %s | - |" % (fault, mag, len(ws),
+                                                                  share(false, len(ws))))
     return lines
 
 

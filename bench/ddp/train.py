@@ -48,6 +48,10 @@ def parse_args(argv=None):
     p.add_argument("--arrivals", choices=["on", "off"], default="on",
                    help="arrival points: backward synchronizing, marked by the DDP comm "
                         "hook; callbacks too when the row has a barrier there")
+    p.add_argument("--issue-marks", choices=["on", "off"], default="on",
+                   help="off: the backward's arrival is marked by hand at the last bucket, "
+                        "without the binding's hook, so no collective's issue is marked "
+                        "(an old client)")
     p.add_argument("--broadcast-buffers", choices=["on", "off"], default="off",
                    help="DDP's per-forward buffer broadcast (on: the job of the routing "
                         "tables measured before arrival points existed)")
@@ -417,7 +421,14 @@ def run_rank(args):
         import stagefrontier as sf
 
         def wrap(inner):
-            return sf.ddp_comm_hook(core, inner)
+            if args.issue_marks == "on":
+                return sf.ddp_comm_hook(core, inner)
+
+            def arrival_only(state, bucket):
+                if bucket.is_last():
+                    core.arrive()
+                return inner(state, bucket)
+            return arrival_only
     inj.install_comm_hook(ddp, wrap)
 
     if args.zero:

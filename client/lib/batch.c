@@ -13,7 +13,7 @@
  * the packed durations, the optional event) plus its length prefix. */
 static size_t record_bound(uint32_t n, uint32_t n_sync)
 {
-    return 16 + 6 + (size_t)n * 10 + 11 + 6 + 6 + 11 + 40 + 6 + (size_t)n_sync * 20;
+    return 16 + 6 + (size_t)n * 10 + 11 + 6 + 6 + 11 + 40 + 6 + (size_t)n_sync * 44;
 }
 
 int sf__batch_alloc(sf_client *c)
@@ -101,8 +101,11 @@ static void fill_arrivals(sf_client *c, uint32_t i, const int64_t *d, Stagefront
         if (d[c->n_stages + j] < 0)
             continue;
         Stagefrontier__Arrival *a = &c->pb_arrivals[(size_t)i * n_sync + j];
+        const int64_t *marks = d + c->n_stages;
         a->stage = c->schema.sync_ids[j];
-        a->own_ns = d[c->n_stages + j];
+        a->own_ns = marks[j];
+        a->has_issue_ns = marks[n_sync + j] >= 0, a->issue_ns = marks[n_sync + j];
+        a->has_complete_ns = marks[2 * n_sync + j] >= 0, a->complete_ns = marks[2 * n_sync + j];
         ptrs[p->n_arrivals++] = a;
     }
 }

@@ -333,6 +333,9 @@ static void client_free(sf_client *c)
     sf__ring_free(&c->ring);
     free(c->cur);
     free(c->cur_arrival);
+    free(c->cur_issue);
+    free(c->issue_at);
+    free(c->complete_at);
     sf__schema_free(&c->schema);
     free(c);
 }
@@ -376,10 +379,15 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     err = -ENOMEM;
     c->cur = calloc(c->n_stages, sizeof *c->cur);
     c->cur_arrival = calloc(c->schema.n_sync + 1, sizeof *c->cur_arrival);
-    if (c->cur == NULL || c->cur_arrival == NULL)
+    c->cur_issue = calloc(c->schema.n_sync + 1, sizeof *c->cur_issue);
+    c->issue_at = calloc(c->schema.n_sync + 1, sizeof *c->issue_at);
+    c->complete_at = calloc(c->schema.n_sync + 1, sizeof *c->complete_at);
+    if (c->cur == NULL || c->cur_arrival == NULL || c->cur_issue == NULL || c->issue_at == NULL ||
+        c->complete_at == NULL)
         goto fail;
-    /* A record's ring slot holds its durations, then its arrivals. */
-    err = sf__ring_init(&c->ring, r.buffer, c->n_stages + c->schema.n_sync);
+    /* A record's ring slot holds its durations, then per synchronizing
+     * stage its arrival, issue and completion offsets (SF__SYNC_MARKS). */
+    err = sf__ring_init(&c->ring, r.buffer, c->n_stages + SF__SYNC_MARKS * c->schema.n_sync);
     if (err < 0)
         goto fail;
     err = sf__batch_alloc(c);

@@ -22,6 +22,9 @@
 #define SF__EAGAIN_RETRY_NS (5 * INT64_C(1000000)) /* socket full: retry after 5 ms */
 #define SF__MAX_PROBE_DEPTH 16
 #define SF__GPU_NAME_MAX 64 /* a CUDA_VISIBLE_DEVICES entry sfd accepts */
+/* Offsets a ring slot keeps per synchronizing stage: arrival, issue,
+ * completion (each -1 when unmarked). */
+#define SF__SYNC_MARKS 3
 
 /* The public caps (client.h, a stable ABI) are the project's limits. */
 _Static_assert(SF_CLIENT_MAX_STAGES == SF_MAX_STAGES, "client stage cap");
@@ -150,6 +153,11 @@ struct sf_client {
     uint64_t nested_ignored; /* ids whose nested begin was refused */
     int64_t *cur;            /* [n_stages] durations of the open step */
     int64_t *cur_arrival;    /* [schema.n_sync] own work before the arrival, -1 none */
+    int64_t *cur_issue;      /* [schema.n_sync] stage offset of the issue mark, -1 none */
+    int64_t *issue_at;       /* [schema.n_sync] clock of the issue mark */
+    /* [schema.n_sync] clock of the completion mark: written with relaxed
+     * atomics by whichever thread runs the backend's completion callback. */
+    int64_t *complete_at;
     uint32_t cur_violations, cur_flags;
     int64_t cur_extra_wall; /* waits charged ahead of this step */
     int64_t pending_step[SF_CLIENT_DATA_LOOKAHEAD];

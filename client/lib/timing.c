@@ -57,6 +57,31 @@ static int64_t clamp_duration(int64_t d)
     return d < 0 ? 0 : d > SF_MAX_DURATION_NS ? SF_MAX_DURATION_NS : d;
 }
 
+static int64_t clamp_mark(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The marks follow the durations: per synchronizing stage its arrival,
+ * issue and completion offsets, each within the stage and after the one
+ * before it, or -1. A completion older than this step's issue belongs to an
+ * earlier step's collective and is dropped. */
+static void fill_sync_marks(sf_client *c, int64_t *marks, const int64_t *d)
+{
+    uint32_t n_sync = c->schema.n_sync;
+    for (uint32_t j = 0; j < n_sync; j++) {
+        int64_t len = d[c->schema.sync_ids[j]];
+        int64_t a = c->cur_arrival[j] < 0 ? -1 : clamp_mark(c->cur_arrival[j], 0, len);
+        int64_t i = a < 0 || c->cur_issue[j] < 0 ? -1 : clamp_mark(c->cur_issue[j], a, len);
+        int64_t done = __atomic_load_n(&c->complete_at[j], __ATOMIC_RELAXED);
+        int64_t f =
+            i < 0 || done < c->issue_at[j] ? -1 : clamp_mark(i + (done - c->issue_at[j]), i, len);
+        marks[j] = a;
+        marks[n_sync + j] = i;
+        marks[2 * n_sync + j] = f;
+    }
+}
+
 /* Fills a ring slot from the open step, or counts a drop when full. */
 static void queue_record(sf_client *c, int64_t wall)
 {
@@ -73,11 +98,7 @@ static void queue_record(sf_client *c, int64_t wall)
         sum += d[i];
     }
     d[last] = clamp_duration(wall - sum);
-    for (uint32_t j = 0; j < c->schema.n_sync; j++) { /* the arrivals follow the durations */
-        int64_t a = c->cur_arrival[j];
-        int64_t own = d[c->schema.sync_ids[j]];
-        d[c->n_stages + j] = a < 0 ? -1 : a > own ? own : a;
-    }
+    fill_sync_marks(c, d + c->n_stages, d);
     r->step = c->step;
     r->wall_ns = clamp_duration(wall);
     r->overlap_ns = sum > wall ? clamp_duration(sum - wall) : 0;
@@ -115,7 +136,7 @@ static void start_step(sf_client *c, int64_t step, int64_t now)
     c->nested_ignored = 0;
     memset(c->cur, 0, sizeof *c->cur * c->n_stages);
     for (uint32_t j = 0; j < c->schema.n_sync; j++)
-        c->cur_arrival[j] = -1;
+        c->cur_arrival[j] = c->cur_issue[j] = -1;
     c->cur_violations = 0;
     c->cur_extra_wall = 0;
     take_pending_wait(c);
@@ -218,6 +239,38 @@ int sf_stage_arrive(sf_client *c)
     /* Own work so far: earlier segments of the stage in this step, plus
      * this one up to now. */
     c->cur_arrival[c->schema.sync_slot[id]] = c->cur[id] + (tick(c) - c->stage_t0);
+    return 0;
+}
+
+int sf_stage_issue(sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    int id = c->open_stage;
+    if (!c->in_step || id < 0 || !(c->schema.sync_mask >> id & 1))
+        return violation(c);
+    uint32_t slot = c->schema.sync_slot[id];
+    if (c->cur_arrival[slot] < 0)
+        return violation(c); /* an issue is measured from the arrival */
+    int64_t now = tick(c);
+    c->cur_issue[slot] = c->cur[id] + (now - c->stage_t0);
+    c->issue_at[slot] = now;
+    return id;
+}
+
+int sf_stage_complete(sf_client *c, int stage_id)
+{
+    if (c == NULL || stage_id < 0 || (uint32_t)stage_id >= c->n_stages ||
+        !(c->schema.sync_mask >> stage_id & 1))
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    /* Any thread: the clock read and one relaxed store, nothing else of the
+     * client is touched. */
+    __atomic_store_n(&c->complete_at[c->schema.sync_slot[stage_id]], sf__now_ns(),
+                     __ATOMIC_RELAXED);
     return 0;
 }
 

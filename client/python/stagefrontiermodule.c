@@ -302,16 +302,100 @@ static PyTypeObject DataIterType = {
     .tp_iternext = (iternextfunc)dataiter_next,
 };
 
-/* ---- SyncContext: `with rec.sync():` marks the arrival at entry ---- */
+/* ---- Done: the completion mark, called back by a collective's future ---- */
+
+/* A torch Future's then() calls it once the collective completed, on
+ * whichever thread completed it (with the GIL): one clock read and one
+ * atomic store in the client (sf_stage_complete), no blocking. */
+typedef struct {
+    PyObject_HEAD Handle *h;
+    int stage; /* the stage of the last issue, -1 none */
+} Done;
+
+static void done_dealloc(Done *d)
+{
+    Py_XDECREF(d->h);
+    Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static PyObject *done_call(Done *d, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    if (d->h->c != NULL && d->stage >= 0)
+        sf_stage_complete(d->h->c, d->stage);
+    Py_RETURN_NONE;
+}
+
+static PyTypeObject DoneType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stagefrontier._Done",
+    .tp_basicsize = sizeof(Done),
+    .tp_dealloc = (destructor)done_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_call = (ternaryfunc)done_call,
+};
+
+static Done *done_new(Handle *h)
+{
+    Done *d = PyObject_New(Done, &DoneType);
+    if (d == NULL)
+        return NULL;
+    Py_INCREF(h);
+    d->h = h;
+    d->stage = -1;
+    return d;
+}
+
+/* Marks the issue and, given a torch Future (or a Work with get_future()),
+ * hangs the completion mark on it. A future without then() gets no
+ * completion mark; nothing here fails the training step. */
+static int mark_issue(Done *d, PyObject *fut)
+{
+    if (d->h->c == NULL)
+        return 0;
+    d->stage = sf_stage_issue(d->h->c);
+    if (d->stage < 0 || fut == NULL || fut == Py_None)
+        return 0;
+    PyObject *f = fut;
+    Py_INCREF(f);
+    if (!PyObject_HasAttrString(f, "then") && PyObject_HasAttrString(f, "get_future")) {
+        Py_SETREF(f, PyObject_CallMethod(f, "get_future", NULL));
+        if (f == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    PyObject *chained = PyObject_CallMethod(f, "then", "O", (PyObject *)d);
+    Py_DECREF(f);
+    if (chained == NULL)
+        PyErr_Clear();
+    Py_XDECREF(chained);
+    return 0;
+}
+
+/* ---- SyncContext: `with rec.sync() as s:` marks the arrival at entry,
+ * s.issued(work) the issue and (through work's future) the completion ---- */
 
 typedef struct {
     PyObject_HEAD Handle *h;
+    Done *done;
 } SyncContext;
 
 static void syncctx_dealloc(SyncContext *s)
 {
+    Py_XDECREF(s->done);
     Py_XDECREF(s->h);
     Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *syncctx_issued(SyncContext *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "issued(work=None)");
+        return NULL;
+    }
+    mark_issue(s->done, nargs ? args[0] : NULL);
+    Py_RETURN_NONE;
 }
 
 static PyObject *syncctx_enter(SyncContext *s, PyObject *unused)
@@ -334,6 +418,9 @@ static PyObject *syncctx_exit(SyncContext *s, PyObject *const *args, Py_ssize_t 
 static PyMethodDef syncctx_methods[] = {
     {"__enter__", (PyCFunction)syncctx_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))syncctx_exit, METH_FASTCALL, NULL},
+    {"issued", (PyCFunction)(void (*)(void))syncctx_issued, METH_FASTCALL,
+     "issued(work=None): marks the issue of the wrapped collective; a Work or Future given "
+     "also marks its completion when it completes"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -354,6 +441,7 @@ static PyTypeObject SyncContextType = {
  * inner hook's. */
 typedef struct {
     PyObject_HEAD Handle *h;
+    Done *done;
     PyObject *inner;
     PyObject *is_last_name;
     PyObject *signature; /* (state, bucket): DDP inspects the hook's parameters */
@@ -361,6 +449,7 @@ typedef struct {
 
 static void commhook_dealloc(CommHook *k)
 {
+    Py_XDECREF(k->done);
     Py_XDECREF(k->h);
     Py_XDECREF(k->inner);
     Py_XDECREF(k->is_last_name);
@@ -386,7 +475,12 @@ static PyObject *commhook_call(CommHook *k, PyObject *args, PyObject *kwds)
         return NULL;
     if (is_last && k->h->c != NULL)
         sf_stage_arrive(k->h->c);
-    return PyObject_Call(k->inner, args, NULL);
+    PyObject *fut = PyObject_Call(k->inner, args, NULL);
+    /* The inner hook returned its future: its collective was handed to
+     * the backend. The future goes back to DDP untouched. */
+    if (fut != NULL && is_last)
+        mark_issue(k->done, fut);
+    return fut;
 }
 
 static PyMemberDef commhook_members[] = {
@@ -665,8 +759,10 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
     if (self->sync_ctx != NULL) {
         Py_INCREF(h);
         self->sync_ctx->h = h;
+        self->sync_ctx->done = done_new(h);
     }
-    if (self->stage_cache == NULL || self->step_ctx == NULL || self->sync_ctx == NULL)
+    if (self->stage_cache == NULL || self->step_ctx == NULL || self->sync_ctx == NULL ||
+        self->sync_ctx->done == NULL)
         return -1;
     Py_INCREF(h);
     self->step_ctx->h = h;
@@ -810,6 +906,15 @@ static PyObject *recorder_arrive(Recorder *r, PyObject *unused)
     return PyLong_FromLong(r->h->c != NULL ? sf_stage_arrive(r->h->c) : 0);
 }
 
+static PyObject *recorder_issue(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    if (!recorder_ready(r))
+        return NULL;
+    int rc = r->h->c != NULL ? sf_stage_issue(r->h->c) : 0;
+    return PyLong_FromLong(rc < 0 ? rc : 0);
+}
+
 static PyObject *recorder_sync(Recorder *r, PyObject *unused)
 {
     (void)unused;
@@ -926,8 +1031,11 @@ static PyMethodDef recorder_methods[] = {
      "data(iterable) -> iterator that charges each next() to the step that consumes it"},
     {"arrive", (PyCFunction)recorder_arrive, METH_NOARGS,
      "arrive() -> 0 or -errno: marks the arrival in the open synchronizing stage"},
+    {"issue", (PyCFunction)recorder_issue, METH_NOARGS,
+     "issue() -> 0 or -errno: marks the issue of the open synchronizing stage's collective"},
     {"sync", (PyCFunction)recorder_sync, METH_NOARGS,
-     "sync() -> context manager marking the arrival at entry, around a collective call"},
+     "sync() -> context manager marking the arrival at entry, around a collective call; "
+     "its issued(work=None) marks the issue, and the completion through work's future"},
     {"charge_data_wait", (PyCFunction)recorder_charge_data_wait, METH_VARARGS,
      "charge_data_wait(step, ns) -> 0 or -errno"},
     {"stats", (PyCFunction)recorder_stats, METH_NOARGS, "client counters as a dict"},
@@ -993,7 +1101,8 @@ static PyObject *module_ddp_comm_hook(PyObject *mod, PyObject *args, PyObject *k
     k->h = ((Recorder *)rec)->h;
     Py_INCREF(k->h);
     k->inner = inner;
-    k->is_last_name = PyUnicode_InternFromString("is_last");
+    k->done = done_new(k->h);
+    k->is_last_name = k->done ? PyUnicode_InternFromString("is_last") : NULL;
     k->signature = k->is_last_name ? hook_signature() : NULL;
     if (k->signature == NULL) {
         Py_DECREF(k);
@@ -1022,8 +1131,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__stagefrontier(void);
 PyMODINIT_FUNC PyInit__stagefrontier(void)
 {
-    PyTypeObject *types[] = {&HandleType,   &StageContextType, &StepContextType, &ProbeContextType,
-                             &DataIterType, &RecorderType,     &SyncContextType, &CommHookType};
+    PyTypeObject *types[] = {&HandleType,       &StageContextType, &StepContextType,
+                             &ProbeContextType, &DataIterType,     &RecorderType,
+                             &SyncContextType,  &CommHookType,     &DoneType};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;

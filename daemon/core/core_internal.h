@@ -280,4 +280,18 @@ int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *com
                           uint32_t n_complete);
 int sf__critical_path(sf_report *r);
 
+/* comm.c: the communication part of a summary and its verdict. A schema
+ * without synchronizing stages has none (*ret NULL). */
+int sf__comm_row_check(const sf_row *row, const sf_schema *schema);
+int sf__comm_build(const sf_schema *schema, const sf_row *rows, size_t n_rows,
+                   sf_comm_summary **ret);
+/* Folds src into *dst; *dst is dropped (NULL) unless both carry one. */
+int sf__comm_merge(sf_comm_summary **dst, const sf_comm_summary *src);
+int sf__comm_clone(const sf_comm_summary *c, sf_comm_summary **ret);
+void sf__comm_free(sf_comm_summary *c);
+size_t sf__comm_bytes(const sf_comm_summary *c);
+int sf__comm_verdict(const sf_summary *s, const sf_gates *g, sf_comm_verdict *ret);
+/* The verdict as the window's straggler, its origin the communication. */
+void sf__comm_as_straggler(const sf_comm_verdict *v, sf_straggler *ret);
+
 #endif

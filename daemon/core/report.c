@@ -479,8 +479,12 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_repor
     if ((rc = fill_gains(r, s, &w, floor_ok)) < 0 || (rc = rank_evidence_build(r, s, &w)) < 0 ||
         (rc = mean_slack(r, s, &w)) < 0 ||
         (rc = sf__straggler_verdict(r, s, w.complete, w.n_complete)) < 0 ||
-        (rc = sf__critical_path(r)) < 0)
+        (rc = sf__comm_verdict(s, gates, &r->comm)) < 0 || (rc = sf__critical_path(r)) < 0)
         goto fail;
+    /* A rank that arrives on time but communicates late is the window's
+     * straggler when no rank arrived late. */
+    if (!r->straggler.present && r->comm.present)
+        sf__comm_as_straggler(&r->comm, &r->straggler);
     sf__report_route_and_label(r, s, n);
     free(w.complete);
     free(w.leads);

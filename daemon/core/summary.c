@@ -128,7 +128,7 @@ size_t sf_summary_bytes(const sf_summary *s)
         bytes += n * R * (S * sizeof(int64_t) * !s->dense->d_borrowed + 1);
         bytes += s->dense->rank_median ? R * S * sizeof(int64_t) : 0;
     }
-    return bytes;
+    return bytes + sf__comm_bytes(s->comm);
 }
 
 void sf_summary_free(sf_summary *s)
@@ -139,6 +139,7 @@ void sf_summary_free(sf_summary *s)
     for (uint32_t i = 0; i < s->n_roles; i++)
         free(s->roles[i]);
     sf__dense_free(s->dense);
+    sf__comm_free(s->comm);
     free(s->coverage);
     free(s->steps);
     free(s->storage);
@@ -1186,6 +1187,8 @@ static int summary_build_once(const sf_schema *schema, const sf_window_meta *met
         (r = fold_rows(s, &ri, &by_step, n_rows, &lay, &check)) < 0)
         goto out;
     if (dense && (r = dense_build(s, &ri, &by_step, n_rows, &lay, flags & SF__BUILD_BORROW)) < 0)
+        goto out;
+    if ((r = sf__comm_build(schema, rows, n_rows, &s->comm)) < 0)
         goto out;
     *ret = s;
     s = NULL;

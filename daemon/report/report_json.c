@@ -111,13 +111,31 @@ static json_t *straggler_json(const sf_report *r)
     const sf_straggler *v = &r->straggler;
     if (!v->present)
         return json_null();
-    return json_pack(
-        "{s:I, s:s, s:s, s:I, s:I, s:o, s:s, s:I}", "rank", (json_int_t)v->rank, "origin_stage",
-        r->schema.names[v->origin_stage], "sync_stage", r->schema.names[v->sync_stage],
-        "arrived_last_steps", (json_int_t)v->arrived_last_steps, "eligible_steps",
-        (json_int_t)v->eligible_steps, "median_lateness_s", seconds(v->median_lateness_ns),
-        "persistence", sf_persistence_name(v->persistence), "windows_in_a_row",
-        (json_int_t)v->windows_in_a_row);
+    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:o, s:s, s:I}", "rank", (json_int_t)v->rank,
+                     "origin", v->communication ? "communication" : "arrival", "origin_stage",
+                     r->schema.names[v->origin_stage], "sync_stage", r->schema.names[v->sync_stage],
+                     "arrived_last_steps", (json_int_t)v->arrived_last_steps, "eligible_steps",
+                     (json_int_t)v->eligible_steps, "median_lateness_s",
+                     seconds(v->median_lateness_ns), "persistence",
+                     sf_persistence_name(v->persistence), "windows_in_a_row",
+                     (json_int_t)v->windows_in_a_row);
+}
+
+/* What the window's issue marks show (docs/ACCOUNTING.md, "Communication
+ * verdict"): whether lateness to communicate can be seen, and who, if any. */
+static json_t *communication_json(const sf_report *r)
+{
+    const sf_comm_verdict *v = &r->comm;
+    json_t *verdict = json_null();
+    if (v->present)
+        verdict = json_pack(
+            "{s:I, s:s, s:I, s:I, s:o, s:o}", "rank", (json_int_t)v->rank, "sync_stage",
+            r->schema.names[v->sync_stage], "led_steps", (json_int_t)v->led_steps, "eligible_steps",
+            (json_int_t)v->eligible_steps, "median_issue_lag_s", seconds(v->median_lag_ns),
+            "others_median_issue_lag_s", seconds(v->others_median_ns));
+    return json_pack("{s:s, s:I, s:I, s:o}", "visibility", sf_comm_visibility_name(v->visibility),
+                     "rows", (json_int_t)v->rows, "marked_rows", (json_int_t)v->marked_rows,
+                     "verdict", verdict);
 }
 
 /* The chain lists the boundaries that had a unique leader, in order. */
@@ -209,7 +227,7 @@ static json_t *extras_json(const sf_report *r)
 {
     return json_pack(
         "{s:o, s:o, s:o, s:{s:I, s:I, s:o, s:o}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, "
-        "s:o, s:o}",
+        "s:o, s:o, s:o}",
         "residual_share", ratio_or_null(r->residual_share), "overlap_share",
         ratio_or_null(r->overlap_share), "leader_switch_rate", json_real(r->leader_switch_rate),
         "events", "samples", (json_int_t)r->event_samples, "ready", (json_int_t)r->event_ready,
@@ -219,7 +237,7 @@ static json_t *extras_json(const sf_report *r)
         "merge_conflicts", (json_int_t)r->merge_conflicts, "arrival_missing_steps",
         (json_int_t)r->arrival_missing_steps, "routing_order",
         group_names(r, r->routing_order, r->schema.n_groups), "straggler", straggler_json(r),
-        "critical_path", critical_path_json(r));
+        "communication", communication_json(r), "critical_path", critical_path_json(r));
 }
 
 int sf_report_to_json(const sf_report *r, json_t **ret)

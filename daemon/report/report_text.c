@@ -99,6 +99,13 @@ static bool write_next_straggler(const sf_report *r, FILE *out)
     const sf_straggler *v = &r->straggler;
     if (!v->present)
         return false;
+    if (v->communication) {
+        fprintf(out,
+                "next: profile rank %u's communication (its collective's issue) in %s; the group "
+                "waits for it there\n",
+                v->rank, r->schema.names[v->sync_stage]);
+        return true;
+    }
     const char *origin = r->schema.names[v->origin_stage];
     const char *target = target_of(r->schema.groups[v->origin_stage]);
     if (target == r->schema.groups[v->origin_stage])
@@ -198,11 +205,46 @@ static void write_stall(const sf_report *r, FILE *out)
 
 /* The verdict leads the view: which rank the group waited for, and where
  * its lateness began. */
+static void write_persistence(const sf_straggler *v, FILE *out)
+{
+    if (v->persistence == SF_PERSIST_FIXED)
+        fprintf(out, "; fixed for %u windows", v->windows_in_a_row);
+    else if (v->persistence == SF_PERSIST_ROTATING)
+        fprintf(out, "; rotating");
+}
+
+/* A straggler whose origin is its communication: on time at the arrival,
+ * late to hand its collective to the backend. */
+static void write_comm_straggler(const sf_report *r, FILE *out)
+{
+    const sf_straggler *v = &r->straggler;
+    fprintf(out,
+            "straggler: rank %u's all-reduce in %s started %.1f ms after its arrival in %u of %u "
+            "steps (origin communication",
+            v->rank, r->schema.names[v->sync_stage], v->median_lateness_ns / 1e6,
+            v->arrived_last_steps, v->eligible_steps);
+    write_persistence(v, out);
+    fprintf(out, ")\n");
+}
+
+/* Without issue marks a rank that is ready on time but communicates late
+ * looks punctual: the view says so rather than naming nobody silently. */
+static void write_comm_visibility(const sf_report *r, FILE *out)
+{
+    if (r->comm.visibility == SF_COMM_NO_ISSUE_MARKS)
+        fprintf(out, "communication: lateness to communicate cannot be seen (no issue marks; "
+                     "use the DDP hook, rec.sync() or sf_stage_issue)\n");
+}
+
 static void write_straggler(const sf_report *r, FILE *out)
 {
     const sf_straggler *v = &r->straggler;
     if (!v->present)
         return;
+    if (v->communication) {
+        write_comm_straggler(r, out);
+        return;
+    }
     if (r->stall.present && r->stall.rank != v->rank)
         fprintf(out, "straggler: rank %u at the stall (step %lld); over the steps, ", r->stall.rank,
                 (long long)r->stall.step);
@@ -213,10 +255,7 @@ static void write_straggler(const sf_report *r, FILE *out)
             "(origin %s",
             v->rank, r->schema.names[v->sync_stage], v->arrived_last_steps, v->eligible_steps,
             v->median_lateness_ns / 1e6, r->schema.names[v->origin_stage]);
-    if (v->persistence == SF_PERSIST_FIXED)
-        fprintf(out, "; fixed for %u windows", v->windows_in_a_row);
-    else if (v->persistence == SF_PERSIST_ROTATING)
-        fprintf(out, "; rotating");
+    write_persistence(v, out);
     fprintf(out, ")\n");
 }
 
@@ -266,6 +305,7 @@ int sf_report_write_text(const sf_report *r, FILE *out)
     sf_change_write_text(r, out); /* what changed leads, when the job has a baseline */
     write_stall(r, out);
     write_straggler(r, out);
+    write_comm_visibility(r, out);
     write_route(r, out);
     write_names(r, out, "labels", r->labels, label_name_of, SF_LABEL_COUNT);
     write_names(r, out, "downgrades", r->downgrades, downgrade_name_of, SF_DG_COUNT);

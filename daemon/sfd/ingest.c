@@ -264,7 +264,7 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
     for (size_t i = 0; i < b->n_records; i++) {
         const Stagefrontier__StepRecord *rec = b->records[i];
         sf_row row;
-        int64_t split[SF_MAX_STAGES];
+        int64_t split[SF_MAX_STAGES], lag[SF_MAX_STAGES];
         fill_row(&row, rec, recorded);
         /* Without synchronizing stages or arrivals the record is the row. */
         if (job->schema.sync_mask != 0 || rec->n_arrivals != 0) {
@@ -278,9 +278,15 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
                 sfd_count_reject(d, job, why, 1, c);
                 continue;
             }
+            int marks = sfd_record_issue_lags(rec, &job->schema, lag, &why);
+            if (marks < 0) {
+                sfd_count_reject(d, job, why, 1, c);
+                continue;
+            }
             if (bad_fallbacks)
                 sfd_count_reject(d, job, SFD_REJ_ARRIVAL_RANGE, bad_fallbacks, c);
             row.d = split;
+            row.issue_lag = marks > 0 ? lag : NULL;
         }
         if (sf_row_validate(&row, &job->schema) < 0) {
             sfd_count_reject(d, job, SFD_REJ_INVALID, 1, c);

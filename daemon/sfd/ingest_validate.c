@@ -270,6 +270,38 @@ int sfd_record_split(const Stagefrontier__StepRecord *r, const sf_schema *schema
     return 0;
 }
 
+int sfd_record_issue_lags(const Stagefrontier__StepRecord *r, const sf_schema *schema, int64_t *lag,
+                          enum sfd_reject *ret_why)
+{
+    uint32_t slot[SF_MAX_STAGES], n_sync = 0;
+    /* Recorded stage i's place among the synchronizing stages. */
+    for (uint32_t k = 0, i = 0; k < schema->n_stages; k++, i++) {
+        slot[i] = UINT32_MAX;
+        if (schema->sync_mask >> k & 1)
+            slot[i] = n_sync++, k++;
+    }
+    for (uint32_t j = 0; j < n_sync; j++)
+        lag[j] = -1;
+    int found = 0;
+    uint32_t n_recorded = sf_schema_recorded_stages(schema);
+    for (size_t i = 0; i < r->n_arrivals; i++) {
+        const Stagefrontier__Arrival *a = r->arrivals[i];
+        if (!a->has_issue_ns && !a->has_complete_ns)
+            continue;
+        /* sfd_record_split checked the stage and own_ns. */
+        if (a->stage >= n_recorded || slot[a->stage] == UINT32_MAX)
+            return reject(ret_why, SFD_REJ_ARRIVAL_STAGE);
+        int64_t len = r->durations_ns[a->stage];
+        if (!a->has_issue_ns || a->issue_ns < a->own_ns || a->issue_ns > len)
+            return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
+        if (a->has_complete_ns && (a->complete_ns < a->issue_ns || a->complete_ns > len))
+            return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
+        lag[slot[a->stage]] = a->issue_ns - a->own_ns;
+        found++;
+    }
+    return found;
+}
+
 bool sfd_drop_range_ok(bool has_first, bool has_last, int64_t first, int64_t last)
 {
     if (has_first != has_last)

@@ -13,6 +13,7 @@ void sfd_rows_free(struct sfd_rows *rows)
 {
     free(rows->rec);
     free(rows->d);
+    free(rows->lag);
     memset(rows, 0, sizeof(*rows));
 }
 
@@ -36,6 +37,8 @@ void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t
         .flags = r->flags,
         .overlap_ns = r->overlap_ns,
         .d = rows->d + i * job->schema.n_stages,
+        .issue_lag =
+            rows->lag ? rows->lag + i * (size_t)__builtin_popcountll(job->schema.sync_mask) : NULL,
         .role = r->role < job->n_roles ? job->roles[r->role] : "",
         .event_state = r->event_state,
         .event_cpu_ns = r->event_cpu_ns,

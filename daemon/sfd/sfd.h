@@ -250,6 +250,9 @@ struct sfd_rec {
 struct sfd_rows {
     struct sfd_rec *rec;
     int64_t *d; /* n * n_stages */
+    /* n * synchronizing stages: each row's issue lags (sf_row.issue_lag);
+     * NULL for a schema without synchronizing stages. */
+    int64_t *lag;
     size_t n, cap;
     uint64_t bytes; /* allocated, as charged to the budget */
 };
@@ -624,6 +627,13 @@ int sfd_validate_batch(const struct Stagefrontier__RecordBatch *b, uint32_t n_st
 int sfd_record_split(const struct Stagefrontier__StepRecord *r, const sf_schema *schema,
                      const int64_t *fallback, int64_t *d, uint32_t *flags,
                      uint32_t *ret_bad_fallbacks, enum sfd_reject *ret_why);
+/* The record's issue lags, one per synchronizing stage of schema in stage
+ * order (-1 unmarked), from its arrivals' issue marks; lag holds
+ * SF_MAX_STAGES. Returns how many marks it found, or -1 (and *ret_why) for
+ * an issue before its arrival or past its stage, or a completion without an
+ * issue, before it, or past the stage. */
+int sfd_record_issue_lags(const struct Stagefrontier__StepRecord *r, const sf_schema *schema,
+                          int64_t *lag, enum sfd_reject *ret_why);
 int sfd_validate_nccl(const struct Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why);
 bool sfd_job_id_valid(const char *id);
 /* A job as a query names it: "JOB", "UID/JOB" for uid's job, and either

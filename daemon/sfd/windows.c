@@ -19,10 +19,16 @@
 /* Sets a window's rows to cap rows, charging the change to the job first:
  * where the charge does not fit, by freeing the uid's oldest kept rows
  * (evict) or not at all. */
+static uint32_t sync_count(const struct sfd_job *job)
+{
+    return (uint32_t)__builtin_popcountll(job->schema.sync_mask);
+}
+
 static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap, bool evict)
 {
-    uint32_t n_stages = job->schema.n_stages;
-    uint64_t bytes = (uint64_t)cap * (sizeof(struct sfd_rec) + n_stages * sizeof(int64_t));
+    uint32_t n_stages = job->schema.n_stages, n_sync = sync_count(job);
+    uint64_t bytes =
+        (uint64_t)cap * (sizeof(struct sfd_rec) + (n_stages + n_sync) * sizeof(int64_t));
     int r = evict ? sfd_job_reserve(job, SFD_MEM_WINDOWS, bytes - rows->bytes)
                   : sfd_job_charge(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
     if (r < 0)
@@ -31,11 +37,14 @@ static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap, b
     if (nr != NULL)
         rows->rec = nr;
     int64_t *nd = nr != NULL ? realloc(rows->d, cap * n_stages * sizeof(*nd)) : NULL;
-    if (nd == NULL) {
+    if (nd != NULL)
+        rows->d = nd;
+    int64_t *nl = nd != NULL && n_sync ? realloc(rows->lag, cap * n_sync * sizeof(*nl)) : NULL;
+    if (nd == NULL || (n_sync && nl == NULL)) {
         sfd_job_release(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
         return -ENOMEM;
     }
-    rows->d = nd;
+    rows->lag = nl;
     rows->cap = cap;
     rows->bytes = bytes;
     return 0;
@@ -55,9 +64,9 @@ static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
 }
 
 static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sfd_rec *rec,
-                     const int64_t *d)
+                     const int64_t *d, const int64_t *lag)
 {
-    uint32_t n_stages = job->schema.n_stages;
+    uint32_t n_stages = job->schema.n_stages, n_sync = sync_count(job);
     if (rows->n == rows->cap) {
         int r = rows_grow(job, rows);
         if (r < 0)
@@ -65,6 +74,8 @@ static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sf
     }
     rows->rec[rows->n] = *rec;
     memcpy(rows->d + rows->n * n_stages, d, n_stages * sizeof(*d));
+    for (uint32_t j = 0; j < n_sync; j++)
+        rows->lag[rows->n * n_sync + j] = lag ? lag[j] : -1;
     rows->n++;
     return 0;
 }
@@ -160,11 +171,14 @@ static void order_insert(struct sfd_job *job, struct sfd_window *w, uint32_t i)
     *link = i;
 }
 
-/* Moves row `from` to row `to` (rec and durations). */
-static void row_move(struct sfd_rows *rows, uint32_t n_stages, size_t to, size_t from)
+/* Moves row `from` to row `to` (rec, durations and issue lags). */
+static void row_move(struct sfd_rows *rows, uint32_t n_stages, uint32_t n_sync, size_t to,
+                     size_t from)
 {
     rows->rec[to] = rows->rec[from];
     memcpy(rows->d + to * n_stages, rows->d + from * n_stages, n_stages * sizeof(int64_t));
+    if (n_sync)
+        memcpy(rows->lag + to * n_sync, rows->lag + from * n_sync, n_sync * sizeof(int64_t));
 }
 
 /* Puts the rows of a closing window in the order of its lists: at[k] is
@@ -174,7 +188,7 @@ static void order_apply(struct sfd_job *job, struct sfd_window *w)
 {
     struct sfd_row_order *o = &w->order;
     struct sfd_rows *rows = &w->rows;
-    uint32_t S = job->schema.n_stages;
+    uint32_t S = job->schema.n_stages, J = sync_count(job);
     size_t steps = (size_t)(w->meta.last_step - w->meta.first_step + 1), n = 0;
     uint32_t *at = o->head && rows->n ? malloc(rows->n * sizeof(*at)) : NULL;
     if (at == NULL)
@@ -186,17 +200,21 @@ static void order_apply(struct sfd_job *job, struct sfd_window *w)
         if (at[k] == k)
             continue;
         struct sfd_rec held = rows->rec[k];
-        int64_t held_d[SF_MAX_STAGES];
+        int64_t held_d[SF_MAX_STAGES], held_lag[SF_MAX_STAGES];
         memcpy(held_d, rows->d + k * S, S * sizeof(int64_t));
+        if (J)
+            memcpy(held_lag, rows->lag + k * J, J * sizeof(int64_t));
         size_t j = k;
         while (at[j] != k) {
-            row_move(rows, S, j, at[j]);
+            row_move(rows, S, J, j, at[j]);
             size_t from = at[j];
             at[j] = (uint32_t)j;
             j = from;
         }
         rows->rec[j] = held;
         memcpy(rows->d + j * S, held_d, S * sizeof(int64_t));
+        if (J)
+            memcpy(rows->lag + j * J, held_lag, J * sizeof(int64_t));
         at[j] = (uint32_t)j;
     }
 out:
@@ -428,7 +446,7 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         .role = rk->role,
         .event_state = row->event_state,
     };
-    r = rows_push(job, &w->rows, &rec, row->d);
+    r = rows_push(job, &w->rows, &rec, row->d, row->issue_lag);
     if (r < 0) {
         w->meta.rejected_records++;
         *ret_why = SFD_REJ_MEMORY;

@@ -116,6 +116,11 @@ typedef struct sf_row {
     uint8_t event_state;  /* enum sf_event_state */
     int64_t event_cpu_ns; /* CPU-wall forward of the sampled step */
     int64_t event_gpu_ns; /* CUDA-event forward, when ready */
+    /* Issue lags (docs/ACCOUNTING.md, "Issue lag"): NULL when the row has
+     * none, else one per synchronizing stage in stage order: the time from
+     * the rank's arrival to the issue of its collective, 0..that stage's
+     * sync wait, or -1 where the stage carried no issue mark. */
+    const int64_t *issue_lag;
 } sf_row;
 
 /* Window-level flags, set by whoever assembled the window. */
@@ -199,6 +204,24 @@ typedef struct sf_dense {
     int64_t *rank_median;
 } sf_dense;
 
+/* The communication part of a summary (docs/ACCOUNTING.md, "Issue lag"):
+ * per step and synchronizing stage the two largest issue lags with their
+ * ranks and the rows that carried a mark, and per rank and synchronizing
+ * stage the maximum and median of its lags. Both merge exactly over
+ * disjoint ranks. */
+typedef struct sf_comm_summary {
+    uint32_t n_sync;                    /* synchronizing stages of the schema */
+    uint32_t sync_stage[SF_MAX_STAGES]; /* [n_sync] their own-work stage index */
+    uint32_t n_steps;
+    int64_t *steps;    /* [n_steps] ascending: the steps with a row */
+    sf_top2 *lag_top2; /* [n_steps][n_sync] */
+    uint32_t *marked;  /* [n_steps][n_sync] rows with an issue mark */
+    uint32_t n_ranks;
+    uint32_t *ranks;                 /* [n_ranks] ascending: the ranks with a row */
+    int64_t *rank_max, *rank_median; /* [n_ranks][n_sync], SF_NULL_NS without a mark */
+    uint64_t rows, marked_rows;      /* rows, and rows with an issue mark */
+} sf_comm_summary;
+
 typedef struct sf_summary {
     sf_schema schema;
     sf_window_meta meta;
@@ -216,6 +239,7 @@ typedef struct sf_summary {
     uint64_t violation_rows;     /* rows flagged SF_ROW_VIOLATION */
     uint64_t non_monotonic_rows; /* rows flagged SF_ROW_NON_MONOTONIC */
     sf_dense *dense;             /* NULL in mergeable mode */
+    sf_comm_summary *comm;       /* NULL without synchronizing stages or when lost in a merge */
     int64_t *storage;            /* backing store for the step arrays */
     sf_top2 *top2_storage;
 } sf_summary;
@@ -262,8 +286,14 @@ typedef struct sf_gates {
     double share_floor_s;
     uint32_t warmup_steps, window_steps;
     uint32_t suspect_ranks_max, dense_max_ranks;
-    double straggler_alpha;             /* adjusted p-value a straggler verdict must reach */
-    double straggler_last_share_min;    /* share of eligible steps a rank must arrive last */
+    double straggler_alpha;          /* adjusted p-value a straggler verdict must reach */
+    double straggler_last_share_min; /* share of eligible steps a rank must arrive last */
+    /* The communication verdict (docs/ACCOUNTING.md, "Communication verdict"):
+     * a step counts for the rank with the largest issue lag when it leads
+     * the next by at least comm_lag_min_s; the rank must lead in more than
+     * comm_share_min of the eligible steps. */
+    double comm_lag_min_s;
+    double comm_share_min;
     uint32_t straggler_persist_windows; /* windows in a row that make a verdict "fixed" */
     /* Change against the job's reference (docs/CHANGE.md). */
     uint32_t baseline_windows;
@@ -359,8 +389,12 @@ const char *sf_persistence_name(enum sf_persistence p);
 typedef struct sf_straggler {
     bool present; /* false: the verdict is null */
     uint32_t rank;
-    uint32_t sync_stage;         /* the synchronizing stage (own-work part) */
-    uint32_t origin_stage;       /* earliest stage whose boundary rank led in most such steps */
+    uint32_t sync_stage;   /* the synchronizing stage (own-work part) */
+    uint32_t origin_stage; /* earliest stage whose boundary rank led in most such steps */
+    /* The origin is the communication of sync_stage (the communication
+     * verdict, report->comm): the counts and the lateness are its led and
+     * eligible steps and its median issue lag. */
+    bool communication;
     uint32_t arrived_last_steps; /* eligible steps where rank led the arrival boundary */
     uint32_t eligible_steps;     /* complete steps with every arrival marked */
     int64_t median_lateness_ns;  /* over those steps: frontier minus second prefix */
@@ -369,6 +403,26 @@ typedef struct sf_straggler {
     enum sf_persistence persistence;
     uint32_t windows_in_a_row;
 } sf_straggler;
+
+/* Whether communication lateness can be seen in a window: it needs a
+ * synchronizing stage and issue marks (sf_stage_issue, the binding's DDP
+ * hook or rec.sync()). */
+enum sf_comm_visibility { SF_COMM_SEEN, SF_COMM_NO_SYNC_STAGE, SF_COMM_NO_ISSUE_MARKS };
+const char *sf_comm_visibility_name(enum sf_comm_visibility v);
+
+/* The communication verdict: the rank whose collective started latest after
+ * its arrival, in most of the eligible steps. */
+typedef struct sf_comm_verdict {
+    enum sf_comm_visibility visibility;
+    uint64_t rows, marked_rows; /* rows of the window, and those with an issue mark */
+    bool present;
+    uint32_t rank;
+    uint32_t sync_stage;      /* own-work stage index of the synchronizing stage */
+    uint32_t led_steps;       /* eligible steps where rank's lag led by the gate */
+    uint32_t eligible_steps;  /* steps where every rank marked its issue */
+    int64_t median_lag_ns;    /* rank's lag over its led steps */
+    int64_t others_median_ns; /* the median of the other ranks' median lags */
+} sf_comm_verdict;
 
 /* The most frequent chain of boundary leaders of the window's complete steps. */
 typedef struct sf_critical_path {
@@ -424,6 +478,7 @@ typedef struct sf_report {
     uint64_t dropped_records, contract_violations, rejected_records, merge_conflicts;
     uint64_t arrival_missing_steps; /* rank-steps without an arrival mark */
     sf_straggler straggler;
+    sf_comm_verdict comm;
     sf_critical_path critical_path;
     /* Attached after sf_report_compute by whoever holds the job's reference
      * (stagefrontier/change.h); owned, freed with the report. */

@@ -110,6 +110,18 @@ SF_CLIENT_API int sf_stage_end(sf_client *c, int stage_id);
  * synchronizing stage got no mark is reported whole as own work and flagged
  * (arrival_missing_steps). */
 SF_CLIENT_API int sf_stage_arrive(sf_client *c);
+/* Marks the issue of the open synchronizing stage's collective: the moment
+ * it was handed to the backend, after the arrival. The issue lag (arrival
+ * to issue) is what a rank that is ready but late to communicate shows
+ * (docs/CLIENT.md, "Communication marks"). Same rules as sf_stage_arrive;
+ * also -EINVAL (a violation) before the step's arrival mark. Returns the
+ * stage id, for sf_stage_complete. */
+SF_CLIENT_API int sf_stage_issue(sf_client *c);
+/* Marks the completion of stage_id's issued collective. Safe from any
+ * thread (a backend's completion callback): one clock read and one relaxed
+ * atomic store. A completion before the step's issue is ignored. -EINVAL
+ * for a stage that is not synchronizing. */
+SF_CLIENT_API int sf_stage_complete(sf_client *c, int stage_id);
 /* Adds wait_ns to the data stage (stage 0) of step: the open step, or a later
  * one up to SF_CLIENT_DATA_LOOKAHEAD ahead. A wait charged ahead was spent
  * before that step began, so it also lengthens that step's wall time. */

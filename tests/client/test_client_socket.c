@@ -153,19 +153,54 @@ static void arrivals_on_the_wire(void **s)
     assert_int_equal(sf_stage_begin(c, 2), 0);
     assert_int_equal(sf_stage_end(c, 2), 0);
     assert_int_equal(sf_step_end(c), 0);
+    /* Step 2: an issue before the arrival is refused; after it, the issue
+     * and the completion (from another stage's point of view: any thread)
+     * land 200 us apart. */
+    assert_int_equal(sf_step_begin(c, 2), 0);
+    assert_int_equal(sf_stage_begin(c, 2), 0);
+    assert_int_equal(sf_stage_issue(c), -EINVAL);
+    spin(100000);
+    assert_int_equal(sf_stage_arrive(c), 0);
+    spin(200000);
+    assert_int_equal(sf_stage_issue(c), 2);
+    spin(200000);
+    assert_int_equal(sf_stage_complete(c, 2), 0);
+    assert_int_equal(sf_stage_complete(c, 1), -EINVAL);
+    assert_int_equal(sf_stage_end(c, 2), 0);
+    assert_int_equal(sf_step_end(c), 0);
+    assert_int_equal(stats(c).violations, 3);
+    /* Step 3: a completion left over from step 2 is older than this
+     * step's issue and is not shipped. */
+    assert_int_equal(sf_step_begin(c, 3), 0);
+    assert_int_equal(sf_stage_begin(c, 2), 0);
+    assert_int_equal(sf_stage_arrive(c), 0);
+    assert_int_equal(sf_stage_issue(c), 2);
+    assert_int_equal(sf_stage_end(c, 2), 0);
+    assert_int_equal(sf_step_end(c), 0);
     assert_int_equal(sf_client_flush(c), 0);
 
     m = tl_recv(&l, WAIT_MS);
     assert_non_null(m);
     assert_int_equal(m->body_case, STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH);
-    assert_int_equal(m->batch->n_records, 2);
+    assert_int_equal(m->batch->n_records, 4);
     const Stagefrontier__StepRecord *r0 = m->batch->records[0], *r1 = m->batch->records[1];
     assert_int_equal(r0->n_durations_ns, 6);
     assert_int_equal(r0->n_arrivals, 1);
     assert_int_equal(r0->arrivals[0]->stage, 2);
     assert_true(r0->arrivals[0]->own_ns >= 300000);
     assert_true(r0->durations_ns[2] - r0->arrivals[0]->own_ns >= 300000);
+    assert_false(r0->arrivals[0]->has_issue_ns);
     assert_int_equal(r1->n_arrivals, 0);
+    const Stagefrontier__StepRecord *r2 = m->batch->records[2], *r3 = m->batch->records[3];
+    assert_int_equal(r2->n_arrivals, 1);
+    const Stagefrontier__Arrival *a2 = r2->arrivals[0];
+    assert_true(a2->has_issue_ns && a2->has_complete_ns);
+    assert_true(a2->issue_ns - a2->own_ns >= 200000);
+    assert_true(a2->complete_ns - a2->issue_ns >= 200000);
+    assert_true(a2->complete_ns <= r2->durations_ns[2]);
+    assert_int_equal(r3->n_arrivals, 1);
+    assert_true(r3->arrivals[0]->has_issue_ns);
+    assert_false(r3->arrivals[0]->has_complete_ns);
     stagefrontier__client_message__free_unpacked(m, NULL);
     sf_client_close(c);
     tl_stop(&l);

@@ -515,9 +515,9 @@ static int send_bad_arrivals(struct sender *s, int fd)
         durations(s, s->o.start + i, d[i]);
     for (uint32_t i = 0; i < 3; i++)
         stagefrontier__arrival__init(&arr[i]);
-    arr[0] = (Stagefrontier__Arrival){arr[0].base, 1, d[0][1] + 1}; /* out of range */
-    arr[1] = (Stagefrontier__Arrival){arr[1].base, 0, 0};           /* not synchronizing */
-    arr[2] = (Stagefrontier__Arrival){arr[2].base, 1, d[2][1] / 2}; /* valid */
+    arr[0].stage = 1, arr[0].own_ns = d[0][1] + 1; /* out of range */
+    arr[1].stage = 0, arr[1].own_ns = 0;           /* not synchronizing */
+    arr[2].stage = 1, arr[2].own_ns = d[2][1] / 2; /* valid */
     if (r == 0)
         r = send_sync_records(s, fd, split.hash, ap, d);
     sf_schema_clear(&split);

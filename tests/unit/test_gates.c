@@ -30,6 +30,7 @@ static void defaults_match_the_design(void **state)
     assert_int_equal(g.change_pool_windows, 3);
     assert_true(g.straggler_alpha == 0.01 && g.straggler_last_share_min == 0 &&
                 g.straggler_persist_windows == 2);
+    assert_true(g.comm_lag_min_s == 0.0005 && g.comm_share_min == 0.5);
     assert_int_equal(sf_gates_validate(&g), 0);
 }
 
@@ -94,7 +95,7 @@ static void every_key_round_trips(void **state)
             snprintf(buf, sizeof buf, "%.17g", number);
         assert_int_equal(sf_gates_set(&h, key, buf), 0);
     }
-    assert_int_equal(n, 30);
+    assert_int_equal(n, 32);
     assert_memory_equal(&g, &h, sizeof g);
 }
 
