@@ -81,12 +81,29 @@ const char *sfctl_args_name(const struct sfctl_args *a, char *buf, size_t len)
     return buf;
 }
 
-int sfctl_args_i64(const struct sfctl_args *a, const char *what, int64_t lo, int64_t *ret)
+int sfctl_parse_i64(const char *s, int64_t lo, int64_t *ret)
 {
     char *end;
     errno = 0;
-    long long v = optarg != NULL ? strtoll(optarg, &end, 10) : 0;
-    if (optarg == NULL || errno != 0 || *end != '\0' || end == optarg || v < lo) {
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || end == s || v < lo)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+int sfctl_usage_error(const char *cmd, const char *usage, const char *why)
+{
+    if (why != NULL)
+        fprintf(stderr, "sfctl %s: %s\n", cmd, why);
+    fprintf(stderr, "usage: sfctl %s %s\n", cmd, usage);
+    return SFCTL_EXIT_USAGE;
+}
+
+int sfctl_args_i64(const struct sfctl_args *a, const char *what, int64_t lo, int64_t *ret)
+{
+    int64_t v;
+    if (optarg == NULL || sfctl_parse_i64(optarg, lo, &v) < 0) {
         char name[64];
         return sfctl_args_fail(a, "%s takes %s >= %lld, not '%s'",
                                sfctl_args_name(a, name, sizeof name), what, (long long)lo,

@@ -45,4 +45,11 @@ int sfctl_args_fail(const struct sfctl_args *a, const char *fmt, ...)
  * success. */
 int sfctl_args_i64(const struct sfctl_args *a, const char *what, int64_t lo, int64_t *ret);
 
+/* The same parts for a command's other checks: sfctl_usage_error prints
+ * "sfctl CMD: WHY" (when why is not NULL) and the usage line, and returns
+ * SFCTL_EXIT_USAGE; sfctl_parse_i64 takes a whole decimal number >= lo (0,
+ * or -EINVAL and *ret untouched). */
+int sfctl_usage_error(const char *cmd, const char *usage, const char *why);
+int sfctl_parse_i64(const char *s, int64_t lo, int64_t *ret);
+
 #endif

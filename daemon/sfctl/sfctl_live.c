@@ -20,25 +20,6 @@
 #include "sfctl_args.h"
 #include "sfctl_live.h"
 
-int sfctl_parse_i64(const char *s, int64_t lo, int64_t *ret)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || end == s || v < lo)
-        return -EINVAL;
-    *ret = v;
-    return 0;
-}
-
-int sfctl_usage_error(const char *cmd, const char *usage, const char *why)
-{
-    if (why != NULL)
-        fprintf(stderr, "sfctl %s: %s\n", cmd, why);
-    fprintf(stderr, "usage: sfctl %s %s\n", cmd, usage);
-    return SFCTL_EXIT_USAGE;
-}
-
 /* Parses [--json] and, exactly when takes_job, one JOB argument. */
 static int simple_args(int argc, char **argv, const char *usage, bool takes_job, bool *ret_json,
                        const char **ret_job)

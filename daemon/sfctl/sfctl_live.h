@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "sfctl_args.h"
 #include "stagefrontier/limits.h"
 
 enum sfctl_kind {
@@ -70,12 +71,6 @@ int sfctl_cmd_record(int argc, char **argv);
 int sfctl_cmd_baseline(int argc, char **argv);
 int sfctl_cmd_capture(int argc, char **argv);
 int sfctl_cmd_captures(int argc, char **argv);
-/* The live commands' argument helpers. sfctl_usage_error prints "sfctl CMD:
- * WHY" (when why is not NULL) and the usage line, and returns
- * SFCTL_EXIT_USAGE; sfctl_parse_i64 takes a whole decimal number >= lo
- * (0, or -EINVAL and *ret untouched). */
-int sfctl_usage_error(const char *cmd, const char *usage, const char *why);
-int sfctl_parse_i64(const char *s, int64_t lo, int64_t *ret);
 /* A field of an answer: an integer (0 when absent or not an integer), a
  * string ("-" when absent or not a string). */
 long long sfctl_json_int(json_t *o, const char *key);
