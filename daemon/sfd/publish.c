@@ -61,7 +61,7 @@ int sfd_publish_report(struct sfd_job *job, const sf_summary *summary, sf_summar
 {
     /* A remote window already reported here (restored from the history, then
      * sent again by the catch-up after a restart) is kept as it is. */
-    struct sfd_stored *held = remote ? kept_window(job, &report->meta) : NULL;
+    struct sfd_stored *held = remote ? sfd_kept_find(job, &report->meta) : NULL;
     if (held != NULL && held->report != NULL) {
         sf_report_free(report);
         sf_summary_free(own);
