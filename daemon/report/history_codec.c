@@ -22,7 +22,8 @@
 #define CODEC_MAGIC_V6 0x36525453u /* "STR6": STR5, then the change's sync floor tests */
 #define CODEC_MAGIC_V7 0x37525453u /* "STR7": STR6, then the windows the change measured */
 #define CODEC_MAGIC_V8 0x38525453u /* "STR8": STR7, then the change's share delays */
-#define CODEC_MAGIC 0x39525453u    /* "STR9": STR8, then the stall */
+#define CODEC_MAGIC_V9 0x39525453u /* "STR9": STR8, then the stall */
+#define CODEC_MAGIC 0x30315453u    /* "ST10": STR9, then the communication verdict */
 #define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
@@ -324,6 +325,25 @@ static void put_stall(struct enc *e, const sf_stall *st)
     put_f64(e, st->share);
 }
 
+/* The communication verdict and its gates (ST10), after the stall. */
+static void put_comm(struct enc *e, const sf_report *r)
+{
+    const sf_comm_verdict *c = &r->comm;
+    put_f64(e, r->gates.comm_lag_min_s);
+    put_f64(e, r->gates.comm_share_min);
+    put_u32(e, r->straggler.communication);
+    put_u32(e, c->visibility);
+    put_i64(e, (int64_t)c->rows);
+    put_i64(e, (int64_t)c->marked_rows);
+    put_u32(e, c->present);
+    put_u32(e, c->rank);
+    put_u32(e, c->sync_stage);
+    put_u32(e, c->led_steps);
+    put_u32(e, c->eligible_steps);
+    put_i64(e, c->median_lag_ns);
+    put_i64(e, c->others_median_ns);
+}
+
 /* The sync floor tests (STR6), after the wall clock, only with a change. */
 static void put_change_floors(struct enc *e, const sf_change *c)
 {
@@ -383,6 +403,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_change_measured(&e, report->change);
     put_change_share_delays(&e, report->change);
     put_stall(&e, &report->stall);
+    put_comm(&e, report);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -895,6 +916,37 @@ static int get_change_share_delays(struct dec *d, sf_change *c)
     return d->bad ? -EINVAL : 0;
 }
 
+/* The communication verdict (ST10); before it a report says nothing of
+ * communication. A verdict must name the report's own rank and a
+ * synchronizing stage. */
+static int get_comm(struct dec *d, sf_report *r)
+{
+    sf_comm_verdict *c = &r->comm;
+    r->gates.comm_lag_min_s = get_f64(d);
+    r->gates.comm_share_min = get_f64(d);
+    uint32_t communication = get_u32(d), visibility = get_u32(d);
+    int64_t rows = get_i64(d), marked = get_i64(d);
+    uint32_t present = get_u32(d);
+    c->rank = get_u32(d);
+    c->sync_stage = get_u32(d);
+    c->led_steps = get_u32(d);
+    c->eligible_steps = get_u32(d);
+    c->median_lag_ns = get_i64(d);
+    c->others_median_ns = get_i64(d);
+    if (d->bad || communication > 1 || present > 1 || visibility > SF_COMM_NO_ISSUE_MARKS ||
+        rows < 0 || marked < 0 || marked > rows || c->led_steps > c->eligible_steps ||
+        !(r->gates.comm_lag_min_s >= 0) || !(r->gates.comm_share_min >= 0) ||
+        (present && (c->rank >= r->meta.world_size || c->sync_stage >= r->schema.n_stages)) ||
+        (communication && !present))
+        return -EINVAL;
+    r->straggler.communication = communication;
+    c->visibility = (enum sf_comm_visibility)visibility;
+    c->rows = (uint64_t)rows;
+    c->marked_rows = (uint64_t)marked;
+    c->present = present;
+    return 0;
+}
+
 /* The stall (STR9); before it there is none. Its stage, group and rank
  * must be the report's own. */
 static int get_stall(struct dec *d, sf_report *r)
@@ -918,12 +970,12 @@ static int get_stall(struct dec *d, sf_report *r)
     return 0;
 }
 
-/* The codec version of a magic: 2 to 9, or 0 for none of ours. */
+/* The codec version of a magic: 2 to 10, or 0 for none of ours. */
 static unsigned codec_version(uint32_t magic)
 {
     static const uint32_t magics[] = {CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4,
                                       CODEC_MAGIC_V5, CODEC_MAGIC_V6, CODEC_MAGIC_V7,
-                                      CODEC_MAGIC_V8, CODEC_MAGIC};
+                                      CODEC_MAGIC_V8, CODEC_MAGIC_V9, CODEC_MAGIC};
     for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
         if (magic == magics[i])
             return i + 2;
@@ -968,6 +1020,8 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
         rc = get_change_share_delays(&d, r->change);
     if (rc == 0 && version >= 9)
         rc = get_stall(&d, r);
+    if (rc == 0 && version >= 10)
+        rc = get_comm(&d, r);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

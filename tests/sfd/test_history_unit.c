@@ -167,7 +167,8 @@ static sf_summary *slow_summary(const sf_schema *schema, int64_t slow_ns)
 }
 
 /* A report as an older codec stored it: the same bytes less what came
- * after it at the end. Before STR9 (the stall, here absent: 4 bytes), before
+ * after it at the end. Before ST10 (the communication verdict: 76 bytes),
+ * before STR9 (the stall, here absent: 4 bytes), before
  * STR8 (the share shifts' sizes), and also before STR7 (pooling, the
  * measured windows). */
 static sf_report *from_older_codec(const sf_report *r, char version)
@@ -177,11 +178,12 @@ static sf_report *from_older_codec(const sf_report *r, char version)
     size_t len, sizes = 8 * (size_t)r->change->n_stages;
     for (uint32_t k = 0; k < r->change->n_stages; k++)
         sizes += 8 * (size_t)r->change->stages[k].floor_tested;
-    size_t later = 4 + (version < '8' ? sizes : 0) +
+    size_t later = 76 + (version < '9' ? 4 : 0) + (version < '8' ? sizes : 0) +
                    (version < '7' ? 4 + 8 * (size_t)r->change->n_measured : 0);
     assert_false(r->stall.present);
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
-    assert_memory_equal(buf, "STR9", 4);
+    assert_memory_equal(buf, "ST10", 4);
+    buf[2] = 'R';
     buf[3] = (uint8_t)version;
     assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL); /* trailing bytes */
     assert_int_equal(sfd_report_unpack(buf, len - later, &back), 0);
@@ -213,6 +215,10 @@ static void change_round_trip(const sf_schema *schema, uint32_t floors)
     sf_report *back = round_trip(r);
     assert_non_null(back->change);
     assert_memory_equal(back->change, r->change, sizeof *r->change);
+    sf_report_free(back);
+    back = from_older_codec(r, '9');
+    assert_memory_equal(back->change, r->change, sizeof *r->change);
+    assert_false(back->straggler.communication || back->comm.present);
     sf_report_free(back);
     back = from_older_codec(r, '8');
     assert_memory_equal(back->change, r->change, sizeof *r->change);
