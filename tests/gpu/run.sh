@@ -1,7 +1,8 @@
 #!/bin/bash
 # The side evidence against a real GPU, NCCL and CUDA runtime (docs/SIDE_EVIDENCE.md,
 # "On a real GPU"). Builds this tree in Release, starts a private sfd, and runs
-# tests/gpu/gpu_job.py twice: one NCCL communicator, then several on the one GPU.
+# tests/gpu/gpu_job.py twice: one NCCL communicator, then several on the one GPU;
+# then tests/gpu/gpu_comm_job.py: a two-rank job whose hidden rank issues late.
 # Not part of .ci/run: CI has no GPU.
 #
 # Exit codes: 0 every check passed; 1 a check failed (the summary says which);
@@ -111,5 +112,8 @@ rc=0
 for case in single multi; do
   "$python" "$repo/tests/gpu/gpu_job.py" --case "$case" || rc=1
 done
+# A rank whose hook issues its all-reduce late: named, with the wrapper's
+# paired cost (docs/ACCOUNTING.md, "Communication verdict").
+timeout 300 "$python" "$repo/tests/gpu/gpu_comm_job.py" || rc=1
 [ $rc -eq 0 ] && echo "gpu: all checks passed" || echo "gpu: checks FAILED"
 exit $rc
