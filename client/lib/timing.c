@@ -227,14 +227,22 @@ int sf_stage_end(sf_client *c, int stage_id)
     return 0;
 }
 
+/* The open stage when it is a synchronizing one inside a step, else -1: the
+ * only place an arrival or an issue mark may be taken. */
+static int open_sync_stage(const sf_client *c)
+{
+    int id = c->open_stage;
+    return c->in_step && id >= 0 && (c->schema.sync_mask >> id & 1) ? id : -1;
+}
+
 int sf_stage_arrive(sf_client *c)
 {
     if (c == NULL)
         return -EINVAL;
     if (c->inert)
         return 0;
-    int id = c->open_stage;
-    if (!c->in_step || id < 0 || !(c->schema.sync_mask >> id & 1))
+    int id = open_sync_stage(c);
+    if (id < 0)
         return violation(c);
     /* Own work so far: earlier segments of the stage in this step, plus
      * this one up to now. */
@@ -248,8 +256,8 @@ int sf_stage_issue(sf_client *c)
         return -EINVAL;
     if (c->inert)
         return 0;
-    int id = c->open_stage;
-    if (!c->in_step || id < 0 || !(c->schema.sync_mask >> id & 1))
+    int id = open_sync_stage(c);
+    if (id < 0)
         return violation(c);
     uint32_t slot = c->schema.sync_slot[id];
     if (c->cur_arrival[slot] < 0)
