@@ -13,6 +13,7 @@
 
 #include <stagefrontier/change.h>
 
+#include "byte_codec.h"
 #include "history_codec.h"
 
 #define CODEC_MAGIC_V2 0x32525453u /* "STR2": STR1 plus arrival points */
@@ -24,70 +25,8 @@
 #define CODEC_MAGIC_V8 0x38525453u /* "STR8": STR7, then the change's share delays */
 #define CODEC_MAGIC_V9 0x39525453u /* "STR9": STR8, then the stall */
 #define CODEC_MAGIC 0x30315453u    /* "ST10": STR9, then the communication verdict */
-#define STR_MAX 4096
 
 /* ---- encoder --------------------------------------------------------------- */
-
-struct enc {
-    uint8_t *buf;
-    size_t len, cap;
-    bool oom;
-};
-
-static void put_bytes(struct enc *e, const void *p, size_t n)
-{
-    if (e->oom)
-        return;
-    if (e->len + n > e->cap) {
-        size_t cap = e->cap ? e->cap : 1024;
-        while (cap < e->len + n)
-            cap *= 2;
-        uint8_t *b = realloc(e->buf, cap);
-        if (b == NULL) {
-            e->oom = true;
-            return;
-        }
-        e->buf = b;
-        e->cap = cap;
-    }
-    memcpy(e->buf + e->len, p, n);
-    e->len += n;
-}
-
-static void put_u64(struct enc *e, uint64_t v)
-{
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    put_bytes(e, b, 8);
-}
-
-static void put_u32(struct enc *e, uint32_t v)
-{
-    uint8_t b[4];
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    put_bytes(e, b, 4);
-}
-
-static void put_i64(struct enc *e, int64_t v)
-{
-    put_u64(e, (uint64_t)v);
-}
-
-static void put_f64(struct enc *e, double v)
-{
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    put_u64(e, bits);
-}
-
-static void put_str(struct enc *e, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    put_u32(e, (uint32_t)n);
-    put_bytes(e, s ? s : "", n);
-}
 
 static void put_schema(struct enc *e, const sf_schema *s)
 {
@@ -414,87 +353,6 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
 }
 
 /* ---- decoder --------------------------------------------------------------- */
-
-struct dec {
-    const uint8_t *p;
-    size_t left;
-    bool bad;
-};
-
-static bool take(struct dec *d, void *out, size_t n)
-{
-    if (d->bad || d->left < n) {
-        d->bad = true;
-        memset(out, 0, n);
-        return false;
-    }
-    memcpy(out, d->p, n);
-    d->p += n;
-    d->left -= n;
-    return true;
-}
-
-static uint64_t get_u64(struct dec *d)
-{
-    uint8_t b[8];
-    uint64_t v = 0;
-    take(d, b, 8);
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | b[i];
-    return v;
-}
-
-static uint32_t get_u32(struct dec *d)
-{
-    uint8_t b[4];
-    uint32_t v = 0;
-    take(d, b, 4);
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | b[i];
-    return v;
-}
-
-static int64_t get_i64(struct dec *d)
-{
-    return (int64_t)get_u64(d);
-}
-
-static double get_f64(struct dec *d)
-{
-    uint64_t bits = get_u64(d);
-    double v;
-    memcpy(&v, &bits, sizeof v);
-    return v;
-}
-
-static bool get_bool(struct dec *d)
-{
-    uint32_t v = get_u32(d);
-    if (v > 1)
-        d->bad = true;
-    return v == 1;
-}
-
-/* A malloc'd NUL-terminated copy; NULL (and d->bad) on a bad length or an
- * embedded NUL. */
-static char *get_str(struct dec *d)
-{
-    uint32_t n = get_u32(d);
-    if (d->bad || n > STR_MAX || n > d->left) {
-        d->bad = true;
-        return NULL;
-    }
-    if (memchr(d->p, '\0', n) != NULL) {
-        d->bad = true;
-        return NULL;
-    }
-    char *s = strndup((const char *)d->p, n);
-    if (s == NULL)
-        d->bad = true;
-    d->p += n;
-    d->left -= n;
-    return s;
-}
 
 static int get_schema(struct dec *d, sf_schema *ret)
 {

@@ -14,9 +14,9 @@
 #include "sfctl.h"
 #include "sfctl_live.h"
 
-/* Whether the recording is its header alone: sfd keeps a job's rows only
- * while it runs; windows restored from history after a restart are reports
- * without rows (docs/PICTURES.md, "After a restart"). */
+/* Whether the recording is its header alone: after a restart sfd has rows
+ * only for the windows whose rows its history kept (docs/PICTURES.md, "After
+ * a restart"). */
 static bool header_only(const char *text, size_t len)
 {
     const char *nl = memchr(text, '\n', len);
@@ -32,9 +32,9 @@ static int read_recording(struct picture_source *src, const char *text, size_t l
 {
     if (header_only(text, len)) {
         fprintf(stderr,
-                "%s: job '%s': no rows to draw: sfd keeps a job's rows only while it runs, and "
-                "this job's windows were restored from history after sfd restarted (or none has "
-                "closed yet); `sfctl report %s --last N` still shows them\n",
+                "%s: job '%s': no rows to draw: no window has closed yet, or sfd restarted and "
+                "its history kept none of this job's rows; `sfctl report %s --last N` still "
+                "shows its windows\n",
                 src->prog, src->job, src->job);
         return SFCTL_EXIT_NOT_FOUND;
     }

@@ -19,6 +19,7 @@
 
 #include "history.h"
 #include "history_codec.h"
+#include "rows_codec.h"
 #include "sfd.h"
 
 /* Records and bytes queued at most; past either a record is dropped and
@@ -47,7 +48,7 @@ struct item {
 
 /* Counters the writer moves while the loop reads them. */
 struct live_stats {
-    _Atomic uint64_t written, write_errors, queue_dropped, evicted, bytes;
+    _Atomic uint64_t written, write_errors, queue_dropped, evicted, bytes, rows_skipped;
 };
 
 struct sfd_history {
@@ -234,12 +235,13 @@ json_t *sfd_history_json(const struct sfd *d)
 {
     struct sfd_history_stats h;
     sfd_history_get_stats(d, &h);
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled", h.enabled,
-                     "written", (json_int_t)h.written, "write_errors", (json_int_t)h.write_errors,
-                     "queue_dropped", (json_int_t)h.queue_dropped, "evicted", (json_int_t)h.evicted,
-                     "restored", (json_int_t)h.restored, "restore_errors",
-                     (json_int_t)h.restore_errors, "open_errors", (json_int_t)h.open_errors,
-                     "bytes", (json_int_t)h.bytes);
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
+                     h.enabled, "written", (json_int_t)h.written, "write_errors",
+                     (json_int_t)h.write_errors, "queue_dropped", (json_int_t)h.queue_dropped,
+                     "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
+                     "restore_errors", (json_int_t)h.restore_errors, "open_errors",
+                     (json_int_t)h.open_errors, "bytes", (json_int_t)h.bytes, "rows_restored",
+                     (json_int_t)h.rows_restored, "rows_skipped", (json_int_t)h.rows_skipped);
 }
 
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
@@ -255,39 +257,83 @@ void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
     ret->queue_dropped = atomic_load_explicit(&h->live.queue_dropped, memory_order_relaxed);
     ret->evicted = atomic_load_explicit(&h->live.evicted, memory_order_relaxed);
     ret->bytes = atomic_load_explicit(&h->live.bytes, memory_order_relaxed);
+    ret->rows_skipped = atomic_load_explicit(&h->live.rows_skipped, memory_order_relaxed);
 }
 
 /* ---- the loop's side ----------------------------------------------------------- */
 
-void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_report *report)
+static bool history_on(const struct sfd *d)
+{
+    return d->history != NULL && d->history->store != NULL;
+}
+
+/* Queues one record, taking body; a full queue drops it (counted). */
+static int queue_record(struct sfd *d, const struct sfd_job *job, uint32_t kind, uint32_t segment,
+                        int64_t window, uint8_t *body, size_t len)
 {
     struct sfd_history *h = d->history;
-    uint8_t *body;
-    size_t len;
-    if (h == NULL || h->store == NULL)
-        return;
+    if (h == NULL || h->store == NULL) {
+        free(body);
+        return -ENOENT;
+    }
     size_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
     size_t head = atomic_load_explicit(&h->head, memory_order_acquire);
-    if (tail - head == QUEUE_MAX) {
-        atomic_fetch_add_explicit(&h->live.queue_dropped, 1, memory_order_relaxed);
-        return;
-    }
-    if (sfd_report_pack(report, &body, &len) < 0) {
-        atomic_fetch_add_explicit(&h->live.write_errors, 1, memory_order_relaxed);
-        return;
-    }
-    if (atomic_load_explicit(&h->queued_bytes, memory_order_relaxed) + len > QUEUE_MAX_BYTES) {
+    if (tail - head == QUEUE_MAX ||
+        atomic_load_explicit(&h->queued_bytes, memory_order_relaxed) + len > QUEUE_MAX_BYTES) {
         free(body);
         atomic_fetch_add_explicit(&h->live.queue_dropped, 1, memory_order_relaxed);
-        return;
+        return -ENOBUFS;
     }
     atomic_fetch_add_explicit(&h->queued_bytes, len, memory_order_relaxed);
     struct item *it = &h->queue[tail % QUEUE_MAX];
-    *it = (struct item){
-        SFD_HISTORY_REPORT, report->meta.segment, job->uid, report->meta.index, "", body, len};
+    *it = (struct item){kind, segment, job->uid, window, "", body, len};
     sfd_job_key(job, it->job, sizeof it->job);
     atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
     sem_post(&h->wake);
+    return 0;
+}
+
+void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_report *report)
+{
+    uint8_t *body;
+    size_t len;
+    if (!history_on(d))
+        return;
+    if (sfd_report_pack(report, &body, &len) < 0) {
+        atomic_fetch_add_explicit(&d->history->live.write_errors, 1, memory_order_relaxed);
+        return;
+    }
+    queue_record(d, job, SFD_HISTORY_REPORT, report->meta.segment, report->meta.index, body, len);
+}
+
+static bool window_is_full(const sf_window_meta *meta)
+{
+    return !(meta->flags & (SF_WIN_PARTIAL | SF_WIN_CLOSED_EARLY));
+}
+
+void sfd_history_put_rows(struct sfd *d, const struct sfd_job *job, const struct sfd_stored *s)
+{
+    if (!history_on(d) || s->remote || s->rows_evicted || s->rows.n == 0)
+        return;
+    sf_row *view = NULL;
+    uint8_t *body = NULL;
+    size_t len = 0;
+    int r = sfd_rows_view(job, &s->rows, &view);
+    if (r == 0)
+        r = sf_rows_pack(&job->schema, job->world_size, s->meta.segment, s->meta.index, view,
+                         s->rows.n, &body, &len);
+    free(view);
+    if (r < 0) {
+        atomic_fetch_add_explicit(&d->history->live.write_errors, 1, memory_order_relaxed);
+        return;
+    }
+    if (len > SFD_HISTORY_ROWS_MAX) {
+        free(body);
+        atomic_fetch_add_explicit(&d->history->live.rows_skipped, 1, memory_order_relaxed);
+        return;
+    }
+    int64_t slot = window_is_full(&s->meta) ? SFD_HISTORY_ROWS_FULL : SFD_HISTORY_ROWS_OTHER;
+    queue_record(d, job, SFD_HISTORY_ROWS, 0, slot, body, len);
 }
 
 /* ---- restore ------------------------------------------------------------------- */
@@ -389,6 +435,8 @@ static void restore(struct sfd *d, struct sfd_history *h)
     int r = sfd_store_recent(h->store, SFD_HISTORY_REPORT, d->cfg.max_jobs, d->cfg.keep_windows,
                              restore_visit, c);
     restore_job(c);
+    if (r == 0)
+        r = sfd_history_restore_rows(d, h->store, &h->stats);
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, NULL, "history: reading the store failed: %s", strerror(-r));
     if (h->stats.restore_errors > 0)

@@ -19,10 +19,12 @@ struct sfd_job;
 
 #define SFD_HISTORY_FILE "history.sqlite"
 
-/* Record kinds of the store (docs/SFD.md, "Durable history"). Only reports
- * are written today; the key (kind, uid, job, segment, window) is the same
- * for the kinds that follow. */
-enum sfd_history_kind { SFD_HISTORY_REPORT = 1 };
+/* Record kinds of the store (docs/SFD.md, "Durable history"), keyed by
+ * (kind, uid, job, segment, window). A report is keyed by its window; a
+ * window's rows by one of two slots per job (history_rows.c), so the store
+ * holds the rows of a job's latest full window and of its latest other one,
+ * whatever the job's length. */
+enum sfd_history_kind { SFD_HISTORY_REPORT = 1, SFD_HISTORY_ROWS = 2 };
 
 struct sfd_history_stats {
     bool enabled;            /* the store is open */
@@ -34,6 +36,8 @@ struct sfd_history_stats {
     uint64_t restore_errors; /* stored rows that could not be read back */
     uint64_t open_errors;    /* the store could not be opened: history off */
     uint64_t bytes;          /* pages in use, as of the last write */
+    uint64_t rows_restored;  /* windows whose rows were read back at startup */
+    uint64_t rows_skipped;   /* windows whose rows were not stored: too large */
 };
 
 /* ---- sfd side (history.c) ------------------------------------------------ */
@@ -48,12 +52,32 @@ int sfd_history_start(struct sfd *d);
 /* Queues a finished report for writing. Never blocks on the disk: a full
  * queue drops the record and counts it. */
 void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_report *report);
+/* Queues a window's rows for writing (history_rows.c), so that its pictures
+ * and recording survive a restart; a window whose rows pack to more than
+ * SFD_HISTORY_ROWS_MAX bytes is skipped and counted. */
+#define SFD_HISTORY_ROWS_MAX (4u << 20)
+struct sfd_stored;
+void sfd_history_put_rows(struct sfd *d, const struct sfd_job *job, const struct sfd_stored *s);
 /* Writes what is queued, stops the thread and closes the store. NULL-safe. */
 void sfd_history_stop(struct sfd *d);
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret);
 /* The counters as the STATUS answer's "history" object. */
 struct json_t;
 struct json_t *sfd_history_json(const struct sfd *d);
+
+/* ---- history_rows.c ------------------------------------------------------ */
+
+/* The two slots of a job's rows: its last full window (neither partial nor
+ * closed early: what a picture draws by default) and its last other one. */
+#define SFD_HISTORY_ROWS_OTHER 0
+#define SFD_HISTORY_ROWS_FULL 1
+#define SFD_HISTORY_ROWS_SLOTS 2
+
+struct sfd_store;
+/* Gives the restored jobs' kept windows their stored rows back; called once
+ * at startup, after the reports are restored. */
+int sfd_history_restore_rows(struct sfd *d, struct sfd_store *store,
+                             struct sfd_history_stats *stats);
 
 /* ---- the SQLite store (history_store.c), no sfd state --------------------- */
 

@@ -26,6 +26,7 @@ static void attach_report(struct sfd_job *job, struct sfd_stored *s, sf_report *
             s->meta.segment);
     sfd_after_window(job->sfd);
     sfd_history_put_report(job->sfd, job, report);
+    sfd_history_put_rows(job->sfd, job, s);
     sfd_capture_consider(job, s);
 }
 

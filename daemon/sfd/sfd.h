@@ -284,7 +284,8 @@ struct sfd_stored {
     struct sfd_rows rows;
     sf_report *report;     /* NULL until the report is ready */
     bool remote;           /* no rows here: a cluster report of ranks on other
-                            * nodes, or a report restored from history */
+                            * nodes, or a report restored from history
+                            * without its rows */
     bool rows_evicted;     /* rows freed for the memory budget; the report stays */
     uint64_t seq;          /* order of closing, daemon-wide: oldest evicts first */
     uint64_t report_bytes; /* charged for report */

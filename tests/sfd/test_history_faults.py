@@ -80,9 +80,10 @@ def full_disk_case():
         wait_for(lambda: sfd.jobs()["full"]["latest_window"] == 99, "every window closed")
         h = history(sfd)
         check(h["written"] > 0, "some reports fit before the disk filled: %s" % h)
-        # Every report is accounted for: written, failed, dropped by a full queue.
+        # Every record (each window's report and its rows) is accounted for:
+        # written, failed, dropped by a full queue.
         wait_for(lambda: (lambda x: x["written"] + x["write_errors"] + x["queue_dropped"]
-                          == 100)(history(sfd)), "all 100 reports accounted for")
+                          == 200)(history(sfd)), "all 200 records accounted for")
         print("full tmpfs:", history(sfd))
         check(sfd.logtext().count("history: write failed") == 1, "the failure logged once")
         text = sfd.sfctl("report", "full").stdout.decode()
@@ -106,22 +107,28 @@ def corrupt_rows_case():
     sfd = Sfd(CONF)
     try:
         run_and_report(sfd, "c", 40)
-        wait_for(lambda: history(sfd)["written"] == 4, "four reports written")
+        wait_for(lambda: history(sfd)["written"] == 8, "four reports and their rows written")
         check(sfd.stop() == 0, "sfd did not exit cleanly")
         db = sqlite3.connect(os.path.join(sfd.state, "history.sqlite"))
-        db.execute("UPDATE records SET body = x'00' WHERE job = 'c' AND window = 1")
+        db.execute("UPDATE records SET body = x'00' WHERE kind = 1 AND job = 'c' AND window = 1")
         db.execute("INSERT INTO records (kind, uid, job, segment, window, body) SELECT kind,"
                    " uid, 'not a/valid id', segment, window, body FROM records"
-                   " WHERE job = 'c' AND window = 2")
+                   " WHERE kind = 1 AND job = 'c' AND window = 2")
+        # The rows of the last full window (slot 1) cut short by one byte.
+        db.execute("UPDATE records SET body = substr(body, 1, length(body) - 1)"
+                   " WHERE kind = 2 AND job = 'c' AND window = 1")
         db.commit()
         db.close()
         sfd.start()
         h = history(sfd)
-        check(h["restored"] == 3 and h["restore_errors"] == 2, "corrupt rows counted: %s" % h)
+        check(h["restored"] == 3 and h["restore_errors"] == 3 and h["rows_restored"] == 0,
+              "corrupt records counted: %s" % h)
         check(sorted(sfd.jobs()) == ["c"], "only the valid job: %s" % sorted(sfd.jobs()))
         sfd.sfctl("report", "c", "--window", "1", check_rc=5)
         for w in (0, 2, 3):
             sfd.sfctl("report", "c", "--window", str(w))
+        p = sfd.sfctl("plot", "c", "-o", os.path.join(sfd.dir, "c.svg"), check_rc=5)
+        check(b"no rows to draw" in p.stderr, "plot without its rows: %r" % p.stderr)
         check(sfd.stop() == 0, "sfd did not exit cleanly after a corrupt store")
     finally:
         cleanup(sfd)

@@ -2,7 +2,8 @@
  * Unit tests of sfd's history store without the daemon: the report codec
  * round trip (the same JSON and text bytes), corrupt and truncated bodies,
  * the max_history_mb bound (oldest rows evicted, pages in use and the file
- * stay under it), an oversized record, and the bounded startup read.
+ * stay under it), an oversized record, the bounded startup read, and the
+ * rows codec: a window's rows round trip, damaged bodies give no row.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include "history_codec.h"
 #include "report_json.h"
 #include "report_text.h"
+#include "rows_codec.h"
 #include <stagefrontier/change.h>
 
 /* A real report of a 3-rank window of 8 steps with a slow rank. */
@@ -321,6 +323,121 @@ static void corrupt_bodies_are_refused(void **state)
     sf_report_free(r);
 }
 
+/* ---- the rows codec ---------------------------------------------------------- */
+
+/* Four rows of two ranks over a schema whose backward synchronizes, so the
+ * rows carry issue lags (one row without any), roles and event figures. */
+struct rows_fixture {
+    sf_schema schema;
+    int64_t d[4][SF_MAX_STAGES], lag[4][1];
+    sf_row rows[4];
+};
+
+static void rows_fixture(struct rows_fixture *f)
+{
+    static const char *const names[] = {"data", "forward", "backward", "optimizer", "residual"};
+    assert_int_equal(sf_schema_init_sync(&f->schema, 1, 5, names, NULL, 1, 1u << 2), 0);
+    for (uint32_t i = 0; i < 4; i++) {
+        for (uint32_t k = 0; k < f->schema.n_stages; k++)
+            f->d[i][k] = 1000 * (k + 1) + i;
+        f->lag[i][0] = i == 3 ? -1 : 10 * (int64_t)i;
+        f->rows[i] = (sf_row){.step = 40 + i / 2,
+                              .rank = i % 2,
+                              .flags = i == 1 ? SF_ROW_NON_MONOTONIC : 0,
+                              .overlap_ns = i,
+                              .d = f->d[i],
+                              .issue_lag = i == 2 ? NULL : f->lag[i],
+                              .role = i % 2 ? "worker" : "chief",
+                              .event_state = i == 0 ? SF_EVENT_READY : SF_EVENT_NONE,
+                              .event_cpu_ns = i == 0 ? 700 : 0,
+                              .event_gpu_ns = i == 0 ? 650 : 0};
+    }
+}
+
+struct rows_seen {
+    const struct rows_fixture *f;
+    uint32_t n;
+    sf_rows_header header;
+};
+
+static int check_row(void *ctx, const sf_rows_header *header, const sf_row *row)
+{
+    struct rows_seen *seen = ctx;
+    const sf_row *want = &seen->f->rows[seen->n++];
+    seen->header = *header;
+    assert_int_equal(row->step, want->step);
+    assert_int_equal(row->rank, want->rank);
+    assert_int_equal(row->flags, want->flags);
+    assert_int_equal(row->overlap_ns, want->overlap_ns);
+    assert_string_equal(row->role, want->role);
+    assert_int_equal(row->event_state, want->event_state);
+    assert_int_equal(row->event_cpu_ns, want->event_cpu_ns);
+    assert_int_equal(row->event_gpu_ns, want->event_gpu_ns);
+    assert_memory_equal(row->d, want->d, seen->f->schema.n_stages * sizeof(int64_t));
+    assert_true((row->issue_lag == NULL) == (want->issue_lag == NULL));
+    if (want->issue_lag != NULL)
+        assert_int_equal(row->issue_lag[0], want->issue_lag[0]);
+    return 0;
+}
+
+static void rows_round_trip(void **state)
+{
+    (void)state;
+    struct rows_fixture f;
+    rows_fixture(&f);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(sf_rows_pack(&f.schema, 2, 3, 7, f.rows, 4, &buf, &len), 0);
+    struct rows_seen seen = {.f = &f};
+    assert_int_equal(sf_rows_unpack(buf, len, &f.schema, 2, check_row, &seen), 0);
+    assert_int_equal(seen.n, 4);
+    assert_int_equal(seen.header.segment, 3);
+    assert_int_equal(seen.header.index, 7);
+    assert_int_equal(seen.header.n_rows, 4);
+    free(buf);
+    sf_schema_clear(&f.schema);
+}
+
+static int count_row(void *ctx, const sf_rows_header *header, const sf_row *row)
+{
+    (void)header;
+    (void)row;
+    (*(uint32_t *)ctx)++;
+    return 0;
+}
+
+/* Truncated, extended, foreign (another schema or world size) or damaged
+ * bodies are refused before any row is given out. */
+static void damaged_rows_give_no_row(void **state)
+{
+    (void)state;
+    struct rows_fixture f;
+    rows_fixture(&f);
+    uint8_t *buf;
+    size_t len;
+    uint32_t visited = 0;
+    assert_int_equal(sf_rows_pack(&f.schema, 2, 0, 1, f.rows, 4, &buf, &len), 0);
+    for (size_t n = 0; n < len; n++)
+        assert_int_equal(sf_rows_unpack(buf, n, &f.schema, 2, count_row, &visited), -EINVAL);
+    uint8_t *longer = calloc(1, len + 1);
+    memcpy(longer, buf, len);
+    assert_int_equal(sf_rows_unpack(longer, len + 1, &f.schema, 2, count_row, &visited), -EINVAL);
+    assert_int_equal(sf_rows_unpack(buf, len, &f.schema, 1, count_row, &visited), -EINVAL);
+    sf_schema other;
+    assert_int_equal(sf_schema_init_default(&other, 1), 0);
+    assert_int_equal(sf_rows_unpack(buf, len, &other, 2, count_row, &visited), -EINVAL);
+    /* The last row's first duration made negative: the row check refuses the
+     * whole body, though the rows before it decode. */
+    size_t last_d = len - (size_t)(f.schema.n_stages + 1) * 8;
+    buf[last_d + 7] = 0x80;
+    assert_int_equal(sf_rows_unpack(buf, len, &f.schema, 2, count_row, &visited), -EINVAL);
+    assert_int_equal(visited, 0);
+    free(longer);
+    free(buf);
+    sf_schema_clear(&other);
+    sf_schema_clear(&f.schema);
+}
+
 struct tmp {
     char dir[64], path[128];
 };
@@ -465,6 +582,8 @@ int main(void)
         cmocka_unit_test(round_trip_keeps_the_change),
         cmocka_unit_test(round_trip_keeps_the_stall),
         cmocka_unit_test(corrupt_bodies_are_refused),
+        cmocka_unit_test(rows_round_trip),
+        cmocka_unit_test(damaged_rows_give_no_row),
         cmocka_unit_test(the_bound_evicts_the_oldest),
         cmocka_unit_test(an_oversized_record_is_refused),
         cmocka_unit_test(the_startup_read_is_bounded),

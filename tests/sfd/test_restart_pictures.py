@@ -1,8 +1,12 @@
-"""After sfd restarts on the same state dir (issue 49, item 2): a job's
-windows restored from history answer `report`, but `plot` and `export` have
-no rows to draw, so they exit 5 with a message that says why and write no
-file; `ranks` shows no placeholders (PID 0, LAST_STEP -1) and says the ranks
-are from a previous run; `watch` on the restored job draws it and exits."""
+"""After sfd restarts on the same state dir: a job's windows restored from
+history answer `report`, and `plot` and `export` draw the job's last full
+window from the rows the history keeps, byte for byte as before the restart;
+`record` lists the windows whose rows came back (the last full one and the
+last partial one), an older window has no rows to draw (exit 5, no file);
+`ranks` shows no placeholders (PID 0, LAST_STEP -1) and says the ranks are
+from a previous run; `watch` on the restored job draws it and exits."""
+
+import json
 
 import os
 
@@ -19,27 +23,41 @@ window_steps = 10
 def main():
     sfd = Sfd(CONF)
     try:
-        run_job(sfd, "pic", 2, 20)
-        wait_for(lambda: sfd.jobs().get("pic", {}).get("windows") == 2, "2 windows of pic")
+        run_job(sfd, "pic", 2, 25)  # windows 0 and 1 full, window 2 partial at the end
+        wait_for(lambda: sfd.jobs().get("pic", {}).get("windows") == 3, "3 windows of pic")
         before = sfd.sfctl("report", "pic", "--window", "1").stdout
-        pic = os.path.join(sfd.dir, "before.svg")
-        sfd.sfctl("plot", "pic", "-o", pic)          # while it runs: rows are there
-        check(os.path.getsize(pic) > 0, "plot before the restart")
+        drawn = {}
+        for cmd, out in (("plot", "before.svg"), ("export", "before.json")):
+            path = os.path.join(sfd.dir, out)
+            sfd.sfctl(cmd, "pic", "-o", path)
+            with open(path, "rb") as f:
+                drawn[cmd] = f.read()
+            check(len(drawn[cmd]) > 0, "%s before the restart" % cmd)
         check(sfd.stop() == 0, "sfd did not exit cleanly")
         sfd.start()
-        wait_for(lambda: sfd.jobs().get("pic", {}).get("windows") == 2, "pic restored")
+        wait_for(lambda: sfd.jobs().get("pic", {}).get("windows") == 3, "pic restored")
+        history = sfd.status()["history"]
+        check(history["rows_restored"] == 2 and history["restore_errors"] == 0,
+              "rows restored: %r" % history)
 
         check(sfd.sfctl("report", "pic", "--window", "1").stdout == before,
               "the restored report differs")
         for cmd, out in (("plot", "after.svg"), ("export", "after.json")):
             path = os.path.join(sfd.dir, out)
-            p = sfd.sfctl(cmd, "pic", "-o", path, check_rc=5)
-            err = p.stderr.decode()
-            check("sfctl %s: job 'pic': no rows to draw" % cmd in err and "restored from history"
-                  in err and "malformed" not in err, "%s after a restart: %r" % (cmd, err))
-            check(not os.path.exists(path) and p.stdout == b"", "%s wrote output" % cmd)
-            left = [f for f in os.listdir(sfd.dir) if f.startswith(out)]
-            check(left == [], "%s left temporary files: %s" % (cmd, left))
+            sfd.sfctl(cmd, "pic", "-o", path)
+            with open(path, "rb") as f:
+                check(f.read() == drawn[cmd], "%s after a restart draws otherwise" % cmd)
+        recording = sfd.sfctl("record", "pic").stdout.decode().splitlines()
+        windows = [json.loads(line)["index"] for line in recording
+                   if json.loads(line).get("type") == "window"]
+        check(windows == [1, 2], "windows recorded after a restart: %r" % windows)
+
+        path = os.path.join(sfd.dir, "old.svg")
+        p = sfd.sfctl("plot", "pic", "--window", "0", "-o", path, check_rc=5)
+        check(b"no window 0" in p.stderr and not os.path.exists(path),
+              "an old window without rows: %r" % p.stderr)
+        left = [f for f in os.listdir(sfd.dir) if f.startswith("old.svg")]
+        check(left == [], "plot left temporary files: %s" % left)
 
         text = sfd.sfctl("ranks", "pic").stdout.decode()
         rows = [line.split() for line in text.splitlines()[2:] if line[:6].strip().isdigit()]
