@@ -32,6 +32,7 @@ void sfd_config_default(struct sfd_config *ret)
     snprintf(ret->operators_group, sizeof(ret->operators_group), "stagefrontier");
     snprintf(ret->state_dir, sizeof(ret->state_dir), "/var/lib/stagefrontier");
     ret->max_history_mb = 128;
+    ret->history_rows = true;
     sf_gates_default(&ret->gates);
     ret->max_jobs = 64;
     ret->max_jobs_per_uid = 16;
@@ -216,6 +217,8 @@ static int set_limit_key(struct parse_ctx *p, const char *k, const char *v)
         return set_u32(p, &c->keep_windows, v, 1, 4096);
     if (!strcmp(k, "max_history_mb"))
         return set_u32(p, &c->max_history_mb, v, 0, 1u << 20);
+    if (!strcmp(k, "history_rows"))
+        return set_bool(p, &c->history_rows, v);
     if (!strcmp(k, "max_connections_per_uid"))
         return set_u32(p, &c->max_connections_per_uid, v, 1, 1u << 20);
     if (!strcmp(k, "max_query_connections_per_uid"))

@@ -313,7 +313,7 @@ static bool window_is_full(const sf_window_meta *meta)
 
 void sfd_history_put_rows(struct sfd *d, const struct sfd_job *job, const struct sfd_stored *s)
 {
-    if (!history_on(d) || s->remote || s->rows_evicted || s->rows.n == 0)
+    if (!history_on(d) || !d->cfg.history_rows || s->remote || s->rows_evicted || s->rows.n == 0)
         return;
     sf_row *view = NULL;
     uint8_t *body = NULL;

@@ -70,6 +70,7 @@ struct sfd_config {
     uint32_t max_memory_mb, max_memory_per_uid_mb;
     uint32_t frame_max_bytes, keep_windows;
     uint32_t max_history_mb; /* bound of the history store; 0: off */
+    bool history_rows;       /* store two windows of rows per job, for pictures */
     uint64_t window_grace_ms, status_interval_ms;
     /* Connection fairness (conn_limits.c). */
     uint32_t max_connections_per_uid, max_query_connections_per_uid;

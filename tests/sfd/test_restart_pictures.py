@@ -3,6 +3,7 @@ history answer `report`, and `plot` and `export` draw the job's last full
 window from the rows the history keeps, byte for byte as before the restart;
 `record` lists the windows whose rows came back (the last full one and the
 last partial one), an older window has no rows to draw (exit 5, no file);
+with `history_rows = false` nothing is drawn after a restart;
 `ranks` shows no placeholders (PID 0, LAST_STEP -1) and says the ranks are
 from a previous run; `watch` on the restored job draws it and exits."""
 
@@ -20,7 +21,27 @@ window_steps = 10
 """
 
 
+def rows_off_case():
+    """history_rows = false: only reports are stored, so after a restart the
+    job has no rows to draw."""
+    sfd = Sfd(CONF + "[limits]\nhistory_rows = false\n")
+    try:
+        run_job(sfd, "off", 2, 20)
+        wait_for(lambda: sfd.jobs().get("off", {}).get("windows") == 2, "2 windows of off")
+        wait_for(lambda: sfd.status()["history"]["written"] == 2, "the two reports written")
+        check(sfd.stop() == 0, "sfd did not exit cleanly")
+        sfd.start()
+        wait_for(lambda: sfd.jobs().get("off", {}).get("windows") == 2, "off restored")
+        check(sfd.status()["history"]["rows_restored"] == 0, "rows stored with history_rows off")
+        p = sfd.sfctl("plot", "off", "-o", os.path.join(sfd.dir, "off.svg"), check_rc=5)
+        check(b"no rows to draw" in p.stderr, "plot with history_rows off: %r" % p.stderr)
+        check(sfd.stop() == 0, "sfd did not exit cleanly")
+    finally:
+        sfd.close()
+
+
 def main():
+    rows_off_case()
     sfd = Sfd(CONF)
     try:
         run_job(sfd, "pic", 2, 25)  # windows 0 and 1 full, window 2 partial at the end
