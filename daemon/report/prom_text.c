@@ -223,12 +223,10 @@ static const struct prom_family fam_routing = {
     "stagefrontier_job_routing_info", "gauge",
     "Routing set of the latest closed window: one series per routed group, position 1 first (value "
     "1)."};
-static const struct prom_family fam_leader = {"stagefrontier_job_leader_rank", "gauge",
-                                              "Rank that most often led the first routed group in "
-                                              "the latest closed window (absent when none led)."};
 static const struct prom_family fam_leader_steps = {
     "stagefrontier_job_leader_steps", "gauge",
-    "Steps in which that rank was the unique leader of the first routed group."};
+    "The rank that most often led the first routed group in the latest closed window (label rank; "
+    "absent when none led): steps in which it was the unique leader."};
 static const struct prom_family fam_suspect = {
     "stagefrontier_job_suspect_rank_steps", "gauge",
     "Suspect ranks of the latest closed window: steps each uniquely led the leading stage."};
@@ -361,28 +359,26 @@ static void write_window_time(struct prom_out *o, const struct prom_job_view *v,
 /* The answer itself: who leads the routed group, and the suspect ranks. */
 static void write_leaders(struct prom_out *o, const struct prom_job_view *v, size_t n)
 {
-    static const struct prom_family *fams[] = {&fam_leader, &fam_leader_steps};
-    char buf[32];
+    char buf[32], rank[16];
 
-    for (int f = 0; f < 2; f++) {
-        fam_begin(o, fams[f]);
-        for (size_t i = 0; i < n; i++) {
-            const sf_report *r = v[i].id ? v[i].job->latest : NULL;
-            if (r == NULL || r->n_routing == 0 || r->routing_order[0] >= r->schema.n_groups)
-                continue;
-            const sf_unit_figures *u = &r->groups[r->routing_order[0]];
-            if (u->leader_rank == SF_NO_RANK)
-                continue;
-            struct prom_label l[] = {{"job_id", v[i].id},
-                                     {"group", r->schema.group_names[r->routing_order[0]]}};
-            emit(o, l, 2, fmt_u64(buf, sizeof buf, f == 0 ? u->leader_rank : u->leader_steps));
-        }
+    fam_begin(o, &fam_leader_steps);
+    for (size_t i = 0; i < n; i++) {
+        const sf_report *r = v[i].id ? v[i].job->latest : NULL;
+        if (r == NULL || r->n_routing == 0 || r->routing_order[0] >= r->schema.n_groups)
+            continue;
+        const sf_unit_figures *u = &r->groups[r->routing_order[0]];
+        if (u->leader_rank == SF_NO_RANK)
+            continue;
+        snprintf(rank, sizeof rank, "%" PRIu32, u->leader_rank);
+        struct prom_label l[] = {{"job_id", v[i].id},
+                                 {"group", r->schema.group_names[r->routing_order[0]]},
+                                 {"rank", rank}};
+        emit(o, l, 3, fmt_u64(buf, sizeof buf, u->leader_steps));
     }
     fam_begin(o, &fam_suspect);
     for (size_t i = 0; i < n; i++) {
         const sf_report *r = v[i].id ? v[i].job->latest : NULL;
         for (uint32_t k = 0; r != NULL && k < r->n_suspects; k++) {
-            char rank[16];
             snprintf(rank, sizeof rank, "%" PRIu32, r->suspects[k].rank);
             struct prom_label l[] = {{"job_id", v[i].id}, {"rank", rank}};
             emit(o, l, 2, fmt_u64(buf, sizeof buf, r->suspects[k].steps));

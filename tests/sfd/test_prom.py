@@ -95,7 +95,8 @@ def main():
                         metric(exported(), "stagefrontier_daemon_records_total") == 40 and
                         exported(), "the export of window 1 and every record")
         j = '{job_id="promjob"'
-        check(metric(text, "stagefrontier_job_leader_rank", j + ',group="data.next_wait"}') == 1,
+        check(metric(text, "stagefrontier_job_leader_steps",
+                     j + ',group="data.next_wait",rank="1"}') > 0,
               "the slow rank leads the routed group:\n" + text)
         check((metric(text, "stagefrontier_job_suspect_rank_steps", j + ',rank="1"}') or 0) > 0,
               "the slow rank is a suspect")
