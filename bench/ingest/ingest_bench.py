@@ -23,6 +23,7 @@ lossless ratio whatever the receiver does with its share.
 
 usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
                        [--sink PATH] [--overload 3] [--senders 8] [--records N]
+                       [--set SECTION.KEY=VALUE ...]
                        [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]
                        [--window-steps 100] [--perf FILE] [--decode-anchor]
                        [--pin RECEIVER_CPUS:SENDER_CPUS]
@@ -303,6 +304,8 @@ def main():
                     help="also feed ingest_sink --decode (read and unpack) at every rate")
     ap.add_argument("--perf", help="record a perf profile of sfd into this file")
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="a configuration key for sfd, e.g. limits.history_rows=false (repeatable)")
     a = ap.parse_args()
     if not (a.sender or a.client):
         ap.error("--client or --sender is required")
@@ -310,6 +313,12 @@ def main():
     conf = os.path.join(d, "sfd.conf")
     with open(conf, "w") as f:
         f.write(CONF % a.window_steps)
+        for setting in a.set:
+            key, _, value = setting.partition("=")
+            section, _, name = key.rpartition(".")
+            if not section or not name or not value:
+                ap.error("--set %r: expected SECTION.KEY=VALUE" % setting)
+            f.write("[%s]\n%s = %s\n" % (section, name, value))
     log = open(os.path.join(d, "sfd.log"), "w")
     sfd = subprocess.Popen([a.sfd, "--config", conf, "--runtime-dir", os.path.join(d, "run"),
                             "--state-dir", os.path.join(d, "state")],

@@ -48,7 +48,8 @@ struct item {
 
 /* Counters the writer moves while the loop reads them. */
 struct live_stats {
-    _Atomic uint64_t written, write_errors, queue_dropped, evicted, bytes, rows_skipped;
+    _Atomic uint64_t written, write_errors, queue_dropped, evicted, bytes;
+    _Atomic uint64_t rows_written, rows_skipped;
 };
 
 struct sfd_history {
@@ -103,16 +104,22 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
         lens[i] = batch[i].len;
     }
     int r = sfd_store_put(h->store, keys, bodies, lens, n, &evicted);
-    for (size_t i = 0; i < n; i++)
+    size_t reports = 0;
+    for (size_t i = 0; i < n; i++) {
+        reports += batch[i].kind == SFD_HISTORY_REPORT;
         free(batch[i].body);
+    }
     if (r >= 0) {
         if (sfd_store_used_bytes(h->store, &used) == 0)
             atomic_store(&h->live.bytes, used);
-        atomic_fetch_add(&h->live.written, n);
+        atomic_fetch_add(&h->live.written, reports);
+        atomic_fetch_add(&h->live.rows_written, n - reports);
         atomic_fetch_add(&h->live.evicted, evicted);
         return;
     }
-    uint64_t errors = atomic_fetch_add(&h->live.write_errors, n) + n;
+    /* Rows are kept as best they can be; the reports are what is promised. */
+    atomic_fetch_add(&h->live.rows_skipped, n - reports);
+    uint64_t errors = atomic_fetch_add(&h->live.write_errors, reports) + reports;
     /* At most one line a minute: a full disk must not flood the journal. */
     uint64_t now = monotonic_s();
     if (h->last_error_log_s == 0 || now >= h->last_error_log_s + ERROR_LOG_INTERVAL_S) {
@@ -235,13 +242,14 @@ json_t *sfd_history_json(const struct sfd *d)
 {
     struct sfd_history_stats h;
     sfd_history_get_stats(d, &h);
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
                      h.enabled, "written", (json_int_t)h.written, "write_errors",
                      (json_int_t)h.write_errors, "queue_dropped", (json_int_t)h.queue_dropped,
                      "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
                      "restore_errors", (json_int_t)h.restore_errors, "open_errors",
-                     (json_int_t)h.open_errors, "bytes", (json_int_t)h.bytes, "rows_restored",
-                     (json_int_t)h.rows_restored, "rows_skipped", (json_int_t)h.rows_skipped);
+                     (json_int_t)h.open_errors, "bytes", (json_int_t)h.bytes, "rows_written",
+                     (json_int_t)h.rows_written, "rows_restored", (json_int_t)h.rows_restored,
+                     "rows_skipped", (json_int_t)h.rows_skipped);
 }
 
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
@@ -257,6 +265,7 @@ void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
     ret->queue_dropped = atomic_load_explicit(&h->live.queue_dropped, memory_order_relaxed);
     ret->evicted = atomic_load_explicit(&h->live.evicted, memory_order_relaxed);
     ret->bytes = atomic_load_explicit(&h->live.bytes, memory_order_relaxed);
+    ret->rows_written = atomic_load_explicit(&h->live.rows_written, memory_order_relaxed);
     ret->rows_skipped = atomic_load_explicit(&h->live.rows_skipped, memory_order_relaxed);
 }
 
@@ -306,15 +315,26 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
     queue_record(d, job, SFD_HISTORY_REPORT, report->meta.segment, report->meta.index, body, len);
 }
 
-static bool window_is_full(const sf_window_meta *meta)
+static int rows_slot(const sf_window_meta *meta)
 {
-    return !(meta->flags & (SF_WIN_PARTIAL | SF_WIN_CLOSED_EARLY));
+    bool full = !(meta->flags & (SF_WIN_PARTIAL | SF_WIN_CLOSED_EARLY));
+    return full ? SFD_HISTORY_ROWS_FULL : SFD_HISTORY_ROWS_OTHER;
 }
 
-void sfd_history_put_rows(struct sfd *d, const struct sfd_job *job, const struct sfd_stored *s)
+/* Rows records yield to reports: they may fill half of the queue, no more,
+ * so that a burst of rows never makes a report drop. */
+static bool rows_fit(const struct sfd_history *h, size_t len)
 {
-    if (!history_on(d) || !d->cfg.history_rows || s->remote || s->rows_evicted || s->rows.n == 0)
-        return;
+    size_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+    size_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    return tail - head < QUEUE_MAX / 2 &&
+           atomic_load_explicit(&h->queued_bytes, memory_order_relaxed) + len <=
+               QUEUE_MAX_BYTES / 2;
+}
+
+static void queue_rows(struct sfd *d, struct sfd_job *job, const struct sfd_stored *s)
+{
+    struct sfd_history *h = d->history;
     sf_row *view = NULL;
     uint8_t *body = NULL;
     size_t len = 0;
@@ -324,16 +344,56 @@ void sfd_history_put_rows(struct sfd *d, const struct sfd_job *job, const struct
                          s->rows.n, &body, &len);
     free(view);
     if (r < 0) {
-        atomic_fetch_add_explicit(&d->history->live.write_errors, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->live.write_errors, 1, memory_order_relaxed);
         return;
     }
-    if (len > SFD_HISTORY_ROWS_MAX) {
+    if (len > SFD_HISTORY_ROWS_MAX || !rows_fit(h, len)) {
         free(body);
-        atomic_fetch_add_explicit(&d->history->live.rows_skipped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->live.rows_skipped, 1, memory_order_relaxed);
         return;
     }
-    int64_t slot = window_is_full(&s->meta) ? SFD_HISTORY_ROWS_FULL : SFD_HISTORY_ROWS_OTHER;
-    queue_record(d, job, SFD_HISTORY_ROWS, 0, slot, body, len);
+    int slot = rows_slot(&s->meta);
+    if (queue_record(d, job, SFD_HISTORY_ROWS, 0, slot, body, len) == 0)
+        job->rows_saved[slot] =
+            (struct sfd_rows_saved){s->meta.segment, s->meta.index, sfd_now_ms(d), true};
+}
+
+static bool has_rows(const struct sfd_stored *s)
+{
+    return !s->remote && !s->rows_evicted && s->rows.n > 0;
+}
+
+/* A job closing windows faster than one a second has its rows queued once a
+ * second per slot (packing them is the loop's work); the latest of each slot
+ * is queued at shutdown. */
+void sfd_history_put_rows(struct sfd *d, struct sfd_job *job, const struct sfd_stored *s)
+{
+    if (!history_on(d) || !d->cfg.history_rows || !has_rows(s))
+        return;
+    const struct sfd_rows_saved *saved = &job->rows_saved[rows_slot(&s->meta)];
+    if (saved->any && sfd_now_ms(d) - saved->at_ms < SFD_HISTORY_ROWS_INTERVAL_MS)
+        return;
+    queue_rows(d, job, s);
+}
+
+void sfd_history_save_rows(struct sfd *d)
+{
+    if (!history_on(d) || !d->cfg.history_rows)
+        return;
+    for (struct sfd_job *job = d->jobs; job != NULL; job = job->next)
+        for (int slot = 0; slot < SFD_HISTORY_ROWS_SLOTS; slot++) {
+            const struct sfd_stored *latest = NULL;
+            for (uint32_t i = 0; i < job->n_stored; i++) {
+                const struct sfd_stored *s = &job->stored[i];
+                if (has_rows(s) && rows_slot(&s->meta) == slot &&
+                    (latest == NULL || s->seq > latest->seq))
+                    latest = s;
+            }
+            const struct sfd_rows_saved *saved = &job->rows_saved[slot];
+            if (latest != NULL && !(saved->any && saved->segment == latest->meta.segment &&
+                                    saved->index == latest->meta.index))
+                queue_rows(d, job, latest);
+        }
 }
 
 /* ---- restore ------------------------------------------------------------------- */

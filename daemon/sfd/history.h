@@ -36,8 +36,10 @@ struct sfd_history_stats {
     uint64_t restore_errors; /* stored rows that could not be read back */
     uint64_t open_errors;    /* the store could not be opened: history off */
     uint64_t bytes;          /* pages in use, as of the last write */
-    uint64_t rows_restored;  /* windows whose rows were read back at startup */
-    uint64_t rows_skipped;   /* windows whose rows were not stored: too large */
+    /* The rows records (best effort, not counted above): */
+    uint64_t rows_written;  /* committed */
+    uint64_t rows_restored; /* read back at startup */
+    uint64_t rows_skipped;  /* not stored: too large, the queue busy, a failed write */
 };
 
 /* ---- sfd side (history.c) ------------------------------------------------ */
@@ -52,12 +54,18 @@ int sfd_history_start(struct sfd *d);
 /* Queues a finished report for writing. Never blocks on the disk: a full
  * queue drops the record and counts it. */
 void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_report *report);
-/* Queues a window's rows for writing (history_rows.c), so that its pictures
- * and recording survive a restart; a window whose rows pack to more than
- * SFD_HISTORY_ROWS_MAX bytes is skipped and counted. */
+/* Queues a window's rows for writing, so that its pictures and recording
+ * survive a restart: at most one window a second per job and slot (see
+ * SFD_HISTORY_ROWS_FULL), the rest at shutdown. Rows that pack to more than
+ * SFD_HISTORY_ROWS_MAX bytes, or that would take more than half of the
+ * queue, are skipped and counted. */
 #define SFD_HISTORY_ROWS_MAX (4u << 20)
+#define SFD_HISTORY_ROWS_INTERVAL_MS 1000
 struct sfd_stored;
-void sfd_history_put_rows(struct sfd *d, const struct sfd_job *job, const struct sfd_stored *s);
+void sfd_history_put_rows(struct sfd *d, struct sfd_job *job, const struct sfd_stored *s);
+/* Queues each job's latest rows of each slot that are not queued yet; at
+ * shutdown, after the last windows closed and before sfd_history_stop. */
+void sfd_history_save_rows(struct sfd *d);
 /* Writes what is queued, stops the thread and closes the store. NULL-safe. */
 void sfd_history_stop(struct sfd *d);
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret);

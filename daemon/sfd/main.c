@@ -393,7 +393,8 @@ int main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
     if (d.peer_fd >= 0)
         close(d.peer_fd);
-    sfd_history_stop(&d); /* the reports of the windows closed at shutdown */
+    sfd_history_save_rows(&d); /* the latest rows of every job, and then */
+    sfd_history_stop(&d);      /* the reports of the windows closed at shutdown */
     sfd_jobs_free_all(&d);
     sfd_conn_limits_free(&d);
     free(d.rxbuf);

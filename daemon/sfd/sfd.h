@@ -318,7 +318,15 @@ struct sfd_job {
                            * no rank of it has connected to this sfd; a cluster report of it is
                            * stored whole */
     char run_id[SF_MAX_RUN_ID_LEN + 1]; /* the launch's run id, "": not known */
-    uint32_t restart_count;             /* the launch's elastic restarts so far */
+    /* The window whose rows were last queued to the history, per slot
+     * (history.c): at most one a second, the latest at shutdown. */
+    struct sfd_rows_saved {
+        uint32_t segment;
+        int64_t index;
+        uint64_t at_ms;
+        bool any;
+    } rows_saved[2];
+    uint32_t restart_count; /* the launch's elastic restarts so far */
     sf_schema schema;
     sf_gates gates;                 /* window_steps/warmup fixed for the job */
     sf_straggler_history straggler; /* verdict persistence over stored reports */
