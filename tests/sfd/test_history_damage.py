@@ -39,7 +39,7 @@ def written(sfd, n):
     wait_for(lambda: history(sfd)["written"] == n, "%d reports written" % n)
 
 
-def set_aside_checks(sfd, what, original):
+def set_aside_checks(sfd, what, original, prom=False):
     """sfd started on a damaged store: it is kept aside, history is on."""
     h = history(sfd)
     check(h["enabled"] and h["damaged"] == 1 and h["open_errors"] == 1,
@@ -56,6 +56,8 @@ def set_aside_checks(sfd, what, original):
     run_windows(sfd, "after", 3)
     written(sfd, h["written"] + 3)
     check(history(sfd)["write_errors"] == 0, "%s: no write error after" % what)
+    if prom:
+        prom_case(sfd)
     check(sfd.stop() == 0, "%s: sfd did not exit cleanly" % what)
     # ... and on the next start: the fresh store restores, nothing is damaged.
     sfd.start()
@@ -88,16 +90,37 @@ def damaged_pages_case():
         sfd.close()
 
 
+def prom_case(sfd):
+    """The counters reach Prometheus too."""
+    path = os.path.join(sfd.dir, "prom", "stagefrontier.prom")
+
+    def lines():
+        try:
+            with open(path) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+    want = ['stagefrontier_history_errors_total{kind="damaged"} 1',
+            'stagefrontier_history_errors_total{kind="open"} 1',
+            "stagefrontier_history_enabled 1"]
+    wait_for(lambda: all(w in lines() for w in want), "the history counters exported")
+    check('stagefrontier_history_errors_total{kind="write"} 0' in lines(),
+          "no write error exported: %s" % [x for x in lines() if "history" in x])
+
+
 def garbage_case():
     sfd = Sfd(CONF, start=False)
     try:
         os.makedirs(sfd.state, mode=0o700)
+        os.makedirs(os.path.join(sfd.dir, "prom"), mode=0o755)
+        with open(sfd.conf, "w") as f:
+            f.write(CONF.replace("[sfd]\n", "[sfd]\nprom_dir = %s/prom\n" % sfd.dir))
         original = b"not a database " * 4096
         with open(store(sfd), "wb") as f:
             f.write(original)
         os.chmod(store(sfd), 0o600)
         sfd.start()
-        set_aside_checks(sfd, "garbage", original)
+        set_aside_checks(sfd, "garbage", original, prom=True)
     finally:
         sfd.close()
 
