@@ -9,6 +9,8 @@ the file it points to is left untouched."""
 
 import glob
 import os
+import shutil
+import subprocess
 
 from sfdtest import Sfd, check, run_job, wait_for
 
@@ -106,6 +108,11 @@ def prom_case(sfd):
     wait_for(lambda: all(w in lines() for w in want), "the history counters exported")
     check('stagefrontier_history_errors_total{kind="write"} 0' in lines(),
           "no write error exported: %s" % [x for x in lines() if "history" in x])
+    if shutil.which("promtool"):
+        with open(path, "rb") as f:
+            p = subprocess.run(["promtool", "check", "metrics"], stdin=f, capture_output=True,
+                               timeout=60)
+        check(p.returncode == 0, "promtool accepts the export: %s" % (p.stdout + p.stderr))
 
 
 def garbage_case():
