@@ -48,12 +48,6 @@ struct item {
     size_t len;
 };
 
-/* Counters the writer moves while the loop reads them. */
-struct live_stats {
-    _Atomic uint64_t written, write_errors, queue_dropped, evicted, bytes;
-    _Atomic uint64_t open_errors, damaged, full_retries, reopen_errors;
-};
-
 struct sfd_history {
     /* The writer's once it runs. NULL with on set: opened read-only for the
      * restore (full disk), reopened for writing by the writer. */
@@ -70,9 +64,9 @@ struct sfd_history {
      * tail only grow; tail - head records are queued. */
     struct item queue[QUEUE_MAX];
     _Atomic size_t head, tail;
-    _Atomic size_t queued_bytes; /* added by the loop, taken off by the writer */
-    struct live_stats live;
-    struct sfd_history_stats stats; /* set before the writer starts, then read-only */
+    _Atomic size_t queued_bytes;      /* added by the loop, taken off by the writer */
+    struct sfd_history_counters live; /* what the loop reads (d->history_counters) */
+    struct sfd_history_stats stats; /* the restore's, published to live before the writer starts */
     uint64_t last_error_log_s;      /* writer thread only */
 };
 
@@ -344,6 +338,16 @@ static int open_and_restore(struct sfd *d, struct sfd_history *h, const char **w
     return 0;
 }
 
+/* What the start counted single-threaded, for the readers of live. */
+static void publish_start_stats(struct sfd_history *h)
+{
+    atomic_store(&h->live.restored, h->stats.restored);
+    atomic_store(&h->live.restore_errors, h->stats.restore_errors);
+    atomic_store(&h->live.read_errors, h->stats.read_errors);
+    atomic_store(&h->live.refused, h->stats.refused);
+    atomic_store(&h->live.readonly_restores, h->stats.readonly_restores);
+}
+
 static void open_store(struct sfd *d, struct sfd_history *h)
 {
     char why[sizeof(d->cfg.state_dir) + 128];
@@ -356,6 +360,7 @@ static void open_store(struct sfd *d, struct sfd_history *h)
         return;
     }
     int r = open_and_restore(d, h, &what);
+    publish_start_stats(h);
     if (r < 0) {
         snprintf(why, sizeof why, "%s/%s", d->cfg.state_dir, SFD_HISTORY_FILE);
         history_off(h, why, what ? what : "cannot be used", -r);
@@ -371,7 +376,7 @@ static void open_store(struct sfd *d, struct sfd_history *h)
         history_off(h, d->cfg.state_dir, "cannot start the writer thread", r);
         return;
     }
-    h->stats.enabled = true;
+    atomic_store(&h->live.enabled, true);
     sfd_log(SFD_LOG_INFO, NULL, "history: %s/%s, at most %u MB", d->cfg.state_dir, SFD_HISTORY_FILE,
             d->cfg.max_history_mb);
 }
@@ -389,6 +394,7 @@ int sfd_history_start(struct sfd *d)
     }
     h->dirfd = -1;
     d->history = h;
+    d->history_counters = &h->live;
     open_store(d, h); /* on failure h stays, off, to count it */
     return 0;
 }
@@ -409,6 +415,7 @@ void sfd_history_stop(struct sfd *d)
     sem_destroy(&h->wake);
     free(h);
     d->history = NULL;
+    d->history_counters = NULL;
 }
 
 json_t *sfd_history_json(const struct sfd *d)
@@ -439,21 +446,9 @@ json_t *sfd_history_json(const struct sfd *d)
 
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
 {
-    struct sfd_history *h = d->history;
-    if (h == NULL) {
-        memset(ret, 0, sizeof(*ret));
-        return;
-    }
-    *ret = h->stats;
-    ret->written = atomic_load_explicit(&h->live.written, memory_order_relaxed);
-    ret->write_errors = atomic_load_explicit(&h->live.write_errors, memory_order_relaxed);
-    ret->queue_dropped = atomic_load_explicit(&h->live.queue_dropped, memory_order_relaxed);
-    ret->evicted = atomic_load_explicit(&h->live.evicted, memory_order_relaxed);
-    ret->bytes = atomic_load_explicit(&h->live.bytes, memory_order_relaxed);
-    ret->open_errors = atomic_load_explicit(&h->live.open_errors, memory_order_relaxed);
-    ret->damaged = atomic_load_explicit(&h->live.damaged, memory_order_relaxed);
-    ret->full_retries = atomic_load_explicit(&h->live.full_retries, memory_order_relaxed);
-    ret->reopen_errors = atomic_load_explicit(&h->live.reopen_errors, memory_order_relaxed);
+    memset(ret, 0, sizeof(*ret));
+    if (d->history_counters != NULL)
+        sfd_history_counters_read(d->history_counters, ret);
 }
 
 /* ---- the loop's side ----------------------------------------------------------- */

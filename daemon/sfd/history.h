@@ -7,6 +7,7 @@
 #ifndef SFD_HISTORY_H
 #define SFD_HISTORY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +42,38 @@ struct sfd_history_stats {
     uint64_t reopen_errors; /* failed reopens of the store for writing after a read-only restore */
     uint64_t bytes;         /* pages in use, as of the last write */
 };
+
+/* The same counters as the writer thread moves them; read with
+ * sfd_history_counters_read (inline: the Prometheus export reads them
+ * without a call into history.c, which calls the export after a restore). */
+struct sfd_history_counters {
+    atomic_bool enabled;
+    _Atomic uint64_t written, write_errors, queue_dropped, evicted, restored, restore_errors,
+        open_errors, bytes, read_errors, damaged, refused, readonly_restores, full_retries,
+        reopen_errors;
+};
+
+static inline void sfd_history_counters_read(const struct sfd_history_counters *c,
+                                             struct sfd_history_stats *ret)
+{
+#define SFD_HISTORY_LOAD_(f) ret->f = atomic_load_explicit(&c->f, memory_order_relaxed)
+    SFD_HISTORY_LOAD_(enabled);
+    SFD_HISTORY_LOAD_(written);
+    SFD_HISTORY_LOAD_(write_errors);
+    SFD_HISTORY_LOAD_(queue_dropped);
+    SFD_HISTORY_LOAD_(evicted);
+    SFD_HISTORY_LOAD_(restored);
+    SFD_HISTORY_LOAD_(restore_errors);
+    SFD_HISTORY_LOAD_(open_errors);
+    SFD_HISTORY_LOAD_(bytes);
+    SFD_HISTORY_LOAD_(read_errors);
+    SFD_HISTORY_LOAD_(damaged);
+    SFD_HISTORY_LOAD_(refused);
+    SFD_HISTORY_LOAD_(readonly_restores);
+    SFD_HISTORY_LOAD_(full_retries);
+    SFD_HISTORY_LOAD_(reopen_errors);
+#undef SFD_HISTORY_LOAD_
+}
 
 /* ---- sfd side (history.c) ------------------------------------------------ */
 

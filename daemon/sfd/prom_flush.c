@@ -62,8 +62,9 @@ static uint64_t counters_sum(const struct sfd *d)
                    d->ctr.connections_accepted;
     for (int i = 0; i < SFD_REJ_COUNT; i++)
         sum += d->ctr.rejected[i];
-    struct sfd_history_stats h;
-    sfd_history_get_stats(d, &h);
+    struct sfd_history_stats h = {0};
+    if (d->history_counters != NULL)
+        sfd_history_counters_read(d->history_counters, &h);
     return sum + h.written + h.evicted + h.write_errors + h.queue_dropped + h.reopen_errors +
            h.full_retries + h.damaged;
 }
@@ -172,8 +173,9 @@ static int write_export(struct sfd *d, uint64_t now)
     struct sf_prom_reject rej[SFD_REJ_COUNT];
     for (int i = 0; i < SFD_REJ_COUNT; i++)
         rej[i] = (struct sf_prom_reject){sfd_reject_name(i), d->ctr.rejected[i]};
-    struct sfd_history_stats hs;
-    sfd_history_get_stats(d, &hs);
+    struct sfd_history_stats hs = {0};
+    if (d->history_counters != NULL)
+        sfd_history_counters_read(d->history_counters, &hs);
     struct sf_prom_history hist = {
         .enabled = hs.enabled,
         .written = hs.written,
@@ -203,7 +205,7 @@ static int write_export(struct sfd *d, uint64_t now)
         .connections_accepted = d->ctr.connections_accepted,
         .rejected = rej,
         .n_rejected = SFD_REJ_COUNT,
-        .history = d->history != NULL ? &hist : NULL,
+        .history = d->history_counters != NULL ? &hist : NULL,
     };
     int r = sfd_prom_write(d->cfg.prom_dir, &daemon, v, n);
     if (r >= 0) {
