@@ -52,6 +52,9 @@ def set_aside_checks(sfd, what, original, prom=False):
     check(name[len("history.sqlite.damaged-"):].endswith("Z"), "a UTC time in %s" % name)
     with open(kept[0], "rb") as f:
         check(f.read() == original, "%s: the damaged bytes are kept as they were" % what)
+    text = sfd.sfctl("status").stdout.decode()
+    check("  history      on," in text and "    damaged                1" in text
+          and "    open_errors            1" in text, "%s: sfctl status shows it: %s" % (what, text))
     log = sfd.logtext()
     check(log.count("is damaged") == 1 and name in log, "%s: logged once with %s" % (what, name))
     # History works again in this process ...
@@ -143,6 +146,9 @@ def symlink_case():
         h = history(sfd)
         check(not h["enabled"] and h["refused"] == 1 and h["open_errors"] == 1,
               "symlink: refused, counted, history off: %s" % h)
+        text = sfd.sfctl("status").stdout.decode()
+        check("  history      off," in text and "    refused                1" in text,
+              "symlink: sfctl status shows it: %s" % text)
         log = sfd.logtext()
         check(log.count("history off") == 1 and "history.sqlite: is a symbolic link, refused" in log,
               "symlink: refused by name, once: %s" % log[-400:])
