@@ -54,6 +54,7 @@ struct sfd_history {
     struct sfd_store *store;
     bool on;   /* records are queued and written: set before the writer starts */
     int dirfd; /* the held state directory, -1 when it could not be walked */
+    char *dir; /* its path, for the log */
     uint64_t max_bytes;
     bool reserve_missing;       /* writer thread only: the spare file to remake */
     uint64_t last_reopen_log_s; /* writer thread only */
@@ -267,9 +268,8 @@ static void set_aside(struct sfd_history *h, const char *why)
     unlinkat(h->dirfd, SFD_HISTORY_FILE "-shm", 0); /* SQLite's scratch, rebuilt from the WAL */
     atomic_fetch_add(&h->live.damaged, 1);
     sfd_log(SFD_LOG_ERR, NULL,
-            "history: %s is damaged (%s); kept as %s in the state directory, "
-            "a fresh store is started",
-            SFD_HISTORY_FILE, why, name);
+            "history: %s is damaged (%s); kept as %s/%s, a fresh store is started",
+            SFD_HISTORY_FILE, why, h->dir ? h->dir : "(state_dir)", name);
 }
 
 static int restore(struct sfd *d, struct sfd_history *h);
@@ -353,6 +353,7 @@ static void open_store(struct sfd *d, struct sfd_history *h)
     char why[sizeof(d->cfg.state_dir) + 128];
     const char *what = NULL;
     h->max_bytes = (uint64_t)d->cfg.max_history_mb << 20;
+    h->dir = strdup(d->cfg.state_dir); /* NULL: the log says "(state_dir)" */
     h->dirfd = sf_safe_dir_open(d->cfg.state_dir, SF_SAFE_DIR_CREATE, 0700, why, sizeof why);
     if (h->dirfd < 0) {
         atomic_fetch_add(&h->live.open_errors, 1);
@@ -412,6 +413,7 @@ void sfd_history_stop(struct sfd *d)
     sfd_store_close(h->store);
     if (h->dirfd >= 0)
         close(h->dirfd);
+    free(h->dir);
     sem_destroy(&h->wake);
     free(h);
     d->history = NULL;
