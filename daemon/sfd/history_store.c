@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "history.h"
@@ -246,6 +247,16 @@ int sfd_store_keep_reserve(struct sfd_store *s)
     if (s->dirfd < 0)
         return -EROFS;
     off_t size = (off_t)(s->max_bytes / 4 < RESERVE_MAX ? s->max_bytes / 4 : RESERVE_MAX);
+    /* Remade only with room to spare: right after a full disk the room is
+     * the store's, to fold its WAL in. */
+    struct statvfs fs;
+    struct stat have;
+    bool exists = fstatat(s->dirfd, s->reserve, &have, AT_SYMLINK_NOFOLLOW) == 0 &&
+                  S_ISREG(have.st_mode) && have.st_blocks * 512 >= size;
+    if (exists)
+        return 0;
+    if (fstatvfs(s->dirfd, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < 2 * (uint64_t)size)
+        return -ENOSPC;
     int fd = openat(s->dirfd, s->reserve, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return -errno;

@@ -92,6 +92,8 @@ def cleanup(sfd):
 
 def write_case(sfd):
     sfd.start()
+    # STATUS is answered once the loop runs, after the store was opened.
+    check(history(sfd)["enabled"], "history on before the disk fills")
     check(os.path.exists(os.path.join(sfd.state, "history.sqlite.reserve")),
           "the spare file is made with the store")
     run_windows(sfd, "old", 20)
