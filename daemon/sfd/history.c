@@ -151,6 +151,25 @@ static int put_once_more(struct sfd_history *h, const struct sfd_store_key *keys
     return r;
 }
 
+/* A batch the full disk still refuses after the eviction is halved, and the
+ * halves halved, without evicting more: what fits is stored, the rest is
+ * lost record by record. At most 2n - 1 puts. Returns the records written. */
+static size_t put_halves(struct sfd_history *h, const struct sfd_store_key *keys,
+                         const uint8_t *const *bodies, const size_t *lens, size_t n,
+                         uint64_t *evicted, int *ret_err)
+{
+    int r = sfd_store_put(h->store, keys, bodies, lens, n, evicted);
+    if (r >= 0)
+        return n;
+    if (r != -ENOSPC || n == 1) {
+        *ret_err = r;
+        return 0;
+    }
+    size_t half = n / 2;
+    return put_halves(h, keys, bodies, lens, half, evicted, ret_err) +
+           put_halves(h, keys + half, bodies + half, lens + half, n - half, evicted, ret_err);
+}
+
 static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
 {
     struct sfd_store_key keys[BATCH_MAX];
@@ -164,22 +183,28 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
         lens[i] = batch[i].len;
     }
     int r = put_once_more(h, keys, bodies, lens, n, &evicted);
+    size_t done = r >= 0 ? n : 0;
+    if (r == -ENOSPC && n > 1 && h->store != NULL) {
+        r = 0;
+        done = put_halves(h, keys, bodies, lens, n, &evicted, &r);
+    }
     for (size_t i = 0; i < n; i++)
         free(batch[i].body);
     atomic_fetch_add(&h->live.evicted, evicted);
-    if (r >= 0) {
+    if (done > 0) {
         if (sfd_store_used_bytes(h->store, &used) == 0)
             atomic_store(&h->live.bytes, used);
-        atomic_fetch_add(&h->live.written, n);
-        return;
+        atomic_fetch_add(&h->live.written, done);
     }
-    uint64_t errors = atomic_fetch_add(&h->live.write_errors, n) + n;
+    if (done == n)
+        return;
+    uint64_t errors = atomic_fetch_add(&h->live.write_errors, n - done) + (n - done);
     /* At most one line a minute: a full disk must not flood the journal. */
     if (log_due(&h->last_error_log_s))
         sfd_log(SFD_LOG_ERR, NULL,
                 "history: write failed (%s); %llu records lost so far, "
                 "counted in history.write_errors",
-                strerror(-r), (unsigned long long)errors);
+                strerror(r < 0 ? -r : EIO), (unsigned long long)errors);
 }
 
 static void let_records_gather(const struct sfd_history *h)
