@@ -177,9 +177,32 @@ static int quick_check(struct sfd_store *s)
  * or without systemd's UMask. SQLite gives the -wal and -shm files the mode
  * of the main file. Opened below the held directory, never through a link:
  * the descriptor names the file SQLite must be found to have opened. */
+/* SQLite opens the -wal, -shm and -journal beside the store by path, with
+ * O_CREAT: one that exists must be a plain file, never a link out. */
+static int companions_plain(int dirfd, const char *name, const char **ret_err)
+{
+    static const char *const suffix[] = {"-wal", "-shm", "-journal"};
+    static const char *const refused[] = {"its -wal is not a regular file, refused",
+                                          "its -shm is not a regular file, refused",
+                                          "its -journal is not a regular file, refused"};
+    char path[NAME_MAX_ + 16];
+    for (size_t i = 0; i < 3; i++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s%s", name, suffix[i]);
+        if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+            *ret_err = refused[i];
+            return S_ISLNK(st.st_mode) ? -ELOOP : -EINVAL;
+        }
+    }
+    return 0;
+}
+
 static int open_private(int dirfd, const char *name, bool readonly, struct stat *ret,
                         const char **ret_err)
 {
+    int rc = companions_plain(dirfd, name, ret_err);
+    if (rc < 0)
+        return rc;
     int flags = readonly ? O_RDONLY : O_RDWR | O_CREAT;
     int fd = openat(dirfd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (fd < 0) {

@@ -517,6 +517,16 @@ static void a_symbolic_link_is_refused(void **state)
     assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), -ELOOP);
     assert_string_equal(err, "is a symbolic link, refused");
     assert_null(s);
+    /* The WAL beside it is opened by SQLite by path: a link there too. */
+    char wal[200];
+    assert_int_equal(unlink(t.path), 0);
+    assert_int_equal(rename(target, t.path), 0);
+    snprintf(wal, sizeof wal, "%s-wal", t.path);
+    assert_int_equal(symlink(target, wal), 0);
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), -ELOOP);
+    assert_string_equal(err, "its -wal is not a regular file, refused");
+    assert_null(s);
+    unlink(wal);
     tmp_remove(&t);
 }
 
