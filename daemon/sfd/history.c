@@ -58,6 +58,7 @@ struct sfd_history {
     uint64_t max_bytes;
     bool reserve_missing;       /* writer thread only: the spare file to remake */
     uint64_t last_reopen_log_s; /* writer thread only */
+    uint64_t last_aside_log_s;  /* whoever sets a store aside: the start, then the writer */
     pthread_t thread;
     sem_t wake; /* one post per queued record, and one to stop */
     atomic_bool stop;
@@ -283,9 +284,10 @@ static void set_aside(struct sfd_history *h, const char *why)
         r = renameat2(h->dirfd, SFD_HISTORY_FILE, h->dirfd, name, RENAME_NOREPLACE) == 0 ? 0
                                                                                          : -errno;
     }
-    if (r < 0) {
-        sfd_log(SFD_LOG_ERR, NULL, "history: %s is damaged (%s) and cannot be set aside: %s",
-                SFD_HISTORY_FILE, why, strerror(-r));
+    if (r < 0) { /* met again with every batch: once a minute */
+        if (log_due(&h->last_aside_log_s))
+            sfd_log(SFD_LOG_ERR, NULL, "history: %s is damaged (%s) and cannot be set aside: %s",
+                    SFD_HISTORY_FILE, why, strerror(-r));
         return;
     }
     snprintf(wal, sizeof wal, "%s-wal", name);
