@@ -20,9 +20,9 @@ import os
 import subprocess
 import sys
 
-SKIP = 77
-
 from sfdtest import Sfd, check, run_job, wait_for
+
+SKIP = 77
 
 CONF = """[sfd]
 window_grace_ms = 300
