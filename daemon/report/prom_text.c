@@ -192,6 +192,27 @@ static const struct prom_family fam_role = {
     "Role of this sfd in the cluster (value 1, role in the label)."};
 static const struct prom_family fam_term = {"stagefrontier_daemon_term", "gauge",
                                             "Election term this sfd currently follows."};
+static const struct prom_family fam_hist_enabled = {
+    "stagefrontier_history_enabled", "gauge",
+    "1 while the history store is in use (or retried for writing), else 0."};
+static const struct prom_family fam_hist_written = {
+    "stagefrontier_history_written_total", "counter",
+    "Reports committed to the history store since sfd started."};
+static const struct prom_family fam_hist_evicted = {
+    "stagefrontier_history_evicted_total", "counter",
+    "Oldest records deleted from the history store (its bound or a full disk)."};
+static const struct prom_family fam_hist_restored = {
+    "stagefrontier_history_restored_total", "counter",
+    "Reports read back from the history store at startup."};
+static const struct prom_family fam_hist_errors = {
+    "stagefrontier_history_errors_total", "counter",
+    "History store failures since sfd started, by kind (docs/OPERATIONS.md)."};
+static const struct prom_family fam_hist_ro = {
+    "stagefrontier_history_readonly_restores_total", "counter",
+    "Startup restores from a store opened read-only (full disk or I/O error)."};
+static const struct prom_family fam_hist_full = {
+    "stagefrontier_history_full_retries_total", "counter",
+    "History writes retried after evicting the oldest reports for a full disk."};
 static const struct prom_family fam_jobs = {"stagefrontier_jobs", "gauge",
                                             "Jobs known to this sfd."};
 static const struct prom_family fam_window = {"stagefrontier_job_window_index", "gauge",
@@ -709,12 +730,38 @@ static void write_daemon(struct prom_out *o, const struct sf_prom_daemon *d,
     }
 }
 
+static void write_history(struct prom_out *o, const struct sf_prom_history *h)
+{
+    char buf[32];
+    const struct {
+        const char *kind;
+        uint64_t n;
+    } errors[] = {{"open", h->open_errors},       {"read", h->read_errors},
+                  {"restore", h->restore_errors}, {"write", h->write_errors},
+                  {"reopen", h->reopen_errors},   {"queue_dropped", h->queue_dropped},
+                  {"refused", h->refused},        {"damaged", h->damaged}};
+
+    write_u64(o, &fam_hist_enabled, h->enabled ? 1 : 0);
+    write_u64(o, &fam_hist_written, h->written);
+    write_u64(o, &fam_hist_evicted, h->evicted);
+    write_u64(o, &fam_hist_restored, h->restored);
+    fam_begin(o, &fam_hist_errors);
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
+        struct prom_label l[] = {{"kind", errors[i].kind}}; /* constants: nothing to escape */
+        emit(o, l, 1, fmt_u64(buf, sizeof buf, errors[i].n));
+    }
+    write_u64(o, &fam_hist_ro, h->readonly_restores);
+    write_u64(o, &fam_hist_full, h->full_retries);
+}
+
 static int write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n_exported,
                      const struct sf_prom_daemon *d, const struct prom_daemon_labels *dl)
 {
     struct prom_out o = {.f = f};
 
     write_daemon(&o, d, dl);
+    if (d->history != NULL)
+        write_history(&o, d->history);
     write_u64(&o, &fam_jobs, n_exported);
 
     write_window_field(&o, &fam_window, v, n, field_window);

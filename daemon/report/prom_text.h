@@ -7,6 +7,7 @@
 #define SF_PROM_TEXT_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -66,6 +67,16 @@ struct sf_prom_reject {
     uint64_t count;
 };
 
+/* The durable history's counters (daemon/sfd/history.h), since sfd started. */
+struct sf_prom_history {
+    bool enabled;
+    uint64_t written, evicted, restored;
+    /* errors, by kind */
+    uint64_t open_errors, read_errors, restore_errors, write_errors, reopen_errors, queue_dropped,
+        refused, damaged;
+    uint64_t readonly_restores, full_retries;
+};
+
 /* The daemon itself: build, cluster role and term, and its counters since
  * start; when this file was written (Unix ms: a reader tells a dead daemon
  * from an idle one by it). role NULL is written as "unknown". */
@@ -77,6 +88,7 @@ struct sf_prom_daemon {
     uint64_t connections, connections_accepted;
     const struct sf_prom_reject *rejected;
     size_t n_rejected;
+    const struct sf_prom_history *history; /* NULL: history not configured */
 };
 
 /* Renders the file's text into f. Label values are escaped; bytes the format

@@ -124,6 +124,22 @@ int sfctl_show(int argc, char **argv, const char *usage, bool takes_job, enum sf
     return ex;
 }
 
+/* The history store's line, and each of its problem counters that moved. */
+static void show_history(json_t *h)
+{
+    static const char *const problems[] = {
+        "write_errors", "queue_dropped",     "open_errors",  "read_errors",   "restore_errors",
+        "damaged",      "readonly_restores", "full_retries", "reopen_errors", "refused"};
+    if (!json_is_object(h))
+        return;
+    printf("  history      %s, %lld written, %lld restored, %lld evicted\n",
+           json_is_true(json_object_get(h, "enabled")) ? "on" : "off", sfctl_json_int(h, "written"),
+           sfctl_json_int(h, "restored"), sfctl_json_int(h, "evicted"));
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+        if (sfctl_json_int(h, problems[i]) > 0)
+            printf("    %-22s %lld\n", problems[i], sfctl_json_int(h, problems[i]));
+}
+
 static int show_status(json_t *o, const char *job)
 {
     (void)job;
@@ -147,6 +163,7 @@ static int show_status(json_t *o, const char *job)
     json_t *v;
     json_object_foreach(json_object_get(o, "rejected"), k, v) if (json_integer_value(v) > 0)
         printf("    %-22s %lld\n", k, (long long)json_integer_value(v));
+    show_history(json_object_get(o, "history"));
     return SFCTL_EXIT_OK;
 }
 

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -16,10 +17,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "history.h"
 #include "history_codec.h"
 #include "rows_codec.h"
+#include "safe_path.h"
 #include "sfd.h"
 
 /* Records and bytes queued at most; past either a record is dropped and
@@ -46,14 +49,17 @@ struct item {
     size_t len;
 };
 
-/* Counters the writer moves while the loop reads them. */
-struct live_stats {
-    _Atomic uint64_t written, write_errors, queue_dropped, evicted, bytes;
-    _Atomic uint64_t rows_written, rows_skipped;
-};
-
 struct sfd_history {
-    struct sfd_store *store; /* NULL: history off, counters only */
+    /* The writer's once it runs. NULL with on set: opened read-only for the
+     * restore (full disk), reopened for writing by the writer. */
+    struct sfd_store *store;
+    bool on;   /* records are queued and written: set before the writer starts */
+    int dirfd; /* the held state directory, -1 when it could not be walked */
+    char *dir; /* its path, for the log */
+    uint64_t max_bytes;
+    bool reserve_missing;       /* writer thread only: the spare file to remake */
+    uint64_t last_reopen_log_s; /* writer thread only */
+    uint64_t last_aside_log_s;  /* whoever sets a store aside: the start, then the writer */
     pthread_t thread;
     sem_t wake; /* one post per queued record, and one to stop */
     atomic_bool stop;
@@ -61,9 +67,9 @@ struct sfd_history {
      * tail only grow; tail - head records are queued. */
     struct item queue[QUEUE_MAX];
     _Atomic size_t head, tail;
-    _Atomic size_t queued_bytes; /* added by the loop, taken off by the writer */
-    struct live_stats live;
-    struct sfd_history_stats stats; /* set before the writer starts, then read-only */
+    _Atomic size_t queued_bytes;      /* added by the loop, taken off by the writer */
+    struct sfd_history_counters live; /* what the loop reads (d->history_counters) */
+    struct sfd_history_stats stats; /* the restore's, published to live before the writer starts */
     uint64_t last_error_log_s;      /* writer thread only */
 };
 
@@ -91,6 +97,93 @@ static size_t take_batch(struct sfd_history *h, struct item *out)
     return n;
 }
 
+static void set_aside(struct sfd_history *h, const char *why);
+static int open_rw(struct sfd_history *h, const char **what);
+
+/* Once a minute at most, like the write errors. */
+static bool log_due(uint64_t *last)
+{
+    uint64_t now = monotonic_s();
+    if (*last != 0 && now < *last + ERROR_LOG_INTERVAL_S)
+        return false;
+    *last = now;
+    return true;
+}
+
+/* The store after a read-only restore: opened for writing again, so that a
+ * disk that had no room at start is written to once it has. */
+static int reopen(struct sfd_history *h)
+{
+    const char *what = NULL;
+    int r = open_rw(h, &what);
+    if (r == 0) {
+        sfd_log(SFD_LOG_NOTICE, NULL, "history: %s open for writing again", SFD_HISTORY_FILE);
+        return 0;
+    }
+    atomic_fetch_add(&h->live.reopen_errors, 1);
+    if (log_due(&h->last_reopen_log_s))
+        sfd_log(SFD_LOG_ERR, NULL,
+                "history: %s: %s: %s; retried with the next records, counted in "
+                "history.reopen_errors",
+                SFD_HISTORY_FILE, what, strerror(-r));
+    return r;
+}
+
+/* One put, and for a full disk or a damaged file one more after the cure:
+ * room made by evicting the oldest rows, or a fresh store. */
+static int put_once_more(struct sfd_history *h, const struct sfd_store_key *keys,
+                         const uint8_t *const *bodies, const size_t *lens, size_t n,
+                         uint64_t *evicted)
+{
+    if (h->store == NULL && reopen(h) < 0)
+        return -EIO;
+    int r = sfd_store_put(h->store, keys, bodies, lens, n, evicted);
+    if (r == -ENOSPC) {
+        atomic_fetch_add(&h->live.full_retries, 1);
+        if (sfd_store_make_room(h->store, n, evicted) == 0)
+            r = sfd_store_put(h->store, keys, bodies, lens, n, evicted);
+        h->reserve_missing = true;
+    } else if (r == -EUCLEAN) {
+        set_aside(h, "a write found it damaged");
+        if (h->store == NULL && reopen(h) == 0)
+            r = sfd_store_put(h->store, keys, bodies, lens, n, evicted);
+    }
+    if (r >= 0 && h->reserve_missing)
+        h->reserve_missing = sfd_store_keep_reserve(h->store) < 0;
+    return r;
+}
+
+/* A batch the full disk still refuses after the eviction is halved, and the
+ * halves halved, without evicting more: what fits is stored, the rest is
+ * lost record by record. At most 2n - 1 puts. Returns the records written. */
+static size_t reports_in(const struct sfd_store_key *keys, size_t n)
+{
+    size_t reports = 0;
+    for (size_t i = 0; i < n; i++)
+        reports += keys[i].kind == SFD_HISTORY_REPORT;
+    return reports;
+}
+
+/* The records stored; *reports_done counts the reports among them. */
+static size_t put_halves(struct sfd_history *h, const struct sfd_store_key *keys,
+                         const uint8_t *const *bodies, const size_t *lens, size_t n,
+                         uint64_t *evicted, size_t *reports_done, int *ret_err)
+{
+    int r = sfd_store_put(h->store, keys, bodies, lens, n, evicted);
+    if (r >= 0) {
+        *reports_done += reports_in(keys, n);
+        return n;
+    }
+    if (r != -ENOSPC || n == 1) {
+        *ret_err = r;
+        return 0;
+    }
+    size_t half = n / 2;
+    return put_halves(h, keys, bodies, lens, half, evicted, reports_done, ret_err) +
+           put_halves(h, keys + half, bodies + half, lens + half, n - half, evicted, reports_done,
+                      ret_err);
+}
+
 static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
 {
     struct sfd_store_key keys[BATCH_MAX];
@@ -103,32 +196,39 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
         bodies[i] = batch[i].body;
         lens[i] = batch[i].len;
     }
-    int r = sfd_store_put(h->store, keys, bodies, lens, n, &evicted);
-    size_t reports = 0;
-    for (size_t i = 0; i < n; i++) {
-        reports += batch[i].kind == SFD_HISTORY_REPORT;
-        free(batch[i].body);
+    size_t reports_done = 0;
+    int r = put_once_more(h, keys, bodies, lens, n, &evicted);
+    size_t done = r >= 0 ? n : 0;
+    if (r >= 0)
+        reports_done = reports_in(keys, n);
+    if (r == -ENOSPC && n > 1 && h->store != NULL) {
+        r = 0;
+        done = put_halves(h, keys, bodies, lens, n, &evicted, &reports_done, &r);
     }
-    if (r >= 0) {
+    size_t reports = reports_in(keys, n);
+    for (size_t i = 0; i < n; i++)
+        free(batch[i].body);
+    atomic_fetch_add(&h->live.evicted, evicted);
+    if (done > 0) {
         if (sfd_store_used_bytes(h->store, &used) == 0)
             atomic_store(&h->live.bytes, used);
-        atomic_fetch_add(&h->live.written, reports);
-        atomic_fetch_add(&h->live.rows_written, n - reports);
-        atomic_fetch_add(&h->live.evicted, evicted);
-        return;
+        atomic_fetch_add(&h->live.written, reports_done);
+        atomic_fetch_add(&h->live.rows_written, done - reports_done);
     }
+    if (done == n)
+        return;
     /* Rows are kept as best they can be; the reports are what is promised. */
-    atomic_fetch_add(&h->live.rows_skipped, n - reports);
-    uint64_t errors = atomic_fetch_add(&h->live.write_errors, reports) + reports;
+    atomic_fetch_add(&h->live.rows_skipped, (n - done) - (reports - reports_done));
+    if (reports_done == reports)
+        return;
+    uint64_t errors =
+        atomic_fetch_add(&h->live.write_errors, reports - reports_done) + (reports - reports_done);
     /* At most one line a minute: a full disk must not flood the journal. */
-    uint64_t now = monotonic_s();
-    if (h->last_error_log_s == 0 || now >= h->last_error_log_s + ERROR_LOG_INTERVAL_S) {
-        h->last_error_log_s = now;
+    if (log_due(&h->last_error_log_s))
         sfd_log(SFD_LOG_ERR, NULL,
                 "history: write failed (%s); %llu records lost so far, "
                 "counted in history.write_errors",
-                strerror(-r), (unsigned long long)errors);
-    }
+                strerror(r < 0 ? -r : EIO), (unsigned long long)errors);
 }
 
 static void let_records_gather(const struct sfd_history *h)
@@ -162,12 +262,67 @@ static void *writer_main(void *arg)
 
 static void history_off(struct sfd_history *h, const char *path, const char *what, int err)
 {
-    h->stats.open_errors++;
+    (void)h;
     sfd_log(SFD_LOG_WARNING, NULL, "history off: %s: %s: %s; reports are kept in memory only", path,
             what, strerror(err));
 }
 
-static void restore(struct sfd *d, struct sfd_history *h);
+/* Every failed open of the store is counted, the ones cured after too. */
+static int open_rw(struct sfd_history *h, const char **what)
+{
+    int r = sfd_store_open_at(h->dirfd, SFD_HISTORY_FILE, h->max_bytes, 0, &h->store, what);
+    if (r < 0) {
+        h->store = NULL;
+        atomic_fetch_add(&h->live.open_errors, 1);
+    }
+    if (r == -EUCLEAN) {
+        set_aside(h, *what);
+        r = sfd_store_open_at(h->dirfd, SFD_HISTORY_FILE, h->max_bytes, 0, &h->store, what);
+        if (r < 0) {
+            h->store = NULL;
+            atomic_fetch_add(&h->live.open_errors, 1);
+        }
+    }
+    return r;
+}
+
+/* The damaged file (and its WAL) keep their bytes for the operator under a
+ * name of their own in the held directory; the name of the store is free
+ * for a fresh one. RENAME_NOREPLACE: an earlier damaged file stays. */
+static void set_aside(struct sfd_history *h, const char *why)
+{
+    char stamp[32], name[sizeof(SFD_HISTORY_FILE) + 64], wal[sizeof name + 4];
+    sfd_store_close(h->store);
+    h->store = NULL;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    int r = -EEXIST;
+    for (unsigned i = 0; i < 100 && r == -EEXIST; i++) {
+        if (i == 0)
+            snprintf(name, sizeof name, "%s.damaged-%s", SFD_HISTORY_FILE, stamp);
+        else
+            snprintf(name, sizeof name, "%s.damaged-%s.%u", SFD_HISTORY_FILE, stamp, i);
+        r = renameat2(h->dirfd, SFD_HISTORY_FILE, h->dirfd, name, RENAME_NOREPLACE) == 0 ? 0
+                                                                                         : -errno;
+    }
+    if (r < 0) { /* met again with every batch: once a minute */
+        if (log_due(&h->last_aside_log_s))
+            sfd_log(SFD_LOG_ERR, NULL, "history: %s is damaged (%s) and cannot be set aside: %s",
+                    SFD_HISTORY_FILE, why, strerror(-r));
+        return;
+    }
+    snprintf(wal, sizeof wal, "%s-wal", name);
+    renameat2(h->dirfd, SFD_HISTORY_FILE "-wal", h->dirfd, wal, RENAME_NOREPLACE);
+    unlinkat(h->dirfd, SFD_HISTORY_FILE "-shm", 0); /* SQLite's scratch, rebuilt from the WAL */
+    atomic_fetch_add(&h->live.damaged, 1);
+    sfd_log(SFD_LOG_ERR, NULL,
+            "history: %s is damaged (%s); kept as %s/%s, a fresh store is started",
+            SFD_HISTORY_FILE, why, h->dir ? h->dir : "(state_dir)", name);
+}
+
+static int restore(struct sfd *d, struct sfd_history *h);
 
 /* The writer gets no signals: the loop's thread handles them all. */
 static int start_writer(struct sfd_history *h)
@@ -180,30 +335,102 @@ static int start_writer(struct sfd_history *h)
     return r;
 }
 
-static void open_store(struct sfd *d, struct sfd_history *h)
+/* No room to open for writing (the WAL index, the journal): the reports
+ * are read from the file opened immutable, and the writer opens it for
+ * writing with its first records. */
+static void restore_read_only(struct sfd *d, struct sfd_history *h, const char *what, int err)
 {
-    char path[sizeof(d->cfg.state_dir) + sizeof(SFD_HISTORY_FILE) + 1];
-    const char *what = NULL;
-    if (mkdir(d->cfg.state_dir, 0700) < 0 && errno != EEXIST) {
-        history_off(h, d->cfg.state_dir, "cannot create the directory", errno);
-        return;
-    }
-    snprintf(path, sizeof path, "%s/%s", d->cfg.state_dir, SFD_HISTORY_FILE);
-    int r = sfd_store_open(path, (uint64_t)d->cfg.max_history_mb << 20, &h->store, &what);
-    if (r < 0) {
-        history_off(h, path, what, -r);
-        return;
-    }
-    restore(d, h); /* before the writer exists: the store has one user at a time */
-    r = start_writer(h);
-    if (r != 0) {
+    const char *ro_what = NULL;
+    sfd_log(SFD_LOG_WARNING, NULL,
+            "history: %s: %s: %s; restoring read-only, writing is retried with each record",
+            SFD_HISTORY_FILE, what, strerror(-err));
+    int r = sfd_store_open_at(h->dirfd, SFD_HISTORY_FILE, h->max_bytes, SFD_STORE_READONLY,
+                              &h->store, &ro_what);
+    if (r == 0) {
+        h->stats.readonly_restores++;
+        r = restore(d, h);
         sfd_store_close(h->store);
         h->store = NULL;
-        history_off(h, path, "cannot start the writer thread", r);
+        if (r == -EUCLEAN) /* a damaged page under the read: set aside for a fresh store */
+            set_aside(h, "a read found it damaged");
         return;
     }
-    h->stats.enabled = true;
-    sfd_log(SFD_LOG_INFO, NULL, "history: %s, at most %u MB", path, d->cfg.max_history_mb);
+    atomic_fetch_add(&h->live.open_errors, 1);
+    if (r == -EUCLEAN)
+        set_aside(h, ro_what);
+    else
+        sfd_log(SFD_LOG_WARNING, NULL, "history: %s: %s: %s; nothing restored", SFD_HISTORY_FILE,
+                ro_what, strerror(-r));
+}
+
+/* Opens the store for writing and restores from it. What may fail is
+ * cured where it can be: a damaged file is set aside for a fresh one, a
+ * full disk restores read-only. Returns < 0 when history is off. */
+static int open_and_restore(struct sfd *d, struct sfd_history *h, const char **what)
+{
+    int r = open_rw(h, what);
+    if (r == -ELOOP || r == -EINVAL) {
+        h->stats.refused++;
+        return r;
+    }
+    if (r == -ENOSPC || r == -EIO) {
+        restore_read_only(d, h, *what, r);
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    r = restore(d, h); /* before the writer exists: the store has one user at a time */
+    if (r == -EUCLEAN) {
+        set_aside(h, "a read found it damaged");
+        r = open_rw(h, what);
+        return r == -ENOSPC || r == -EIO ? 0 : r; /* the writer retries then */
+    }
+    return 0;
+}
+
+/* What the start counted single-threaded, for the readers of live. */
+static void publish_start_stats(struct sfd_history *h)
+{
+    atomic_store(&h->live.restored, h->stats.restored);
+    atomic_store(&h->live.restore_errors, h->stats.restore_errors);
+    atomic_store(&h->live.read_errors, h->stats.read_errors);
+    atomic_store(&h->live.refused, h->stats.refused);
+    atomic_store(&h->live.readonly_restores, h->stats.readonly_restores);
+    atomic_store(&h->live.rows_restored, h->stats.rows_restored);
+}
+
+static void open_store(struct sfd *d, struct sfd_history *h)
+{
+    char why[sizeof(d->cfg.state_dir) + 128];
+    const char *what = NULL;
+    h->max_bytes = (uint64_t)d->cfg.max_history_mb << 20;
+    h->dir = strdup(d->cfg.state_dir); /* NULL: the log says "(state_dir)" */
+    h->dirfd = sf_safe_dir_open(d->cfg.state_dir, SF_SAFE_DIR_CREATE, 0700, why, sizeof why);
+    if (h->dirfd < 0) {
+        atomic_fetch_add(&h->live.open_errors, 1);
+        history_off(h, d->cfg.state_dir, why, -h->dirfd);
+        return;
+    }
+    int r = open_and_restore(d, h, &what);
+    publish_start_stats(h);
+    if (r < 0) {
+        snprintf(why, sizeof why, "%s/%s", d->cfg.state_dir, SFD_HISTORY_FILE);
+        history_off(h, why, what ? what : "cannot be used", -r);
+        return;
+    }
+    h->on = true;
+    r = start_writer(h);
+    if (r != 0) {
+        h->on = false;
+        sfd_store_close(h->store);
+        h->store = NULL;
+        atomic_fetch_add(&h->live.open_errors, 1);
+        history_off(h, d->cfg.state_dir, "cannot start the writer thread", r);
+        return;
+    }
+    atomic_store(&h->live.enabled, true);
+    sfd_log(SFD_LOG_INFO, NULL, "history: %s/%s, at most %u MB", d->cfg.state_dir, SFD_HISTORY_FILE,
+            d->cfg.max_history_mb);
 }
 
 int sfd_history_start(struct sfd *d)
@@ -217,7 +444,9 @@ int sfd_history_start(struct sfd *d)
         free(h);
         return -errno;
     }
+    h->dirfd = -1;
     d->history = h;
+    d->history_counters = &h->live;
     open_store(d, h); /* on failure h stays, off, to count it */
     return 0;
 }
@@ -227,53 +456,60 @@ void sfd_history_stop(struct sfd *d)
     struct sfd_history *h = d ? d->history : NULL;
     if (h == NULL)
         return;
-    if (h->store != NULL) {
+    if (h->on) {
         atomic_store(&h->stop, true);
         sem_post(&h->wake);
         pthread_join(h->thread, NULL); /* writes what is queued, then returns */
-        sfd_store_close(h->store);
     }
+    sfd_store_close(h->store);
+    if (h->dirfd >= 0)
+        close(h->dirfd);
+    free(h->dir);
     sem_destroy(&h->wake);
     free(h);
     d->history = NULL;
+    d->history_counters = NULL;
 }
 
 json_t *sfd_history_json(const struct sfd *d)
 {
     struct sfd_history_stats h;
     sfd_history_get_stats(d, &h);
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
-                     h.enabled, "written", (json_int_t)h.written, "write_errors",
-                     (json_int_t)h.write_errors, "queue_dropped", (json_int_t)h.queue_dropped,
-                     "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
-                     "restore_errors", (json_int_t)h.restore_errors, "open_errors",
-                     (json_int_t)h.open_errors, "bytes", (json_int_t)h.bytes, "rows_written",
-                     (json_int_t)h.rows_written, "rows_restored", (json_int_t)h.rows_restored,
-                     "rows_skipped", (json_int_t)h.rows_skipped);
+    json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled", h.enabled,
+                          "written", (json_int_t)h.written, "write_errors",
+                          (json_int_t)h.write_errors, "queue_dropped", (json_int_t)h.queue_dropped,
+                          "evicted", (json_int_t)h.evicted, "restored", (json_int_t)h.restored,
+                          "restore_errors", (json_int_t)h.restore_errors, "open_errors",
+                          (json_int_t)h.open_errors, "bytes", (json_int_t)h.bytes);
+    if (o == NULL)
+        return NULL;
+    json_t *more = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "read_errors", (json_int_t)h.read_errors,
+        "damaged", (json_int_t)h.damaged, "refused", (json_int_t)h.refused, "readonly_restores",
+        (json_int_t)h.readonly_restores, "full_retries", (json_int_t)h.full_retries,
+        "reopen_errors", (json_int_t)h.reopen_errors, "rows_written", (json_int_t)h.rows_written,
+        "rows_restored", (json_int_t)h.rows_restored, "rows_skipped", (json_int_t)h.rows_skipped);
+    if (more == NULL || json_object_update(o, more) < 0) {
+        json_decref(more);
+        json_decref(o);
+        return NULL;
+    }
+    json_decref(more);
+    return o;
 }
 
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
 {
-    struct sfd_history *h = d->history;
-    if (h == NULL) {
-        memset(ret, 0, sizeof(*ret));
-        return;
-    }
-    *ret = h->stats;
-    ret->written = atomic_load_explicit(&h->live.written, memory_order_relaxed);
-    ret->write_errors = atomic_load_explicit(&h->live.write_errors, memory_order_relaxed);
-    ret->queue_dropped = atomic_load_explicit(&h->live.queue_dropped, memory_order_relaxed);
-    ret->evicted = atomic_load_explicit(&h->live.evicted, memory_order_relaxed);
-    ret->bytes = atomic_load_explicit(&h->live.bytes, memory_order_relaxed);
-    ret->rows_written = atomic_load_explicit(&h->live.rows_written, memory_order_relaxed);
-    ret->rows_skipped = atomic_load_explicit(&h->live.rows_skipped, memory_order_relaxed);
+    memset(ret, 0, sizeof(*ret));
+    if (d->history_counters != NULL)
+        sfd_history_counters_read(d->history_counters, ret);
 }
 
 /* ---- the loop's side ----------------------------------------------------------- */
 
 static bool history_on(const struct sfd *d)
 {
-    return d->history != NULL && d->history->store != NULL;
+    return d->history != NULL && d->history->on;
 }
 
 /* Queues one record, taking body; a full queue drops it (counted). */
@@ -281,7 +517,7 @@ static int queue_record(struct sfd *d, const struct sfd_job *job, uint32_t kind,
                         int64_t window, uint8_t *body, size_t len)
 {
     struct sfd_history *h = d->history;
-    if (h == NULL || h->store == NULL) {
+    if (h == NULL || !h->on) {
         free(body);
         return -ENOENT;
     }
@@ -483,12 +719,14 @@ static int restore_visit(void *ctx, const struct sfd_store_key *key, const uint8
     return 0;
 }
 
-/* Bounded: at most max_jobs jobs of keep_windows reports each are read. */
-static void restore(struct sfd *d, struct sfd_history *h)
+/* Bounded: at most max_jobs jobs of keep_windows reports each are read.
+ * What was read before a failed read is restored; the failure is counted
+ * and returned (-EUCLEAN: a damaged page). */
+static int restore(struct sfd *d, struct sfd_history *h)
 {
     struct restore_ctx *c = calloc(1, sizeof(*c));
     if (c == NULL)
-        return;
+        return -ENOMEM;
     c->d = d;
     c->stats = &h->stats;
     c->uid = (uid_t)-1;
@@ -497,12 +735,17 @@ static void restore(struct sfd *d, struct sfd_history *h)
     restore_job(c);
     if (r == 0)
         r = sfd_history_restore_rows(d, h->store, &h->stats);
-    if (r < 0)
-        sfd_log(SFD_LOG_WARNING, NULL, "history: reading the store failed: %s", strerror(-r));
+    if (r < 0) {
+        h->stats.read_errors++;
+        sfd_log(SFD_LOG_WARNING, NULL,
+                "history: reading the store failed: %s; %llu reports restored before it",
+                strerror(-r), (unsigned long long)h->stats.restored);
+    }
     if (h->stats.restore_errors > 0)
         sfd_log(SFD_LOG_WARNING, NULL, "history: %llu stored records could not be restored",
                 (unsigned long long)h->stats.restore_errors);
     free(c);
     if (d->n_jobs > 0)
         sfd_after_window(d); /* the Prometheus lines of the restored jobs */
+    return r < 0 ? r : 0;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "history.h"
 #include "prom_export.h"
 #include "sfd.h"
 
@@ -61,7 +62,11 @@ static uint64_t counters_sum(const struct sfd *d)
                    d->ctr.connections_accepted;
     for (int i = 0; i < SFD_REJ_COUNT; i++)
         sum += d->ctr.rejected[i];
-    return sum;
+    struct sfd_history_stats h = {0};
+    if (d->history_counters != NULL)
+        sfd_history_counters_read(d->history_counters, &h);
+    return sum + h.written + h.evicted + h.write_errors + h.queue_dropped + h.reopen_errors +
+           h.full_retries + h.damaged;
 }
 
 static enum sf_prom_job_state job_state(const struct sfd_job *j)
@@ -168,6 +173,25 @@ static int write_export(struct sfd *d, uint64_t now)
     struct sf_prom_reject rej[SFD_REJ_COUNT];
     for (int i = 0; i < SFD_REJ_COUNT; i++)
         rej[i] = (struct sf_prom_reject){sfd_reject_name(i), d->ctr.rejected[i]};
+    struct sfd_history_stats hs = {0};
+    if (d->history_counters != NULL)
+        sfd_history_counters_read(d->history_counters, &hs);
+    struct sf_prom_history hist = {
+        .enabled = hs.enabled,
+        .written = hs.written,
+        .evicted = hs.evicted,
+        .restored = hs.restored,
+        .open_errors = hs.open_errors,
+        .read_errors = hs.read_errors,
+        .restore_errors = hs.restore_errors,
+        .write_errors = hs.write_errors,
+        .reopen_errors = hs.reopen_errors,
+        .queue_dropped = hs.queue_dropped,
+        .refused = hs.refused,
+        .damaged = hs.damaged,
+        .readonly_restores = hs.readonly_restores,
+        .full_retries = hs.full_retries,
+    };
     struct sf_prom_daemon daemon = {
         .version = SF_VERSION,
         .role = role,
@@ -181,6 +205,7 @@ static int write_export(struct sfd *d, uint64_t now)
         .connections_accepted = d->ctr.connections_accepted,
         .rejected = rej,
         .n_rejected = SFD_REJ_COUNT,
+        .history = d->history_counters != NULL ? &hist : NULL,
     };
     int r = sfd_prom_write(d->cfg.prom_dir, &daemon, v, n);
     if (r >= 0) {

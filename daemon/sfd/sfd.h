@@ -23,8 +23,9 @@ struct Stagefrontier__Hello;
 struct Stagefrontier__RecordBatch;
 struct Stagefrontier__NcclBatch;
 struct Stagefrontier__StepRecord;
-struct sfd_side;    /* side_evidence.h */
-struct sfd_history; /* history.h */
+struct sfd_side; /* side_evidence.h */
+struct sfd_history;
+struct sfd_history_counters; /* history.h */
 struct sfd;
 struct sfd_job;
 
@@ -815,8 +816,10 @@ struct sfd {
      * (cluster.h): standalone, or the peer layer in multi-node mode. */
     struct sfd_cluster cluster;
     struct sfd_history *history; /* history.c; NULL when switched off in the config */
-    struct sfd_alert *alerts;    /* running alert hooks (alert.c) */
-    const char *prom_role;       /* role and term of the last Prometheus export */
+    /* Its counters, read without a call into history.c (history.h) */
+    const struct sfd_history_counters *history_counters;
+    struct sfd_alert *alerts; /* running alert hooks (alert.c) */
+    const char *prom_role;    /* role and term of the last Prometheus export */
     uint64_t prom_term;
     uint64_t prom_written_ms;       /* monotonic ms of the last write, 0: none */
     uint64_t prom_failures;         /* failed writes not yet logged */

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -452,8 +453,8 @@ static void tmp_store(struct tmp *t)
 static void tmp_remove(struct tmp *t)
 {
     char p[160];
-    static const char *const suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const suffix[] = {"", "-wal", "-shm", ".reserve", ".link"};
+    for (int i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s%s", t->path, suffix[i]);
         unlink(p);
     }
@@ -534,7 +535,7 @@ static void an_oversized_record_is_refused(void **state)
     tmp_store(&t);
     assert_int_equal(sfd_store_open(t.path, 64u << 10, &s, &err), 0);
     assert_int_equal(put_one(s, "small", 0, 1000, &evicted), 1);
-    assert_int_equal(put_one(s, "huge", 1, 128u << 10, &evicted), -ENOSPC);
+    assert_int_equal(put_one(s, "huge", 1, 128u << 10, &evicted), -EFBIG);
     assert_int_equal(sfd_store_count(s, &count), 0);
     assert_int_equal(count, 1); /* the failed batch left nothing, took nothing */
     sfd_store_close(s);
@@ -574,6 +575,112 @@ static void the_startup_read_is_bounded(void **state)
     tmp_remove(&t);
 }
 
+static void write_bytes(const char *path, off_t at, int byte, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    uint8_t buf[4096];
+    memset(buf, byte, sizeof buf);
+    for (size_t done = 0; done < n; done += sizeof buf)
+        assert_int_equal(pwrite(fd, buf, sizeof buf, at + (off_t)done), (ssize_t)sizeof buf);
+    close(fd);
+}
+
+/* A store of 30 records of 2 KiB, closed (its WAL folded into the file). */
+static void filled_store(struct tmp *t)
+{
+    struct sfd_store *s;
+    const char *err;
+    uint64_t evicted = 0;
+    tmp_store(t);
+    assert_int_equal(sfd_store_open(t->path, 16u << 20, &s, &err), 0);
+    for (int64_t w = 0; w < 30; w++)
+        assert_int_equal(put_one(s, "f", w, 2048, &evicted), 1);
+    sfd_store_close(s);
+}
+
+static void garbage_and_damaged_pages_fail_the_check(void **state)
+{
+    (void)state;
+    struct tmp t;
+    struct sfd_store *s = NULL;
+    const char *err;
+    tmp_store(&t);
+    write_bytes(t.path, 0, 'g', 8192); /* garbage from byte 0 */
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), -EUCLEAN);
+    assert_null(s);
+    tmp_remove(&t);
+
+    filled_store(&t);
+    write_bytes(t.path, 2 * 4096, 0xa5, 4 * 4096); /* pages 3 to 6 */
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), -EUCLEAN);
+    assert_string_equal(err, "fails SQLite's quick_check");
+    assert_int_equal(sfd_store_open_at(AT_FDCWD, t.path, 16u << 20, SFD_STORE_READONLY, &s, &err),
+                     -EUCLEAN);
+    tmp_remove(&t);
+}
+
+static void a_symbolic_link_is_refused(void **state)
+{
+    (void)state;
+    struct tmp t;
+    struct sfd_store *s = NULL;
+    const char *err;
+    char target[200];
+    filled_store(&t);
+    snprintf(target, sizeof target, "%s.link", t.path);
+    assert_int_equal(rename(t.path, target), 0);
+    assert_int_equal(symlink(target, t.path), 0);
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), -ELOOP);
+    assert_string_equal(err, "is a symbolic link, refused");
+    assert_null(s);
+    /* The WAL beside it is opened by SQLite by path: a link there too. */
+    char wal[200];
+    assert_int_equal(unlink(t.path), 0);
+    assert_int_equal(rename(target, t.path), 0);
+    snprintf(wal, sizeof wal, "%s-wal", t.path);
+    assert_int_equal(symlink(target, wal), 0);
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), -ELOOP);
+    assert_string_equal(err, "its -wal is not a regular file, refused");
+    assert_null(s);
+    unlink(wal);
+    tmp_remove(&t);
+}
+
+static void read_only_reads_and_room_is_made(void **state)
+{
+    (void)state;
+    struct tmp t;
+    struct sfd_store *s;
+    const char *err;
+    uint64_t evicted = 0, count;
+    char reserve[200];
+    struct stat st;
+    filled_store(&t);
+    assert_int_equal(sfd_store_open_at(AT_FDCWD, t.path, 16u << 20, SFD_STORE_READONLY, &s, &err),
+                     0);
+    struct seen seen = {.n = 0};
+    assert_int_equal(sfd_store_recent(s, SFD_HISTORY_REPORT, 4, 8, collect, &seen), 0);
+    assert_int_equal(seen.n, 8);
+    assert_true(put_one(s, "ro", 0, 100, &evicted) < 0); /* a read-only handle never writes */
+    sfd_store_close(s);
+
+    assert_int_equal(sfd_store_open(t.path, 16u << 20, &s, &err), 0);
+    snprintf(reserve, sizeof reserve, "%s.reserve", t.path);
+    assert_int_equal(stat(reserve, &st), 0);
+    assert_true(st.st_blocks * 512 >= (1 << 20)); /* min(16 MiB / 4, 1 MiB) */
+    assert_int_equal(sfd_store_make_room(s, 5, &evicted), 0);
+    assert_int_equal(evicted, 30);            /* max(5, 32) asked, 30 there */
+    assert_int_equal(stat(reserve, &st), -1); /* given back */
+    assert_int_equal(sfd_store_count(s, &count), 0);
+    assert_int_equal(count, 0);
+    assert_int_equal(sfd_store_make_room(s, 5, &evicted), -ENOSPC); /* nothing left to evict */
+    assert_int_equal(sfd_store_keep_reserve(s), 0);
+    assert_int_equal(stat(reserve, &st), 0);
+    sfd_store_close(s);
+    tmp_remove(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -587,6 +694,9 @@ int main(void)
         cmocka_unit_test(the_bound_evicts_the_oldest),
         cmocka_unit_test(an_oversized_record_is_refused),
         cmocka_unit_test(the_startup_read_is_bounded),
+        cmocka_unit_test(garbage_and_damaged_pages_fail_the_check),
+        cmocka_unit_test(a_symbolic_link_is_refused),
+        cmocka_unit_test(read_only_reads_and_room_is_made),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
