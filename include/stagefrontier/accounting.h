@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "stagefrontier/limits.h"
+#include "stagefrontier/parallel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +122,10 @@ typedef struct sf_row {
      * the rank's arrival to the issue of its collective, 0..that stage's
      * sync wait, or -1 where the stage carried no issue mark. */
     const int64_t *issue_lag;
+    /* The rank's parallel coordinates (stagefrontier/parallel.h), NULL when
+     * it declared none: ranks are then compared inside their cohort
+     * (docs/ACCOUNTING.md, "Cohorts"). Borrowed, like d. */
+    const sf_parallel *parallel;
 } sf_row;
 
 /* Window-level flags, set by whoever assembled the window. */
