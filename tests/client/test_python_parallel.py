@@ -84,7 +84,7 @@ def main():
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
     except ImportError:
-        print("torch DeviceMesh: not installed, skipped")
+        print("torch DeviceMesh: not in this torch, skipped")
         return
     store = os.path.join(tempfile.mkdtemp(prefix="sfpar-"), "store")
     dist.init_process_group("gloo", init_method="file://" + store, rank=0, world_size=1)
