@@ -169,3 +169,23 @@ int sf__report_cohorts(const sf_summary *s, uint32_t *cohort_of, enum sf_cohort_
     *ret_state = (enum sf_cohort_state)r;
     return 0;
 }
+
+/* ---- contrasts inside cohorts ------------------------------------------ */
+
+void sf__cohort_contrasts(const int64_t *col, size_t stride, uint32_t n, const uint32_t *cohort_of,
+                          uint32_t n_cohorts, int64_t *scratch, int64_t *out)
+{
+    int64_t *vals = scratch, *select = scratch + n;
+    for (uint32_t c = 0; c < n_cohorts; c++) {
+        uint32_t m = 0;
+        for (uint32_t x = 0; x < n; x++)
+            if (cohort_of[x] == c)
+                vals[m++] = col[(size_t)x * stride];
+        sf__middle mm = {0};
+        if (m >= 2)
+            sf__middle_of(vals, 1, m, select, &mm);
+        for (uint32_t x = 0; x < n; x++)
+            if (cohort_of[x] == c) /* alone in its cohort: no peer, no contrast */
+                out[x] = m >= 2 ? sf__contrast(&mm, col[(size_t)x * stride]) : 0;
+    }
+}

@@ -267,6 +267,11 @@ int sf__roles_add(sf_summary *s, const char *role);
 int sf__parallel_gather(sf_summary *s, const sf_row *rows, size_t n_rows);
 int sf__report_cohorts(const sf_summary *s, uint32_t *cohort_of, enum sf_cohort_state *ret_state,
                        uint32_t *ret_n);
+/* Each of n values col[0], col[stride], ... minus the median of the others
+ * of its cohort (sf__contrasts inside each cohort; 0 for a rank alone in
+ * its cohort); scratch holds 2 n values. */
+void sf__cohort_contrasts(const int64_t *col, size_t stride, uint32_t n, const uint32_t *cohort_of,
+                          uint32_t n_cohorts, int64_t *scratch, int64_t *out);
 void sf__dense_free(sf_dense *d);
 
 /* exposure.c: direct-exposure gains from dense rows (cohort-median baseline). */

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "matrix.h"
+#include "stagefrontier/change.h"
 
 #define MS INT64_C(1000000)
 
@@ -110,19 +111,19 @@ struct pipe {
  * (90 on rank 1: the fault), each with up to 1 ms of noise; other 5 ms. Each
  * rank leaves the backward's collective when the last one arrives. ranks < 4
  * leaves the last ranks out of the window. */
-static void pipe_init(struct pipe *p, uint32_t steps, uint32_t ranks, bool declared)
+static void pipe_init_seeded(struct pipe *p, uint32_t steps, uint32_t ranks, bool declared,
+                             uint64_t seed, int64_t fault_ns)
 {
     memset(p, 0, sizeof *p);
     assert_int_equal(sf_schema_init_sync(&p->schema, 1, 4, recorded, NULL, 1, 1u << 2), 0);
     p->m = matrix_new(steps, ranks, S5);
-    uint64_t seed = 51;
     for (uint32_t t = 0; t < steps; t++) {
         int64_t arrival_max = 0;
         for (uint32_t r = 0; r < ranks; r++) {
             int64_t *d = cell(&p->m, t, r);
             d[DATA] = 10 * MS + rand_below(&seed, MS);
             d[FWD] = (r >= 2 ? 70 : 50) * MS + rand_below(&seed, MS);
-            d[BWD] = (r == 1 ? 90 : 80) * MS + rand_below(&seed, MS);
+            d[BWD] = 80 * MS + (r == 1 ? fault_ns : 0) + rand_below(&seed, MS);
             d[OTHER] = 5 * MS;
             int64_t a = d[DATA] + d[FWD] + d[BWD];
             arrival_max = a > arrival_max ? a : arrival_max;
@@ -136,6 +137,11 @@ static void pipe_init(struct pipe *p, uint32_t steps, uint32_t ranks, bool decla
         p->par[r] = coords(layout[r]);
     for (size_t i = 0; declared && i < (size_t)steps * ranks; i++)
         p->m.rows[i].parallel = &p->par[p->m.rows[i].rank];
+}
+
+static void pipe_init(struct pipe *p, uint32_t steps, uint32_t ranks, bool declared)
+{
+    pipe_init_seeded(p, steps, ranks, declared, 51, 10 * MS);
 }
 
 static sf_report *pipe_compute(struct pipe *p)
@@ -290,6 +296,60 @@ static void merged_summaries(void **state)
     pipe_clear(&p);
 }
 
+/* The change against a clean reference: rank 1's backward slowed by 10 ms
+ * is its own-work change, its contrast taken inside its cohort; with
+ * coordinates that make no cohorts the change names no rank. */
+static sf_summary *pipe_summary(struct pipe *p, int64_t index)
+{
+    sf_window_meta meta = meta_for(4);
+    meta.index = index;
+    sf_summary *s = NULL;
+    assert_int_equal(
+        sf_summary_build(&p->schema, &meta, p->m.rows, (size_t)p->m.steps * p->m.ranks, true, &s),
+        0);
+    return s;
+}
+
+static void change_inside_cohorts(void **state)
+{
+    (void)state;
+    sf_gates gates;
+    sf_gates_default(&gates);
+    sf_summary *w[3];
+    for (int j = 0; j < 3; j++) {
+        struct pipe clean;
+        pipe_init_seeded(&clean, 40, 4, true, 100 + (uint64_t)j, 0);
+        w[j] = pipe_summary(&clean, j);
+        pipe_clear(&clean);
+    }
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)w, 3, &ref), 0);
+    struct pipe p;
+    pipe_init_seeded(&p, 40, 4, true, 7, 10 * MS);
+    sf_summary *s = pipe_summary(&p, 3);
+    sf_change *c = NULL;
+    assert_int_equal(sf_change_compute(ref, s, &gates, &c), 0);
+    assert_true(c->stages[BWD].own_significant);
+    assert_int_equal(c->stages[BWD].own_rank, 1);
+    assert_true(c->n_suspects >= 1);
+    assert_int_equal(c->suspects[0].rank, 1);
+    sf_change_free(c);
+    sf_summary_free(s);
+
+    p.par[2] = p.par[1]; /* rank 2 claims rank 1's tuple */
+    s = pipe_summary(&p, 3);
+    assert_int_equal(sf_change_compute(ref, s, &gates, &c), 0);
+    for (uint32_t k = 0; k < c->n_stages; k++)
+        assert_false(c->stages[k].own_significant);
+    assert_int_equal(c->n_suspects, 0);
+    sf_change_free(c);
+    sf_summary_free(s);
+    pipe_clear(&p);
+    sf_reference_free(ref);
+    for (int j = 0; j < 3; j++)
+        sf_summary_free(w[j]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +359,7 @@ int main(void)
         cmocka_unit_test(global_names_wrong_rank),
         cmocka_unit_test(inconsistent_names_nobody),
         cmocka_unit_test(merged_summaries),
+        cmocka_unit_test(change_inside_cohorts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
