@@ -61,8 +61,9 @@ def run_rank(a):
     net = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH) for _ in range(layers)])
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
     slow = a.row == "backward" and rank == hidden_rank(a.seed)
+    coords = {"pp": (stage, 2), "dp": (replica, 2), "schedule": "gpipe"}
     rec = sf.Recorder(sync_stages=["model.backward_cpu_wall"],
-                      parallel={"pp": (stage, 2), "dp": (replica, 2), "schedule": "gpipe"})
+                      parallel=None if a.no_parallel else coords)
     gen = torch.Generator().manual_seed(100 + replica)
     for step in range(WARMUP + STEPS):
         with rec.step():
@@ -149,6 +150,9 @@ def main():
     p.add_argument("--row", required=True, choices=["backward", "none"])
     p.add_argument("--seed", type=int, default=2)  # hidden rank 1, of stage 0
     p.add_argument("--delay-s", type=float, default=0.0)
+    p.add_argument("--no-parallel", action="store_true",
+                   help="measure only: the same job without coordinates (every rank "
+                        "compared with every other); prints the verdict, checks nothing")
     a = p.parse_args()
     if "RANK" in os.environ:
         return run_rank(a)
@@ -162,6 +166,7 @@ def main():
     with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=STEPS) as sfd:
         delay = DELAY_S if a.row == "backward" else 0.0
         argv = ["--row", a.row, "--seed", str(a.seed), "--delay-s", str(delay)]
+        argv += ["--no-parallel"] if a.no_parallel else []
         rc = launch(build, job, sfd.ingest, argv, timeout=240)
         if rc != 0:
             print("FAIL: the training job failed (rc %d)" % rc)
@@ -178,6 +183,8 @@ def main():
     verdict = w.get("straggler")
     print("row %s hidden rank %s verdict %s labels %s" % (
         a.row, hidden_rank(a.seed) if a.row != "none" else None, json.dumps(verdict), labels))
+    if a.no_parallel:
+        return 0
     if w["window"]["ranks"] != 4 or w["window"]["steps"] != STEPS:
         print("FAIL: window covers %s ranks, %s steps" % (w["window"]["ranks"],
                                                            w["window"]["steps"]))
