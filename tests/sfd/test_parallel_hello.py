@@ -67,6 +67,11 @@ def main():
         for w in reports:
             win = w["window"]
             check(win["ranks"] == 4 and win["missing_ranks"] == 0, "window: %s" % win)
+        # Each rank's coordinates, as it declared them.
+        ranks = json.loads(sfd.sfctl("ranks", JOB, "--json").stdout)
+        ranks = ranks["ranks"] if isinstance(ranks, dict) else ranks
+        check([r["parallel"] for r in ranks] == [COORDS[r] for r in range(4)],
+              "sfctl ranks: %s" % [r.get("parallel") for r in ranks])
         st = sfd.status()
         check(st["rejected"]["parallel_invalid"] == 5 and st["rejected"]["parallel_conflict"] == 4,
               "counters: %s" % st["rejected"])
