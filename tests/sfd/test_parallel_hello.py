@@ -5,11 +5,13 @@ world, an index out of range, a schedule past the enum, another shape than
 the job's, a tuple another rank holds. Each is refused and counted under its
 reason; then rank 3 joins with its true coordinates, and a later hello of rank
 3 that changes them is refused too. The other ranks are unaffected: every
-record they sent is accepted and the job's windows hold all four ranks."""
+record they sent is accepted, the job's windows hold all four ranks and say
+role_aware_applied, and the replay of the job's recording equals its live
+report."""
 
 import json
 
-from sfdtest import Sfd, check, send, spawn, wait_for
+from sfdtest import Sfd, check, live_equals_replay, send, spawn, wait_for
 
 CONF = """[gates]
 warmup_steps = 0
@@ -67,6 +69,10 @@ def main():
         for w in reports:
             win = w["window"]
             check(win["ranks"] == 4 and win["missing_ranks"] == 0, "window: %s" % win)
+        for w in reports:
+            check("role_aware_applied" in w["labels"], "labels: %s" % w["labels"])
+        # The recording carries the coordinates: its replay is the live report.
+        live_equals_replay(sfd, JOB)
         # Each rank's coordinates, as it declared them.
         ranks = json.loads(sfd.sfctl("ranks", JOB, "--json").stdout)
         ranks = ranks["ranks"] if isinstance(ranks, dict) else ranks
