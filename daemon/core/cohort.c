@@ -111,7 +111,7 @@ static void gather_dense(sf_summary *s, const sf_row *rows, size_t n_rows, uint8
     for (size_t k = 0; k < n_rows; k++) {
         uint32_t i = dense_index(d, rows[k].rank);
         const sf_parallel *p = rows[k].parallel;
-        uint8_t now = p != NULL && p->declared ? 1 : 2;
+        uint8_t now = p != NULL ? 1 : 2;
         if (seen[i] == 0) {
             seen[i] = now;
             if (now == 1)
@@ -122,15 +122,14 @@ static void gather_dense(sf_summary *s, const sf_row *rows, size_t n_rows, uint8
     }
 }
 
+/* s->parallel_rows, counted by the row check, spares a job without
+ * coordinates this pass. */
 int sf__parallel_gather(sf_summary *s, const sf_row *rows, size_t n_rows)
 {
-    size_t with = 0;
-    for (size_t k = 0; k < n_rows; k++)
-        with += rows[k].parallel != NULL && rows[k].parallel->declared != 0;
-    if (with == 0)
+    if (s->parallel_rows == 0)
         return 0;
     s->parallel_declared = true;
-    if (with != n_rows)
+    if (s->parallel_rows != n_rows)
         s->parallel_conflict = true;
     if (s->dense == NULL || s->dense->n_ranks == 0)
         return 0;

@@ -237,6 +237,7 @@ static int merge_window_fields(sf_summary *dst, const sf_summary *src)
     dst->roles_overflow |= src->roles_overflow;
     dst->parallel_declared |= src->parallel_declared;
     dst->parallel_conflict |= src->parallel_conflict;
+    dst->parallel_rows += src->parallel_rows;
     for (uint32_t i = 0; i < src->n_roles; i++) {
         int r = sf__roles_add(dst, src->roles[i]);
         if (r < 0)

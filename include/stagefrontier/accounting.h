@@ -123,8 +123,9 @@ typedef struct sf_row {
      * sync wait, or -1 where the stage carried no issue mark. */
     const int64_t *issue_lag;
     /* The rank's parallel coordinates (stagefrontier/parallel.h), NULL when
-     * it declared none: ranks are then compared inside their cohort
-     * (docs/ACCOUNTING.md, "Cohorts"). Borrowed, like d. */
+     * it declared none (never a struct with nothing declared): ranks are
+     * then compared inside their cohort (docs/ACCOUNTING.md, "Cohorts").
+     * Borrowed, like d. */
     const sf_parallel *parallel;
 } sf_row;
 
@@ -241,8 +242,9 @@ typedef struct sf_summary {
     bool roles_overflow;       /* more distinct roles than SF_MAX_ROLES */
     /* Parallel coordinates (docs/ACCOUNTING.md, "Cohorts"): some row carried
      * them; some rank's rows disagreed (coordinates on some rows only, or
-     * two sets). Both merge by or. */
+     * two sets). Both merge by or, parallel_rows by sum. */
     bool parallel_declared, parallel_conflict;
+    uint64_t parallel_rows; /* rows that carried coordinates (sf_row.parallel set) */
     uint64_t event_samples, event_ready;
     int64_t event_cpu_ns, event_gpu_ns; /* over ready samples */
     uint32_t n_intervals;
