@@ -98,10 +98,3 @@ int sfd_job_parallel_bind(struct sfd_job *job, struct sfd_rank *rk, uint32_t ran
     rk->declared_parallel = 1;
     return 0;
 }
-
-const sf_parallel *sfd_job_parallel_of(const struct sfd_job *job, uint32_t rank)
-{
-    if (job->par == NULL || rank >= job->world_size || job->par->coords[rank].declared == 0)
-        return NULL;
-    return &job->par->coords[rank];
-}

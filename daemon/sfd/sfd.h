@@ -427,9 +427,15 @@ struct sfd_parallel {
  * changes on failure. */
 int sfd_job_parallel_bind(struct sfd_job *job, struct sfd_rank *rk, uint32_t rank,
                           const sf_parallel *p, enum sfd_reject *why);
-/* rank's coordinates, or NULL when it declared none. */
-const sf_parallel *sfd_job_parallel_of(const struct sfd_job *job, uint32_t rank);
 void sfd_job_parallel_free(struct sfd_job *job);
+/* rank's coordinates, or NULL when it declared none. Inline: the rows'
+ * view (rows.c) calls nothing else in sfd. */
+static inline const sf_parallel *sfd_job_parallel_of(const struct sfd_job *job, uint32_t rank)
+{
+    if (job->par == NULL || rank >= job->world_size || job->par->coords[rank].declared == 0)
+        return NULL;
+    return &job->par->coords[rank];
+}
 /* Interns a rank's host name for `sfctl ranks` after the rank disconnects;
  * returns its index in job->hosts, or 0 ("") when the table is full or the
  * job's memory budget is spent. */
