@@ -35,11 +35,9 @@ static int cmp_u64(const void *a, const void *b)
 static int consistent(const sf_parallel *coords, uint32_t n, uint32_t world_size)
 {
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t product = 1;
-        for (int k = 0; k < SF_PAR_DIMS; k++)
-            product *= coords[i].size[k];
+        uint64_t product = sf_parallel_world(&coords[i]);
         if (coords[i].declared == 0 || !sf_parallel_same_shape(&coords[0], &coords[i]) ||
-            product > SF_PARALLEL_MAX_SIZE ||
+            product == 0 ||
             sf_parallel_check(&coords[i], world_size ? world_size : (uint32_t)product, NULL) < 0)
             return 0;
     }

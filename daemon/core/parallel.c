@@ -101,6 +101,14 @@ static int parse_item(const char *item, const char *end, sf_parallel *p, bool *s
     return 0;
 }
 
+uint64_t sf_parallel_world(const sf_parallel *p)
+{
+    uint64_t product = 1; /* stops past 2^21: five sizes of 2^21 would wrap 64 bits */
+    for (int d = 0; d < SF_PAR_DIMS && product <= SF_PARALLEL_MAX_SIZE; d++)
+        product *= p->size[d] <= SF_PARALLEL_MAX_SIZE ? p->size[d] : SF_PARALLEL_MAX_SIZE + 1u;
+    return product > SF_PARALLEL_MAX_SIZE ? 0 : product;
+}
+
 int sf_parallel_parse(const char *text, sf_parallel *ret, char *err, size_t err_cap)
 {
     sf_parallel p;
@@ -127,10 +135,7 @@ int sf_parallel_parse(const char *text, sf_parallel *ret, char *err, size_t err_
         return fail(err, err_cap, "no dimension", text, n);
     if (p.schedule != SF_SCHEDULE_NONE && !(p.declared & (1u << SF_PAR_PP)))
         return fail(err, err_cap, "a schedule needs pp", text, n);
-    uint64_t product = 1;
-    for (int d = 0; d < SF_PAR_DIMS; d++)
-        product *= p.size[d];
-    if (product > SF_PARALLEL_MAX_SIZE)
+    if (sf_parallel_world(&p) == 0)
         return fail(err, err_cap, "sizes multiply past 2^21 ranks", text, n);
     *ret = p;
     return 0;
@@ -164,7 +169,6 @@ int sf_parallel_format(const sf_parallel *p, char *buf, size_t cap)
 int sf_parallel_check(const sf_parallel *p, uint32_t world_size, const char **ret_reason)
 {
     const char *why = NULL;
-    uint64_t product = 1;
     if (p->declared == 0 || (p->declared & ~((1u << SF_PAR_DIMS) - 1)))
         why = "no dimension, or an unknown one";
     for (int d = 0; why == NULL && d < SF_PAR_DIMS; d++) {
@@ -172,7 +176,6 @@ int sf_parallel_check(const sf_parallel *p, uint32_t world_size, const char **re
         if (p->size[d] == 0 || p->size[d] > SF_PARALLEL_MAX_SIZE || p->index[d] >= p->size[d] ||
             (!given && p->size[d] != 1))
             why = "an index not below its size";
-        product *= p->size[d];
     }
     if (why == NULL &&
         (p->schedule > SF_SCHEDULE_INTERLEAVED ||
@@ -181,7 +184,7 @@ int sf_parallel_check(const sf_parallel *p, uint32_t world_size, const char **re
          (p->schedule != SF_SCHEDULE_INTERLEAVED && p->virtual_stages != 0) ||
          (p->schedule != SF_SCHEDULE_NONE && !(p->declared & (1u << SF_PAR_PP)))))
         why = "a malformed pipeline schedule";
-    if (why == NULL && product != world_size)
+    if (why == NULL && (sf_parallel_world(p) == 0 || sf_parallel_world(p) != world_size))
         why = "group sizes that do not multiply to the world size";
     if (ret_reason != NULL)
         *ret_reason = why;

@@ -58,6 +58,9 @@ int sf_parallel_format(const sf_parallel *p, char *buf, size_t cap);
  * index is not below its size, a size is 0, a bit outside the dimensions is
  * set, the schedule is malformed, or the sizes do not multiply to world. */
 int sf_parallel_check(const sf_parallel *p, uint32_t world_size, const char **ret_reason);
+/* The product of the sizes (1 where not declared), or 0 when it passes
+ * SF_PARALLEL_MAX_SIZE (never wrapped) or a size is 0. */
+uint64_t sf_parallel_world(const sf_parallel *p);
 /* The same group sizes and schedule (what every rank of a job must share). */
 bool sf_parallel_same_shape(const sf_parallel *a, const sf_parallel *b);
 /* The same declared dimensions and indices and shape. */

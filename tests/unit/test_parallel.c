@@ -133,6 +133,21 @@ static void check_against_world(void **state)
     sf_parallel none;
     sf_parallel_init(&none);
     assert_int_equal(sf_parallel_check(&none, 1, &why), -EINVAL);
+
+    /* Sizes whose product passes 2^64 are refused, whatever it would wrap
+     * to: the product is checked as it grows. */
+    sf_parallel wrap;
+    sf_parallel_init(&wrap);
+    wrap.declared = (1u << SF_PAR_DIMS) - 1;
+    for (int d = 0; d < SF_PAR_DIMS; d++)
+        wrap.size[d] = 1u << 16; /* 2^80: wraps to 0 in 64 bits */
+    assert_int_equal(sf_parallel_world(&wrap), 0);
+    assert_int_equal(sf_parallel_check(&wrap, 0, &why), -EINVAL);
+    /* sizes under 2^21 each whose product passes 2^64, against a world of 4 */
+    wrap.size[0] = 641, wrap.size[1] = 957203, wrap.size[2] = 65537, wrap.size[3] = 65537,
+    wrap.size[4] = 4;
+    assert_int_equal(sf_parallel_check(&wrap, 4, &why), -EINVAL);
+    assert_int_equal(sf_parallel_world(&p), 4);
 }
 
 /* Cohorts: ranks that differ only in dp or ep share one; pp, tp or cp (or a
