@@ -47,6 +47,9 @@ def main():
         expect_reject(sfd, "parallel_invalid", rank=3, parallel="pp=1/2,dp=1/0")
         expect_reject(sfd, "parallel_invalid", rank=3, parallel="pp=1/2,dp=1/2,schedule=7")
         expect_reject(sfd, "parallel_invalid", rank=3, parallel="dp=1/4,schedule=1")  # no pp
+        # sizes whose product is 2^80: it must not wrap to anything
+        expect_reject(sfd, "parallel_invalid", rank=3,
+                      parallel="pp=0/65536,tp=0/65536,dp=0/65536,cp=0/65536,ep=0/65536")
         expect_reject(sfd, "parallel_conflict", rank=3, parallel="pp=1/2,tp=1/2")  # shape
         expect_reject(sfd, "parallel_conflict", rank=3, parallel="pp=1/2,dp=1/2,schedule=1")
         expect_reject(sfd, "parallel_conflict", rank=3, parallel="pp=0/2,dp=1/2")  # rank 1's
@@ -79,7 +82,7 @@ def main():
         check([r["parallel"] for r in ranks] == [COORDS[r] for r in range(4)],
               "sfctl ranks: %s" % [r.get("parallel") for r in ranks])
         st = sfd.status()
-        check(st["rejected"]["parallel_invalid"] == 5 and st["rejected"]["parallel_conflict"] == 4,
+        check(st["rejected"]["parallel_invalid"] == 6 and st["rejected"]["parallel_conflict"] == 4,
               "counters: %s" % st["rejected"])
         text = sfd.sfctl("status").stdout.decode()
         check("parallel_invalid" in text and "parallel_conflict" in text, "status text: " + text)
