@@ -43,7 +43,7 @@ LABELS = [
     "direct_exposure", "sync_wait_dependent", "likely_sync_wait",
     "forward_event_scope_limited", "forward_device_supported",
     "forward_host_overhead_suspected", "forward_spillover_suspected",
-    "gradient_accumulation_ambiguous",
+    "gradient_accumulation_ambiguous", "role_aware_applied",
 ]
 
 

@@ -159,6 +159,7 @@ struct resolved {
     int flush_ms;
     uint32_t accumulation, buffer, batch;
     double fraction;
+    sf_parallel parallel; /* declared == 0: none */
 };
 
 static int resolve_identity(const sf_client_options *o, struct resolved *r)
@@ -172,6 +173,33 @@ static int resolve_identity(const sf_client_options *o, struct resolved *r)
         resolve_int(o->world_size, le->world_size, 1, &r->world_size) < 0 ||
         resolve_int(o->local_rank, le->local_rank, -1, &r->local_rank) < 0)
         return -EINVAL;
+    return 0;
+}
+
+/* The option's coordinates, else SF_PARALLEL's; a malformed variable or
+ * sizes that do not tile the world are said once on stderr (the caller gets
+ * -EINVAL), since nothing else would tell the trainer why. */
+static int resolve_parallel(const sf_client_options *o, struct resolved *r)
+{
+    const char *why = NULL;
+    char err[160];
+    sf_parallel_init(&r->parallel);
+    if (o->parallel != NULL) {
+        r->parallel = *o->parallel;
+    } else {
+        const char *env = env_nonempty("SF_PARALLEL");
+        if (env == NULL)
+            return 0;
+        if (sf_parallel_parse(env, &r->parallel, err, sizeof err) < 0) {
+            fprintf(stderr, "stagefrontier: SF_PARALLEL: %s\n", err);
+            return -EINVAL;
+        }
+    }
+    if (sf_parallel_check(&r->parallel, (uint32_t)r->world_size, &why) < 0) {
+        fprintf(stderr, "stagefrontier: parallel coordinates: %s (world size %d)\n", why,
+                r->world_size);
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -221,7 +249,7 @@ static int resolve(const sf_client_options *o, struct resolved *r)
         return -EINVAL;
     if (o->stage_names == NULL && (o->stage_groups != NULL || o->n_stages != 0))
         return -EINVAL;
-    return 0;
+    return resolve_parallel(o, r);
 }
 
 /* One CUDA_VISIBLE_DEVICES entry as sfd accepts it: 1..SF__GPU_NAME_MAX of
@@ -277,6 +305,7 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         c->host[0] = '\0';
     c->host[sizeof c->host - 1] = '\0';
     gpu_from_env(r->local_rank, c->gpu, sizeof c->gpu);
+    c->parallel = r->parallel;
     c->hello = (struct sf__hello_info){
         .job_id = c->job_id,
         .rank = (uint32_t)r->rank,
@@ -300,6 +329,7 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         .warmup_steps = r->warmup_steps,
         .run_id = c->run_id,
         .restart_count = restart_count,
+        .parallel = c->parallel.declared ? &c->parallel : NULL,
     };
 }
 

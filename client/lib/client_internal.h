@@ -189,6 +189,7 @@ struct sf_client {
     struct sf__hello_info hello;
     char job_id[SF_CLIENT_MAX_JOB_ID_LEN + 1];
     char role[SF_CLIENT_MAX_ROLE_LEN + 1];
+    sf_parallel parallel; /* declared == 0: none */
     char host[256];
     char gpu[SF__GPU_NAME_MAX + 1]; /* "": not known */
     char run_id[SF_MAX_RUN_ID_LEN + 1];

@@ -59,6 +59,35 @@ static void arm_backoff(sf__transport *t, int64_t now_ns)
         t->backoff_ns >= SF__BACKOFF_MAX_NS / 2 ? SF__BACKOFF_MAX_NS : t->backoff_ns * 2;
 }
 
+/* The coordinates as the Hello's Parallel message, into storage the caller
+ * keeps until packing is done. */
+struct parallel_msg {
+    Stagefrontier__Parallel par;
+    Stagefrontier__ParallelCoord coord[SF_PAR_DIMS];
+};
+
+static void parallel_fill(const sf_parallel *p, struct parallel_msg *out)
+{
+    Stagefrontier__Parallel init = STAGEFRONTIER__PARALLEL__INIT;
+    Stagefrontier__ParallelCoord **slot[SF_PAR_DIMS] = {&out->par.pp, &out->par.tp, &out->par.dp,
+                                                        &out->par.cp, &out->par.ep};
+    out->par = init;
+    for (int d = 0; d < SF_PAR_DIMS; d++) {
+        if (!(p->declared & (1u << d)))
+            continue;
+        stagefrontier__parallel_coord__init(&out->coord[d]);
+        out->coord[d].index = p->index[d];
+        out->coord[d].size = p->size[d];
+        *slot[d] = &out->coord[d];
+    }
+    if (p->schedule != SF_SCHEDULE_NONE) {
+        out->par.has_schedule = 1;
+        out->par.schedule = (Stagefrontier__Parallel__Schedule)p->schedule;
+    }
+    if (p->virtual_stages != 0)
+        out->par.has_virtual_stages = 1, out->par.virtual_stages = p->virtual_stages;
+}
+
 int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation, bool have_last_sent_step,
                    int64_t last_sent_step, uint8_t *buf, size_t cap)
 {
@@ -97,6 +126,12 @@ int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation, bool 
     if (info->run_id != NULL && info->run_id[0] != '\0')
         h.run_id = (char *)info->run_id;
     h.has_restart_count = 1, h.restart_count = info->restart_count;
+    struct parallel_msg par;
+    if (info->parallel != NULL && info->parallel->declared != 0 &&
+        info->channel == SF__CHANNEL_STEPS) {
+        parallel_fill(info->parallel, &par);
+        h.parallel = &par.par;
+    }
 
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "ingest.pb-c.h"
+#include "stagefrontier/parallel.h"
 
 #define SF__CHANNEL_STEPS 0u
 #define SF__CHANNEL_NCCL 1u
@@ -44,6 +45,7 @@ struct sf__hello_info {
     int window_steps, warmup_steps; /* -1: not sent (the daemon's) */
     const char *run_id;             /* NULL or "": not sent */
     uint32_t restart_count;
+    const sf_parallel *parallel; /* NULL: no coordinates sent */
 };
 
 typedef struct sf__transport {

@@ -595,7 +595,8 @@ static int raise_open_error(int r)
     else if (r == -EINVAL)
         PyErr_SetString(PyExc_ValueError,
                         "stagefrontier: invalid options (rank < world_size, the socket path, "
-                        "role, window and buffer sizes, stage names)");
+                        "role, window and buffer sizes, stage names, parallel sizes that "
+                        "multiply to world_size)");
     else
         PyErr_SetFromErrno(PyExc_OSError);
     return -1;
@@ -662,6 +663,29 @@ static int warn_missing_socket_once(const char *given)
                             path);
 }
 
+/* parallel=: a str, a dict or a DeviceMesh, spelt as SF_PARALLEL by
+ * stagefrontier.parallel.to_text, then parsed as the library does, so that a
+ * malformed one is a ValueError that says why. */
+static int parallel_arg(PyObject *value, sf_parallel *ret)
+{
+    PyObject *mod = PyImport_ImportModule("stagefrontier.parallel");
+    if (mod == NULL)
+        return -1;
+    PyObject *text = PyObject_CallMethod(mod, "to_text", "O", value);
+    Py_DECREF(mod);
+    if (text == NULL)
+        return -1;
+    const char *utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : NULL;
+    char err[160];
+    int r = utf8 != NULL ? sf_parallel_parse(utf8, ret, err, sizeof err) : -1;
+    if (utf8 != NULL && r < 0)
+        PyErr_Format(PyExc_ValueError, "stagefrontier: parallel: %s", err);
+    else if (utf8 == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "stagefrontier: parallel text must be str");
+    Py_DECREF(text);
+    return r < 0 ? -1 : 0;
+}
+
 static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"job_id",
@@ -682,17 +706,20 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
                              "warmup_steps",
                              "capture",
                              "heartbeat_ms",
+                             "parallel",
                              NULL};
     sf_client_options o;
     sf_client_options_init(&o);
     PyObject *stages = Py_None, *groups = Py_None, *sync = Py_None, *capture = Py_True;
+    PyObject *parallel = Py_None;
+    sf_parallel par;
     int disabled = 0;
     unsigned int accumulation = 1, buffer = 0, batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$zziiizOOIpdIIOiiOi", kwlist, &o.job_id,
-                                     &o.socket_path, &o.rank, &o.world_size, &o.local_rank, &o.role,
-                                     &stages, &groups, &accumulation, &disabled,
-                                     &o.event_sample_fraction, &buffer, &batch, &sync,
-                                     &o.window_steps, &o.warmup_steps, &capture, &o.heartbeat_ms))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "|$zziiizOOIpdIIOiiOiO", kwlist, &o.job_id, &o.socket_path, &o.rank,
+            &o.world_size, &o.local_rank, &o.role, &stages, &groups, &accumulation, &disabled,
+            &o.event_sample_fraction, &buffer, &batch, &sync, &o.window_steps, &o.warmup_steps,
+            &capture, &o.heartbeat_ms, &parallel))
         return -1;
     if (self->h != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
@@ -725,6 +752,11 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
             return -1;
         o.sync_stages = syncs;
         o.n_sync_stages = (uint32_t)ns;
+    }
+    if (parallel != Py_None) {
+        if (parallel_arg(parallel, &par) < 0)
+            return -1;
+        o.parallel = &par;
     }
     o.accumulation = accumulation;
     o.disabled = disabled;
@@ -1057,7 +1089,7 @@ static PyTypeObject RecorderType = {
     .tp_doc = "Recorder(*, job_id=None, socket=None, rank=-1, world_size=-1, local_rank=-1, "
               "role=None, stages=None, groups=None, accumulation=1, disabled=False, "
               "event_sample_fraction=0.0, buffer_records=0, batch_records=0, sync_stages=None, "
-              "window_steps=-1, warmup_steps=-1)",
+              "window_steps=-1, warmup_steps=-1, capture=True, heartbeat_ms=-1, parallel=None)",
     .tp_basicsize = sizeof(Recorder),
     .tp_dealloc = (destructor)recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

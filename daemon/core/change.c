@@ -443,6 +443,10 @@ struct own_work {
     int64_t *med;                /* [R] every rank's median contrast */
     uint32_t *below;             /* [R] steps of that stage with z below the minimum effect */
     struct rank_medians medians; /* set up at first use, also by the suspects */
+    /* Cohorts (docs/ACCOUNTING.md, "Cohorts"): contrasts inside them. */
+    uint32_t *cohort_of; /* [R], NULL without */
+    uint32_t n_cohorts;
+    int64_t *cv; /* [2 R] their scratch */
 };
 
 static void own_work_free(struct own_work *o)
@@ -456,6 +460,8 @@ static void own_work_free(struct own_work *o)
     free(o->rank);
     free(o->med);
     free(o->below);
+    free(o->cohort_of);
+    free(o->cv);
     rank_medians_free(&o->medians);
 }
 
@@ -465,6 +471,10 @@ static void own_work_free(struct own_work *o)
 static void step_contrasts(const int64_t *row, uint32_t k, struct own_work *o, int64_t *out)
 {
     const int64_t *col = row + k;
+    if (o->cohort_of != NULL) {
+        sf__cohort_contrasts(col, o->S, o->R, o->cohort_of, o->n_cohorts, o->cv, out);
+        return;
+    }
     sf__middle mm;
     sf__middle_of(col, o->S, o->R, o->v, &mm);
     for (uint32_t x = 0; x < o->R; x++)
@@ -584,6 +594,17 @@ static int own_work_tests(sf_change *c, const sf_summary *s, const sf_reference 
     if (!o->shift || !o->z || !o->base || !o->v || !o->row || !o->tmp || !o->rank || !o->med ||
         !o->below || rank_medians_init(&o->medians, w->n, R) < 0)
         return -ENOMEM;
+    enum sf_cohort_state cohorts;
+    o->cohort_of = malloc((size_t)R * sizeof *o->cohort_of);
+    if (o->cohort_of == NULL || sf__report_cohorts(s, o->cohort_of, &cohorts, &o->n_cohorts) < 0)
+        return -ENOMEM;
+    if (cohorts == SF_COHORTS_APPLIED) {
+        if ((o->cv = malloc((size_t)R * 2 * sizeof *o->cv)) == NULL)
+            return -ENOMEM;
+    } else {
+        free(o->cohort_of);
+        o->cohort_of = NULL;
+    }
     for (size_t i = 0; i < (size_t)R * S; i++)
         o->shift[i] = SF_NULL_NS;
     double alpha = g->change_alpha / ((double)R * tested);
@@ -847,6 +868,17 @@ int sf__change_of_parts(const sf_reference *ref, const sf_summary *const *parts,
     for (uint32_t k = 0; k < c->n_stages; k++)
         c->stages[k].own_delta_ns = SF_NULL_NS;
     c->suspects_dense = summary->dense != NULL && ref->median_ns != NULL;
+    /* Coordinates that make no cohorts: no rank is compared with another
+     * (docs/ACCOUNTING.md, "Cohorts"); the frontier shifts stand. */
+    enum sf_cohort_state cohorts;
+    uint32_t n_cohorts, R = summary->dense ? summary->dense->n_ranks : 0;
+    uint32_t *cohort_of = malloc((R ? R : 1) * sizeof *cohort_of);
+    rc = cohort_of == NULL ? -ENOMEM : sf__report_cohorts(summary, cohort_of, &cohorts, &n_cohorts);
+    free(cohort_of);
+    if (rc < 0)
+        goto fail;
+    if (cohorts == SF_COHORTS_INCONSISTENT)
+        c->suspects_dense = false;
     if (c->suspects_dense && (rc = own_work_tests(c, summary, ref, &w, gates, &own)) < 0)
         goto fail;
     int64_t median_step = sf_median_i64(w.ends, w.n);
@@ -854,7 +886,7 @@ int sf__change_of_parts(const sf_reference *ref, const sf_summary *const *parts,
     route_order(c, &summary->schema);
     if (c->n_route > 0 && c->suspects_dense)
         rc = suspects_dense(c, summary, ref, &w, gates, &own);
-    else if (c->n_route > 0)
+    else if (c->n_route > 0 && cohorts != SF_COHORTS_INCONSISTENT)
         rc = suspects_top2(c, &w, gates);
     if (rc < 0)
         goto fail;

@@ -260,6 +260,18 @@ static inline __attribute__((always_inline)) void sf__top2_insert_ascending(sf_t
     }
 }
 int sf__roles_add(sf_summary *s, const char *role);
+/* cohort.c: the rows' coordinates into s (its flags, and its dense rows'
+ * per-rank coordinates); then the report's cohorts: *ret_state, and on
+ * APPLIED each dense rank's cohort in cohort_of [dense ranks] and their
+ * count in *ret_n. */
+int sf__parallel_gather(sf_summary *s, const sf_row *rows, size_t n_rows);
+int sf__report_cohorts(const sf_summary *s, uint32_t *cohort_of, enum sf_cohort_state *ret_state,
+                       uint32_t *ret_n);
+/* Each of n values col[0], col[stride], ... minus the median of the others
+ * of its cohort (sf__contrasts inside each cohort; 0 for a rank alone in
+ * its cohort); scratch holds 2 n values. */
+void sf__cohort_contrasts(const int64_t *col, size_t stride, uint32_t n, const uint32_t *cohort_of,
+                          uint32_t n_cohorts, int64_t *scratch, int64_t *out);
 void sf__dense_free(sf_dense *d);
 
 /* exposure.c: direct-exposure gains from dense rows (cohort-median baseline). */
@@ -271,13 +283,19 @@ int sf__mean_slack(const sf_summary *s, const uint32_t *complete, uint32_t n_com
 
 /* labels.c: routing, co-critical set, labels and downgrades of a report whose
  * unit figures are filled in. */
-void sf__report_route_and_label(sf_report *r, const sf_summary *s, uint32_t n_ranks);
+struct sf__cohort_view {      /* the report's cohorts over the summary's dense ranks */
+    const uint32_t *complete; /* [n_complete] summary step indices */
+    uint32_t n_complete;
+    const uint32_t *cohort_of; /* [dense ranks], r->cohorts APPLIED; else NULL */
+};
+void sf__report_route_and_label(sf_report *r, const sf_summary *s, uint32_t n_ranks,
+                                const struct sf__cohort_view *cv);
 
 /* straggler.c: the verdict (needs step_leaders and leader_gap_tol_ns; before
  * routing, which puts its rank first among the suspects) and the critical
  * path (from step_leaders). */
 int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *complete,
-                          uint32_t n_complete);
+                          uint32_t n_complete, const uint32_t *cohort_of);
 int sf__critical_path(sf_report *r);
 
 /* comm.c: the communication part of a summary and its verdict. A schema

@@ -23,6 +23,7 @@ static const char *const label_names[SF_LABEL_COUNT] = {
     "forward_host_overhead_suspected",
     "forward_spillover_suspected",
     "gradient_accumulation_ambiguous",
+    "role_aware_applied",
 };
 
 static const char *const downgrade_names[SF_DG_COUNT] = {
@@ -157,16 +158,57 @@ static void promote_suspect(sf_report *r, uint32_t rank)
     r->suspects[0] = first;
 }
 
-static void find_suspects(sf_report *r, uint32_t stage)
+/* The rank of each cohort whose work up to boundary `stage` led its
+ * cohort's runner-up beyond the gap tolerance, per complete step: the
+ * cohort's own leaders (docs/ACCOUNTING.md, "Cohorts"). */
+static uint32_t cohort_leaders(const sf_report *r, const sf_summary *s,
+                               const struct sf__cohort_view *cv, uint32_t stage, uint32_t *leaders)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t S = s->schema.n_stages, R = dn->n_ranks, n = 0;
+    for (uint32_t i = 0; i < cv->n_complete; i++) {
+        const int64_t *rows = &dn->d[(size_t)cv->complete[i] * R * S];
+        for (uint32_t c = 0; c < r->n_cohorts; c++) {
+            int64_t best = INT64_MIN, second = INT64_MIN;
+            uint32_t who = SF_NO_RANK;
+            for (uint32_t q = 0; q < R; q++) {
+                if (cv->cohort_of[q] != c)
+                    continue;
+                int64_t p = 0;
+                for (uint32_t j = 0; j <= stage; j++)
+                    p += rows[(size_t)q * S + j];
+                if (p > best)
+                    second = best, best = p, who = q;
+                else if (p > second)
+                    second = p;
+            }
+            if (who != SF_NO_RANK && second != INT64_MIN && best - second > r->leader_gap_tol_ns)
+                leaders[n++] = dn->ranks[who];
+        }
+    }
+    return n;
+}
+
+/* Without cohorts, the ranks that set the frontier at the evidence stage;
+ * with them, each cohort's own leaders; with coordinates that make no
+ * cohorts, none (no rank is compared with ranks doing other work). */
+static void find_suspects(sf_report *r, const sf_summary *s, const struct sf__cohort_view *cv,
+                          uint32_t stage)
 {
     uint32_t S = r->schema.n_stages, n = 0;
-    uint32_t *leaders = malloc((r->steps ? r->steps : 1) * sizeof *leaders);
-    r->suspects = calloc(r->steps + 1, sizeof *r->suspects); /* + the verdict's rank */
+    bool by_cohort = r->cohorts == SF_COHORTS_APPLIED && cv != NULL && cv->cohort_of != NULL;
+    size_t cap = (size_t)(r->steps ? r->steps : 1) * (by_cohort ? r->n_cohorts : 1);
+    if (r->cohorts == SF_COHORTS_INCONSISTENT)
+        return;
+    uint32_t *leaders = malloc(cap * sizeof *leaders);
+    r->suspects = calloc(cap + 1, sizeof *r->suspects); /* + the verdict's rank */
     if (leaders == NULL || r->suspects == NULL) {
         free(leaders);
         return; /* suspects stay empty; the report is still exact elsewhere */
     }
-    for (uint32_t i = 0; i < r->steps; i++)
+    if (by_cohort)
+        n = cohort_leaders(r, s, cv, stage, leaders);
+    for (uint32_t i = 0; !by_cohort && i < r->steps; i++)
         if (r->step_leaders[(size_t)i * S + stage] != SF_NO_RANK)
             leaders[n++] = r->step_leaders[(size_t)i * S + stage];
     qsort(leaders, n, sizeof *leaders, cmp_u32);
@@ -324,14 +366,19 @@ static uint32_t context_labels(const sf_report *r, const sf_summary *s)
         labels |= 1u << SF_LABEL_FRONTIER_ACCOUNTING;
     if (r->downgrades)
         labels |= 1u << SF_LABEL_TELEMETRY_LIMITED;
-    if (s->n_roles > 1 || s->roles_overflow)
+    /* Cohorts answer the question roles raise; coordinates that make none
+     * leave it open. */
+    if (r->cohorts == SF_COHORTS_APPLIED)
+        labels |= 1u << SF_LABEL_ROLE_AWARE_APPLIED;
+    else if (r->cohorts == SF_COHORTS_INCONSISTENT || s->n_roles > 1 || s->roles_overflow)
         labels |= 1u << SF_LABEL_ROLE_AWARE_NEEDED;
     if (s->schema.accumulation > 1 && !s->schema.microstep_indexed)
         labels |= 1u << SF_LABEL_GRADIENT_ACCUMULATION_AMBIGUOUS;
     return labels;
 }
 
-void sf__report_route_and_label(sf_report *r, const sf_summary *s, uint32_t n_ranks)
+void sf__report_route_and_label(sf_report *r, const sf_summary *s, uint32_t n_ranks,
+                                const struct sf__cohort_view *cv)
 {
     bool floor_ok = r->steps > 0 && !isnan(r->groups[0].share);
     route(r, floor_ok);
@@ -342,7 +389,7 @@ void sf__report_route_and_label(sf_report *r, const sf_summary *s, uint32_t n_ra
     struct lead_view v = view_of(r);
     uint32_t evidence = r->groups[v.L].evidence_stage;
     r->leader_switch_rate = leader_switch_rate(r, evidence);
-    find_suspects(r, evidence);
+    find_suspects(r, s, cv, evidence);
     r->labels |= forward_labels(r, s, &v);
     if (n_ranks < 2)
         return; /* one rank: no gap, so no co-critical, exposure or sync labels */

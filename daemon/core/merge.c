@@ -190,7 +190,10 @@ static int dense_merge(sf_summary *merged, const sf_summary *a, const sf_summary
     d->roles = calloc(n ? n : 1, sizeof *d->roles);
     d->d = calloc(cells ? cells * merged->schema.n_stages : 1, sizeof *d->d);
     d->present = calloc(cells ? cells : 1, 1);
-    if (!d->ranks || !d->roles || !d->d || !d->present)
+    if (a->dense->parallel != NULL || b->dense->parallel != NULL)
+        d->parallel = calloc(n ? n : 1, sizeof *d->parallel);
+    if (!d->ranks || !d->roles || !d->d || !d->present ||
+        ((a->dense->parallel != NULL || b->dense->parallel != NULL) && d->parallel == NULL))
         return -ENOMEM;
     uint32_t i = 0, j = 0;
     while (i < a->dense->n_ranks || j < b->dense->n_ranks) {
@@ -199,6 +202,8 @@ static int dense_merge(sf_summary *merged, const sf_summary *a, const sf_summary
         const sf_dense *side = from_a ? a->dense : b->dense;
         uint32_t idx = from_a ? i++ : j++;
         d->ranks[d->n_ranks] = side->ranks[idx];
+        if (side->parallel != NULL) /* a side without keeps zeros: none declared */
+            d->parallel[d->n_ranks] = side->parallel[idx];
         d->roles[d->n_ranks] = strdup(side->roles[idx]);
         if (d->roles[d->n_ranks++] == NULL)
             return -ENOMEM;
@@ -230,6 +235,9 @@ static int merge_window_fields(sf_summary *dst, const sf_summary *src)
     dst->violation_rows += src->violation_rows;
     dst->non_monotonic_rows += src->non_monotonic_rows;
     dst->roles_overflow |= src->roles_overflow;
+    dst->parallel_declared |= src->parallel_declared;
+    dst->parallel_conflict |= src->parallel_conflict;
+    dst->parallel_rows += src->parallel_rows;
     for (uint32_t i = 0; i < src->n_roles; i++) {
         int r = sf__roles_add(dst, src->roles[i]);
         if (r < 0)

@@ -324,29 +324,41 @@ static int collect_contrasts(sf_reference *ref, const sf_summary *const *w, uint
     size_t cells = (size_t)R * S;
     ref->contrast_ns = malloc((cells ? cells : 1) * sizeof *ref->contrast_ns);
     int64_t *by_rank = malloc(((size_t)R * steps + 1) * sizeof *by_rank);
-    int64_t *v = malloc(((size_t)R + 1) * 3 * sizeof *v);
+    /* values, 2 x scratch (the cohorts' contrasts need both), contrasts */
+    int64_t *v = malloc(((size_t)R + 1) * 4 * sizeof *v);
+    int64_t *out = v ? v + 3 * ((size_t)R + 1) : NULL;
     uint32_t *count = calloc(R ? R : 1, sizeof *count);
-    int rc = ref->contrast_ns && by_rank && v && count ? 0 : -ENOMEM;
+    uint32_t *cohort_of = malloc(((size_t)R + 1) * sizeof *cohort_of);
+    int rc = ref->contrast_ns && by_rank && v && count && cohort_of ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < cells; i++)
         ref->contrast_ns[i] = SF_NULL_NS;
     for (uint32_t k = 0; rc == 0 && k < S; k++) {
         if (!sf_change_own_work_stage(schema, k))
             continue;
         memset(count, 0, (R ? R : 1) * sizeof *count);
-        for (uint32_t j = 0; j < n; j++) {
+        for (uint32_t j = 0; j < n && rc == 0; j++) {
             const sf_dense *d = w[j]->dense;
             if (d->n_ranks < 2)
                 continue;
+            /* Inside cohorts where the ranks declared them (docs/ACCOUNTING.md,
+             * "Cohorts"), as the change computes the window's. */
+            enum sf_cohort_state cohorts;
+            uint32_t n_cohorts;
+            if ((rc = sf__report_cohorts(w[j], cohort_of, &cohorts, &n_cohorts)) < 0)
+                break;
             for (uint32_t i = 0; i < w[j]->n_steps; i++) {
                 if (!step_complete(w[j], i))
                     continue;
                 for (uint32_t x = 0; x < d->n_ranks; x++)
                     v[x] = d->d[((size_t)i * d->n_ranks + x) * S + k];
-                sf__contrasts(v, d->n_ranks, v + R + 1, v + 2 * ((size_t)R + 1));
+                if (cohorts == SF_COHORTS_APPLIED)
+                    sf__cohort_contrasts(v, 1, d->n_ranks, cohort_of, n_cohorts, v + R + 1, out);
+                else
+                    sf__contrasts(v, d->n_ranks, v + R + 1, out);
                 for (uint32_t x = 0; x < d->n_ranks; x++) {
                     uint32_t *hit = bsearch(&d->ranks[x], ref->ranks, R, sizeof *hit, sf__cmp_u32);
                     size_t ri = (size_t)(hit - ref->ranks);
-                    by_rank[ri * steps + count[ri]++] = v[2 * ((size_t)R + 1) + x];
+                    by_rank[ri * steps + count[ri]++] = out[x];
                 }
             }
         }
@@ -358,6 +370,7 @@ static int collect_contrasts(sf_reference *ref, const sf_summary *const *w, uint
     free(by_rank);
     free(v);
     free(count);
+    free(cohort_of);
     return rc;
 }
 

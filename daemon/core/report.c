@@ -453,6 +453,7 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_repor
     uint32_t n = (uint32_t)sf_summary_covered_ranks(s);
     struct work w = {0};
     sf_report *r = NULL;
+    uint32_t *cohort_of = NULL;
     __int128 prefix_sum[SF_MAX_STAGES];
     int rc = report_init(&r, s, gates);
     if (rc < 0 || (rc = find_complete_steps(s, n, &w)) < 0)
@@ -476,21 +477,33 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_repor
         goto fail;
     stage_leaders(r, &w);
     group_figures(r, floor_ok);
+    cohort_of = malloc((s->dense && s->dense->n_ranks ? s->dense->n_ranks : 1) * sizeof *cohort_of);
+    if (cohort_of == NULL ||
+        (rc = sf__report_cohorts(s, cohort_of, &r->cohorts, &r->n_cohorts)) < 0)
+        goto fail;
+    const uint32_t *cohorts = r->cohorts == SF_COHORTS_APPLIED ? cohort_of : NULL;
     if ((rc = fill_gains(r, s, &w, floor_ok)) < 0 || (rc = rank_evidence_build(r, s, &w)) < 0 ||
         (rc = mean_slack(r, s, &w)) < 0 ||
-        (rc = sf__straggler_verdict(r, s, w.complete, w.n_complete)) < 0 ||
+        (rc = sf__straggler_verdict(r, s, w.complete, w.n_complete, cohorts)) < 0 ||
         (rc = sf__comm_verdict(s, gates, &r->comm)) < 0 || (rc = sf__critical_path(r)) < 0)
         goto fail;
+    /* Issue lags compare every rank with every other: with coordinates that
+     * make no cohorts they name no rank. */
+    if (r->cohorts == SF_COHORTS_INCONSISTENT)
+        r->comm.present = false;
     /* A rank that arrives on time but communicates late is the window's
-     * straggler when no rank arrived late. */
-    if (!r->straggler.present && r->comm.present)
+     * straggler when no rank arrived late; not across cohorts. */
+    if (!r->straggler.present && r->comm.present && r->cohorts == SF_COHORTS_NONE)
         sf__comm_as_straggler(&r->comm, &r->straggler);
-    sf__report_route_and_label(r, s, n);
+    struct sf__cohort_view cv = {w.complete, w.n_complete, cohorts};
+    sf__report_route_and_label(r, s, n, &cv);
+    free(cohort_of);
     free(w.complete);
     free(w.leads);
     *ret = r;
     return 0;
 fail:
+    free(cohort_of);
     free(w.complete);
     free(w.leads);
     sf_report_free(r);

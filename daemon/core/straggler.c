@@ -65,6 +65,10 @@ struct place { /* one rank's own work up to a boundary at one step */
 };
 
 struct scratch {
+    /* The dense ranks compared: all of them, or one cohort's
+     * (docs/ACCOUNTING.md, "Cohorts"). */
+    const uint32_t *mem;
+    uint32_t n_mem;
     struct arrival *arr; /* [n_complete] arrivals at the synchronizing stage */
     uint32_t *at;        /* [n_complete] */
     double *score;       /* [dense ranks] */
@@ -140,18 +144,19 @@ static void tally_dense(const sf_summary *s, const uint32_t *complete, uint32_t 
                         uint32_t b, uint32_t k, bool arrivals, struct scratch *w, struct tally *t)
 {
     const sf_dense *dn = s->dense;
-    uint32_t S = s->schema.n_stages, m = dn->n_ranks;
-    memset(w->score, 0, m * sizeof *w->score);
+    uint32_t S = s->schema.n_stages, m = w->n_mem, all = dn->n_ranks;
+    memset(w->score, 0, all * sizeof *w->score);
     for (uint32_t i = 0; i < n_complete; i++) {
         const sf_step_summary *st = &s->steps[complete[i]];
         if (!eligible(st))
             continue;
-        const int64_t *rows = &dn->d[(size_t)complete[i] * m * S];
+        const int64_t *rows = &dn->d[(size_t)complete[i] * all * S];
         struct place *pl = w->place;
-        for (uint32_t r = 0; r < m; r++) {
-            pl[r] = (struct place){0, r};
+        for (uint32_t q = 0; q < m; q++) {
+            uint32_t r = w->mem[q];
+            pl[q] = (struct place){0, r};
             for (uint32_t j = b; j <= k; j++)
-                pl[r].late += rows[(size_t)r * S + j];
+                pl[q].late += rows[(size_t)r * S + j];
         }
         qsort(pl, m, sizeof *pl, cmp_place);
         for (uint32_t lo = 0; lo < m;) {
@@ -169,13 +174,14 @@ static void tally_dense(const sf_summary *s, const uint32_t *complete, uint32_t 
                 (struct arrival){dn->ranks[pl[m - 1].r], i, pl[m - 1].late - pl[m - 2].late};
         t->n++;
     }
-    uint32_t best = 0;
-    for (uint32_t r = 1; r < m; r++)
-        if (w->score[r] > w->score[best])
-            best = r;
+    uint32_t best = w->mem[0];
+    for (uint32_t q = 1; q < m; q++)
+        if (w->score[w->mem[q]] > w->score[best])
+            best = w->mem[q];
     t->cand = best;
     t->score = w->score[best];
-    t->n_ranks = m;
+    /* Bonferroni over every rank that could have been named, in any cohort. */
+    t->n_ranks = all;
 }
 
 /* Top-2 only (mergeable mode): the score is the last place alone, on the
@@ -218,19 +224,22 @@ static int64_t median_contrast(const sf_summary *s, const uint32_t *complete, ui
                                uint32_t b, uint32_t j, uint32_t c, struct scratch *w)
 {
     const sf_dense *dn = s->dense;
-    uint32_t S = s->schema.n_stages, m = dn->n_ranks, n = 0;
+    uint32_t S = s->schema.n_stages, m = w->n_mem, n = 0, at_c = 0;
+    for (uint32_t q = 0; q < m; q++)
+        if (w->mem[q] == c)
+            at_c = q;
     for (uint32_t i = 0; i < n_complete; i++) {
         if (!eligible(&s->steps[complete[i]]))
             continue;
-        const int64_t *rows = &dn->d[(size_t)complete[i] * m * S];
-        for (uint32_t r = 0; r < m; r++) {
-            w->value[r] = 0;
-            for (uint32_t q = b; q <= j; q++)
-                w->value[r] += rows[(size_t)r * S + q];
+        const int64_t *rows = &dn->d[(size_t)complete[i] * dn->n_ranks * S];
+        for (uint32_t q = 0; q < m; q++) {
+            w->value[q] = 0;
+            for (uint32_t p = b; p <= j; p++)
+                w->value[q] += rows[(size_t)w->mem[q] * S + p];
         }
         sf__middle mid;
         sf__middle_of(w->value, 1, m, w->select, &mid);
-        w->one[n++] = sf__contrast(&mid, w->value[c]);
+        w->one[n++] = sf__contrast(&mid, w->value[at_c]);
     }
     return sf_median_i64(w->one, n);
 }
@@ -380,31 +389,59 @@ static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_compl
 }
 
 /* Over every synchronizing stage, the verdict whose candidate scored the most
- * standard deviations; the earliest stage on ties. Without one,
- * eligible_steps still says how many steps the first synchronizing stage
- * could judge. */
+ * standard deviations among the ranks in w->mem; the earliest stage on ties.
+ * *best_z and *first carry the best so far across calls (one per cohort). */
+static void verdict_over(sf_report *r, const sf_summary *s, const uint32_t *complete,
+                         uint32_t n_complete, struct scratch *w, bool *first, double *best_z)
+{
+    uint32_t n_tests = tests_per_rank(s);
+    for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
+        sf_straggler v;
+        double z;
+        verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), n_tests, w, &v, &z);
+        if (*first || (v.present && (!r->straggler.present || z > *best_z))) {
+            r->straggler = v;
+            *best_z = z;
+        }
+        *first = false;
+    }
+}
+
+/* Without cohorts every dense rank is compared with every other; with them
+ * (cohort_of, r->cohorts APPLIED) each cohort of two or more ranks is tested
+ * alone and the verdict is the best over cohorts. Coordinates that do not
+ * make cohorts (INCONSISTENT) give no verdict: ranks doing different work
+ * cannot be told apart by their arrival. Without one, eligible_steps still
+ * says how many steps the first synchronizing stage could judge. */
 int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *complete,
-                          uint32_t n_complete)
+                          uint32_t n_complete, const uint32_t *cohort_of)
 {
     memset(&r->straggler, 0, sizeof r->straggler);
-    if (s->schema.sync_mask == 0 || n_complete == 0)
+    if (s->schema.sync_mask == 0 || n_complete == 0 || r->cohorts == SF_COHORTS_INCONSISTENT)
         return 0;
     struct scratch w;
     if (scratch_init(&w, s, n_complete) < 0)
         return -ENOMEM;
-    uint32_t n_tests = tests_per_rank(s);
+    uint32_t all = has_dense(s) ? s->dense->n_ranks : 0;
+    uint32_t *mem = malloc((all ? all : 1) * sizeof *mem);
+    if (mem == NULL) {
+        scratch_free(&w);
+        return -ENOMEM;
+    }
     bool first = true;
     double best_z = 0;
-    for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
-        sf_straggler v;
-        double z;
-        verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), n_tests, &w, &v, &z);
-        if (first || (v.present && (!r->straggler.present || z > best_z))) {
-            r->straggler = v;
-            best_z = z;
-        }
-        first = false;
+    bool by_cohort = r->cohorts == SF_COHORTS_APPLIED && cohort_of != NULL && all > 0;
+    for (uint32_t c = 0; c < (by_cohort ? r->n_cohorts : 1); c++) {
+        w.n_mem = 0;
+        for (uint32_t i = 0; i < all; i++)
+            if (!by_cohort || cohort_of[i] == c)
+                mem[w.n_mem++] = i;
+        w.mem = mem;
+        if (has_dense(s) && w.n_mem < 2)
+            continue; /* a cohort of one has no peer to be late against */
+        verdict_over(r, s, complete, n_complete, &w, &first, &best_z);
     }
+    free(mem);
     scratch_free(&w);
     return 0;
 }

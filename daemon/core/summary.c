@@ -108,6 +108,7 @@ void sf__dense_free(sf_dense *d)
     for (uint32_t i = 0; i < d->n_ranks && d->roles; i++)
         free(d->roles[i]);
     free(d->roles);
+    free(d->parallel);
     free(d->ranks);
     if (!d->d_borrowed)
         free(d->d);
@@ -127,6 +128,7 @@ size_t sf_summary_bytes(const sf_summary *s)
         bytes += sizeof *s->dense + R * (sizeof *s->dense->ranks + sizeof(char *));
         bytes += n * R * (S * sizeof(int64_t) * !s->dense->d_borrowed + 1);
         bytes += s->dense->rank_median ? R * S * sizeof(int64_t) : 0;
+        bytes += s->dense->parallel ? R * sizeof(sf_parallel) : 0;
     }
     return bytes + sf__comm_bytes(s->comm);
 }
@@ -707,12 +709,14 @@ static uint32_t count_steps(const struct view *by_step, size_t n_rows)
 struct window_sums {
     uint64_t violation_rows, non_monotonic_rows, event_samples, event_ready;
     int64_t event_cpu_ns, event_gpu_ns;
+    uint64_t parallel_rows; /* rows with coordinates: the cohort pass runs only then */
 };
 
 static inline void window_sums_add(struct window_sums *w, const sf_row *row)
 {
     w->violation_rows += (row->flags & SF_ROW_VIOLATION) != 0;
     w->non_monotonic_rows += (row->flags & SF_ROW_NON_MONOTONIC) != 0;
+    w->parallel_rows += row->parallel != NULL;
     if (row->event_state != SF_EVENT_NONE) {
         w->event_samples++;
         if (row->event_state == SF_EVENT_READY) {
@@ -731,6 +735,7 @@ static void window_sums_store(sf_summary *s, const struct window_sums *w)
     s->event_ready += w->event_ready;
     s->event_cpu_ns += w->event_cpu_ns;
     s->event_gpu_ns += w->event_gpu_ns;
+    s->parallel_rows += w->parallel_rows;
 }
 
 /* Checks rows and, in the same pass, finds the layout: a grid when every
@@ -956,7 +961,7 @@ grid_step_fast(const sf_row *rows, size_t i, size_t n, size_t R, const uint32_t 
         differ |= (uint64_t)(row->step ^ step) | (row->rank ^ *rank);
         scattered |= (uintptr_t)d ^ expect_d;
         overlap += (uint64_t)row->overlap_ns;
-        marks |= row->flags | row->event_state;
+        marks |= row->flags | row->event_state | (row->parallel != NULL);
     }
     if (differ || !sf__durations_fit(bits, over) || (marks && !step_events_valid(&rows[i], R)))
         return false;
@@ -1188,7 +1193,8 @@ static int summary_build_once(const sf_schema *schema, const sf_window_meta *met
         goto out;
     if (dense && (r = dense_build(s, &ri, &by_step, n_rows, &lay, flags & SF__BUILD_BORROW)) < 0)
         goto out;
-    if ((r = sf__comm_build(schema, rows, n_rows, &s->comm)) < 0)
+    if ((r = sf__comm_build(schema, rows, n_rows, &s->comm)) < 0 ||
+        (r = sf__parallel_gather(s, rows, n_rows)) < 0)
         goto out;
     *ret = s;
     s = NULL;

@@ -59,6 +59,11 @@ json_t *sf_recording_row(const sf_row *row, const sf_schema *schema)
         json_object_set_new(o, "overlap_ns", json_integer(row->overlap_ns));
     if (row->role && row->role[0])
         json_object_set_new(o, "role", json_string(row->role));
+    if (row->parallel != NULL && row->parallel->declared) {
+        char text[SF_PARALLEL_TEXT_MAX + 32];
+        sf_parallel_format(row->parallel, text, sizeof text);
+        json_object_set_new(o, "parallel", json_string(text));
+    }
     if (row->event_state != SF_EVENT_NONE && row->event_state <= SF_EVENT_MISSING)
         json_object_set_new(o, "event",
                             json_pack("{s:s, s:I, s:I}", "state", event_states[row->event_state],
@@ -305,6 +310,21 @@ int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row
     row.overlap_ns = overlap;
     row.role = role ? json_string_value(role) : NULL;
     *ret_row = row;
+    return 0;
+}
+
+int sf_recording_parse_row_parallel(json_t *obj, sf_parallel *ret, bool *ret_has, char *err,
+                                    size_t errlen)
+{
+    json_t *v = json_object_get(obj, "parallel");
+    char why[160];
+    *ret_has = false;
+    if (v == NULL)
+        return 0;
+    if (!json_is_string(v) || sf_parallel_parse(json_string_value(v), ret, why, sizeof why) < 0)
+        return fail(err, errlen, "\"parallel\" must be coordinates as SF_PARALLEL spells them%s%s",
+                    json_is_string(v) ? ": " : "", json_is_string(v) ? why : "");
+    *ret_has = true;
     return 0;
 }
 

@@ -30,6 +30,10 @@ int sf_recording_parse_header(json_t *obj, sf_schema *ret_schema, uint32_t *ret_
  * row->role points into obj. */
 int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row, int64_t *d,
                            char *err, size_t errlen);
+/* The row's optional "parallel" coordinates (docs/FORMATS.md): *ret_has
+ * false when absent; -EINVAL when not SF_PARALLEL's strict spelling. */
+int sf_recording_parse_row_parallel(json_t *obj, sf_parallel *ret, bool *ret_has, char *err,
+                                    size_t errlen);
 int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, size_t errlen);
 /* A reference line of the part with this schema and world size. */
 int sf_recording_parse_reference(json_t *obj, const sf_schema *schema, uint32_t world_size,

@@ -1,7 +1,7 @@
 /*
  * The rows codec of the history store (rows_codec.h): a window's rows, each
- * its durations, issue lags, flags and role, in a versioned little-endian
- * form. The decoder reads the bytes twice, checking every row first, so a
+ * its durations, issue lags, flags, role and parallel coordinates, in a
+ * versioned little-endian form. The decoder reads the bytes twice, checking every row first, so a
  * damaged record gives no row at all rather than part of a window.
  */
 #include <errno.h>
@@ -12,8 +12,9 @@
 
 #define ROWS_MAGIC 0x31575346u /* "SFW1" */
 /* The smallest stored row: step, rank, flags, overlap, role, event state,
- * two event figures, the lag flag and one duration. */
-#define ROW_MIN_BYTES (8 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 4 + 8)
+ * two event figures, the lag flag, the declared coordinates (none) and one
+ * duration. */
+#define ROW_MIN_BYTES (8 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 8)
 
 static uint32_t sync_count(const sf_schema *schema)
 {
@@ -38,6 +39,20 @@ static int role_index(struct role_table *t, const char *role)
     return (int)t->n++;
 }
 
+/* The declared dimensions, then, when any, every figure of the coordinates. */
+static void put_parallel(struct enc *e, const sf_parallel *p)
+{
+    put_u32(e, p != NULL ? p->declared : 0);
+    if (p == NULL || p->declared == 0)
+        return;
+    for (int k = 0; k < SF_PAR_DIMS; k++) {
+        put_u32(e, p->index[k]);
+        put_u32(e, p->size[k]);
+    }
+    put_u32(e, p->schedule);
+    put_u32(e, p->virtual_stages);
+}
+
 static void put_row(struct enc *e, const sf_row *row, uint32_t role, uint32_t n_stages,
                     uint32_t n_sync)
 {
@@ -50,6 +65,7 @@ static void put_row(struct enc *e, const sf_row *row, uint32_t role, uint32_t n_
     put_i64(e, row->event_cpu_ns);
     put_i64(e, row->event_gpu_ns);
     put_u32(e, row->issue_lag != NULL);
+    put_parallel(e, row->parallel);
     for (uint32_t k = 0; k < n_stages; k++)
         put_i64(e, row->d[k]);
     for (uint32_t j = 0; row->issue_lag != NULL && j < n_sync; j++)
@@ -131,8 +147,27 @@ static int get_header(struct dec *d, const sf_schema *schema, uint32_t world_siz
 
 /* One row into *row, its arrays in d_buf and lag_buf; -EINVAL when it does
  * not decode or does not pass the core's checks. */
+/* Coordinates into *p; false when they do not decode or do not fit the
+ * world (sf_parallel_check). */
+static bool get_parallel(struct dec *d, uint32_t world_size, sf_parallel *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->declared = get_u32(d);
+    if (p->declared == 0)
+        return !d->bad;
+    for (int k = 0; k < SF_PAR_DIMS; k++) {
+        p->index[k] = get_u32(d);
+        p->size[k] = get_u32(d);
+    }
+    p->schedule = get_u32(d);
+    p->virtual_stages = get_u32(d);
+    const char *reason;
+    return !d->bad && sf_parallel_check(p, world_size, &reason) == 0;
+}
+
 static int get_row(struct dec *d, const sf_schema *schema, uint32_t world_size,
-                   const struct stored_rows *s, sf_row *row, int64_t *d_buf, int64_t *lag_buf)
+                   const struct stored_rows *s, sf_row *row, int64_t *d_buf, int64_t *lag_buf,
+                   sf_parallel *par_buf)
 {
     row->step = get_i64(d);
     row->rank = get_u32(d);
@@ -142,13 +177,15 @@ static int get_row(struct dec *d, const sf_schema *schema, uint32_t world_size,
     row->event_cpu_ns = get_i64(d);
     row->event_gpu_ns = get_i64(d);
     uint32_t has_lag = get_u32(d);
+    bool par_ok = get_parallel(d, world_size, par_buf);
     for (uint32_t k = 0; k < schema->n_stages; k++)
         d_buf[k] = get_i64(d);
     for (uint32_t j = 0; has_lag == 1 && j < sync_count(schema); j++)
         lag_buf[j] = get_i64(d);
-    if (d->bad || role >= s->n_roles || event_state > SF_EVENT_MISSING || has_lag > 1 ||
+    if (d->bad || !par_ok || role >= s->n_roles || event_state > SF_EVENT_MISSING || has_lag > 1 ||
         row->rank >= world_size)
         return -EINVAL;
+    row->parallel = par_buf->declared ? par_buf : NULL;
     row->role = s->roles[role];
     row->event_state = (uint8_t)event_state;
     row->d = d_buf;
@@ -161,9 +198,10 @@ static int walk_rows(struct dec d, const sf_schema *schema, uint32_t world_size,
                      const struct stored_rows *s, sf_rows_visit visit, void *ctx)
 {
     int64_t d_buf[SF_MAX_STAGES], lag_buf[SF_MAX_STAGES];
+    sf_parallel par_buf;
     for (uint32_t i = 0; i < s->header.n_rows; i++) {
-        sf_row row;
-        int r = get_row(&d, schema, world_size, s, &row, d_buf, lag_buf);
+        sf_row row = {0};
+        int r = get_row(&d, schema, world_size, s, &row, d_buf, lag_buf, &par_buf);
         if (r == 0 && visit != NULL)
             r = visit(ctx, &s->header, &row);
         if (r < 0)

@@ -35,8 +35,8 @@ typedef int (*sf_rows_visit)(void *ctx, const sf_rows_header *header, const sf_r
 /* Decodes rows stored for a job of this schema and world size. The bytes are
  * hostile: the schema hash and shape must match, every count is bounded by
  * the buffer, and every row passes sf_row_validate with its rank below the
- * world size, before the first row reaches visit; otherwise -EINVAL and visit
- * never runs. */
+ * world size and its coordinates (if any) sf_parallel_check, before the
+ * first row reaches visit; otherwise -EINVAL and visit never runs. */
 int sf_rows_unpack(const uint8_t *buf, size_t len, const sf_schema *schema, uint32_t world_size,
                    sf_rows_visit visit, void *ctx);
 

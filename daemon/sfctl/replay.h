@@ -23,6 +23,7 @@ struct replay_part {
     sf_row *rows;
     int64_t *durations; /* rows[i].d points into this after loading */
     char **roles;       /* owned role strings, one per row (may be NULL) */
+    sf_parallel *pars;  /* one per row, declared == 0: none (rows[i].parallel after loading) */
     size_t n_rows, cap_rows;
     struct replay_window *windows;
     size_t n_windows, cap_windows;

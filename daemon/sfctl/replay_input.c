@@ -61,11 +61,14 @@ int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *rol
     if (r == 0 && cap != p->cap_rows) {
         int64_t *d = realloc(p->durations, cap * S * sizeof *d);
         char **roles = realloc(p->roles, cap * sizeof *roles);
+        sf_parallel *pars = realloc(p->pars, cap * sizeof *pars);
         if (d)
             p->durations = d;
         if (roles)
             p->roles = roles;
-        if (d == NULL || roles == NULL)
+        if (pars)
+            p->pars = pars;
+        if (d == NULL || roles == NULL || pars == NULL)
             return -ENOMEM;
         p->cap_rows = cap;
     }
@@ -77,6 +80,10 @@ int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *rol
     memcpy(&p->durations[p->n_rows * S], row->d, S * sizeof(int64_t));
     p->rows[p->n_rows] = *row;
     p->roles[p->n_rows] = role_copy;
+    if (row->parallel != NULL)
+        p->pars[p->n_rows] = *row->parallel;
+    else
+        sf_parallel_init(&p->pars[p->n_rows]);
     p->n_rows++;
     return 0;
 }
@@ -86,6 +93,7 @@ int sfctl_part_finish(struct replay_part *p)
     for (size_t i = 0; i < p->n_rows; i++) {
         p->rows[i].d = &p->durations[i * p->schema.n_stages];
         p->rows[i].role = p->roles[i];
+        p->rows[i].parallel = p->pars[i].declared ? &p->pars[i] : NULL;
     }
     return 0;
 }
@@ -97,6 +105,7 @@ void sfctl_replay_input_clear(struct replay_input *in)
         for (size_t j = 0; j < p->n_rows; j++)
             free(p->roles[j]);
         free(p->roles);
+        free(p->pars);
         free(p->rows);
         free(p->durations);
         free(p->windows);

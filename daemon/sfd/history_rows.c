@@ -45,6 +45,17 @@ static int take_row(void *ctx, const sf_rows_header *header, const sf_row *row)
     int role = sfd_job_role(c->job, row->role);
     if (role < 0)
         return role;
+    if (row->parallel != NULL && sfd_job_parallel_of(c->job, row->rank) == NULL) {
+        /* The coordinates the rank declared, so that the window's report,
+         * replayed from these rows, compares it inside its cohort again. */
+        struct sfd_rank *rk;
+        enum sfd_reject why;
+        int r = sfd_job_rank(c->job, row->rank, &rk);
+        if (r == 0)
+            r = sfd_job_parallel_bind(c->job, rk, row->rank, row->parallel, &why);
+        if (r < 0)
+            return r;
+    }
     size_t i = c->rows.n++;
     uint32_t n_stages = c->job->schema.n_stages;
     c->rows.rec[i] = (struct sfd_rec){

@@ -76,6 +76,13 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         return role;
     }
     if (channel == 0) {
+        sf_parallel par; /* sfd_validate_hello checked it against the world */
+        bool declared = sfd_hello_parallel(h, &par, why) == 0;
+        r = sfd_job_parallel_bind(job, rk, h->rank, declared ? &par : NULL, why);
+        if (r < 0)
+            return r;
+    }
+    if (channel == 0) {
         sfd_liveness_connected(job, h->rank);
         rk->live = 1;
         rk->role = (uint8_t)role;

@@ -125,6 +125,29 @@ static bool gpu_name_valid(const char *s)
     return n > 0;
 }
 
+int sfd_hello_parallel(const Stagefrontier__Hello *h, sf_parallel *ret, enum sfd_reject *ret_why)
+{
+    const Stagefrontier__Parallel *m = h->parallel;
+    if (m == NULL)
+        return 1;
+    const Stagefrontier__ParallelCoord *dims[SF_PAR_DIMS] = {m->pp, m->tp, m->dp, m->cp, m->ep};
+    sf_parallel p;
+    sf_parallel_init(&p);
+    for (int d = 0; d < SF_PAR_DIMS; d++) {
+        if (dims[d] == NULL)
+            continue;
+        p.declared |= 1u << d;
+        p.index[d] = dims[d]->index;
+        p.size[d] = dims[d]->size;
+    }
+    p.schedule = m->has_schedule ? (uint32_t)m->schedule : SF_SCHEDULE_NONE;
+    p.virtual_stages = m->has_virtual_stages ? m->virtual_stages : 0;
+    if (sf_parallel_check(&p, h->world_size, NULL) < 0)
+        return reject(ret_why, SFD_REJ_PARALLEL_INVALID);
+    *ret = p;
+    return 0;
+}
+
 int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *lim,
                        sf_schema *ret_schema, enum sfd_reject *ret_why)
 {
@@ -175,6 +198,9 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
         return reject(ret_why, SFD_REJ_INVALID);
     if (h->has_last_sent_step && (h->last_sent_step < -1 || h->last_sent_step >= SFD_MAX_STEP))
         return reject(ret_why, SFD_REJ_INVALID);
+    sf_parallel par;
+    if ((!h->has_channel || h->channel == 0) && sfd_hello_parallel(h, &par, ret_why) < 0)
+        return -EINVAL;
 
     sf_schema s;
     uint32_t version = h->has_schema_version ? h->schema_version : 1;

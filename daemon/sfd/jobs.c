@@ -68,6 +68,7 @@ void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, siz
 
 void sfd_job_free_ranks(struct sfd_job *job)
 {
+    sfd_job_parallel_free(job); /* sized by the same world */
     if (job->rank_pages == NULL)
         return;
     for (uint32_t p = 0; p < (job->world_size + SFD_RANK_PAGE - 1) / SFD_RANK_PAGE; p++)

@@ -360,6 +360,12 @@ static int ranks_step(struct sfd *d, const struct sfd_job *j, struct sfd_qstream
         json_object_set_new(item, "local_rank",
                             rk->local_rank >= 0 ? json_integer(rk->local_rank) : json_null());
         json_object_set_new(item, "gpu", gpu ? json_string(gpu) : json_null());
+        /* its parallel coordinates, as SF_PARALLEL spells them (docs/SFD.md) */
+        const sf_parallel *par = sfd_job_parallel_of(j, s->rank);
+        char text[SF_PARALLEL_TEXT_MAX + 32];
+        if (par != NULL)
+            sf_parallel_format(par, text, sizeof text);
+        json_object_set_new(item, "parallel", par ? json_string(text) : json_null());
     }
     if (item != NULL) /* last seen (wall clock), position and state (liveness.c) */
         json_object_update_new(item, sfd_rank_liveness_json(j, s->rank));

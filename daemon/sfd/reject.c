@@ -32,6 +32,8 @@ static const char *const reject_names[SFD_REJ_COUNT] = {
     [SFD_REJ_CAPTURE_REPLY] = "capture_reply",
     [SFD_REJ_HEARTBEAT] = "heartbeat",
     [SFD_REJ_FUTURE] = "future_step",
+    [SFD_REJ_PARALLEL_INVALID] = "parallel_invalid",
+    [SFD_REJ_PARALLEL_CONFLICT] = "parallel_conflict",
 };
 
 const char *sfd_reject_name(enum sfd_reject r)

@@ -40,6 +40,7 @@ void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t
         .issue_lag =
             rows->lag ? rows->lag + i * (size_t)__builtin_popcountll(job->schema.sync_mask) : NULL,
         .role = r->role < job->n_roles ? job->roles[r->role] : "",
+        .parallel = sfd_job_parallel_of(job, r->rank),
         .event_state = r->event_state,
         .event_cpu_ns = r->event_cpu_ns,
         .event_gpu_ns = r->event_gpu_ns,

@@ -14,6 +14,7 @@
 
 #include "arena.h"
 #include "stagefrontier/change.h"
+#include "stagefrontier/parallel.h"
 
 #include "cluster.h"
 #include "liveness.h"
@@ -128,6 +129,9 @@ enum sfd_reject {
     SFD_REJ_CAPTURE_REPLY,   /* capture reply: unknown id, another rank's, or after its end */
     SFD_REJ_HEARTBEAT,       /* heartbeat out of bounds or on the wrong connection */
     SFD_REJ_FUTURE,          /* step past the step gate of the job's other ranks */
+    /* parallel coordinates (docs/SFD.md, "Parallel coordinates"): */
+    SFD_REJ_PARALLEL_INVALID,  /* an index not below its size, sizes not multiplying to the world */
+    SFD_REJ_PARALLEL_CONFLICT, /* another shape than the job's, a tuple taken, or a change */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -225,14 +229,16 @@ struct sfd_rank {
     uint8_t pos_in_step : 1; /* inside step pos_step (else after it) */
     uint8_t stalled : 1;
     uint8_t culprit : 1;
-    int16_t pos_stage;         /* open recorded stage, -1: none or unknown */
-    uint16_t gpu;              /* index into job->hosts of its hello's GPU, 0: unknown */
-    int32_t local_rank;        /* its hello's local rank, -1: unknown */
-    int64_t pos_step;          /* -1: nothing yet */
-    int64_t last_seen_unix_ms; /* realtime of its last message, 0: never */
-    uint64_t seen_ms;          /* sfd's monotonic ms of that message */
-    uint64_t moved_ms;         /* monotonic ms when its position last changed */
-    int64_t claimed_step;      /* highest step it sent, accepted or not, -1 (the step gate) */
+    uint8_t hello_seen : 1;        /* a step-record hello was accepted (parallel.c) */
+    uint8_t declared_parallel : 1; /* ... with coordinates, kept in job->par */
+    int16_t pos_stage;             /* open recorded stage, -1: none or unknown */
+    uint16_t gpu;                  /* index into job->hosts of its hello's GPU, 0: unknown */
+    int32_t local_rank;            /* its hello's local rank, -1: unknown */
+    int64_t pos_step;              /* -1: nothing yet */
+    int64_t last_seen_unix_ms;     /* realtime of its last message, 0: never */
+    uint64_t seen_ms;              /* sfd's monotonic ms of that message */
+    uint64_t moved_ms;             /* monotonic ms when its position last changed */
+    int64_t claimed_step;          /* highest step it sent, accepted or not, -1 (the step gate) */
 };
 _Static_assert(sizeof(struct sfd_rank) == 72, "pages of ranks are charged per job: keep it small");
 _Static_assert(SFD_MAX_JOB_ROLES <= 256, "a rank's role index is one byte");
@@ -340,7 +346,8 @@ struct sfd_job {
     struct sfd_rank **rank_pages; /* [ceil(world_size / SFD_RANK_PAGE)], pages on demand */
     char *roles[SFD_MAX_JOB_ROLES];
     uint32_t n_roles;
-    char **hosts; /* [0] is "" once any host is interned */
+    struct sfd_parallel *par; /* NULL until a rank declares coordinates */
+    char **hosts;             /* [0] is "" once any host is interned */
     uint32_t n_hosts, cap_hosts;
     struct sfd_window *open[SFD_MAX_OPEN_WINDOWS];
     uint32_t n_open;
@@ -413,6 +420,33 @@ const struct sfd_rank *sfd_job_rank_peek(const struct sfd_job *job, uint32_t ran
 void sfd_job_name(const struct sfd *d, const struct sfd_job *job, char *buf, size_t len);
 /* Interns a role string; returns its index or -ENOSPC. */
 int sfd_job_role(struct sfd_job *job, const char *role);
+
+/* The job's parallel coordinates (parallel_ranks.c): the shape the first
+ * declaring rank gave, which rank holds each coordinate tuple, and each
+ * rank's coordinates. Sized by the world, charged as SFD_MEM_RANKS, freed
+ * with the ranks. */
+struct sfd_parallel {
+    sf_parallel shape;
+    uint32_t *owner;     /* [world] tuple -> rank + 1, 0: free */
+    sf_parallel *coords; /* [world] by rank; declared == 0: none */
+    uint32_t n_declared; /* ranks with coordinates */
+};
+/* Binds a step-record hello's coordinates (p NULL: none) to rank's state.
+ * -EINVAL with SFD_REJ_PARALLEL_CONFLICT when p's shape is not the job's,
+ * its tuple belongs to another rank, or the rank's coordinates (or their
+ * absence) differ from its earlier hello; -ENOMEM (SFD_REJ_MEMORY). Nothing
+ * changes on failure. */
+int sfd_job_parallel_bind(struct sfd_job *job, struct sfd_rank *rk, uint32_t rank,
+                          const sf_parallel *p, enum sfd_reject *why);
+void sfd_job_parallel_free(struct sfd_job *job);
+/* rank's coordinates, or NULL when it declared none. Inline: the rows'
+ * view (rows.c) calls nothing else in sfd. */
+static inline const sf_parallel *sfd_job_parallel_of(const struct sfd_job *job, uint32_t rank)
+{
+    if (job->par == NULL || rank >= job->world_size || job->par->coords[rank].declared == 0)
+        return NULL;
+    return &job->par->coords[rank];
+}
 /* Interns a rank's host name for `sfctl ranks` after the rank disconnects;
  * returns its index in job->hosts, or 0 ("") when the table is full or the
  * job's memory budget is spent. */
@@ -623,6 +657,11 @@ int sfd_message_decode(const uint8_t *buf, size_t len, const struct sfd_limits *
 void sfd_message_free(struct Stagefrontier__ClientMessage *m, struct ProtobufCAllocator *alloc);
 /* Checks every field of a message against its bounds. For a hello, also the
  * schema hash (ret_schema, if non-NULL, receives the initialised schema). */
+/* The Hello's coordinates: 0 with *ret filled, 1 when it carries none,
+ * -EINVAL (SFD_REJ_PARALLEL_INVALID) when they fail sf_parallel_check
+ * against its world or carry no dimension. */
+int sfd_hello_parallel(const struct Stagefrontier__Hello *h, sf_parallel *ret,
+                       enum sfd_reject *ret_why);
 int sfd_validate_hello(const struct Stagefrontier__Hello *h, const struct sfd_limits *lim,
                        sf_schema *ret_schema, enum sfd_reject *ret_why);
 /* A batch's drop range: both ends or neither, in order, within step bounds. */

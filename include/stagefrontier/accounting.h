@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "stagefrontier/limits.h"
+#include "stagefrontier/parallel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +122,11 @@ typedef struct sf_row {
      * the rank's arrival to the issue of its collective, 0..that stage's
      * sync wait, or -1 where the stage carried no issue mark. */
     const int64_t *issue_lag;
+    /* The rank's parallel coordinates (stagefrontier/parallel.h), NULL when
+     * it declared none (never a struct with nothing declared): ranks are
+     * then compared inside their cohort (docs/ACCOUNTING.md, "Cohorts").
+     * Borrowed, like d. */
+    const sf_parallel *parallel;
 } sf_row;
 
 /* Window-level flags, set by whoever assembled the window. */
@@ -194,6 +200,9 @@ typedef struct sf_dense {
     uint32_t n_ranks;
     uint32_t *ranks; /* sorted */
     char **roles;    /* [n_ranks], owned */
+    /* [n_ranks] each rank's parallel coordinates (declared == 0: none), or
+     * NULL when no row of the window carried any. Owned. */
+    sf_parallel *parallel;
     /* For each summary step, each rank's durations, or absent. */
     int64_t *d;       /* [n_steps][n_ranks][S] */
     uint8_t *present; /* [n_steps][n_ranks] */
@@ -231,6 +240,11 @@ typedef struct sf_summary {
     uint32_t n_roles;
     char *roles[SF_MAX_ROLES]; /* sorted set; "" for unset */
     bool roles_overflow;       /* more distinct roles than SF_MAX_ROLES */
+    /* Parallel coordinates (docs/ACCOUNTING.md, "Cohorts"): some row carried
+     * them; some rank's rows disagreed (coordinates on some rows only, or
+     * two sets). Both merge by or, parallel_rows by sum. */
+    bool parallel_declared, parallel_conflict;
+    uint64_t parallel_rows; /* rows that carried coordinates (sf_row.parallel set) */
     uint64_t event_samples, event_ready;
     int64_t event_cpu_ns, event_gpu_ns; /* over ready samples */
     uint32_t n_intervals;
@@ -269,6 +283,25 @@ int64_t sf_summary_step_index(const sf_summary *s, int64_t step);
  * of the wire form). */
 int sf_summary_alloc(const sf_schema *schema, const sf_window_meta *meta, uint32_t n_steps,
                      sf_summary **ret);
+
+/* ---- cohorts (docs/ACCOUNTING.md, "Cohorts") ------------------------------ */
+
+/* Ranks with the same parallel coordinates except dp and ep do the same work:
+ * a cohort. APPLIED: every rank declared coordinates of one shape whose
+ * sizes multiply to the world size, each tuple once, so ranks are compared
+ * inside their cohort only. INCONSISTENT: coordinates were declared but do
+ * not say that (a rank without, two shapes, a tuple twice, a rank whose rows
+ * disagree): no comparison across ranks may be trusted, so none is made. */
+enum sf_cohort_state { SF_COHORTS_NONE, SF_COHORTS_APPLIED, SF_COHORTS_INCONSISTENT };
+const char *sf_cohort_state_name(enum sf_cohort_state state);
+
+/* Cohorts of n ranks from their coordinates (coords[i].declared == 0: rank i
+ * declared none). On APPLIED, ret_cohort[i] is rank i's cohort, numbered
+ * 0.. in order of first appearance, and *ret_n_cohorts their count; on the
+ * other states both are left alone. world_size 0 skips the product check.
+ * Returns the state, or -ENOMEM. */
+int sf_cohorts_build(const sf_parallel *coords, uint32_t n, uint32_t world_size,
+                     uint32_t *ret_cohort, uint32_t *ret_n_cohorts);
 
 /* ---- gates ------------------------------------------------------------ */
 
@@ -331,6 +364,10 @@ enum sf_label {
     SF_LABEL_FORWARD_HOST_OVERHEAD_SUSPECTED,
     SF_LABEL_FORWARD_SPILLOVER_SUSPECTED,
     SF_LABEL_GRADIENT_ACCUMULATION_AMBIGUOUS,
+    /* Every rank declared consistent parallel coordinates: ranks were
+     * compared inside their cohorts (replaces role_aware_needed). Last, so
+     * the bit positions of the labels before it never move. */
+    SF_LABEL_ROLE_AWARE_APPLIED,
     SF_LABEL_COUNT
 };
 const char *sf_label_name(enum sf_label label);
@@ -485,6 +522,9 @@ typedef struct sf_report {
     struct sf_change *change; /* NULL until the job has a reference */
     struct sf_whatif *whatif; /* NULL in mergeable mode */
     sf_stall stall;           /* one step that holds most of the window's exposed time */
+    /* Cohorts of the window's ranks (docs/ACCOUNTING.md, "Cohorts"). */
+    enum sf_cohort_state cohorts;
+    uint32_t n_cohorts; /* APPLIED: how many */
 } sf_report;
 
 /* The straggler history of one job across consecutive windows, held by the

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stagefrontier/parallel.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -78,6 +80,11 @@ typedef struct sf_client_options {
      * (a full batch goes at once). -1 (options_init): SF_FLUSH_MS, else 100.
      * 1..3600000. */
     int flush_ms;
+    /* Parallel coordinates (stagefrontier/parallel.h, docs/CLIENT.md):
+     * NULL (options_init): SF_PARALLEL ("pp=1/4,tp=0/8,dp=3/16"), else none.
+     * -EINVAL when malformed or when the sizes do not multiply to the world
+     * size; sfd also checks the job's ranks tile the world. */
+    const sf_parallel *parallel;
 } sf_client_options;
 
 /* Fills the "from environment" defaults: NULL strings, -1 ranks, zeros. */

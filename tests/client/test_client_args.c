@@ -30,6 +30,7 @@ static int env_setup(void **state)
     unsetenv("SF_ROLE");
     unsetenv("SF_EVENT_SAMPLE");
     unsetenv("SF_FLUSH_MS");
+    unsetenv("SF_PARALLEL");
     setenv("SF_SOCKET", NO_DAEMON, 1);
     return 0;
 }
@@ -569,6 +570,51 @@ static void env_resolution(void **s)
     env_setup(NULL);
 }
 
+/* Parallel coordinates: SF_PARALLEL parsed strictly, the option's struct
+ * checked the same way, both against the world size. */
+static void open_parallel_env(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.rank = 3;
+    o.world_size = 4;
+    sf_client *c = NULL;
+    setenv("SF_PARALLEL", "pp=1/2,dp=1/2,schedule=1f1b", 1);
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    sf_client_close(c);
+    static const char *const bad[] = {"pp=1/2,,dp=1/2", "pp=1/2,pp=1/2", "pp=2/2,dp=0/2",
+                                      "pp=1/2,dp=1/4" /* 8 ranks in a world of 4 */};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("SF_PARALLEL", bad[i], 1);
+        expect_open_einval(&o);
+    }
+    setenv("SF_PARALLEL", "", 1); /* empty: none */
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    sf_client_close(c);
+    unsetenv("SF_PARALLEL");
+}
+
+static void open_parallel_option(void **s)
+{
+    (void)s;
+    sf_client_options o = base();
+    o.rank = 0;
+    o.world_size = 4;
+    sf_parallel p;
+    assert_int_equal(sf_parallel_parse("tp=0/2,dp=1/2", &p, NULL, 0), 0);
+    o.parallel = &p;
+    setenv("SF_PARALLEL", "garbage", 1); /* the option wins */
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    sf_client_close(c);
+    unsetenv("SF_PARALLEL");
+    p.index[SF_PAR_DP] = 2; /* out of range, filled by hand */
+    expect_open_einval(&o);
+    p.index[SF_PAR_DP] = 1;
+    o.world_size = 8; /* 2 x 2 does not tile 8 */
+    expect_open_einval(&o);
+}
+
 #define T(f) cmocka_unit_test_setup(f, env_setup)
 int main(void)
 {
@@ -587,6 +633,8 @@ int main(void)
         T(open_socket_empty),
         T(open_socket_too_long),
         T(open_role_too_long),
+        T(open_parallel_env),
+        T(open_parallel_option),
         T(open_one_stage),
         T(open_too_many_stages),
         T(open_duplicate_stage),

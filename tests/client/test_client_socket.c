@@ -255,11 +255,25 @@ static void hello_and_batches(void **s)
     (void)s;
     struct tl l;
     assert_int_equal(tl_start(&l), 0);
+    setenv("SF_PARALLEL", "pp=1/2,dp=0/2,schedule=interleaved:2", 1);
     sf_client *c = open_at(l.path, 0, 0);
+    unsetenv("SF_PARALLEL");
     assert_int_equal(tl_accept(&l, WAIT_MS), 0);
     Stagefrontier__ClientMessage *m;
     Stagefrontier__Hello *h = expect_hello(&l, &m);
     assert_int_equal(h->protocol_version, 1);
+    /* the coordinates, as SF_PARALLEL said them */
+    assert_non_null(h->parallel);
+    assert_non_null(h->parallel->pp);
+    assert_int_equal(h->parallel->pp->index, 1);
+    assert_int_equal(h->parallel->pp->size, 2);
+    assert_non_null(h->parallel->dp);
+    assert_int_equal(h->parallel->dp->index, 0);
+    assert_int_equal(h->parallel->dp->size, 2);
+    assert_null(h->parallel->tp);
+    assert_null(h->parallel->ep);
+    assert_int_equal(h->parallel->schedule, STAGEFRONTIER__PARALLEL__SCHEDULE__INTERLEAVED);
+    assert_int_equal(h->parallel->virtual_stages, 2);
     assert_string_equal(h->job_id, "sock-job");
     assert_int_equal(h->rank, 2);
     assert_int_equal(h->world_size, 4);

@@ -33,11 +33,12 @@ def main():
     try:
         prefix = os.path.join(tmp, 'prefix')
         run(['cmake', '--install', build, '--prefix', prefix, '--component', 'client'])
-        # client.h is the one public header; internal ones (strutil.h) stay out.
+        # client.h and the parallel.h it includes are the public headers;
+        # internal ones (strutil.h) stay out.
         incdir = os.path.join(prefix, 'include')
         headers = sorted(os.path.relpath(os.path.join(d, f), incdir)
                          for d, _, fs in os.walk(incdir) for f in fs)
-        assert headers == ['stagefrontier/client.h'], headers
+        assert headers == ['stagefrontier/client.h', 'stagefrontier/parallel.h'], headers
         pcs = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs if f == 'sfclient.pc']
         assert len(pcs) == 1, pcs
         libdir = os.path.dirname(os.path.dirname(pcs[0]))

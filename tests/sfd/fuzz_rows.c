@@ -22,6 +22,7 @@ struct collected {
     sf_row rows[MAX_ROWS];
     int64_t d[MAX_ROWS][SF_MAX_STAGES], lag[MAX_ROWS][SF_MAX_STAGES];
     char roles[MAX_ROWS][64];
+    sf_parallel par[MAX_ROWS];
 };
 
 static int collect(void *ctx, const sf_rows_header *header, const sf_row *row)
@@ -37,6 +38,10 @@ static int collect(void *ctx, const sf_rows_header *header, const sf_row *row)
     if (row->issue_lag != NULL) {
         memcpy(c->lag[i], row->issue_lag, sizeof c->lag[i][0]);
         c->rows[i].issue_lag = c->lag[i];
+    }
+    if (row->parallel != NULL) {
+        c->par[i] = *row->parallel;
+        c->rows[i].parallel = &c->par[i];
     }
     strcpy(c->roles[i], row->role);
     c->rows[i].role = c->roles[i];

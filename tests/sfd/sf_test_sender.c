@@ -24,8 +24,9 @@
 
 struct opts {
     const char *socket, *job, *mode, *role;
-    const char *gpu;    /* NULL: not sent */
-    int64_t local_rank; /* -1: not sent */
+    const char *gpu;      /* NULL: not sent */
+    const char *parallel; /* NULL: no coordinates; raw, unchecked (hostile) */
+    int64_t local_rank;   /* -1: not sent */
     uint32_t rank, world, batch, acc, storm, hold_ms;
     uint32_t generation; /* > 0: hellos as a process that connected before */
     int64_t pause_every;
@@ -86,6 +87,34 @@ static int send_msg(int fd, const Stagefrontier__ClientMessage *m, bool dontwait
     return w == (ssize_t)len ? 0 : -errno;
 }
 
+/* --parallel "pp=1/2,dp=0/2,schedule=2,virtual=4" as sent, unchecked, so
+ * that a test can send what the client's parser would refuse. */
+static Stagefrontier__Parallel *raw_parallel(const char *text)
+{
+    static Stagefrontier__Parallel par;
+    static Stagefrontier__ParallelCoord coord[5];
+    static const char *const names[5] = {"pp", "tp", "dp", "cp", "ep"};
+    Stagefrontier__ParallelCoord **slot[5] = {&par.pp, &par.tp, &par.dp, &par.cp, &par.ep};
+    stagefrontier__parallel__init(&par);
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        unsigned a = 0, b = 0;
+        for (int d = 0; d < 5; d++)
+            if (strncmp(p, names[d], 2) == 0 && p[2] == '=' &&
+                sscanf(p + 3, "%u/%u", &a, &b) == 2) {
+                stagefrontier__parallel_coord__init(&coord[d]);
+                coord[d].index = a, coord[d].size = b;
+                *slot[d] = &coord[d];
+            }
+        if (sscanf(p, "schedule=%u", &a) == 1)
+            par.has_schedule = true, par.schedule = (Stagefrontier__Parallel__Schedule)a;
+        if (sscanf(p, "virtual=%u", &a) == 1)
+            par.has_virtual_stages = true, par.virtual_stages = a;
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return &par;
+}
+
 static void fill_hello(const struct sender *s, Stagefrontier__Hello *h, uint32_t world,
                        uint64_t hash)
 {
@@ -108,6 +137,8 @@ static void fill_hello(const struct sender *s, Stagefrontier__Hello *h, uint32_t
     if (s->o.local_rank >= 0)
         h->has_local_rank = true, h->local_rank = (uint32_t)s->o.local_rank;
     h->gpu = (char *)s->o.gpu;
+    if (s->o.parallel != NULL)
+        h->parallel = raw_parallel(s->o.parallel);
     if (s->generation > 0) {
         h->has_connection_generation = true;
         h->connection_generation = s->generation;
@@ -769,6 +800,21 @@ static int run_seeds(struct sender *s)
     write_file(dir, "hello_gpu_bad", buf, n);
     h.gpu = NULL;
     h.has_local_rank = false;
+    /* Parallel coordinates: a 2 x 2 tile, one that does not tile the world,
+     * an index out of range and a schedule past the enum. */
+    h.parallel = raw_parallel("pp=1/2,dp=0/2,schedule=2");
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_parallel", buf, n);
+    h.parallel = raw_parallel("pp=1/2,tp=0/4,dp=0/2,schedule=3,virtual=4");
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_parallel_untiled", buf, n);
+    h.parallel = raw_parallel("pp=2/2,dp=0/2");
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_parallel_range", buf, n);
+    h.parallel = raw_parallel("pp=0/2,dp=1/2,schedule=9,virtual=0");
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_parallel_schedule", buf, n);
+    h.parallel = NULL;
 
     Stagefrontier__StepRecord r[3], *rp[3];
     int64_t d[3][SF_MAX_STAGES];
@@ -862,6 +908,7 @@ static int parse(int argc, char **argv, struct opts *o)
         {"generation", 1, NULL, 'g'},
         {"local-rank", 1, NULL, 'l'},
         {"gpu", 1, NULL, 'U'},
+        {"parallel", 1, NULL, 'p'},
         {NULL, 0, NULL, 0},
     };
     *o = (struct opts){.job = "job",
@@ -901,6 +948,9 @@ static int parse(int argc, char **argv, struct opts *o)
             break;
         case 'U':
             o->gpu = optarg;
+            break;
+        case 'p':
+            o->parallel = optarg;
             break;
         case 'r':
             o->rank = (uint32_t)v;

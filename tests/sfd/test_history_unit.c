@@ -331,6 +331,7 @@ static void corrupt_bodies_are_refused(void **state)
 struct rows_fixture {
     sf_schema schema;
     int64_t d[4][SF_MAX_STAGES], lag[4][1];
+    sf_parallel par[2]; /* pp=r/2: rank 1's rows carry them, rank 0's none */
     sf_row rows[4];
 };
 
@@ -338,6 +339,11 @@ static void rows_fixture(struct rows_fixture *f)
 {
     static const char *const names[] = {"data", "forward", "backward", "optimizer", "residual"};
     assert_int_equal(sf_schema_init_sync(&f->schema, 1, 5, names, NULL, 1, 1u << 2), 0);
+    for (uint32_t r = 0; r < 2; r++)
+        f->par[r] = (sf_parallel){.declared = 1u << SF_PAR_PP,
+                                  .index = {[SF_PAR_PP] = r},
+                                  .size = {2, 1, 1, 1, 1},
+                                  .schedule = SF_SCHEDULE_1F1B};
     for (uint32_t i = 0; i < 4; i++) {
         for (uint32_t k = 0; k < f->schema.n_stages; k++)
             f->d[i][k] = 1000 * (k + 1) + i;
@@ -349,6 +355,7 @@ static void rows_fixture(struct rows_fixture *f)
                               .d = f->d[i],
                               .issue_lag = i == 2 ? NULL : f->lag[i],
                               .role = i % 2 ? "worker" : "chief",
+                              .parallel = i % 2 ? &f->par[1] : NULL,
                               .event_state = i == 0 ? SF_EVENT_READY : SF_EVENT_NONE,
                               .event_cpu_ns = i == 0 ? 700 : 0,
                               .event_gpu_ns = i == 0 ? 650 : 0};
@@ -375,6 +382,9 @@ static int check_row(void *ctx, const sf_rows_header *header, const sf_row *row)
     assert_int_equal(row->event_cpu_ns, want->event_cpu_ns);
     assert_int_equal(row->event_gpu_ns, want->event_gpu_ns);
     assert_memory_equal(row->d, want->d, seen->f->schema.n_stages * sizeof(int64_t));
+    assert_true((row->parallel == NULL) == (want->parallel == NULL));
+    if (want->parallel != NULL)
+        assert_memory_equal(row->parallel, want->parallel, sizeof(sf_parallel));
     assert_true((row->issue_lag == NULL) == (want->issue_lag == NULL));
     if (want->issue_lag != NULL)
         assert_int_equal(row->issue_lag[0], want->issue_lag[0]);
@@ -433,6 +443,14 @@ static void damaged_rows_give_no_row(void **state)
     buf[last_d + 7] = 0x80;
     assert_int_equal(sf_rows_unpack(buf, len, &f.schema, 2, count_row, &visited), -EINVAL);
     assert_int_equal(visited, 0);
+    /* Coordinates that do not fit the world (index 5 of 2) refuse the body. */
+    f.par[1].index[SF_PAR_PP] = 5;
+    uint8_t *bad;
+    size_t bad_len;
+    assert_int_equal(sf_rows_pack(&f.schema, 2, 0, 1, f.rows, 4, &bad, &bad_len), 0);
+    assert_int_equal(sf_rows_unpack(bad, bad_len, &f.schema, 2, count_row, &visited), -EINVAL);
+    assert_int_equal(visited, 0);
+    free(bad);
     free(longer);
     free(buf);
     sf_schema_clear(&other);

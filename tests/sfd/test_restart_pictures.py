@@ -2,7 +2,8 @@
 history answer `report`, and `plot` and `export` draw the job's last full
 window from the rows the history keeps, byte for byte as before the restart;
 `record` lists the windows whose rows came back (the last full one and the
-last partial one), an older window has no rows to draw (exit 5, no file);
+last partial one) with each rank's parallel coordinates, an older window has
+no rows to draw (exit 5, no file);
 with `history_rows = false` nothing is drawn after a restart;
 `ranks` shows no placeholders (PID 0, LAST_STEP -1) and says the ranks are
 from a previous run; `watch` on the restored job draws it and exits."""
@@ -44,7 +45,9 @@ def main():
     rows_off_case()
     sfd = Sfd(CONF)
     try:
-        run_job(sfd, "pic", 2, 25)  # windows 0 and 1 full, window 2 partial at the end
+        # Windows 0 and 1 full, window 2 partial at the end; each rank declares
+        # its pipeline stage, so its windows compare ranks inside cohorts.
+        run_job(sfd, "pic", 2, 25, extra={0: {"parallel": "pp=0/2"}, 1: {"parallel": "pp=1/2"}})
         wait_for(lambda: sfd.jobs().get("pic", {}).get("windows") == 3, "3 windows of pic")
         before = sfd.sfctl("report", "pic", "--window", "1").stdout
         drawn = {}
@@ -72,6 +75,9 @@ def main():
         windows = [json.loads(line)["index"] for line in recording
                    if json.loads(line).get("type") == "window"]
         check(windows == [1, 2], "windows recorded after a restart: %r" % windows)
+        coords = set(json.loads(line).get("parallel") for line in recording
+                     if json.loads(line).get("type") == "row")
+        check(coords == {"pp=0/2", "pp=1/2"}, "coordinates after a restart: %r" % coords)
 
         path = os.path.join(sfd.dir, "old.svg")
         p = sfd.sfctl("plot", "pic", "--window", "0", "-o", path, check_rc=5)

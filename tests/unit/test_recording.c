@@ -53,7 +53,11 @@ static void row_round_trips(void **state)
     sf_schema s;
     assert_int_equal(sf_schema_init_default(&s, 1), 0);
     int64_t d[6] = {1, 2, 3, SF_MAX_DURATION_NS, 0, 7}, back_d[6];
+    sf_parallel par, back_par;
+    bool has = false;
+    assert_int_equal(sf_parallel_parse("pp=1/2,dp=3/4,schedule=interleaved:2", &par, NULL, 0), 0);
     sf_row row = {.step = 42,
+                  .parallel = &par,
                   .rank = 7,
                   .flags = SF_ROW_VIOLATION,
                   .overlap_ns = 9,
@@ -74,7 +78,26 @@ static void row_round_trips(void **state)
     assert_string_equal(back.role, "trainer");
     assert_int_equal(back.event_state, SF_EVENT_READY);
     assert_int_equal(back.event_gpu_ns, 80);
+    assert_int_equal(sf_recording_parse_row_parallel(o, &back_par, &has, err, sizeof err), 0);
+    assert_true(has);
+    assert_true(sf_parallel_equal(&back_par, &par));
     json_decref(o);
+    row.parallel = NULL; /* none: no key, and none read back */
+    o = sf_recording_row(&row, &s);
+    assert_null(json_object_get(o, "parallel"));
+    assert_int_equal(sf_recording_parse_row_parallel(o, &back_par, &has, err, sizeof err), 0);
+    assert_false(has);
+    json_decref(o);
+    static const char *const bad_par[] = {"{\"parallel\": 5}", "{\"parallel\": \"pp=2/2\"}",
+                                          "{\"parallel\": \"pp=0/2,,dp=0/2\"}"};
+    for (size_t i = 0; i < sizeof bad_par / sizeof bad_par[0]; i++) {
+        o = json_loads(bad_par[i], 0, NULL);
+        assert_non_null(o);
+        assert_int_equal(sf_recording_parse_row_parallel(o, &back_par, &has, err, sizeof err),
+                         -EINVAL);
+        assert_non_null(strstr(err, "parallel"));
+        json_decref(o);
+    }
     sf_schema_clear(&s);
 }
 
