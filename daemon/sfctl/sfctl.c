@@ -44,6 +44,8 @@ static const struct sfctl_command commands[] = {
      "ask the ranks for a profiler trace; prints the capture id"},
     {"captures", sfctl_cmd_captures, "JOB [--json]",
      "captures of a job: window, reason, ranks, steps, state, trace paths"},
+    {"events", sfctl_cmd_events, "JOB [--json]",
+     "starts and ends of the job's live verdict (docs/LIVE.md)"},
     {"peers", sfctl_cmd_peers_view, "[--json]",
      "members, root, term, heartbeats, summaries in flight"},
 };

@@ -33,6 +33,7 @@ void sfd_config_default(struct sfd_config *ret)
     snprintf(ret->state_dir, sizeof(ret->state_dir), "/var/lib/stagefrontier");
     ret->max_history_mb = 128;
     sf_gates_default(&ret->gates);
+    sf_live_config_default(&ret->live);
     ret->max_jobs = 64;
     ret->max_jobs_per_uid = 16;
     ret->max_memory_mb = 512;
@@ -158,6 +159,34 @@ static int set_capture_key(struct parse_ctx *p, const char *k, const char *v)
     return -ENOENT;
 }
 
+static int set_double(struct parse_ctx *p, double *dst, const char *v, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(x >= lo && x <= hi)) {
+        snprintf(p->why, sizeof p->why, "a number in %g..%g", lo, hi);
+        return -EINVAL;
+    }
+    *dst = x;
+    return 0;
+}
+
+/* The live verdict's gates (docs/LIVE.md, "Gates"). */
+static int set_live_key(struct parse_ctx *p, const char *k, const char *v)
+{
+    sf_live_config *l = &p->cfg->live;
+    if (!strcmp(k, "live_false_alarm_steps"))
+        return set_double(p, &l->false_alarm_steps, v, 10, 1e15);
+    if (!strcmp(k, "live_shift_sigmas"))
+        return set_double(p, &l->shift_sigmas, v, 0.01, 100);
+    if (!strcmp(k, "live_min_effect_frac"))
+        return set_double(p, &l->min_effect_frac, v, 0, 0.99);
+    if (!strcmp(k, "live_calibration_steps"))
+        return set_u32(p, &l->calibration_steps, v, 8, SF_LIVE_MAX_CALIBRATION_STEPS);
+    return -ENOENT;
+}
+
 static int set_sfd_key(struct parse_ctx *p, const char *k, const char *v)
 {
     struct sfd_config *c = p->cfg;
@@ -245,6 +274,8 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
             r = set_limit_key(p, key, value);
         if (r == -ENOENT)
             r = set_capture_key(p, key, value);
+        if (r == -ENOENT)
+            r = set_live_key(p, key, value);
     } else if (!strcmp(section, "limits")) {
         r = set_limit_key(p, key, value);
     } else if (!strcmp(section, "gates")) {

@@ -259,6 +259,26 @@ void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret)
 
 /* ---- the loop's side ----------------------------------------------------------- */
 
+/* Queues one packed record (taking body); a full queue drops it, counted. */
+static void enqueue(struct sfd_history *h, const struct sfd_job *job, uint32_t kind,
+                    uint32_t segment, int64_t window, uint8_t *body, size_t len)
+{
+    size_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+    size_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    if (tail - head == QUEUE_MAX ||
+        atomic_load_explicit(&h->queued_bytes, memory_order_relaxed) + len > QUEUE_MAX_BYTES) {
+        free(body);
+        atomic_fetch_add_explicit(&h->live.queue_dropped, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&h->queued_bytes, len, memory_order_relaxed);
+    struct item *it = &h->queue[tail % QUEUE_MAX];
+    *it = (struct item){kind, segment, job->uid, window, "", body, len};
+    sfd_job_key(job, it->job, sizeof it->job);
+    atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
+    sem_post(&h->wake);
+}
+
 void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_report *report)
 {
     struct sfd_history *h = d->history;
@@ -266,28 +286,27 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
     size_t len;
     if (h == NULL || h->store == NULL)
         return;
-    size_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
-    size_t head = atomic_load_explicit(&h->head, memory_order_acquire);
-    if (tail - head == QUEUE_MAX) {
-        atomic_fetch_add_explicit(&h->live.queue_dropped, 1, memory_order_relaxed);
-        return;
-    }
     if (sfd_report_pack(report, &body, &len) < 0) {
         atomic_fetch_add_explicit(&h->live.write_errors, 1, memory_order_relaxed);
         return;
     }
-    if (atomic_load_explicit(&h->queued_bytes, memory_order_relaxed) + len > QUEUE_MAX_BYTES) {
-        free(body);
-        atomic_fetch_add_explicit(&h->live.queue_dropped, 1, memory_order_relaxed);
+    enqueue(h, job, SFD_HISTORY_REPORT, report->meta.segment, report->meta.index, body, len);
+}
+
+void sfd_history_put_event(struct sfd *d, const struct sfd_job *job, uint64_t seq,
+                           const char *json_text)
+{
+    struct sfd_history *h = d->history;
+    if (h == NULL || h->store == NULL)
+        return;
+    size_t len = strlen(json_text);
+    uint8_t *body = malloc(len ? len : 1);
+    if (body == NULL) {
+        atomic_fetch_add_explicit(&h->live.write_errors, 1, memory_order_relaxed);
         return;
     }
-    atomic_fetch_add_explicit(&h->queued_bytes, len, memory_order_relaxed);
-    struct item *it = &h->queue[tail % QUEUE_MAX];
-    *it = (struct item){
-        SFD_HISTORY_REPORT, report->meta.segment, job->uid, report->meta.index, "", body, len};
-    sfd_job_key(job, it->job, sizeof it->job);
-    atomic_store_explicit(&h->tail, tail + 1, memory_order_release);
-    sem_post(&h->wake);
+    memcpy(body, json_text, len);
+    enqueue(h, job, SFD_HISTORY_EVENT, job->segment, (int64_t)seq, body, len);
 }
 
 /* ---- restore ------------------------------------------------------------------- */

@@ -22,7 +22,9 @@ struct sfd_job;
 /* Record kinds of the store (docs/SFD.md, "Durable history"). Only reports
  * are written today; the key (kind, uid, job, segment, window) is the same
  * for the kinds that follow. */
-enum sfd_history_kind { SFD_HISTORY_REPORT = 1 };
+/* SFD_HISTORY_EVENT: a live verdict's start or end (verdict.c), its body
+ * the event's JSON text, window the job's event sequence number. */
+enum sfd_history_kind { SFD_HISTORY_REPORT = 1, SFD_HISTORY_EVENT = 2 };
 
 struct sfd_history_stats {
     bool enabled;            /* the store is open */
@@ -48,6 +50,9 @@ int sfd_history_start(struct sfd *d);
 /* Queues a finished report for writing. Never blocks on the disk: a full
  * queue drops the record and counts it. */
 void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_report *report);
+/* Queues a live verdict event (its JSON text, copied) the same way. */
+void sfd_history_put_event(struct sfd *d, const struct sfd_job *job, uint64_t seq,
+                           const char *json_text);
 /* Writes what is queued, stops the thread and closes the store. NULL-safe. */
 void sfd_history_stop(struct sfd *d);
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret);
