@@ -473,7 +473,10 @@ int sf_live_step(sf_live *l, int64_t step, const int64_t *d, int64_t wall_ms,
     int32_t best = best_alarm(l);
     if (l->vcell >= 0) {
         bool over = !l->cells[l->vcell].alarm;
-        bool outranked = best >= 0 && class_of(l, (uint32_t)best) > class_of(l, (uint32_t)l->vcell);
+        /* A change of the whole job gives way to a rank's verdict; a rank's
+         * verdict stays on its cell until that cell is back. */
+        bool outranked = best >= 0 && class_of(l, (uint32_t)l->vcell) == CELL_CHANGE &&
+                         class_of(l, (uint32_t)best) != CELL_CHANGE;
         if (!over && !outranked) {
             verdict_fill(l, (uint32_t)l->vcell, &l->verdict);
             return 0;
