@@ -37,6 +37,7 @@ enum cell_class { CELL_CHANGE = 1, CELL_OWN = 2, CELL_ARRIVAL = 3 };
 
 struct cell {
     int64_t mu_ns;
+    double mu;                   /* the baseline median, tracked while the cell is quiet */
     double sigma_ns, k, h, clip; /* k, h and clip in sigmas */
     double s;                    /* the CUSUM, sigmas */
     int64_t since_step;
@@ -63,6 +64,7 @@ struct sf_live {
     uint32_t n_calib;
     bool calibrated;
     int64_t step_ns;
+    double alpha; /* the baseline tracker's weight a step, 0: fixed */
     int64_t last_step;
     uint64_t tested;
     int32_t vcell; /* cell of the verdict, -1: none */
@@ -73,9 +75,11 @@ void sf_live_config_default(sf_live_config *ret)
 {
     *ret = (sf_live_config){
         .false_alarm_steps = 864000.0, /* ten job-days of one-second steps */
-        .shift_sigmas = 2.0,
-        .min_effect_frac = 0.03,
+        .shift_sigmas = 4.0,
+        .min_effect_frac = 0.05,
+        .change_min_frac = 0.5,
         .calibration_steps = 100,
+        .baseline_halflife_steps = 2000,
     };
 }
 
@@ -83,8 +87,10 @@ int sf_live_config_validate(const sf_live_config *c)
 {
     if (!(c->false_alarm_steps >= 10 && c->false_alarm_steps <= 1e15) ||
         !(c->shift_sigmas > 0 && c->shift_sigmas <= 100) ||
-        !(c->min_effect_frac >= 0 && c->min_effect_frac < 1) || c->calibration_steps < 8 ||
-        c->calibration_steps > SF_LIVE_MAX_CALIBRATION_STEPS)
+        !(c->min_effect_frac >= 0 && c->min_effect_frac < 1) ||
+        !(c->change_min_frac >= 0 && c->change_min_frac < 10) || c->calibration_steps < 8 ||
+        c->calibration_steps > SF_LIVE_MAX_CALIBRATION_STEPS ||
+        !(c->baseline_halflife_steps >= 0 && c->baseline_halflife_steps <= 1e12))
         return -EINVAL;
     return 0;
 }
@@ -162,6 +168,9 @@ int sf_live_new(const sf_schema *schema, uint32_t world_size, const sf_live_conf
     l->n_rank_cells = world_size > 1 ? world_size * (l->n_own + l->n_sync) : 0;
     l->n_cells = l->n_rank_cells + l->n_own;
     l->last_step = INT64_MIN;
+    l->alpha = config->baseline_halflife_steps > 0
+                   ? 1 - exp(-log(2.0) / config->baseline_halflife_steps)
+                   : 0;
     l->vcell = -1;
     size_t nc = l->n_cells ? l->n_cells : 1;
     l->cells = calloc(nc, sizeof(*l->cells));
@@ -288,13 +297,15 @@ static void finish_calibration(sf_live *l)
         for (uint32_t t = 0; t < n; t++)
             v[t] = l->calib[(size_t)t * l->n_cells + c];
         e->mu_ns = median_of(v, n);
+        e->mu = (double)e->mu_ns;
         for (uint32_t t = 0; t < n; t++)
             v[t] = llabs(v[t] - e->mu_ns);
         double sigma = MAD_TO_SIGMA * (double)median_of(v, n);
         double floor = fmax(SIGMA_FLOOR_FRAC * (double)l->step_ns, SIGMA_FLOOR_NS);
         e->sigma_ns = fmax(sigma, floor);
-        double kappa = fmax(l->cfg.shift_sigmas / 2 * e->sigma_ns,
-                            l->cfg.min_effect_frac / 2 * (double)l->step_ns);
+        double min_frac = c < l->n_rank_cells ? l->cfg.min_effect_frac : l->cfg.change_min_frac;
+        double kappa =
+            fmax(l->cfg.shift_sigmas / 2 * e->sigma_ns, min_frac / 2 * (double)l->step_ns);
         e->k = kappa / e->sigma_ns;
         e->h = sf_live_threshold(e->k, arl0);
         e->clip = e->k + e->h / CLIP_STEPS;
@@ -348,9 +359,9 @@ static enum cell_class class_of(const sf_live *l, uint32_t c)
 }
 
 /* One CUSUM update; true when the cell's alarm started with this step. */
-static bool cell_update(struct cell *e, int64_t x, int64_t step)
+static bool cell_update(struct cell *e, int64_t x, int64_t step, double alpha)
 {
-    double z = ((double)x - (double)e->mu_ns) / e->sigma_ns;
+    double z = ((double)x - e->mu) / e->sigma_ns;
     z = fmin(fmax(z, -e->clip), e->clip);
     double s = fmax(0, e->s + z - e->k);
     if (e->s == 0 && s > 0) {
@@ -359,7 +370,7 @@ static bool cell_update(struct cell *e, int64_t x, int64_t step)
         e->n = 0;
     }
     if (s > 0) {
-        e->sum_ns += (double)(x - e->mu_ns);
+        e->sum_ns += (double)x - e->mu;
         e->n++;
     }
     bool started = false;
@@ -372,6 +383,16 @@ static bool cell_update(struct cell *e, int64_t x, int64_t step)
             e->alarm = false;
     }
     e->s = s;
+    /* A quiet cell follows its baseline slowly (an exponential tracker with
+     * the configured half-life, each step's pull clipped to one sigma): a
+     * shared machine's load drifts by more than a fault's size over hours,
+     * and a drift that slow is no verdict. Every value outside an alarm
+     * counts (following only the values that leave S at 0 would pull the
+     * baseline down); an alarmed cell is frozen, so a real shift stays
+     * named until it is gone, and the few steps before it alarms move the
+     * baseline by a few thousandths of a sigma. */
+    if (!e->alarm && alpha > 0)
+        e->mu += alpha * fmin(fmax((double)x - e->mu, -e->sigma_ns), e->sigma_ns);
     return started;
 }
 
@@ -425,7 +446,7 @@ static void verdict_fill(const sf_live *l, uint32_t c, sf_live_verdict *v)
     v->effect_s = e->n ? e->sum_ns / e->n / 1e9 : 0;
     v->statistic = e->s;
     v->threshold = e->h;
-    v->baseline_ns = e->mu_ns;
+    v->baseline_ns = llround(e->mu);
     v->sigma_ns = (int64_t)llround(e->sigma_ns);
     v->cell_steps = e->n;
 }
@@ -469,7 +490,7 @@ int sf_live_step(sf_live *l, int64_t step, const int64_t *d, int64_t wall_ms,
     l->tested++;
     step_values(l, d, l->x);
     for (uint32_t c = 0; c < l->n_cells; c++)
-        cell_update(&l->cells[c], l->x[c], step);
+        cell_update(&l->cells[c], l->x[c], step, l->alpha);
     int32_t best = best_alarm(l);
     if (l->vcell >= 0) {
         bool over = !l->cells[l->vcell].alarm;

@@ -32,8 +32,15 @@ typedef struct sf_live_config {
      * median step: the allowance is at least half of it, so a real but
      * negligible shift never alarms. */
     double min_effect_frac;
+    /* The same for a change of the whole job (a stage's median over the
+     * ranks): larger, since a shared machine's load moves every rank's
+     * speed by tens of percent between hours, which is no fault. */
+    double change_min_frac;
     /* Complete steps the baseline is estimated from, 8..4096. */
     uint32_t calibration_steps;
+    /* Half-life, in steps, of the tracker that lets a quiet cell's baseline
+     * follow a slow drift (docs/LIVE.md, "Drift"); 0 keeps it fixed. */
+    double baseline_halflife_steps;
 } sf_live_config;
 
 void sf_live_config_default(sf_live_config *ret);
