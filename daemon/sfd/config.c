@@ -184,6 +184,8 @@ static int set_live_key(struct parse_ctx *p, const char *k, const char *v)
         return set_double(p, &l->min_effect_frac, v, 0, 0.99);
     if (!strcmp(k, "live_change_min_frac"))
         return set_double(p, &l->change_min_frac, v, 0, 9.99);
+    if (!strcmp(k, "live_baseline_halflife_steps"))
+        return set_double(p, &l->baseline_halflife_steps, v, 0, 1e12);
     if (!strcmp(k, "live_calibration_steps"))
         return set_u32(p, &l->calibration_steps, v, 8, SF_LIVE_MAX_CALIBRATION_STEPS);
     return -ENOENT;
