@@ -208,6 +208,23 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Sorts one column over the ranks: an insertion sort for the few ranks of
+ * a typical job (no call per comparison), qsort beyond. */
+static void sort_column(int64_t *v, uint32_t n)
+{
+    if (n > 32) {
+        qsort(v, n, sizeof(*v), cmp_i64);
+        return;
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        int64_t x = v[i];
+        uint32_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
 /* Median of the sorted values v[0..n-1] with the one at position p left out
  * (p = n: none left out); n - (p < n) >= 1. */
 static int64_t median_without(const int64_t *v, uint32_t n, uint32_t p)
@@ -240,7 +257,7 @@ static int64_t contrasts(sf_live *l, int64_t *out, uint32_t stride)
     uint32_t w = l->world;
     const int64_t *col = l->col;
     memcpy(l->scratch, col, w * sizeof(*col));
-    qsort(l->scratch, w, sizeof(*l->scratch), cmp_i64);
+    sort_column(l->scratch, w);
     if (out != NULL)
         for (uint32_t r = 0; r < w; r++)
             out[r * stride] =
