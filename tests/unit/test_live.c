@@ -192,6 +192,58 @@ static void test_job_change(void **state)
     sf_live_free(l);
 }
 
+/* A window whose every step carried the live verdict: the window's own
+ * straggler verdict (docs/ACCOUNTING.md) names the same rank at the same
+ * sync point. */
+static void test_agrees_with_window(void **state)
+{
+    (void)state;
+    enum { STEPS = 100, FIRST = 220 };
+    uint64_t x = 99;
+    sf_live *l = live_calibrated(&x);
+    int64_t *d = calloc((size_t)STEPS * W * 6, sizeof(*d));
+    sf_row *rows = calloc((size_t)STEPS * W, sizeof(*rows));
+    assert_non_null(d);
+    assert_non_null(rows);
+    enum sf_live_event ev;
+    int64_t one[W * 6];
+    for (int64_t step = 100; step < FIRST; step++) {
+        step_make(&x, one, step >= 200 ? 2 : UINT32_MAX, step >= 200 ? STEP_NS / 10 : 0);
+        assert_int_equal(sf_live_step(l, step, one, 0, &ev, NULL), 0);
+    }
+    for (int64_t t = 0; t < STEPS; t++) {
+        int64_t *row = d + t * W * 6;
+        step_make(&x, row, 2, STEP_NS / 10);
+        assert_int_equal(sf_live_step(l, FIRST + t, row, 0, &ev, NULL), 0);
+        const sf_live_verdict *v = sf_live_verdict_get(l);
+        assert_non_null(v);
+        assert_int_equal(v->rank, 2);
+        for (uint32_t r = 0; r < W; r++)
+            rows[t * W + r] = (sf_row){.step = FIRST + t, .rank = r, .d = row + r * 6};
+    }
+    const sf_live_verdict *v = sf_live_verdict_get(l);
+    sf_schema s;
+    schema_make(&s);
+    sf_gates g;
+    sf_gates_default(&g);
+    sf_window_meta meta = {
+        .index = 0, .first_step = FIRST, .last_step = FIRST + STEPS - 1, .world_size = W};
+    sf_summary *sum;
+    sf_report *rep;
+    assert_int_equal(sf_summary_build(&s, &meta, rows, (size_t)STEPS * W, true, &sum), 0);
+    assert_int_equal(sf_report_compute(sum, &g, &rep), 0);
+    assert_true(rep->straggler.present);
+    assert_int_equal(rep->straggler.rank, v->rank);
+    assert_int_equal(rep->straggler.sync_stage, 2);
+    assert_int_equal(rep->straggler.origin_stage, v->stage);
+    sf_report_free(rep);
+    sf_summary_free(sum);
+    sf_schema_clear(&s);
+    free(rows);
+    free(d);
+    sf_live_free(l);
+}
+
 static void test_before_calibration(void **state)
 {
     (void)state;
@@ -223,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_clean),
         cmocka_unit_test(test_job_change),
         cmocka_unit_test(test_before_calibration),
+        cmocka_unit_test(test_agrees_with_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
