@@ -396,6 +396,29 @@ static int restore_visit(void *ctx, const struct sfd_store_key *key, const uint8
     return 0;
 }
 
+/* A live verdict event of a restored job (docs/LIVE.md); others are
+ * skipped, malformed ones counted. */
+static int restore_event(void *ctx, const struct sfd_store_key *key, const uint8_t *body,
+                         size_t len)
+{
+    struct restore_ctx *c = ctx;
+    char id[SF_MAX_JOB_ID_LEN + 1];
+    uint32_t incarnation;
+    struct sfd_verdict_event e;
+    if (sfd_job_key_parse(key->job, id, sizeof id, &incarnation) < 0)
+        return 0;
+    struct sfd_job *job = sfd_job_lookup(c->d, key->uid, id, incarnation);
+    if (job == NULL)
+        return 0;
+    if (sfd_verdict_event_decode(&job->schema, body, len, &e) < 0 ||
+        e.seq != (uint64_t)key->window) {
+        c->stats->restore_errors++;
+        return 0;
+    }
+    sfd_verdict_restore_event(job, &e);
+    return 0;
+}
+
 /* Bounded: at most max_jobs jobs of keep_windows reports each are read. */
 static void restore(struct sfd *d, struct sfd_history *h)
 {
@@ -408,6 +431,9 @@ static void restore(struct sfd *d, struct sfd_history *h)
     int r = sfd_store_recent(h->store, SFD_HISTORY_REPORT, d->cfg.max_jobs, d->cfg.keep_windows,
                              restore_visit, c);
     restore_job(c);
+    if (r == 0)
+        r = sfd_store_recent(h->store, SFD_HISTORY_EVENT, d->cfg.max_jobs, SFD_VERDICT_EVENTS,
+                             restore_event, c);
     if (r < 0)
         sfd_log(SFD_LOG_WARNING, NULL, "history: reading the store failed: %s", strerror(-r));
     if (h->stats.restore_errors > 0)

@@ -414,6 +414,13 @@ struct json_t *sfd_verdict_json(const struct sfd_job *job);
 /* The job's events, oldest first, and its counters. */
 struct json_t *sfd_verdict_events_json(const struct sfd_job *job);
 void sfd_verdict_free(struct sfd_job *job);
+/* An event as the history stores it (its JSON text, hostile): 0, or -EINVAL
+ * for a malformed body or a stage the schema lacks, -E2BIG. Pure. */
+#define SFD_VERDICT_EVENT_MAX_BYTES 8192
+int sfd_verdict_event_decode(const sf_schema *schema, const uint8_t *body, size_t len,
+                             struct sfd_verdict_event *ret);
+/* Files an event read back at startup into the job's ring. */
+void sfd_verdict_restore_event(struct sfd_job *job, const struct sfd_verdict_event *e);
 
 /* ---- incarnation.c ------------------------------------------------------- */
 

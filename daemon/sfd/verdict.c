@@ -182,6 +182,8 @@ json_t *sfd_verdict_events_json(const struct sfd_job *job)
     uint64_t first = v->seq > SFD_VERDICT_EVENTS ? v->seq - SFD_VERDICT_EVENTS : 0;
     for (uint64_t s = first; s < v->seq; s++) {
         const struct sfd_verdict_event *e = &v->events[s % SFD_VERDICT_EVENTS];
+        if (e->seq != s + 1)
+            continue; /* a gap: an event the history did not give back */
         json_array_append_new(
             events, json_pack("{s:I, s:s, s:I, s:I, s:o}", "seq", (json_int_t)e->seq, "event",
                               e->start ? "start" : "end", "step", (json_int_t)e->step, "at",
@@ -194,6 +196,101 @@ json_t *sfd_verdict_events_json(const struct sfd_job *job)
                      (json_int_t)(t ? sf_live_steps_tested(t) : 0), "skipped_steps",
                      (json_int_t)v->skipped_steps, "dropped_events",
                      json_integer((json_int_t)first), "verdict", sfd_verdict_json(job));
+}
+
+/* ---- events read back from the history ------------------------------------- */
+
+static bool kind_of(const char *name, enum sf_live_kind *ret)
+{
+    for (int k = SF_LIVE_STRAGGLER; k <= SF_LIVE_STALL; k++)
+        if (name != NULL && !strcmp(name, sf_live_kind_name(k))) {
+            *ret = k;
+            return true;
+        }
+    return false;
+}
+
+/* A stage field: null, or a name of the schema. */
+static bool stage_of(const sf_schema *schema, json_t *v, uint32_t *ret)
+{
+    if (json_is_null(v)) {
+        *ret = UINT32_MAX;
+        return true;
+    }
+    int k = json_is_string(v) ? sf_schema_stage_index(schema, json_string_value(v)) : -1;
+    if (k < 0)
+        return false;
+    *ret = (uint32_t)k;
+    return true;
+}
+
+static bool int_of(json_t *o, const char *key, int64_t lo, int64_t *ret)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo)
+        return false;
+    *ret = json_integer_value(v);
+    return true;
+}
+
+int sfd_verdict_event_decode(const sf_schema *schema, const uint8_t *body, size_t len,
+                             struct sfd_verdict_event *ret)
+{
+    if (len > SFD_VERDICT_EVENT_MAX_BYTES)
+        return -E2BIG;
+    json_t *o = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *v = json_object_get(o, "verdict");
+    json_t *ev = json_object_get(v, "evidence");
+    struct sfd_verdict_event e = {0};
+    const char *what = json_string_value(json_object_get(o, "event"));
+    int64_t seq, rank = -1, since;
+    bool ok = json_is_object(o) && json_is_object(v) && what != NULL &&
+              (!strcmp(what, "start") || !strcmp(what, "end")) && int_of(o, "seq", 1, &seq) &&
+              int_of(o, "step", INT64_MIN, &e.step) && int_of(o, "at", 0, &e.at_ms) &&
+              kind_of(json_string_value(json_object_get(v, "kind")), &e.v.kind) &&
+              stage_of(schema, json_object_get(v, "stage"), &e.v.stage) &&
+              stage_of(schema, json_object_get(v, "sync_stage"), &e.v.sync_stage) &&
+              int_of(v, "since_step", INT64_MIN, &since) &&
+              int_of(v, "detected_step", INT64_MIN, &e.v.detected_step) &&
+              int_of(v, "detected_at", 0, &e.v.detected_at_ms) &&
+              json_is_number(json_object_get(v, "effect_s"));
+    json_t *rk = json_object_get(v, "rank");
+    if (ok && !json_is_null(rk))
+        ok = int_of(v, "rank", 0, &rank) && rank < SF_MAX_RANKS;
+    if (!ok) {
+        json_decref(o);
+        return -EINVAL;
+    }
+    e.seq = (uint64_t)seq;
+    e.start = !strcmp(what, "start");
+    e.v.rank = rank < 0 ? SF_NO_RANK : (uint32_t)rank;
+    e.v.since_step = since;
+    e.v.effect_s = json_number_value(json_object_get(v, "effect_s"));
+    /* The evidence is shown again as it was; a missing field reads as 0. */
+    e.v.arrival = json_is_string(json_object_get(ev, "test")) &&
+                  !strcmp(json_string_value(json_object_get(ev, "test")), "arrival");
+    e.v.statistic = json_number_value(json_object_get(ev, "cusum_sigmas"));
+    e.v.threshold = json_number_value(json_object_get(ev, "threshold_sigmas"));
+    e.v.baseline_ns = (int64_t)llround(json_number_value(json_object_get(ev, "baseline_s")) * 1e9);
+    e.v.sigma_ns = (int64_t)llround(json_number_value(json_object_get(ev, "sigma_s")) * 1e9);
+    json_t *steps = json_object_get(ev, "steps");
+    e.v.cell_steps = json_is_integer(steps) && json_integer_value(steps) >= 0 &&
+                             json_integer_value(steps) <= UINT32_MAX
+                         ? (uint32_t)json_integer_value(steps)
+                         : 0;
+    json_decref(o);
+    *ret = e;
+    return 0;
+}
+
+void sfd_verdict_restore_event(struct sfd_job *job, const struct sfd_verdict_event *e)
+{
+    struct sfd_verdict *v = &job->verdict;
+    if (v->seq >= SFD_VERDICT_EVENTS && e->seq <= v->seq - SFD_VERDICT_EVENTS)
+        return; /* older than the ring holds */
+    v->events[(e->seq - 1) % SFD_VERDICT_EVENTS] = *e;
+    if (e->seq > v->seq)
+        v->seq = e->seq;
 }
 
 void sfd_verdict_free(struct sfd_job *job)

@@ -3,7 +3,8 @@ job's first eligible windows exists, every complete step is tested; a rank
 slowed by a tenth of a step from a known step is named, with its stage, in
 `sfctl jobs --json` within ten steps of the onset; the verdict ends once the
 rank is back; both are events in `sfctl events`, text and JSON; STATUS and
-Prometheus carry them; a clean job carries no verdict."""
+Prometheus carry them; a restarted sfd lists the events again from its
+history; a clean job carries no verdict."""
 
 import json
 import os
@@ -111,6 +112,14 @@ def main():
                 'stagefrontier_job_live_verdict_events_total{job_id="clean"} 0' in t
         wait_for(exported, "the verdict events in Prometheus")
         sfd.sfctl("events", "nosuchjob", check_rc=5)
+
+        # The events are kept in the history: a restarted sfd lists them again.
+        check(sfd.stop() == 0, "sfd did not exit cleanly")
+        sfd.start()
+        again = events(sfd, "lv")
+        check(again["events"] == ev["events"], "after a restart: %s, before: %s" %
+              (again["events"], ev["events"]))
+        check(events(sfd, "clean")["events"] == [], "the clean job gained events")
     finally:
         sfd.close()
 
