@@ -309,6 +309,20 @@ void sfd_history_put_event(struct sfd *d, const struct sfd_job *job, uint64_t se
     enqueue(h, job, SFD_HISTORY_EVENT, job->segment, (int64_t)seq, body, len);
 }
 
+void sfd_history_put_verdict_events(struct sfd *d, struct sfd_job *job)
+{
+    struct sfd_verdict *v = &job->verdict;
+    for (; v->written < v->seq; v->written++) {
+        const struct sfd_verdict_event *e = &v->events[v->written % SFD_VERDICT_EVENTS];
+        if (e->seq != v->written + 1)
+            continue; /* overwritten in the ring before it was written */
+        char *text = sfd_verdict_event_text(job, e);
+        if (text != NULL)
+            sfd_history_put_event(d, job, e->seq, text);
+        free(text);
+    }
+}
+
 /* ---- restore ------------------------------------------------------------------- */
 
 struct restore_ctx {

@@ -53,6 +53,8 @@ void sfd_history_put_report(struct sfd *d, const struct sfd_job *job, const sf_r
 /* Queues a live verdict event (its JSON text, copied) the same way. */
 void sfd_history_put_event(struct sfd *d, const struct sfd_job *job, uint64_t seq,
                            const char *json_text);
+/* Queues the job's live verdict events not written yet. */
+void sfd_history_put_verdict_events(struct sfd *d, struct sfd_job *job);
 /* Writes what is queued, stops the thread and closes the store. NULL-safe. */
 void sfd_history_stop(struct sfd *d);
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret);

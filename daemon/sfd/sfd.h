@@ -326,6 +326,7 @@ struct sfd_verdict {
     int64_t *rows; /* [world_size][n_stages] one step's rows in rank order */
     struct sfd_verdict_event events[SFD_VERDICT_EVENTS]; /* ring, oldest overwritten */
     uint64_t seq;
+    uint64_t written;       /* events handed to the history (sfd_history_put_verdict_events) */
     uint64_t skipped_steps; /* complete steps not tested: the window's order was given up */
 };
 
@@ -419,6 +420,8 @@ void sfd_verdict_free(struct sfd_job *job);
 #define SFD_VERDICT_EVENT_MAX_BYTES 8192
 int sfd_verdict_event_decode(const sf_schema *schema, const uint8_t *body, size_t len,
                              struct sfd_verdict_event *ret);
+/* An event as the history stores it: its JSON text (malloc'd), or NULL. */
+char *sfd_verdict_event_text(const struct sfd_job *job, const struct sfd_verdict_event *e);
 /* Files an event read back at startup into the job's ring. */
 void sfd_verdict_restore_event(struct sfd_job *job, const struct sfd_verdict_event *e);
 

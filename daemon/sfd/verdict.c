@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "history.h"
 #include "sfd.h"
 
 static void drop_test(struct sfd_verdict *v)
@@ -80,6 +79,18 @@ static json_t *verdict_object(const struct sfd_job *job, const sf_live_verdict *
         (json_int_t)v->detected_at_ms, "effect_s", v->effect_s, "evidence", evidence);
 }
 
+char *sfd_verdict_event_text(const struct sfd_job *job, const struct sfd_verdict_event *e)
+{
+    json_t *o = json_pack("{s:I, s:s, s:I, s:I, s:o}", "seq", (json_int_t)e->seq, "event",
+                          e->start ? "start" : "end", "step", (json_int_t)e->step, "at",
+                          (json_int_t)e->at_ms, "verdict", verdict_object(job, &e->v));
+    char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* Kept in the ring; history.c writes it out (sfd_history_put_verdict_events),
+ * so this file never calls the history and the history may call it. */
 static void record_event(struct sfd_job *job, bool start, int64_t step, int64_t at_ms,
                          const sf_live_verdict *lv)
 {
@@ -88,14 +99,6 @@ static void record_event(struct sfd_job *job, bool start, int64_t step, int64_t 
     *e = (struct sfd_verdict_event){
         .seq = ++v->seq, .start = start, .at_ms = at_ms, .step = step, .v = *lv};
     job->sfd->prom_dirty = true;
-    char *text = NULL;
-    json_t *o = json_pack("{s:I, s:s, s:I, s:I, s:o}", "seq", (json_int_t)e->seq, "event",
-                          start ? "start" : "end", "step", (json_int_t)step, "at",
-                          (json_int_t)at_ms, "verdict", verdict_object(job, lv));
-    if (o != NULL && (text = json_dumps(o, JSON_COMPACT)) != NULL)
-        sfd_history_put_event(job->sfd, job, e->seq, text);
-    free(text);
-    json_decref(o);
     if (start)
         sfd_log(SFD_LOG_NOTICE, job->id, "live verdict at step %lld: %s, rank %d, stage %s",
                 (long long)step, sf_live_kind_name(lv->kind),
@@ -291,6 +294,7 @@ void sfd_verdict_restore_event(struct sfd_job *job, const struct sfd_verdict_eve
     v->events[(e->seq - 1) % SFD_VERDICT_EVENTS] = *e;
     if (e->seq > v->seq)
         v->seq = e->seq;
+    v->written = v->seq; /* in the store already */
 }
 
 void sfd_verdict_free(struct sfd_job *job)

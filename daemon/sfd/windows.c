@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "history.h"
 #include "sfd.h"
 
 #define ROWS_FIRST 64 /* a window's first rows when no window has closed */
@@ -458,8 +459,10 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
     if (order_reserve(job, w))
         order_insert(job, w, (uint32_t)(w->rows.n - 1));
     size_t t = (size_t)(row->step - w->meta.first_step);
-    if (w->order.count != NULL && w->order.count[t] == job->world_size)
+    if (w->order.count != NULL && w->order.count[t] == job->world_size) {
         sfd_verdict_step(job, w, t); /* the step is complete: the live test */
+        sfd_history_put_verdict_events(job->sfd, job);
+    }
     w->notice_only = false;
     if (row->flags & SF_ROW_NON_MONOTONIC)
         w->meta.flags |= SF_WIN_NON_MONOTONIC;
