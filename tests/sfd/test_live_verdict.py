@@ -19,14 +19,14 @@ STEPS = BACK + 40
 SLOW_STAGE = 1
 
 
-def start_job(sfd, job, world, slow):
+def start_job(sfd, job, world, slow, until=BACK):
     procs = []
     for r in range(world):
         kw = dict(job=job, rank=r, world=world, steps=STEPS, batch=1, step_us=3000)
         if slow and r == 2:
             # a tenth of the sender's ~12.6 ms step, on rank 2's stage 1
             kw.update(slow_rank=2, slow_stage=SLOW_STAGE, slow_ns=1260000, slow_from=ONSET,
-                      slow_until=BACK)
+                      slow_until=until)
         procs.append(subprocess.Popen(sender_args(sfd, **kw), stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE))
     return procs
@@ -56,6 +56,8 @@ def main():
         sfd.start()
         slow = start_job(sfd, "lv", 4, True)
         clean = start_job(sfd, "clean", 4, False)
+        # slow to its last step: its verdict is still in force once it has ended
+        held = start_job(sfd, "held", 4, True, until=0)
 
         # The verdict names rank 2 and its stage while the fault lasts.
         seen = {}
@@ -76,13 +78,23 @@ def main():
         check(ONSET - 10 <= v["since_step"] <= v["detected_step"], "since %s" % v)
         check(0.0009 < v["effect_s"] < 0.0016, "effect %s" % v["effect_s"])
         check(v["detected_at"] > 1e12 and v["evidence"]["cusum_sigmas"] > 0, "evidence %s" % v)
-        status = sfd.status()
-        check(any(x["job"] == "lv" for x in status["verdicts"]) or
-              events(sfd, "lv")["events"][-1]["event"] == "end",
-              "STATUS verdicts %s" % status["verdicts"])
-
         finish(slow)
         finish(clean)
+        finish(held)
+
+        # A verdict in force: STATUS, the jobs view, watch and the export name it.
+        wait_for(lambda: (sfd.jobs()["held"].get("verdict") or {}).get("rank") == 2,
+                 "the held job's verdict")
+        status = sfd.status()
+        check([x["job"] for x in status["verdicts"]] == ["held"] and
+              status["verdicts"][0]["verdict"]["rank"] == 2, "STATUS verdicts %s" %
+              status["verdicts"])
+        line = "straggler: rank 2 in %s" % stage
+        jobs_text = sfd.sfctl("jobs").stdout.decode()
+        check("held: LIVE VERDICT " + line in jobs_text, "jobs view: %s" % jobs_text)
+        watch = sfd.sfctl("watch", "held", "--count", "1").stdout.decode()
+        check("\n*** live verdict " + line in "\n" + "\n".join(watch.splitlines()[:2]),
+              "watch: %s" % watch[:300])
         # Back at the base durations: the verdict ends, and both are events.
         wait_for(lambda: len(events(sfd, "lv")["events"]) >= 2, "the verdict's end")
         ev = events(sfd, "lv")
@@ -109,7 +121,9 @@ def main():
             with open(path) as f:
                 t = f.read()
             return 'stagefrontier_job_live_verdict_events_total{job_id="lv"} 2' in t and \
-                'stagefrontier_job_live_verdict_events_total{job_id="clean"} 0' in t
+                'stagefrontier_job_live_verdict_events_total{job_id="clean"} 0' in t and \
+                ('stagefrontier_job_live_verdict_info{job_id="held",kind="straggler",rank="2",'
+                 'stage="%s"} ' % stage) in t and 'live_verdict_info{job_id="lv"' not in t
         wait_for(exported, "the verdict events in Prometheus")
         sfd.sfctl("events", "nosuchjob", check_rc=5)
 
