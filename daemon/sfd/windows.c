@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "history.h"
 #include "sfd.h"
 
@@ -460,8 +461,11 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         order_insert(job, w, (uint32_t)(w->rows.n - 1));
     size_t t = (size_t)(row->step - w->meta.first_step);
     if (w->order.count != NULL && w->order.count[t] == job->world_size) {
+        uint64_t before = job->verdict.seq;
         sfd_verdict_step(job, w, t); /* the step is complete: the live test */
         sfd_history_put_verdict_events(job->sfd, job);
+        if (job->verdict.seq != before) /* a start may ask for a capture */
+            sfd_capture_consider_live(job, sf_live_verdict_get(job->verdict.test));
     }
     w->notice_only = false;
     if (row->flags & SF_ROW_NON_MONOTONIC)
