@@ -23,7 +23,7 @@ struct sfctl_command {
 
 static const struct sfctl_command commands[] = {
     {"status", sfctl_cmd_status, "[--json]", "daemon counters: connections, records, rejections"},
-    {"jobs", sfctl_cmd_jobs, "[--json]", "jobs visible to the caller"},
+    {"jobs", sfctl_cmd_jobs, "[JOB] [--json]", "jobs visible to the caller (or one job)"},
     {"report", sfctl_cmd_report, "[JOB] [--window N | --last N] [--json]",
      "report of the latest (or a given) window"},
     {"ranks", sfctl_cmd_ranks, "JOB [--json]", "ranks of a job and their connections"},

@@ -247,9 +247,48 @@ static int show_jobs(json_t *a, const char *job)
     return SFCTL_EXIT_OK;
 }
 
+static bool names_job(json_t *j, const char *job);
+
+/* `sfctl jobs JOB`: the one job's object of the JOBS answer. */
+static int show_one_job(int argc, char **argv)
+{
+    bool js;
+    const char *job;
+    int ex = simple_args(argc, argv, "[JOB] [--json]", true, &js, &job);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = {.kind = SFCTL_Q_JOBS, .window = -1};
+    json_t *a, *j, *hit = NULL;
+    if ((ex = fetch_json(&req, &a)) != SFCTL_EXIT_OK)
+        return ex;
+    size_t i;
+    json_array_foreach(a, i, j) if (hit == NULL && names_job(j, job)) hit = j;
+    if (hit == NULL) {
+        fprintf(stderr, "sfctl: job '%s' not found (sfctl jobs lists them)\n", job);
+        json_decref(a);
+        return SFCTL_EXIT_NOT_FOUND;
+    }
+    if (js) {
+        char *text = json_dumps(hit, JSON_COMPACT);
+        if (text != NULL)
+            printf("%s\n", text);
+        free(text);
+    } else {
+        json_t *one = json_array();
+        json_array_append(one, hit);
+        show_jobs(one, NULL);
+        json_decref(one);
+    }
+    json_decref(a);
+    return SFCTL_EXIT_OK;
+}
+
 int sfctl_cmd_jobs(int argc, char **argv)
 {
-    return sfctl_show(argc, argv, "[--json]", false, SFCTL_Q_JOBS, show_jobs);
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] != '-')
+            return show_one_job(argc, argv);
+    return sfctl_show(argc, argv, "[JOB] [--json]", false, SFCTL_Q_JOBS, show_jobs);
 }
 
 /* A rank's integer field, "-" when the rank has not told it (pid 0 or a

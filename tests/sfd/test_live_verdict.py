@@ -89,9 +89,16 @@ def main():
         check([x["job"] for x in status["verdicts"]] == ["held"] and
               status["verdicts"][0]["verdict"]["rank"] == 2, "STATUS verdicts %s" %
               status["verdicts"])
+        one = json.loads(sfd.sfctl("jobs", "held", "--json").stdout)
+        check(one["job_id"] == "held" and one["verdict"]["rank"] == 2 and
+              one["verdict"]["kind"] == "straggler", "sfctl jobs held --json: %s" % one)
+        sfd.sfctl("jobs", "nosuchjob", "--json", check_rc=5)
         line = "straggler: rank 2 in %s" % stage
         jobs_text = sfd.sfctl("jobs").stdout.decode()
         check("held: LIVE VERDICT " + line in jobs_text, "jobs view: %s" % jobs_text)
+        one_text = sfd.sfctl("jobs", "held").stdout.decode()
+        check("held: LIVE VERDICT " + line in one_text and "\nlv " not in one_text,
+              "sfctl jobs held: %s" % one_text)
         watch = sfd.sfctl("watch", "held", "--count", "1").stdout.decode()
         check("\n*** live verdict " + line in "\n" + "\n".join(watch.splitlines()[:2]),
               "watch: %s" % watch[:300])
