@@ -80,6 +80,9 @@ def main():
     if v["kind"] != "straggler" or v["rank"] != res["hidden_rank"]:
         print("FAIL: the verdict does not name rank %d: %s" % (res["hidden_rank"], v))
         return 1
+    if v["stage"] != stage:
+        print("FAIL: the verdict names stage %s, not %s" % (v["stage"], stage))
+        return 1
     print("named rank %d in %s (sync %s) at step %d, %d steps after the onset" % (
         v["rank"], v["stage"], v["sync_stage"], v["detected_step"], v["detected_step"] - ONSET))
     print("PASS")
