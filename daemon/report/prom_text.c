@@ -283,6 +283,15 @@ static const struct prom_family fam_lateness = {
 static const struct prom_family fam_arrival_missing = {
     "stagefrontier_job_arrival_missing_steps", "gauge",
     "Rank-steps of the latest closed window whose synchronizing stage had no arrival mark."};
+static const struct prom_family fam_verdict = {
+    "stagefrontier_job_live_verdict_info", "gauge",
+    "The live verdict in force (docs/LIVE.md), its kind (straggler, change, stall), rank (empty "
+    "for "
+    "a change of the whole job) and stage as labels; the value is its effect in seconds a step "
+    "(0 for a stall). Absent without a verdict."};
+static const struct prom_family fam_verdict_events = {
+    "stagefrontier_job_live_verdict_events_total", "counter",
+    "Starts and ends of the job's live verdict since sfd started."};
 static const struct prom_family fam_stalled = {
     "stagefrontier_job_stalled", "gauge",
     "1 while the job is stalled: a rank made no progress for stall_after_s (docs/SFD.md)."};
@@ -579,6 +588,33 @@ static void write_change(struct prom_out *o, const struct prom_job_view *v, size
     }
 }
 
+static void write_verdict(struct prom_out *o, const struct prom_job_view *v, size_t n)
+{
+    char buf[40], rank[24];
+    fam_begin(o, &fam_verdict);
+    for (size_t i = 0; i < n; i++) {
+        const struct sf_prom_job *j = v[i].job;
+        if (v[i].id == NULL || j->verdict_kind == NULL)
+            continue;
+        rank[0] = '\0';
+        if (j->verdict_rank >= 0)
+            snprintf(rank, sizeof rank, "%lld", (long long)j->verdict_rank);
+        struct prom_label l[] = {{"job_id", v[i].id},
+                                 {"kind", j->verdict_kind},
+                                 {"rank", rank},
+                                 {"stage", j->verdict_stage ? j->verdict_stage : ""}};
+        emit(o, l, 4, fmt_double(buf, sizeof buf, j->verdict_effect_s));
+    }
+    fam_begin(o, &fam_verdict_events);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].id == NULL)
+            continue;
+        struct prom_label l[] = {{"job_id", v[i].id}};
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)v[i].job->verdict_events);
+        emit(o, l, 1, buf);
+    }
+}
+
 static const char *const state_names[SF_PROM_JOB_STATES] = {"running", "stalled", "ended"};
 
 static void write_liveness(struct prom_out *o, const struct prom_job_view *v, size_t n)
@@ -779,6 +815,7 @@ static int write_all(FILE *f, const struct prom_job_view *v, size_t n, size_t n_
     write_bits(&o, &fam_downgrade, v, n, false);
     write_straggler(&o, v, n);
     write_liveness(&o, v, n);
+    write_verdict(&o, v, n);
     if (write_rank_info(&o, v, n) < 0)
         return -ENOMEM;
     write_captures(&o, v, n);

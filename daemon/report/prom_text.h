@@ -58,6 +58,13 @@ struct sf_prom_job {
     uint64_t captures_started[SF_PROM_TRIGGERS];
     uint64_t captures_done[SF_PROM_TRIGGERS], captures_failed[SF_PROM_TRIGGERS];
     int64_t last_capture_unix_ms;
+    /* The live verdict in force (docs/LIVE.md): verdict_kind NULL for none;
+     * verdict_rank -1 for a change of the whole job; stage NULL unknown.
+     * verdict_events counts its starts and ends since sfd started. */
+    const char *verdict_kind, *verdict_stage;
+    int64_t verdict_rank;
+    double verdict_effect_s;
+    uint64_t verdict_events;
 };
 
 #define SF_PROM_MAX_RANK_SERIES 4096

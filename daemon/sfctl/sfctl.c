@@ -23,7 +23,7 @@ struct sfctl_command {
 
 static const struct sfctl_command commands[] = {
     {"status", sfctl_cmd_status, "[--json]", "daemon counters: connections, records, rejections"},
-    {"jobs", sfctl_cmd_jobs, "[--json]", "jobs visible to the caller"},
+    {"jobs", sfctl_cmd_jobs, "[JOB] [--json]", "jobs visible to the caller (or one job)"},
     {"report", sfctl_cmd_report, "[JOB] [--window N | --last N] [--json]",
      "report of the latest (or a given) window"},
     {"ranks", sfctl_cmd_ranks, "JOB [--json]", "ranks of a job and their connections"},
@@ -44,6 +44,8 @@ static const struct sfctl_command commands[] = {
      "ask the ranks for a profiler trace; prints the capture id"},
     {"captures", sfctl_cmd_captures, "JOB [--json]",
      "captures of a job: window, reason, ranks, steps, state, trace paths"},
+    {"events", sfctl_cmd_events, "JOB [--json]",
+     "starts and ends of the job's live verdict (docs/LIVE.md)"},
     {"peers", sfctl_cmd_peers_view, "[--json]",
      "members, root, term, heartbeats, summaries in flight"},
 };

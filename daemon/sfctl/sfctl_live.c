@@ -218,6 +218,17 @@ static void show_stall(json_t *j)
     }
 }
 
+/* "job J live verdict straggler: rank 2 in model.fwd ..." (docs/LIVE.md) */
+static void show_verdict(json_t *j)
+{
+    json_t *v = json_object_get(j, "verdict");
+    if (!json_is_object(v) || strcmp(sfctl_json_str(v, "kind"), "stall") == 0)
+        return; /* a stall has its own lines above */
+    char line[512];
+    sfctl_verdict_line(v, line, sizeof line);
+    printf("\n%s: LIVE VERDICT %s\n", json_string_value(json_object_get(j, "job_id")), line);
+}
+
 static int show_jobs(json_t *a, const char *job)
 {
     (void)job;
@@ -247,14 +258,54 @@ static int show_jobs(json_t *a, const char *job)
                sfctl_json_int(j, "rejected"));
     }
     json_array_foreach(a, i, j) show_stall(j);
+    json_array_foreach(a, i, j) show_verdict(j);
     if (json_array_size(a) == 0)
         printf("(no jobs)\n");
     return SFCTL_EXIT_OK;
 }
 
+static bool names_job(json_t *j, const char *job);
+
+/* `sfctl jobs JOB`: the one job's object of the JOBS answer. */
+static int show_one_job(int argc, char **argv)
+{
+    bool js;
+    const char *job;
+    int ex = simple_args(argc, argv, "[JOB] [--json]", true, &js, &job);
+    if (ex != SFCTL_EXIT_OK)
+        return ex;
+    struct sfctl_request req = {.kind = SFCTL_Q_JOBS, .window = -1};
+    json_t *a, *j, *hit = NULL;
+    if ((ex = fetch_json(&req, &a)) != SFCTL_EXIT_OK)
+        return ex;
+    size_t i;
+    json_array_foreach(a, i, j) if (hit == NULL && names_job(j, job)) hit = j;
+    if (hit == NULL) {
+        fprintf(stderr, "sfctl: job '%s' not found (sfctl jobs lists them)\n", job);
+        json_decref(a);
+        return SFCTL_EXIT_NOT_FOUND;
+    }
+    if (js) {
+        char *text = json_dumps(hit, JSON_COMPACT);
+        if (text != NULL)
+            printf("%s\n", text);
+        free(text);
+    } else {
+        json_t *one = json_array();
+        json_array_append(one, hit);
+        show_jobs(one, NULL);
+        json_decref(one);
+    }
+    json_decref(a);
+    return SFCTL_EXIT_OK;
+}
+
 int sfctl_cmd_jobs(int argc, char **argv)
 {
-    return sfctl_show(argc, argv, "[--json]", false, SFCTL_Q_JOBS, show_jobs);
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] != '-')
+            return show_one_job(argc, argv);
+    return sfctl_show(argc, argv, "[JOB] [--json]", false, SFCTL_Q_JOBS, show_jobs);
 }
 
 /* A rank's integer field, "-" when the rank has not told it (pid 0 or a
@@ -485,7 +536,7 @@ static bool names_job(json_t *j, const char *job)
 
 /* Whether the job has ended: no rank connected and no window open, so its
  * latest report is its last. */
-static int job_ended(const char *job, bool *ret_ended)
+static int job_ended(const char *job, bool *ret_ended, char *verdict, size_t verdict_len)
 {
     struct sfctl_request req = {.kind = SFCTL_Q_JOBS, .window = -1};
     json_t *a;
@@ -495,8 +546,18 @@ static int job_ended(const char *job, bool *ret_ended)
     bool ended = false;
     size_t i;
     json_t *j;
-    json_array_foreach(a, i, j) if (names_job(j, job)) ended =
-        strcmp(sfctl_json_str(j, "state"), "ended") == 0 && sfctl_json_int(j, "open_windows") == 0;
+    verdict[0] = '\0';
+    json_array_foreach(a, i, j) if (names_job(j, job))
+    {
+        ended = strcmp(sfctl_json_str(j, "state"), "ended") == 0 &&
+                sfctl_json_int(j, "open_windows") == 0;
+        json_t *v = json_object_get(j, "verdict");
+        if (json_is_object(v)) {
+            char line[480];
+            sfctl_verdict_line(v, line, sizeof line);
+            snprintf(verdict, verdict_len, "*** live verdict %s ***\n", line);
+        }
+    }
     json_decref(a);
     *ret_ended = ended;
     return SFCTL_EXIT_OK;
@@ -526,7 +587,9 @@ static int watch_poll(struct watch_state *w, bool *ret_ended)
             return ex;
     }
     bool ended;
-    int ex = job_ended(a->job, &ended); /* before the report: then the report is the last */
+    char verdict[512];
+    int ex = job_ended(a->job, &ended, verdict,
+                       sizeof verdict); /* before the report: then the report is the last */
     if (ex != SFCTL_EXIT_OK)
         return ex;
     struct sfctl_request req = {.kind = SFCTL_Q_REPORT,
@@ -546,6 +609,14 @@ static int watch_poll(struct watch_state *w, bool *ret_ended)
     }
     if (ex != SFCTL_EXIT_OK)
         return ex;
+    if (!a->json && verdict[0] != '\0') { /* the live verdict heads the report */
+        char *both = NULL;
+        if (asprintf(&both, "%s%s", verdict, text) >= 0) {
+            free(text);
+            text = both;
+            len = strlen(text);
+        }
+    }
     if (w->shown == NULL || strcmp(w->shown, text) != 0) {
         draw(text, len, w->tty, a->json);
         free(w->shown);

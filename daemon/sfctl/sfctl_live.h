@@ -24,7 +24,8 @@ enum sfctl_kind {
     SFCTL_Q_PEERS,
     SFCTL_Q_BASELINE,
     SFCTL_Q_CAPTURE,
-    SFCTL_Q_CAPTURES
+    SFCTL_Q_CAPTURES,
+    SFCTL_Q_EVENTS
 };
 
 struct sfctl_request {
@@ -71,6 +72,9 @@ int sfctl_cmd_record(int argc, char **argv);
 int sfctl_cmd_baseline(int argc, char **argv);
 int sfctl_cmd_capture(int argc, char **argv);
 int sfctl_cmd_captures(int argc, char **argv);
+int sfctl_cmd_events(int argc, char **argv);
+/* One line for a live verdict object (docs/LIVE.md) into buf. */
+void sfctl_verdict_line(json_t *v, char *buf, size_t len);
 /* A field of an answer: an integer (0 when absent or not an integer), a
  * string ("-" when absent or not a string). */
 long long sfctl_json_int(json_t *o, const char *key);

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "stagefrontier/limits.h"
+#include "stagefrontier/live.h"
 
 struct sfd;
 struct sfd_job;
@@ -53,6 +54,9 @@ int sfd_capture_ask(struct sfd_job *job, const struct sfd_capture_ask *ask, uint
 void sfd_capture_reply(struct sfd_conn *c, const struct Stagefrontier__CaptureReply *r);
 /* A window's report was stored: the automatic trigger. */
 void sfd_capture_consider(struct sfd_job *job, const struct sfd_stored *s);
+/* A live verdict started (docs/LIVE.md): a straggler's rank and a healthy
+ * control are captured at once, within the same cooldown and daily budget. */
+void sfd_capture_consider_live(struct sfd_job *job, const sf_live_verdict *v);
 /* In a cluster (docs/CLUSTER.md, "Captures"): a request from another node,
  * either a member's to this node as the root (from_root false) or the root's
  * to this member; and a rank's outcome likewise. A negative return (unknown

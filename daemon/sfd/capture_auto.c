@@ -220,3 +220,31 @@ void sfd_capture_consider(struct sfd_job *job, const struct sfd_stored *s)
     d->captures_auto++;
     sfd__capture_launch(job, k);
 }
+
+void sfd_capture_consider_live(struct sfd_job *job, const sf_live_verdict *v)
+{
+    struct sfd *d = job->sfd;
+    if (!d->cfg.auto_capture || v == NULL || v->kind != SF_LIVE_STRAGGLER ||
+        v->rank == SF_NO_RANK || sfd_cluster_capture_decider(d) != 1)
+        return;
+    struct sfd_job_captures *tb = sfd__capture_table(job);
+    if (tb == NULL)
+        return;
+    uint64_t now = sfd_now_ms(d);
+    if (any_running(tb) || !auto_allowed(job, tb, now))
+        return;
+    char why[160];
+    snprintf(why, sizeof why, "live verdict: rank %u slow in %s since step %lld", v->rank,
+             v->stage < job->schema.n_stages ? job->schema.names[v->stage] : "-",
+             (long long)v->since_step);
+    struct capture *k = sfd__capture_new(job, 0, d->cfg.auto_capture_steps, why, 0, true, NULL);
+    if (k == NULL)
+        return;
+    sfd__capture_add_target(k, v->rank, false);
+    int64_t ctl = sfd__capture_control_rank(job, NULL, &v->rank, 1);
+    if (ctl >= 0)
+        sfd__capture_add_target(k, (uint32_t)ctl, true);
+    note_auto(tb, now);
+    d->captures_auto++;
+    sfd__capture_launch(job, k);
+}

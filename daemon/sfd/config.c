@@ -34,6 +34,7 @@ void sfd_config_default(struct sfd_config *ret)
     ret->max_history_mb = 128;
     ret->history_rows = true;
     sf_gates_default(&ret->gates);
+    sf_live_config_default(&ret->live);
     ret->max_jobs = 64;
     ret->max_jobs_per_uid = 16;
     ret->max_memory_mb = 512;
@@ -159,6 +160,38 @@ static int set_capture_key(struct parse_ctx *p, const char *k, const char *v)
     return -ENOENT;
 }
 
+static int set_double(struct parse_ctx *p, double *dst, const char *v, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(x >= lo && x <= hi)) {
+        snprintf(p->why, sizeof p->why, "a number in %g..%g", lo, hi);
+        return -EINVAL;
+    }
+    *dst = x;
+    return 0;
+}
+
+/* The live verdict's gates (docs/LIVE.md, "Gates"). */
+static int set_live_key(struct parse_ctx *p, const char *k, const char *v)
+{
+    sf_live_config *l = &p->cfg->live;
+    if (!strcmp(k, "live_false_alarm_steps"))
+        return set_double(p, &l->false_alarm_steps, v, 10, 1e15);
+    if (!strcmp(k, "live_shift_sigmas"))
+        return set_double(p, &l->shift_sigmas, v, 0.01, 100);
+    if (!strcmp(k, "live_min_effect_frac"))
+        return set_double(p, &l->min_effect_frac, v, 0, 0.99);
+    if (!strcmp(k, "live_change_min_frac"))
+        return set_double(p, &l->change_min_frac, v, 0, 9.99);
+    if (!strcmp(k, "live_baseline_halflife_steps"))
+        return set_double(p, &l->baseline_halflife_steps, v, 0, 1e12);
+    if (!strcmp(k, "live_calibration_steps"))
+        return set_u32(p, &l->calibration_steps, v, 8, SF_LIVE_MAX_CALIBRATION_STEPS);
+    return -ENOENT;
+}
+
 static int set_sfd_key(struct parse_ctx *p, const char *k, const char *v)
 {
     struct sfd_config *c = p->cfg;
@@ -248,6 +281,8 @@ static int on_kv(void *user, const char *section, const char *key, const char *v
             r = set_limit_key(p, key, value);
         if (r == -ENOENT)
             r = set_capture_key(p, key, value);
+        if (r == -ENOENT)
+            r = set_live_key(p, key, value);
     } else if (!strcmp(section, "limits")) {
         r = set_limit_key(p, key, value);
     } else if (!strcmp(section, "gates")) {

@@ -156,11 +156,13 @@ static int put_once_more(struct sfd_history *h, const struct sfd_store_key *keys
 /* A batch the full disk still refuses after the eviction is halved, and the
  * halves halved, without evicting more: what fits is stored, the rest is
  * lost record by record. At most 2n - 1 puts. Returns the records written. */
+/* The records history promises (reports and live verdict events): all but
+ * the rows, which are kept as best they can be. */
 static size_t reports_in(const struct sfd_store_key *keys, size_t n)
 {
     size_t reports = 0;
     for (size_t i = 0; i < n; i++)
-        reports += keys[i].kind == SFD_HISTORY_REPORT;
+        reports += keys[i].kind != SFD_HISTORY_ROWS;
     return reports;
 }
 
@@ -632,6 +634,36 @@ void sfd_history_save_rows(struct sfd *d)
         }
 }
 
+void sfd_history_put_event(struct sfd *d, const struct sfd_job *job, uint64_t seq,
+                           const char *json_text)
+{
+    struct sfd_history *h = d->history;
+    if (!history_on(d))
+        return;
+    size_t len = strlen(json_text);
+    uint8_t *body = malloc(len ? len : 1);
+    if (body == NULL) {
+        atomic_fetch_add_explicit(&h->live.write_errors, 1, memory_order_relaxed);
+        return;
+    }
+    memcpy(body, json_text, len);
+    queue_record(d, job, SFD_HISTORY_EVENT, job->segment, (int64_t)seq, body, len);
+}
+
+void sfd_history_put_verdict_events(struct sfd *d, struct sfd_job *job)
+{
+    struct sfd_verdict *v = &job->verdict;
+    for (; v->written < v->seq; v->written++) {
+        const struct sfd_verdict_event *e = &v->events[v->written % SFD_VERDICT_EVENTS];
+        if (e->seq != v->written + 1)
+            continue; /* overwritten in the ring before it was written */
+        char *text = sfd_verdict_event_text(job, e);
+        if (text != NULL)
+            sfd_history_put_event(d, job, e->seq, text);
+        free(text);
+    }
+}
+
 /* ---- restore ------------------------------------------------------------------- */
 
 struct restore_ctx {
@@ -719,6 +751,29 @@ static int restore_visit(void *ctx, const struct sfd_store_key *key, const uint8
     return 0;
 }
 
+/* A live verdict event of a restored job (docs/LIVE.md); others are
+ * skipped, malformed ones counted. */
+static int restore_event(void *ctx, const struct sfd_store_key *key, const uint8_t *body,
+                         size_t len)
+{
+    struct restore_ctx *c = ctx;
+    char id[SF_MAX_JOB_ID_LEN + 1];
+    uint32_t incarnation;
+    struct sfd_verdict_event e;
+    if (sfd_job_key_parse(key->job, id, sizeof id, &incarnation) < 0)
+        return 0;
+    struct sfd_job *job = sfd_job_lookup(c->d, key->uid, id, incarnation);
+    if (job == NULL)
+        return 0;
+    if (sfd_verdict_event_decode(&job->schema, body, len, &e) < 0 ||
+        e.seq != (uint64_t)key->window) {
+        c->stats->restore_errors++;
+        return 0;
+    }
+    sfd_verdict_restore_event(job, &e);
+    return 0;
+}
+
 /* Bounded: at most max_jobs jobs of keep_windows reports each are read.
  * What was read before a failed read is restored; the failure is counted
  * and returned (-EUCLEAN: a damaged page). */
@@ -735,6 +790,9 @@ static int restore(struct sfd *d, struct sfd_history *h)
     restore_job(c);
     if (r == 0)
         r = sfd_history_restore_rows(d, h->store, &h->stats);
+    if (r == 0)
+        r = sfd_store_recent(h->store, SFD_HISTORY_EVENT, d->cfg.max_jobs, SFD_VERDICT_EVENTS,
+                             restore_event, c);
     if (r < 0) {
         h->stats.read_errors++;
         sfd_log(SFD_LOG_WARNING, NULL,

@@ -24,8 +24,10 @@ struct sfd_job;
  * (kind, uid, job, segment, window). A report is keyed by its window; a
  * window's rows by one of two slots per job (history_rows.c), so the store
  * holds the rows of a job's latest full window and of its latest other one,
- * whatever the job's length. */
-enum sfd_history_kind { SFD_HISTORY_REPORT = 1, SFD_HISTORY_ROWS = 2 };
+ * whatever the job's length; a live verdict's start or end (verdict.c) by
+ * the job's event sequence number, its body the event's JSON text. Reports
+ * and events are what history promises; rows are kept as best they can be. */
+enum sfd_history_kind { SFD_HISTORY_REPORT = 1, SFD_HISTORY_ROWS = 2, SFD_HISTORY_EVENT = 3 };
 
 struct sfd_history_stats {
     bool enabled;               /* the store is open */
@@ -108,6 +110,11 @@ void sfd_history_put_rows(struct sfd *d, struct sfd_job *job, const struct sfd_s
 /* Queues each job's latest rows of each slot that are not queued yet; at
  * shutdown, after the last windows closed and before sfd_history_stop. */
 void sfd_history_save_rows(struct sfd *d);
+/* Queues a live verdict event (its JSON text, copied) the same way. */
+void sfd_history_put_event(struct sfd *d, const struct sfd_job *job, uint64_t seq,
+                           const char *json_text);
+/* Queues the job's live verdict events not written yet. */
+void sfd_history_put_verdict_events(struct sfd *d, struct sfd_job *job);
 /* Writes what is queued, stops the thread and closes the store. NULL-safe. */
 void sfd_history_stop(struct sfd *d);
 void sfd_history_get_stats(const struct sfd *d, struct sfd_history_stats *ret);

@@ -170,6 +170,7 @@ void sfd_job_free(struct sfd_job *job)
     if (job == NULL)
         return;
     sfd_baseline_free(job);
+    sfd_verdict_free(job);
     sfd_captures_free(job);
     for (uint32_t i = 0; i < job->n_open; i++)
         sfd_window_free(job->open[i]);

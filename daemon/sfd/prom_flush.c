@@ -103,6 +103,20 @@ static void note_job_changes(struct sfd *d, uint64_t now)
     }
 }
 
+/* The stalled job's first culprit, else its first stalled rank, else -1. */
+static int64_t stall_rank(const struct sfd_job *j)
+{
+    int64_t first = -1;
+    for (uint32_t r = 0; r < j->world_size; r++) {
+        const struct sfd_rank *rk = sfd_job_rank_peek(j, r);
+        if (rk->culprit)
+            return r;
+        if (rk->stalled && first < 0)
+            first = r;
+    }
+    return first;
+}
+
 static void job_view(struct sfd *d, struct sfd_job *j, char *name, size_t name_len,
                      struct sf_prom_job *v)
 {
@@ -124,6 +138,17 @@ static void job_view(struct sfd *d, struct sfd_job *j, char *name, size_t name_l
         v->captures_failed[t] = cc.failed[t];
     }
     v->last_capture_unix_ms = cc.last_created_ms;
+    const sf_live_verdict *lv = sf_live_verdict_get(j->verdict.test);
+    v->verdict_events = j->verdict.seq;
+    if (lv != NULL) {
+        v->verdict_kind = sf_live_kind_name(lv->kind);
+        v->verdict_rank = lv->rank == SF_NO_RANK ? -1 : (int64_t)lv->rank;
+        v->verdict_stage = lv->stage < j->schema.n_stages ? j->schema.names[lv->stage] : NULL;
+        v->verdict_effect_s = lv->effect_s;
+    } else if (j->stall.stalled) {
+        v->verdict_kind = "stall";
+        v->verdict_rank = stall_rank(j);
+    }
 }
 
 /* Failures are logged once, then at most once a minute with their count, and

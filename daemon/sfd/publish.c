@@ -69,6 +69,8 @@ int sfd_publish_report(struct sfd_job *job, const sf_summary *summary, sf_summar
         return -EALREADY;
     }
     sfd_baseline_attach(job, summary, report);
+    if (!remote)
+        sfd_verdict_window(job, summary, report);
     uint32_t want = report->gates.change_pool_windows;
     if (own != NULL) {
         sfd_baseline_keep(job, &own, want);

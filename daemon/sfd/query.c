@@ -60,6 +60,23 @@ bool sfd_query_is_operator(struct sfd *d, int fd, uid_t uid, gid_t gid)
 
 /* ---- answers ------------------------------------------------------------- */
 
+/* The jobs with a live verdict in force (docs/LIVE.md), by name. */
+static json_t *verdicts_json(struct sfd *d)
+{
+    json_t *a = json_array();
+    for (struct sfd_job *j = d->jobs; j != NULL; j = j->next) {
+        json_t *v = sfd_verdict_json(j);
+        if (json_is_null(v)) {
+            json_decref(v);
+            continue;
+        }
+        char name[SFD_JOB_NAME_MAX + 16];
+        sfd_job_name(d, j, name, sizeof name);
+        json_array_append_new(a, json_pack("{s:s, s:o}", "job", name, "verdict", v));
+    }
+    return a;
+}
+
 static json_t *status_json(struct sfd *d)
 {
     json_t *rej = json_object();
@@ -87,8 +104,10 @@ static json_t *status_json(struct sfd *d)
         (json_int_t)d->ctr.shed_records, "windows_closed", (json_int_t)d->ctr.windows_closed,
         "query_requests", (json_int_t)d->ctr.query_requests, "rejected_total", (json_int_t)total,
         "rejected", rej, "memory", mem);
-    if (status != NULL)
+    if (status != NULL) {
         json_object_set_new(status, "history", sfd_history_json(d));
+        json_object_set_new(status, "verdicts", verdicts_json(d));
+    }
     return status;
 }
 
@@ -124,6 +143,7 @@ static json_t *job_json(const struct sfd_job *j)
         json_object_set_new(o, "restart_count", json_integer(j->restart_count));
         json_object_set_new(o, "state", json_string(sfd_job_state(j)));
         json_object_set_new(o, "stalled", sfd_job_stall_json(j));
+        json_object_set_new(o, "verdict", sfd_verdict_json(j));
     }
     return o;
 }
@@ -382,6 +402,11 @@ static int answer(struct sfd *d, uid_t uid, bool op, const Stagefrontier__QueryR
     case STAGEFRONTIER__QUERY_REQUEST__KIND__REPORT:
         r = find_job(d, uid, op, q->job_id, &j, err);
         return r < 0 ? r : answer_report(d, j, q, ret_stream, err);
+    case STAGEFRONTIER__QUERY_REQUEST__KIND__EVENTS:
+        r = find_job(d, uid, op, q->job_id, &j, err);
+        if (r == 0)
+            sfd_liveness_refresh_job(d, j);
+        return r < 0 ? r : dump_json(sfd_verdict_events_json(j), ret, ret_len);
     default:
         err->msg = "unknown request kind";
         return -EINVAL;

@@ -24,6 +24,7 @@ void sfd_window_free(struct sfd_window *w)
     sfd_rows_free(&w->rows);
     free(w->order.head);
     free(w->order.tail);
+    free(w->order.count);
     free(w->order.next);
     free(w);
 }

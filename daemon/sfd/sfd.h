@@ -15,6 +15,7 @@
 #include "arena.h"
 #include "stagefrontier/change.h"
 #include "stagefrontier/parallel.h"
+#include "stagefrontier/live.h"
 
 #include "cluster.h"
 #include "liveness.h"
@@ -67,6 +68,7 @@ struct sfd_config {
     char state_dir[4096]; /* durable history (history.c), peer replay state; empty: off */
     char operators_group[64];
     sf_gates gates;
+    sf_live_config live; /* the live verdict's gates (docs/LIVE.md) */
     uint32_t max_jobs, max_connections, max_ranks, max_pending_steps;
     uint32_t max_jobs_per_uid;
     uint32_t max_memory_mb, max_memory_per_uid_mb;
@@ -269,6 +271,7 @@ struct sfd_rows {
  * (windows.c): per step a list sorted by rank, linked through next[]. */
 struct sfd_row_order {
     uint32_t *head, *tail; /* [window steps]: first and last row of a step */
+    uint32_t *count;       /* [window steps]: rows of the step (the live verdict's cue) */
     uint32_t *next;        /* [rows cap]: the step's next row by rank */
     size_t next_cap;
     uint64_t bytes; /* charged to the job's windows */
@@ -313,6 +316,27 @@ struct sfd_baseline {
     bool alert_running;
     uint64_t alerts_run, alerts_suppressed, alerts_failed;
     double waste_rank_s; /* what-if waste over the job's windows */
+};
+
+/* The job's live verdict (verdict.c, docs/LIVE.md): the core's sequential
+ * test, fed each complete step, and the verdict's starts and ends. */
+#define SFD_VERDICT_EVENTS 64
+struct sfd_verdict_event {
+    uint64_t seq; /* 1, 2, ... over the job */
+    bool start;   /* else an end */
+    int64_t at_ms;
+    int64_t step;
+    sf_live_verdict v;
+};
+struct sfd_verdict {
+    sf_live *test; /* NULL: none (mergeable mode, cluster mode, or before the first window) */
+    uint64_t schema_hash;
+    uint32_t world_size;
+    int64_t *rows; /* [world_size][n_stages] one step's rows in rank order */
+    struct sfd_verdict_event events[SFD_VERDICT_EVENTS]; /* ring, oldest overwritten */
+    uint64_t seq;
+    uint64_t written;       /* events handed to the history (sfd_history_put_verdict_events) */
+    uint64_t skipped_steps; /* complete steps not tested: the window's order was given up */
 };
 
 struct sfd_job {
@@ -370,6 +394,7 @@ struct sfd_job {
     struct sfd_side *side;            /* NCCL side evidence (side_evidence.c) */
     struct sfd_enq_points *enq;       /* NCCL enqueue points (enqueue_points.c) */
     struct sfd_baseline base;
+    struct sfd_verdict verdict;
     uint64_t last_active_ms;
     int64_t latest_report_unix_ms;     /* wall time the latest report was ready */
     struct sfd_job_stall stall;        /* liveness.c */
@@ -392,6 +417,31 @@ bool sfd_job_is_newest(const struct sfd *d, const struct sfd_job *job);
 void sfd_job_key(const struct sfd_job *job, char *buf, size_t len);
 /* Splits a key made by sfd_job_key into the id and the incarnation. */
 int sfd_job_key_parse(const char *key, char *ret_id, size_t id_len, uint32_t *ret_incarnation);
+
+/* ---- verdict.c ------------------------------------------------------------- */
+
+/* A closed window of the job: makes the live test for its shape, and feeds
+ * the complete steps of eligible windows to its baseline until it has one. */
+void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf_report *report);
+/* Step t of open window w has all its rows: tests it. */
+struct sfd_window;
+void sfd_verdict_step(struct sfd_job *job, const struct sfd_window *w, size_t t);
+/* The verdict object of docs/LIVE.md, or JSON null; a stall when no test
+ * verdict is in force and the job is stalled. */
+struct json_t;
+struct json_t *sfd_verdict_json(const struct sfd_job *job);
+/* The job's events, oldest first, and its counters. */
+struct json_t *sfd_verdict_events_json(const struct sfd_job *job);
+void sfd_verdict_free(struct sfd_job *job);
+/* An event as the history stores it (its JSON text, hostile): 0, or -EINVAL
+ * for a malformed body or a stage the schema lacks, -E2BIG. Pure. */
+#define SFD_VERDICT_EVENT_MAX_BYTES 8192
+int sfd_verdict_event_decode(const sf_schema *schema, const uint8_t *body, size_t len,
+                             struct sfd_verdict_event *ret);
+/* An event as the history stores it: its JSON text (malloc'd), or NULL. */
+char *sfd_verdict_event_text(const struct sfd_job *job, const struct sfd_verdict_event *e);
+/* Files an event read back at startup into the job's ring. */
+void sfd_verdict_restore_event(struct sfd_job *job, const struct sfd_verdict_event *e);
 
 /* ---- incarnation.c ------------------------------------------------------- */
 

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
+#include "history.h"
 #include "sfd.h"
 
 #define ROWS_FIRST 64 /* a window's first rows when no window has closed */
@@ -99,6 +101,7 @@ static void order_free(struct sfd_job *job, struct sfd_row_order *o)
     sfd_job_release(job, SFD_MEM_WINDOWS, o->bytes);
     free(o->head);
     free(o->tail);
+    free(o->count);
     free(o->next);
     memset(o, 0, sizeof(*o));
 }
@@ -118,12 +121,13 @@ static bool order_reserve(struct sfd_job *job, struct sfd_window *w)
         return false;
     size_t steps = (size_t)(w->meta.last_step - w->meta.first_step + 1);
     if (o->head == NULL) {
-        if (sfd_job_reserve(job, SFD_MEM_WINDOWS, 2 * steps * sizeof(uint32_t)) < 0)
+        if (sfd_job_reserve(job, SFD_MEM_WINDOWS, 3 * steps * sizeof(uint32_t)) < 0)
             goto fail;
-        o->bytes = 2 * steps * sizeof(uint32_t);
+        o->bytes = 3 * steps * sizeof(uint32_t);
         o->head = malloc(steps * sizeof(uint32_t));
         o->tail = malloc(steps * sizeof(uint32_t));
-        if (o->head == NULL || o->tail == NULL)
+        o->count = calloc(steps, sizeof(uint32_t));
+        if (o->head == NULL || o->tail == NULL || o->count == NULL)
             goto fail;
         memset(o->head, 0xff, steps * sizeof(uint32_t));
     }
@@ -152,6 +156,7 @@ static void order_insert(struct sfd_job *job, struct sfd_window *w, uint32_t i)
     size_t t = (size_t)(rec[i].step - w->meta.first_step);
     uint32_t rank = rec[i].rank;
     o->next[i] = ORDER_NONE;
+    o->count[t]++;
     if (o->head[t] == ORDER_NONE) {
         o->head[t] = o->tail[t] = i;
         return;
@@ -454,6 +459,14 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
     }
     if (order_reserve(job, w))
         order_insert(job, w, (uint32_t)(w->rows.n - 1));
+    size_t t = (size_t)(row->step - w->meta.first_step);
+    if (w->order.count != NULL && w->order.count[t] == job->world_size) {
+        uint64_t before = job->verdict.seq;
+        sfd_verdict_step(job, w, t); /* the step is complete: the live test */
+        sfd_history_put_verdict_events(job->sfd, job);
+        if (job->verdict.seq != before) /* a start may ask for a capture */
+            sfd_capture_consider_live(job, sf_live_verdict_get(job->verdict.test));
+    }
     w->notice_only = false;
     if (row->flags & SF_ROW_NON_MONOTONIC)
         w->meta.flags |= SF_WIN_NON_MONOTONIC;

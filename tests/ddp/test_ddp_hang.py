@@ -141,6 +141,11 @@ def main():
             took = time.monotonic() - t_stop
             print("stalled after %.2f s: %s" % (took, json.dumps(seen["job"]["stalled"])))
             print(sfd.sfctl("jobs").stdout)
+            # The stall is the job's live verdict too (docs/LIVE.md), naming the rank.
+            v = (job_state(sfd, job) or {}).get("verdict") or {}
+            if v.get("kind") != "stall" or v.get("rank") != HIDDEN:
+                print("FAIL: the job's verdict is %s, not a stall of rank %d" % (v, HIDDEN))
+                return 1
             ranks = sfd.json("ranks", job)
             hidden = ranks["ranks"][HIDDEN]
             if hidden["state"] != "stalled" or not hidden["culprit"] or \

@@ -7,7 +7,8 @@
  * for the ring to drain (for a daemon that is stopped). JOB "-" and RANK or
  * WORLD -1 leave the identity to the environment, as a launcher sets it.
  * With SF_TEST_CAPTURE_DIR set, a capture handler writes one line per
- * captured step into <dir>/capture-ID-rankR.txt (the C handler API).
+ * captured step into <dir>/capture-ID-rankR.txt (the C handler API). With
+ * SF_TEST_SLOW_FROM=N the slow stage is slow from step N only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -89,11 +90,14 @@ int main(int argc, char **argv)
     if (getenv("SF_TEST_CAPTURE_DIR") != NULL)
         sf_client_set_capture_handler(c, capture_handler, &cf);
     int n = sf_stage_count(c);
+    /* SF_TEST_SLOW_FROM: the first slow step (a fault with a known onset). */
+    long slow_from = getenv("SF_TEST_SLOW_FROM") ? atol(getenv("SF_TEST_SLOW_FROM")) : 0;
     for (long s = 0; s < steps; s++) {
         sf_step_begin(c, -1);
         for (int st = 0; st < n - 1; st++) {
             sf_stage_begin(c, st);
-            long us = base_us + (o.rank == slow_rank && st == slow_stage ? slow_us : 0);
+            long us =
+                base_us + (o.rank == slow_rank && st == slow_stage && s >= slow_from ? slow_us : 0);
             if (us > 0)
                 sleep_us(us);
             sf_stage_end(c, st);

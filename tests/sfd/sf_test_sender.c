@@ -32,7 +32,7 @@ struct opts {
     int64_t pause_every;
     double rate; /* records/s, 0: as fast as possible */
     int64_t start, steps, step_us, skip_step, violation_step, fake_drop_step;
-    int64_t slow_rank, slow_stage, slow_ns, slow_from, size;
+    int64_t slow_rank, slow_stage, slow_ns, slow_from, slow_until, size;
     uint32_t stages;     /* 0: the default schema */
     uint64_t drop_total; /* a drop notice on the first batch (hostile totals) */
     int64_t drop_first, drop_last;
@@ -168,7 +168,8 @@ static void durations(const struct sender *s, int64_t step, int64_t *d)
     }
     d[n - 1] = 100000; /* small residual */
     if ((int64_t)s->o.rank == s->o.slow_rank && s->o.slow_stage >= 0 &&
-        s->o.slow_stage < (int64_t)n - 1 && step >= s->o.slow_from)
+        s->o.slow_stage < (int64_t)n - 1 && step >= s->o.slow_from &&
+        (s->o.slow_until <= 0 || step < s->o.slow_until))
         d[s->o.slow_stage] += s->o.slow_ns;
 }
 
@@ -905,6 +906,7 @@ static int parse(int argc, char **argv, struct opts *o)
         {"drop-last", 1, NULL, 'L'},
         {"distinct-jobs", 0, NULL, 'J'},
         {"slow-from", 1, NULL, 'W'},
+        {"slow-until", 1, NULL, 'Y'},
         {"generation", 1, NULL, 'g'},
         {"local-rank", 1, NULL, 'l'},
         {"gpu", 1, NULL, 'U'},
@@ -1023,6 +1025,9 @@ static int parse(int argc, char **argv, struct opts *o)
             break;
         case 'W':
             o->slow_from = v;
+            break;
+        case 'Y':
+            o->slow_until = v; /* first step back at the base durations; 0: never */
             break;
         case 'g':
             o->generation = (uint32_t)v;

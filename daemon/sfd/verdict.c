@@ -1,0 +1,304 @@
+/*
+ * The job's live verdict (docs/LIVE.md): the core's sequential test
+ * (stagefrontier/live.h) made for the job's shape at its first closed
+ * window, its baseline taken from the complete steps of the job's first
+ * eligible windows, then fed each step as its last row arrives. Starts and
+ * ends are events: kept in a ring for `sfctl events` and written to the
+ * history. Only single-node, dense jobs: the test needs every rank's rows.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfd.h"
+
+static void drop_test(struct sfd_verdict *v)
+{
+    sf_live_free(v->test);
+    free(v->rows);
+    v->test = NULL;
+    v->rows = NULL;
+}
+
+/* A test for the job's shape; the old one goes with its shape. */
+static int ensure_test(struct sfd_job *job, const sf_summary *summary)
+{
+    struct sfd_verdict *v = &job->verdict;
+    if (v->test != NULL && v->schema_hash == summary->schema.hash &&
+        v->world_size == summary->meta.world_size)
+        return 0;
+    drop_test(v);
+    uint32_t w = summary->meta.world_size;
+    if (w == 0 || w > job->gates.dense_max_ranks || summary->dense == NULL)
+        return -ENOTSUP;
+    v->rows = calloc((size_t)w * summary->schema.n_stages, sizeof(*v->rows));
+    int r = v->rows ? sf_live_new(&summary->schema, w, &job->sfd->cfg.live, &v->test) : -ENOMEM;
+    if (r < 0) {
+        drop_test(v);
+        return r;
+    }
+    v->schema_hash = summary->schema.hash;
+    v->world_size = w;
+    return 0;
+}
+
+void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf_report *report)
+{
+    if (!sfd_cluster_is_standalone(job->sfd) || ensure_test(job, summary) < 0)
+        return;
+    struct sfd_verdict *v = &job->verdict;
+    if (sf_live_calibrated(v->test) || !sf_reference_eligible(report))
+        return;
+    if (sf_live_calibrate_summary(v->test, summary) == 1)
+        sfd_log(SFD_LOG_INFO, job->id, "live verdict: baseline of %u steps, %u cells tested",
+                job->sfd->cfg.live.calibration_steps, sf_live_cells(v->test));
+}
+
+static json_t *stage_or_null(const struct sfd_job *job, uint32_t k)
+{
+    return k < job->schema.n_stages ? json_string(job->schema.names[k]) : json_null();
+}
+
+static json_t *verdict_object(const struct sfd_job *job, const sf_live_verdict *v)
+{
+    json_t *evidence = json_object();
+    json_object_set_new(evidence, "test", json_string(v->arrival ? "arrival" : "own_work"));
+    json_object_set_new(evidence, "cusum_sigmas", json_real(v->statistic));
+    json_object_set_new(evidence, "threshold_sigmas", json_real(v->threshold));
+    json_object_set_new(evidence, "baseline_s", json_real((double)v->baseline_ns / 1e9));
+    json_object_set_new(evidence, "sigma_s", json_real((double)v->sigma_ns / 1e9));
+    json_object_set_new(evidence, "steps", json_integer(v->cell_steps));
+    return json_pack(
+        "{s:s, s:o, s:o, s:o, s:I, s:I, s:I, s:f, s:o}", "kind", sf_live_kind_name(v->kind), "rank",
+        v->rank == SF_NO_RANK ? json_null() : json_integer(v->rank), "stage",
+        stage_or_null(job, v->stage), "sync_stage", stage_or_null(job, v->sync_stage), "since_step",
+        (json_int_t)v->since_step, "detected_step", (json_int_t)v->detected_step, "detected_at",
+        (json_int_t)v->detected_at_ms, "effect_s", v->effect_s, "evidence", evidence);
+}
+
+char *sfd_verdict_event_text(const struct sfd_job *job, const struct sfd_verdict_event *e)
+{
+    json_t *o = json_pack("{s:I, s:s, s:I, s:I, s:o}", "seq", (json_int_t)e->seq, "event",
+                          e->start ? "start" : "end", "step", (json_int_t)e->step, "at",
+                          (json_int_t)e->at_ms, "verdict", verdict_object(job, &e->v));
+    char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* Kept in the ring; history.c writes it out (sfd_history_put_verdict_events),
+ * so this file never calls the history and the history may call it. */
+static void record_event(struct sfd_job *job, bool start, int64_t step, int64_t at_ms,
+                         const sf_live_verdict *lv)
+{
+    struct sfd_verdict *v = &job->verdict;
+    struct sfd_verdict_event *e = &v->events[v->seq % SFD_VERDICT_EVENTS];
+    *e = (struct sfd_verdict_event){
+        .seq = ++v->seq, .start = start, .at_ms = at_ms, .step = step, .v = *lv};
+    job->sfd->prom_dirty = true;
+    if (start)
+        sfd_log(SFD_LOG_NOTICE, job->id, "live verdict at step %lld: %s, rank %d, stage %s",
+                (long long)step, sf_live_kind_name(lv->kind),
+                lv->rank == SF_NO_RANK ? -1 : (int)lv->rank,
+                lv->stage < job->schema.n_stages ? job->schema.names[lv->stage] : "-");
+    else
+        sfd_log(SFD_LOG_NOTICE, job->id, "live verdict ended at step %lld", (long long)step);
+}
+
+/* Copies step t's rows, linked in rank order, into v->rows: false unless
+ * they are exactly ranks 0..world_size-1. */
+static bool gather(struct sfd_job *job, const struct sfd_window *w, size_t t)
+{
+    struct sfd_verdict *v = &job->verdict;
+    uint32_t S = job->schema.n_stages, r = 0;
+    for (uint32_t i = w->order.head[t]; i != UINT32_MAX; i = w->order.next[i], r++) {
+        if (r >= v->world_size || w->rows.rec[i].rank != r)
+            return false;
+        memcpy(v->rows + (size_t)r * S, w->rows.d + (size_t)i * S, S * sizeof(int64_t));
+    }
+    return r == v->world_size;
+}
+
+void sfd_verdict_step(struct sfd_job *job, const struct sfd_window *w, size_t t)
+{
+    struct sfd_verdict *v = &job->verdict;
+    if (v->test == NULL || !sf_live_calibrated(v->test) || v->world_size != job->world_size ||
+        v->schema_hash != job->schema.hash)
+        return;
+    if (!gather(job, w, t)) {
+        v->skipped_steps++;
+        return;
+    }
+    int64_t step = w->meta.first_step + (int64_t)t, now = sfd_realtime_ms();
+    enum sf_live_event ev;
+    sf_live_verdict ended;
+    if (sf_live_step(v->test, step, v->rows, now, &ev, &ended) < 0) {
+        v->skipped_steps++;
+        return;
+    }
+    if (ev == SF_LIVE_ENDED || ev == SF_LIVE_REPLACED)
+        record_event(job, false, step, now, &ended);
+    if (ev == SF_LIVE_STARTED || ev == SF_LIVE_REPLACED)
+        record_event(job, true, step, now, sf_live_verdict_get(v->test));
+}
+
+/* A stall as a verdict: its first culprit, else its first stalled rank. */
+static json_t *stall_verdict(const struct sfd_job *job)
+{
+    json_t *st = sfd_job_stall_json(job);
+    if (!json_is_object(st))
+        return st;
+    json_t *ranks = json_object_get(st, "ranks"), *pick = NULL, *r;
+    size_t i;
+    json_array_foreach(ranks, i, r) if (pick == NULL || json_is_true(json_object_get(r, "culprit")))
+    {
+        if (pick == NULL || !json_is_true(json_object_get(pick, "culprit")))
+            pick = r;
+    }
+    json_t *rank = pick ? json_object_get(pick, "rank") : NULL;
+    json_t *stage = pick ? json_object_get(pick, "stage") : NULL;
+    json_t *step = pick ? json_object_get(pick, "step") : NULL;
+    json_t *o =
+        json_pack("{s:s, s:O, s:O, s:n, s:O, s:n, s:I, s:n, s:O}", "kind", "stall", "rank",
+                  rank ? rank : json_null(), "stage", stage ? stage : json_null(), "sync_stage",
+                  "since_step", step ? step : json_null(), "detected_step", "detected_at",
+                  (json_int_t)job->stall.since_unix_ms, "effect_s", "evidence", st);
+    json_decref(st);
+    return o;
+}
+
+json_t *sfd_verdict_json(const struct sfd_job *job)
+{
+    const sf_live_verdict *lv = sf_live_verdict_get(job->verdict.test);
+    if (lv != NULL)
+        return verdict_object(job, lv);
+    return job->stall.stalled ? stall_verdict(job) : json_null();
+}
+
+json_t *sfd_verdict_events_json(const struct sfd_job *job)
+{
+    const struct sfd_verdict *v = &job->verdict;
+    json_t *events = json_array();
+    uint64_t first = v->seq > SFD_VERDICT_EVENTS ? v->seq - SFD_VERDICT_EVENTS : 0;
+    for (uint64_t s = first; s < v->seq; s++) {
+        const struct sfd_verdict_event *e = &v->events[s % SFD_VERDICT_EVENTS];
+        if (e->seq != s + 1)
+            continue; /* a gap: an event the history did not give back */
+        json_array_append_new(
+            events, json_pack("{s:I, s:s, s:I, s:I, s:o}", "seq", (json_int_t)e->seq, "event",
+                              e->start ? "start" : "end", "step", (json_int_t)e->step, "at",
+                              (json_int_t)e->at_ms, "verdict", verdict_object(job, &e->v)));
+    }
+    const sf_live *t = v->test;
+    return json_pack("{s:s, s:o, s:b, s:I, s:I, s:I, s:o, s:o}", "job", job->id, "events", events,
+                     "calibrated", t != NULL && sf_live_calibrated(t), "cells",
+                     (json_int_t)(t ? sf_live_cells(t) : 0), "steps_tested",
+                     (json_int_t)(t ? sf_live_steps_tested(t) : 0), "skipped_steps",
+                     (json_int_t)v->skipped_steps, "dropped_events",
+                     json_integer((json_int_t)first), "verdict", sfd_verdict_json(job));
+}
+
+/* ---- events read back from the history ------------------------------------- */
+
+static bool kind_of(const char *name, enum sf_live_kind *ret)
+{
+    for (int k = SF_LIVE_STRAGGLER; k <= SF_LIVE_STALL; k++)
+        if (name != NULL && !strcmp(name, sf_live_kind_name(k))) {
+            *ret = k;
+            return true;
+        }
+    return false;
+}
+
+/* A stage field: null, or a name of the schema. */
+static bool stage_of(const sf_schema *schema, json_t *v, uint32_t *ret)
+{
+    if (json_is_null(v)) {
+        *ret = UINT32_MAX;
+        return true;
+    }
+    int k = json_is_string(v) ? sf_schema_stage_index(schema, json_string_value(v)) : -1;
+    if (k < 0)
+        return false;
+    *ret = (uint32_t)k;
+    return true;
+}
+
+static bool int_of(json_t *o, const char *key, int64_t lo, int64_t *ret)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo)
+        return false;
+    *ret = json_integer_value(v);
+    return true;
+}
+
+int sfd_verdict_event_decode(const sf_schema *schema, const uint8_t *body, size_t len,
+                             struct sfd_verdict_event *ret)
+{
+    if (len > SFD_VERDICT_EVENT_MAX_BYTES)
+        return -E2BIG;
+    json_t *o = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *v = json_object_get(o, "verdict");
+    json_t *ev = json_object_get(v, "evidence");
+    struct sfd_verdict_event e = {0};
+    const char *what = json_string_value(json_object_get(o, "event"));
+    int64_t seq, rank = -1, since;
+    bool ok = json_is_object(o) && json_is_object(v) && what != NULL &&
+              (!strcmp(what, "start") || !strcmp(what, "end")) && int_of(o, "seq", 1, &seq) &&
+              int_of(o, "step", INT64_MIN, &e.step) && int_of(o, "at", 0, &e.at_ms) &&
+              kind_of(json_string_value(json_object_get(v, "kind")), &e.v.kind) &&
+              stage_of(schema, json_object_get(v, "stage"), &e.v.stage) &&
+              stage_of(schema, json_object_get(v, "sync_stage"), &e.v.sync_stage) &&
+              int_of(v, "since_step", INT64_MIN, &since) &&
+              int_of(v, "detected_step", INT64_MIN, &e.v.detected_step) &&
+              int_of(v, "detected_at", 0, &e.v.detected_at_ms) &&
+              json_is_number(json_object_get(v, "effect_s"));
+    json_t *rk = json_object_get(v, "rank");
+    if (ok && !json_is_null(rk))
+        ok = int_of(v, "rank", 0, &rank) && rank < SF_MAX_RANKS;
+    if (!ok) {
+        json_decref(o);
+        return -EINVAL;
+    }
+    e.seq = (uint64_t)seq;
+    e.start = !strcmp(what, "start");
+    e.v.rank = rank < 0 ? SF_NO_RANK : (uint32_t)rank;
+    e.v.since_step = since;
+    e.v.effect_s = json_number_value(json_object_get(v, "effect_s"));
+    /* The evidence is shown again as it was; a missing field reads as 0. */
+    e.v.arrival = json_is_string(json_object_get(ev, "test")) &&
+                  !strcmp(json_string_value(json_object_get(ev, "test")), "arrival");
+    e.v.statistic = json_number_value(json_object_get(ev, "cusum_sigmas"));
+    e.v.threshold = json_number_value(json_object_get(ev, "threshold_sigmas"));
+    e.v.baseline_ns = (int64_t)llround(json_number_value(json_object_get(ev, "baseline_s")) * 1e9);
+    e.v.sigma_ns = (int64_t)llround(json_number_value(json_object_get(ev, "sigma_s")) * 1e9);
+    json_t *steps = json_object_get(ev, "steps");
+    e.v.cell_steps = json_is_integer(steps) && json_integer_value(steps) >= 0 &&
+                             json_integer_value(steps) <= UINT32_MAX
+                         ? (uint32_t)json_integer_value(steps)
+                         : 0;
+    json_decref(o);
+    *ret = e;
+    return 0;
+}
+
+void sfd_verdict_restore_event(struct sfd_job *job, const struct sfd_verdict_event *e)
+{
+    struct sfd_verdict *v = &job->verdict;
+    if (v->seq >= SFD_VERDICT_EVENTS && e->seq <= v->seq - SFD_VERDICT_EVENTS)
+        return; /* older than the ring holds */
+    v->events[(e->seq - 1) % SFD_VERDICT_EVENTS] = *e;
+    if (e->seq > v->seq)
+        v->seq = e->seq;
+    v->written = v->seq; /* in the store already */
+}
+
+void sfd_verdict_free(struct sfd_job *job)
+{
+    drop_test(&job->verdict);
+    memset(&job->verdict, 0, sizeof job->verdict);
+}
