@@ -111,6 +111,29 @@ hostile huge-column "reading NVTX_EVENTS: a value longer than 1048576 bytes: ref
 hostile quadratic "reading NVTX_EVENTS: more than "
 grep -q "steps of work in total for a file of this size: refused" "$out/stderr" && ok || bad "quadratic: $(cat "$out/stderr")"
 
+# Bounded readers: a 100 MB name in a trace and a 100 MB line in a mapping
+# file are cut or refused while they are read; peak RSS stays under 64 MiB.
+small_rss() {  # NAME ARGS...
+    local name=$1
+    shift
+    /usr/bin/time -f '%M' -o "$out/rss" "$sfctl" import "$@" >/dev/null 2>&1
+    local kb
+    kb=$(tail -1 "$out/rss")
+    [ "$kb" -lt 65536 ] && ok || bad "$name: peak RSS $kb KB"
+}
+if [ -x /usr/bin/time ]; then
+    { printf '{"traceEvents": [{"name": "'; head -c 100000000 /dev/zero | tr '\0' 'x'
+      printf '", "ph": "X", "ts": 1, "dur": 2}]}'; } >"$out/longname.json"
+    small_rss long-name kineto "$out/longname.json"
+    rm -f "$out/longname.json"
+    { echo "[steps]"; head -c 100000000 /dev/zero | tr '\0' 'x'; echo; } >"$out/long.ini"
+    expect long-map-line 3 "long.ini: line 2: malformed line" -- kineto --map "$out/long.ini" $data/rank0.json
+    small_rss long-map-line kineto --map "$out/long.ini" $data/rank0.json
+    rm -f "$out/long.ini"
+else
+    echo "SKIP bounded readers: /usr/bin/time is missing"
+fi
+
 # ---- inputs that do not fit together: exit 7 ----
 expect missing-rank 0 "ranks missing from the 1 traces (world size 2): 1; the rows cover the 1 ranks traced" -- \
     kineto $data/rank0.json -o "$out/partial.jsonl"
