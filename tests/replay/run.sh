@@ -48,6 +48,10 @@ if [ -x /usr/bin/time ]; then
 else
     echo "SKIP long-line RSS: /usr/bin/time is missing"
 fi
+# A message that quotes the file escapes its control bytes (text_escape.h).
+printf 'step,rank,a_cpu_wall,step.other_cpu_wall,step_wall\n0,0,x\033[2J,1,1\n' >"$out/esc.csv"
+expect escaped-quote 3 'esc.csv:2:5: not a number (a_cpu_wall): "x\x1b[2J"' -- --warmup-steps 0 "$out/esc.csv"
+if grep -q $'\033' "$out/stderr"; then bad "escaped-quote: a raw ESC on stderr"; else ok; fi
 printf 'step,rank,a_cpu_wall,step.other_cpu_wall,step_wall\n0,0,0.1\0,0,0.1\n' >"$out/nul.csv"
 expect nul-byte 3 "nul.csv:2:8: NUL byte: not a text file" -- --warmup-steps 0 "$out/nul.csv"
 
