@@ -95,7 +95,8 @@ expect not-sqlite 3 "rank0.json: not an SQLite database" -- nsys $data/rank0.jso
 expect no-nvtx 3 "other.sqlite: no NVTX_EVENTS table" -- nsys "$out/other.sqlite"
 # Hostile schemas: views and triggers are refused before any query runs, a
 # generated column is cut at the value limit, a join that makes each event
-# scan a table stops at the work budget; each fails within 5 seconds.
+# scan a table stops at the total work budget, one event that scans 2 million
+# strings at the per-row budget; each fails within 5 seconds.
 hostile() {  # KIND MESSAGE
     /usr/bin/python3 tests/import/make_hostile_nsys.py "$out/$1.sqlite" "$1"
     local t0 t1
@@ -110,6 +111,8 @@ hostile trigger "NVTX_EVENTS has a trigger (steal)"
 hostile huge-column "reading NVTX_EVENTS: a value longer than 1048576 bytes: refused"
 hostile quadratic "reading NVTX_EVENTS: more than "
 grep -q "steps of work in total for a file of this size: refused" "$out/stderr" && ok || bad "quadratic: $(cat "$out/stderr")"
+hostile heavy-row "reading NVTX_EVENTS: more than 10000000 steps of work for one row: refused"
+rm -f "$out/heavy-row.sqlite"
 
 # Bounded readers: a 100 MB name in a trace and a 100 MB line in a mapping
 # file are cut or refused while they are read; peak RSS stays under 64 MiB.
