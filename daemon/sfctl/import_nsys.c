@@ -106,15 +106,21 @@ int sfctl_import_nsys_read(const char *path, struct step_acc *acc, struct import
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open as SQLite: %s", db ? sqlite3_errmsg(db) : "no memory");
         r = -EINVAL;
-    } else if ((r = nsys_guard_open(db, &budget, (uint64_t)sb.st_size, err, errlen)) != 0) {
-    } else if (!has_table(db, "NVTX_EVENTS")) {
+    }
+    /* The guards go on before the first statement reads the schema. */
+    if (r == 0)
+        r = nsys_guard_open(db, &budget, (uint64_t)sb.st_size, err, errlen);
+    if (r == 0 && !has_table(db, "NVTX_EVENTS")) {
         const char *why = sqlite3_errcode(db) == SQLITE_NOTADB ? "not an SQLite database"
                                                                : "no NVTX_EVENTS table (was "
                                                                  "the job traced with -t nvtx?)";
         snprintf(err, errlen, "%s", why);
         r = -EINVAL;
-    } else if ((r = nsys_guard_tables(db, read_tables, sizeof read_tables / sizeof *read_tables,
-                                      err, errlen)) == 0) {
+    }
+    if (r == 0)
+        r = nsys_guard_tables(db, read_tables, sizeof read_tables / sizeof *read_tables, err,
+                              errlen);
+    if (r == 0) {
         session_start(db, info);
         r = read_ranges(db, &budget, acc, err, errlen);
     }
