@@ -27,8 +27,10 @@ def main():
         with open(path if "_payload" in name else path + "_payload", "rb") as f:
             return f.read()[1:]  # the lead byte picks fuzz_peer_frame's layer
 
-    def record(kind, sender, term, name=None, replay=False):
+    def record(kind, sender, term, name=None, replay=False, final=False):
         body = payload(name) if name else b""
+        if final:
+            body += bytes([7 << 3, 1])  # Report.final = true, appended as protobuf allows
         return struct.pack("<BBBH", TYPES[kind] | (REPLAY if replay else 0), sender, term,
                            len(body)) + body
 
@@ -41,6 +43,10 @@ def main():
                                  record("report", 0, 1, "report"),
                                  record("report", 1, 1, "report_payload_dense"),
                                  record("ack", 0, 1, "ack")],
+        "final_report": [record("heartbeat", 0, 1, "heartbeat"),
+                         record("report", 0, 1, "report", final=True),
+                         record("report", 1, 1, "report_payload_dense", final=True),
+                         record("report", 0, 1, "report", final=True), record("tick", 0, 0)],
         "replayed": [record("heartbeat", 0, 1, "heartbeat"),
                      record("heartbeat", 0, 1, "heartbeat", replay=True),
                      record("report", 0, 1, "report"), record("report", 0, 1, "report", replay=True)],
