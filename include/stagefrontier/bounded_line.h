@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 enum sf_line_status {
     SF_LINE_OK,       /* a line, with its '\n' if the file had one */
@@ -18,34 +19,25 @@ enum sf_line_status {
 };
 
 /* Reads one line into buf (cap > 1 bytes, NUL-terminated, *len without
- * the NUL). Stops reading at cap - 1 bytes; the rest of the file is left. */
+ * the NUL). Stops reading at cap - 1 bytes; the rest of the file is left.
+ * fgets stops at '\n', so a line that ends in one is whole and NUL-free; one
+ * that does not is the last, too long, or cut by a NUL byte. (A NUL in a
+ * last line without '\n' reads as the end of that line.) */
 static inline enum sf_line_status sf_read_line(FILE *in, char *buf, size_t cap, size_t *len)
 {
-    size_t n = 0;
-    int c = EOF;
-    enum sf_line_status status = SF_LINE_OK;
-    flockfile(in);
-    while (n + 1 < cap && (c = getc_unlocked(in)) != EOF) {
-        if (c == '\0') {
-            status = SF_LINE_NUL;
-            break;
-        }
-        buf[n++] = (char)c;
-        if (c == '\n')
-            break;
-    }
-    if (status == SF_LINE_OK && c != '\n') {
-        if (n + 1 >= cap)
-            status = SF_LINE_TOO_LONG;
-        else if (ferror(in))
-            status = SF_LINE_ERROR;
-        else if (n == 0)
-            status = SF_LINE_EOF;
-    }
-    funlockfile(in);
-    buf[n] = '\0';
+    *len = 0;
+    buf[0] = '\0';
+    if (fgets(buf, (int)cap, in) == NULL)
+        return ferror(in) ? SF_LINE_ERROR : SF_LINE_EOF;
+    size_t n = strlen(buf);
     *len = n;
-    return status;
+    if (n > 0 && buf[n - 1] == '\n')
+        return SF_LINE_OK;
+    if (n + 1 >= cap)
+        return SF_LINE_TOO_LONG;
+    if (ferror(in))
+        return SF_LINE_ERROR;
+    return feof(in) ? SF_LINE_OK : SF_LINE_NUL;
 }
 
 #endif
