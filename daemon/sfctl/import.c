@@ -20,6 +20,7 @@
 #include "recording.h"
 #include "sfctl.h"
 #include "sfctl_args.h"
+#include "text_escape.h"
 
 struct import_opts {
     import_reader_fn read;
@@ -419,6 +420,14 @@ static int write_output(const struct import_opts *o, const struct replay_part *p
 
 /* ---- the command ------------------------------------------------------------------ */
 
+/* A file's error, which may quote the file: escaped for the terminal. */
+static void print_file_error(const char *path, const char *err)
+{
+    char shown[SF_TEXT_ESCAPED_SIZE(400)];
+    sf_text_escape(err, strnlen(err, 400), shown, sizeof shown);
+    fprintf(stderr, "sfctl import: %s: %s\n", path, shown);
+}
+
 static int exit_code(int r, int inconsistent)
 {
     if (r == 0)
@@ -441,7 +450,7 @@ static int import_file(const struct import_opts *o, struct import_map *map, cons
     fs->info = (struct import_file_info){.rank = -1, .world_size = -1};
     int r = o->read(fs->path, &acc, &fs->info, err, sizeof err);
     if (r < 0 && r != -ENOMEM)
-        fprintf(stderr, "sfctl import: %s: %s\n", fs->path, err);
+        print_file_error(fs->path, err);
     if (r == 0 && (r = resolve_rank(o, re, fs)) < 0)
         *inconsistent = fs->info.rank >= 0; /* two sources disagree */
     if (r == 0) {
@@ -449,7 +458,7 @@ static int import_file(const struct import_opts *o, struct import_map *map, cons
         fs->t_max = acc.t_max + fs->info.time_offset_ns;
         r = step_acc_rows(&acc, (uint32_t)fs->rank, part, totals, err, sizeof err);
         if (r < 0 && r != -ENOMEM)
-            fprintf(stderr, "sfctl import: %s: %s\n", fs->path, err);
+            print_file_error(fs->path, err);
     }
     step_acc_clear(&acc);
     return r;
@@ -507,7 +516,7 @@ int sfctl_cmd_import(int argc, char **argv)
     r = import_map_load(o.map_path, &map, err, sizeof err);
     if (r < 0) {
         if (r != -ENOMEM)
-            fprintf(stderr, "sfctl import: %s: %s\n", o.map_path ? o.map_path : "(built-in)", err);
+            print_file_error(o.map_path ? o.map_path : "(built-in)", err);
         if (o.rank_from)
             regfree(&re);
         return exit_code(r, false);

@@ -20,6 +20,7 @@
 #include "report_text.h"
 #include "sfctl.h"
 #include "sfctl_args.h"
+#include "text_escape.h"
 
 struct replay_opts {
     const char *path;
@@ -206,8 +207,11 @@ int sfctl_replay_read(const char *path, const sf_gates *seed, struct replay_inpu
         fclose(f);
     if (r == -ENOMEM)
         fprintf(stderr, "sfctl replay: %s: out of memory\n", path);
-    else if (r < 0)
-        fprintf(stderr, "sfctl replay: %s:%s\n", path, err);
+    else if (r < 0) {
+        char shown[SF_TEXT_ESCAPED_SIZE(sizeof err)]; /* the message quotes the file */
+        sf_text_escape(err, strlen(err), shown, sizeof shown);
+        fprintf(stderr, "sfctl replay: %s:%s\n", path, shown);
+    }
     return r;
 }
 

@@ -131,6 +131,13 @@ void sfctl_baseline_clear(struct replay_baseline *b);
 int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *role);
+
+/* The longest line either reader takes, its '\n' included. */
+#define REPLAY_MAX_LINE (1u << 20)
+/* One line into buf (REPLAY_MAX_LINE + 1 bytes), read no further than the
+ * limit: 1 for a line, 0 at the end, or sfctl_fail_at's error for a line
+ * that is too long or holds a NUL byte, or -errno for a failed read. */
+int sfctl_read_line(FILE *in, char *buf, size_t line, char *err, size_t errlen);
 int sfctl_part_finish(struct replay_part *p);
 struct replay_part *sfctl_input_add_part(struct replay_input *in);
 

@@ -207,11 +207,11 @@ static uint32_t distinct_ranks(const struct replay_part *p)
 static int read_rows(FILE *in, struct replay_part *p, const struct csv_header *hd, size_t *line,
                      size_t **lines, char *err, size_t errlen)
 {
-    char *text = NULL;
-    size_t cap = 0, cap_lines = 0;
-    int r = 0;
+    char *text = malloc(REPLAY_MAX_LINE + 1);
+    size_t cap_lines = 0;
+    int r = text ? 0 : -ENOMEM, got = 0;
     struct csv_line l;
-    while (r == 0 && getline(&text, &cap, in) > 0) {
+    while (r == 0 && (got = sfctl_read_line(in, text, *line + 1, err, errlen)) > 0) {
         (*line)++;
         if (sf_is_blank(text))
             continue;
@@ -228,6 +228,8 @@ static int read_rows(FILE *in, struct replay_part *p, const struct csv_header *h
         if (r == 0)
             (*lines)[p->n_rows - 1] = *line;
     }
+    if (r == 0 && got < 0)
+        r = got;
     free(text);
     return r;
 }
@@ -236,18 +238,19 @@ int sfctl_read_csv(FILE *in, struct replay_input *ret, char *err, size_t errlen)
 {
     struct replay_input input = {0};
     struct replay_part *p = sfctl_input_add_part(&input);
-    char *text = NULL;
-    size_t cap = 0, line = 0, *lines = NULL;
+    char *text = malloc(REPLAY_MAX_LINE + 1);
+    size_t line = 0, *lines = NULL;
     struct csv_line header;
     struct csv_header hd = {0};
-    int r = p ? 0 : -ENOMEM;
-    ssize_t got = 0;
-    while (r == 0 && (got = getline(&text, &cap, in)) > 0) {
+    int r = p && text ? 0 : -ENOMEM, got = 0;
+    while (r == 0 && (got = sfctl_read_line(in, text, line + 1, err, errlen)) > 0) {
         line++;
         if (!sf_is_blank(text))
             break;
     }
-    if (r == 0 && got <= 0)
+    if (r == 0 && got < 0)
+        r = got;
+    if (r == 0 && got == 0)
         r = sfctl_fail_at(err, errlen, line + 1, 1, "empty file");
     if (r == 0) {
         split_line(text, &header);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "replay.h"
+#include <stagefrontier/bounded_line.h>
 
 int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char *fmt, ...)
 {
@@ -23,6 +24,27 @@ int sfctl_fail_at(char *err, size_t errlen, size_t line, size_t col, const char 
     va_end(ap);
     snprintf(err, errlen, "%zu:%zu: %s", line, col, msg);
     return -EINVAL;
+}
+
+int sfctl_read_line(FILE *in, char *buf, size_t line, char *err, size_t errlen)
+{
+    size_t len;
+    switch (sf_read_line(in, buf, REPLAY_MAX_LINE + 1, &len)) {
+    case SF_LINE_OK:
+        return 1;
+    case SF_LINE_EOF:
+        return 0;
+    case SF_LINE_TOO_LONG:
+        return sfctl_fail_at(err, errlen, line, 1, "line longer than %u bytes: refused",
+                             REPLAY_MAX_LINE);
+    case SF_LINE_NUL:
+        return sfctl_fail_at(err, errlen, line, len + 1, "NUL byte: not a text file");
+    case SF_LINE_ERROR:
+        break;
+    }
+    int e = errno ? errno : EIO;
+    snprintf(err, errlen, "%zu:1: %s", line, strerror(e));
+    return -e;
 }
 
 struct replay_part *sfctl_input_add_part(struct replay_input *in)

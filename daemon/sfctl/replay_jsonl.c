@@ -14,8 +14,6 @@
 #include "replay.h"
 #include "strutil.h"
 
-#define JSONL_MAX_LINE (1u << 20)
-
 static int add_window(struct replay_part *p, const sf_window_meta *meta)
 {
     if (p->n_windows == p->cap_windows) {
@@ -136,17 +134,16 @@ int sfctl_read_jsonl(FILE *in, const sf_gates *gates, struct replay_input *ret, 
 {
     struct replay_input input = {0};
     struct jsonl_state st = {.input = &input, .gates = *gates};
-    char *text = NULL;
-    size_t cap = 0, line = 0;
-    ssize_t n;
-    int r = 0;
-    while (r == 0 && (n = getline(&text, &cap, in)) > 0) {
+    char *text = malloc(REPLAY_MAX_LINE + 1);
+    size_t line = 0;
+    int r = text ? 0 : -ENOMEM, got = 0;
+    while (r == 0 && (got = sfctl_read_line(in, text, line + 1, err, errlen)) > 0) {
         line++;
-        if ((size_t)n > JSONL_MAX_LINE)
-            r = sfctl_fail_at(err, errlen, line, 1, "line longer than %u bytes", JSONL_MAX_LINE);
-        else if (!sf_is_blank(text))
+        if (!sf_is_blank(text))
             r = on_line(&st, text, line, err, errlen);
     }
+    if (r == 0 && got < 0)
+        r = got;
     free(text);
     if (r == 0)
         r = check_parts(&input, line, err, errlen);

@@ -19,6 +19,7 @@
 #include "sfctl.h"
 #include "sfctl_args.h"
 #include "sfctl_live.h"
+#include "text_escape.h"
 
 /* Parses [--json] and, exactly when takes_job, one JOB argument. */
 static int simple_args(int argc, char **argv, const char *usage, bool takes_job, bool *ret_json,
@@ -45,6 +46,71 @@ static int simple_args(int argc, char **argv, const char *usage, bool takes_job,
     return SFCTL_EXIT_OK;
 }
 
+static json_t *escaped_string(const char *s, size_t len)
+{
+    size_t need = sf_text_escape(s, len, NULL, 0) + 1;
+    char *buf = malloc(need);
+    json_t *v = NULL;
+    if (buf != NULL) {
+        sf_text_escape(s, len, buf, need);
+        v = json_string(buf);
+    }
+    free(buf);
+    return v;
+}
+
+/* Every string of sfd's answer, keys included, is outside text (job ids,
+ * capture paths and errors, host names): escaped once here, so no table
+ * prints a control byte. 0, or -1 when out of memory. */
+static int escape_tree(json_t *v)
+{
+    size_t i;
+    json_t *item;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, item)
+        {
+            if (json_is_string(item)) {
+                if (!sf_text_is_clean(json_string_value(item), json_string_length(item)) &&
+                    json_array_set_new(
+                        v, i, escaped_string(json_string_value(item), json_string_length(item))) !=
+                        0)
+                    return -1;
+            } else if (escape_tree(item) != 0) {
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (!json_is_object(v))
+        return 0;
+    const char *key;
+    void *tmp;
+    json_object_foreach_safe(v, tmp, key, item)
+    {
+        if (json_is_string(item) &&
+            !sf_text_is_clean(json_string_value(item), json_string_length(item))) {
+            if (json_object_set_new(
+                    v, key, escaped_string(json_string_value(item), json_string_length(item))) != 0)
+                return -1;
+            item = json_object_get(v, key);
+        } else if (escape_tree(item) != 0) {
+            return -1;
+        }
+        if (!sf_text_is_clean(key, strlen(key))) {
+            char *clean = malloc(SF_TEXT_ESCAPED_SIZE(strlen(key)));
+            int r = clean ? 0 : -1;
+            if (clean != NULL) {
+                sf_text_escape(key, strlen(key), clean, SF_TEXT_ESCAPED_SIZE(strlen(key)));
+                r = json_object_set(v, clean, item) != 0 || json_object_del(v, key) != 0 ? -1 : 0;
+            }
+            free(clean);
+            if (r != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 int sfctl_ask(const struct sfctl_request *req, json_t **ret_json, char **ret_text)
 {
     char *text;
@@ -56,6 +122,12 @@ int sfctl_ask(const struct sfctl_request *req, json_t **ret_json, char **ret_tex
     json_t *o = json_loadb(text, len, 0, &err);
     if (o == NULL) {
         fprintf(stderr, "sfctl: malformed answer from sfd: %s\n", err.text);
+        free(text);
+        return SFCTL_EXIT_INTERNAL;
+    }
+    if (escape_tree(o) != 0) {
+        fprintf(stderr, "sfctl: out of memory\n");
+        json_decref(o);
         free(text);
         return SFCTL_EXIT_INTERNAL;
     }

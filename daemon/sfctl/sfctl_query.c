@@ -17,6 +17,7 @@
 #include "query.pb-c.h"
 #include "sfctl.h"
 #include "sfctl_live.h"
+#include "text_escape.h"
 
 #define ANSWER_MAX (512u << 20) /* refuse answers past this size */
 #define TIMEOUT_MS 30000
@@ -118,13 +119,18 @@ static int exit_for_status(int32_t status)
     }
 }
 
-/* The daemon's refusal, naming the job the caller asked about. */
-static void print_refusal(const struct sfctl_request *req, const char *msg)
+/* The daemon's refusal, naming the job the caller asked about; both are
+ * escaped (text_escape.h) before they reach the terminal. */
+static void print_refusal(const struct sfctl_request *req, const char *raw_msg)
 {
-    if (req->job_id != NULL && req->job_id[0] != '\0')
-        fprintf(stderr, "sfctl: job '%s': %s\n", req->job_id, msg);
-    else
+    char msg[SF_TEXT_ESCAPED_SIZE(512)], job[SF_TEXT_ESCAPED_SIZE(256)];
+    sf_text_escape(raw_msg, strnlen(raw_msg, 512), msg, sizeof msg);
+    if (req->job_id != NULL && req->job_id[0] != '\0') {
+        sf_text_escape(req->job_id, strnlen(req->job_id, 256), job, sizeof job);
+        fprintf(stderr, "sfctl: job '%s': %s\n", job, msg);
+    } else {
         fprintf(stderr, "sfctl: %s\n", msg);
+    }
 }
 
 /* Reads one response datagram; appends its chunk. 1: more follow, 0: done. */

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "sfd.h"
+#include "text_escape.h"
 
 static int log_level = SFD_LOG_INFO;
 static bool log_journal;
@@ -41,16 +42,25 @@ void sfd_log_set_level(int level)
     log_level = level;
 }
 
+/* Messages carry outside text (job ids, capture paths and errors, host
+ * names): escaped whole, so no byte of it reaches a terminal or forges a
+ * line. */
 void sfd_log(int level, const char *job, const char *fmt, ...)
 {
-    char msg[1024];
+    char raw[1024], msg[SF_TEXT_ESCAPED_SIZE(1024)], job_text[SF_TEXT_ESCAPED_SIZE(256)];
     va_list ap;
 
     if (level > log_level)
         return;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int n = vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof raw ? (size_t)n : sizeof raw - 1;
+    sf_text_escape(raw, len, msg, sizeof msg);
+    if (job != NULL) {
+        sf_text_escape(job, strnlen(job, 256), job_text, sizeof job_text);
+        job = job_text;
+    }
     if (log_journal) {
         if (job != NULL)
             sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=sfd",

@@ -93,6 +93,49 @@ expect no-rank 3 "no rank: the trace carries no distributedInfo" -- kineto $data
 expect not-sqlite 3 "rank0.json: not an SQLite database" -- nsys $data/rank0.json
 /usr/bin/python3 -c "import sqlite3; sqlite3.connect('$out/other.sqlite').execute('create table t (x)')"
 expect no-nvtx 3 "other.sqlite: no NVTX_EVENTS table" -- nsys "$out/other.sqlite"
+# Hostile schemas: views and triggers are refused before any query runs, a
+# generated column is cut at the value limit, a join that makes each event
+# scan a table stops at the total work budget, one event that scans 2 million
+# strings at the per-row budget; each fails within 5 seconds.
+hostile() {  # KIND MESSAGE
+    /usr/bin/python3 tests/import/make_hostile_nsys.py "$out/$1.sqlite" "$1"
+    local t0 t1
+    t0=$(date +%s%N)
+    expect "hostile-$1" 3 "$1.sqlite: $2" -- nsys --rank-from '(0)' "$out/$1.sqlite"
+    t1=$(date +%s%N)
+    [ $(((t1 - t0) / 1000000)) -lt 5000 ] && ok || bad "hostile-$1 took $(((t1 - t0) / 1000000)) ms"
+}
+hostile recursive-view "StringIds is a view, not a table: sfctl import reads tables only"
+hostile huge-view "StringIds is a view, not a table"
+hostile trigger "NVTX_EVENTS has a trigger (steal)"
+hostile huge-column "reading NVTX_EVENTS: a value longer than 1048576 bytes: refused"
+hostile quadratic "reading NVTX_EVENTS: more than "
+grep -q "steps of work in total for a file of this size: refused" "$out/stderr" && ok || bad "quadratic: $(cat "$out/stderr")"
+hostile heavy-row "reading NVTX_EVENTS: more than 10000000 steps of work for one row: refused"
+rm -f "$out/heavy-row.sqlite"
+
+# Bounded readers: a 100 MB name in a trace and a 100 MB line in a mapping
+# file are cut or refused while they are read; peak RSS stays under 64 MiB.
+small_rss() {  # NAME ARGS...
+    local name=$1
+    shift
+    /usr/bin/time -f '%M' -o "$out/rss" "$sfctl" import "$@" >/dev/null 2>&1
+    local kb
+    kb=$(tail -1 "$out/rss")
+    [ "$kb" -lt 65536 ] && ok || bad "$name: peak RSS $kb KB"
+}
+if [ -x /usr/bin/time ]; then
+    { printf '{"traceEvents": [{"name": "'; head -c 100000000 /dev/zero | tr '\0' 'x'
+      printf '", "ph": "X", "ts": 1, "dur": 2}]}'; } >"$out/longname.json"
+    small_rss long-name kineto "$out/longname.json"
+    rm -f "$out/longname.json"
+    { echo "[steps]"; head -c 100000000 /dev/zero | tr '\0' 'x'; echo; } >"$out/long.ini"
+    expect long-map-line 3 "long.ini: line 2: malformed line" -- kineto --map "$out/long.ini" $data/rank0.json
+    small_rss long-map-line kineto --map "$out/long.ini" $data/rank0.json
+    rm -f "$out/long.ini"
+else
+    echo "SKIP bounded readers: /usr/bin/time is missing"
+fi
 
 # ---- inputs that do not fit together: exit 7 ----
 expect missing-rank 0 "ranks missing from the 1 traces (world size 2): 1; the rows cover the 1 ranks traced" -- \

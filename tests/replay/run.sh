@@ -28,6 +28,33 @@ while IFS='|' read -r file rc msg; do
     expect "$file" "$rc" "sfctl replay: tests/replay/bad/$msg" -- --warmup-steps 0 "tests/replay/bad/$file"
 done < tests/replay/cases.txt
 
+# A 100 MB line is refused at the line limit while it is read: sfctl's
+# peak RSS stays far below the line (it grew to the line before).
+long_line() {  # NAME FILE MESSAGE
+    "$sfctl" replay --warmup-steps 0 "$2" >"$out/stdout" 2>"$out/stderr"
+    local rc=$?
+    if [ "$rc" = 3 ] && grep -qF -- "$3" "$out/stderr"; then ok; else bad "$1: exit $rc ($(cat "$out/stderr"))"; fi
+    /usr/bin/time -f '%M' -o "$out/rss" "$sfctl" replay --warmup-steps 0 "$2" >/dev/null 2>&1
+    local kb
+    kb=$(tail -1 "$out/rss")
+    [ "$kb" -lt 65536 ] && ok || bad "$1: peak RSS $kb KB for a refused 100 MB line"
+}
+if [ -x /usr/bin/time ]; then
+    { head -3 docs/examples/displacement.csv; head -c 100000000 /dev/zero | tr '\0' '1'; echo; } >"$out/long.csv"
+    long_line long-csv-line "$out/long.csv" "long.csv:4:1: line longer than 1048576 bytes: refused"
+    { head -c 100000000 /dev/zero | tr '\0' ' '; echo; } >"$out/long.jsonl"
+    long_line long-jsonl-line "$out/long.jsonl" "long.jsonl:1:1: line longer than 1048576 bytes: refused"
+    rm -f "$out/long.csv" "$out/long.jsonl"
+else
+    echo "SKIP long-line RSS: /usr/bin/time is missing"
+fi
+# A message that quotes the file escapes its control bytes (text_escape.h).
+printf 'step,rank,a_cpu_wall,step.other_cpu_wall,step_wall\n0,0,x\033[2J,1,1\n' >"$out/esc.csv"
+expect escaped-quote 3 'esc.csv:2:5: not a number (a_cpu_wall): "x\x1b[2J"' -- --warmup-steps 0 "$out/esc.csv"
+if grep -q $'\033' "$out/stderr"; then bad "escaped-quote: a raw ESC on stderr"; else ok; fi
+printf 'step,rank,a_cpu_wall,step.other_cpu_wall,step_wall\n0,0,0.1\0,0,0.1\n' >"$out/nul.csv"
+expect nul-byte 3 "nul.csv:2:8: NUL byte: not a text file" -- --warmup-steps 0 "$out/nul.csv"
+
 golden displacement-text tests/replay/golden/displacement.txt -- docs/examples/displacement.csv
 golden displacement-json tests/replay/golden/displacement.json -- --json docs/examples/displacement.csv
 golden roles-json tests/replay/golden/roles.json -- --json docs/examples/roles.jsonl

@@ -96,6 +96,23 @@ def command(p, line):
     return p.stdout.readline().decode().strip()
 
 
+def terminal_escapes(sfd, peer):
+    """A reply's path carries terminal escapes: `sfctl captures` and the log
+    show them as \\xNN (text_escape.h), never the raw bytes."""
+    cid = capture(sfd, "hp", "--ranks", "0", "--steps", "4")
+    check(command(peer, "recv") == "request %d 4" % cid, "rank 0 got no second request")
+    path = "/run/\x1b[2J\x1b]0;owned\x07\x9b31mtrace.json"
+    check(command(peer, "reply %d accepted" % cid) == "ok", "accept")
+    check(command(peer, "reply %d done %s" % (cid, path)) == "ok", "done")
+    wait_for(lambda: sfd.capture_settled("hp", cid), "capture %d done" % cid)
+    shown = sfd.sfctl("captures", "hp").stdout
+    want = rb"/run/\x1b[2J\x1b]0;owned\x07\xc2\x9b31mtrace.json"
+    check(want in shown and b"\x1b" not in shown and b"\x07" not in shown,
+          "sfctl captures shows the raw path: %r" % shown)
+    wait_for(lambda: want.decode() in sfd.logtext(), "the escaped path in the log")
+    check("\x1b" not in sfd.logtext(), "a raw ESC byte in the log")
+
+
 def hostile(sfd):
     peers = [spawn(sfd, job="hp", rank=r, world=2, steps=10, batch=10, mode="capture-peer")
              for r in (0, 1)]
@@ -127,6 +144,8 @@ def hostile(sfd):
         check(sfd.capture_settled("hp", cid)["ranks"][0]["path"] == "/run/trace.json.gz",
               "a late reply changed the result")
 
+        terminal_escapes(sfd, peers[0])
+
         hb = sfd.rejected("heartbeat")
         check(command(peers[0], "heartbeat 12 40") == "ok", "bad heartbeat sent")
         check(command(peers[0], "heartbeat 12 1") == "ok", "good heartbeat sent")
@@ -150,7 +169,7 @@ def hostile(sfd):
     sfd.sfctl("capture", "hp", "--ranks", "0", user="nobody", check_rc=5)
     sfd.sfctl("captures", "0/hp", user="nobody", check_rc=6)
     check(sfd.rejected("query_denied") == denied + 2, "denials counted")
-    check(len(sfd.captures("hp")) == 1, "a denied request made a capture")
+    check(len(sfd.captures("hp")) == 2, "a denied request made a capture")
     # Bad arguments never reach the daemon's state.
     sfd.sfctl("capture", "hp", "--ranks", "0,x", check_rc=2)
     sfd.sfctl("capture", "hp", "--ranks", "9", check_rc=2)     # sfd: out of the world size
