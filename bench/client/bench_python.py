@@ -4,7 +4,12 @@ with a bare `with nullcontext()` and an empty loop, in one run. Also the
 cost per bucket of stagefrontier.ddp_comm_hook: the wrapper around an inner
 hook against calling that inner hook directly, on a stand-in bucket whose
 is_last() is a plain method (torch's GradBucket.is_last is a bound C++
-method of similar cost).
+method of similar cost). And the three marks of a synchronizing collective
+(arrival, issue, completion through the future's callback), per step: a
+step with one synchronizing stage whose inner hook (or wrapped collective)
+returns a completed torch.futures.Future, through the DDP hook wrapper and
+through `with rec.sync() as s: s.issued(fut)`, against the same step calling
+the inner hook bare; needs torch (skipped without it).
 
 Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/client/bench_python.py [N]
 """
@@ -89,6 +94,60 @@ def make_hook_wrapped(hook, bucket):
     return run
 
 
+def future_hook(state, bucket):
+    import torch
+    f = torch.futures.Future()
+    f.set_result(bucket)
+    return f
+
+
+def make_marks_bare(rec, bucket):
+    def run(n):
+        for _ in range(n):
+            with rec.step(), rec.stage("model.backward_cpu_wall"):
+                future_hook(None, bucket)
+    return run
+
+
+def make_marks_hook(rec, hook, bucket):
+    def run(n):
+        for _ in range(n):
+            with rec.step(), rec.stage("model.backward_cpu_wall"):
+                hook(None, bucket)
+    return run
+
+
+def make_marks_sync(rec, bucket):
+    def run(n):
+        for _ in range(n):
+            with rec.step(), rec.stage("model.backward_cpu_wall"):
+                with rec.sync() as s:
+                    s.issued(future_hook(None, bucket))
+    return run
+
+
+def three_marks(d, n):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("three marks: skipped (no torch)")
+        return
+    rec = sf.Recorder(job_id="bench", socket=os.path.join(d, "absent.sock"), rank=0,
+                      world_size=1, sync_stages=["model.backward_cpu_wall"])
+    hook, last = sf.ddp_comm_hook(rec, future_hook), Bucket(True)
+    n = max(n // 10, 1000)
+    bare = per_iter(make_marks_bare(rec, last), n)
+    wrapped = per_iter(make_marks_hook(rec, hook, last), n)
+    synced = per_iter(make_marks_sync(rec, last), n)
+    print("%-36s %8.3f us" % ("step, inner hook bare", bare))
+    print("%-36s %8.3f us" % ("step, DDP hook wrapper (3 marks)", wrapped))
+    print("%-36s %8.3f us" % ("step, rec.sync() + issued() (3 marks)", synced))
+    print("three marks per step: +%.3f us (hook, %.3f x bare), +%.3f us (rec.sync(), %.3f x bare)"
+          % (wrapped - bare, wrapped / bare, synced - bare, synced / bare))
+    print("stats (three marks):", rec.stats())
+    rec.close()
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     d = tempfile.mkdtemp(prefix="sfbench-")
@@ -115,6 +174,7 @@ def main():
     print("hook per bucket: +%.3f us (not last), +%.3f us (last)" % (mid - direct, last - direct))
     print("stats (hook recorder):", rec2.stats())
     rec2.close()
+    three_marks(d, n)
     print("stats:", rec.stats())
     rec.close()
     os.rmdir(d)

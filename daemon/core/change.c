@@ -888,6 +888,8 @@ int sf__change_of_parts(const sf_reference *ref, const sf_summary *const *parts,
         rc = suspects_dense(c, summary, ref, &w, gates, &own);
     else if (c->n_route > 0 && cohorts != SF_COHORTS_INCONSISTENT)
         rc = suspects_top2(c, &w, gates);
+    if (rc == 0)
+        rc = sf__comm_change(c, ref, summary, gates);
     if (rc < 0)
         goto fail;
     bool filled = own.z != NULL; /* every own-work stage's block of fresh */

@@ -96,6 +96,23 @@ static sf_comm_summary *comm_alloc(uint32_t n_sync, const uint32_t *sync_stage, 
     return c;
 }
 
+int sf_comm_summary_alloc(const sf_schema *schema, uint32_t n_steps, uint32_t n_ranks,
+                          sf_comm_summary **ret)
+{
+    *ret = NULL;
+    uint32_t sync[SF_MAX_STAGES];
+    uint32_t J = sync_stages(schema, sync);
+    if (J == 0)
+        return -EINVAL;
+    *ret = comm_alloc(J, sync, n_steps, n_ranks);
+    return *ret ? 0 : -ENOMEM;
+}
+
+void sf_comm_summary_free(sf_comm_summary *c)
+{
+    sf__comm_free(c);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

@@ -310,6 +310,11 @@ void sf__comm_free(sf_comm_summary *c);
 size_t sf__comm_bytes(const sf_comm_summary *c);
 int sf__comm_verdict(const sf_summary *s, const sf_gates *g, sf_comm_verdict *ret);
 /* The verdict as the window's straggler, its origin the communication. */
+/* The issue-lag baseline of a reference, and the communication test of a
+ * window against it (daemon/core/comm_change.c). */
+int sf__comm_reference_collect(sf_reference *ref, const sf_summary *const *w, uint32_t n);
+int sf__comm_change(sf_change *c, const sf_reference *ref, const sf_summary *s,
+                    const sf_gates *gates);
 void sf__comm_as_straggler(const sf_comm_verdict *v, sf_straggler *ret);
 
 #endif

@@ -25,6 +25,7 @@ void sf_reference_free(sf_reference *ref)
     free(ref->median_ns);
     free(ref->lead_steps);
     free(ref->contrast_ns);
+    free(ref->comm_lag_ns);
     sf__reference_columns_free(ref->columns);
     free(ref);
 }
@@ -417,6 +418,8 @@ int sf_reference_build(const sf_summary *const *windows, uint32_t n, sf_referenc
         ref->windows[j] = windows[j]->meta.index;
     ref->segment = windows[n - 1]->meta.segment;
     int rc = collect_advances(ref, windows, n);
+    if (rc == 0)
+        rc = sf__comm_reference_collect(ref, windows, n);
     if (rc == 0 && dense)
         rc = collect_ranks(ref, windows, n);
     if (rc < 0) {

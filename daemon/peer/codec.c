@@ -23,8 +23,11 @@ typedef struct enc {
     Stagefrontier__StepSummary *steps;
     Stagefrontier__StepSummary **step_ptrs;
     Stagefrontier__DenseRows dense;
+    Stagefrontier__CommSummary comm;
     int64_t *i64;
     uint32_t *u32;
+    int64_t *comm_i64;  /* the communication top-2 values */
+    uint32_t *comm_u32; /* and their ranks */
 } enc;
 
 /* ---- the job key ------------------------------------------------------- */
@@ -63,6 +66,8 @@ void sfd_peer_summary_msg_free(Stagefrontier__Summary *m)
     free(e->step_ptrs);
     free(e->i64);
     free(e->u32);
+    free(e->comm_i64);
+    free(e->comm_u32);
     free(e);
 }
 
@@ -118,6 +123,41 @@ static void encode_dense(const sf_summary *s, enc *e)
     o->present.len = cells;
     o->present.data = d->present;
     e->msg.dense = o;
+}
+
+static int encode_comm(const sf_comm_summary *c, enc *e)
+{
+    Stagefrontier__CommSummary *o = &e->comm;
+    stagefrontier__comm_summary__init(o);
+    size_t cells = (size_t)c->n_steps * c->n_sync;
+    e->comm_i64 = malloc((2 * cells + 1) * sizeof *e->comm_i64);
+    e->comm_u32 = malloc((2 * cells + 1) * sizeof *e->comm_u32);
+    if (e->comm_i64 == NULL || e->comm_u32 == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < cells; i++) {
+        const sf_top2 *t = &c->lag_top2[i];
+        e->comm_i64[2 * i] = t->v1;
+        e->comm_i64[2 * i + 1] = t->v2;
+        e->comm_u32[2 * i] = t->r1;
+        e->comm_u32[2 * i + 1] = t->r2;
+    }
+    o->n_steps = c->n_steps;
+    o->steps = c->steps;
+    o->n_lag_top2 = o->n_lag_top2_ranks = 2 * cells;
+    o->lag_top2 = e->comm_i64;
+    o->lag_top2_ranks = e->comm_u32;
+    o->n_marked = cells;
+    o->marked = c->marked;
+    o->n_ranks = c->n_ranks;
+    o->ranks = c->ranks;
+    o->n_rank_max = o->n_rank_median = (size_t)c->n_ranks * c->n_sync;
+    o->rank_max = c->rank_max;
+    o->rank_median = c->rank_median;
+    o->has_rows = o->has_marked_rows = true;
+    o->rows = c->rows;
+    o->marked_rows = c->marked_rows;
+    e->msg.comm = o;
+    return 0;
 }
 
 static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
@@ -197,6 +237,10 @@ int sfd_peer_summary_encode(const sf_summary *s, const sfd_window_key *key,
     m->coverage = cov;
     if (s->dense != NULL)
         encode_dense(s, e);
+    if (s->comm != NULL && encode_comm(s->comm, e) < 0) {
+        sfd_peer_summary_msg_free(m);
+        return -ENOMEM;
+    }
     *ret = m;
     return 0;
 }
@@ -434,6 +478,83 @@ static int decode_dense(const Stagefrontier__DenseRows *o, sf_summary *s)
     return 0;
 }
 
+/* One step's top-2 of issue lags: absent, one rank, or two distinct ranks,
+ * all covered, as many as the rows that carried a mark. */
+static bool comm_top2_ok(const sf_top2 *t, uint32_t marked, const sf_summary *s)
+{
+    bool none1 = t->v1 == INT64_MIN && t->r1 == SF_NO_RANK;
+    bool none2 = t->v2 == INT64_MIN && t->r2 == SF_NO_RANK;
+    if (none1)
+        return none2 && marked == 0;
+    if (!in_range(t->v1, 0, SF_MAX_DURATION_NS) || !covered(s, t->r1))
+        return false;
+    if (none2)
+        return marked == 1;
+    return marked >= 2 && in_range(t->v2, 0, t->v1) && covered(s, t->r2) && t->r2 != t->r1;
+}
+
+/* A rank's maximum and median lag: both absent, or 0 <= median <= max. */
+static bool comm_rank_ok(int64_t max, int64_t median)
+{
+    if (max == SF_NULL_NS || median == SF_NULL_NS)
+        return max == median;
+    return in_range(max, 0, SF_MAX_DURATION_NS) && in_range(median, 0, max);
+}
+
+static int comm_shape_ok(const Stagefrontier__CommSummary *o, const sf_summary *s, size_t J,
+                         uint64_t n_covered)
+{
+    size_t T = o->n_steps, R = o->n_ranks;
+    if (T > SF_MAX_WINDOW_STEPS || R > n_covered || o->n_lag_top2 != 2 * T * J ||
+        o->n_lag_top2_ranks != 2 * T * J || o->n_marked != T * J || o->n_rank_max != R * J ||
+        o->n_rank_median != R * J || o->marked_rows > o->rows || o->rows > (uint64_t)T * n_covered)
+        return -EBADMSG;
+    for (size_t t = 0; t < T; t++)
+        if (o->steps[t] < 0 || (t > 0 && o->steps[t] <= o->steps[t - 1]))
+            return -EBADMSG;
+    for (size_t i = 0; i < R; i++)
+        if ((i > 0 && o->ranks[i] <= o->ranks[i - 1]) || !covered(s, o->ranks[i]))
+            return -EBADMSG;
+    for (size_t i = 0; i < T * J; i++)
+        if (o->marked[i] > n_covered)
+            return -EBADMSG;
+    for (size_t i = 0; i < R * J; i++)
+        if (!comm_rank_ok(o->rank_max[i], o->rank_median[i]))
+            return -EBADMSG;
+    return 0;
+}
+
+static int decode_comm(const Stagefrontier__CommSummary *o, sf_summary *s)
+{
+    if (s->schema.sync_mask == 0)
+        return -EBADMSG; /* a communication part without synchronizing stages */
+    size_t J = (size_t)__builtin_popcountll(s->schema.sync_mask);
+    int r;
+    if ((r = comm_shape_ok(o, s, J, sf_summary_covered_ranks(s))) < 0)
+        return r;
+    for (size_t i = 0; i < o->n_steps * J; i++) {
+        sf_top2 t = {o->lag_top2[2 * i], o->lag_top2[2 * i + 1], o->lag_top2_ranks[2 * i],
+                     o->lag_top2_ranks[2 * i + 1]};
+        if (!comm_top2_ok(&t, o->marked[i], s))
+            return -EBADMSG;
+    }
+    sf_comm_summary *c = NULL;
+    if ((r = sf_comm_summary_alloc(&s->schema, (uint32_t)o->n_steps, (uint32_t)o->n_ranks, &c)) < 0)
+        return r;
+    for (size_t i = 0; i < o->n_steps * J; i++)
+        c->lag_top2[i] = (sf_top2){o->lag_top2[2 * i], o->lag_top2[2 * i + 1],
+                                   o->lag_top2_ranks[2 * i], o->lag_top2_ranks[2 * i + 1]};
+    memcpy(c->steps, o->steps, o->n_steps * sizeof *c->steps);
+    memcpy(c->marked, o->marked, o->n_marked * sizeof *c->marked);
+    memcpy(c->ranks, o->ranks, o->n_ranks * sizeof *c->ranks);
+    memcpy(c->rank_max, o->rank_max, o->n_rank_max * sizeof *c->rank_max);
+    memcpy(c->rank_median, o->rank_median, o->n_rank_median * sizeof *c->rank_median);
+    c->rows = o->rows;
+    c->marked_rows = o->marked_rows;
+    s->comm = c;
+    return 0;
+}
+
 static int decode_body(const Stagefrontier__Summary *m, sf_summary *s)
 {
     size_t S = s->schema.n_stages, C = s->cand.n;
@@ -457,6 +578,8 @@ static int decode_body(const Stagefrontier__Summary *m, sf_summary *s)
     s->event_cpu_ns = m->event_cpu_ns;
     s->event_gpu_ns = m->event_gpu_ns;
     s->merge_conflicts = m->merge_conflicts;
+    if (m->comm != NULL && (r = decode_comm(m->comm, s)) < 0)
+        return r;
     if (m->dense != NULL)
         return decode_dense(m->dense, s);
     return 0;

@@ -86,12 +86,27 @@ static json_t *suspects_json(const sf_change *c)
     return a;
 }
 
+/* The communication test (docs/CHANGE.md, "Communication"), null where not
+ * tested. */
+static json_t *comm_change_json(const sf_report *r, const sf_change *c)
+{
+    const sf_comm_change *m = &c->comm;
+    if (!m->tested)
+        return json_null();
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:b, s:I, s:I, s:I}", "sync_stage",
+                     r->schema.names[m->sync_stage], "delta_s", seconds(m->shift.delta_ns),
+                     "ci_low_s", seconds(m->shift.ci_low_ns), "ci_high_s",
+                     seconds(m->shift.ci_high_ns), "p_value", real_or_null(m->shift.p_value),
+                     "significant", m->significant, "rank", (json_int_t)m->rank, "led_steps",
+                     (json_int_t)m->led_steps, "eligible_steps", (json_int_t)m->eligible_steps);
+}
+
 json_t *sf_change_to_json(const sf_report *r)
 {
     const sf_change *c = r->change;
     if (c == NULL)
         return json_null();
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "baseline",
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:o}", "baseline",
                      windows_json(c->baseline_windows, c->baseline_n_windows, c->baseline_steps),
                      "measured", windows_json(c->measured_windows, c->n_measured, c->steps),
                      "step_delta_s", seconds(c->step.delta_ns), "step_ci_low_s",
@@ -99,7 +114,8 @@ json_t *sf_change_to_json(const sf_report *r)
                      "slowdown", real_or_null(c->slowdown), "min_effect_s",
                      seconds(c->min_effect_ns), "stages", stages_json(r, c), "route",
                      route_json(r, c), "suspect_ranks", suspects_json(c), "suspect_basis",
-                     c->suspects_dense ? "rank_change" : "top2_leaders");
+                     c->suspects_dense ? "rank_change" : "top2_leaders", "communication",
+                     comm_change_json(r, c));
 }
 
 json_t *sf_whatif_to_json(const sf_report *r)

@@ -16,15 +16,16 @@
 #include "byte_codec.h"
 #include "history_codec.h"
 
-#define CODEC_MAGIC_V2 0x32525453u /* "STR2": STR1 plus arrival points */
-#define CODEC_MAGIC_V3 0x33525453u /* "STR3": STR2, then the change and what-if */
-#define CODEC_MAGIC_V4 0x34525453u /* "STR4": STR3, the change's own-work tests */
-#define CODEC_MAGIC_V5 0x35525453u /* "STR5": STR4, then the window's wall clock */
-#define CODEC_MAGIC_V6 0x36525453u /* "STR6": STR5, then the change's sync floor tests */
-#define CODEC_MAGIC_V7 0x37525453u /* "STR7": STR6, then the windows the change measured */
-#define CODEC_MAGIC_V8 0x38525453u /* "STR8": STR7, then the change's share delays */
-#define CODEC_MAGIC_V9 0x39525453u /* "STR9": STR8, then the stall */
-#define CODEC_MAGIC 0x30315453u    /* "ST10": STR9, then the communication verdict */
+#define CODEC_MAGIC_V2 0x32525453u  /* "STR2": STR1 plus arrival points */
+#define CODEC_MAGIC_V3 0x33525453u  /* "STR3": STR2, then the change and what-if */
+#define CODEC_MAGIC_V4 0x34525453u  /* "STR4": STR3, the change's own-work tests */
+#define CODEC_MAGIC_V5 0x35525453u  /* "STR5": STR4, then the window's wall clock */
+#define CODEC_MAGIC_V6 0x36525453u  /* "STR6": STR5, then the change's sync floor tests */
+#define CODEC_MAGIC_V7 0x37525453u  /* "STR7": STR6, then the windows the change measured */
+#define CODEC_MAGIC_V8 0x38525453u  /* "STR8": STR7, then the change's share delays */
+#define CODEC_MAGIC_V9 0x39525453u  /* "STR9": STR8, then the stall */
+#define CODEC_MAGIC_V10 0x30315453u /* "ST10": STR9, then the communication verdict */
+#define CODEC_MAGIC 0x31315453u     /* "ST11": ST10, then the change's communication test */
 
 /* ---- encoder --------------------------------------------------------------- */
 
@@ -283,6 +284,22 @@ static void put_comm(struct enc *e, const sf_report *r)
     put_i64(e, c->others_median_ns);
 }
 
+/* The change's communication test (ST11), last, only with a change: every
+ * field, tested or not, so that a decoded change is the same bytes. */
+static void put_change_comm(struct enc *e, const sf_change *c)
+{
+    if (c == NULL)
+        return;
+    const sf_comm_change *cc = &c->comm;
+    put_u32(e, cc->tested);
+    put_u32(e, cc->sync_stage);
+    put_shift(e, &cc->shift);
+    put_u32(e, cc->rank);
+    put_u32(e, cc->led_steps);
+    put_u32(e, cc->eligible_steps);
+    put_u32(e, cc->significant);
+}
+
 /* The sync floor tests (STR6), after the wall clock, only with a change. */
 static void put_change_floors(struct enc *e, const sf_change *c)
 {
@@ -343,6 +360,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_change_share_delays(&e, report->change);
     put_stall(&e, &report->stall);
     put_comm(&e, report);
+    put_change_comm(&e, report->change);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -805,6 +823,28 @@ static int get_comm(struct dec *d, sf_report *r)
     return 0;
 }
 
+/* The change's communication test (ST11); before it a change has none
+ * (untested, no rank). A tested one names the report's own stage and rank. */
+static int get_change_comm(struct dec *d, sf_report *r)
+{
+    sf_comm_change *cc = &r->change->comm;
+    uint32_t tested = get_u32(d);
+    cc->sync_stage = get_u32(d);
+    get_shift(d, &cc->shift);
+    cc->rank = get_u32(d);
+    cc->led_steps = get_u32(d);
+    cc->eligible_steps = get_u32(d);
+    uint32_t significant = get_u32(d);
+    if (d->bad || tested > 1 || significant > 1 || (significant && !tested) ||
+        cc->led_steps > cc->eligible_steps ||
+        (tested && (cc->sync_stage >= r->schema.n_stages ||
+                    (cc->rank >= r->meta.world_size && cc->rank != SF_NO_RANK))))
+        return -EINVAL;
+    cc->tested = tested;
+    cc->significant = significant;
+    return 0;
+}
+
 /* The stall (STR9); before it there is none. Its stage, group and rank
  * must be the report's own. */
 static int get_stall(struct dec *d, sf_report *r)
@@ -828,12 +868,12 @@ static int get_stall(struct dec *d, sf_report *r)
     return 0;
 }
 
-/* The codec version of a magic: 2 to 10, or 0 for none of ours. */
+/* The codec version of a magic: 2 to 11, or 0 for none of ours. */
 static unsigned codec_version(uint32_t magic)
 {
-    static const uint32_t magics[] = {CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4,
-                                      CODEC_MAGIC_V5, CODEC_MAGIC_V6, CODEC_MAGIC_V7,
-                                      CODEC_MAGIC_V8, CODEC_MAGIC_V9, CODEC_MAGIC};
+    static const uint32_t magics[] = {
+        CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4, CODEC_MAGIC_V5,  CODEC_MAGIC_V6,
+        CODEC_MAGIC_V7, CODEC_MAGIC_V8, CODEC_MAGIC_V9, CODEC_MAGIC_V10, CODEC_MAGIC};
     for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
         if (magic == magics[i])
             return i + 2;
@@ -880,6 +920,10 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
         rc = get_stall(&d, r);
     if (rc == 0 && version >= 10)
         rc = get_comm(&d, r);
+    if (rc == 0 && r->change != NULL && version >= 11)
+        rc = get_change_comm(&d, r);
+    else if (rc == 0 && r->change != NULL)
+        r->change->comm.rank = SF_NO_RANK; /* untested, as the core leaves it */
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

@@ -14,13 +14,16 @@
 
 /* ---- suspects and the control rank --------------------------------------------------- */
 
-/* The ranks a window implicates, best evidence first: the straggler verdict,
- * the change's suspects, the routed stage's suspects. */
+/* The ranks a window implicates, best evidence first: the straggler verdict
+ * (or the communication verdict in its place), the change's communication
+ * rank, the change's suspects, the routed stage's suspects. */
 uint32_t sfd__capture_window_suspects(const sf_report *r, uint32_t *out, uint32_t cap)
 {
     uint32_t n = 0;
     if (r->straggler.present && n < cap)
         out[n++] = r->straggler.rank;
+    if (n == 0 && r->change != NULL && r->change->comm.significant && n < cap)
+        out[n++] = r->change->comm.rank;
     if (n == 0 && r->change != NULL && r->change->n_route > 0)
         for (uint32_t i = 0; i < r->change->n_suspects && n < cap; i++)
             out[n++] = r->change->suspects[i].rank;
@@ -107,7 +110,12 @@ static const char *auto_reason(struct sfd_job *job, const sf_report *r, uint32_t
     *n_sus = 0;
     if (r->straggler.present && r->straggler.windows_in_a_row >= need) {
         sus[(*n_sus)++] = r->straggler.rank;
-        snprintf(buf, len, "straggler: rank %u arrived last at %s for %u windows",
+        /* A communication verdict names a rank that arrived on time: its
+         * trace is asked for the collective that started late. */
+        snprintf(buf, len,
+                 r->straggler.communication
+                     ? "communication: rank %u's collective in %s started late for %u windows"
+                     : "straggler: rank %u arrived last at %s for %u windows",
                  r->straggler.rank, r->schema.names[r->straggler.sync_stage],
                  r->straggler.windows_in_a_row);
         return buf;

@@ -231,6 +231,13 @@ typedef struct sf_comm_summary {
     uint64_t rows, marked_rows;      /* rows, and rows with an issue mark */
 } sf_comm_summary;
 
+/* An empty communication part shaped for schema's synchronizing stages,
+ * n_steps steps and n_ranks ranks (for a decoder to fill): its top-2s
+ * absent, its marks 0. -EINVAL without synchronizing stages. */
+int sf_comm_summary_alloc(const sf_schema *schema, uint32_t n_steps, uint32_t n_ranks,
+                          sf_comm_summary **ret);
+void sf_comm_summary_free(sf_comm_summary *c);
+
 typedef struct sf_summary {
     sf_schema schema;
     sf_window_meta meta;

@@ -48,6 +48,15 @@ typedef struct sf_reference {
     uint32_t *lead_steps;   /* [n_ranks][n_stages] complete steps led uniquely */
     int64_t *contrast_ns;   /* [n_ranks][n_stages] median contrast over complete steps;
                              * SF_NULL_NS for other stages; NULL when unknown */
+    /* The issue-lag baseline (docs/CHANGE.md, "Communication"): per
+     * synchronizing stage (comm_n_sync of them, in schema order), the
+     * largest issue lag of each baseline step where every rank carried a
+     * mark, comm_n[j] of them from comm_lag_ns + comm_at[j]. NULL when
+     * unknown (no marks, a recording): no communication test. */
+    uint32_t comm_n_sync;
+    uint32_t comm_n[SF_MAX_STAGES];
+    uint32_t comm_at[SF_MAX_STAGES];
+    int64_t *comm_lag_ns;
     /* Derived by sf_reference_finish from the advances: what the change's
      * frontier tests read of the reference on every window, sorted once.
      * Owned; opaque; NULL makes each window derive it again. */
@@ -160,6 +169,20 @@ typedef struct sf_change_suspect {
     int64_t delta_ns; /* SF_NULL_NS when only leadership is known (mergeable mode) */
 } sf_change_suspect;
 
+/* The communication test (docs/CHANGE.md, "Communication"): at each
+ * synchronizing stage, the shift of the step's largest issue lag against
+ * the baseline's; the stage with the smallest p-value is kept. */
+typedef struct sf_comm_change {
+    bool tested;         /* the baseline and the window both have eligible steps */
+    uint32_t sync_stage; /* own-work stage index of the synchronizing stage */
+    sf_shift shift;      /* of the largest issue lag per eligible step */
+    /* The rank that had the largest lag in most of the window's eligible
+     * steps, and in how many. */
+    uint32_t rank;
+    uint32_t led_steps, eligible_steps;
+    bool significant; /* p < change_alpha / synchronizing stages, delta >= comm_lag_min_s */
+} sf_comm_change;
+
 typedef struct sf_change {
     uint32_t n_stages;
     uint32_t baseline_n_windows;
@@ -177,6 +200,7 @@ typedef struct sf_change {
     bool suspects_dense;           /* false: top-2 leaders of route[0] (mergeable mode) */
     uint32_t n_suspects;
     sf_change_suspect suspects[SF_CHANGE_MAX_SUSPECTS];
+    sf_comm_change comm;
 } sf_change;
 
 /* The change of a window against the reference. -EINVAL when the reference

@@ -3,7 +3,7 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
+scenarios: exact, comm, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
            preauth, flood, forged, restart_replay, member_keys, credentials
 
 Every wait polls a real condition (a query answer, a log line, a file) under
@@ -271,12 +271,14 @@ class Cluster:
         self.wait(lambda: all(v == root for v in self.roots(nodes).values()),
                   "root %d on nodes %s" % (root, [n.id for n in nodes]), timeout)
 
-    def send(self, node, job, world, first, last, steps, seed, slow=-1, gate=None):
-        csv = os.path.join(self.tmp, "ranks-%d-%d.csv" % (first, last))
+    def send(self, node, job, world, first, last, steps, seed, slow=-1, gate=None, comm=None):
+        csv = os.path.join(self.tmp, "ranks-%s-%d-%d.csv" % (job, first, last))
         args = [self.sender, node.ingest, job, str(world), str(first), str(last), str(steps),
                 str(seed), csv, str(slow if slow >= 0 else 4294967295)]
-        if gate:
-            args.append(gate)
+        if gate or comm is not None:
+            args.append(gate or "-")
+        if comm is not None:   # issue marks; comm < 0: every rank on time
+            args.append(str(comm if comm >= 0 else 4294967295))
         p = subprocess.Popen(args, stdin=subprocess.PIPE)
         self.senders.append((p, csv))
         return p
@@ -468,6 +470,55 @@ def scenario_exact(build, fanout=8):
         raise
     finally:
         c.close()
+
+
+def scenario_comm(build):
+    """A rank that issues its all-reduce 3 ms after it arrives, on one node of
+    three: the root names it with the same communication verdict, field for
+    field, as one node that holds every rank; a clean job of the same shape
+    gets no verdict on either, with every row marked."""
+    c, one = Cluster(build, 3), Cluster(build, 1)
+    try:
+        c.start()
+        one.start()
+        c.wait_root(1)
+        one.wait_root(1)
+        world, steps, late = 6, WARMUP + 2 * WINDOW + 3, 4
+        jobs = {"comm-late": late, "comm-clean": -1}
+        for job, comm in jobs.items():
+            for i, n in enumerate(c.nodes):
+                c.send(n, job, world, 2 * i, 2 * i + 1, steps, seed=5, comm=comm)
+            one.send(one.nodes[0], job, world, 0, world - 1, steps, seed=5, comm=comm)
+        windows = [0, 1]
+        for job in jobs:
+            reports_everywhere(c, c.nodes, job, windows)
+            reports_everywhere(one, one.nodes, job, windows)
+        for job, comm in jobs.items():
+            for w in windows:
+                root = c.nodes[0].report(job, w)["communication"]
+                ref = one.nodes[0].report(job, w)["communication"]
+                check(root == ref, "%s window %d: root %r, one node %r" % (job, w, root, ref))
+                check(root["visibility"] == "seen" and root["marked_rows"] == root["rows"] > 0,
+                      "%s window %d: marks %r" % (job, w, root))
+                v = root["verdict"]
+                if comm < 0:
+                    check(v is None, "%s window %d: a verdict on a clean job: %r" % (job, w, v))
+                else:
+                    check(v is not None and v["rank"] == late and
+                          v["sync_stage"] == STAGES[2] and v["led_steps"] == v["eligible_steps"],
+                          "%s window %d: verdict %r" % (job, w, v))
+        c.finish_senders()
+        one.finish_senders()
+        c.stop_checked()
+        one.stop_checked()
+        print("comm: root and one node agree on %d windows of %d jobs" % (len(windows), len(jobs)))
+    except Exception:
+        c.dump_logs()
+        one.dump_logs()
+        raise
+    finally:
+        c.close()
+        one.close()
 
 
 def check_roles(c, nodes, root_id):

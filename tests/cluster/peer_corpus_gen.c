@@ -1,10 +1,9 @@
 /*
  * Writes the seed corpora of the peer fuzz targets: sealed frames of every
  * message type, packed summaries (mergeable and dense) and capture requests
- * and outcomes, each naming its job by the whole key (owner uid, job id,
- * incarnation), and the same with the owner or incarnation missing or out of
- * bounds. Run by hand:
- * peer_corpus_gen tests/fuzz/corpus
+ * and outcomes, a summary with a communication part, each naming its job by the whole key (owner
+ * uid, job id, incarnation), and the same with the owner or incarnation missing or out of bounds.
+ * Run by hand: peer_corpus_gen tests/fuzz/corpus
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +69,47 @@ static sf_summary *sample(bool dense)
     sf_summary_build(&sc, &meta, rows, 12, dense, &s);
     sf_schema_clear(&sc);
     return s;
+}
+
+/* A mergeable summary with a communication part: a synchronizing backward
+ * stage, 4 ranks, rank 2 issuing its all-reduce 3 ms after its arrival,
+ * rank 3 without issue marks. */
+static void comm_seed(const char *su)
+{
+    static const char *const recorded[] = {"data.next_wait", "model.fwd_loss_cpu_wall",
+                                           "model.backward_cpu_wall", "step.other_cpu_wall"};
+    sf_schema sc;
+    sf_schema_init_sync(&sc, 1, 4, recorded, NULL, 1, 1u << 2);
+    sf_window_meta meta = {.index = 3, .first_step = 320, .last_step = 419, .world_size = 4};
+    int64_t d[12 * 5], lag[12];
+    sf_row rows[12];
+    for (int i = 0; i < 12; i++) {
+        int r = i % 4;
+        lag[i] = r == 2 ? 3000000 : 40000 + 1000 * r;
+        int64_t *x = &d[i * 5];
+        x[0] = 1000000, x[1] = 10000000, x[2] = 20000000 + 1000 * i, x[4] = 2000000;
+        x[3] = 4000000;
+        rows[i] = (sf_row){.step = 320 + i / 4,
+                           .rank = (uint32_t)r,
+                           .d = x,
+                           .role = "",
+                           .issue_lag = r == 3 ? NULL : &lag[i]};
+    }
+    sf_summary *s = NULL;
+    if (sf_summary_build(&sc, &meta, rows, 12, false, &s) < 0)
+        exit(1);
+    sfd_window_key key = {.job = "job-7",
+                          .uid = SEED_UID,
+                          .incarnation = SEED_INCARNATION,
+                          .window = s->meta.index,
+                          .segment = s->meta.segment};
+    uint8_t *buf;
+    size_t len;
+    sfd_peer_summary_pack(s, &key, false, 2, &buf, &len);
+    put(su, "comm", 0xff, buf, len);
+    free(buf);
+    sf_summary_free(s);
+    sf_schema_clear(&sc);
 }
 
 /* Capture requests and outcomes: packed for fuzz_peer_capture, and sealed
@@ -288,6 +328,7 @@ int main(int argc, char **argv)
     snprintf(fr, sizeof fr, "%s/fuzz_peer_frame", argv[1]);
     snprintf(su, sizeof su, "%s/fuzz_peer_summary", argv[1]);
     catchups(fr);
+    comm_seed(su);
     for (int dense = 0; dense < 2; dense++) {
         sf_summary *s = sample(dense);
         sfd_window_key key = {.job = "job-7",

@@ -5,11 +5,17 @@
  * writes the same records as wide CSV for `sfctl replay`.
  *
  * usage: sf_cluster_sender SOCKET JOB WORLD FIRST_RANK LAST_RANK STEPS SEED CSV_OUT
- *        [SLOW_RANK] [GATE_FILE]
+ *        [SLOW_RANK] [GATE_FILE|-] [COMM_RANK]
  * With GATE_FILE, it waits before each step until the file holds a number
  * greater than or equal to that step (the test paces it without sleeps).
+ * With COMM_RANK, stage SYNC is a synchronizing stage and every record
+ * carries its arrival and issue marks: every rank issues its collective
+ * 20..80 us after it arrives, COMM_RANK 3 ms after (none when COMM_RANK is
+ * not a rank), and every rank leaves 0.5 ms after the last issue, so the
+ * stage holds the wait (no CSV row: replay has no marks).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +29,8 @@
 #include "ingest.pb-c.h"
 
 #define S 6
+#define SYNC 2 /* the synchronizing stage of COMM_RANK runs */
+#define COMM_LAG_NS 3000000
 
 static uint64_t mix(uint64_t x)
 {
@@ -43,6 +51,26 @@ static int64_t duration(uint64_t seed, int64_t step, uint32_t rank, uint32_t s, 
     return d;
 }
 
+static int64_t issue_lag(uint64_t seed, int64_t step, uint32_t rank, uint32_t comm)
+{
+    if (rank == comm)
+        return COMM_LAG_NS;
+    return 20000 + (int64_t)(mix(seed ^ 0x5eedu ^ ((uint64_t)step << 24) ^ rank) % 60000);
+}
+
+/* Where every rank leaves the synchronizing stage, from its start: 0.5 ms
+ * after the last rank of the world issued its collective. Every sender
+ * computes the same from the seed. */
+static int64_t sync_end(uint64_t seed, int64_t step, uint32_t world, uint32_t slow, uint32_t comm)
+{
+    int64_t end = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        int64_t issued = duration(seed, step, r, SYNC, slow) + issue_lag(seed, step, r, comm);
+        end = issued > end ? issued : end;
+    }
+    return end + 500000;
+}
+
 static int send_msg(int fd, const Stagefrontier__ClientMessage *m)
 {
     uint8_t buf[65536];
@@ -61,8 +89,9 @@ static int send_msg(int fd, const Stagefrontier__ClientMessage *m)
 }
 
 static int open_rank(const char *path, const char *job, uint32_t world, uint32_t rank,
-                     const sf_schema *sc)
+                     const sf_schema *sc, const sf_schema *recorded, bool comm)
 {
+    static uint32_t sync_stage = SYNC;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
@@ -76,12 +105,16 @@ static int open_rank(const char *path, const char *job, uint32_t world, uint32_t
     h.rank = rank;
     h.world_size = world;
     h.n_stage_names = S;
-    h.stage_names = (char **)sc->names;
+    h.stage_names = (char **)recorded->names; /* unsplit: sfd splits the sync stage */
     h.schema_hash = sc->hash;
     h.has_schema_version = true;
     h.schema_version = sc->version;
     h.has_pid = true;
     h.pid = (uint32_t)getpid();
+    if (comm) {
+        h.n_sync_stages = 1;
+        h.sync_stages = &sync_stage;
+    }
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
     m.hello = &h;
@@ -119,9 +152,13 @@ int main(int argc, char **argv)
     int64_t steps = atoll(argv[6]);
     uint64_t seed = strtoull(argv[7], NULL, 10);
     uint32_t slow = argc > 9 ? (uint32_t)atoi(argv[9]) : UINT32_MAX;
-    const char *gate = argc > 10 ? argv[10] : NULL;
-    sf_schema sc;
-    if (sf_schema_init_default(&sc, 1) < 0)
+    const char *gate = argc > 10 && strcmp(argv[10], "-") != 0 ? argv[10] : NULL;
+    bool comm = argc > 11;
+    uint32_t comm_rank = comm ? (uint32_t)strtoul(argv[11], NULL, 10) : UINT32_MAX;
+    sf_schema sc, def;
+    if (sf_schema_init_default(&def, 1) < 0 ||
+        sf_schema_init_sync(&sc, 1, S, (const char *const *)def.names, NULL, 1,
+                            comm ? UINT64_C(1) << SYNC : 0) < 0)
         return 1;
     FILE *csv = fopen(argv[8], "w");
     if (csv == NULL)
@@ -131,7 +168,7 @@ int main(int argc, char **argv)
     if (n > 1024)
         return 2;
     for (uint32_t i = 0; i < n; i++)
-        fds[i] = open_rank(path, job, world, first + i, &sc);
+        fds[i] = open_rank(path, job, world, first + i, &sc, &def, comm);
     for (int64_t t = 0; t < steps; t++) {
         if (gate != NULL)
             wait_gate(gate, t);
@@ -149,6 +186,16 @@ int main(int argc, char **argv)
             rec.step = t;
             rec.n_durations_ns = S;
             rec.durations_ns = d;
+            Stagefrontier__Arrival arr = STAGEFRONTIER__ARRIVAL__INIT, *ap = &arr;
+            if (comm) {
+                arr.stage = SYNC;
+                arr.own_ns = d[SYNC];
+                arr.has_issue_ns = true;
+                arr.issue_ns = d[SYNC] + issue_lag(seed, t, rank, comm_rank);
+                d[SYNC] = sync_end(seed, t, world, slow, comm_rank);
+                rec.n_arrivals = 1;
+                rec.arrivals = &ap;
+            }
             Stagefrontier__RecordBatch b = STAGEFRONTIER__RECORD_BATCH__INIT;
             b.n_records = 1;
             b.records = &rp;
@@ -173,5 +220,6 @@ int main(int argc, char **argv)
         if (fds[i] >= 0)
             close(fds[i]);
     sf_schema_clear(&sc);
+    sf_schema_clear(&def);
     return 0;
 }

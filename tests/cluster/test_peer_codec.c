@@ -314,6 +314,304 @@ static void test_hostile_fields(void **state)
     fixture_free(f);
 }
 
+/* ---- the communication part ---------------------------------------------- */
+
+#define MS INT64_C(1000000)
+#define US INT64_C(1000)
+#define CS 5 /* data, forward, backward, backward.sync_wait, other */
+
+typedef struct comm_fixture {
+    sf_schema schema;
+    sf_window_meta meta;
+    sf_gates gates;
+    int64_t d[STEPS * WORLD * CS];
+    int64_t lag[STEPS * WORLD];
+    sf_row rows[STEPS * WORLD];
+} comm_fixture;
+
+/* Every rank arrives at its backward all-reduce on time; rank 6 hands it to
+ * the backend 5 ms late (the others 20..80 us), and everyone leaves 1 ms
+ * after the last issue. */
+static comm_fixture *comm_fixture_new(void)
+{
+    static const char *const recorded[] = {"data.next_wait", "model.fwd_loss_cpu_wall",
+                                           "model.backward_cpu_wall", "step.other_cpu_wall"};
+    comm_fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(sf_schema_init_sync(&f->schema, 1, 4, recorded, NULL, 1, 1u << 2), 0);
+    sf_gates_default(&f->gates);
+    f->meta = (sf_window_meta){.index = 0, .first_step = 20, .last_step = 119, .world_size = WORLD};
+    uint64_t x = 7;
+    for (uint32_t t = 0; t < STEPS; t++) {
+        int64_t start = 0;
+        for (uint32_t r = 0; r < WORLD; r++) {
+            int64_t *d = &f->d[(t * WORLD + r) * CS];
+            d[0] = 1 * MS, d[1] = 10 * MS, d[2] = 20 * MS + (int64_t)(lcg(&x) % MS), d[4] = 2 * MS;
+            f->lag[t * WORLD + r] = r == 6 ? 5 * MS : 20 * US + (int64_t)(lcg(&x) % (60 * US));
+            int64_t issued = d[0] + d[1] + d[2] + f->lag[t * WORLD + r];
+            start = issued > start ? issued : start;
+        }
+        for (uint32_t r = 0; r < WORLD; r++) {
+            int64_t *d = &f->d[(t * WORLD + r) * CS];
+            d[3] = start + 1 * MS - (d[0] + d[1] + d[2]);
+            f->rows[t * WORLD + r] = (sf_row){
+                .step = 20 + t, .rank = r, .d = d, .role = "", .issue_lag = &f->lag[t * WORLD + r]};
+        }
+    }
+    return f;
+}
+
+static void comm_fixture_free(comm_fixture *f)
+{
+    sf_schema_clear(&f->schema);
+    free(f);
+}
+
+static sf_summary *comm_node_summary(comm_fixture *f, uint32_t lo, uint32_t hi, bool dense)
+{
+    sf_row sel[STEPS * WORLD];
+    size_t n = 0;
+    for (size_t i = 0; i < STEPS * WORLD; i++)
+        if (f->rows[i].rank >= lo && f->rows[i].rank <= hi)
+            sel[n++] = f->rows[i];
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&f->schema, &f->meta, sel, n, dense, &s), 0);
+    assert_non_null(s->comm);
+    return s;
+}
+
+static void assert_comm_equal(const sf_comm_verdict *a, const sf_comm_verdict *b)
+{
+    assert_int_equal(a->visibility, b->visibility);
+    assert_int_equal(a->rows, b->rows);
+    assert_int_equal(a->marked_rows, b->marked_rows);
+    assert_int_equal(a->present, b->present);
+    assert_int_equal(a->rank, b->rank);
+    assert_int_equal(a->sync_stage, b->sync_stage);
+    assert_int_equal(a->led_steps, b->led_steps);
+    assert_int_equal(a->eligible_steps, b->eligible_steps);
+    assert_true(a->median_lag_ns == b->median_lag_ns);
+    assert_true(a->others_median_ns == b->others_median_ns);
+}
+
+/* Node summaries of disjoint ranks, sent through the wire and merged at the
+ * root, give the communication verdict of the single-process window. */
+static void test_comm_merge_exact(void **state)
+{
+    (void)state;
+    comm_fixture *f = comm_fixture_new();
+    sf_summary *full = comm_node_summary(f, 0, WORLD - 1, true);
+    sf_summary *parts[3] = {comm_node_summary(f, 0, 2, false), comm_node_summary(f, 3, 5, false),
+                            comm_node_summary(f, 6, 7, false)};
+    sf_summary *wire[3];
+    for (int i = 0; i < 3; i++) {
+        wire[i] = round_trip(parts[i]);
+        assert_non_null(wire[i]->comm);
+        assert_int_equal(wire[i]->comm->n_ranks, parts[i]->comm->n_ranks);
+        assert_int_equal(wire[i]->comm->marked_rows, parts[i]->comm->marked_rows);
+    }
+    sf_summary *m = NULL;
+    assert_int_equal(sf_summary_clone(wire[2], &m), 0);
+    assert_int_equal(sf_summary_merge(m, wire[0]), 0);
+    assert_int_equal(sf_summary_merge(m, wire[1]), 0);
+    sf_report *ra = NULL, *rb = NULL;
+    assert_int_equal(sf_report_compute(full, &f->gates, &ra), 0);
+    assert_int_equal(sf_report_compute(m, &f->gates, &rb), 0);
+    assert_int_equal(ra->comm.visibility, SF_COMM_SEEN);
+    assert_true(ra->comm.present);
+    assert_int_equal(ra->comm.rank, 6);
+    assert_int_equal(ra->comm.led_steps, STEPS);
+    assert_comm_equal(&ra->comm, &rb->comm);
+    sf_report_free(ra);
+    sf_report_free(rb);
+    sf_summary_free(m);
+    for (int i = 0; i < 3; i++) {
+        sf_summary_free(parts[i]);
+        sf_summary_free(wire[i]);
+    }
+    sf_summary_free(full);
+    comm_fixture_free(f);
+}
+
+/* A node that sends no communication part (an older peer): the merge keeps
+ * none, and the root says lateness cannot be seen rather than naming a rank
+ * from part of the job. */
+static void test_comm_missing_part(void **state)
+{
+    (void)state;
+    comm_fixture *f = comm_fixture_new();
+    sf_summary *a = comm_node_summary(f, 0, 3, false), *b = comm_node_summary(f, 4, 7, false);
+    sf_summary *wa = round_trip(a), *wb = round_trip(b);
+    sf_comm_summary_free(wb->comm);
+    wb->comm = NULL;
+    assert_int_equal(sf_summary_merge(wa, wb), 0);
+    assert_null(wa->comm);
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_compute(wa, &f->gates, &r), 0);
+    assert_int_equal(r->comm.visibility, SF_COMM_NO_ISSUE_MARKS);
+    assert_false(r->comm.present);
+    sf_report_free(r);
+    sf_summary_free(a);
+    sf_summary_free(b);
+    sf_summary_free(wa);
+    sf_summary_free(wb);
+    comm_fixture_free(f);
+}
+
+typedef void (*comm_mutator)(Stagefrontier__CommSummary *c);
+
+static void c_top2_len(Stagefrontier__CommSummary *c)
+{
+    c->n_lag_top2--;
+}
+static void c_marked_len(Stagefrontier__CommSummary *c)
+{
+    c->n_marked++;
+}
+static void c_rank_max_len(Stagefrontier__CommSummary *c)
+{
+    c->n_rank_max = 0;
+}
+static void c_step_order(Stagefrontier__CommSummary *c)
+{
+    c->steps[1] = c->steps[0];
+}
+static void c_step_neg(Stagefrontier__CommSummary *c)
+{
+    c->steps[0] = -1;
+}
+static void c_rank_uncovered(Stagefrontier__CommSummary *c)
+{
+    c->ranks[c->n_ranks - 1] = WORLD - 1; /* the node covers ranks 0..3 */
+}
+static void c_rank_order(Stagefrontier__CommSummary *c)
+{
+    c->ranks[1] = c->ranks[0];
+}
+static void c_lag_neg(Stagefrontier__CommSummary *c)
+{
+    c->lag_top2[0] = -2;
+}
+static void c_lag_big(Stagefrontier__CommSummary *c)
+{
+    c->lag_top2[0] = SF_MAX_DURATION_NS + 1;
+}
+static void c_lag_order(Stagefrontier__CommSummary *c)
+{
+    c->lag_top2[1] = c->lag_top2[0] + 1;
+}
+static void c_top2_rank(Stagefrontier__CommSummary *c)
+{
+    c->lag_top2_ranks[0] = WORLD;
+}
+static void c_top2_same(Stagefrontier__CommSummary *c)
+{
+    c->lag_top2_ranks[1] = c->lag_top2_ranks[0];
+}
+static void c_marked_big(Stagefrontier__CommSummary *c)
+{
+    c->marked[0] = 5; /* more marked rows than the 4 covered ranks */
+}
+static void c_marked_none(Stagefrontier__CommSummary *c)
+{
+    c->marked[0] = 0; /* a top-2 without a marked row */
+}
+static void c_median_over_max(Stagefrontier__CommSummary *c)
+{
+    c->rank_median[0] = c->rank_max[0] + 1;
+}
+static void c_half_null(Stagefrontier__CommSummary *c)
+{
+    c->rank_max[0] = SF_NULL_NS;
+}
+static void c_rows(Stagefrontier__CommSummary *c)
+{
+    c->marked_rows = c->rows + 1;
+}
+static void c_rows_big(Stagefrontier__CommSummary *c)
+{
+    c->rows = c->marked_rows = UINT64_MAX;
+}
+
+static void test_comm_hostile_fields(void **state)
+{
+    (void)state;
+    static const comm_mutator muts[] = {
+        c_top2_len,   c_marked_len,  c_rank_max_len,    c_step_order, c_step_neg,  c_rank_uncovered,
+        c_rank_order, c_lag_neg,     c_lag_big,         c_lag_order,  c_top2_rank, c_top2_same,
+        c_marked_big, c_marked_none, c_median_over_max, c_half_null,  c_rows,      c_rows_big};
+    comm_fixture *f = comm_fixture_new();
+    sf_summary *s = comm_node_summary(f, 0, 3, false);
+    const sf_comm_summary *cs = s->comm;
+    size_t cells = (size_t)cs->n_steps * cs->n_sync, rj = (size_t)cs->n_ranks * cs->n_sync;
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        Stagefrontier__Summary *m = NULL;
+        sfd_window_key key = key_of(s, 1000, 1);
+        assert_int_equal(sfd_peer_summary_encode(s, &key, &m), 0);
+        assert_non_null(m->comm);
+        Stagefrontier__CommSummary *c = m->comm;
+        /* copies of the arrays we mutate, so the summary stays intact */
+        int64_t *steps = malloc(cs->n_steps * sizeof *steps);
+        int64_t *rmax = malloc(rj * sizeof *rmax), *rmed = malloc(rj * sizeof *rmed);
+        uint32_t *ranks = malloc(cs->n_ranks * sizeof *ranks);
+        uint32_t *marked = malloc(cells * sizeof *marked);
+        memcpy(steps, c->steps, cs->n_steps * sizeof *steps);
+        memcpy(rmax, c->rank_max, rj * sizeof *rmax);
+        memcpy(rmed, c->rank_median, rj * sizeof *rmed);
+        memcpy(ranks, c->ranks, cs->n_ranks * sizeof *ranks);
+        memcpy(marked, c->marked, cells * sizeof *marked);
+        c->steps = steps, c->rank_max = rmax, c->rank_median = rmed, c->ranks = ranks;
+        c->marked = marked;
+        muts[i](c);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(sfd_peer_pack(&m->base, &buf, &len), 0);
+        sf_summary *out = NULL;
+        int r = sfd_peer_summary_unpack(buf, len, &out, NULL, NULL);
+        if (r != -EBADMSG)
+            print_error("comm mutator %zu accepted (%d)\n", i, r);
+        assert_int_equal(r, -EBADMSG);
+        assert_null(out);
+        free(buf);
+        free(steps);
+        free(rmax);
+        free(rmed);
+        free(ranks);
+        free(marked);
+        sfd_peer_summary_msg_free(m);
+    }
+    sf_summary_free(s);
+    comm_fixture_free(f);
+}
+
+/* A communication part on a schema without synchronizing stages is refused. */
+static void test_comm_without_sync_stage(void **state)
+{
+    (void)state;
+    fixture *f = fixture_new();
+    comm_fixture *cf = comm_fixture_new();
+    sf_summary *s = node_summary(f, 0, 3, false), *c = comm_node_summary(cf, 0, 3, false);
+    assert_null(s->comm);
+    Stagefrontier__Summary *m = NULL, *mc = NULL;
+    sfd_window_key key = key_of(s, 1000, 1);
+    assert_int_equal(sfd_peer_summary_encode(s, &key, &m), 0);
+    assert_int_equal(sfd_peer_summary_encode(c, &key, &mc), 0);
+    m->comm = mc->comm;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(sfd_peer_pack(&m->base, &buf, &len), 0);
+    sf_summary *out = NULL;
+    assert_int_equal(sfd_peer_summary_unpack(buf, len, &out, NULL, NULL), -EBADMSG);
+    free(buf);
+    m->comm = NULL;
+    sfd_peer_summary_msg_free(m);
+    sfd_peer_summary_msg_free(mc);
+    sf_summary_free(s);
+    sf_summary_free(c);
+    comm_fixture_free(cf);
+    fixture_free(f);
+}
+
 /* A summary packed with its owner and incarnation fields set or cleared as
  * asked; the decoder's verdict on it. */
 static int decode_with_owner(const sf_summary *s, bool has_uid, uint32_t uid, bool has_inc,
@@ -434,9 +732,15 @@ static void test_catchup_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_merge_exact_dense), cmocka_unit_test(test_merge_exact_mergeable),
-        cmocka_unit_test(test_hostile_fields),    cmocka_unit_test(test_job_key),
+        cmocka_unit_test(test_merge_exact_dense),
+        cmocka_unit_test(test_merge_exact_mergeable),
+        cmocka_unit_test(test_hostile_fields),
+        cmocka_unit_test(test_job_key),
         cmocka_unit_test(test_catchup_bounds),
+        cmocka_unit_test(test_comm_merge_exact),
+        cmocka_unit_test(test_comm_missing_part),
+        cmocka_unit_test(test_comm_hostile_fields),
+        cmocka_unit_test(test_comm_without_sync_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

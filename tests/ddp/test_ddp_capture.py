@@ -8,6 +8,10 @@ median step time) for a torch.profiler trace of auto_capture_steps steps.
 --row cooldown: the fault persists in every later window, within the
   cooldown: exactly one capture, of the hidden rank plus a control rank.
 --row budget: no cooldown, auto_capture_max = 2: exactly two captures.
+--row communication: the hidden rank's inner comm hook waits a tenth of a
+  step before it issues its all-reduce, so it arrives on time; the
+  communication verdict persists, and the one capture (within the cooldown)
+  names the hidden rank with a communication reason.
 Both rows: every trace file exists, is gzipped JSON owned by the job's user
 in SF_CAPTURE_DIR, and holds a ProfilerStep#N range for each captured step
 and the stages as record_function ranges, and its distributedInfo names its
@@ -40,6 +44,8 @@ MAGNITUDE = 1.5
 ROWS = {
     "cooldown": {"auto_capture_cooldown_s": 600, "auto_capture_max": 3, "want": 1},
     "budget": {"auto_capture_cooldown_s": 0, "auto_capture_max": 2, "want": 2},
+    "communication": {"auto_capture_cooldown_s": 600, "auto_capture_max": 3, "want": 1,
+                      "fault": "backward_comm", "magnitude": 0.1, "reason": "communication"},
 }
 
 
@@ -110,9 +116,11 @@ def main():
     try:
         with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=WINDOW,
                            sfd_keys=keys) as sfd:
-            res = sfharness.train(build, job, ["--ranks", "4", "--fault", "backward_compute",
+            res = sfharness.train(build, job, ["--ranks", "4", "--fault",
+                                               row.get("fault", "backward_compute"),
                                                "--seed", str(a.seed), "--magnitude",
-                                               str(MAGNITUDE), "--warmup", str(WARMUP),
+                                               str(row.get("magnitude", MAGNITUDE)),
+                                               "--warmup", str(WARMUP),
                                                "--steps", str(WINDOW * WINDOWS)],
                                   sf_socket=sfd.ingest, timeout=240,
                                   extra_env={"SF_CAPTURE_DIR": capdir})
@@ -135,7 +143,8 @@ def main():
                     len(controls) != 1 or hidden in controls:
                 return fail("capture %d is not the hidden rank %d plus one control" %
                             (k["id"], hidden), caps)
-            if "straggler" not in k["reason"] or k["window"] is None:
+            if not k["reason"].startswith(row.get("reason", "straggler")) or \
+                    k["window"] is None:
                 return fail("capture %d: reason %r window %r" % (k["id"], k["reason"],
                                                                  k["window"]), caps)
             for t in k["ranks"]:

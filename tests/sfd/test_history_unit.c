@@ -181,11 +181,13 @@ static sf_report *from_older_codec(const sf_report *r, char version)
     size_t len, sizes = 8 * (size_t)r->change->n_stages;
     for (uint32_t k = 0; k < r->change->n_stages; k++)
         sizes += 8 * (size_t)r->change->stages[k].floor_tested;
-    size_t later = 76 + (version < '9' ? 4 : 0) + (version < '8' ? sizes : 0) +
+    /* ST11's change communication test (six words and a shift), ST10's
+     * verdict, then the older parts. */
+    size_t later = 4 * 6 + 32 + 76 + (version < '9' ? 4 : 0) + (version < '8' ? sizes : 0) +
                    (version < '7' ? 4 + 8 * (size_t)r->change->n_measured : 0);
     assert_false(r->stall.present);
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
-    assert_memory_equal(buf, "ST10", 4);
+    assert_memory_equal(buf, "ST11", 4);
     buf[2] = 'R';
     buf[3] = (uint8_t)version;
     assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL); /* trailing bytes */
@@ -239,6 +241,17 @@ static void change_round_trip(const sf_schema *schema, uint32_t floors)
     assert_int_equal(back->change->measured_windows[0], r->meta.index);
     assert_non_null(back->whatif);
     assert_memory_equal(back->whatif, r->whatif, sizeof *r->whatif);
+    sf_report_free(back);
+    /* A tested communication change (ST11) comes back as it was. */
+    r->change->comm = (sf_comm_change){.tested = true,
+                                       .sync_stage = 2,
+                                       .shift = {2000000, 1500000, 2500000, 0.001},
+                                       .rank = 1,
+                                       .led_steps = 7,
+                                       .eligible_steps = 8,
+                                       .significant = true};
+    back = round_trip(r);
+    assert_memory_equal(&back->change->comm, &r->change->comm, sizeof r->change->comm);
     sf_report_free(back);
     sf_report_free(r);
     sf_reference_free(ref);

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stagefrontier/change.h>
+
 #include "matrix.h"
 
 #define US INT64_C(1000)
@@ -292,6 +294,118 @@ static void merged_equals_dense(void **state)
     win_clear(&w);
 }
 
+/* ---- the change view: issue lag against the baseline ------------------- */
+
+/* The summary of one window of w, its waits closed with issue marks. */
+static sf_summary *win_summary(struct win *w, bool dense)
+{
+    win_close_waits(w, true);
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&w->schema, &w->meta, w->m.rows,
+                                      (size_t)w->m.steps * w->m.ranks, dense, &s),
+                     0);
+    return s;
+}
+
+/* The reference of three clean 40-step windows of 4 ranks. */
+static sf_reference *clean_reference(bool dense)
+{
+    sf_summary *b[3];
+    for (int i = 0; i < 3; i++) {
+        struct win w;
+        win_init(&w, 40, 4, 100 + (uint64_t)i);
+        b[i] = win_summary(&w, dense);
+        win_clear(&w);
+    }
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)b, 3, &ref), 0);
+    for (int i = 0; i < 3; i++)
+        sf_summary_free(b[i]);
+    assert_non_null(ref->comm_lag_ns);
+    assert_int_equal(ref->comm_n_sync, 1);
+    assert_int_equal(ref->comm_n[0], 120);
+    return ref;
+}
+
+static sf_change *change_of(const sf_reference *ref, struct win *w, bool dense)
+{
+    sf_summary *s = win_summary(w, dense);
+    sf_change *c = NULL;
+    assert_int_equal(sf_change_compute(ref, s, &w->gates, &c), 0);
+    sf_summary_free(s);
+    return c;
+}
+
+/* Rank 2's issue lag grows by 2 ms against the baseline: the change names it
+ * in the backward stage's communication, in dense and mergeable mode. */
+static void change_names_late_issue(void **state)
+{
+    (void)state;
+    for (int dense = 0; dense < 2; dense++) {
+        sf_reference *ref = clean_reference(dense);
+        struct win w;
+        win_init(&w, 40, 4, 7);
+        late_issue(&w, 2, 2 * MS, 0, 40);
+        sf_change *c = change_of(ref, &w, dense);
+        assert_true(c->comm.tested);
+        assert_true(c->comm.significant);
+        assert_int_equal(c->comm.rank, 2);
+        assert_int_equal(c->comm.sync_stage, BWD);
+        assert_int_equal(c->comm.led_steps, 40);
+        assert_int_equal(c->comm.eligible_steps, 40);
+        assert_true(c->comm.shift.delta_ns > 1 * MS && c->comm.shift.delta_ns < 3 * MS);
+        sf_change_free(c);
+        win_clear(&w);
+        sf_reference_free(ref);
+    }
+}
+
+/* Clean windows of other seeds never alarm, and a lag growth below the
+ * comm_lag_min_s gate does not either, however certain. */
+static void change_quiet_on_clean_windows(void **state)
+{
+    (void)state;
+    sf_reference *ref = clean_reference(true);
+    for (uint64_t seed = 0; seed < 20; seed++) {
+        struct win w;
+        win_init(&w, 40, 4, 1000 + seed);
+        if (seed == 19)
+            late_issue(&w, 1, 200 * US, 0, 40); /* significant, but under the gate */
+        sf_change *c = change_of(ref, &w, true);
+        assert_true(c->comm.tested);
+        assert_false(c->comm.significant);
+        sf_change_free(c);
+        win_clear(&w);
+    }
+    sf_reference_free(ref);
+}
+
+/* Without issue marks in the baseline there is no test. */
+static void change_untested_without_marks(void **state)
+{
+    (void)state;
+    struct win w;
+    win_init(&w, 40, 4, 3);
+    win_close_waits(&w, false);
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&w.schema, &w.meta, w.m.rows, 160, true, &s), 0);
+    sf_reference *ref = NULL;
+    assert_int_equal(sf_reference_build((const sf_summary *const *)&s, 1, &ref), 0);
+    assert_null(ref->comm_lag_ns);
+    sf_change *c = NULL;
+    late_issue(&w, 2, 2 * MS, 0, 40);
+    sf_summary *s2 = win_summary(&w, true);
+    assert_int_equal(sf_change_compute(ref, s2, &w.gates, &c), 0);
+    assert_false(c->comm.tested);
+    assert_false(c->comm.significant);
+    assert_int_equal(c->comm.rank, SF_NO_RANK);
+    sf_change_free(c);
+    sf_summary_free(s);
+    sf_summary_free(s2);
+    sf_reference_free(ref);
+    win_clear(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +415,9 @@ int main(void)
         cmocka_unit_test(without_sync_stage),
         cmocka_unit_test(row_bounds),
         cmocka_unit_test(merged_equals_dense),
+        cmocka_unit_test(change_names_late_issue),
+        cmocka_unit_test(change_quiet_on_clean_windows),
+        cmocka_unit_test(change_untested_without_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
