@@ -682,7 +682,9 @@ def scenario_catchup(build):
         check(away.report_lines(1) == [], "node 3 reported window 1 while it was down")
         away.start()
         c.wait_root(1)
-        c.wait(lambda: (away.peers() or {}).get("counters", {}).get("catchups_done") == 1,
+        # At least once: a term change while it rejoins (a slow start under
+        # load) makes it catch up again from the new root.
+        c.wait(lambda: (away.peers() or {}).get("counters", {}).get("catchups_done", 0) >= 1,
                "node 3 to catch up")
         for w in (0, 1, 2):
             mine = c.wait(lambda: away.report(job, w), "node 3's report of window %d" % w)
@@ -732,7 +734,7 @@ def scenario_catchup_hostile(build):
             return node.peers()["counters"]
         # The members' own catch-ups at startup are served by the root too:
         # count from after them.
-        c.wait(lambda: all(counters(n).get("catchups_done") == 1 for n in c.nodes[1:]),
+        c.wait(lambda: all(counters(n).get("catchups_done", 0) >= 1 for n in c.nodes[1:]),
                "the members' startup catch-ups")
         served = counters(root)["catchups_served"]
         for n, (mode, value) in enumerate((("catchup", 0), ("catchup", 4097))):

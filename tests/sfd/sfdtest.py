@@ -271,3 +271,22 @@ def vm_rss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def mount_tmpfs(path, opts):
+    """Mounts a tmpfs with opts on path (created); (ok, mount's stderr)."""
+    os.makedirs(path, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", path],
+                       capture_output=True, timeout=60)
+    return p.returncode == 0, p.stderr.decode().strip()
+
+
+def stop_and_unmount(sfd):
+    """Stops sfd (a failed check leaves it running), then unmounts its state
+    dir, so that no mount outlives the test, and removes its directory."""
+    if sfd.proc is not None and sfd.proc.poll() is None:
+        sfd.proc.kill()
+        sfd.proc.wait()
+    if os.path.ismount(sfd.state):
+        subprocess.run(["umount", sfd.state], capture_output=True, timeout=60)
+    sfd.close()

@@ -8,9 +8,8 @@ tmpfs cases need mount(2) rights and are reported as skipped without them."""
 
 import os
 import sqlite3
-import subprocess
 
-from sfdtest import Sfd, check, run_job, wait_for
+from sfdtest import Sfd, check, mount_tmpfs, run_job, stop_and_unmount, wait_for
 
 CONF = """[sfd]
 window_grace_ms = 300
@@ -46,31 +45,13 @@ def history_off_case(prepare, what):
         check(sfd.logtext().count("history off") == 1, "%s: logged once" % what)
         check(sfd.stop() == 0, "%s: sfd did not exit cleanly" % what)
     finally:
-        cleanup(sfd)
-
-
-def mount_tmpfs(path, opts):
-    os.makedirs(path, exist_ok=True)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", path],
-                       capture_output=True, timeout=60)
-    return p.returncode == 0
-
-
-def cleanup(sfd):
-    """Stops sfd (a failed check leaves it running), then unmounts its state
-    dir, so that no mount outlives the test."""
-    if sfd.proc is not None and sfd.proc.poll() is None:
-        sfd.proc.kill()
-        sfd.proc.wait()
-    if os.path.ismount(sfd.state):
-        subprocess.run(["umount", sfd.state], capture_output=True, timeout=60)
-    sfd.close()
+        stop_and_unmount(sfd)
 
 
 def full_disk_case():
     sfd = Sfd(CONF, start=False)
     try:
-        if not mount_tmpfs(sfd.state, "size=192k,mode=0700"):
+        if not mount_tmpfs(sfd.state, "size=192k,mode=0700")[0]:
             print("full tmpfs: skipped (no mount rights)")
             return
         sfd.start()
@@ -89,7 +70,7 @@ def full_disk_case():
         check(text.startswith("window 99"), "the latest window from memory: %r" % text[:60])
         check(sfd.stop() == 0, "sfd did not exit cleanly on a full disk")
     finally:
-        cleanup(sfd)
+        stop_and_unmount(sfd)
 
 
 def not_a_dir(path):
@@ -98,7 +79,7 @@ def not_a_dir(path):
 
 
 def read_only(path):
-    if not mount_tmpfs(path, "ro,size=64k"):
+    if not mount_tmpfs(path, "ro,size=64k")[0]:
         raise PermissionError
 
 
@@ -130,7 +111,7 @@ def corrupt_rows_case():
         check(b"no rows to draw" in p.stderr, "plot without its rows: %r" % p.stderr)
         check(sfd.stop() == 0, "sfd did not exit cleanly after a corrupt store")
     finally:
-        cleanup(sfd)
+        stop_and_unmount(sfd)
 
 
 def main():

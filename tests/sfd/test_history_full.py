@@ -17,10 +17,9 @@ them. Without the right the test exits 77, which CTest reports as skipped."""
 
 import errno
 import os
-import subprocess
 import sys
 
-from sfdtest import Sfd, check, run_job, wait_for
+from sfdtest import Sfd, check, mount_tmpfs, run_job, stop_and_unmount, wait_for
 
 SKIP = 77
 
@@ -72,22 +71,6 @@ def accounted(sfd, n):
         return h["written"] + h["write_errors"] + h["queue_dropped"] == n
     wait_for(done, "%d reports accounted for" % n)
     return history(sfd)
-
-
-def mount_state(sfd):
-    os.makedirs(sfd.state, exist_ok=True)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", TMPFS, "tmpfs", sfd.state],
-                       capture_output=True, timeout=60)
-    return p.returncode == 0, p.stderr.decode().strip()
-
-
-def cleanup(sfd):
-    if sfd.proc is not None and sfd.proc.poll() is None:
-        sfd.proc.kill()
-        sfd.proc.wait()
-    if os.path.ismount(sfd.state):
-        subprocess.run(["umount", sfd.state], capture_output=True, timeout=60)
-    sfd.close()
 
 
 def write_case(sfd):
@@ -146,15 +129,15 @@ def restart_case(sfd):
 def main():
     sfd = Sfd(CONF, start=False)
     try:
-        ok, why = mount_state(sfd)
+        ok, why = mount_tmpfs(sfd.state, TMPFS)
         if not ok:
-            cleanup(sfd)
+            stop_and_unmount(sfd)
             print("history full: SKIPPED, cannot mount a tmpfs (needs root): %s" % why)
             sys.exit(SKIP)
         write_case(sfd)
         restart_case(sfd)
     finally:
-        cleanup(sfd)
+        stop_and_unmount(sfd)
     print("ok")
 
 
