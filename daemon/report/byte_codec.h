@@ -40,20 +40,23 @@ static inline void put_bytes(struct enc *e, const void *p, size_t n)
     e->len += n;
 }
 
-static inline void put_u64(struct enc *e, uint64_t v)
+/* The n low bytes of v, least significant first. */
+static inline void put_le(struct enc *e, uint64_t v, int n)
 {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < n; i++)
         b[i] = (uint8_t)(v >> (8 * i));
-    put_bytes(e, b, 8);
+    put_bytes(e, b, (size_t)n);
+}
+
+static inline void put_u64(struct enc *e, uint64_t v)
+{
+    put_le(e, v, 8);
 }
 
 static inline void put_u32(struct enc *e, uint32_t v)
 {
-    uint8_t b[4];
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    put_bytes(e, b, 4);
+    put_le(e, v, 4);
 }
 
 static inline void put_i64(struct enc *e, int64_t v)
@@ -94,24 +97,25 @@ static inline bool take(struct dec *d, void *out, size_t n)
     return true;
 }
 
-static inline uint64_t get_u64(struct dec *d)
+/* n bytes, least significant first; 0 (and d->bad) past the end. */
+static inline uint64_t get_le(struct dec *d, int n)
 {
     uint8_t b[8];
     uint64_t v = 0;
-    take(d, b, 8);
-    for (int i = 7; i >= 0; i--)
+    take(d, b, (size_t)n);
+    for (int i = n - 1; i >= 0; i--)
         v = v << 8 | b[i];
     return v;
 }
 
+static inline uint64_t get_u64(struct dec *d)
+{
+    return get_le(d, 8);
+}
+
 static inline uint32_t get_u32(struct dec *d)
 {
-    uint8_t b[4];
-    uint32_t v = 0;
-    take(d, b, 4);
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | b[i];
-    return v;
+    return (uint32_t)get_le(d, 4);
 }
 
 static inline int64_t get_i64(struct dec *d)

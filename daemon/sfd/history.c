@@ -198,16 +198,15 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
         bodies[i] = batch[i].body;
         lens[i] = batch[i].len;
     }
-    size_t reports_done = 0;
+    size_t reports = reports_in(keys, n), reports_done = 0, done = 0;
     int r = put_once_more(h, keys, bodies, lens, n, &evicted);
-    size_t done = r >= 0 ? n : 0;
-    if (r >= 0)
-        reports_done = reports_in(keys, n);
-    if (r == -ENOSPC && n > 1 && h->store != NULL) {
+    if (r >= 0) {
+        done = n;
+        reports_done = reports;
+    } else if (r == -ENOSPC && n > 1 && h->store != NULL) {
         r = 0;
         done = put_halves(h, keys, bodies, lens, n, &evicted, &reports_done, &r);
     }
-    size_t reports = reports_in(keys, n);
     for (size_t i = 0; i < n; i++)
         free(batch[i].body);
     atomic_fetch_add(&h->live.evicted, evicted);
@@ -217,14 +216,12 @@ static void write_batch(struct sfd_history *h, struct item *batch, size_t n)
         atomic_fetch_add(&h->live.written, reports_done);
         atomic_fetch_add(&h->live.rows_written, done - reports_done);
     }
-    if (done == n)
-        return;
     /* Rows are kept as best they can be; the reports are what is promised. */
-    atomic_fetch_add(&h->live.rows_skipped, (n - done) - (reports - reports_done));
-    if (reports_done == reports)
+    size_t lost = reports - reports_done;
+    atomic_fetch_add(&h->live.rows_skipped, (n - done) - lost);
+    if (lost == 0)
         return;
-    uint64_t errors =
-        atomic_fetch_add(&h->live.write_errors, reports - reports_done) + (reports - reports_done);
+    uint64_t errors = atomic_fetch_add(&h->live.write_errors, lost) + lost;
     /* At most one line a minute: a full disk must not flood the journal. */
     if (log_due(&h->last_error_log_s))
         sfd_log(SFD_LOG_ERR, NULL,

@@ -29,8 +29,7 @@ static int rows_alloc(struct rows_restore *c, size_t n)
     c->rows.d = calloc(n ? n * n_stages : 1, sizeof(int64_t));
     c->rows.lag = c->n_sync ? calloc(n ? n * c->n_sync : 1, sizeof(int64_t)) : NULL;
     c->rows.cap = n;
-    c->rows.bytes =
-        (uint64_t)n * (sizeof(struct sfd_rec) + (n_stages + c->n_sync) * sizeof(int64_t));
+    c->rows.bytes = sfd_rows_bytes(c->job, n);
     if (c->rows.rec == NULL || c->rows.d == NULL || (c->n_sync && c->rows.lag == NULL))
         return -ENOMEM;
     return 0;
@@ -109,8 +108,7 @@ static int restore_visit(void *ctx, const struct sfd_store_key *key, const uint8
     struct sfd_job *job = sfd_job_lookup(v->d, key->uid, id, incarnation);
     if (job == NULL || job->rank_pages == NULL)
         return 0; /* its reports were not restored: nothing to draw them for */
-    struct rows_restore c = {.job = job,
-                             .n_sync = (uint32_t)__builtin_popcountll(job->schema.sync_mask)};
+    struct rows_restore c = {.job = job, .n_sync = sfd_rows_sync_count(job)};
     int r = sf_rows_unpack(body, len, &job->schema, job->world_size, take_row, &c);
     if (r == 0 && c.rows.n > 0 && attach_rows(&c) == 0)
         v->stats->rows_restored++;

@@ -554,6 +554,10 @@ void sfd_window_free(struct sfd_window *w);
 int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret);
 /* One stored row as an sf_row, pointing into rows and the job's roles. */
 void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret);
+/* The synchronizing stages of the job's schema (each row's issue lags). */
+uint32_t sfd_rows_sync_count(const struct sfd_job *job);
+/* The bytes cap rows of the job take, as charged to the budget. */
+uint64_t sfd_rows_bytes(const struct sfd_job *job, size_t cap);
 
 /* ---- kept.c -------------------------------------------------------------- */
 

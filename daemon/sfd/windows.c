@@ -21,16 +21,10 @@
 /* Sets a window's rows to cap rows, charging the change to the job first:
  * where the charge does not fit, by freeing the uid's oldest kept rows
  * (evict) or not at all. */
-static uint32_t sync_count(const struct sfd_job *job)
-{
-    return (uint32_t)__builtin_popcountll(job->schema.sync_mask);
-}
-
 static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap, bool evict)
 {
-    uint32_t n_stages = job->schema.n_stages, n_sync = sync_count(job);
-    uint64_t bytes =
-        (uint64_t)cap * (sizeof(struct sfd_rec) + (n_stages + n_sync) * sizeof(int64_t));
+    uint32_t n_stages = job->schema.n_stages, n_sync = sfd_rows_sync_count(job);
+    uint64_t bytes = sfd_rows_bytes(job, cap);
     int r = evict ? sfd_job_reserve(job, SFD_MEM_WINDOWS, bytes - rows->bytes)
                   : sfd_job_charge(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
     if (r < 0)
@@ -68,7 +62,7 @@ static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
 static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sfd_rec *rec,
                      const int64_t *d, const int64_t *lag)
 {
-    uint32_t n_stages = job->schema.n_stages, n_sync = sync_count(job);
+    uint32_t n_stages = job->schema.n_stages, n_sync = sfd_rows_sync_count(job);
     if (rows->n == rows->cap) {
         int r = rows_grow(job, rows);
         if (r < 0)
@@ -193,7 +187,7 @@ static void order_apply(struct sfd_job *job, struct sfd_window *w)
 {
     struct sfd_row_order *o = &w->order;
     struct sfd_rows *rows = &w->rows;
-    uint32_t S = job->schema.n_stages, J = sync_count(job);
+    uint32_t S = job->schema.n_stages, J = sfd_rows_sync_count(job);
     size_t steps = (size_t)(w->meta.last_step - w->meta.first_step + 1), n = 0;
     uint32_t *at = o->head && rows->n ? malloc(rows->n * sizeof(*at)) : NULL;
     if (at == NULL)
