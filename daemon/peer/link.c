@@ -255,8 +255,12 @@ static int check_fresh(sfd_peer_conn *conn, sfd_peer_link *l, const sfd_peer_msg
         return reject(conn, &node->c.rejected_epoch, "a boot epoch beyond the allowed step", drop);
     bool new_epoch = msg->epoch != l->replay.epoch;
     sfd_peer_replay_commit(&l->replay, msg->epoch, msg->seq);
-    if (new_epoch)
+    if (new_epoch) {
+        /* A member that restarted is a new asker: its catch-up must not wait
+         * out the gap left by the one its earlier run made. */
+        l->catchup_served_ms = 0;
         sfd_peer_state_changed(node);
+    }
     return 0;
 }
 

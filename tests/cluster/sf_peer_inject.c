@@ -13,7 +13,8 @@
  *   capture   a validly sealed capture outcome (DONE, a forged trace path) of
  *             JOB's capture ID, rank RANK, claiming node NODE, at term TERM
  *   catchup   a validly sealed catch-up request (keep_windows VALUE) or,
- *   catchupdone  answer (VALUE reports), at term TERM
+ *   catchupdone  answer (VALUE reports), at term TERM, sequence number
+ *             SF_INJECT_SEQ (default 1)
  *   unowned   a validly sealed summary of JOB window 0 at term TERM that
  *             leaves out its owner uid and incarnation (an older member)
  *   hold      a valid heartbeat (sequence number SF_INJECT_SEQ, default 1),
@@ -203,6 +204,13 @@ static void capture_result(const sfd_peer_key *key, uint32_t from, uint32_t dest
     free(p);
 }
 
+/* SF_INJECT_SEQ, default 1: a later message of the same boot epoch. */
+static uint64_t inject_seq(void)
+{
+    const char *seq = getenv("SF_INJECT_SEQ");
+    return seq ? strtoull(seq, NULL, 10) : 1;
+}
+
 static void catchup_msg(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
                         bool request, char **arg, uint8_t **frame, size_t *len)
 {
@@ -216,7 +224,7 @@ static void catchup_msg(const sfd_peer_key *key, uint32_t from, uint32_t dest, u
     sfd_peer_msg m = {.from = from,
                       .dest = dest,
                       .epoch = epoch,
-                      .seq = 1,
+                      .seq = inject_seq(),
                       .term = strtoull(arg[1], NULL, 10),
                       .type = request ? STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_REQUEST
                                       : STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_DONE,
@@ -302,8 +310,8 @@ int main(int argc, char **argv)
         catchup_msg(&key, from, dest, epoch, strcmp(mode, "catchup") == 0, argv + 7, &frame, &len);
         put(fd, frame, len);
     } else if (strcmp(mode, "hold") == 0) {
-        const char *seq = getenv("SF_INJECT_SEQ"), *hold = getenv("SF_INJECT_HOLD_S");
-        heartbeat_at(&key, from, dest, epoch, seq ? strtoull(seq, NULL, 10) : 1, 0, &frame, &len);
+        const char *hold = getenv("SF_INJECT_HOLD_S");
+        heartbeat_at(&key, from, dest, epoch, inject_seq(), 0, &frame, &len);
         put(fd, frame, len);
         free(frame);
         puts(closed_within(fd, hold ? atoi(hold) : 10) ? "closed" : "open");
