@@ -271,6 +271,18 @@ def print_rejections(sfctl, query):
         "%s %d" % kv for kv in sorted(rejected.items()) if kv[1]) or "nothing"))
 
 
+def print_live_tested(sfctl, query):
+    """Complete steps the live verdict tested, over the runs' jobs (sfctl
+    events): 0 when it is off, or when no job got its baseline."""
+    p = subprocess.run([sfctl, "--socket", query, "jobs", "--json"], capture_output=True)
+    tested = 0
+    for j in json.loads(p.stdout or b"[]"):
+        e = subprocess.run([sfctl, "--socket", query, "events", j["job_id"], "--json"],
+                           capture_output=True)
+        tested += json.loads(e.stdout or b"{}").get("steps_tested", 0)
+    print("live verdict: %d complete steps tested, all runs" % tested)
+
+
 def print_cpu_shares(sink_results, decode_results, sfd_results):
     """CPU per record (medians over the rates) of the senders and each
     receiver: where the cores are shared, the senders' rate falls as the
@@ -401,6 +413,7 @@ def main():
                      "every drop counted" if counted == r["lost"] else "UNCOUNTED LOSS"))
             ok = counted == r["lost"]
         print_rejections(a.sfctl, os.path.join(d, "run", "query.sock"))
+        print_live_tested(a.sfctl, os.path.join(d, "run", "query.sock"))
     finally:
         if perf is not None:
             perf.send_signal(signal.SIGINT)

@@ -35,6 +35,7 @@ void sfd_config_default(struct sfd_config *ret)
     ret->history_rows = true;
     sf_gates_default(&ret->gates);
     sf_live_config_default(&ret->live);
+    ret->live_verdict = true;
     ret->max_jobs = 64;
     ret->max_jobs_per_uid = 16;
     ret->max_memory_mb = 512;
@@ -177,6 +178,8 @@ static int set_double(struct parse_ctx *p, double *dst, const char *v, double lo
 static int set_live_key(struct parse_ctx *p, const char *k, const char *v)
 {
     sf_live_config *l = &p->cfg->live;
+    if (!strcmp(k, "live_verdict"))
+        return set_bool(p, &p->cfg->live_verdict, v);
     if (!strcmp(k, "live_false_alarm_steps"))
         return set_double(p, &l->false_alarm_steps, v, 10, 1e15);
     if (!strcmp(k, "live_shift_sigmas"))

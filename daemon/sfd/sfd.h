@@ -69,6 +69,7 @@ struct sfd_config {
     char operators_group[64];
     sf_gates gates;
     sf_live_config live; /* the live verdict's gates (docs/LIVE.md) */
+    bool live_verdict;   /* run the live test at all (docs/LIVE.md, "Gates") */
     uint32_t max_jobs, max_connections, max_ranks, max_pending_steps;
     uint32_t max_jobs_per_uid;
     uint32_t max_memory_mb, max_memory_per_uid_mb;

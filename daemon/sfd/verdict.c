@@ -47,6 +47,10 @@ static int ensure_test(struct sfd_job *job, const sf_summary *summary)
 
 void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf_report *report)
 {
+    if (!job->sfd->cfg.live_verdict) { /* turned off, maybe by a reload */
+        drop_test(&job->verdict);
+        return;
+    }
     if (!sfd_cluster_is_standalone(job->sfd) || ensure_test(job, summary) < 0)
         return;
     struct sfd_verdict *v = &job->verdict;

@@ -4,7 +4,8 @@ slowed by a tenth of a step from a known step is named, with its stage, in
 `sfctl jobs --json` within ten steps of the onset; the verdict ends once the
 rank is back; both are events in `sfctl events`, text and JSON; STATUS and
 Prometheus carry them; a restarted sfd lists the events again from its
-history; a clean job carries no verdict."""
+history; a clean job carries no verdict; with `live_verdict = no` a slowed
+job is never tested."""
 
 import json
 import os
@@ -141,6 +142,18 @@ def main():
         check(again["events"] == ev["events"], "after a restart: %s, before: %s" %
               (again["events"], ev["events"]))
         check(events(sfd, "clean")["events"] == [], "the clean job gained events")
+
+        # live_verdict = no: the same fault is never tested, never named.
+        check(sfd.stop() == 0, "sfd did not exit cleanly")
+        with open(sfd.conf, "a") as f:
+            f.write("[sfd]\nlive_verdict = no\n")
+        sfd.start()
+        finish(start_job(sfd, "off", 4, True, until=0))
+        wait_for(lambda: sfd.jobs().get("off", {}).get("windows", 0) >= 8,
+                 "the off job's windows")
+        off = events(sfd, "off")
+        check(not off["calibrated"] and off["steps_tested"] == 0 and off["events"] == [] and
+              sfd.jobs()["off"]["verdict"] is None, "live_verdict = no: %s" % off)
     finally:
         sfd.close()
 
