@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include "stagefrontier/limits.h"
 #include "strutil.h"
 
 /* One field into the key hash, with a separator after it. */
@@ -215,6 +216,28 @@ int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *r
         *ret_offset = p.offset_ns;
     }
     return r;
+}
+
+bool sf__nccl_kernel_span(const struct sf_nccl_enq_point *p, int64_t realtime_minus_mono,
+                          int64_t now_mono, struct sf_nccl_kernel_span *ret)
+{
+    int64_t start, end, s_off, e_off;
+    if (p->gpu_start == 0 || p->gpu_end < p->gpu_start || p->gpu_end > (uint64_t)INT64_MAX)
+        return false;
+    if (__builtin_sub_overflow((int64_t)p->gpu_start, realtime_minus_mono, &start) ||
+        __builtin_add_overflow(start, (int64_t)(p->gpu_end - p->gpu_start), &end) ||
+        __builtin_sub_overflow(start, p->base_ns, &s_off) ||
+        __builtin_sub_overflow(end, p->base_ns, &e_off))
+        return false;
+    if (start > now_mono + SF_NCCL_KERNEL_SLACK_NS ||
+        s_off < p->offset_ns - SF_NCCL_KERNEL_SLACK_NS || e_off > SF_MAX_DURATION_NS)
+        return false;
+    if (s_off < p->offset_ns)
+        s_off = p->offset_ns; /* within the clocks' slack: started at once */
+    if (e_off < s_off)
+        e_off = s_off;
+    *ret = (struct sf_nccl_kernel_span){s_off, e_off};
+    return true;
 }
 
 struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg,

@@ -133,6 +133,22 @@ int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *r
 /* The same, with the stage's start and the kernel times. */
 int sf__nccl_enq_read_point(const struct sf_nccl_enq *e, struct sf_nccl_enq_point *ret);
 
+/* A point's kernel times as shipped: ns after the stage's start on the
+ * monotonic clock. */
+struct sf_nccl_kernel_span {
+    int64_t start_ns, end_ns;
+};
+/* Moves a point's GPU kernel times onto the monotonic clock: the GPU's
+ * globaltimer follows the host's CLOCK_REALTIME, so a time minus
+ * realtime_minus_mono is a monotonic time. False (ship no kernel times)
+ * when the point has none or they are implausible: a start before the
+ * enqueue or after now_mono by more than SF_NCCL_KERNEL_SLACK_NS, an end
+ * before the start, or an offset beyond 2^42. A start within the slack
+ * before the enqueue reads as the enqueue. Pure. */
+#define SF_NCCL_KERNEL_SLACK_NS INT64_C(1000000)
+bool sf__nccl_kernel_span(const struct sf_nccl_enq_point *p, int64_t realtime_minus_mono,
+                          int64_t now_mono, struct sf_nccl_kernel_span *ret);
+
 /* Whether p is one of agg's collective handles. */
 bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p);
 

@@ -270,28 +270,6 @@ static int ship_group(struct sf_nccl_comm *comm, const struct sf_nccl_pending *p
     return 0;
 }
 
-bool sf__nccl_kernel_span(const struct sf_nccl_enq_point *p, int64_t realtime_minus_mono,
-                          int64_t now_mono, struct sf_nccl_kernel_span *ret)
-{
-    if (p->gpu_start == 0 || p->gpu_end < p->gpu_start || p->gpu_start > (uint64_t)INT64_MAX ||
-        p->gpu_end > (uint64_t)INT64_MAX)
-        return false;
-    /* Each difference stays in range: both clocks read in [0, 2^63). */
-    int64_t start = (int64_t)p->gpu_start - realtime_minus_mono;
-    int64_t end = start + (int64_t)(p->gpu_end - p->gpu_start);
-    if (end < start || start > now_mono + SF_NCCL_KERNEL_SLACK_NS)
-        return false;
-    int64_t s_off = start - p->base_ns, e_off = end - p->base_ns;
-    if (s_off < p->offset_ns - SF_NCCL_KERNEL_SLACK_NS || e_off > SF_MAX_DURATION_NS)
-        return false;
-    if (s_off < p->offset_ns)
-        s_off = p->offset_ns; /* within the clocks' slack: started at once */
-    if (e_off < s_off)
-        e_off = s_off;
-    *ret = (struct sf_nccl_kernel_span){s_off, e_off};
-    return true;
-}
-
 /* Ships one enqueue point: a batch with no aggregates that names the step,
  * the synchronizing stage and last_enqueue_ns, and its kernel's start and
  * end when NCCL gave them. */

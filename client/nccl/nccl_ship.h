@@ -58,22 +58,6 @@ struct sf_nccl_comm {
  * top-level NCCL groups / SF_NCCL_GROUPS_PER_STEP. Lock-free. */
 int64_t sf__nccl_step_now(const struct sf_nccl_agg *agg);
 
-/* A point's kernel times as shipped: ns after the stage's start on the
- * monotonic clock. */
-struct sf_nccl_kernel_span {
-    int64_t start_ns, end_ns;
-};
-/* Moves a point's GPU kernel times onto the monotonic clock: the GPU's
- * globaltimer follows the host's CLOCK_REALTIME, so a time minus
- * realtime_minus_mono is a monotonic time. False (ship no kernel times)
- * when the point has none or they are implausible: a start before the
- * enqueue or after now_mono by more than SF_NCCL_KERNEL_SLACK_NS, an end
- * before the start, or an offset beyond 2^42. A start within the slack
- * before the enqueue reads as the enqueue. Pure. */
-#define SF_NCCL_KERNEL_SLACK_NS INT64_C(1000000)
-bool sf__nccl_kernel_span(const struct sf_nccl_enq_point *p, int64_t realtime_minus_mono,
-                          int64_t now_mono, struct sf_nccl_kernel_span *ret);
-
 /* Registers a communicator (starting the flusher with the first) or, at
  * finalize, flushes it a last time and unregisters it (stopping the flusher
  * with the last). -errno on failure; the plugin then still counts. */
