@@ -176,7 +176,10 @@ static uint32_t enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage,
 /* A collective's kernel times into the point it wrote, only while that
  * write is still the slot's latest (seq unchanged): a later collective of
  * the same (step, stage) has moved the slot, and its own kernel will fill
- * it. Claimed like a write, so the flusher never reads half of it. */
+ * it. Claimed like a write, so the flusher never reads half of it. A later
+ * collective enqueued in the same instant finds the slot claimed and leaves
+ * it (enq_record): the point then stays this collective's enqueue with its
+ * own kernel, a consistent pair, one collective short of the last. */
 static void enq_kernel(struct sf_nccl_agg *agg, uint32_t slot, uint32_t seq, uint64_t lo,
                        uint64_t hi)
 {
