@@ -2,7 +2,9 @@
  * Side-channel cost, measured side by side in one run:
  *  1. NCCL plugin event path: ns per collective (Group, Coll, ProxyOp and two
  *     kernel channels: 10 plugin calls), one thread and two threads sharing a
- *     communicator, against an empty call of the same shape;
+ *     communicator, against an empty call of the same shape; and one thread
+ *     inside a synchronizing stage, where each collective also writes its
+ *     enqueue point and, once its channels report, its kernel times;
  *  2. libsfclient steps with the CUDA-event channel off and on (fraction 1.0,
  *     and 0.05) against a CUDA runtime double, same process, same loop.
  * Each figure is the median of 7 rounds, the variants interleaved within a
@@ -138,6 +140,36 @@ static double steps(sf_client *c, long n)
     return (now_s() - t0) * 1e9 / (double)n;
 }
 
+/* A client whose backward is synchronizing, so that the plugin records
+ * enqueue points while its backward stage is open. */
+static sf_client *sync_client(void)
+{
+    static const char *const sync[] = {"model.backward_cpu_wall"};
+    sf_client_options o;
+    sf_client *c = NULL;
+    sf_client_options_init(&o);
+    o.socket_path = "/nonexistent/sf-bench.sock";
+    o.job_id = "bench-sync";
+    o.rank = 0;
+    o.world_size = 1;
+    o.local_rank = 0;
+    o.sync_stages = sync;
+    o.n_sync_stages = 1;
+    return sf_client_open(&o, &c) == 0 ? c : NULL;
+}
+
+/* One thread's collectives inside the open synchronizing stage of step t. */
+static double run_in_sync_stage(sf_client *c, int64_t t)
+{
+    int bwd = sf_stage_id(c, "model.backward_cpu_wall");
+    sf_step_begin(c, t);
+    sf_stage_begin(c, bwd);
+    double ns = run_threads(1);
+    sf_stage_end(c, bwd);
+    sf_step_end(c);
+    return ns;
+}
+
 static sf_client *client(double fraction)
 {
     sf_client_options o;
@@ -157,32 +189,38 @@ int main(int argc, char **argv)
     const sf_nccl_profiler_v5 *real;
     sf_client *off, *on, *sampled;
     int mask = 0;
-    double nop_ns, one_ns, two_ns, off_ns, on_ns, s05_ns;
+    double nop_ns, one_ns, two_ns, sync_ns, off_ns, on_ns, s05_ns;
     long n_steps;
 
     if (argc < 3)
         return 2;
     if (argc > 3)
         n_iter = atol(argv[3]);
+    sf_client *sc = sync_client(); /* published before the plugin looks */
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib || !(real = dlsym(lib, "ncclProfiler_v5")) ||
+    if (!sc || !lib || !(real = dlsym(lib, "ncclProfiler_v5")) ||
         real->init(&ctx, 1, &mask, "bench", 1, 1, 0, NULL) != ncclSuccess)
         return 1;
-    double nop_v[ROUNDS], one_v[ROUNDS], two_v[ROUNDS], off_v[ROUNDS], on_v[ROUNDS], s05_v[ROUNDS];
+    double nop_v[ROUNDS], one_v[ROUNDS], two_v[ROUNDS], sync_v[ROUNDS], off_v[ROUNDS], on_v[ROUNDS],
+        s05_v[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         v5 = &nop;
         nop_v[r] = run_threads(1);
         v5 = real;
         one_v[r] = run_threads(1);
+        sync_v[r] = run_in_sync_stage(sc, r);
         two_v[r] = run_threads(2);
     }
     nop_ns = median(nop_v);
     one_ns = median(one_v);
     two_ns = median(two_v);
+    sync_ns = median(sync_v);
     v5->finalize(ctx);
+    sf_client_close(sc);
     printf("nccl plugin, per collective (10 calls):  no-op %.1f ns | plugin 1 thread %.1f ns"
-           " | 2 threads sharing a communicator %.1f ns (aggregate)\n",
-           nop_ns, one_ns, two_ns);
+           " | 2 threads sharing a communicator %.1f ns (aggregate)"
+           " | 1 thread in a synchronizing stage %.1f ns\n",
+           nop_ns, one_ns, two_ns, sync_ns);
 
     if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL))
         return 1;

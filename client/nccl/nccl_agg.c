@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include "stagefrontier/limits.h"
 #include "strutil.h"
 
 /* One field into the key hash, with a separator after it. */
@@ -152,30 +153,94 @@ uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage)
  * threads enqueuing on one communicator at the same instant) leaves the slot
  * to it rather than wait or interleave its stores: both points are of the
  * same stage at the same moment, and two writers in one slot would let the
- * flusher read one's tag with the other's offset. */
-static void enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage, int64_t offset)
+ * flusher read one's tag with the other's offset. Returns the even seq it
+ * left, which names this write, or 0 when it left the slot alone. */
+static uint32_t enq_record(struct sf_nccl_agg *agg, int64_t step, int32_t stage, int64_t offset,
+                           int64_t base)
 {
     struct sf_nccl_enq *e = &agg->enq[sf__nccl_enq_slot(step, stage)];
     uint32_t seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
     if ((seq & 1) || !atomic_compare_exchange_strong_explicit(
                          &e->seq, &seq, seq + 1, memory_order_acq_rel, memory_order_relaxed))
-        return;
+        return 0;
     atomic_store_explicit(&e->offset_ns, offset, memory_order_relaxed);
+    atomic_store_explicit(&e->base_ns, base, memory_order_relaxed);
+    atomic_store_explicit(&e->gpu_start, 0, memory_order_relaxed);
+    atomic_store_explicit(&e->gpu_end, 0, memory_order_relaxed);
     atomic_store_explicit(&e->tag, sf__nccl_enq_tag(step, stage), memory_order_relaxed);
-    atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
+    uint32_t done = seq + 2 ? seq + 2 : 2; /* never 0: 0 means "not written" */
+    atomic_store_explicit(&e->seq, done, memory_order_release);
+    return done;
+}
+
+/* A collective's kernel times into the point it wrote, only while that
+ * write is still the slot's latest (seq unchanged): a later collective of
+ * the same (step, stage) has moved the slot, and its own kernel will fill
+ * it. Claimed like a write, so the flusher never reads half of it. A later
+ * collective enqueued in the same instant finds the slot claimed and leaves
+ * it (enq_record): the point then stays this collective's enqueue with its
+ * own kernel, a consistent pair, one collective short of the last. */
+static void enq_kernel(struct sf_nccl_agg *agg, uint32_t slot, uint32_t seq, uint64_t lo,
+                       uint64_t hi)
+{
+    struct sf_nccl_enq *e = &agg->enq[slot];
+    uint32_t cur = seq;
+    if (!atomic_compare_exchange_strong_explicit(&e->seq, &cur, seq + 1, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return;
+    atomic_store_explicit(&e->gpu_start, lo, memory_order_relaxed);
+    atomic_store_explicit(&e->gpu_end, hi, memory_order_relaxed);
+    atomic_store_explicit(&e->seq, seq + 2 ? seq + 2 : 2, memory_order_release);
+}
+
+int sf__nccl_enq_read_point(const struct sf_nccl_enq *e, struct sf_nccl_enq_point *ret)
+{
+    uint32_t s0 = atomic_load_explicit(&e->seq, memory_order_acquire);
+    struct sf_nccl_enq_point p = {
+        .tag = atomic_load_explicit(&e->tag, memory_order_relaxed),
+        .offset_ns = atomic_load_explicit(&e->offset_ns, memory_order_relaxed),
+        .base_ns = atomic_load_explicit(&e->base_ns, memory_order_relaxed),
+        .gpu_start = atomic_load_explicit(&e->gpu_start, memory_order_relaxed),
+        .gpu_end = atomic_load_explicit(&e->gpu_end, memory_order_relaxed),
+    };
+    atomic_thread_fence(memory_order_acquire);
+    if ((s0 & 1) || atomic_load_explicit(&e->seq, memory_order_relaxed) != s0)
+        return -EAGAIN;
+    *ret = p;
+    return 0;
 }
 
 int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *ret_offset)
 {
-    uint32_t s0 = atomic_load_explicit(&e->seq, memory_order_acquire);
-    uint64_t tag = atomic_load_explicit(&e->tag, memory_order_relaxed);
-    int64_t off = atomic_load_explicit(&e->offset_ns, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    if ((s0 & 1) || atomic_load_explicit(&e->seq, memory_order_relaxed) != s0)
-        return -EAGAIN;
-    *ret_tag = tag;
-    *ret_offset = off;
-    return 0;
+    struct sf_nccl_enq_point p;
+    int r = sf__nccl_enq_read_point(e, &p);
+    if (r == 0) {
+        *ret_tag = p.tag;
+        *ret_offset = p.offset_ns;
+    }
+    return r;
+}
+
+bool sf__nccl_kernel_span(const struct sf_nccl_enq_point *p, int64_t realtime_minus_mono,
+                          int64_t now_mono, struct sf_nccl_kernel_span *ret)
+{
+    int64_t start, end, s_off, e_off;
+    if (p->gpu_start == 0 || p->gpu_end < p->gpu_start || p->gpu_end > (uint64_t)INT64_MAX)
+        return false;
+    if (__builtin_sub_overflow((int64_t)p->gpu_start, realtime_minus_mono, &start) ||
+        __builtin_add_overflow(start, (int64_t)(p->gpu_end - p->gpu_start), &end) ||
+        __builtin_sub_overflow(start, p->base_ns, &s_off) ||
+        __builtin_sub_overflow(end, p->base_ns, &e_off))
+        return false;
+    if (start > now_mono + SF_NCCL_KERNEL_SLACK_NS ||
+        s_off < p->offset_ns - SF_NCCL_KERNEL_SLACK_NS || e_off > SF_MAX_DURATION_NS)
+        return false;
+    if (s_off < p->offset_ns)
+        s_off = p->offset_ns; /* within the clocks' slack: started at once */
+    if (e_off < s_off)
+        e_off = s_off;
+    *ret = (struct sf_nccl_kernel_span){s_off, e_off};
+    return true;
 }
 
 struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg,
@@ -185,9 +250,13 @@ struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg,
     uint32_t bucket = sf__nccl_size_bucket(bytes);
     uint32_t key = key_find(agg, ci, bucket);
     struct sf_nccl_coll *c;
+    uint32_t enq_seq = 0, enq_slot = 0;
 
-    if (ci->enqueue_point && ci->enqueue_offset_ns >= 0 && ci->stage >= 0 && ci->stage < 64)
-        enq_record(agg, ci->step, ci->stage, ci->enqueue_offset_ns);
+    if (ci->enqueue_point && ci->enqueue_offset_ns >= 0 && ci->stage >= 0 && ci->stage < 64) {
+        enq_slot = sf__nccl_enq_slot(ci->step, ci->stage);
+        enq_seq = enq_record(agg, ci->step, ci->stage, ci->enqueue_offset_ns,
+                             ci->enqueue_now_ns - ci->enqueue_offset_ns);
+    }
     if (key == UINT32_MAX) {
         atomic_fetch_add_explicit(&agg->dropped, 1, memory_order_relaxed);
         return NULL;
@@ -201,6 +270,8 @@ struct sf_nccl_coll *sf__nccl_coll_start(struct sf_nccl_agg *agg,
         return NULL;
     }
     c->key = key;
+    c->enq_slot = enq_slot;
+    c->enq_seq = enq_seq;
     c->n_channels = ci->n_channels ? ci->n_channels : 1;
     atomic_store_explicit(&c->ch_done, 0, memory_order_relaxed);
     atomic_store_explicit(&c->t_min, UINT64_MAX, memory_order_relaxed);
@@ -295,6 +366,8 @@ void sf__nccl_kch_stop(struct sf_nccl_kch *k)
             struct sf_nccl_key *key = &agg->keys[c->key];
             atomic_fetch_add_explicit(&key->gpu_ns, hi - lo, memory_order_relaxed);
             atomic_fetch_add_explicit(&key->timed, 1, memory_order_relaxed);
+            if (c->enq_seq)
+                enq_kernel(agg, c->enq_slot, c->enq_seq, lo, hi);
         }
     }
     atomic_fetch_sub_explicit(&c->ch_pending, 1, memory_order_release);

@@ -50,6 +50,10 @@ struct sf_nccl_coll {
     uint32_t n_channels; /* kernel channels that complete its timing */
     _Atomic uint32_t ch_pending, ch_done;
     _Atomic uint64_t t_min, t_max;
+    /* The enqueue point this collective last wrote (enq_seq 0: none): its
+     * kernel times go there if no later collective of that (step, stage)
+     * has moved the slot since. */
+    uint32_t enq_slot, enq_seq;
 };
 
 struct sf_nccl_kch {
@@ -60,13 +64,24 @@ struct sf_nccl_kch {
 };
 
 /* The enqueue point of one (step, synchronizing stage): the offset from the
- * stage's start at which its latest collective was enqueued. tag packs step
- * and stage (0: empty); a writer stores the offset, then the tag, and
- * bumps seq around both so the flusher can tell a torn read. */
+ * stage's start at which its latest collective was enqueued, the stage's
+ * start itself (CLOCK_MONOTONIC), and, once that collective's kernel
+ * channels have all reported, its kernel's GPU start and end (GPU
+ * globaltimer; 0: not yet, or never). tag packs step and stage (0: empty);
+ * a writer bumps seq around its stores so the flusher can tell a torn read. */
 struct sf_nccl_enq {
     _Atomic uint32_t seq; /* odd while a writer is inside */
     _Atomic uint64_t tag; /* (step << 7 | stage) + 1 */
     _Atomic int64_t offset_ns;
+    _Atomic int64_t base_ns;
+    _Atomic uint64_t gpu_start, gpu_end;
+};
+
+/* One consistent read of a slot. */
+struct sf_nccl_enq_point {
+    uint64_t tag;
+    int64_t offset_ns, base_ns;
+    uint64_t gpu_start, gpu_end; /* 0: no kernel times */
 };
 
 struct sf_nccl_agg {
@@ -90,7 +105,8 @@ struct sf_nccl_coll_info {
     int32_t stage;
     int64_t step;              /* the trainer's step at enqueue, >= 0 */
     bool enqueue_point;        /* enclosed by a synchronizing stage: */
-    int64_t enqueue_offset_ns; /*   enqueued this long after its start */
+    int64_t enqueue_offset_ns; /*   enqueued this long after its start, */
+    int64_t enqueue_now_ns;    /*   at this CLOCK_MONOTONIC time */
 };
 
 void sf__nccl_agg_init(struct sf_nccl_agg *agg);
@@ -114,6 +130,24 @@ uint64_t sf__nccl_enq_tag(int64_t step, int32_t stage);
 /* Reads a slot consistently: 0 and its tag and offset, or -EAGAIN while a
  * writer is inside (try at the next flush). */
 int sf__nccl_enq_read(const struct sf_nccl_enq *e, uint64_t *ret_tag, int64_t *ret_offset);
+/* The same, with the stage's start and the kernel times. */
+int sf__nccl_enq_read_point(const struct sf_nccl_enq *e, struct sf_nccl_enq_point *ret);
+
+/* A point's kernel times as shipped: ns after the stage's start on the
+ * monotonic clock. */
+struct sf_nccl_kernel_span {
+    int64_t start_ns, end_ns;
+};
+/* Moves a point's GPU kernel times onto the monotonic clock: the GPU's
+ * globaltimer follows the host's CLOCK_REALTIME, so a time minus
+ * realtime_minus_mono is a monotonic time. False (ship no kernel times)
+ * when the point has none or they are implausible: a start before the
+ * enqueue or after now_mono by more than SF_NCCL_KERNEL_SLACK_NS, an end
+ * before the start, or an offset beyond 2^42. A start within the slack
+ * before the enqueue reads as the enqueue. Pure. */
+#define SF_NCCL_KERNEL_SLACK_NS INT64_C(1000000)
+bool sf__nccl_kernel_span(const struct sf_nccl_enq_point *p, int64_t realtime_minus_mono,
+                          int64_t now_mono, struct sf_nccl_kernel_span *ret);
 
 /* Whether p is one of agg's collective handles. */
 bool sf__nccl_is_coll(const struct sf_nccl_agg *agg, const void *p);

@@ -91,8 +91,9 @@ static void *start_common(struct sf_nccl_comm *comm, uint64_t type, void *parent
     case SF_NCCL_EV_P2P:
         /* Step and stage as the trainer stands while NCCL enqueues; inside a
          * synchronizing stage, also when (the trainer's arrival fallback). */
+        ci->enqueue_now_ns = sf__now_ns();
         ci->enqueue_point =
-            sf__nccl_current_sync_point(&ci->stage, sf__now_ns(), &ci->enqueue_offset_ns);
+            sf__nccl_current_sync_point(&ci->stage, ci->enqueue_now_ns, &ci->enqueue_offset_ns);
         ci->step = sf__nccl_step_now(&comm->agg);
         return sf__nccl_coll_start(&comm->agg, ci);
     case SF_NCCL_EV_PROXY_OP:

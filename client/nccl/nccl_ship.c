@@ -271,9 +271,10 @@ static int ship_group(struct sf_nccl_comm *comm, const struct sf_nccl_pending *p
 }
 
 /* Ships one enqueue point: a batch with no aggregates that names the step,
- * the synchronizing stage and last_enqueue_ns. */
+ * the synchronizing stage and last_enqueue_ns, and its kernel's start and
+ * end when NCCL gave them. */
 static int ship_enqueue_point(const struct sf_nccl_comm *comm, int64_t step, const char *stage,
-                              int64_t offset_ns, int64_t now)
+                              int64_t offset_ns, const struct sf_nccl_kernel_span *k, int64_t now)
 {
     Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
@@ -287,30 +288,52 @@ static int ship_enqueue_point(const struct sf_nccl_comm *comm, int64_t step, con
     b.enclosing_stage = (char *)stage;
     b.has_last_enqueue_ns = 1;
     b.last_enqueue_ns = (uint64_t)offset_ns;
+    if (k) {
+        b.has_kernel_start_ns = b.has_kernel_end_ns = 1;
+        b.kernel_start_ns = (uint64_t)k->start_ns;
+        b.kernel_end_ns = (uint64_t)k->end_ns;
+    }
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
     m.nccl = &b;
     return sf__transport_send_message(&st.tr, &m, st.out_buf, sizeof st.out_buf, now);
 }
 
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
 /* Enqueue points go out before the aggregates: sfd uses a point only for a
  * step record that arrives after it (docs/SIDE_EVIDENCE.md), and the trainer
  * ships its records in batches, so the earlier the better. A slot is shipped
- * again when a later collective of the same (step, stage) moved it. */
+ * again when a later collective of the same (step, stage) moved it, or when
+ * its kernel times came in after it was shipped. */
 static int flush_enqueue_points(struct sf_nccl_comm *comm, int64_t now)
 {
+    /* The realtime-to-monotonic offset, read once per tick around one
+     * monotonic read: the GPU's globaltimer follows CLOCK_REALTIME. */
+    int64_t m0 = clock_ns(CLOCK_MONOTONIC), rt = clock_ns(CLOCK_REALTIME);
+    int64_t m1 = clock_ns(CLOCK_MONOTONIC);
+    int64_t rt_minus_mono = rt - (m0 + (m1 - m0) / 2);
     for (uint32_t i = 0; i < SF_NCCL_ENQ_RING; i++) {
-        uint64_t tag;
-        int64_t off;
-        if (sf__nccl_enq_read(&comm->agg.enq[i], &tag, &off) < 0 || tag == 0 ||
-            (tag == comm->enq_sent[i].tag && off == comm->enq_sent[i].offset_ns))
+        struct sf_nccl_enq_point p;
+        if (sf__nccl_enq_read_point(&comm->agg.enq[i], &p) < 0 || p.tag == 0 ||
+            (p.tag == comm->enq_sent[i].tag && p.offset_ns == comm->enq_sent[i].offset_ns &&
+             p.gpu_start == comm->enq_sent[i].gpu_start))
             continue;
-        int32_t stage = (int32_t)((tag - 1) & 0x7f);
-        int64_t step = (int64_t)((tag - 1) >> 7);
-        int r = ship_enqueue_point(comm, step, sf__nccl_stage_name(stage, ""), off, now);
+        int32_t stage = (int32_t)((p.tag - 1) & 0x7f);
+        int64_t step = (int64_t)((p.tag - 1) >> 7);
+        struct sf_nccl_kernel_span k;
+        bool timed = sf__nccl_kernel_span(&p, rt_minus_mono, m1, &k);
+        int r = ship_enqueue_point(comm, step, sf__nccl_stage_name(stage, ""), p.offset_ns,
+                                   timed ? &k : NULL, now);
         if (r < 0)
             return r;
-        comm->enq_sent[i].tag = tag;
-        comm->enq_sent[i].offset_ns = off;
+        comm->enq_sent[i].tag = p.tag;
+        comm->enq_sent[i].offset_ns = p.offset_ns;
+        comm->enq_sent[i].gpu_start = p.gpu_start;
     }
     return 0;
 }

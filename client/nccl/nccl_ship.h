@@ -47,6 +47,7 @@ struct sf_nccl_comm {
     struct {
         uint64_t tag;
         int64_t offset_ns;
+        uint64_t gpu_start;
     } enq_sent[SF_NCCL_ENQ_RING];
     uint64_t groups_at_flush;
     struct sf_nccl_flush_scratch scratch; /* the flusher's, under the registry lock */

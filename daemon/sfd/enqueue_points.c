@@ -14,6 +14,7 @@
 struct enq_slot {
     int64_t step; /* -1: empty */
     int64_t offset_ns;
+    int64_t kernel_start_ns; /* -1: none */
     uint32_t rank;
     uint32_t stage;
 };
@@ -44,7 +45,7 @@ int sfd_enq_sync_stage(const sf_schema *schema, const char *name)
 }
 
 int sfd_enq_note(struct sfd_enq_points **points, uint32_t rank, int64_t step,
-                 uint32_t recorded_stage, int64_t offset_ns)
+                 uint32_t recorded_stage, int64_t offset_ns, int64_t kernel_start_ns)
 {
     if (!*points) {
         struct sfd_enq_points *p = malloc(sizeof *p);
@@ -56,8 +57,10 @@ int sfd_enq_note(struct sfd_enq_points **points, uint32_t rank, int64_t step,
     }
     struct enq_slot *s = &(*points)->slot[slot_of(rank, step, recorded_stage)];
     bool same = s->step == step && s->rank == rank && s->stage == recorded_stage;
-    *s = (struct enq_slot){step, offset_ns, rank, recorded_stage};
-    return same ? 0 : 1;
+    bool was_timed = same && s->kernel_start_ns >= 0;
+    *s = (struct enq_slot){step, offset_ns, kernel_start_ns, rank, recorded_stage};
+    return (same ? 0 : SFD_ENQ_NEW) |
+           (kernel_start_ns >= 0 && !was_timed ? SFD_ENQ_NEWLY_TIMED : 0);
 }
 
 void sfd_enq_fill(const struct sfd_enq_points *points, const sf_schema *schema, uint32_t rank,
@@ -71,6 +74,21 @@ void sfd_enq_fill(const struct sfd_enq_points *points, const sf_schema *schema, 
         const struct enq_slot *s = &points->slot[slot_of(rank, step, i)];
         if (s->step == step && s->rank == rank && s->stage == i)
             own[i] = s->offset_ns;
+        k++;
+    }
+}
+
+void sfd_enq_fill_kernel(const struct sfd_enq_points *points, const sf_schema *schema,
+                         uint32_t rank, int64_t step, int64_t *kernel)
+{
+    if (!points)
+        return;
+    for (uint32_t k = 0, i = 0; k < schema->n_stages; k++, i++) {
+        if (!(schema->sync_mask >> k & 1))
+            continue;
+        const struct enq_slot *s = &points->slot[slot_of(rank, step, i)];
+        if (s->step == step && s->rank == rank && s->stage == i && s->kernel_start_ns >= 0)
+            kernel[i] = s->kernel_start_ns;
         k++;
     }
 }

@@ -22,15 +22,24 @@ struct sfd_enq_points;
 /* The recorded (unsplit) index of the synchronizing stage called name in
  * schema, or -1 when no synchronizing stage has that name. */
 int sfd_enq_sync_stage(const sf_schema *schema, const char *name);
-/* Keeps a point, creating *points on first use: 1 for a new (rank, step,
- * stage), 0 when it replaced that key's earlier point (the plugin re-ships a
- * slot when a later collective moved it), or -ENOMEM. */
+/* Keeps a point, with its kernel's start (kernel_start_ns, -1: none; the
+ * offset from the stage's start, as offset_ns), creating *points on first
+ * use: SFD_ENQ_NEW for a new (rank, step, stage) (else it replaced that
+ * key's earlier point: the plugin re-ships a slot when a later collective
+ * moved it or its kernel times came in), with SFD_ENQ_NEWLY_TIMED when the
+ * key now has a kernel start it did not have; or -ENOMEM. */
+#define SFD_ENQ_NEW 1
+#define SFD_ENQ_NEWLY_TIMED 2
 int sfd_enq_note(struct sfd_enq_points **points, uint32_t rank, int64_t step,
-                 uint32_t recorded_stage, int64_t offset_ns);
+                 uint32_t recorded_stage, int64_t offset_ns, int64_t kernel_start_ns);
 /* Fills own[recorded stage] with the kept points of (rank, step) for every
  * synchronizing stage of schema; other entries are left as they are. */
 void sfd_enq_fill(const struct sfd_enq_points *points, const sf_schema *schema, uint32_t rank,
                   int64_t step, int64_t *own);
+/* The same for the kept kernel starts: kernel[recorded stage] for every
+ * synchronizing stage whose point of (rank, step) has one. */
+void sfd_enq_fill_kernel(const struct sfd_enq_points *points, const sf_schema *schema,
+                         uint32_t rank, int64_t step, int64_t *kernel);
 void sfd_enq_free(struct sfd_enq_points *points);
 /* The bytes of one job's table, charged to its uid before the first point. */
 size_t sfd_enq_table_bytes(void);

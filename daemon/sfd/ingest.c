@@ -240,6 +240,36 @@ static void note_shed_drops(struct sfd_conn *c, const struct sfd_batch_peek *pk)
     note_drops(c, &r, pk->first_step, sent, rk->records);
 }
 
+/* The issue lag of a synchronizing stage without an issue mark, from the
+ * NCCL plugin's kernel start of that (rank, step, stage) when it has one
+ * (docs/ACCOUNTING.md, "Issue lag"): the kernel's start less the arrival,
+ * both offsets from the stage's start, 0 when the kernel started before
+ * the arrival mark. An issue mark always wins. Returns the lags filled. */
+static int kernel_issue_lags(const struct sfd_job *job, uint32_t rank, int64_t step,
+                             const int64_t *split, int64_t *lag)
+{
+    const sf_schema *schema = &job->schema;
+    int64_t kernel[SF_MAX_STAGES];
+    uint32_t recorded = sf_schema_recorded_stages(schema);
+    for (uint32_t i = 0; i < recorded; i++)
+        kernel[i] = -1;
+    sfd_enq_fill_kernel(job->enq, schema, rank, step, kernel);
+    int filled = 0;
+    /* k walks the split stages, i the recorded ones, j the synchronizing. */
+    for (uint32_t k = 0, i = 0, j = 0; k < schema->n_stages; k++, i++) {
+        if (!(schema->sync_mask >> k & 1))
+            continue;
+        if (lag[j] < 0 && kernel[i] >= 0) {
+            int64_t own = split[k];
+            lag[j] = kernel[i] > own ? kernel[i] - own : 0;
+            filled++;
+        }
+        j++;
+        k++;
+    }
+    return filled;
+}
+
 static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
 {
     struct sfd *d = c->sfd;
@@ -289,6 +319,11 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
             if (marks < 0) {
                 sfd_count_reject(d, job, why, 1, c);
                 continue;
+            }
+            if (!(row.flags & SF_ROW_ARRIVAL_MISSING)) {
+                int from_kernel = kernel_issue_lags(job, c->rank, rec->step, split, lag);
+                sfd_sat_add(&d->ctr.kernel_issue_lags, (uint64_t)from_kernel);
+                marks += from_kernel;
             }
             if (bad_fallbacks)
                 sfd_count_reject(d, job, SFD_REJ_ARRIVAL_RANGE, bad_fallbacks, c);
@@ -360,13 +395,17 @@ static void note_enqueue_point(struct sfd_conn *c, const Stagefrontier__NcclBatc
         sfd_count_reject(c->sfd, job, SFD_REJ_MEMORY, 1, c);
         return;
     }
-    int r = sfd_enq_note(&job->enq, c->rank, b->step, (uint32_t)stage, (int64_t)b->last_enqueue_ns);
+    int64_t kernel = b->has_kernel_start_ns ? (int64_t)b->kernel_start_ns : -1;
+    int r = sfd_enq_note(&job->enq, c->rank, b->step, (uint32_t)stage, (int64_t)b->last_enqueue_ns,
+                         kernel);
     if (r < 0) {
         if (fresh)
             sfd_job_release(job, SFD_MEM_ENQ_POINTS, sfd_enq_table_bytes());
         sfd_log(SFD_LOG_WARNING, job->id, "NCCL enqueue point not stored: out of memory");
-    } else
-        sfd_sat_add(&c->sfd->ctr.enqueue_points, (uint64_t)r);
+    } else {
+        sfd_sat_add(&c->sfd->ctr.enqueue_points, (r & SFD_ENQ_NEW) != 0);
+        sfd_sat_add(&c->sfd->ctr.kernel_points, (r & SFD_ENQ_NEWLY_TIMED) != 0);
+    }
 }
 
 static int handle_nccl(struct sfd_conn *c, const Stagefrontier__NcclBatch *b)

@@ -370,5 +370,13 @@ int sfd_validate_nccl(const Stagefrontier__NcclBatch *b, enum sfd_reject *ret_wh
     }
     if (b->has_last_enqueue_ns && b->last_enqueue_ns > (uint64_t)SF_MAX_DURATION_NS)
         return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
+    /* Kernel times only with their point, both or neither, in order:
+     * enqueued, then started, then ended. */
+    if (b->has_kernel_start_ns || b->has_kernel_end_ns) {
+        if (!b->has_last_enqueue_ns || !b->has_kernel_start_ns || !b->has_kernel_end_ns ||
+            b->kernel_start_ns < b->last_enqueue_ns || b->kernel_end_ns < b->kernel_start_ns ||
+            b->kernel_end_ns > (uint64_t)SF_MAX_DURATION_NS)
+            return reject(ret_why, SFD_REJ_KERNEL_TIME);
+    }
     return 0;
 }

@@ -92,18 +92,19 @@ static json_t *status_json(struct sfd *d)
     const char *role = sfd_cluster_role(d, &term);
     json_t *status = json_pack(
         "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-        "s:I, s:I, s:o, s:o}",
+        "s:I, s:I, s:I, s:I, s:o, s:o}",
         "mode", sfd_cluster_mode(d), "role", role, "term", (json_int_t)term, "uptime_s",
         (json_int_t)((sfd_now_ms(d) - d->start_ms) / 1000), "connections",
         (json_int_t)(d->n_conns - nq), "query_connections", (json_int_t)nq, "connections_accepted",
         (json_int_t)d->ctr.connections_accepted, "jobs", (json_int_t)d->n_jobs, "records",
         (json_int_t)d->ctr.records, "batches", (json_int_t)d->ctr.batches, "nccl_batches",
         (json_int_t)d->ctr.nccl_batches, "enqueue_points", (json_int_t)d->ctr.enqueue_points,
-        "warmup_records", (json_int_t)d->ctr.warmup_records, "dropped", (json_int_t)d->ctr.dropped,
-        "shed_batches", (json_int_t)d->ctr.shed_batches, "shed_records",
-        (json_int_t)d->ctr.shed_records, "windows_closed", (json_int_t)d->ctr.windows_closed,
-        "query_requests", (json_int_t)d->ctr.query_requests, "rejected_total", (json_int_t)total,
-        "rejected", rej, "memory", mem);
+        "kernel_points", (json_int_t)d->ctr.kernel_points, "kernel_issue_lags",
+        (json_int_t)d->ctr.kernel_issue_lags, "warmup_records", (json_int_t)d->ctr.warmup_records,
+        "dropped", (json_int_t)d->ctr.dropped, "shed_batches", (json_int_t)d->ctr.shed_batches,
+        "shed_records", (json_int_t)d->ctr.shed_records, "windows_closed",
+        (json_int_t)d->ctr.windows_closed, "query_requests", (json_int_t)d->ctr.query_requests,
+        "rejected_total", (json_int_t)total, "rejected", rej, "memory", mem);
     if (status != NULL) {
         json_object_set_new(status, "history", sfd_history_json(d));
         json_object_set_new(status, "verdicts", verdicts_json(d));

@@ -135,6 +135,7 @@ enum sfd_reject {
     /* parallel coordinates (docs/SFD.md, "Parallel coordinates"): */
     SFD_REJ_PARALLEL_INVALID,  /* an index not below its size, sizes not multiplying to the world */
     SFD_REJ_PARALLEL_CONFLICT, /* another shape than the job's, a tuple taken, or a change */
+    SFD_REJ_KERNEL_TIME,       /* NCCL kernel times without a point, out of order or range */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -151,6 +152,8 @@ struct sfd_counters {
     uint64_t connections_accepted, query_requests;
     uint64_t records, batches, nccl_batches, warmup_records;
     uint64_t enqueue_points;             /* distinct (rank, step, stage) NCCL enqueue points kept */
+    uint64_t kernel_points;              /* of them, those that got their kernel's GPU times */
+    uint64_t kernel_issue_lags;          /* rows' issue lags taken from a kernel start */
     uint64_t dropped;                    /* client-reported drops, summed deltas */
     uint64_t shed_batches, shed_records; /* dropped unread while the loop was behind */
     uint64_t windows_closed;

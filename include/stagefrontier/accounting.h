@@ -119,8 +119,10 @@ typedef struct sf_row {
     int64_t event_gpu_ns; /* CUDA-event forward, when ready */
     /* Issue lags (docs/ACCOUNTING.md, "Issue lag"): NULL when the row has
      * none, else one per synchronizing stage in stage order: the time from
-     * the rank's arrival to the issue of its collective, 0..that stage's
-     * sync wait, or -1 where the stage carried no issue mark. */
+     * the rank's arrival to the start of its collective, 0..2^42 (an
+     * issue mark's lies within the stage's sync wait; a GPU kernel's
+     * start may come after the host left the stage), or -1 where the
+     * stage carried neither. */
     const int64_t *issue_lag;
     /* The rank's parallel coordinates (stagefrontier/parallel.h), NULL when
      * it declared none (never a struct with nothing declared): ranks are

@@ -2,7 +2,9 @@
 # The side evidence against a real GPU, NCCL and CUDA runtime (docs/SIDE_EVIDENCE.md,
 # "On a real GPU"). Builds this tree in Release, starts a private sfd, and runs
 # tests/gpu/gpu_job.py twice: one NCCL communicator, then several on the one GPU;
-# then tests/gpu/gpu_comm_job.py: a two-rank job whose hidden rank issues late.
+# then tests/gpu/gpu_comm_job.py: a two-rank job whose hidden rank issues late,
+# named from the binding's marks, then one whose hidden rank's GPU starts the
+# all-reduce late, named from the NCCL plugin's data alone.
 # Not part of .ci/run: CI has no GPU.
 #
 # Exit codes: 0 every check passed; 1 a check failed (the summary says which);
@@ -115,5 +117,8 @@ done
 # A rank whose hook issues its all-reduce late: named, with the wrapper's
 # paired cost (docs/ACCOUNTING.md, "Communication verdict").
 timeout 300 "$python" "$repo/tests/gpu/gpu_comm_job.py" || rc=1
+# A rank whose GPU starts the all-reduce's kernel late, with no marks at all:
+# named from the plugin's kernel start (docs/SIDE_EVIDENCE.md, "Kernel start").
+timeout 300 "$python" "$repo/tests/gpu/gpu_comm_job.py" --case plugin || rc=1
 [ $rc -eq 0 ] && echo "gpu: all checks passed" || echo "gpu: checks FAILED"
 exit $rc

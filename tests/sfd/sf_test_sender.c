@@ -476,34 +476,50 @@ static int send_sync_hello(struct sender *s, int fd, uint32_t channel, sf_schema
 
 /* Channel 1, stage 1 synchronizing: NCCL enqueue points for steps start..
  * start+3: past stage 1's end (kept; counted when its record comes), in
- * stage 0 (not synchronizing: counted), two in range; then one beyond any
- * stage's bound (the batch is rejected). */
-static int send_enqueue_points(struct sender *s, int fd)
+ * stage 0 (not synchronizing: counted), two in range; start+3's point again
+ * with its kernel starting 1000 ns after that record's explicit arrival;
+ * then one beyond any stage's bound (the batch is rejected and the
+ * connection closed). With bad_kernel, only one point whose kernel starts
+ * before its enqueue (rejected). */
+static int send_enqueue_points(struct sender *s, int fd, bool bad_kernel)
 {
     sf_schema split;
     int r = send_sync_hello(s, fd, 1, &split);
     int64_t d[SF_MAX_STAGES];
-    uint64_t off[5];
-    uint32_t stage[5] = {1, 0, 1, 1, 1};
+    uint64_t off[6], kernel[6] = {0};
+    uint32_t stage[6] = {1, 0, 1, 1, 1, 1};
+    int64_t step[6] = {0, 1, 2, 3, 3, 2};
     for (int64_t i = 0; i < 4; i++) {
         durations(s, s->o.start + i, d);
         off[i] = (uint64_t)(i == 0 ? d[1] + 1 : i == 1 ? 5 : i == 2 ? d[1] / 2 : d[1] / 4);
     }
-    off[4] = (uint64_t)SF_MAX_DURATION_NS + 1;
-    for (int i = 0; i < 5 && r == 0; i++) {
+    off[4] = off[3];
+    kernel[4] = (uint64_t)(d[1] / 2 + 1000); /* d: step start+3's, as its record's arrival */
+    off[5] = (uint64_t)SF_MAX_DURATION_NS + 1;
+    int first = 0, n = 6;
+    if (bad_kernel) {
+        first = 2, n = 3;
+        kernel[2] = off[2] - 1;
+    }
+    for (int i = first; i < n && r == 0; i++) {
         Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
         Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
-        b.step = s->o.start + (i < 4 ? i : 2);
+        b.step = s->o.start + step[i];
         b.comm_name = (char *)"comm";
         b.enclosing_stage = split.names[stage[i] == 1 ? 1 : 0];
         b.has_last_enqueue_ns = true;
         b.last_enqueue_ns = off[i];
+        if (kernel[i]) {
+            b.has_kernel_start_ns = b.has_kernel_end_ns = true;
+            b.kernel_start_ns = kernel[i];
+            b.kernel_end_ns = kernel[i] + 5000;
+        }
         m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
         m.nccl = &b;
         r = send_msg(fd, &m, false);
     }
     sf_schema_clear(&split);
-    printf("sent=%d\n", r == 0 ? 5 : 0);
+    printf("sent=%d\n", r == 0 ? n - first : 0);
     return r == 0 ? 0 : 2;
 }
 
@@ -587,9 +603,11 @@ static int run_hostile(struct sender *s)
         return 2;
     }
     s->fd = fd;
-    if (!strcmp(m, "arrivals") || !strcmp(m, "enqueue_points") || !strcmp(m, "enqueue_records")) {
+    if (!strcmp(m, "arrivals") || !strcmp(m, "enqueue_points") || !strcmp(m, "kernel_bad") ||
+        !strcmp(m, "enqueue_records")) {
         int r = !strcmp(m, "arrivals")         ? send_bad_arrivals(s, fd)
-                : !strcmp(m, "enqueue_points") ? send_enqueue_points(s, fd)
+                : !strcmp(m, "enqueue_points") ? send_enqueue_points(s, fd, false)
+                : !strcmp(m, "kernel_bad")     ? send_enqueue_points(s, fd, true)
                                                : send_enqueue_records(s, fd);
         close(fd);
         return r;

@@ -112,17 +112,26 @@ def main():
         # bound rejects its batch; one in a stage that is not synchronizing is
         # counted and dropped; one past its stage's recorded duration is
         # counted when its record comes, and that record is still kept.
+        # Kernel times that start before their enqueue reject their batch;
+        # valid ones give the record without an issue mark its issue lag.
         before = {k: sfd.rejected(k) for k in ("arrival_out_of_range",
-                                                 "arrival_not_synchronizing")}
+                                                 "arrival_not_synchronizing",
+                                                 "kernel_time_invalid")}
         points, records = sfd.status()["enqueue_points"], sfd.status()["records"]
+        timed, lags = sfd.status()["kernel_points"], sfd.status()["kernel_issue_lags"]
         enq_bytes = sfd.status()["memory"]["by_kind"]["enqueue_points"]
         rc, out, p = send(sfd, mode="enqueue_points", job="eq", world=1)
-        check(rc == 0 and out.get("sent") == "5", "enqueue sender: %s %s" % (out, p.stderr))
+        check(rc == 0 and out.get("sent") == "6", "enqueue sender: %s %s" % (out, p.stderr))
         wait_for(lambda: sfd.rejected("arrival_out_of_range") == before["arrival_out_of_range"] + 1,
                  "the batch past the bound rejected")
+        rc, out, p = send(sfd, mode="kernel_bad", job="eq", world=1)
+        check(rc == 0 and out.get("sent") == "1", "kernel sender: %s %s" % (out, p.stderr))
+        wait_for(lambda: sfd.rejected("kernel_time_invalid") == before["kernel_time_invalid"] + 1,
+                 "the kernel starting before its enqueue rejected")
         check(sfd.status()["enqueue_points"] == points + 3, "three enqueue points kept")
-        # The job's table (4096 slots of 24 bytes) is charged to the budget once.
-        check(sfd.status()["memory"]["by_kind"]["enqueue_points"] == enq_bytes + 4096 * 24,
+        check(sfd.status()["kernel_points"] == timed + 1, "one kernel start kept")
+        # The job's table (4096 slots of 32 bytes) is charged to the budget once.
+        check(sfd.status()["memory"]["by_kind"]["enqueue_points"] == enq_bytes + 4096 * 32,
               "enqueue-point table not charged: %s" % sfd.status()["memory"])
         check(sfd.rejected("arrival_not_synchronizing") == before["arrival_not_synchronizing"] + 1,
               "enqueue point outside a synchronizing stage not counted")
@@ -131,6 +140,8 @@ def main():
         wait_for(lambda: sfd.status()["records"] == records + 4, "four enqueue records kept")
         check(sfd.rejected("arrival_out_of_range") == before["arrival_out_of_range"] + 2,
               "enqueue point past its stage's end not counted: %s" % sfd.status())
+        check(sfd.status()["kernel_issue_lags"] == lags + 1,
+              "the kernel start gave no issue lag: %s" % sfd.status())
 
         holder.stdin.close()
         check(holder.wait(timeout=60) == 0, "holder failed")

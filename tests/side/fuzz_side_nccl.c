@@ -47,17 +47,21 @@ static void enqueue_point(struct sfd_enq_points **points, const sf_schema *schem
 {
     static int64_t durations[6] = {1000, 500000, 300000, 800000, 20000, 0};
     Stagefrontier__StepRecord rec = STAGEFRONTIER__STEP_RECORD__INIT;
-    int64_t fallback[SF_MAX_STAGES], d[SF_MAX_STAGES];
+    int64_t fallback[SF_MAX_STAGES], kernel[SF_MAX_STAGES], d[SF_MAX_STAGES];
     uint32_t flags = 0, bad = 0;
     enum sfd_reject why;
     int stage = sfd_enq_sync_stage(schema, b->enclosing_stage ? b->enclosing_stage : "");
 
-    if (stage < 0 ||
-        sfd_enq_note(points, 0, b->step, (uint32_t)stage, (int64_t)b->last_enqueue_ns) < 0)
+    if (stage < 0 || sfd_enq_note(points, 0, b->step, (uint32_t)stage, (int64_t)b->last_enqueue_ns,
+                                  b->has_kernel_start_ns ? (int64_t)b->kernel_start_ns : -1) < 0)
         return;
     for (size_t i = 0; i < 6; i++)
-        fallback[i] = -1;
+        fallback[i] = kernel[i] = -1;
     sfd_enq_fill(*points, schema, 0, b->step, fallback);
+    sfd_enq_fill_kernel(*points, schema, 0, b->step, kernel);
+    for (size_t i = 0; i < 6; i++)
+        if (kernel[i] >= 0 && kernel[i] < fallback[i])
+            abort(); /* validated: a kernel never starts before its enqueue */
     rec.step = b->step;
     rec.n_durations_ns = 6;
     rec.durations_ns = durations;

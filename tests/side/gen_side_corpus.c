@@ -4,6 +4,7 @@
  * present and absent), plus a hello and an oversized-count case.
  * Usage: gen_side_corpus DIR
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,26 @@ static size_t enqueue_point(uint8_t *out, int64_t step, const char *stage, uint6
     return frame(out, &m);
 }
 
+/* An enqueue point with its kernel's start and end (0 for none). */
+static size_t kernel_point(uint8_t *out, int64_t step, uint64_t offset_ns, uint64_t start_ns,
+                           uint64_t end_ns, bool has_start, bool has_end)
+{
+    Stagefrontier__NcclBatch b = STAGEFRONTIER__NCCL_BATCH__INIT;
+    Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
+    b.step = step;
+    b.comm_name = (char *)"ddp";
+    b.enclosing_stage = (char *)"model.backward_cpu_wall";
+    b.has_last_enqueue_ns = 1;
+    b.last_enqueue_ns = offset_ns;
+    b.has_kernel_start_ns = has_start;
+    b.kernel_start_ns = start_ns;
+    b.has_kernel_end_ns = has_end;
+    b.kernel_end_ns = end_ns;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_NCCL;
+    m.nccl = &b;
+    return frame(out, &m);
+}
+
 static int put(const char *dir, const char *name, const uint8_t *buf, size_t n)
 {
     char path[4096];
@@ -113,5 +134,17 @@ int main(int argc, char **argv)
     n += enqueue_point(buf + n, 7, "model.fwd_loss_cpu_wall", 10);
     n += enqueue_point(buf + n, 8, "model.backward_cpu_wall", UINT64_C(1) << 40);
     n += enqueue_point(buf + n, 9, "model.backward_cpu_wall", UINT64_MAX);
-    return put(argv[1], "enqueue_points", buf, n) < 0;
+    if (put(argv[1], "enqueue_points", buf, n) < 0)
+        return 1;
+    /* Kernel times: in order, past the stage's duration (a GPU that starts
+     * after the host left), before the enqueue, end before start, one
+     * without the other, past any stage's bound. */
+    n = kernel_point(buf, 6, 400000, 450000, 700000, true, true);
+    n += kernel_point(buf + n, 7, 400000, 900000, 1200000, true, true);
+    n += kernel_point(buf + n, 8, 400000, 300000, 700000, true, true);
+    n += kernel_point(buf + n, 9, 400000, 500000, 450000, true, true);
+    n += kernel_point(buf + n, 10, 400000, 500000, 0, true, false);
+    n += kernel_point(buf + n, 11, 400000, 0, 500000, false, true);
+    n += kernel_point(buf + n, 12, 400000, 500000, UINT64_C(1) << 43, true, true);
+    return put(argv[1], "kernel_points", buf, n) < 0;
 }

@@ -12,10 +12,16 @@
  * sf_stage_arrive first thing in backward (the explicit mark must win). Both
  * close the plugin, then wait for a line on stdin before closing the client,
  * so the test can let the enqueue points reach sfd before the step records.
+ * MODE "gpu" is "sync" with kernel channels stamped as a real GPU stamps
+ * them (the globaltimer, which follows CLOCK_REALTIME) and reported once the
+ * kernel has run, as NCCL's proxy thread reports them: each collective's
+ * kernel starts SPIN_NS after its enqueue (the rank's GPU still busy, say)
+ * and runs SPAN_NS.
  * Usage: sf_side_driver PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS [MODE SPIN_NS]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +85,50 @@ static void spin(long ns)
     while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < ns);
 }
 
+static uint64_t realtime_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* An all-reduce whose kernel starts late_ns after NCCL enqueued it and runs
+ * span_ns on two channels, stamped on the GPU's clock. */
+static void all_reduce_gpu(void *ctx, long late_ns, long span_ns)
+{
+    sf_nccl_descr_v5 g = {.type = SF_NCCL_EV_GROUP}, c = {.type = SF_NCCL_EV_COLL};
+    sf_nccl_descr_v5 op = {.type = SF_NCCL_EV_PROXY_OP};
+    void *gh = start(ctx, &g), *ch, *oh;
+    c.coll = (struct sf_nccl_coll_v5){.func = "AllReduce",
+                                      .count = 1u << 18,
+                                      .datatype = "ncclBfloat16",
+                                      .n_channels = 2,
+                                      .algo = "RING",
+                                      .proto = "SIMPLE",
+                                      .parent_group = gh};
+    ch = start(ctx, &c);
+    stop(ch);
+    op.parent = ch;
+    oh = start(ctx, &op);
+    spin(late_ns);
+    uint64_t t0 = realtime_ns();
+    spin(span_ns);
+    uint64_t t1 = realtime_ns();
+    for (uint8_t k = 0; k < 2; k++) {
+        sf_nccl_descr_v5 kd = {.type = SF_NCCL_EV_KERNEL_CH, .parent = ch};
+        sf_nccl_state_args a = {.kernel_ch = {t1 - k}};
+        void *kh;
+        kd.kernel_ch.channel = k;
+        kd.kernel_ch.gpu_timer_start = t0 + k;
+        kh = start(ctx, &kd);
+        if (kh)
+            v5->record_event_state(kh, SF_NCCL_STATE_KERNEL_CH_STOP, &a);
+        stop(kh);
+    }
+    stop(oh);
+    stop(gh);
+}
+
 static int open_client(const char *mode, sf_client **ret)
 {
     static const char *const sync[] = {"model.backward_cpu_wall"};
@@ -108,8 +158,10 @@ int main(int argc, char **argv)
     long spin_ns = argc == 7 ? strtol(argv[6], NULL, 10) : 0;
     char line[16];
 
-    if (argc != 5 && (argc != 7 || (strcmp(mode, "sync") && strcmp(mode, "mark")))) {
-        fprintf(stderr, "usage: %s PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS [sync|mark SPIN_NS]\n",
+    if (argc != 5 &&
+        (argc != 7 || (strcmp(mode, "sync") && strcmp(mode, "mark") && strcmp(mode, "gpu")))) {
+        fprintf(stderr,
+                "usage: %s PLUGIN STEPS COLLECTIVES_PER_STEP SPAN_NS [sync|mark|gpu SPIN_NS]\n",
                 argv[0]);
         return 2;
     }
@@ -142,9 +194,15 @@ int main(int argc, char **argv)
             return 1;
         if (mode && !strcmp(mode, "mark") && sf_stage_arrive(c) < 0)
             return 1;
-        spin(spin_ns);
-        for (long k = 0; k < per_step; k++)
-            all_reduce(ctx, (uint64_t)(t * per_step + k) * 1000000u, span);
+        bool gpu = mode && !strcmp(mode, "gpu");
+        if (!gpu)
+            spin(spin_ns);
+        for (long k = 0; k < per_step; k++) {
+            if (gpu)
+                all_reduce_gpu(ctx, spin_ns, (long)span);
+            else
+                all_reduce(ctx, (uint64_t)(t * per_step + k) * 1000000u, span);
+        }
         if (sf_stage_end(c, bwd) < 0 || stage(c, opt) < 0 || sf_step_end(c) < 0)
             return 1;
     }

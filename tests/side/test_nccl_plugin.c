@@ -69,6 +69,12 @@ static struct {
      * with no aggregates; the latest offset. */
     int points, points_bad;
     uint64_t point_ns;
+    /* Points with kernel times: how many, and the latest one's fields. */
+    int kernel_points;
+    uint64_t kernel_enq_ns, kernel_start_ns, kernel_end_ns;
+    /* The same for comm-v4's points (the v4 interface). */
+    int kernel_points_v4;
+    uint64_t kernel_enq_v4, kernel_start_v4, kernel_end_v4;
     size_t n_rows;
     struct row rows[MAX_ROWS];
 } srv;
@@ -82,12 +88,29 @@ static void add_batch(const Stagefrontier__NcclBatch *b)
         srv.max_step = b->step;
     if (b->has_dropped_events)
         srv.dropped += b->dropped_events;
+    bool v4_point = b->has_last_enqueue_ns && b->comm_name && !strcmp(b->comm_name, "comm-v4");
     if (b->has_last_enqueue_ns) {
-        srv.points++;
         srv.points_bad += b->step != 103 || b->n_aggregates != 0 || !b->enclosing_stage ||
                           strcmp(b->enclosing_stage, "model.fwd_loss_cpu_wall") != 0 ||
-                          b->last_enqueue_ns < srv.point_ns;
-        srv.point_ns = b->last_enqueue_ns;
+                          b->has_kernel_start_ns != b->has_kernel_end_ns;
+        if (!v4_point) { /* comm-a's points, the latest last */
+            srv.points++;
+            srv.points_bad += b->last_enqueue_ns < srv.point_ns;
+            srv.point_ns = b->last_enqueue_ns;
+        }
+        if (b->has_kernel_start_ns && v4_point) {
+            srv.kernel_points_v4++;
+            srv.kernel_enq_v4 = b->last_enqueue_ns;
+            srv.kernel_start_v4 = b->kernel_start_ns;
+            srv.kernel_end_v4 = b->kernel_end_ns;
+        } else if (b->has_kernel_start_ns) {
+            srv.kernel_points++;
+            srv.kernel_enq_ns = b->last_enqueue_ns;
+            srv.kernel_start_ns = b->kernel_start_ns;
+            srv.kernel_end_ns = b->kernel_end_ns;
+        }
+    } else if (b->has_kernel_start_ns || b->has_kernel_end_ns) {
+        srv.points_bad++; /* kernel times only ride on a point */
     }
     for (size_t i = 0; i < b->n_aggregates; i++) {
         const Stagefrontier__NcclAggregate *a = b->aggregates[i];
@@ -266,6 +289,87 @@ static void collective5(void *ctx, const char *func, const char *dt, size_t coun
         kernel_channel5(ctx, ch, k, t0 + k, t0 + span - (n_channels - 1 - k));
     stop(oh);
     stop(gh);
+}
+
+static int64_t clock_read(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
+/* Host work of a known length, the clock being the workload. */
+static void spin(int64_t ns)
+{
+    int64_t t0 = clock_read(CLOCK_MONOTONIC);
+    while (clock_read(CLOCK_MONOTONIC) - t0 < ns)
+        ;
+}
+
+#define KERNEL_LATE_NS INT64_C(3000000) /* the kernel starts this long after the enqueue */
+#define KERNEL_SPAN_NS INT64_C(200000)
+static uint64_t late_gpu_start, late_gpu_end;
+
+/* A collective whose kernel starts KERNEL_LATE_NS after NCCL enqueued it
+ * and runs KERNEL_SPAN_NS, stamped on the GPU's clock as a real one is:
+ * the globaltimer, which follows CLOCK_REALTIME. The channel reports when
+ * the kernel has ended, as NCCL's proxy thread does. */
+static void late_collective5(void *ctx)
+{
+    sf_nccl_descr_v5 g = {.type = SF_NCCL_EV_GROUP};
+    sf_nccl_descr_v5 c = {.type = SF_NCCL_EV_COLL};
+    sf_nccl_descr_v5 op = {.type = SF_NCCL_EV_PROXY_OP};
+    void *gh = start5(ctx, &g), *ch, *oh;
+    c.coll = (struct sf_nccl_coll_v5){.func = "ReduceScatter",
+                                      .count = 64,
+                                      .datatype = "ncclFloat32",
+                                      .n_channels = 1,
+                                      .algo = "RING",
+                                      .proto = "SIMPLE",
+                                      .parent_group = gh};
+    ch = start5(ctx, &c);
+    stop(ch);
+    op.parent = ch;
+    oh = start5(ctx, &op);
+    spin(KERNEL_LATE_NS);
+    late_gpu_start = (uint64_t)clock_read(CLOCK_REALTIME);
+    spin(KERNEL_SPAN_NS);
+    late_gpu_end = (uint64_t)clock_read(CLOCK_REALTIME);
+    kernel_channel5(ctx, ch, 0, late_gpu_start, late_gpu_end);
+    stop(oh);
+    stop(gh);
+}
+
+static uint64_t late_gpu_start4, late_gpu_end4;
+
+/* The same through the v4 interface, where a Coll's parent is its Group. */
+static void late_collective4(void *ctx)
+{
+    sf_nccl_descr_v4 g = {.type = SF_NCCL_EV_GROUP}, c = {.type = SF_NCCL_EV_COLL};
+    sf_nccl_descr_v4 k = {.type = SF_NCCL_EV_KERNEL_CH};
+    void *gh = NULL, *ch = NULL, *kh = NULL;
+    assert_int_equal(v4->start_event(ctx, &gh, &g), ncclSuccess);
+    c.parent = gh;
+    c.coll = (struct sf_nccl_coll_v4){.func = "AllGather",
+                                      .count = 64,
+                                      .datatype = "ncclInt32",
+                                      .n_channels = 1,
+                                      .algo = "RING",
+                                      .proto = "LL"};
+    assert_int_equal(v4->start_event(ctx, &ch, &c), ncclSuccess);
+    assert_int_equal(v4->stop_event(ch), ncclSuccess);
+    spin(KERNEL_LATE_NS);
+    late_gpu_start4 = (uint64_t)clock_read(CLOCK_REALTIME);
+    spin(KERNEL_SPAN_NS);
+    late_gpu_end4 = (uint64_t)clock_read(CLOCK_REALTIME);
+    k.parent = ch;
+    k.kernel_ch.gpu_timer_start = late_gpu_start4;
+    assert_int_equal(v4->start_event(ctx, &kh, &k), ncclSuccess);
+    assert_non_null(kh);
+    sf_nccl_state_args sa = {.kernel_ch = {late_gpu_end4}};
+    assert_int_equal(v4->record_event_state(kh, SF_NCCL_STATE_KERNEL_CH_STOP, &sa), ncclSuccess);
+    assert_int_equal(v4->stop_event(kh), ncclSuccess);
+    assert_int_equal(v4->stop_event(gh), ncclSuccess);
 }
 
 static void *init5(const char *name, uint64_t id)
@@ -457,6 +561,9 @@ static void test_drive_and_ship(void **state)
         atomic_store(&sf_side_beacon.stage, 1);
         for (int i = 0; i < 3; i++)
             collective5(a, "Broadcast", "ncclInt8", 64, "RING", 1, 0, 0);
+        /* The stage's last collective, whose kernel starts late. */
+        late_collective5(a);
+        late_collective4(c4);
         atomic_store(&sf_side_beacon.stage, -1);
     }
     exhaust_pools();
@@ -544,8 +651,24 @@ static void test_drive_and_ship(void **state)
         assert_true(srv.points >= 1);
         assert_true(srv.point_ns >= ENQ_BEFORE_NS);
         assert_true(srv.point_ns < ENQ_BEFORE_NS + INT64_C(30000000000));
+        /* The last collective's kernel, on the stage's clock: it started at
+         * least KERNEL_LATE_NS after its enqueue, and ran exactly as long
+         * as the GPU clock says. The collectives with kernel times of the
+         * GPU clock's zero (the small stamps above) ship none. */
+        assert_true(srv.kernel_points >= 1);
+        assert_int_equal(srv.kernel_enq_ns, srv.point_ns);
+        assert_true(srv.kernel_start_ns >= srv.kernel_enq_ns + (uint64_t)KERNEL_LATE_NS);
+        assert_true(srv.kernel_start_ns < srv.kernel_enq_ns + INT64_C(30000000000));
+        assert_int_equal(srv.kernel_end_ns - srv.kernel_start_ns, late_gpu_end - late_gpu_start);
+        /* The same through v4. */
+        assert_true(srv.kernel_points_v4 >= 1);
+        assert_true(srv.kernel_start_v4 >= srv.kernel_enq_v4 + (uint64_t)KERNEL_LATE_NS);
+        assert_true(srv.kernel_start_v4 < srv.kernel_enq_v4 + INT64_C(30000000000));
+        assert_int_equal(srv.kernel_end_v4 - srv.kernel_start_v4, late_gpu_end4 - late_gpu_start4);
     } else {
         assert_int_equal(srv.points, 0);
+        assert_int_equal(srv.kernel_points, 0);
+        assert_int_equal(srv.kernel_points_v4, 0);
     }
 }
 

@@ -3,7 +3,9 @@
 its steps with libsfclient and drives the NCCL profiler plugin in backward,
 and sfctl. The report shows the plugin's aggregates next to the stage that
 enclosed them, in JSON and in the human view; with a synchronizing backward,
-sfd splits rows without an explicit arrival at the plugin's enqueue points. Each run lives in its own
+sfd splits rows without an explicit arrival at the plugin's enqueue points,
+and with kernel times from the plugin alone the communication verdict names
+the rank whose collective's kernel starts late. Each run lives in its own
 temporary directory; every wait is on a real condition with a generous
 overall timeout."""
 import json
@@ -60,6 +62,76 @@ def check_enqueue_split(sfd):
                 assert wait >= spun and own < spun, (own, wait)
     rejected = sfd.status().get("rejected", {})
     assert not any(rejected.values()), rejected
+
+
+GPU_RANKS, GPU_STEPS, GPU_LATE_RANK = 3, 20, 2
+GPU_LATE_NS, GPU_ON_TIME_NS, GPU_SPAN_NS = 3000000, 100000, 50000
+
+
+def check_kernel_straggler(sfd):
+    """Three ranks, no Python marks: each rank's only evidence of its
+    communication is the plugin's, the enqueue point and the kernel's
+    start and end on the GPU's clock. Rank 2's kernel starts 3 ms after its
+    enqueue, the others' 0.1 ms after: the communication verdict names rank
+    2 from the plugin's data alone, and it is the window's straggler, with
+    origin communication."""
+    job = "side-gpu"
+    st0 = sfd.status()
+    procs = []
+    try:
+        for rank in range(GPU_RANKS):
+            late = GPU_LATE_NS if rank == GPU_LATE_RANK else GPU_ON_TIME_NS
+            env = dict(os.environ, SF_SOCKET=sfd.ingest, SF_JOB_ID=job, RANK=str(rank),
+                       WORLD_SIZE=str(GPU_RANKS), LOCAL_RANK=str(rank), SF_NCCL_FLUSH_MS="2",
+                       SF_FLUSH_MS="3600000")
+            procs.append(subprocess.Popen(
+                [DRIVER, PLUGIN, str(GPU_STEPS), "1", str(GPU_SPAN_NS), "gpu", str(late)],
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        for p in procs:
+            assert "finalized" in p.stdout.readline(), "trainer did not finalize"
+        # Every point, with its kernel start, is in sfd before any record.
+        n = GPU_RANKS * GPU_STEPS
+        sfdtest.wait_for(lambda: sfd.status()["kernel_points"] >= st0["kernel_points"] + n and
+                         sfd.status()["enqueue_points"] >= st0["enqueue_points"] + n,
+                         "every kernel-timed enqueue point of " + job)
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.close()
+        for p in procs:
+            assert p.wait(timeout=60) == 0, "trainer failed"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    n_windows = GPU_STEPS // WINDOW
+    sfdtest.wait_for(lambda: len(windows(sfd, job, n_windows)) == n_windows,
+                     "the windows of " + job)
+    ws = windows(sfd, job, n_windows)
+    status = sfd.status()
+    # Every row's issue lag came from its kernel start.
+    assert status["kernel_issue_lags"] == st0["kernel_issue_lags"] + n, status
+    assert status["kernel_points"] == st0["kernel_points"] + n, status
+    for w in ws:
+        assert w["counters"]["arrival_missing_steps"] == 0, w["counters"]
+        comm = w["communication"]
+        assert comm["visibility"] == "seen", comm
+        assert comm["marked_rows"] == comm["rows"] == GPU_RANKS * WINDOW, comm
+        v = comm["verdict"]
+        assert v is not None, comm
+        assert v["rank"] == GPU_LATE_RANK and v["sync_stage"] == BWD, v
+        # Every step is eligible (all ranks timed). Three spinning ranks on a
+        # loaded machine may see one preempted, so a step can go unled.
+        assert v["eligible_steps"] == WINDOW and v["led_steps"] > WINDOW // 2, v
+        # Host spin gives the lag; preemption can only lengthen it.
+        assert GPU_LATE_NS / 1e9 <= v["median_issue_lag_s"] < 1.0, v
+        assert GPU_ON_TIME_NS / 1e9 <= v["others_median_issue_lag_s"] < GPU_LATE_NS / 1e9, v
+        s = w["straggler"]
+        assert s is not None and s["rank"] == GPU_LATE_RANK, w["straggler"]
+        assert s["origin"] == "communication" and s["sync_stage"] == BWD, s
+    text = sfd.sfctl("report", job, "--last", "1").stdout.decode()
+    assert "straggler: rank %d's all-reduce in %s started" % (GPU_LATE_RANK, BWD) in text, text
+    assert "(origin communication" in text, text
 
 
 def main():
@@ -124,6 +196,9 @@ def main():
         # Backward is not synchronizing in side-job: no enqueue point.
         assert status["enqueue_points"] == 0, status
         check_enqueue_split(sfd)
+        check_kernel_straggler(sfd)
+        rejected = sfd.status().get("rejected", {})
+        assert not any(rejected.values()), rejected
         assert sfd.stop() == 0
     finally:
         sfd.close()

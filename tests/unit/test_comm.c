@@ -219,7 +219,11 @@ static void row_bounds(void **state)
     int64_t lag = row.d[BWD_WAIT];
     row.issue_lag = &lag; /* at the end of the wait: in range */
     assert_int_equal(sf_row_validate(&row, &w.schema), 0);
-    lag = row.d[BWD_WAIT] + 1;
+    lag = row.d[BWD_WAIT] + 1; /* a kernel that started after the host left the stage */
+    assert_int_equal(sf_row_validate(&row, &w.schema), 0);
+    lag = SF_MAX_DURATION_NS;
+    assert_int_equal(sf_row_validate(&row, &w.schema), 0);
+    lag = SF_MAX_DURATION_NS + 1;
     assert_int_equal(sf_row_validate(&row, &w.schema), -ERANGE);
     lag = -2;
     assert_int_equal(sf_row_validate(&row, &w.schema), -ERANGE);
