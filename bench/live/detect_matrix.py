@@ -3,11 +3,12 @@
 (Gloo, CPU) through the binding and a real sfd: for each fault row,
 magnitude and seed, the job runs its baseline windows clean, one more clean
 window, then the fault on its hidden rank from a known step (the onset) for
---fault-steps steps. A run is a hit when its first live verdict names the
-hidden rank (and, for a rank's own work, the faulted stage) at or after the
-onset and within the bound of issue 48: 10 steps or 30 s, whichever is
-later (in steps of the run's median step). A verdict before the onset is a
-false verdict; a clean row (`none`) must carry none. A run shorter than its
+--fault-steps steps. A run is a hit when its first straggler verdict names
+the hidden rank and the faulted stage at or after the onset and within the
+bound of issue 48: 10 steps or 30 s, whichever is later (in steps of the
+run's median step). A straggler verdict before the onset is a false verdict;
+a clean row (`none`) must carry none. Change verdicts (the whole job slower,
+rank null: on a shared host, its load) are counted apart, every run. A run shorter than its
 bound that saw no verdict counts as a miss and is marked so.
 
 Prints one line a run and, per row and magnitude, hits of runs with the
@@ -52,11 +53,14 @@ def run_one(build, row, magnitude, seed, fault_steps):
     res["onset"] = WARMUP + (BASELINE + 1) * WINDOW
     res["fault_steps"] = fault_windows * WINDOW
     res["tested"] = ev.get("steps_tested", 0)
-    return (starts[0] if starts else None), starts, res
+    res["changes"] = [v["detected_step"] for v in starts if v["kind"] == "change"]
+    stragglers = [v for v in starts if v["kind"] == "straggler"]
+    return (stragglers[0] if stragglers else None), stragglers, res
 
 
 def score(row, first, starts, res):
-    """(outcome, delay in steps or None): hit, miss, wrong, early, clean, false."""
+    """(outcome, delay in steps or None): hit, miss, wrong, late, early, clean,
+    false. `first` is the run's first straggler verdict, `starts` all of them."""
     onset, stage = res["onset"], faults.FAULTS[row]
     if stage is None:
         return ("false" if starts else "clean"), None
@@ -66,8 +70,7 @@ def score(row, first, starts, res):
         return "early", None
     delay = first["detected_step"] - onset
     bound = max(BOUND_STEPS, int(BOUND_S / res["median_step_s"]))
-    right = first["kind"] == "straggler" and first["rank"] == res["hidden_rank"] and \
-        first["stage"] == stage
+    right = first["rank"] == res["hidden_rank"] and first["stage"] == stage
     if not right:
         return "wrong", delay
     return ("hit" if delay < bound else "late"), delay
@@ -84,7 +87,7 @@ def main():
     if not sfharness.has_torch():
         sys.exit("/usr/bin/python3 cannot import torch with Gloo (install python3-torch)")
     build = sfharness.Build(a.build)
-    cells, false_runs, runs = {}, 0, 0
+    cells, false_runs, runs, change_runs = {}, 0, 0, 0
     for row in a.rows:
         mags = [0.0] if faults.FAULTS[row] is None else a.magnitudes
         for mag in mags:
@@ -95,21 +98,24 @@ def main():
                 short = res["fault_steps"] < bound and outcome == "miss"
                 runs += 1
                 false_runs += outcome in ("early", "false")
+                change_runs += bool(res["changes"])
                 cells.setdefault((row, mag), []).append((outcome, delay))
                 print(json.dumps({"row": row, "magnitude": mag, "seed": seed,
                                   "outcome": outcome, "delay_steps": delay,
                                   "bound_steps": bound, "run_shorter_than_bound": short,
                                   "median_step_ms": round(1000 * res["median_step_s"], 2),
                                   "hidden_rank": res["hidden_rank"], "steps_tested": res["tested"],
-                                  "first_verdict": first}), flush=True)
+                                  "change_verdicts_at": res["changes"],
+                                  "first_straggler_verdict": first}), flush=True)
     for (row, mag), got in sorted(cells.items()):
         hits = [d for o, d in got if o == "hit"]
         what = "clean" if faults.FAULTS[row] is None else "hit"
         print("%s %.2f: %s %d of %d%s" % (
             row, mag, what, sum(o == what for o, _ in got), len(got),
             " (delays %s steps)" % " ".join(map(str, sorted(hits))) if hits else ""))
-    print("false verdicts (before the onset, or on a clean run): %d of %d runs"
+    print("false straggler verdicts (before the onset, or on a clean run): %d of %d runs"
           % (false_runs, runs))
+    print("runs with a change verdict (the whole job): %d of %d" % (change_runs, runs))
 
 
 if __name__ == "__main__":
