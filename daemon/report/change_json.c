@@ -221,13 +221,13 @@ static void write_comm_change(const sf_report *r, const sf_change *c, FILE *out)
     if (m->significant && m->rank != SF_NO_RANK) {
         fprintf(out,
                 "communication vs baseline: rank %u starts its collective in %s %+.1f ms later "
-                "(%.1f-%.1f ms; the largest issue lag in %u of %u steps)\n",
+                "(%.1f to %.1f ms; the largest issue lag in %u of %u steps)\n",
                 m->rank, stage, m->shift.delta_ns / 1e6, m->shift.ci_low_ns / 1e6,
                 m->shift.ci_high_ns / 1e6, m->led_steps, m->eligible_steps);
         return;
     }
     fprintf(out,
-            "communication vs baseline: issue lag in %s %+.1f ms (%.1f-%.1f ms, %u steps): "
+            "communication vs baseline: issue lag in %s %+.1f ms (%.1f to %.1f ms, %u steps): "
             "no significant change\n",
             stage, m->shift.delta_ns / 1e6, m->shift.ci_low_ns / 1e6, m->shift.ci_high_ns / 1e6,
             m->eligible_steps);
