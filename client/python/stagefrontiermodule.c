@@ -304,17 +304,24 @@ static PyTypeObject DataIterType = {
 
 /* ---- Done: the completion mark, called back by a collective's future ---- */
 
-/* A torch Future's then() calls it once the collective completed, on
- * whichever thread completed it (with the GIL): one clock read and one
- * atomic store in the client (sf_stage_complete), no blocking. */
+/* A torch Future calls it back (add_done_callback, or then() on a torch
+ * without it) once the collective completed, on whichever thread completed
+ * it (with the GIL): one clock read and one atomic store in the client
+ * (sf_stage_complete), no blocking. */
 typedef struct {
     PyObject_HEAD Handle *h;
     int stage; /* the stage of the last issue, -1 none */
+    /* Interned method names, looked up once: a name made per call costs
+     * more than the marks. */
+    PyObject *add_done_callback, *then, *get_future;
 } Done;
 
 static void done_dealloc(Done *d)
 {
     Py_XDECREF(d->h);
+    Py_XDECREF(d->add_done_callback);
+    Py_XDECREF(d->then);
+    Py_XDECREF(d->get_future);
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
@@ -343,33 +350,57 @@ static Done *done_new(Handle *h)
     Py_INCREF(h);
     d->h = h;
     d->stage = -1;
+    d->add_done_callback = PyUnicode_InternFromString("add_done_callback");
+    d->then = PyUnicode_InternFromString("then");
+    d->get_future = PyUnicode_InternFromString("get_future");
+    if (d->add_done_callback == NULL || d->then == NULL || d->get_future == NULL) {
+        Py_DECREF(d);
+        return NULL;
+    }
     return d;
 }
 
+/* Calls f.name(d): 1 done, 0 f has no such method, -1 it failed (cleared:
+ * nothing here fails the training step). */
+static int hang_on(Done *d, PyObject *f, PyObject *name)
+{
+    PyObject *r = PyObject_CallMethodOneArg(f, name, (PyObject *)d);
+    if (r != NULL) {
+        Py_DECREF(r);
+        return 1;
+    }
+    int missing = PyErr_ExceptionMatches(PyExc_AttributeError);
+    PyErr_Clear();
+    return missing ? 0 : -1;
+}
+
+/* Hangs the completion mark on a torch Future: add_done_callback, which
+ * makes no future of its own (then() chains a new one, and costs a step
+ * about a microsecond more), else then(). 0: f is no such future. */
+static int hang_completion(Done *d, PyObject *f)
+{
+    int r = hang_on(d, f, d->add_done_callback);
+    return r != 0 ? r : hang_on(d, f, d->then);
+}
+
 /* Marks the issue and, given a torch Future (or a Work with get_future()),
- * hangs the completion mark on it. A future without then() gets no
- * completion mark; nothing here fails the training step. */
+ * hangs the completion mark on it. An object with neither
+ * add_done_callback() nor then() gets no completion mark; nothing here
+ * fails the training step. */
 static int mark_issue(Done *d, PyObject *fut)
 {
     if (d->h->c == NULL)
         return 0;
     d->stage = sf_stage_issue(d->h->c);
-    if (d->stage < 0 || fut == NULL || fut == Py_None)
+    if (d->stage < 0 || fut == NULL || fut == Py_None || hang_completion(d, fut) != 0)
         return 0;
-    PyObject *f = fut;
-    Py_INCREF(f);
-    if (!PyObject_HasAttrString(f, "then") && PyObject_HasAttrString(f, "get_future")) {
-        Py_SETREF(f, PyObject_CallMethod(f, "get_future", NULL));
-        if (f == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-    }
-    PyObject *chained = PyObject_CallMethod(f, "then", "O", (PyObject *)d);
-    Py_DECREF(f);
-    if (chained == NULL)
+    PyObject *f = PyObject_CallMethodNoArgs(fut, d->get_future); /* a Work */
+    if (f == NULL) {
         PyErr_Clear();
-    Py_XDECREF(chained);
+        return 0;
+    }
+    hang_completion(d, f);
+    Py_DECREF(f);
     return 0;
 }
 

@@ -9,7 +9,11 @@
  *     the end of the stage's own work) minus the median of the other ranks'
  *     arrivals: its lateness at the sync point;
  *   - per own-work stage: the median over the ranks of its duration, for a
- *     change of the whole job.
+ *     change of the whole job;
+ *   - per rank and synchronizing stage with issue marks: the rank's issue
+ *     lag (arrival to the issue of its collective) minus the median of the
+ *     other ranks' lags, so a rank that arrives on time but starts its
+ *     collective late is named (its communication).
  * Each cell is standardized by its baseline median and robust scale (MAD);
  * its threshold follows from the job's false-alarm gate, split evenly over
  * the cells (sf_live_threshold). Pure: no I/O, no clocks, no globals.
@@ -33,7 +37,11 @@
  * false-alarm rate below the derived one. */
 #define CLIP_STEPS 5.0
 
-enum cell_class { CELL_CHANGE = 1, CELL_OWN = 2, CELL_ARRIVAL = 3 };
+/* In the order a verdict prefers them (best_alarm). */
+enum cell_class { CELL_CHANGE = 1, CELL_OWN = 2, CELL_COMM = 3, CELL_ARRIVAL = 4 };
+
+/* A step's value of an issue-lag cell where some rank carried no mark. */
+#define NO_VALUE INT64_MIN
 
 struct cell {
     int64_t mu_ns;
@@ -44,6 +52,7 @@ struct cell {
     double sum_ns; /* of x - mu since since_step */
     uint32_t n;
     bool alarm;
+    bool off; /* an issue-lag cell whose baseline had too few marks: never tested */
 };
 
 struct sf_live {
@@ -54,7 +63,9 @@ struct sf_live {
     uint32_t own[SF_MAX_STAGES];  /* own-work stage indices */
     uint32_t sync[SF_MAX_STAGES]; /* synchronizing stage indices */
     uint32_t n_rank_cells;        /* world * (n_own + n_sync), 0 for one rank */
-    uint32_t n_cells;
+    uint32_t n_base;              /* n_rank_cells + n_own: the first issue-lag cell */
+    uint32_t n_cells;             /* n_base + world * n_sync (0 of them for one rank) */
+    uint32_t n_active;            /* cells tested: the issue-lag cells with a baseline */
     struct cell *cells;
     int64_t *x;          /* [n_cells] this step's values */
     int64_t *scratch;    /* [world] sorted column */
@@ -166,7 +177,8 @@ int sf_live_new(const sf_schema *schema, uint32_t world_size, const sf_live_conf
     l->n_stages = schema->n_stages;
     list_stages(l);
     l->n_rank_cells = world_size > 1 ? world_size * (l->n_own + l->n_sync) : 0;
-    l->n_cells = l->n_rank_cells + l->n_own;
+    l->n_base = l->n_rank_cells + l->n_own;
+    l->n_cells = l->n_base + (world_size > 1 ? world_size * l->n_sync : 0);
     l->last_step = INT64_MIN;
     l->alpha = config->baseline_halflife_steps > 0
                    ? 1 - exp(-log(2.0) / config->baseline_halflife_steps)
@@ -265,11 +277,35 @@ static int64_t contrasts(sf_live *l, int64_t *out, uint32_t stride)
     return median_without(l->scratch, w, w);
 }
 
+/* The issue-lag cells of one step into x + n_base (rank-major, one per
+ * synchronizing stage): NO_VALUE for a stage where some rank carried no
+ * issue mark. */
+static void lag_values(sf_live *l, const int64_t *lag, int64_t *x)
+{
+    uint32_t w = l->world, J = l->n_sync;
+    if (l->n_cells == l->n_base)
+        return;
+    for (uint32_t j = 0; j < J; j++) {
+        bool marked = lag != NULL;
+        for (uint32_t r = 0; r < w && marked; r++) {
+            l->col[r] = lag[(size_t)r * J + j];
+            marked = l->col[r] >= 0;
+        }
+        if (marked) {
+            contrasts(l, x + l->n_base + j, J);
+            continue;
+        }
+        for (uint32_t r = 0; r < w; r++)
+            x[l->n_base + (size_t)r * J + j] = NO_VALUE;
+    }
+}
+
 /* The value of every cell for one step into x; returns the step's median
  * total over the ranks. Rank cells are rank-major: own stages, then sync
- * stages; the job-wide cells follow. */
-static int64_t step_values(sf_live *l, const int64_t *d, int64_t *x)
+ * stages; the job-wide cells follow, then the issue-lag cells. */
+static int64_t step_values(sf_live *l, const int64_t *d, const int64_t *lag, int64_t *x)
 {
+    lag_values(l, lag, x);
     uint32_t w = l->world, S = l->n_stages, per_rank = l->n_own + l->n_sync;
     for (uint32_t j = 0; j < l->n_own; j++) {
         for (uint32_t r = 0; r < w; r++)
@@ -308,19 +344,35 @@ static void finish_calibration(sf_live *l)
     uint32_t n = l->n_calib;
     l->step_ns = median_of(l->calib_step, n);
     int64_t *v = l->calib_step; /* reused as the column buffer: n entries */
-    double arl0 = l->cfg.false_alarm_steps * (l->n_cells ? l->n_cells : 1);
+    /* An issue-lag cell needs marks on at least half of the baseline's
+     * steps (and 8): a job without issue marks tests what it did before. */
+    uint32_t need = n / 2 > 8 ? n / 2 : 8;
+    l->n_active = 0;
+    for (uint32_t c = 0; c < l->n_cells; c++) {
+        uint32_t m = 0;
+        for (uint32_t t = 0; t < n; t++)
+            m += l->calib[(size_t)t * l->n_cells + c] != NO_VALUE;
+        l->cells[c].off = m < need;
+        l->n_active += !l->cells[c].off;
+    }
+    double arl0 = l->cfg.false_alarm_steps * (l->n_active ? l->n_active : 1);
     for (uint32_t c = 0; c < l->n_cells; c++) {
         struct cell *e = &l->cells[c];
+        if (e->off)
+            continue;
+        uint32_t m = 0; /* the cell's values: an issue-lag cell's marked steps */
         for (uint32_t t = 0; t < n; t++)
-            v[t] = l->calib[(size_t)t * l->n_cells + c];
-        e->mu_ns = median_of(v, n);
+            if (l->calib[(size_t)t * l->n_cells + c] != NO_VALUE)
+                v[m++] = l->calib[(size_t)t * l->n_cells + c];
+        e->mu_ns = median_of(v, m);
         e->mu = (double)e->mu_ns;
-        for (uint32_t t = 0; t < n; t++)
+        for (uint32_t t = 0; t < m; t++)
             v[t] = llabs(v[t] - e->mu_ns);
-        double sigma = MAD_TO_SIGMA * (double)median_of(v, n);
+        double sigma = MAD_TO_SIGMA * (double)median_of(v, m);
         double floor = fmax(SIGMA_FLOOR_FRAC * (double)l->step_ns, SIGMA_FLOOR_NS);
         e->sigma_ns = fmax(sigma, floor);
-        double min_frac = c < l->n_rank_cells ? l->cfg.min_effect_frac : l->cfg.change_min_frac;
+        bool job_wide = c >= l->n_rank_cells && c < l->n_base;
+        double min_frac = job_wide ? l->cfg.change_min_frac : l->cfg.min_effect_frac;
         double kappa =
             fmax(l->cfg.shift_sigmas / 2 * e->sigma_ns, min_frac / 2 * (double)l->step_ns);
         e->k = kappa / e->sigma_ns;
@@ -332,19 +384,24 @@ static void finish_calibration(sf_live *l)
     l->calibrated = true;
 }
 
-int sf_live_calibrate(sf_live *l, const int64_t *d)
+int sf_live_calibrate_lags(sf_live *l, const int64_t *d, const int64_t *lag)
 {
     if (l->calibrated)
         return 0;
     int64_t *x = l->calib + (size_t)l->n_calib * l->n_cells;
-    l->calib_step[l->n_calib++] = step_values(l, d, x);
+    l->calib_step[l->n_calib++] = step_values(l, d, lag, x);
     if (l->n_calib < l->cfg.calibration_steps)
         return 0;
     finish_calibration(l);
     return 1;
 }
 
-int sf_live_calibrate_summary(sf_live *l, const sf_summary *s)
+int sf_live_calibrate(sf_live *l, const int64_t *d)
+{
+    return sf_live_calibrate_lags(l, d, NULL);
+}
+
+int sf_live_calibrate_summary_lags(sf_live *l, const sf_summary *s, const int64_t *lags)
 {
     const sf_dense *dn = s->dense;
     if (dn == NULL || dn->n_ranks != l->world || s->schema.hash != l->schema.hash)
@@ -357,10 +414,16 @@ int sf_live_calibrate_summary(sf_live *l, const sf_summary *s)
         bool complete = true;
         for (uint32_t r = 0; r < dn->n_ranks && complete; r++)
             complete = dn->present[(size_t)t * dn->n_ranks + r] != 0;
-        if (complete && sf_live_calibrate(l, dn->d + t * per_step) == 1)
+        const int64_t *lag = lags ? lags + (size_t)t * dn->n_ranks * l->n_sync : NULL;
+        if (complete && sf_live_calibrate_lags(l, dn->d + t * per_step, lag) == 1)
             return 1;
     }
     return 0;
+}
+
+int sf_live_calibrate_summary(sf_live *l, const sf_summary *s)
+{
+    return sf_live_calibrate_summary_lags(l, s, NULL);
 }
 
 bool sf_live_calibrated(const sf_live *l)
@@ -370,6 +433,8 @@ bool sf_live_calibrated(const sf_live *l)
 
 static enum cell_class class_of(const sf_live *l, uint32_t c)
 {
+    if (c >= l->n_base)
+        return CELL_COMM;
     if (c >= l->n_rank_cells)
         return CELL_CHANGE;
     return c % (l->n_own + l->n_sync) < l->n_own ? CELL_OWN : CELL_ARRIVAL;
@@ -426,6 +491,16 @@ static uint32_t sync_after(const sf_live *l, uint32_t k)
 static void cell_place(const sf_live *l, uint32_t c, sf_live_verdict *v)
 {
     uint32_t per_rank = l->n_own + l->n_sync;
+    if (c >= l->n_base) {
+        /* On the issue lag: the rank arrived, then started its collective
+         * late; the delay is its communication at that sync stage. */
+        v->kind = SF_LIVE_STRAGGLER;
+        v->rank = (c - l->n_base) / l->n_sync;
+        v->sync_stage = l->sync[(c - l->n_base) % l->n_sync];
+        v->stage = v->sync_stage;
+        v->communication = true;
+        return;
+    }
     if (c >= l->n_rank_cells) {
         v->kind = SF_LIVE_CHANGE;
         v->rank = SF_NO_RANK;
@@ -498,6 +573,12 @@ static void verdict_start(sf_live *l, int32_t c, int64_t step, int64_t wall_ms)
 int sf_live_step(sf_live *l, int64_t step, const int64_t *d, int64_t wall_ms,
                  enum sf_live_event *ret_event, sf_live_verdict *ret_ended)
 {
+    return sf_live_step_lags(l, step, d, NULL, wall_ms, ret_event, ret_ended);
+}
+
+int sf_live_step_lags(sf_live *l, int64_t step, const int64_t *d, const int64_t *lag,
+                      int64_t wall_ms, enum sf_live_event *ret_event, sf_live_verdict *ret_ended)
+{
     *ret_event = SF_LIVE_NO_EVENT;
     if (!l->calibrated)
         return 0;
@@ -505,9 +586,10 @@ int sf_live_step(sf_live *l, int64_t step, const int64_t *d, int64_t wall_ms,
         return -EINVAL;
     l->last_step = step;
     l->tested++;
-    step_values(l, d, l->x);
+    step_values(l, d, lag, l->x);
     for (uint32_t c = 0; c < l->n_cells; c++)
-        cell_update(&l->cells[c], l->x[c], step, l->alpha);
+        if (!l->cells[c].off && l->x[c] != NO_VALUE)
+            cell_update(&l->cells[c], l->x[c], step, l->alpha);
     int32_t best = best_alarm(l);
     if (l->vcell >= 0) {
         bool over = !l->cells[l->vcell].alarm;
@@ -541,7 +623,12 @@ const sf_live_verdict *sf_live_verdict_get(const sf_live *l)
 
 uint32_t sf_live_cells(const sf_live *l)
 {
-    return l->n_cells;
+    return l->calibrated ? l->n_active : l->n_cells;
+}
+
+uint32_t sf_live_sync_stages(const sf_live *l)
+{
+    return l->n_sync;
 }
 
 uint64_t sf_live_steps_tested(const sf_live *l)

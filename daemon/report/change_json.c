@@ -166,11 +166,9 @@ static void write_frontier_shift(const char *name, const sf_stage_change *s, FIL
             f->ci_high_ns / 1e6);
 }
 
-void sf_change_write_text(const sf_report *r, FILE *out)
+/* The step's change and the stages it first appears in: one line. */
+static void write_step_change(const sf_report *r, const sf_change *c, FILE *out)
 {
-    const sf_change *c = r->change;
-    if (c == NULL)
-        return;
     double pct = isnan(c->slowdown) ? 0 : 100 * (c->slowdown - 1);
     fprintf(out, "step %+.1f %%", pct);
     if (c->n_measured > 1) { /* pooled: say which windows were measured */
@@ -209,6 +207,39 @@ void sf_change_write_text(const sf_report *r, FILE *out)
             fprintf(out, " (rank %u)", n->own_rank);
     }
     fprintf(out, "\n");
+}
+
+/* The communication test (docs/CHANGE.md, "Communication"): one line where
+ * it was tested, naming the rank whose collective starts later than in the
+ * baseline when the shift is significant. */
+static void write_comm_change(const sf_report *r, const sf_change *c, FILE *out)
+{
+    const sf_comm_change *m = &c->comm;
+    if (!m->tested)
+        return;
+    const char *stage = r->schema.names[m->sync_stage];
+    if (m->significant && m->rank != SF_NO_RANK) {
+        fprintf(out,
+                "communication vs baseline: rank %u starts its collective in %s %+.1f ms later "
+                "(%.1f to %.1f ms; the largest issue lag in %u of %u steps)\n",
+                m->rank, stage, m->shift.delta_ns / 1e6, m->shift.ci_low_ns / 1e6,
+                m->shift.ci_high_ns / 1e6, m->led_steps, m->eligible_steps);
+        return;
+    }
+    fprintf(out,
+            "communication vs baseline: issue lag in %s %+.1f ms (%.1f to %.1f ms, %u steps): "
+            "no significant change\n",
+            stage, m->shift.delta_ns / 1e6, m->shift.ci_low_ns / 1e6, m->shift.ci_high_ns / 1e6,
+            m->eligible_steps);
+}
+
+void sf_change_write_text(const sf_report *r, FILE *out)
+{
+    const sf_change *c = r->change;
+    if (c == NULL)
+        return;
+    write_step_change(r, c, out);
+    write_comm_change(r, c, out);
 }
 
 void sf_whatif_write_text(const sf_report *r, FILE *out)

@@ -22,6 +22,13 @@ void sfctl_verdict_line(json_t *v, char *buf, size_t len)
     char since[32] = "-";
     if (json_is_integer(json_object_get(v, "since_step")))
         snprintf(since, sizeof since, "%lld", sfctl_json_int(v, "since_step"));
+    const char *test = json_string_value(json_object_get(json_object_get(v, "evidence"), "test"));
+    if (test != NULL && !strcmp(test, "communication")) { /* on time, then a late collective */
+        snprintf(buf, len, "%s: %s late to communicate in %s, since step %s, %+.4f s/step",
+                 sfctl_json_str(v, "kind"), rank, sfctl_json_str(v, "sync_stage"), since,
+                 json_number_value(json_object_get(v, "effect_s")));
+        return;
+    }
     snprintf(buf, len, "%s: %s in %s%s%s, since step %s, %+.4f s/step", sfctl_json_str(v, "kind"),
              rank, sfctl_json_str(v, "stage"), sync ? ", holding up " : "", sync ? sync : "", since,
              json_number_value(json_object_get(v, "effect_s")));

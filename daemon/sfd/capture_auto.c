@@ -242,7 +242,8 @@ void sfd_capture_consider_live(struct sfd_job *job, const sf_live_verdict *v)
     if (any_running(tb) || !auto_allowed(job, tb, now))
         return;
     char why[160];
-    snprintf(why, sizeof why, "live verdict: rank %u slow in %s since step %lld", v->rank,
+    snprintf(why, sizeof why, "live verdict: rank %u %s %s since step %lld", v->rank,
+             v->communication ? "late to communicate in" : "slow in",
              v->stage < job->schema.n_stages ? job->schema.names[v->stage] : "-",
              (long long)v->since_step);
     struct capture *k = sfd__capture_new(job, 0, d->cfg.auto_capture_steps, why, 0, true, NULL);

@@ -337,6 +337,7 @@ struct sfd_verdict {
     uint64_t schema_hash;
     uint32_t world_size;
     int64_t *rows; /* [world_size][n_stages] one step's rows in rank order */
+    int64_t *lags; /* [world_size][synchronizing stages] their issue lags; NULL: none */
     struct sfd_verdict_event events[SFD_VERDICT_EVENTS]; /* ring, oldest overwritten */
     uint64_t seq;
     uint64_t written;       /* events handed to the history (sfd_history_put_verdict_events) */

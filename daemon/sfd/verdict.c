@@ -5,6 +5,8 @@
  * eligible windows, then fed each step as its last row arrives. Starts and
  * ends are events: kept in a ring for `sfctl events` and written to the
  * history. Only single-node, dense jobs: the test needs every rank's rows.
+ * The rows' issue lags go with them, for the test of each rank's
+ * communication.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,8 +21,10 @@ static void drop_test(struct sfd_verdict *v)
 {
     sf_live_free(v->test);
     free(v->rows);
+    free(v->lags);
     v->test = NULL;
     v->rows = NULL;
+    v->lags = NULL;
 }
 
 /* A test for the job's shape; the old one goes with its shape. */
@@ -35,7 +39,13 @@ static int ensure_test(struct sfd_job *job, const sf_summary *summary)
     if (w == 0 || w > job->gates.dense_max_ranks || summary->dense == NULL)
         return -ENOTSUP;
     v->rows = calloc((size_t)w * summary->schema.n_stages, sizeof(*v->rows));
-    int r = v->rows ? sf_live_new(&summary->schema, w, &job->sfd->cfg.live, &v->test) : -ENOMEM;
+    uint32_t J = (uint32_t)__builtin_popcountll(summary->schema.sync_mask);
+    v->lags = J ? calloc((size_t)w * J, sizeof(*v->lags)) : NULL;
+    int r = v->rows && (v->lags || !J)
+                ? sf_live_new(&summary->schema, w, &job->sfd->cfg.live, &v->test)
+                : -ENOMEM;
+    if (r == 0 && J != sf_live_sync_stages(v->test))
+        r = -EINVAL; /* a synchronizing residual: the rows' lags would not line up */
     if (r < 0) {
         drop_test(v);
         return r;
@@ -43,6 +53,39 @@ static int ensure_test(struct sfd_job *job, const sf_summary *summary)
     v->schema_hash = summary->schema.hash;
     v->world_size = w;
     return 0;
+}
+
+/* The issue lags of the summary's steps from the window's kept rows,
+ * [n_steps][world_size][J] as the dense durations (-1 unmarked), or NULL
+ * (no lags, no rows kept, or no memory: the steps then calibrate without). */
+static int64_t *summary_lags(struct sfd_job *job, const sf_summary *summary)
+{
+    uint32_t W = job->verdict.world_size, J = sf_live_sync_stages(job->verdict.test);
+    struct sfd_stored *s = sfd_kept_find(job, &summary->meta);
+    if (J == 0 || s == NULL || s->rows.lag == NULL || summary->n_steps == 0 ||
+        sfd_rows_sync_count(job) != J || job->schema.hash != summary->schema.hash)
+        return NULL;
+    size_t n = (size_t)summary->n_steps * W * J;
+    int64_t *lags = malloc(n * sizeof(*lags));
+    if (lags == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        lags[i] = -1;
+    for (size_t i = 0; i < s->rows.n; i++) {
+        const struct sfd_rec *rec = &s->rows.rec[i];
+        uint32_t lo = 0, hi = summary->n_steps; /* the row's step among the summary's */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (summary->steps[mid].step < rec->step)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == summary->n_steps || summary->steps[lo].step != rec->step || rec->rank >= W)
+            continue;
+        memcpy(lags + ((size_t)lo * W + rec->rank) * J, s->rows.lag + i * J, J * sizeof(*lags));
+    }
+    return lags;
 }
 
 void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf_report *report)
@@ -56,7 +99,10 @@ void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf
     struct sfd_verdict *v = &job->verdict;
     if (sf_live_calibrated(v->test) || !sf_reference_eligible(report))
         return;
-    if (sf_live_calibrate_summary(v->test, summary) == 1)
+    int64_t *lags = summary_lags(job, summary);
+    int done = sf_live_calibrate_summary_lags(v->test, summary, lags);
+    free(lags);
+    if (done == 1)
         sfd_log(SFD_LOG_INFO, job->id, "live verdict: baseline of %u steps, %u cells tested",
                 job->sfd->cfg.live.calibration_steps, sf_live_cells(v->test));
 }
@@ -69,7 +115,10 @@ static json_t *stage_or_null(const struct sfd_job *job, uint32_t k)
 static json_t *verdict_object(const struct sfd_job *job, const sf_live_verdict *v)
 {
     json_t *evidence = json_object();
-    json_object_set_new(evidence, "test", json_string(v->arrival ? "arrival" : "own_work"));
+    json_object_set_new(evidence, "test",
+                        json_string(v->communication ? "communication"
+                                    : v->arrival     ? "arrival"
+                                                     : "own_work"));
     json_object_set_new(evidence, "cusum_sigmas", json_real(v->statistic));
     json_object_set_new(evidence, "threshold_sigmas", json_real(v->threshold));
     json_object_set_new(evidence, "baseline_s", json_real((double)v->baseline_ns / 1e9));
@@ -122,6 +171,14 @@ static bool gather(struct sfd_job *job, const struct sfd_window *w, size_t t)
         if (r >= v->world_size || w->rows.rec[i].rank != r)
             return false;
         memcpy(v->rows + (size_t)r * S, w->rows.d + (size_t)i * S, S * sizeof(int64_t));
+        if (v->lags != NULL) {
+            uint32_t J = sf_live_sync_stages(v->test);
+            if (w->rows.lag != NULL)
+                memcpy(v->lags + (size_t)r * J, w->rows.lag + (size_t)i * J, J * sizeof(int64_t));
+            else
+                for (uint32_t j = 0; j < J; j++)
+                    v->lags[(size_t)r * J + j] = -1;
+        }
     }
     return r == v->world_size;
 }
@@ -139,7 +196,7 @@ void sfd_verdict_step(struct sfd_job *job, const struct sfd_window *w, size_t t)
     int64_t step = w->meta.first_step + (int64_t)t, now = sfd_realtime_ms();
     enum sf_live_event ev;
     sf_live_verdict ended;
-    if (sf_live_step(v->test, step, v->rows, now, &ev, &ended) < 0) {
+    if (sf_live_step_lags(v->test, step, v->rows, v->lags, now, &ev, &ended) < 0) {
         v->skipped_steps++;
         return;
     }
@@ -274,8 +331,9 @@ int sfd_verdict_event_decode(const sf_schema *schema, const uint8_t *body, size_
     e.v.since_step = since;
     e.v.effect_s = json_number_value(json_object_get(v, "effect_s"));
     /* The evidence is shown again as it was; a missing field reads as 0. */
-    e.v.arrival = json_is_string(json_object_get(ev, "test")) &&
-                  !strcmp(json_string_value(json_object_get(ev, "test")), "arrival");
+    const char *test = json_string_value(json_object_get(ev, "test"));
+    e.v.arrival = test != NULL && !strcmp(test, "arrival");
+    e.v.communication = test != NULL && !strcmp(test, "communication");
     e.v.statistic = json_number_value(json_object_get(ev, "cusum_sigmas"));
     e.v.threshold = json_number_value(json_object_get(ev, "threshold_sigmas"));
     e.v.baseline_ns = (int64_t)llround(json_number_value(json_object_get(ev, "baseline_s")) * 1e9);

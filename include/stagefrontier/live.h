@@ -71,6 +71,9 @@ typedef struct sf_live_verdict {
     int64_t baseline_ns, sigma_ns; /* the cell's baseline median and scale */
     uint32_t cell_steps;           /* steps since since_step */
     bool arrival;                  /* detected at an arrival point (else own work) */
+    /* Detected on the rank's issue lag at sync_stage (its collective
+     * started late after an on-time arrival); stage is then sync_stage. */
+    bool communication;
 } sf_live_verdict;
 
 /* What one step did to the verdict. */
@@ -86,9 +89,18 @@ void sf_live_free(sf_live *live);
  * n_stages durations, rank-major (rank 0 first). Returns 1 when the baseline
  * became complete with this step, 0 while collecting or once complete. */
 int sf_live_calibrate(sf_live *live, const int64_t *d);
+/* The same with the step's issue lags (docs/LIVE.md, "What is tested"):
+ * lag holds world_size rows of one lag per synchronizing stage in stage
+ * order (as sf_row.issue_lag), -1 where a rank's stage carried no issue
+ * mark; NULL for a step without any. */
+int sf_live_calibrate_lags(sf_live *live, const int64_t *d, const int64_t *lag);
 /* The complete steps of a dense summary, in step order (the windows of the
  * job's reference). Returns 1 when the baseline became complete. */
 int sf_live_calibrate_summary(sf_live *live, const sf_summary *summary);
+/* The same with the issue lags of the summary's steps: lags is
+ * [summary->n_steps][world_size][synchronizing stages], laid out as the
+ * dense durations, -1 unmarked; NULL for none. */
+int sf_live_calibrate_summary_lags(sf_live *live, const sf_summary *summary, const int64_t *lags);
 bool sf_live_calibrated(const sf_live *live);
 /* Tests one complete step (layout as sf_live_calibrate; steps ascending).
  * Before calibration it does nothing. *ret_event says whether a verdict
@@ -96,10 +108,17 @@ bool sf_live_calibrated(const sf_live *live);
  * receives the verdict that ended. -EINVAL for a step not after the last. */
 int sf_live_step(sf_live *live, int64_t step, const int64_t *d, int64_t wall_ms,
                  enum sf_live_event *ret_event, sf_live_verdict *ret_ended);
+/* The same with the step's issue lags (layout as sf_live_calibrate_lags;
+ * NULL: none). A step where some rank carried no mark at a synchronizing
+ * stage leaves that stage's issue-lag cells as they were. */
+int sf_live_step_lags(sf_live *live, int64_t step, const int64_t *d, const int64_t *lag,
+                      int64_t wall_ms, enum sf_live_event *ret_event, sf_live_verdict *ret_ended);
+/* Number of synchronizing stages (the width of a rank's issue lags). */
+uint32_t sf_live_sync_stages(const sf_live *live);
 /* The verdict in force, or NULL. */
 const sf_live_verdict *sf_live_verdict_get(const sf_live *live);
 /* Number of cells tested (per-rank own work, per-rank arrivals, job-wide
- * stages) and the per-cell false-alarm run length used. */
+ * stages, and the per-rank issue lags whose baseline had marks). */
 uint32_t sf_live_cells(const sf_live *live);
 uint64_t sf_live_steps_tested(const sf_live *live);
 size_t sf_live_bytes(const sf_live *live);

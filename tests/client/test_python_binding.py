@@ -104,7 +104,8 @@ def decode_record(buf):
         elif num == 4:
             r["violations"] = v
         elif num == 8:
-            a = dict((("stage", "own_ns")[n - 1], x) for n, _, x in fields(v) if n in (1, 2))
+            a = dict((("stage", "own_ns", "issue_ns", "complete_ns")[n - 1], signed(x))
+                     for n, _, x in fields(v) if n in (1, 2, 3, 4))
             r.setdefault("arrivals", []).append(a)
     return r
 
@@ -209,6 +210,84 @@ def test_default_schema_records():
     st = rec.stats()
     check(st["steps"] == n and st["records_sent"] == n and st["records_dropped"] == 0,
           "stats %r" % st)
+    rec.close()
+    lst.close()
+
+
+class DoneFuture:
+    """A completed future with add_done_callback (torch >= 1.10): the
+    callback runs at once, given the future."""
+    def __init__(self):
+        self.calls = 0
+
+    def add_done_callback(self, cb):
+        self.calls += 1
+        cb(self)
+
+
+class ThenFuture:
+    """A completed future with then() only: the callback's result is the
+    chained future's."""
+    def __init__(self):
+        self.calls = 0
+
+    def then(self, cb):
+        self.calls += 1
+        return cb(self)
+
+
+class WorkLike:
+    """A c10d Work: its future through get_future()."""
+    def __init__(self):
+        self.fut = DoneFuture()
+
+    def get_future(self):
+        return self.fut
+
+
+class LastBucket:
+    def is_last(self):
+        return True
+
+
+def test_completion_marks():
+    """rec.sync()'s issued() and the DDP hook wrapper hang the completion
+    mark on what the collective returns: add_done_callback, else then(),
+    else a Work's get_future(); an object with none gets the issue mark
+    only."""
+    lst = Listener()
+    back = "model.backward_cpu_wall"
+    rec = sf.Recorder(job_id="py-marks", socket=lst.path, rank=0, world_size=1,
+                      sync_stages=[back])
+    lst.accept()
+    check(lst.recv()[0] == "hello", "hello")
+    futs = [DoneFuture(), ThenFuture(), WorkLike(), object()]
+    hook_fut = [None]
+    hook = sf.ddp_comm_hook(rec, inner=lambda state, bucket: hook_fut[0])
+    for i, f in enumerate(futs * 2):
+        with rec.step(), rec.stage(back):
+            if i < len(futs):
+                with rec.sync() as s:
+                    s.issued(f)
+            else:
+                hook_fut[0] = f
+                check(hook(None, LastBucket()) is f, "the hook returns the inner future")
+    rec.flush()
+    records = []
+    while len(records) < 2 * len(futs):
+        msg = lst.recv()
+        check(msg[0] == "batch", "batches after the hello")
+        records.extend(msg[1])
+    for i, r in enumerate(records):
+        a = (r.get("arrivals") or [{}])[0]
+        check("issue_ns" in a and a["issue_ns"] >= a["own_ns"], "issue mark %d: %r" % (i, a))
+        if i % len(futs) == 3:
+            check("complete_ns" not in a, "no completion without a future: %r" % a)
+        else:
+            check(a.get("complete_ns", -1) >= a["issue_ns"], "completion mark %d: %r" % (i, a))
+        check(r.get("violations", 0) == 0, "no violations: %r" % r)
+    check([futs[0].calls, futs[1].calls, futs[2].fut.calls] == [2, 2, 2],
+          "one callback a step on each future")
     rec.close()
     lst.close()
 
@@ -372,6 +451,7 @@ if __name__ == "__main__":
                  "SF_DISABLE"):
         os.environ.pop(name, None)
     test_default_schema_records()
+    test_completion_marks()
     test_custom_schema_and_misuse()
     test_disabled_and_absent()
     test_fork_and_loader_workers()

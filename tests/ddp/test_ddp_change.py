@@ -4,7 +4,9 @@ a real 4-rank PyTorch DDP job (Gloo, CPU) reports through the binding to a
 real sfd. The fault is off for the three baseline windows and on in the
 fourth: change.route[0] must be the injected stage there. A delay inside
 the collective (backward_comm) is routed at the stage's .sync_wait, and
-the sync floor (the last arrival's wait) must be what found it. The
+the sync floor (the last arrival's wait) must be what found it, and the
+communication test (change.communication, the issue lag against the
+baseline's) must name the hidden rank, in the JSON and the human view. The
 no-fault row must show no significant change after its baseline, at the
 minimum effect for a machine whose load moves between windows. Exit 77 (CTest
 SKIP_RETURN_CODE) only when python3-torch with Gloo is absent.
@@ -100,6 +102,23 @@ def main():
         return 1
     if stage is None and c["route"]:
         print("FAIL: the clean job shows a significant change: %s" % c["route"])
+        return 1
+    cm = c["communication"]
+    print("change.communication %s" % cm)
+    if a.row == "backward_comm":
+        want = "communication vs baseline: rank %d starts its collective in %s" % (
+            res["hidden_rank"], faults.FAULTS["backward_comm"])
+        if cm is None or not cm["significant"] or cm["rank"] != res["hidden_rank"]:
+            print("FAIL: change.communication does not name rank %d" % res["hidden_rank"])
+            return 1
+        if want not in text:
+            print("FAIL: the human view lacks %r" % want)
+            return 1
+    elif cm is not None and cm["significant"]:
+        print("FAIL: change.communication is significant for row %s" % a.row)
+        return 1
+    elif cm is not None and "communication vs baseline: issue lag in" not in text:
+        print("FAIL: the human view lacks the communication test's line")
         return 1
     print("PASS")
     return 0

@@ -5,7 +5,11 @@ live baseline is the job's first three windows; the fault is off in those and
 in the fourth and on from the fifth window's first step, a known step. The
 first live verdict must name the hidden rank, and the stage for a rank's own
 work, within 10 steps of that step (or 30 s, whichever is later); the
-no-fault row must carry no live verdict at all. Exit 77 (CTest
+no-fault row must carry no live verdict at all. backward_comm (the hidden
+rank's inner comm hook waits before it issues its all-reduce, after an
+on-time arrival) must be named on its communication: evidence test
+"communication", stage and sync stage the backward; a fault in a rank's own
+work never on its communication. Exit 77 (CTest
 SKIP_RETURN_CODE) only when python3-torch with Gloo is absent.
 """
 
@@ -83,8 +87,16 @@ def main():
     if v["stage"] != stage:
         print("FAIL: the verdict names stage %s, not %s" % (v["stage"], stage))
         return 1
-    print("named rank %d in %s (sync %s) at step %d, %d steps after the onset" % (
-        v["rank"], v["stage"], v["sync_stage"], v["detected_step"], v["detected_step"] - ONSET))
+    test = v["evidence"]["test"]
+    if (test == "communication") != (a.row == "backward_comm"):
+        print("FAIL: evidence test %r for row %s: %s" % (test, a.row, v))
+        return 1
+    if a.row == "backward_comm" and v["sync_stage"] != stage:
+        print("FAIL: the communication verdict holds up %s, not %s" % (v["sync_stage"], stage))
+        return 1
+    print("named rank %d in %s (sync %s, test %s) at step %d, %d steps after the onset" % (
+        v["rank"], v["stage"], v["sync_stage"], test, v["detected_step"],
+        v["detected_step"] - ONSET))
     print("PASS")
     return 0
 

@@ -152,6 +152,31 @@ static int show(bool takes_job, const char *a1, const char *a2)
 /* A command takes its one JOB exactly when it says so; anything else is a
  * usage error before any query. With the arguments right, the query runs
  * (and finds no daemon here). */
+/* The one-line form of a live verdict: a rank's own work or arrival names
+ * the stage and the sync point it holds up; a verdict on the issue lag says
+ * that the rank is late to communicate there. */
+static void test_verdict_line(void **state)
+{
+    (void)state;
+    char line[256];
+    json_t *v = json_loads("{\"kind\": \"straggler\", \"rank\": 2, \"stage\": \"fwd\", "
+                           "\"sync_stage\": \"bwd\", \"since_step\": 62, \"effect_s\": 0.0012, "
+                           "\"evidence\": {\"test\": \"own_work\"}}",
+                           0, NULL);
+    assert_non_null(v);
+    sfctl_verdict_line(v, line, sizeof line);
+    assert_string_equal(line,
+                        "straggler: rank 2 in fwd, holding up bwd, since step 62, +0.0012 s/step");
+    json_object_set_new(json_object_get(v, "evidence"), "test", json_string("communication"));
+    json_object_set_new(v, "stage", json_string("bwd"));
+    sfctl_verdict_line(v, line, sizeof line);
+    assert_string_equal(
+        line, "straggler: rank 2 late to communicate in bwd, since step 62, +0.0012 s/step");
+    json_decref(v);
+    sfctl_verdict_line(NULL, line, sizeof line);
+    assert_string_equal(line, "none");
+}
+
 static void test_show_arguments(void **state)
 {
     (void)state;
@@ -171,7 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_fields),    cmocka_unit_test(test_parse_i64),
         cmocka_unit_test(test_usage_error),    cmocka_unit_test(test_ask_without_daemon),
-        cmocka_unit_test(test_show_arguments),
+        cmocka_unit_test(test_show_arguments), cmocka_unit_test(test_verdict_line),
     };
     return cmocka_run_group_tests(tests, no_daemon_setup, no_daemon_teardown);
 }

@@ -5,6 +5,7 @@
  * arrival verdict names nobody; a clean window names none; the gates; the
  * evidence without issue marks; mergeable summaries against the dense one.
  */
+#define _GNU_SOURCE /* open_memstream */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include <stagefrontier/change.h>
 
+#include "change_json.h"
 #include "matrix.h"
 
 #define US INT64_C(1000)
@@ -364,6 +366,53 @@ static void change_names_late_issue(void **state)
     }
 }
 
+/* The human view's line of the communication test: the late rank, its
+ * shift and interval, and how often it led; a clean window says no
+ * significant change; without marks in the baseline, no line. */
+static char *comm_text(struct win *w, sf_change *c)
+{
+    sf_report r;
+    memset(&r, 0, sizeof r);
+    r.schema = w->schema; /* borrowed: r is not freed */
+    r.change = c;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    sf_change_write_text(&r, f);
+    fclose(f);
+    return text;
+}
+
+static void change_text_names_late_issue(void **state)
+{
+    (void)state;
+    sf_reference *ref = clean_reference(true);
+    struct win w;
+    win_init(&w, 40, 4, 7);
+    late_issue(&w, 2, 2 * MS, 0, 40);
+    sf_change *c = change_of(ref, &w, true);
+    char *text = comm_text(&w, c);
+    char want[160];
+    snprintf(want, sizeof want,
+             "communication vs baseline: rank 2 starts its collective in %s +%.1f ms later (",
+             w.schema.names[BWD], c->comm.shift.delta_ns / 1e6);
+    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, "the largest issue lag in 40 of 40 steps)\n"));
+    free(text);
+    sf_change_free(c);
+    win_clear(&w);
+    win_init(&w, 40, 4, 1001);
+    c = change_of(ref, &w, true);
+    text = comm_text(&w, c);
+    assert_non_null(strstr(text, "communication vs baseline: issue lag in "));
+    assert_non_null(strstr(text, "40 steps): no significant change\n"));
+    free(text);
+    sf_change_free(c);
+    win_clear(&w);
+    sf_reference_free(ref);
+}
+
 /* Clean windows of other seeds never alarm, and a lag growth below the
  * comm_lag_min_s gate does not either, however certain. */
 static void change_quiet_on_clean_windows(void **state)
@@ -420,6 +469,7 @@ int main(void)
         cmocka_unit_test(row_bounds),
         cmocka_unit_test(merged_equals_dense),
         cmocka_unit_test(change_names_late_issue),
+        cmocka_unit_test(change_text_names_late_issue),
         cmocka_unit_test(change_quiet_on_clean_windows),
         cmocka_unit_test(change_untested_without_marks),
     };

@@ -1,7 +1,8 @@
 /*
  * The live verdict's sequential test (daemon/core/live.c): the derived
  * threshold, detection of a known change point within ten steps, silence
- * over long clean runs of seeded noise, and a verdict's start and end.
+ * over long clean runs of seeded noise, and a verdict's start and end; the
+ * same for a rank whose collective starts late (its issue lag).
  */
 #include <errno.h>
 #include <math.h>
@@ -89,6 +90,47 @@ static sf_live *live_calibrated(uint64_t *x)
     for (uint32_t t = 0; t < cfg.calibration_steps; t++) {
         step_make(x, d, UINT32_MAX, 0);
         assert_int_equal(sf_live_calibrate(l, d), t + 1 == cfg.calibration_steps);
+    }
+    assert_true(sf_live_calibrated(l));
+    return l;
+}
+
+/* One step's rows and issue lags (one synchronizing stage): every rank
+ * hands its collective over some 30 us after its arrival (a fifth of a
+ * millisecond of noise, a 20 ms spike in 1 % of cells), late_rank late_ns
+ * more; slow_rank slowed in forward by slow_ns. The sync waits follow:
+ * each rank waits from its arrival until the last issue. */
+static void step_make_lags(uint64_t *x, int64_t *d, int64_t *lag, uint32_t slow_rank,
+                           int64_t slow_ns, uint32_t late_rank, int64_t late_ns)
+{
+    step_make(x, d, slow_rank, slow_ns);
+    int64_t arrival[W], last = 0;
+    for (uint32_t r = 0; r < W; r++) {
+        arrival[r] = d[r * 6] + d[r * 6 + 1] + d[r * 6 + 2];
+        double v = 30e3 + 200e3 * rng_unit(x);
+        if (rng_unit(x) < 0.01)
+            v += 20e6;
+        lag[r] = (int64_t)v + (r == late_rank ? late_ns : 0);
+        last = arrival[r] + lag[r] > last ? arrival[r] + lag[r] : last;
+    }
+    for (uint32_t r = 0; r < W; r++)
+        d[r * 6 + 3] = last - arrival[r] + 1000000;
+}
+
+static sf_live *live_calibrated_lags(uint64_t *x)
+{
+    sf_schema s;
+    schema_make(&s);
+    sf_live_config cfg;
+    sf_live_config_default(&cfg);
+    sf_live *l;
+    assert_int_equal(sf_live_new(&s, W, &cfg, &l), 0);
+    sf_schema_clear(&s);
+    assert_int_equal(sf_live_sync_stages(l), 1);
+    int64_t d[W * 6], lag[W];
+    for (uint32_t t = 0; t < cfg.calibration_steps; t++) {
+        step_make_lags(x, d, lag, UINT32_MAX, 0, UINT32_MAX, 0);
+        assert_int_equal(sf_live_calibrate_lags(l, d, lag), t + 1 == cfg.calibration_steps);
     }
     assert_true(sf_live_calibrated(l));
     return l;
@@ -244,6 +286,110 @@ static void test_agrees_with_window(void **state)
     sf_live_free(l);
 }
 
+/* A rank whose collective starts a tenth of a step late after an on-time
+ * arrival (its issue lag) is named from a known step, with communication
+ * as the evidence and the sync stage as its stage, within ten steps; the
+ * verdict ends once it is back. Its own work and arrival are unchanged. */
+static void test_comm_change_point(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        uint64_t x = 0x9e3779b97f4a7c15ULL * seed + 3;
+        sf_live *l = live_calibrated_lags(&x);
+        /* a rank's 4 own-work cells and 1 arrival cell, 4 job-wide cells,
+         * and a rank's issue-lag cell */
+        assert_int_equal(sf_live_cells(l), W * (4 + 1) + 4 + W);
+        int64_t d[W * 6], lag[W];
+        enum sf_live_event ev;
+        sf_live_verdict ended;
+        const int64_t onset = 400, back = 500;
+        int64_t started = -1, over = -1;
+        for (int64_t step = 100; step < 600; step++) {
+            bool late = step >= onset && step < back;
+            step_make_lags(&x, d, lag, UINT32_MAX, 0, late ? 1 : UINT32_MAX,
+                           late ? STEP_NS / 10 : 0);
+            assert_int_equal(sf_live_step_lags(l, step, d, lag, step, &ev, &ended), 0);
+            if (ev == SF_LIVE_STARTED || ev == SF_LIVE_REPLACED) {
+                assert_true(step >= onset);
+                if (started < 0)
+                    started = step;
+            }
+            if (ev == SF_LIVE_ENDED && step >= back)
+                over = step;
+            if (step == onset + 9) {
+                const sf_live_verdict *v = sf_live_verdict_get(l);
+                assert_non_null(v);
+                assert_int_equal(v->kind, SF_LIVE_STRAGGLER);
+                assert_int_equal(v->rank, 1);
+                assert_true(v->communication);
+                assert_false(v->arrival);
+                assert_int_equal(v->stage, 2);
+                assert_int_equal(v->sync_stage, 2);
+                assert_true(v->since_step >= onset - 10 && v->since_step <= v->detected_step);
+                assert_true(v->effect_s > 0.08 && v->effect_s < 0.12);
+            }
+        }
+        assert_true(started >= onset && started < onset + 10);
+        assert_true(over >= back && over < back + 30);
+        assert_null(sf_live_verdict_get(l));
+        assert_int_equal(ended.rank, 1);
+        assert_true(ended.communication);
+        sf_live_free(l);
+    }
+}
+
+/* 10^5 clean steps with issue marks, lag spikes included: no verdict. A
+ * rank slow in its own work (a tenth of a step in forward) is named as
+ * before, never on its communication: it arrives late and issues on time. */
+static void test_comm_quiet(void **state)
+{
+    (void)state;
+    uint64_t x = 4242;
+    sf_live *l = live_calibrated_lags(&x);
+    int64_t d[W * 6], lag[W];
+    enum sf_live_event ev;
+    uint32_t verdicts = 0;
+    for (int64_t step = 100; step < 100100; step++) {
+        step_make_lags(&x, d, lag, UINT32_MAX, 0, UINT32_MAX, 0);
+        assert_int_equal(sf_live_step_lags(l, step, d, lag, 0, &ev, NULL), 0);
+        verdicts += ev == SF_LIVE_STARTED;
+    }
+    assert_int_equal(verdicts, 0);
+    for (int64_t step = 100100; step < 100130; step++) {
+        step_make_lags(&x, d, lag, 3, STEP_NS / 10, UINT32_MAX, 0);
+        assert_int_equal(sf_live_step_lags(l, step, d, lag, 0, &ev, NULL), 0);
+        const sf_live_verdict *v = sf_live_verdict_get(l);
+        if (v != NULL) {
+            assert_int_equal(v->rank, 3);
+            assert_false(v->communication);
+        }
+    }
+    assert_non_null(sf_live_verdict_get(l));
+    sf_live_free(l);
+}
+
+/* Issue lags missing: a baseline without marks tests no issue-lag cell (the
+ * cells of a job without marks), and a step where one rank carried no mark
+ * leaves the issue-lag cells as they were, however late the others. */
+static void test_comm_unmarked(void **state)
+{
+    (void)state;
+    uint64_t x = 5;
+    sf_live *l = live_calibrated(&x);
+    assert_int_equal(sf_live_cells(l), W * (4 + 1) + 4);
+    sf_live_free(l);
+    l = live_calibrated_lags(&x);
+    int64_t d[W * 6], lag[W];
+    enum sf_live_event ev;
+    for (int64_t step = 100; step < 140; step++) {
+        step_make_lags(&x, d, lag, UINT32_MAX, 0, 2, STEP_NS / 5);
+        lag[0] = -1; /* rank 0's stage carried no issue mark */
+        assert_int_equal(sf_live_step_lags(l, step, d, step % 2 ? lag : NULL, 0, &ev, NULL), 0);
+        assert_null(sf_live_verdict_get(l));
+    }
+    sf_live_free(l);
+}
+
 static void test_before_calibration(void **state)
 {
     (void)state;
@@ -276,6 +422,9 @@ int main(void)
         cmocka_unit_test(test_job_change),
         cmocka_unit_test(test_before_calibration),
         cmocka_unit_test(test_agrees_with_window),
+        cmocka_unit_test(test_comm_change_point),
+        cmocka_unit_test(test_comm_quiet),
+        cmocka_unit_test(test_comm_unmarked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
