@@ -123,6 +123,14 @@ static bool has_dense(const sf_summary *s)
     return s->dense != NULL && s->dense->n_ranks >= 2;
 }
 
+/* A tp or pp stage whose rows carry accumulated waits takes the wait rule;
+ * the others the arrival rule. */
+static bool by_waits(const sf_summary *s, uint32_t k)
+{
+    uint8_t g = s->schema.sync_group[k];
+    return (g == SF_SYNC_TP || g == SF_SYNC_PP) && s->dense != NULL && s->dense->sync_wait != NULL;
+}
+
 /* The tests of the schema, the Bonferroni count besides the ranks: with
  * dense rows, per synchronizing stage spanning n stages from its alignment,
  * n prefixes and the n - 1 stages after the first alone; without, one per
@@ -132,7 +140,8 @@ static uint32_t tests_per_rank(const sf_summary *s)
     uint32_t n = 0;
     for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
         uint32_t k = (uint32_t)__builtin_ctzll(m);
-        n += has_dense(s) ? 2 * (k - aligned_from(s->schema.sync_mask, k)) + 1 : 1;
+        bool waits = has_dense(s) && by_waits(s, k);
+        n += has_dense(s) && !waits ? 2 * (k - aligned_from(s->schema.sync_mask, k)) + 1 : 1;
     }
     return n;
 }
@@ -356,7 +365,210 @@ static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *
                           .eligible_steps = at_k.n,
                           .median_lateness_ns = lo + (hi - lo) / 2,
                           .persistence = SF_PERSIST_NONE,
-                          .windows_in_a_row = 1};
+                          .windows_in_a_row = 1,
+                          .group = s->schema.sync_group[k]};
+}
+
+/* ---- the wait rule (docs/ACCOUNTING.md, "Synchronizing groups") ------------
+ * Inside a tp or pp group every member leaves each collective together, so
+ * arrival order at the stage's last sync point says little, and the rank the
+ * others wait for is the one that waits least: per step each member's blame
+ * is its own work in the stage minus its accumulated wait, and the place test
+ * above runs on it. */
+
+static const int64_t *wait_cell(const sf_summary *s, uint32_t step, uint32_t r)
+{
+    const sf_dense *dn = s->dense;
+    size_t J = (size_t)__builtin_popcountll(s->schema.sync_mask);
+    return &dn->sync_wait[((size_t)step * dn->n_ranks + r) * 2 * J];
+}
+
+static uint32_t sync_slot(const sf_schema *schema, uint32_t k)
+{
+    return (uint32_t)__builtin_popcountll(schema->sync_mask & ((UINT64_C(1) << k) - 1));
+}
+
+/* The step's waits of every member at stage k into w->value, its blame
+ * into w->place; false when a member has no wait mark there. */
+static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, struct scratch *w)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t S = s->schema.n_stages, j = sync_slot(&s->schema, k);
+    for (uint32_t q = 0; q < w->n_mem; q++) {
+        uint32_t r = w->mem[q];
+        int64_t wait = wait_cell(s, step, r)[j];
+        if (!dn->present[(size_t)step * dn->n_ranks + r] || wait < 0)
+            return false;
+        const int64_t *d = &dn->d[((size_t)step * dn->n_ranks + r) * S];
+        int64_t own = d[k] + d[k + 1] - wait;
+        w->value[q] = wait;
+        w->place[q] = (struct place){own - wait, r};
+    }
+    return true;
+}
+
+static int64_t least_other(const struct scratch *w, uint32_t r)
+{
+    int64_t lo = INT64_MAX;
+    for (uint32_t q = 0; q < w->n_mem; q++)
+        if (w->mem[q] != r && w->value[q] < lo)
+            lo = w->value[q];
+    return lo;
+}
+
+/* The wait-rule verdict of the group w->mem at synchronizing stage k. */
+static void group_verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *complete,
+                             uint32_t n_complete, uint32_t k, uint32_t n_tests, struct scratch *w,
+                             sf_straggler *ret, double *ret_z)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t m = w->n_mem, all = dn->n_ranks;
+    struct tally t = {.n_ranks = all};
+    memset(ret, 0, sizeof *ret);
+    *ret_z = 0;
+    memset(w->score, 0, all * sizeof *w->score);
+    for (uint32_t i = 0; i < n_complete; i++) {
+        if (s->steps[complete[i]].n_ranks < 2 || !group_step(s, complete[i], k, w))
+            continue;
+        qsort(w->place, m, sizeof *w->place, cmp_place);
+        for (uint32_t lo = 0; lo < m;) {
+            uint32_t hi = lo + 1;
+            while (hi < m && w->place[hi].late == w->place[lo].late)
+                hi++;
+            double centred = (double)(lo + hi - 1) / 2 - (double)(m - 1) / 2;
+            for (uint32_t p = lo; p < hi; p++)
+                w->score[w->place[p].r] += centred;
+            lo = hi;
+        }
+        t.var += ((double)m * m - 1) / 12;
+        uint32_t culprit = w->place[m - 1].r, at_c = 0;
+        for (uint32_t q = 0; q < m; q++)
+            at_c = w->mem[q] == culprit ? q : at_c;
+        w->arr[t.n++] =
+            (struct arrival){dn->ranks[culprit], i, least_other(w, culprit) - w->value[at_c]};
+    }
+    ret->eligible_steps = t.n;
+    ret->group = s->schema.sync_group[k];
+    if (t.n == 0 || t.var <= 0)
+        return;
+    uint32_t best = w->mem[0];
+    for (uint32_t q = 1; q < m; q++)
+        if (w->score[w->mem[q]] > w->score[best])
+            best = w->mem[q];
+    struct candidate c = {.rank = dn->ranks[best], .z = w->score[best] / sqrt(t.var)};
+    if (!significant(r, &t, c.z, n_tests))
+        return;
+    /* The median contrast: how much less it waited than the median of the
+     * others, over the eligible steps. */
+    uint32_t n = 0, at_best = 0;
+    for (uint32_t q = 0; q < m; q++)
+        at_best = w->mem[q] == best ? q : at_best;
+    for (uint32_t i = 0; i < n_complete; i++) {
+        if (s->steps[complete[i]].n_ranks < 2 || !group_step(s, complete[i], k, w))
+            continue;
+        for (uint32_t q = 0; q < m; q++)
+            w->value[q] = -w->value[q];
+        sf__middle mid;
+        sf__middle_of(w->value, 1, m, w->select, &mid);
+        w->one[n++] = sf__contrast(&mid, w->value[at_best]);
+    }
+    c.effect = sf_median_i64(w->one, n);
+    qsort(w->arr, t.n, sizeof *w->arr, cmp_arrival);
+    uint32_t first, len;
+    if (!late_enough(r, w, &t, &c, &first, &len))
+        return;
+    int64_t lo = w->arr[first + (len - 1) / 2].lateness, hi = w->arr[first + len / 2].lateness;
+    /* Its victim: the member that waited longest over the steps it was
+     * waited for (the lowest rank on ties). */
+    uint32_t victim = SF_NO_RANK;
+    int64_t victim_wait = -1;
+    for (uint32_t q = 0; q < m; q++) {
+        if (w->mem[q] == best)
+            continue;
+        int64_t sum = 0;
+        for (uint32_t i = 0; i < len; i++) {
+            const int64_t *cell = wait_cell(s, complete[w->arr[first + i].at], w->mem[q]);
+            sum += cell[sync_slot(&s->schema, k)];
+        }
+        if (sum > victim_wait) {
+            victim_wait = sum;
+            victim = dn->ranks[w->mem[q]];
+        }
+    }
+    *ret_z = c.z;
+    *ret = (sf_straggler){.present = true,
+                          .rank = c.rank,
+                          .sync_stage = k,
+                          .origin_stage = k,
+                          .arrived_last_steps = len,
+                          .eligible_steps = t.n,
+                          .median_lateness_ns = lo + (hi - lo) / 2,
+                          .persistence = SF_PERSIST_NONE,
+                          .windows_in_a_row = 1,
+                          .group = s->schema.sync_group[k],
+                          .victim_rank = victim};
+}
+
+/* Dense index -> its group at stage k: the ranks whose coordinates differ
+ * only in the group's dimension; one group of every rank without
+ * coordinates. Group ids are the lowest dense index of the group. */
+static void groups_of(const sf_summary *s, uint32_t k, uint32_t *ret)
+{
+    const sf_dense *dn = s->dense;
+    enum sf_parallel_dim dim = s->schema.sync_group[k] == SF_SYNC_TP ? SF_PAR_TP : SF_PAR_PP;
+    for (uint32_t i = 0; i < dn->n_ranks; i++) {
+        ret[i] = i;
+        if (dn->parallel == NULL) {
+            ret[i] = 0;
+            continue;
+        }
+        for (uint32_t q = 0; q < i; q++) {
+            sf_parallel a = dn->parallel[i], b = dn->parallel[q];
+            a.index[dim] = b.index[dim] = 0;
+            if (sf_parallel_equal(&a, &b)) {
+                ret[i] = ret[q];
+                break;
+            }
+        }
+    }
+}
+
+/* Over the tp and pp stages that take the wait rule, each group of two or
+ * more members tested alone; the verdict with the largest z beats the
+ * arrival rule's (*best_z) as in verdict_over. */
+static int group_verdicts(sf_report *r, const sf_summary *s, const uint32_t *complete,
+                          uint32_t n_complete, struct scratch *w, uint32_t *mem, bool *first,
+                          double *best_z)
+{
+    uint32_t all = s->dense->n_ranks, n_tests = tests_per_rank(s);
+    uint32_t *group = malloc(all * sizeof *group);
+    if (group == NULL)
+        return -ENOMEM;
+    for (uint64_t mask = s->schema.sync_mask; mask; mask &= mask - 1) {
+        uint32_t k = (uint32_t)__builtin_ctzll(mask);
+        if (!by_waits(s, k))
+            continue;
+        groups_of(s, k, group);
+        for (uint32_t g = 0; g < all; g++) {
+            w->n_mem = 0;
+            for (uint32_t i = 0; i < all; i++)
+                if (group[i] == g)
+                    mem[w->n_mem++] = i;
+            if (w->n_mem < 2)
+                continue;
+            w->mem = mem;
+            sf_straggler v;
+            double z;
+            group_verdict_at(r, s, complete, n_complete, k, n_tests, w, &v, &z);
+            if (*first || (v.present && (!r->straggler.present || z > *best_z))) {
+                r->straggler = v;
+                *best_z = z;
+            }
+            *first = false;
+        }
+    }
+    free(group);
+    return 0;
 }
 
 static void scratch_free(struct scratch *w)
@@ -396,6 +608,8 @@ static void verdict_over(sf_report *r, const sf_summary *s, const uint32_t *comp
 {
     uint32_t n_tests = tests_per_rank(s);
     for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
+        if (has_dense(s) && by_waits(s, (uint32_t)__builtin_ctzll(m)))
+            continue; /* the wait rule, in group_verdicts */
         sf_straggler v;
         double z;
         verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), n_tests, w, &v, &z);
@@ -441,9 +655,11 @@ int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *com
             continue; /* a cohort of one has no peer to be late against */
         verdict_over(r, s, complete, n_complete, &w, &first, &best_z);
     }
+    int rc =
+        has_dense(s) ? group_verdicts(r, s, complete, n_complete, &w, mem, &first, &best_z) : 0;
     free(mem);
     scratch_free(&w);
-    return 0;
+    return rc;
 }
 
 /* ---- persistence ---------------------------------------------------------- */
