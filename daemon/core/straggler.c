@@ -76,6 +76,10 @@ struct scratch {
     int64_t *value;      /* [dense ranks] one step's own work */
     int64_t *select;     /* [dense ranks] sf__middle_of's scratch */
     int64_t *one;        /* [n_complete] one rank's contrasts */
+    /* The wait rule: each dense rank's cohort (NULL: none), and a second
+     * scratch of [dense ranks]. */
+    const uint32_t *cohort_of;
+    int64_t *one2;
 };
 
 static int cmp_arrival(const void *a, const void *b)
@@ -388,23 +392,70 @@ static uint32_t sync_slot(const sf_schema *schema, uint32_t k)
     return (uint32_t)__builtin_popcountll(schema->sync_mask & ((UINT64_C(1) << k) - 1));
 }
 
-/* The step's waits of every member at stage k into w->value, its blame
- * into w->place; false when a member has no wait mark there. */
-static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, struct scratch *w)
+/* A rank's wait and own work at stage k and step `step`, or false without
+ * a wait mark. */
+static bool wait_own(const sf_summary *s, uint32_t step, uint32_t k, uint32_t r, int64_t *ret_wait,
+                     int64_t *ret_own)
 {
     const sf_dense *dn = s->dense;
-    uint32_t S = s->schema.n_stages, j = sync_slot(&s->schema, k);
+    int64_t wait = wait_cell(s, step, r)[sync_slot(&s->schema, k)];
+    if (!dn->present[(size_t)step * dn->n_ranks + r] || wait < 0)
+        return false;
+    const int64_t *d = &dn->d[((size_t)step * dn->n_ranks + r) * s->schema.n_stages];
+    *ret_wait = wait;
+    *ret_own = d[k] + d[k + 1] - wait;
+    return true;
+}
+
+/* The median over rank r's cohort peers (w->cohort_of) with a wait mark at
+ * the step of their wait and own work; false when it has none (then its
+ * own figures are taken as they are). */
+static bool peer_medians(const sf_summary *s, uint32_t step, uint32_t k, uint32_t r,
+                         struct scratch *w, int64_t *ret_wait, int64_t *ret_own)
+{
+    if (w->cohort_of == NULL)
+        return false;
+    uint32_t n = 0, all = s->dense->n_ranks;
+    for (uint32_t q = 0; q < all; q++) {
+        int64_t wait, own;
+        if (q != r && w->cohort_of[q] == w->cohort_of[r] && wait_own(s, step, k, q, &wait, &own)) {
+            w->select[n] = wait;
+            w->one2[n++] = own;
+        }
+    }
+    if (n == 0)
+        return false;
+    *ret_wait = sf_median_i64(w->select, n);
+    *ret_own = sf_median_i64(w->one2, n);
+    return true;
+}
+
+/* The step's figures of every member at stage k: its wait into w->value and
+ * its blame (own work minus wait) into w->place, both relative to the
+ * median of its cohort's (docs/ACCOUNTING.md, "Synchronizing groups": a
+ * pipeline's later stage waits for the earlier one by structure); false
+ * when a member has no wait mark there, or when no member's (relative) wait
+ * exceeds tol. */
+static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, int64_t tol,
+                       struct scratch *w)
+{
+    int64_t longest = INT64_MIN;
     for (uint32_t q = 0; q < w->n_mem; q++) {
         uint32_t r = w->mem[q];
-        int64_t wait = wait_cell(s, step, r)[j];
-        if (!dn->present[(size_t)step * dn->n_ranks + r] || wait < 0)
+        int64_t wait, own, peer_wait, peer_own;
+        if (!wait_own(s, step, k, r, &wait, &own))
             return false;
-        const int64_t *d = &dn->d[((size_t)step * dn->n_ranks + r) * S];
-        int64_t own = d[k] + d[k + 1] - wait;
+        if (peer_medians(s, step, k, r, w, &peer_wait, &peer_own)) {
+            wait -= peer_wait;
+            own -= peer_own;
+        }
         w->value[q] = wait;
         w->place[q] = (struct place){own - wait, r};
+        longest = wait > longest ? wait : longest;
     }
-    return true;
+    /* A step where nobody waited longer than its replicas did, beyond the
+     * gap tolerance, has no victim: nobody was waited for. */
+    return longest > tol;
 }
 
 static int64_t least_other(const struct scratch *w, uint32_t r)
@@ -428,7 +479,8 @@ static void group_verdict_at(const sf_report *r, const sf_summary *s, const uint
     *ret_z = 0;
     memset(w->score, 0, all * sizeof *w->score);
     for (uint32_t i = 0; i < n_complete; i++) {
-        if (s->steps[complete[i]].n_ranks < 2 || !group_step(s, complete[i], k, w))
+        if (s->steps[complete[i]].n_ranks < 2 ||
+            !group_step(s, complete[i], k, r->leader_gap_tol_ns, w))
             continue;
         qsort(w->place, m, sizeof *w->place, cmp_place);
         for (uint32_t lo = 0; lo < m;) {
@@ -464,7 +516,8 @@ static void group_verdict_at(const sf_report *r, const sf_summary *s, const uint
     for (uint32_t q = 0; q < m; q++)
         at_best = w->mem[q] == best ? q : at_best;
     for (uint32_t i = 0; i < n_complete; i++) {
-        if (s->steps[complete[i]].n_ranks < 2 || !group_step(s, complete[i], k, w))
+        if (s->steps[complete[i]].n_ranks < 2 ||
+            !group_step(s, complete[i], k, r->leader_gap_tol_ns, w))
             continue;
         for (uint32_t q = 0; q < m; q++)
             w->value[q] = -w->value[q];
@@ -580,6 +633,7 @@ static void scratch_free(struct scratch *w)
     free(w->value);
     free(w->select);
     free(w->one);
+    free(w->one2);
 }
 
 static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_complete)
@@ -591,9 +645,10 @@ static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_compl
                           .place = malloc(m * sizeof *w->place),
                           .value = malloc(m * sizeof *w->value),
                           .select = malloc(m * sizeof *w->select),
-                          .one = malloc(n_complete * sizeof *w->one)};
+                          .one = malloc(n_complete * sizeof *w->one),
+                          .one2 = malloc(m * sizeof *w->one2)};
     if (w->arr == NULL || w->at == NULL || w->score == NULL || w->place == NULL ||
-        w->value == NULL || w->select == NULL || w->one == NULL) {
+        w->value == NULL || w->select == NULL || w->one == NULL || w->one2 == NULL) {
         scratch_free(w);
         return -ENOMEM;
     }
@@ -655,6 +710,7 @@ int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *com
             continue; /* a cohort of one has no peer to be late against */
         verdict_over(r, s, complete, n_complete, &w, &first, &best_z);
     }
+    w.cohort_of = by_cohort ? cohort_of : NULL;
     int rc =
         has_dense(s) ? group_verdicts(r, s, complete, n_complete, &w, mem, &first, &best_z) : 0;
     free(mem);
