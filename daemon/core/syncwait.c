@@ -40,12 +40,14 @@ static int cmp_u32(const void *a, const void *b)
 
 int sf__sync_wait_gather(sf_summary *s, const sf_row *rows, size_t n_rows)
 {
-    bool any = false;
+    bool any = false; /* a row with a wait mark: rows of -1 only are none */
+    uint32_t J0 = (uint32_t)__builtin_popcountll(s->schema.sync_mask);
     for (size_t i = 0; i < n_rows; i++) {
         int r = sf__sync_wait_row_check(&rows[i], &s->schema);
         if (r < 0)
             return r;
-        any |= rows[i].sync_wait != NULL;
+        for (uint32_t j = 0; rows[i].sync_wait != NULL && j < J0; j++)
+            any |= rows[i].sync_wait[j] >= 0;
     }
     sf_dense *d = s->dense;
     if (!any || d == NULL || d->n_ranks == 0)

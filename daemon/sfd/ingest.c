@@ -271,7 +271,7 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
     for (size_t i = 0; i < b->n_records; i++) {
         const Stagefrontier__StepRecord *rec = b->records[i];
         sf_row row;
-        int64_t split[SF_MAX_STAGES], lag[SF_MAX_STAGES];
+        int64_t split[SF_MAX_STAGES], lag[SF_MAX_STAGES], wait[SF_MAX_STAGES];
         fill_row(&row, rec, recorded);
         /* Without synchronizing stages or arrivals the record is the row. */
         if (job->schema.sync_mask != 0 || rec->n_arrivals != 0) {
@@ -290,6 +290,12 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
                 sfd_count_reject(d, job, why, 1, c);
                 continue;
             }
+            int waits = sfd_record_sync_waits(rec, &job->schema, wait, &why);
+            if (waits < 0) {
+                sfd_count_reject(d, job, why, 1, c);
+                continue;
+            }
+            row.sync_wait = waits > 0 ? wait : NULL;
             if (bad_fallbacks)
                 sfd_count_reject(d, job, SFD_REJ_ARRIVAL_RANGE, bad_fallbacks, c);
             row.d = split;

@@ -76,8 +76,8 @@ int sf_sync_group_parse(const char *name);
  * number of synchronizing stages, groups[j] <= SF_SYNC_GROUP_MAX); -EINVAL
  * otherwise. n = 0 sets every one to world. */
 int sf_schema_set_sync_groups(sf_schema *schema, const uint8_t *groups, uint32_t n);
-/* Most sync points one rank may accumulate in one stage of one step. */
-#define SF_MAX_SYNC_WAITS (UINT32_C(1) << 20)
+/* Most sync points one rank may accumulate in one stage of one step:
+ * SF_MAX_SYNC_WAITS (limits.h). */
 
 #define SF_SYNC_WAIT_SUFFIX ".sync_wait"
 
