@@ -127,12 +127,22 @@ static bool has_dense(const sf_summary *s)
     return s->dense != NULL && s->dense->n_ranks >= 2;
 }
 
-/* A tp or pp stage whose rows carry accumulated waits takes the wait rule;
- * the others the arrival rule. */
+/* A tp or pp stage where some row carries an accumulated wait takes the
+ * wait rule; the others, and a tp or pp stage without any (old clients),
+ * the arrival rule. */
 static bool by_waits(const sf_summary *s, uint32_t k)
 {
     uint8_t g = s->schema.sync_group[k];
-    return (g == SF_SYNC_TP || g == SF_SYNC_PP) && s->dense != NULL && s->dense->sync_wait != NULL;
+    const sf_dense *dn = s->dense;
+    if ((g != SF_SYNC_TP && g != SF_SYNC_PP) || dn == NULL || dn->sync_wait == NULL)
+        return false;
+    size_t J = (size_t)__builtin_popcountll(s->schema.sync_mask),
+           cells = (size_t)s->n_steps * dn->n_ranks;
+    size_t j = (size_t)__builtin_popcountll(s->schema.sync_mask & ((UINT64_C(1) << k) - 1));
+    for (size_t c = 0; c < cells; c++)
+        if (dn->sync_wait[c * 2 * J + j] >= 0)
+            return true;
+    return false;
 }
 
 /* The tests of the schema, the Bonferroni count besides the ranks: with
@@ -559,6 +569,7 @@ static void group_verdict_at(const sf_report *r, const sf_summary *s, const uint
                           .persistence = SF_PERSIST_NONE,
                           .windows_in_a_row = 1,
                           .group = s->schema.sync_group[k],
+                          .wait_rule = true,
                           .victim_rank = victim};
 }
 

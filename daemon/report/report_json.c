@@ -111,7 +111,7 @@ static json_t *straggler_json(const sf_report *r)
     const sf_straggler *v = &r->straggler;
     if (!v->present)
         return json_null();
-    bool waits = v->group == SF_SYNC_TP || v->group == SF_SYNC_PP;
+    bool waits = v->wait_rule;
     json_t *o = json_pack(
         "{s:I, s:s, s:s, s:s, s:I, s:I, s:o, s:s, s:I, s:s}", "rank", (json_int_t)v->rank, "origin",
         v->communication ? "communication"

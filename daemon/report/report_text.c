@@ -250,7 +250,7 @@ static void write_straggler(const sf_report *r, FILE *out)
                 (long long)r->stall.step);
     else
         fprintf(out, "straggler: ");
-    if (v->group == SF_SYNC_TP || v->group == SF_SYNC_PP) {
+    if (v->wait_rule) {
         /* The wait rule: the rank its group waited for. */
         fprintf(out, "rank %u held up its %s group at %s's sync points in %u of %u steps, ",
                 v->rank, sf_sync_group_name(v->group), r->schema.names[v->sync_stage],

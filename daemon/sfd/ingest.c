@@ -60,6 +60,18 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         return r;
     }
     uint32_t channel = h->has_channel ? h->channel : 0;
+    /* The synchronizing groups come from the step-record channel only (the
+     * NCCL plugin's hello and a decoded summary carry none) and are not
+     * part of the shape: another set while ranks are connected is a
+     * conflict, else it replaces the job's. */
+    if (channel == 0 &&
+        memcmp(job->schema.sync_group, schema->sync_group, sizeof schema->sync_group) != 0) {
+        if (job->n_live_ranks > 0) {
+            *why = SFD_REJ_SCHEMA_CONFLICT;
+            return -EBADE;
+        }
+        memcpy(job->schema.sync_group, schema->sync_group, sizeof schema->sync_group);
+    }
     struct sfd_rank *rk;
     r = sfd_job_rank(job, h->rank, &rk);
     if (r < 0) {

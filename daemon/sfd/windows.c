@@ -672,10 +672,7 @@ int sfd_job_restart_segment(struct sfd_job *job)
 int sfd_job_bind_shape(struct sfd_job *job, const sf_schema *schema, uint32_t world_size)
 {
     bool fresh = job->rank_pages == NULL;
-    /* The synchronizing groups are not hashed, but a change of them is a
-     * change of shape like a schema's. */
-    if (!fresh && job->world_size == world_size && sf_schema_equal(&job->schema, schema) &&
-        memcmp(job->schema.sync_group, schema->sync_group, sizeof schema->sync_group) == 0)
+    if (!fresh && job->world_size == world_size && sf_schema_equal(&job->schema, schema))
         return 0;
     if (job->n_live > 0)
         return job->world_size != world_size ? -EXDEV : -EBADE;

@@ -481,6 +481,7 @@ typedef struct sf_straggler {
      * the member of its group that waited longest in total over those steps
      * (set only for tp and pp). */
     enum sf_sync_group group;
+    bool wait_rule; /* named by the wait rule (a tp or pp stage with waits) */
     uint32_t victim_rank;
     /* Filled by sf_straggler_track from the windows before this one; a
      * report fresh from sf_report_compute says none and 1. */

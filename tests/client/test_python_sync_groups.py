@@ -48,6 +48,13 @@ def main():
             sfdtest.fail("rec.sync(group='xp') was accepted")
         except ValueError:
             pass
+        # Another set of groups while the job's rank is connected: refused.
+        conflicts = daemon.rejected("schema_conflict")
+        other = sf.Recorder(job_id="syncg", socket=daemon.ingest, rank=0, world_size=1,
+                            sync_stages=[FWD, BWD], sync_groups=["pp", "dp"])
+        sfdtest.wait_for(lambda: daemon.rejected("schema_conflict") == conflicts + 1,
+                         "the other groups refused", timeout=30)
+        other.close()
         outer = []  # per step, the time around the sync blocks, by this clock
         for _ in range(STEPS):
             around = 0

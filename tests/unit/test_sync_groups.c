@@ -334,6 +334,7 @@ static void tp_arrival_names_victim_waits_name_culprit(void **state)
     assert_int_equal(rt->straggler.sync_stage, FWD);
     assert_int_equal(rt->straggler.origin_stage, FWD);
     assert_int_equal(rt->straggler.group, SF_SYNC_TP);
+    assert_true(rt->straggler.wait_rule);
     assert_int_equal(rt->straggler.victim_rank, 0);
     assert_true(rt->straggler.arrived_last_steps >= 36);
     assert_true(rt->straggler.median_lateness_ns > 5 * MS);
@@ -372,6 +373,24 @@ static void old_rows_unchanged(void **state)
     assert_int_equal(rw->straggler.arrived_last_steps, rt->straggler.arrived_last_steps);
     assert_true(rw->straggler.median_lateness_ns == rt->straggler.median_lateness_ns);
     assert_int_equal(rw->n_suspects, rt->n_suspects);
+    job_clear(&w);
+    job_clear(&t);
+
+    /* Waits in the backward only: the tp forward has none, so it keeps the
+     * arrival rule too. */
+    tp_init(&w, 40, 8 * MS, SF_SYNC_WORLD);
+    tp_init(&t, 40, 8 * MS, SF_SYNC_TP);
+    for (uint32_t i = 0; i < 40 * 4; i++) {
+        t.waits[i * 2 * J] = -1;
+        t.waits[i * 2 * J + J] = 0;
+    }
+    rw = job_compute(&w);
+    rt = job_compute(&t);
+    assert_int_equal(rt->straggler.present, rw->straggler.present);
+    assert_int_equal(rt->straggler.rank, rw->straggler.rank);
+    assert_int_equal(rt->straggler.group, SF_SYNC_TP);
+    assert_false(rt->straggler.wait_rule);
+    assert_int_equal(rt->straggler.arrived_last_steps, rw->straggler.arrived_last_steps);
     job_clear(&w);
     job_clear(&t);
 }
