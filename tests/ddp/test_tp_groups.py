@@ -9,8 +9,8 @@ rec.sync(group="dp") around the gradient all-reduce), reporting to a real sfd.
 Every member of a tp group leaves each layer's all-reduce together, so the
 order of arrival at the forward's last sync point does not say who was slow.
 --row forward slows one hidden rank's forward (its second layer, before that
-layer's all-reduce) by a tenth of its own clean step, measured in the
-warmup: the window's verdict must name that rank, at the forward, by the
+layer's all-reduce) by a tenth of its own clean step (the median of its last
+ten, less their delay): the window's verdict must name that rank, at the forward, by the
 tp group's wait rule. --row none: no verdict.
 
 Without RANK in the environment this is the driver; with it, one rank.
@@ -66,12 +66,15 @@ def run_rank(a):
     rec = sf.Recorder(sync_stages=[FWD, BWD], sync_groups={FWD: "tp", BWD: "dp"},
                       parallel={"tp": (tp, 2), "dp": (dp, 2)})
     gen = torch.Generator().manual_seed(100 + dp)
-    clean = []
-    delay = 0.0
+    clean = []  # the rank's recent steps without their delay
+    delay, delays = 0.0, []
     for step in range(WARMUP + STEPS):
-        if step == WARMUP and slow:
-            clean.sort()
-            delay = FRACTION * clean[len(clean) // 2]
+        if step >= WARMUP and slow:
+            # A tenth of the median of its last ten clean steps: the step
+            # follows the host's load, and so does the delay.
+            recent = sorted(clean[-10:])
+            delay = FRACTION * recent[len(recent) // 2]
+            delays.append(delay)
         t0 = time.monotonic()
         with rec.step():
             with rec.stage("data.next_wait"):
@@ -98,13 +101,14 @@ def run_rank(a):
             with rec.stage("optim.step_cpu_wall"):
                 for layer, w in enumerate(weights):
                     w -= 1e-6 * grads[layer * w.numel():(layer + 1) * w.numel()].view_as(w)
-        if step < WARMUP:
-            clean.append(time.monotonic() - t0)
+        clean.append(time.monotonic() - t0 - delay)
     dist.barrier()
     rec.close()
     dist.barrier()
     if slow:
-        print("hidden rank %d: forward slowed by %.1f ms" % (rank, delay * 1e3))
+        delays.sort()
+        print("hidden rank %d: forward slowed by %.1f ms (median of its steps)" %
+              (rank, delays[len(delays) // 2] * 1e3))
     # As bench/ddp/train.py: leave without tearing the Gloo group down (torch
     # 1.13's destructor can hang or throw at exit); the records are flushed.
     sys.stdout.flush()
