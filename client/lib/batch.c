@@ -13,7 +13,7 @@
  * the packed durations, the optional event) plus its length prefix. */
 static size_t record_bound(uint32_t n, uint32_t n_sync)
 {
-    return 16 + 6 + (size_t)n * 10 + 11 + 6 + 6 + 11 + 40 + 6 + (size_t)n_sync * 44;
+    return 16 + 6 + (size_t)n * 10 + 11 + 6 + 6 + 11 + 40 + 6 + (size_t)n_sync * 61;
 }
 
 int sf__batch_alloc(sf_client *c)
@@ -106,6 +106,9 @@ static void fill_arrivals(sf_client *c, uint32_t i, const int64_t *d, Stagefront
         a->own_ns = marks[j];
         a->has_issue_ns = marks[n_sync + j] >= 0, a->issue_ns = marks[n_sync + j];
         a->has_complete_ns = marks[2 * n_sync + j] >= 0, a->complete_ns = marks[2 * n_sync + j];
+        a->has_wait_ns = a->has_waits = marks[3 * n_sync + j] >= 0;
+        a->wait_ns = marks[3 * n_sync + j];
+        a->waits = (uint32_t)marks[4 * n_sync + j];
         ptrs[p->n_arrivals++] = a;
     }
 }

@@ -321,6 +321,7 @@ static void fill_hello(sf_client *c, const struct resolved *r)
         .schema_hash = c->schema.hash,
         .sync_stages = c->schema.sync_ids,
         .n_sync_stages = c->schema.n_sync,
+        .sync_groups = c->any_sync_group ? c->sync_groups : NULL,
         .schema_version = SF_CLIENT_SCHEMA_VERSION,
         .accumulation = r->accumulation,
         .role = c->role,
@@ -334,9 +335,14 @@ static void fill_hello(sf_client *c, const struct resolved *r)
 }
 
 /* Synchronizing stages by name: each a timed stage (not the residual). */
+/* The groups of docs/CLIENT.md, "Synchronizing groups", in the wire's
+ * numbering (enum sf_sync_group). */
+static const char *const sync_group_names[4] = {"world", "dp", "tp", "pp"};
+
 static int mark_sync_stages(sf_client *c, const sf_client_options *o)
 {
     uint64_t mask = 0;
+    uint8_t group_of[SF_CLIENT_MAX_STAGES] = {0};
     if (o->n_sync_stages > 0 && o->sync_stages == NULL)
         return -EINVAL;
     for (uint32_t i = 0; i < o->n_sync_stages; i++) {
@@ -347,8 +353,21 @@ static int mark_sync_stages(sf_client *c, const sf_client_options *o)
         if (k + 1 >= c->schema.n)
             return -EINVAL;
         mask |= UINT64_C(1) << k;
+        int g = 0;
+        if (o->sync_groups != NULL && o->sync_groups[i] != NULL) {
+            for (g = 0; g <= 3 && strcmp(o->sync_groups[i], sync_group_names[g]) != 0; g++)
+                ;
+            if (g > 3)
+                return -EINVAL;
+        }
+        group_of[k] = (uint8_t)g;
     }
-    return sf__schema_mark_sync(&c->schema, mask);
+    int r = sf__schema_mark_sync(&c->schema, mask);
+    for (uint32_t j = 0; r == 0 && j < c->schema.n_sync; j++) {
+        c->sync_groups[j] = group_of[c->schema.sync_ids[j]];
+        c->any_sync_group |= c->sync_groups[j] != 0;
+    }
+    return r;
 }
 
 static void client_free(sf_client *c)
@@ -366,6 +385,9 @@ static void client_free(sf_client *c)
     free(c->cur_issue);
     free(c->issue_at);
     free(c->complete_at);
+    free(c->cur_wait);
+    free(c->cur_waits);
+    free(c->sync_enter_at);
     sf__schema_free(&c->schema);
     free(c);
 }
@@ -412,11 +434,16 @@ int sf_client_open(const sf_client_options *opts, sf_client **ret)
     c->cur_issue = calloc(c->schema.n_sync + 1, sizeof *c->cur_issue);
     c->issue_at = calloc(c->schema.n_sync + 1, sizeof *c->issue_at);
     c->complete_at = calloc(c->schema.n_sync + 1, sizeof *c->complete_at);
+    c->cur_wait = calloc(c->schema.n_sync + 1, sizeof *c->cur_wait);
+    c->cur_waits = calloc(c->schema.n_sync + 1, sizeof *c->cur_waits);
+    c->sync_enter_at = calloc(c->schema.n_sync + 1, sizeof *c->sync_enter_at);
     if (c->cur == NULL || c->cur_arrival == NULL || c->cur_issue == NULL || c->issue_at == NULL ||
-        c->complete_at == NULL)
+        c->complete_at == NULL || c->cur_wait == NULL || c->cur_waits == NULL ||
+        c->sync_enter_at == NULL)
         goto fail;
     /* A record's ring slot holds its durations, then per synchronizing
-     * stage its arrival, issue and completion offsets (SF__SYNC_MARKS). */
+     * stage its arrival, issue and completion offsets, its accumulated
+     * sync wait and the sync points counted (SF__SYNC_MARKS). */
     err = sf__ring_init(&c->ring, r.buffer, c->n_stages + SF__SYNC_MARKS * c->schema.n_sync);
     if (err < 0)
         goto fail;

@@ -24,7 +24,7 @@
 #define SF__GPU_NAME_MAX 64 /* a CUDA_VISIBLE_DEVICES entry sfd accepts */
 /* Offsets a ring slot keeps per synchronizing stage: arrival, issue,
  * completion (each -1 when unmarked). */
-#define SF__SYNC_MARKS 3
+#define SF__SYNC_MARKS 5
 
 /* The public caps (client.h, a stable ABI) are the project's limits. */
 _Static_assert(SF_CLIENT_MAX_STAGES == SF_MAX_STAGES, "client stage cap");
@@ -158,6 +158,12 @@ struct sf_client {
     /* [schema.n_sync] clock of the completion mark: written with relaxed
      * atomics by whichever thread runs the backend's completion callback. */
     int64_t *complete_at;
+    /* [schema.n_sync] accumulated sync waits of the open step, the sync
+     * points counted, and the clock of the open sync point's entry (-1:
+     * none open). */
+    int64_t *cur_wait, *cur_waits, *sync_enter_at;
+    uint32_t sync_groups[SF_CLIENT_MAX_STAGES]; /* [schema.n_sync] enum sf_sync_group */
+    bool any_sync_group;                        /* some group is not world: sent */
     uint32_t cur_violations, cur_flags;
     int64_t cur_extra_wall; /* waits charged ahead of this step */
     int64_t pending_step[SF_CLIENT_DATA_LOOKAHEAD];

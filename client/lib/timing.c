@@ -76,9 +76,20 @@ static void fill_sync_marks(sf_client *c, int64_t *marks, const int64_t *d)
         int64_t done = __atomic_load_n(&c->complete_at[j], __ATOMIC_RELAXED);
         int64_t f =
             i < 0 || done < c->issue_at[j] ? -1 : clamp_mark(i + (done - c->issue_at[j]), i, len);
+        /* The accumulated wait: the sync points', else the hook's marks
+         * (arrival to completion, one sync point). Never past the stage. */
+        int64_t wait = -1, count = 0;
+        if (a >= 0 && c->cur_waits[j] > 0)
+            wait = clamp_mark(c->cur_wait[j], 0, len), count = c->cur_waits[j];
+        else if (f >= 0)
+            wait = f - a, count = 1;
+        if (count > (int64_t)SF_MAX_SYNC_WAITS)
+            count = SF_MAX_SYNC_WAITS;
         marks[j] = a;
         marks[n_sync + j] = i;
         marks[2 * n_sync + j] = f;
+        marks[3 * n_sync + j] = wait;
+        marks[4 * n_sync + j] = count;
     }
 }
 
@@ -135,8 +146,10 @@ static void start_step(sf_client *c, int64_t step, int64_t now)
     c->open_stage = -1;
     c->nested_ignored = 0;
     memset(c->cur, 0, sizeof *c->cur * c->n_stages);
-    for (uint32_t j = 0; j < c->schema.n_sync; j++)
-        c->cur_arrival[j] = c->cur_issue[j] = -1;
+    for (uint32_t j = 0; j < c->schema.n_sync; j++) {
+        c->cur_arrival[j] = c->cur_issue[j] = c->sync_enter_at[j] = -1;
+        c->cur_wait[j] = c->cur_waits[j] = 0;
+    }
     c->cur_violations = 0;
     c->cur_extra_wall = 0;
     take_pending_wait(c);
@@ -247,6 +260,55 @@ int sf_stage_arrive(sf_client *c)
     /* Own work so far: earlier segments of the stage in this step, plus
      * this one up to now. */
     c->cur_arrival[c->schema.sync_slot[id]] = c->cur[id] + (tick(c) - c->stage_t0);
+    return 0;
+}
+
+int sf_sync_enter(sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    int id = open_sync_stage(c);
+    if (id < 0)
+        return violation(c);
+    uint32_t slot = c->schema.sync_slot[id];
+    int64_t now = tick(c);
+    c->cur_arrival[slot] = c->cur[id] + (now - c->stage_t0);
+    c->sync_enter_at[slot] = now;
+    return id;
+}
+
+int sf_sync_exit(sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    int id = open_sync_stage(c);
+    if (id < 0)
+        return violation(c);
+    uint32_t slot = c->schema.sync_slot[id];
+    if (c->sync_enter_at[slot] < 0)
+        return violation(c); /* an exit without its enter */
+    c->cur_wait[slot] += tick(c) - c->sync_enter_at[slot];
+    c->cur_waits[slot]++;
+    c->sync_enter_at[slot] = -1;
+    return 0;
+}
+
+int sf_sync_send(sf_client *c)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (c->inert)
+        return 0;
+    int id = open_sync_stage(c);
+    if (id < 0)
+        return violation(c);
+    uint32_t slot = c->schema.sync_slot[id];
+    c->cur_arrival[slot] = c->cur[id] + (tick(c) - c->stage_t0);
+    c->cur_waits[slot]++;
     return 0;
 }
 

@@ -111,6 +111,10 @@ int sf__hello_pack(const struct sf__hello_info *info, uint32_t generation, bool 
     h.schema_hash = info->schema_hash;
     h.n_sync_stages = info->n_sync_stages;
     h.sync_stages = (uint32_t *)info->sync_stages; /* read-only: packing never writes */
+    if (info->sync_groups != NULL) {
+        h.n_sync_groups = info->n_sync_stages;
+        h.sync_groups = (uint32_t *)info->sync_groups;
+    }
     h.has_schema_version = 1, h.schema_version = info->schema_version;
     h.has_accumulation = 1, h.accumulation = info->accumulation;
     if (info->role != NULL && info->role[0] != '\0')

@@ -37,6 +37,7 @@ struct sf__hello_info {
     char **stage_groups;         /* NULL: no groups sent */
     const uint32_t *sync_stages; /* synchronizing stage ids, ascending */
     size_t n_sync_stages;
+    const uint32_t *sync_groups; /* [n_sync_stages] their groups, or NULL: not sent */
     uint64_t schema_hash;
     uint32_t schema_version;
     uint32_t accumulation;

@@ -429,20 +429,24 @@ static PyObject *syncctx_issued(SyncContext *s, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+/* Entry marks the arrival and opens a sync point; exit adds the time
+ * between to the stage's accumulated wait (docs/CLIENT.md, "Synchronizing
+ * groups"). */
 static PyObject *syncctx_enter(SyncContext *s, PyObject *unused)
 {
     (void)unused;
     if (s->h->c != NULL)
-        sf_stage_arrive(s->h->c);
+        sf_sync_enter(s->h->c);
     Py_INCREF(s);
     return (PyObject *)s;
 }
 
 static PyObject *syncctx_exit(SyncContext *s, PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)s;
     (void)args;
     (void)nargs;
+    if (s->h->c != NULL)
+        sf_sync_exit(s->h->c);
     Py_RETURN_FALSE;
 }
 
@@ -591,6 +595,18 @@ static void recorder_dealloc(Recorder *r)
 
 /* Converts a sequence of str (or None where allowed) into a C array that
  * borrows the strings' UTF-8 buffers; keep seq alive while it is used. */
+/* The group names of rec.sync(group=...) and Recorder(sync_groups=...). */
+static const char *const sync_group_names[4] = {"world", "dp", "tp", "pp"};
+
+static int sync_group_index(PyObject *o)
+{
+    for (int g = 0; PyUnicode_Check(o) && g < 4; g++)
+        if (PyUnicode_CompareWithASCIIString(o, sync_group_names[g]) == 0)
+            return g;
+    PyErr_SetString(PyExc_ValueError, "sync group must be 'world', 'dp', 'tp' or 'pp'");
+    return -1;
+}
+
 static int str_array(PyObject *seq, bool allow_none, const char **out, Py_ssize_t *n)
 {
     PyObject *fast = PySequence_Fast(seq, "stages and groups must be sequences of str");
@@ -738,19 +754,20 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
                              "capture",
                              "heartbeat_ms",
                              "parallel",
+                             "sync_groups",
                              NULL};
     sf_client_options o;
     sf_client_options_init(&o);
     PyObject *stages = Py_None, *groups = Py_None, *sync = Py_None, *capture = Py_True;
-    PyObject *parallel = Py_None;
+    PyObject *parallel = Py_None, *sync_groups = Py_None;
     sf_parallel par;
     int disabled = 0;
     unsigned int accumulation = 1, buffer = 0, batch = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "|$zziiizOOIpdIIOiiOiO", kwlist, &o.job_id, &o.socket_path, &o.rank,
+            args, kwds, "|$zziiizOOIpdIIOiiOiOO", kwlist, &o.job_id, &o.socket_path, &o.rank,
             &o.world_size, &o.local_rank, &o.role, &stages, &groups, &accumulation, &disabled,
             &o.event_sample_fraction, &buffer, &batch, &sync, &o.window_steps, &o.warmup_steps,
-            &capture, &o.heartbeat_ms, &parallel))
+            &capture, &o.heartbeat_ms, &parallel, &sync_groups))
         return -1;
     if (self->h != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Recorder already initialised");
@@ -783,6 +800,38 @@ static int recorder_init(Recorder *self, PyObject *args, PyObject *kwds)
             return -1;
         o.sync_stages = syncs;
         o.n_sync_stages = (uint32_t)ns;
+    }
+    /* sync_groups: one group per sync_stages entry, or a dict stage -> group
+     * (stages not named: world). */
+    const char *sgroups[SF_CLIENT_MAX_STAGES];
+    if (sync_groups != Py_None) {
+        if (sync == Py_None) {
+            PyErr_SetString(PyExc_ValueError, "sync_groups needs sync_stages");
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < ns; i++) {
+            PyObject *g = NULL, *owned = NULL;
+            if (PyDict_Check(sync_groups)) {
+                g = PyDict_GetItemString(sync_groups, syncs[i]);
+            } else {
+                Py_ssize_t len = PySequence_Size(sync_groups);
+                if (len != ns) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_ValueError,
+                                        "sync_groups: one group per sync stage, or a dict");
+                    return -1;
+                }
+                g = owned = PySequence_GetItem(sync_groups, i);
+                if (g == NULL)
+                    return -1;
+            }
+            int gi = g == NULL || g == Py_None ? 0 : sync_group_index(g);
+            Py_XDECREF(owned);
+            if (gi < 0)
+                return -1;
+            sgroups[i] = sync_group_names[gi];
+        }
+        o.sync_groups = sgroups;
     }
     if (parallel != Py_None) {
         if (parallel_arg(parallel, &par) < 0)
@@ -978,13 +1027,34 @@ static PyObject *recorder_issue(Recorder *r, PyObject *unused)
     return PyLong_FromLong(rc < 0 ? rc : 0);
 }
 
-static PyObject *recorder_sync(Recorder *r, PyObject *unused)
+/* rec.sync(group=None): group names the group the collective spans, for
+ * the reader; the stage's group is the one given in sync_groups. */
+static PyObject *recorder_sync(Recorder *r, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
 {
-    (void)unused;
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *group = nargs == 1 ? args[0] : NULL;
+    if (nargs + nk > 1 ||
+        (nk == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "group") != 0)) {
+        PyErr_SetString(PyExc_TypeError, "sync(group=None)");
+        return NULL;
+    }
+    if (nk == 1)
+        group = args[0];
+    if (group != NULL && group != Py_None && sync_group_index(group) < 0)
+        return NULL;
     if (!recorder_ready(r))
         return NULL;
     Py_INCREF(r->sync_ctx);
     return (PyObject *)r->sync_ctx;
+}
+
+static PyObject *recorder_mark_send(Recorder *r, PyObject *unused)
+{
+    (void)unused;
+    if (!recorder_ready(r))
+        return NULL;
+    return PyLong_FromLong(r->h->c != NULL ? sf_sync_send(r->h->c) : 0);
 }
 
 static PyObject *recorder_charge_data_wait(Recorder *r, PyObject *args)
@@ -1096,9 +1166,13 @@ static PyMethodDef recorder_methods[] = {
      "arrive() -> 0 or -errno: marks the arrival in the open synchronizing stage"},
     {"issue", (PyCFunction)recorder_issue, METH_NOARGS,
      "issue() -> 0 or -errno: marks the issue of the open synchronizing stage's collective"},
-    {"sync", (PyCFunction)recorder_sync, METH_NOARGS,
-     "sync() -> context manager marking the arrival at entry, around a collective call; "
-     "its issued(work=None) marks the issue, and the completion through work's future"},
+    {"sync", (PyCFunction)(void (*)(void))recorder_sync, METH_FASTCALL | METH_KEYWORDS,
+     "sync(group=None) -> context manager around a collective call: marks the arrival at "
+     "entry and adds entry to exit to the stage's accumulated sync wait; its "
+     "issued(work=None) marks the issue, and the completion through work's future"},
+    {"mark_send", (PyCFunction)recorder_mark_send, METH_NOARGS,
+     "mark_send() -> 0 or -errno: a pipeline send, a sync point without a wait: marks the "
+     "arrival and counts one sync point"},
     {"charge_data_wait", (PyCFunction)recorder_charge_data_wait, METH_VARARGS,
      "charge_data_wait(step, ns) -> 0 or -errno"},
     {"stats", (PyCFunction)recorder_stats, METH_NOARGS, "client counters as a dict"},
@@ -1120,7 +1194,8 @@ static PyTypeObject RecorderType = {
     .tp_doc = "Recorder(*, job_id=None, socket=None, rank=-1, world_size=-1, local_rank=-1, "
               "role=None, stages=None, groups=None, accumulation=1, disabled=False, "
               "event_sample_fraction=0.0, buffer_records=0, batch_records=0, sync_stages=None, "
-              "window_steps=-1, warmup_steps=-1, capture=True, heartbeat_ms=-1, parallel=None)",
+              "window_steps=-1, warmup_steps=-1, capture=True, heartbeat_ms=-1, parallel=None, "
+              "sync_groups=None)",
     .tp_basicsize = sizeof(Recorder),
     .tp_dealloc = (destructor)recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -301,6 +301,11 @@ int sf__critical_path(sf_report *r);
 /* comm.c: the communication part of a summary and its verdict. A schema
  * without synchronizing stages has none (*ret NULL). */
 int sf__comm_row_check(const sf_row *row, const sf_schema *schema);
+/* syncwait.c: accumulated sync waits (sf_row.sync_wait) checked (-ERANGE
+ * out of bounds, -EINVAL without a synchronizing stage) and gathered into
+ * the dense rows (sf_dense.sync_wait). */
+int sf__sync_wait_row_check(const sf_row *row, const sf_schema *schema);
+int sf__sync_wait_gather(sf_summary *s, const sf_row *rows, size_t n_rows);
 int sf__comm_build(const sf_schema *schema, const sf_row *rows, size_t n_rows,
                    sf_comm_summary **ret);
 /* Folds src into *dst; *dst is dropped (NULL) unless both carry one. */

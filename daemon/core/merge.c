@@ -161,6 +161,7 @@ int64_t sf_summary_step_index(const sf_summary *s, int64_t step)
 static void dense_scatter(sf_dense *out, const sf_summary *merged, const sf_summary *side)
 {
     uint32_t S = merged->schema.n_stages;
+    size_t J = (size_t)__builtin_popcountll(merged->schema.sync_mask);
     const sf_dense *in = side->dense;
     uint32_t slot = 0;
     for (uint32_t r = 0; r < in->n_ranks; r++) {
@@ -174,6 +175,9 @@ static void dense_scatter(sf_dense *out, const sf_summary *merged, const sf_summ
                 (size_t)sf_summary_step_index(merged, side->steps[t].step) * out->n_ranks + slot;
             out->present[dst] = 1;
             memcpy(&out->d[dst * S], &in->d[src * S], S * sizeof(int64_t));
+            if (in->sync_wait != NULL)
+                memcpy(&out->sync_wait[dst * 2 * J], &in->sync_wait[src * 2 * J],
+                       2 * J * sizeof(int64_t));
         }
     }
 }
@@ -195,6 +199,15 @@ static int dense_merge(sf_summary *merged, const sf_summary *a, const sf_summary
     if (!d->ranks || !d->roles || !d->d || !d->present ||
         ((a->dense->parallel != NULL || b->dense->parallel != NULL) && d->parallel == NULL))
         return -ENOMEM;
+    if (a->dense->sync_wait != NULL || b->dense->sync_wait != NULL) {
+        /* A side without waits keeps none: -1 and 0 in every cell. */
+        size_t J = (size_t)__builtin_popcountll(merged->schema.sync_mask);
+        d->sync_wait = malloc((cells ? cells : 1) * 2 * J * sizeof *d->sync_wait);
+        if (d->sync_wait == NULL)
+            return -ENOMEM;
+        for (size_t c = 0; c < cells * 2 * J; c++)
+            d->sync_wait[c] = c % (2 * J) < J ? -1 : 0;
+    }
     uint32_t i = 0, j = 0;
     while (i < a->dense->n_ranks || j < b->dense->n_ranks) {
         bool from_a = j == b->dense->n_ranks ||

@@ -239,8 +239,43 @@ int sf_schema_copy(sf_schema *ret, const sf_schema *src)
 {
     if (ret == NULL || src == NULL)
         return -EINVAL;
-    return sf_schema_init(ret, src->version, src->n_stages, (const char *const *)src->names,
-                          (const char *const *)src->groups, src->accumulation);
+    int r = sf_schema_init(ret, src->version, src->n_stages, (const char *const *)src->names,
+                           (const char *const *)src->groups, src->accumulation);
+    if (r == 0)
+        memcpy(ret->sync_group, src->sync_group, sizeof ret->sync_group);
+    return r;
+}
+
+static const char *const sync_group_names[] = {"world", "dp", "tp", "pp"};
+
+const char *sf_sync_group_name(enum sf_sync_group g)
+{
+    return (unsigned)g <= SF_SYNC_GROUP_MAX ? sync_group_names[g] : "world";
+}
+
+int sf_sync_group_parse(const char *name)
+{
+    for (int g = 0; name != NULL && g <= SF_SYNC_GROUP_MAX; g++)
+        if (strcmp(name, sync_group_names[g]) == 0)
+            return g;
+    return -EINVAL;
+}
+
+int sf_schema_set_sync_groups(sf_schema *schema, const uint8_t *groups, uint32_t n)
+{
+    if (schema == NULL || (n > 0 && groups == NULL))
+        return -EINVAL;
+    uint32_t n_sync = (uint32_t)__builtin_popcountll(schema->sync_mask);
+    if (n != 0 && n != n_sync)
+        return -EINVAL;
+    for (uint32_t j = 0; j < n; j++)
+        if (groups[j] > SF_SYNC_GROUP_MAX)
+            return -EINVAL;
+    memset(schema->sync_group, 0, sizeof schema->sync_group);
+    uint32_t j = 0;
+    for (uint64_t m = schema->sync_mask; m && n; m &= m - 1)
+        schema->sync_group[__builtin_ctzll(m)] = groups[j++];
+    return 0;
 }
 
 bool sf_schema_equal(const sf_schema *a, const sf_schema *b)

@@ -76,6 +76,10 @@ struct scratch {
     int64_t *value;      /* [dense ranks] one step's own work */
     int64_t *select;     /* [dense ranks] sf__middle_of's scratch */
     int64_t *one;        /* [n_complete] one rank's contrasts */
+    /* The wait rule: each dense rank's cohort (NULL: none), and a second
+     * scratch of [dense ranks]. */
+    const uint32_t *cohort_of;
+    int64_t *one2;
 };
 
 static int cmp_arrival(const void *a, const void *b)
@@ -123,6 +127,24 @@ static bool has_dense(const sf_summary *s)
     return s->dense != NULL && s->dense->n_ranks >= 2;
 }
 
+/* A tp or pp stage where some row carries an accumulated wait takes the
+ * wait rule; the others, and a tp or pp stage without any (old clients),
+ * the arrival rule. */
+static bool by_waits(const sf_summary *s, uint32_t k)
+{
+    uint8_t g = s->schema.sync_group[k];
+    const sf_dense *dn = s->dense;
+    if ((g != SF_SYNC_TP && g != SF_SYNC_PP) || dn == NULL || dn->sync_wait == NULL)
+        return false;
+    size_t J = (size_t)__builtin_popcountll(s->schema.sync_mask),
+           cells = (size_t)s->n_steps * dn->n_ranks;
+    size_t j = (size_t)__builtin_popcountll(s->schema.sync_mask & ((UINT64_C(1) << k) - 1));
+    for (size_t c = 0; c < cells; c++)
+        if (dn->sync_wait[c * 2 * J + j] >= 0)
+            return true;
+    return false;
+}
+
 /* The tests of the schema, the Bonferroni count besides the ranks: with
  * dense rows, per synchronizing stage spanning n stages from its alignment,
  * n prefixes and the n - 1 stages after the first alone; without, one per
@@ -132,7 +154,8 @@ static uint32_t tests_per_rank(const sf_summary *s)
     uint32_t n = 0;
     for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
         uint32_t k = (uint32_t)__builtin_ctzll(m);
-        n += has_dense(s) ? 2 * (k - aligned_from(s->schema.sync_mask, k)) + 1 : 1;
+        bool waits = has_dense(s) && by_waits(s, k);
+        n += has_dense(s) && !waits ? 2 * (k - aligned_from(s->schema.sync_mask, k)) + 1 : 1;
     }
     return n;
 }
@@ -356,7 +379,260 @@ static void verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *
                           .eligible_steps = at_k.n,
                           .median_lateness_ns = lo + (hi - lo) / 2,
                           .persistence = SF_PERSIST_NONE,
-                          .windows_in_a_row = 1};
+                          .windows_in_a_row = 1,
+                          .group = s->schema.sync_group[k]};
+}
+
+/* ---- the wait rule (docs/ACCOUNTING.md, "Synchronizing groups") ------------
+ * Inside a tp or pp group every member leaves each collective together, so
+ * arrival order at the stage's last sync point says little, and the rank the
+ * others wait for is the one that waits least: per step each member's blame
+ * is its own work in the stage minus its accumulated wait, and the place test
+ * above runs on it. */
+
+static const int64_t *wait_cell(const sf_summary *s, uint32_t step, uint32_t r)
+{
+    const sf_dense *dn = s->dense;
+    size_t J = (size_t)__builtin_popcountll(s->schema.sync_mask);
+    return &dn->sync_wait[((size_t)step * dn->n_ranks + r) * 2 * J];
+}
+
+static uint32_t sync_slot(const sf_schema *schema, uint32_t k)
+{
+    return (uint32_t)__builtin_popcountll(schema->sync_mask & ((UINT64_C(1) << k) - 1));
+}
+
+/* A rank's wait and own work at stage k and step `step`, or false without
+ * a wait mark. */
+static bool wait_own(const sf_summary *s, uint32_t step, uint32_t k, uint32_t r, int64_t *ret_wait,
+                     int64_t *ret_own)
+{
+    const sf_dense *dn = s->dense;
+    int64_t wait = wait_cell(s, step, r)[sync_slot(&s->schema, k)];
+    if (!dn->present[(size_t)step * dn->n_ranks + r] || wait < 0)
+        return false;
+    const int64_t *d = &dn->d[((size_t)step * dn->n_ranks + r) * s->schema.n_stages];
+    *ret_wait = wait;
+    *ret_own = d[k] + d[k + 1] - wait;
+    return true;
+}
+
+/* The median over rank r's cohort peers (w->cohort_of) with a wait mark at
+ * the step of their wait and own work; false when it has none (then its
+ * own figures are taken as they are). */
+static bool peer_medians(const sf_summary *s, uint32_t step, uint32_t k, uint32_t r,
+                         struct scratch *w, int64_t *ret_wait, int64_t *ret_own)
+{
+    if (w->cohort_of == NULL)
+        return false;
+    uint32_t n = 0, all = s->dense->n_ranks;
+    for (uint32_t q = 0; q < all; q++) {
+        int64_t wait, own;
+        if (q != r && w->cohort_of[q] == w->cohort_of[r] && wait_own(s, step, k, q, &wait, &own)) {
+            w->select[n] = wait;
+            w->one2[n++] = own;
+        }
+    }
+    if (n == 0)
+        return false;
+    *ret_wait = sf_median_i64(w->select, n);
+    *ret_own = sf_median_i64(w->one2, n);
+    return true;
+}
+
+/* The step's figures of every member at stage k: its wait into w->value and
+ * its blame (own work minus wait) into w->place, both relative to the
+ * median of its cohort's (docs/ACCOUNTING.md, "Synchronizing groups": a
+ * pipeline's later stage waits for the earlier one by structure); false
+ * when a member has no wait mark there, or when no member's (relative) wait
+ * exceeds tol. */
+static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, int64_t tol,
+                       struct scratch *w)
+{
+    int64_t longest = INT64_MIN;
+    for (uint32_t q = 0; q < w->n_mem; q++) {
+        uint32_t r = w->mem[q];
+        int64_t wait, own, peer_wait, peer_own;
+        if (!wait_own(s, step, k, r, &wait, &own))
+            return false;
+        if (peer_medians(s, step, k, r, w, &peer_wait, &peer_own)) {
+            wait -= peer_wait;
+            own -= peer_own;
+        }
+        w->value[q] = wait;
+        w->place[q] = (struct place){own - wait, r};
+        longest = wait > longest ? wait : longest;
+    }
+    /* A step where nobody waited longer than its replicas did, beyond the
+     * gap tolerance, has no victim: nobody was waited for. */
+    return longest > tol;
+}
+
+static int64_t least_other(const struct scratch *w, uint32_t r)
+{
+    int64_t lo = INT64_MAX;
+    for (uint32_t q = 0; q < w->n_mem; q++)
+        if (w->mem[q] != r && w->value[q] < lo)
+            lo = w->value[q];
+    return lo;
+}
+
+/* The wait-rule verdict of the group w->mem at synchronizing stage k. */
+static void group_verdict_at(const sf_report *r, const sf_summary *s, const uint32_t *complete,
+                             uint32_t n_complete, uint32_t k, uint32_t n_tests, struct scratch *w,
+                             sf_straggler *ret, double *ret_z)
+{
+    const sf_dense *dn = s->dense;
+    uint32_t m = w->n_mem, all = dn->n_ranks;
+    struct tally t = {.n_ranks = all};
+    memset(ret, 0, sizeof *ret);
+    *ret_z = 0;
+    memset(w->score, 0, all * sizeof *w->score);
+    for (uint32_t i = 0; i < n_complete; i++) {
+        if (s->steps[complete[i]].n_ranks < 2 ||
+            !group_step(s, complete[i], k, r->leader_gap_tol_ns, w))
+            continue;
+        qsort(w->place, m, sizeof *w->place, cmp_place);
+        for (uint32_t lo = 0; lo < m;) {
+            uint32_t hi = lo + 1;
+            while (hi < m && w->place[hi].late == w->place[lo].late)
+                hi++;
+            double centred = (double)(lo + hi - 1) / 2 - (double)(m - 1) / 2;
+            for (uint32_t p = lo; p < hi; p++)
+                w->score[w->place[p].r] += centred;
+            lo = hi;
+        }
+        t.var += ((double)m * m - 1) / 12;
+        uint32_t culprit = w->place[m - 1].r, at_c = 0;
+        for (uint32_t q = 0; q < m; q++)
+            at_c = w->mem[q] == culprit ? q : at_c;
+        w->arr[t.n++] =
+            (struct arrival){dn->ranks[culprit], i, least_other(w, culprit) - w->value[at_c]};
+    }
+    ret->eligible_steps = t.n;
+    ret->group = s->schema.sync_group[k];
+    if (t.n == 0 || t.var <= 0)
+        return;
+    uint32_t best = w->mem[0];
+    for (uint32_t q = 1; q < m; q++)
+        if (w->score[w->mem[q]] > w->score[best])
+            best = w->mem[q];
+    struct candidate c = {.rank = dn->ranks[best], .z = w->score[best] / sqrt(t.var)};
+    if (!significant(r, &t, c.z, n_tests))
+        return;
+    /* The median contrast: how much less it waited than the median of the
+     * others, over the eligible steps. */
+    uint32_t n = 0, at_best = 0;
+    for (uint32_t q = 0; q < m; q++)
+        at_best = w->mem[q] == best ? q : at_best;
+    for (uint32_t i = 0; i < n_complete; i++) {
+        if (s->steps[complete[i]].n_ranks < 2 ||
+            !group_step(s, complete[i], k, r->leader_gap_tol_ns, w))
+            continue;
+        for (uint32_t q = 0; q < m; q++)
+            w->value[q] = -w->value[q];
+        sf__middle mid;
+        sf__middle_of(w->value, 1, m, w->select, &mid);
+        w->one[n++] = sf__contrast(&mid, w->value[at_best]);
+    }
+    c.effect = sf_median_i64(w->one, n);
+    qsort(w->arr, t.n, sizeof *w->arr, cmp_arrival);
+    uint32_t first, len;
+    if (!late_enough(r, w, &t, &c, &first, &len))
+        return;
+    int64_t lo = w->arr[first + (len - 1) / 2].lateness, hi = w->arr[first + len / 2].lateness;
+    /* Its victim: the member that waited longest over the steps it was
+     * waited for (the lowest rank on ties). */
+    uint32_t victim = SF_NO_RANK;
+    int64_t victim_wait = -1;
+    for (uint32_t q = 0; q < m; q++) {
+        if (w->mem[q] == best)
+            continue;
+        int64_t sum = 0;
+        for (uint32_t i = 0; i < len; i++) {
+            const int64_t *cell = wait_cell(s, complete[w->arr[first + i].at], w->mem[q]);
+            sum += cell[sync_slot(&s->schema, k)];
+        }
+        if (sum > victim_wait) {
+            victim_wait = sum;
+            victim = dn->ranks[w->mem[q]];
+        }
+    }
+    *ret_z = c.z;
+    *ret = (sf_straggler){.present = true,
+                          .rank = c.rank,
+                          .sync_stage = k,
+                          .origin_stage = k,
+                          .arrived_last_steps = len,
+                          .eligible_steps = t.n,
+                          .median_lateness_ns = lo + (hi - lo) / 2,
+                          .persistence = SF_PERSIST_NONE,
+                          .windows_in_a_row = 1,
+                          .group = s->schema.sync_group[k],
+                          .wait_rule = true,
+                          .victim_rank = victim};
+}
+
+/* Dense index -> its group at stage k: the ranks whose coordinates differ
+ * only in the group's dimension; one group of every rank without
+ * coordinates. Group ids are the lowest dense index of the group. */
+static void groups_of(const sf_summary *s, uint32_t k, uint32_t *ret)
+{
+    const sf_dense *dn = s->dense;
+    enum sf_parallel_dim dim = s->schema.sync_group[k] == SF_SYNC_TP ? SF_PAR_TP : SF_PAR_PP;
+    for (uint32_t i = 0; i < dn->n_ranks; i++) {
+        ret[i] = i;
+        if (dn->parallel == NULL) {
+            ret[i] = 0;
+            continue;
+        }
+        for (uint32_t q = 0; q < i; q++) {
+            sf_parallel a = dn->parallel[i], b = dn->parallel[q];
+            a.index[dim] = b.index[dim] = 0;
+            if (sf_parallel_equal(&a, &b)) {
+                ret[i] = ret[q];
+                break;
+            }
+        }
+    }
+}
+
+/* Over the tp and pp stages that take the wait rule, each group of two or
+ * more members tested alone; the verdict with the largest z beats the
+ * arrival rule's (*best_z) as in verdict_over. */
+static int group_verdicts(sf_report *r, const sf_summary *s, const uint32_t *complete,
+                          uint32_t n_complete, struct scratch *w, uint32_t *mem, bool *first,
+                          double *best_z)
+{
+    uint32_t all = s->dense->n_ranks, n_tests = tests_per_rank(s);
+    uint32_t *group = malloc(all * sizeof *group);
+    if (group == NULL)
+        return -ENOMEM;
+    for (uint64_t mask = s->schema.sync_mask; mask; mask &= mask - 1) {
+        uint32_t k = (uint32_t)__builtin_ctzll(mask);
+        if (!by_waits(s, k))
+            continue;
+        groups_of(s, k, group);
+        for (uint32_t g = 0; g < all; g++) {
+            w->n_mem = 0;
+            for (uint32_t i = 0; i < all; i++)
+                if (group[i] == g)
+                    mem[w->n_mem++] = i;
+            if (w->n_mem < 2)
+                continue;
+            w->mem = mem;
+            sf_straggler v;
+            double z;
+            group_verdict_at(r, s, complete, n_complete, k, n_tests, w, &v, &z);
+            if (*first || (v.present && (!r->straggler.present || z > *best_z))) {
+                r->straggler = v;
+                *best_z = z;
+            }
+            *first = false;
+        }
+    }
+    free(group);
+    return 0;
 }
 
 static void scratch_free(struct scratch *w)
@@ -368,6 +644,7 @@ static void scratch_free(struct scratch *w)
     free(w->value);
     free(w->select);
     free(w->one);
+    free(w->one2);
 }
 
 static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_complete)
@@ -379,9 +656,10 @@ static int scratch_init(struct scratch *w, const sf_summary *s, uint32_t n_compl
                           .place = malloc(m * sizeof *w->place),
                           .value = malloc(m * sizeof *w->value),
                           .select = malloc(m * sizeof *w->select),
-                          .one = malloc(n_complete * sizeof *w->one)};
+                          .one = malloc(n_complete * sizeof *w->one),
+                          .one2 = malloc(m * sizeof *w->one2)};
     if (w->arr == NULL || w->at == NULL || w->score == NULL || w->place == NULL ||
-        w->value == NULL || w->select == NULL || w->one == NULL) {
+        w->value == NULL || w->select == NULL || w->one == NULL || w->one2 == NULL) {
         scratch_free(w);
         return -ENOMEM;
     }
@@ -396,6 +674,8 @@ static void verdict_over(sf_report *r, const sf_summary *s, const uint32_t *comp
 {
     uint32_t n_tests = tests_per_rank(s);
     for (uint64_t m = s->schema.sync_mask; m; m &= m - 1) {
+        if (has_dense(s) && by_waits(s, (uint32_t)__builtin_ctzll(m)))
+            continue; /* the wait rule, in group_verdicts */
         sf_straggler v;
         double z;
         verdict_at(r, s, complete, n_complete, (uint32_t)__builtin_ctzll(m), n_tests, w, &v, &z);
@@ -441,9 +721,12 @@ int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *com
             continue; /* a cohort of one has no peer to be late against */
         verdict_over(r, s, complete, n_complete, &w, &first, &best_z);
     }
+    w.cohort_of = by_cohort ? cohort_of : NULL;
+    int rc =
+        has_dense(s) ? group_verdicts(r, s, complete, n_complete, &w, mem, &first, &best_z) : 0;
     free(mem);
     scratch_free(&w);
-    return 0;
+    return rc;
 }
 
 /* ---- persistence ---------------------------------------------------------- */

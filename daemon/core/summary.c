@@ -109,6 +109,7 @@ void sf__dense_free(sf_dense *d)
         free(d->roles[i]);
     free(d->roles);
     free(d->parallel);
+    free(d->sync_wait);
     free(d->ranks);
     if (!d->d_borrowed)
         free(d->d);
@@ -129,6 +130,10 @@ size_t sf_summary_bytes(const sf_summary *s)
         bytes += n * R * (S * sizeof(int64_t) * !s->dense->d_borrowed + 1);
         bytes += s->dense->rank_median ? R * S * sizeof(int64_t) : 0;
         bytes += s->dense->parallel ? R * sizeof(sf_parallel) : 0;
+        bytes +=
+            s->dense->sync_wait
+                ? n * R * 2 * (size_t)__builtin_popcountll(s->schema.sync_mask) * sizeof(int64_t)
+                : 0;
     }
     return bytes + sf__comm_bytes(s->comm);
 }
@@ -1194,7 +1199,8 @@ static int summary_build_once(const sf_schema *schema, const sf_window_meta *met
     if (dense && (r = dense_build(s, &ri, &by_step, n_rows, &lay, flags & SF__BUILD_BORROW)) < 0)
         goto out;
     if ((r = sf__comm_build(schema, rows, n_rows, &s->comm)) < 0 ||
-        (r = sf__parallel_gather(s, rows, n_rows)) < 0)
+        (r = sf__parallel_gather(s, rows, n_rows)) < 0 ||
+        (r = sf__sync_wait_gather(s, rows, n_rows)) < 0)
         goto out;
     *ret = s;
     s = NULL;

@@ -34,7 +34,9 @@ int sf_row_validate(const sf_row *row, const sf_schema *schema)
     if (row == NULL || schema == NULL || row->d == NULL)
         return -EINVAL;
     int r = sf__row_check(row, schema->n_stages);
-    return r < 0 ? r : sf__comm_row_check(row, schema);
+    if (r == 0)
+        r = sf__comm_row_check(row, schema);
+    return r < 0 ? r : sf__sync_wait_row_check(row, schema);
 }
 
 int sf_distinct_ranks(const sf_row *rows, size_t n_rows)

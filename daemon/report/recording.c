@@ -36,12 +36,26 @@ json_t *sf_recording_header(const char *job_id, const sf_schema *schema, uint32_
         json_array_append_new(stages, json_string(schema->names[i]));
         json_array_append_new(groups, json_string(schema->groups[i]));
     }
-    return json_pack("{s:s, s:s, s:i, s:s, s:{s:I, s:o, s:o, s:I}, s:I, s:o}", "type", "header",
-                     "format", "stagefrontier-recording", "version", 1, "job_id",
-                     job_id ? job_id : "", "schema", "version", (json_int_t)schema->version,
-                     "stages", stages, "groups", groups, "accumulation",
-                     (json_int_t)schema->accumulation, "world_size", (json_int_t)world_size,
-                     "gates", sf_gates_to_json(gates));
+    json_t *h =
+        json_pack("{s:s, s:s, s:i, s:s, s:{s:I, s:o, s:o, s:I}, s:I, s:o}", "type", "header",
+                  "format", "stagefrontier-recording", "version", 1, "job_id", job_id ? job_id : "",
+                  "schema", "version", (json_int_t)schema->version, "stages", stages, "groups",
+                  groups, "accumulation", (json_int_t)schema->accumulation, "world_size",
+                  (json_int_t)world_size, "gates", sf_gates_to_json(gates));
+    /* The synchronizing stages' groups, in stage order, when one is not
+     * world (docs/FORMATS.md). */
+    bool any = false;
+    for (uint32_t k = 0; k < schema->n_stages; k++)
+        any |= schema->sync_group[k] != SF_SYNC_WORLD;
+    if (h != NULL && any) {
+        json_t *sg = json_array();
+        for (uint64_t m = schema->sync_mask; m; m &= m - 1)
+            json_array_append_new(sg,
+                                  json_string(sf_sync_group_name(
+                                      (enum sf_sync_group)schema->sync_group[__builtin_ctzll(m)])));
+        json_object_set_new(json_object_get(h, "schema"), "sync_groups", sg);
+    }
+    return h;
 }
 
 json_t *sf_recording_row(const sf_row *row, const sf_schema *schema)
@@ -63,6 +77,20 @@ json_t *sf_recording_row(const sf_row *row, const sf_schema *schema)
         char text[SF_PARALLEL_TEXT_MAX + 32];
         sf_parallel_format(row->parallel, text, sizeof text);
         json_object_set_new(o, "parallel", json_string(text));
+    }
+    uint32_t J = (uint32_t)__builtin_popcountll(schema->sync_mask);
+    bool waits = false;
+    for (uint32_t j = 0; row->sync_wait != NULL && j < J; j++)
+        waits |= row->sync_wait[j] >= 0;
+    if (waits) {
+        json_t *w = json_array(), *n = json_array();
+        for (uint32_t j = 0; j < J; j++) {
+            bool marked = row->sync_wait[j] >= 0;
+            json_array_append_new(w, marked ? json_integer(row->sync_wait[j]) : json_null());
+            json_array_append_new(n, json_integer(marked ? row->sync_wait[J + j] : 0));
+        }
+        json_object_set_new(o, "sync_wait_ns", w);
+        json_object_set_new(o, "sync_waits", n);
     }
     if (row->event_state != SF_EVENT_NONE && row->event_state <= SF_EVENT_MISSING)
         json_object_set_new(o, "event",
@@ -209,7 +237,29 @@ static int parse_schema(json_t *obj, sf_schema *ret, char *err, size_t errlen)
     if (g && n_groups != n)
         return fail(err, errlen, "\"groups\" must have one entry per stage");
     r = sf_schema_init(ret, (uint32_t)version, n, names, g ? groups : NULL, (uint32_t)accumulation);
-    return r < 0 ? fail(err, errlen, "invalid stage list (empty, duplicate or bad names)") : 0;
+    if (r < 0)
+        return fail(err, errlen, "invalid stage list (empty, duplicate or bad names)");
+    json_t *sg = json_object_get(obj, "sync_groups");
+    if (sg == NULL)
+        return 0;
+    const char *sync[SF_MAX_STAGES];
+    uint8_t parsed[SF_MAX_STAGES];
+    uint32_t n_sync = 0;
+    if ((r = string_list(sg, "sync_groups", sync, SF_MAX_STAGES, &n_sync, err, errlen)) < 0)
+        goto bad;
+    for (uint32_t j = 0; j < n_sync; j++) {
+        int v = sf_sync_group_parse(sync[j]);
+        if (v < 0)
+            goto bad_group;
+        parsed[j] = (uint8_t)v;
+    }
+    if (sf_schema_set_sync_groups(ret, parsed, n_sync) == 0)
+        return 0;
+bad_group:
+    fail(err, errlen, "\"sync_groups\" must name world, dp, tp or pp once per synchronizing stage");
+bad:
+    sf_schema_clear(ret);
+    return -EINVAL;
 }
 
 static int parse_gates(json_t *obj, sf_gates *gates, char *err, size_t errlen)
@@ -310,6 +360,36 @@ int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row
     row.overlap_ns = overlap;
     row.role = role ? json_string_value(role) : NULL;
     *ret_row = row;
+    return 0;
+}
+
+int sf_recording_parse_row_waits(json_t *obj, const sf_schema *schema, int64_t *ret, bool *ret_has,
+                                 char *err, size_t errlen)
+{
+    json_t *w = json_object_get(obj, "sync_wait_ns"), *n = json_object_get(obj, "sync_waits");
+    size_t J = (size_t)__builtin_popcountll(schema->sync_mask);
+    *ret_has = false;
+    if (w == NULL && n == NULL)
+        return 0;
+    if (!json_is_array(w) || !json_is_array(n) || json_array_size(w) != J ||
+        json_array_size(n) != J || J == 0)
+        return fail(err, errlen,
+                    "\"sync_wait_ns\" and \"sync_waits\" must hold one entry per synchronizing "
+                    "stage");
+    for (size_t j = 0; j < J; j++) {
+        json_t *v = json_array_get(w, j), *c = json_array_get(n, j);
+        if (!json_is_integer(c))
+            return fail(err, errlen, "\"sync_waits\"[%zu] must be an integer", j);
+        ret[j] = json_is_null(v) ? -1 : json_is_integer(v) ? json_integer_value(v) : -2;
+        ret[J + j] = json_integer_value(c);
+        if (ret[j] == -2 || ret[j] > SF_MAX_DURATION_NS || ret[J + j] < 0 ||
+            ret[J + j] > (json_int_t)SF_MAX_SYNC_WAITS || (ret[j] < 0) != (ret[J + j] == 0))
+            return fail(err, errlen,
+                        "\"sync_wait_ns\"[%zu] must be null with a count of 0, or 0..2^42 ns "
+                        "with a count of 1..2^20",
+                        j);
+    }
+    *ret_has = true;
     return 0;
 }
 

@@ -32,6 +32,11 @@ int sf_recording_parse_row(json_t *obj, const sf_schema *schema, sf_row *ret_row
                            char *err, size_t errlen);
 /* The row's optional "parallel" coordinates (docs/FORMATS.md): *ret_has
  * false when absent; -EINVAL when not SF_PARALLEL's strict spelling. */
+/* The row's optional accumulated sync waits ("sync_wait_ns", "sync_waits"):
+ * *ret_has false when absent, else ret[2 * synchronizing stages] as
+ * sf_row.sync_wait holds them. */
+int sf_recording_parse_row_waits(json_t *obj, const sf_schema *schema, int64_t *ret, bool *ret_has,
+                                 char *err, size_t errlen);
 int sf_recording_parse_row_parallel(json_t *obj, sf_parallel *ret, bool *ret_has, char *err,
                                     size_t errlen);
 int sf_recording_parse_window(json_t *obj, sf_window_meta *ret_meta, char *err, size_t errlen);

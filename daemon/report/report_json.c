@@ -111,14 +111,22 @@ static json_t *straggler_json(const sf_report *r)
     const sf_straggler *v = &r->straggler;
     if (!v->present)
         return json_null();
-    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:o, s:s, s:I}", "rank", (json_int_t)v->rank,
-                     "origin", v->communication ? "communication" : "arrival", "origin_stage",
-                     r->schema.names[v->origin_stage], "sync_stage", r->schema.names[v->sync_stage],
-                     "arrived_last_steps", (json_int_t)v->arrived_last_steps, "eligible_steps",
-                     (json_int_t)v->eligible_steps, "median_lateness_s",
-                     seconds(v->median_lateness_ns), "persistence",
-                     sf_persistence_name(v->persistence), "windows_in_a_row",
-                     (json_int_t)v->windows_in_a_row);
+    bool waits = v->wait_rule;
+    json_t *o = json_pack(
+        "{s:I, s:s, s:s, s:s, s:I, s:I, s:o, s:s, s:I, s:s}", "rank", (json_int_t)v->rank, "origin",
+        v->communication ? "communication"
+        : waits          ? "wait"
+                         : "arrival",
+        "origin_stage", r->schema.names[v->origin_stage], "sync_stage",
+        r->schema.names[v->sync_stage], "arrived_last_steps", (json_int_t)v->arrived_last_steps,
+        "eligible_steps", (json_int_t)v->eligible_steps, "median_lateness_s",
+        seconds(v->median_lateness_ns), "persistence", sf_persistence_name(v->persistence),
+        "windows_in_a_row", (json_int_t)v->windows_in_a_row, "group", sf_sync_group_name(v->group));
+    if (o != NULL && waits)
+        json_object_set_new(
+            o, "victim_rank",
+            v->victim_rank == SF_NO_RANK ? json_null() : json_integer((json_int_t)v->victim_rank));
+    return o;
 }
 
 /* What the window's issue marks show (docs/ACCOUNTING.md, "Communication

@@ -250,6 +250,19 @@ static void write_straggler(const sf_report *r, FILE *out)
                 (long long)r->stall.step);
     else
         fprintf(out, "straggler: ");
+    if (v->wait_rule) {
+        /* The wait rule: the rank its group waited for. */
+        fprintf(out, "rank %u held up its %s group at %s's sync points in %u of %u steps, ",
+                v->rank, sf_sync_group_name(v->group), r->schema.names[v->sync_stage],
+                v->arrived_last_steps, v->eligible_steps);
+        if (v->victim_rank != SF_NO_RANK)
+            fprintf(out, "rank %u waited longest, ", v->victim_rank);
+        fprintf(out, "%.1f ms more than it (origin %s", v->median_lateness_ns / 1e6,
+                r->schema.names[v->origin_stage]);
+        write_persistence(v, out);
+        fprintf(out, ")\n");
+        return;
+    }
     fprintf(out,
             "rank %u arrived last at %s's sync point in %u of %u steps, %.1f ms late "
             "(origin %s",

@@ -24,6 +24,8 @@ struct replay_part {
     int64_t *durations; /* rows[i].d points into this after loading */
     char **roles;       /* owned role strings, one per row (may be NULL) */
     sf_parallel *pars;  /* one per row, declared == 0: none (rows[i].parallel after loading) */
+    int64_t *waits;     /* 2 * sync stages per row, -1/0: none (rows[i].sync_wait after loading) */
+    bool *has_waits;    /* one per row */
     size_t n_rows, cap_rows;
     struct replay_window *windows;
     size_t n_windows, cap_windows;

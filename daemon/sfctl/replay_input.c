@@ -84,13 +84,20 @@ int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *rol
         int64_t *d = realloc(p->durations, cap * S * sizeof *d);
         char **roles = realloc(p->roles, cap * sizeof *roles);
         sf_parallel *pars = realloc(p->pars, cap * sizeof *pars);
+        size_t W = 2 * (size_t)__builtin_popcountll(p->schema.sync_mask);
+        int64_t *waits = realloc(p->waits, cap * (W ? W : 1) * sizeof *waits);
+        bool *has_waits = realloc(p->has_waits, cap * sizeof *has_waits);
+        if (waits)
+            p->waits = waits;
+        if (has_waits)
+            p->has_waits = has_waits;
         if (d)
             p->durations = d;
         if (roles)
             p->roles = roles;
         if (pars)
             p->pars = pars;
-        if (d == NULL || roles == NULL || pars == NULL)
+        if (d == NULL || roles == NULL || pars == NULL || waits == NULL || has_waits == NULL)
             return -ENOMEM;
         p->cap_rows = cap;
     }
@@ -106,6 +113,10 @@ int sfctl_part_add_row(struct replay_part *p, const sf_row *row, const char *rol
         p->pars[p->n_rows] = *row->parallel;
     else
         sf_parallel_init(&p->pars[p->n_rows]);
+    size_t W = 2 * (size_t)__builtin_popcountll(p->schema.sync_mask);
+    p->has_waits[p->n_rows] = row->sync_wait != NULL && W > 0;
+    if (p->has_waits[p->n_rows])
+        memcpy(&p->waits[p->n_rows * W], row->sync_wait, W * sizeof(int64_t));
     p->n_rows++;
     return 0;
 }
@@ -116,6 +127,8 @@ int sfctl_part_finish(struct replay_part *p)
         p->rows[i].d = &p->durations[i * p->schema.n_stages];
         p->rows[i].role = p->roles[i];
         p->rows[i].parallel = p->pars[i].declared ? &p->pars[i] : NULL;
+        size_t W = 2 * (size_t)__builtin_popcountll(p->schema.sync_mask);
+        p->rows[i].sync_wait = p->has_waits[i] ? &p->waits[i * W] : NULL;
     }
     return 0;
 }
@@ -128,6 +141,8 @@ void sfctl_replay_input_clear(struct replay_input *in)
             free(p->roles[j]);
         free(p->roles);
         free(p->pars);
+        free(p->waits);
+        free(p->has_waits);
         free(p->rows);
         free(p->durations);
         free(p->windows);

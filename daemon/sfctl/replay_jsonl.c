@@ -59,11 +59,15 @@ static int on_row(struct jsonl_state *st, json_t *obj, size_t line, char *err, s
     if (st->part == NULL)
         return sfctl_fail_at(err, errlen, line, 1, "row before any header");
     sf_parallel par;
-    bool has_par;
+    int64_t waits[2 * SF_MAX_STAGES];
+    bool has_par, has_waits;
     if (sf_recording_parse_row(obj, &st->part->schema, &row, d, why, sizeof why) < 0 ||
-        sf_recording_parse_row_parallel(obj, &par, &has_par, why, sizeof why) < 0)
+        sf_recording_parse_row_parallel(obj, &par, &has_par, why, sizeof why) < 0 ||
+        sf_recording_parse_row_waits(obj, &st->part->schema, waits, &has_waits, why, sizeof why) <
+            0)
         return sfctl_fail_at(err, errlen, line, 1, "row: %s", why);
-    row.parallel = has_par ? &par : NULL; /* copied by sfctl_part_add_row */
+    row.parallel = has_par ? &par : NULL;     /* copied by sfctl_part_add_row */
+    row.sync_wait = has_waits ? waits : NULL; /* copied too */
     if (row.rank >= st->part->world_size)
         return sfctl_fail_at(err, errlen, line, 1, "row: rank %u is not below the world size %u",
                              row.rank, st->part->world_size);

@@ -27,7 +27,7 @@ static int rows_alloc(struct rows_restore *c, size_t n)
     uint32_t n_stages = c->job->schema.n_stages;
     c->rows.rec = calloc(n ? n : 1, sizeof(*c->rows.rec));
     c->rows.d = calloc(n ? n * n_stages : 1, sizeof(int64_t));
-    c->rows.lag = c->n_sync ? calloc(n ? n * c->n_sync : 1, sizeof(int64_t)) : NULL;
+    c->rows.lag = c->n_sync ? calloc(n ? n * 3 * c->n_sync : 1, sizeof(int64_t)) : NULL;
     c->rows.cap = n;
     c->rows.bytes = sfd_rows_bytes(c->job, n);
     if (c->rows.rec == NULL || c->rows.d == NULL || (c->n_sync && c->rows.lag == NULL))
@@ -68,8 +68,13 @@ static int take_row(void *ctx, const sf_rows_header *header, const sf_row *row)
         .event_state = row->event_state,
     };
     memcpy(c->rows.d + i * n_stages, row->d, n_stages * sizeof(int64_t));
-    for (uint32_t j = 0; j < c->n_sync; j++)
-        c->rows.lag[i * c->n_sync + j] = row->issue_lag ? row->issue_lag[j] : -1;
+    /* Stored rows keep no sync waits: a restored window has none. */
+    for (uint32_t j = 0; j < c->n_sync; j++) {
+        int64_t *m = c->rows.lag + i * 3 * c->n_sync;
+        m[j] = row->issue_lag ? row->issue_lag[j] : -1;
+        m[c->n_sync + j] = -1;
+        m[2 * c->n_sync + j] = 0;
+    }
     return 0;
 }
 

@@ -60,6 +60,18 @@ static int bind_hello(struct sfd_conn *c, const Stagefrontier__Hello *h, sf_sche
         return r;
     }
     uint32_t channel = h->has_channel ? h->channel : 0;
+    /* The synchronizing groups come from the step-record channel only (the
+     * NCCL plugin's hello and a decoded summary carry none) and are not
+     * part of the shape: another set while ranks are connected is a
+     * conflict, else it replaces the job's. */
+    if (channel == 0 &&
+        memcmp(job->schema.sync_group, schema->sync_group, sizeof schema->sync_group) != 0) {
+        if (job->n_live_ranks > 0) {
+            *why = SFD_REJ_SCHEMA_CONFLICT;
+            return -EBADE;
+        }
+        memcpy(job->schema.sync_group, schema->sync_group, sizeof schema->sync_group);
+    }
     struct sfd_rank *rk;
     r = sfd_job_rank(job, h->rank, &rk);
     if (r < 0) {
@@ -301,7 +313,7 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
     for (size_t i = 0; i < b->n_records; i++) {
         const Stagefrontier__StepRecord *rec = b->records[i];
         sf_row row;
-        int64_t split[SF_MAX_STAGES], lag[SF_MAX_STAGES];
+        int64_t split[SF_MAX_STAGES], lag[SF_MAX_STAGES], wait[SF_MAX_STAGES];
         fill_row(&row, rec, recorded);
         /* Without synchronizing stages or arrivals the record is the row. */
         if (job->schema.sync_mask != 0 || rec->n_arrivals != 0) {
@@ -320,6 +332,12 @@ static int handle_batch(struct sfd_conn *c, const Stagefrontier__RecordBatch *b)
                 sfd_count_reject(d, job, why, 1, c);
                 continue;
             }
+            int waits = sfd_record_sync_waits(rec, &job->schema, wait, &why);
+            if (waits < 0) {
+                sfd_count_reject(d, job, why, 1, c);
+                continue;
+            }
+            row.sync_wait = waits > 0 ? wait : NULL;
             if (!(row.flags & SF_ROW_ARRIVAL_MISSING)) {
                 int from_kernel = kernel_issue_lags(job, c->rank, rec->step, split, lag);
                 sfd_sat_add(&d->ctr.kernel_issue_lags, (uint64_t)from_kernel);

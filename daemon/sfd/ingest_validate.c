@@ -193,6 +193,14 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
             return reject(ret_why, SFD_REJ_INVALID);
         sync_mask |= UINT64_C(1) << h->sync_stages[i];
     }
+    if (h->n_sync_groups != 0 && h->n_sync_groups != h->n_sync_stages)
+        return reject(ret_why, SFD_REJ_SYNC_GROUP);
+    uint8_t sync_groups[SF_MAX_STAGES];
+    for (size_t i = 0; i < h->n_sync_groups; i++) {
+        if (h->sync_groups[i] > SF_SYNC_GROUP_MAX)
+            return reject(ret_why, SFD_REJ_SYNC_GROUP);
+        sync_groups[i] = (uint8_t)h->sync_groups[i];
+    }
     uint32_t acc = h->has_accumulation ? h->accumulation : 1;
     if (acc < 1 || acc > SF_MAX_ACCUMULATION)
         return reject(ret_why, SFD_REJ_INVALID);
@@ -215,6 +223,10 @@ int sfd_validate_hello(const Stagefrontier__Hello *h, const struct sfd_limits *l
     if (s.hash != h->schema_hash) {
         sf_schema_clear(&s);
         return reject(ret_why, SFD_REJ_SCHEMA_HASH);
+    }
+    if (sf_schema_set_sync_groups(&s, sync_groups, (uint32_t)h->n_sync_groups) < 0) {
+        sf_schema_clear(&s);
+        return reject(ret_why, SFD_REJ_SYNC_GROUP);
     }
     if (ret_schema != NULL)
         *ret_schema = s;
@@ -323,6 +335,37 @@ int sfd_record_issue_lags(const Stagefrontier__StepRecord *r, const sf_schema *s
         if (a->has_complete_ns && (a->complete_ns < a->issue_ns || a->complete_ns > len))
             return reject(ret_why, SFD_REJ_ARRIVAL_RANGE);
         lag[slot[a->stage]] = a->issue_ns - a->own_ns;
+        found++;
+    }
+    return found;
+}
+
+int sfd_record_sync_waits(const Stagefrontier__StepRecord *r, const sf_schema *schema,
+                          int64_t *wait, enum sfd_reject *ret_why)
+{
+    uint32_t slot[SF_MAX_STAGES], n_sync = 0;
+    for (uint32_t k = 0, i = 0; k < schema->n_stages; k++, i++) {
+        slot[i] = UINT32_MAX;
+        if (schema->sync_mask >> k & 1)
+            slot[i] = n_sync++, k++;
+    }
+    for (uint32_t j = 0; j < n_sync; j++) {
+        wait[j] = -1;
+        wait[n_sync + j] = 0;
+    }
+    int found = 0;
+    uint32_t n_recorded = sf_schema_recorded_stages(schema);
+    for (size_t i = 0; i < r->n_arrivals; i++) {
+        const Stagefrontier__Arrival *a = r->arrivals[i];
+        if (!a->has_wait_ns && !a->has_waits)
+            continue;
+        if (a->stage >= n_recorded || slot[a->stage] == UINT32_MAX)
+            return reject(ret_why, SFD_REJ_ARRIVAL_STAGE);
+        if (!a->has_wait_ns || !a->has_waits || a->wait_ns < 0 ||
+            a->wait_ns > r->durations_ns[a->stage] || a->waits < 1 || a->waits > SF_MAX_SYNC_WAITS)
+            return reject(ret_why, SFD_REJ_SYNC_WAIT);
+        wait[slot[a->stage]] = a->wait_ns;
+        wait[n_sync + slot[a->stage]] = a->waits;
         found++;
     }
     return found;

@@ -35,6 +35,8 @@ static const char *const reject_names[SFD_REJ_COUNT] = {
     [SFD_REJ_PARALLEL_INVALID] = "parallel_invalid",
     [SFD_REJ_PARALLEL_CONFLICT] = "parallel_conflict",
     [SFD_REJ_KERNEL_TIME] = "kernel_time_invalid",
+    [SFD_REJ_SYNC_GROUP] = "sync_group_invalid",
+    [SFD_REJ_SYNC_WAIT] = "sync_wait_out_of_range",
 };
 
 const char *sfd_reject_name(enum sfd_reject r)

@@ -38,7 +38,10 @@ void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t
         .flags = r->flags,
         .overlap_ns = r->overlap_ns,
         .d = rows->d + i * job->schema.n_stages,
-        .issue_lag = rows->lag ? rows->lag + i * (size_t)sfd_rows_sync_count(job) : NULL,
+        .issue_lag = rows->lag ? rows->lag + i * (size_t)sfd_rows_mark_count(job) : NULL,
+        .sync_wait =
+            rows->lag ? rows->lag + i * (size_t)sfd_rows_mark_count(job) + sfd_rows_sync_count(job)
+                      : NULL,
         .role = r->role < job->n_roles ? job->roles[r->role] : "",
         .parallel = sfd_job_parallel_of(job, r->rank),
         .event_state = r->event_state,
@@ -52,10 +55,15 @@ uint32_t sfd_rows_sync_count(const struct sfd_job *job)
     return (uint32_t)__builtin_popcountll(job->schema.sync_mask);
 }
 
+uint32_t sfd_rows_mark_count(const struct sfd_job *job)
+{
+    return 3 * sfd_rows_sync_count(job);
+}
+
 uint64_t sfd_rows_bytes(const struct sfd_job *job, size_t cap)
 {
     return (uint64_t)cap * (sizeof(struct sfd_rec) +
-                            (job->schema.n_stages + sfd_rows_sync_count(job)) * sizeof(int64_t));
+                            (job->schema.n_stages + sfd_rows_mark_count(job)) * sizeof(int64_t));
 }
 
 int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row **ret)

@@ -136,6 +136,8 @@ enum sfd_reject {
     SFD_REJ_PARALLEL_INVALID,  /* an index not below its size, sizes not multiplying to the world */
     SFD_REJ_PARALLEL_CONFLICT, /* another shape than the job's, a tuple taken, or a change */
     SFD_REJ_KERNEL_TIME,       /* NCCL kernel times without a point, out of order or range */
+    SFD_REJ_SYNC_GROUP,        /* hello: sync_groups not one per sync stage, or unknown */
+    SFD_REJ_SYNC_WAIT,         /* accumulated sync wait or count out of range, or alone */
     SFD_REJ_COUNT
 };
 const char *sfd_reject_name(enum sfd_reject r);
@@ -264,8 +266,9 @@ struct sfd_rec {
 struct sfd_rows {
     struct sfd_rec *rec;
     int64_t *d; /* n * n_stages */
-    /* n * synchronizing stages: each row's issue lags (sf_row.issue_lag);
-     * NULL for a schema without synchronizing stages. */
+    /* n * sfd_rows_mark_count: each row's issue lags (sf_row.issue_lag),
+     * then its accumulated sync waits and counts (sf_row.sync_wait; -1 and
+     * 0 when it has none); NULL for a schema without synchronizing stages. */
     int64_t *lag;
     size_t n, cap;
     uint64_t bytes; /* allocated, as charged to the budget */
@@ -561,6 +564,9 @@ int sfd_rows_view(const struct sfd_job *job, const struct sfd_rows *rows, sf_row
 void sfd_rows_row(const struct sfd_job *job, const struct sfd_rows *rows, size_t i, sf_row *ret);
 /* The synchronizing stages of the job's schema (each row's issue lags). */
 uint32_t sfd_rows_sync_count(const struct sfd_job *job);
+/* Marks kept per row: the issue lags, then the accumulated sync waits and
+ * their counts (sf_row.sync_wait), one each per synchronizing stage. */
+uint32_t sfd_rows_mark_count(const struct sfd_job *job);
 /* The bytes cap rows of the job take, as charged to the budget. */
 uint64_t sfd_rows_bytes(const struct sfd_job *job, size_t cap);
 
@@ -741,6 +747,12 @@ int sfd_record_split(const struct Stagefrontier__StepRecord *r, const sf_schema 
  * SF_MAX_STAGES. Returns how many marks it found, or -1 (and *ret_why) for
  * an issue before its arrival or past its stage, or a completion without an
  * issue, before it, or past the stage. */
+/* The record's accumulated sync waits (Arrival.wait_ns and .waits) into
+ * wait[2 * synchronizing stages] as sf_row.sync_wait holds them; returns
+ * how many stages carried one, or -EINVAL (SFD_REJ_SYNC_WAIT: out of range
+ * or one without the other; SFD_REJ_ARRIVAL_STAGE). */
+int sfd_record_sync_waits(const struct Stagefrontier__StepRecord *r, const sf_schema *schema,
+                          int64_t *wait, enum sfd_reject *ret_why);
 int sfd_record_issue_lags(const struct Stagefrontier__StepRecord *r, const sf_schema *schema,
                           int64_t *lag, enum sfd_reject *ret_why);
 int sfd_validate_nccl(const struct Stagefrontier__NcclBatch *b, enum sfd_reject *ret_why);

@@ -23,7 +23,7 @@
  * (evict) or not at all. */
 static int rows_resize(struct sfd_job *job, struct sfd_rows *rows, size_t cap, bool evict)
 {
-    uint32_t n_stages = job->schema.n_stages, n_sync = sfd_rows_sync_count(job);
+    uint32_t n_stages = job->schema.n_stages, n_sync = sfd_rows_mark_count(job);
     uint64_t bytes = sfd_rows_bytes(job, cap);
     int r = evict ? sfd_job_reserve(job, SFD_MEM_WINDOWS, bytes - rows->bytes)
                   : sfd_job_charge(job, SFD_MEM_WINDOWS, bytes - rows->bytes);
@@ -60,9 +60,10 @@ static int rows_grow(struct sfd_job *job, struct sfd_rows *rows)
 }
 
 static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sfd_rec *rec,
-                     const int64_t *d, const int64_t *lag)
+                     const int64_t *d, const int64_t *lag, const int64_t *wait)
 {
     uint32_t n_stages = job->schema.n_stages, n_sync = sfd_rows_sync_count(job);
+    uint32_t n_marks = sfd_rows_mark_count(job);
     if (rows->n == rows->cap) {
         int r = rows_grow(job, rows);
         if (r < 0)
@@ -70,8 +71,12 @@ static int rows_push(struct sfd_job *job, struct sfd_rows *rows, const struct sf
     }
     rows->rec[rows->n] = *rec;
     memcpy(rows->d + rows->n * n_stages, d, n_stages * sizeof(*d));
-    for (uint32_t j = 0; j < n_sync; j++)
-        rows->lag[rows->n * n_sync + j] = lag ? lag[j] : -1;
+    for (uint32_t j = 0; j < n_sync; j++) {
+        int64_t *m = rows->lag + rows->n * n_marks;
+        m[j] = lag ? lag[j] : -1;
+        m[n_sync + j] = wait ? wait[j] : -1;
+        m[2 * n_sync + j] = wait ? wait[n_sync + j] : 0;
+    }
     rows->n++;
     return 0;
 }
@@ -187,7 +192,7 @@ static void order_apply(struct sfd_job *job, struct sfd_window *w)
 {
     struct sfd_row_order *o = &w->order;
     struct sfd_rows *rows = &w->rows;
-    uint32_t S = job->schema.n_stages, J = sfd_rows_sync_count(job);
+    uint32_t S = job->schema.n_stages, J = sfd_rows_mark_count(job);
     size_t steps = (size_t)(w->meta.last_step - w->meta.first_step + 1), n = 0;
     uint32_t *at = o->head && rows->n ? malloc(rows->n * sizeof(*at)) : NULL;
     if (at == NULL)
@@ -199,7 +204,7 @@ static void order_apply(struct sfd_job *job, struct sfd_window *w)
         if (at[k] == k)
             continue;
         struct sfd_rec held = rows->rec[k];
-        int64_t held_d[SF_MAX_STAGES], held_lag[SF_MAX_STAGES];
+        int64_t held_d[SF_MAX_STAGES], held_lag[3 * SF_MAX_STAGES];
         memcpy(held_d, rows->d + k * S, S * sizeof(int64_t));
         if (J)
             memcpy(held_lag, rows->lag + k * J, J * sizeof(int64_t));
@@ -445,7 +450,7 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
         .role = rk->role,
         .event_state = row->event_state,
     };
-    r = rows_push(job, &w->rows, &rec, row->d, row->issue_lag);
+    r = rows_push(job, &w->rows, &rec, row->d, row->issue_lag, row->sync_wait);
     if (r < 0) {
         w->meta.rejected_records++;
         *ret_why = SFD_REJ_MEMORY;

@@ -57,7 +57,27 @@ typedef struct sf_schema {
      * the boundary after stage k is the arrival boundary. Derived from the
      * names, so the split is part of the hash. */
     uint64_t sync_mask;
+    /* Per stage k with bit k of sync_mask: the communicator group its
+     * collectives span (enum sf_sync_group; docs/ACCOUNTING.md,
+     * "Synchronizing groups"); 0 (world) elsewhere and for old clients. Not
+     * hashed: it says how ranks are compared, not which stages exist.
+     * sf_schema_copy keeps it; sf_schema_set_sync_groups sets it. */
+    uint8_t sync_group[SF_MAX_STAGES];
 } sf_schema;
+
+/* The group a synchronizing stage's collectives span: the whole world, or
+ * the ranks whose parallel coordinates differ only in dp, tp or pp. */
+enum sf_sync_group { SF_SYNC_WORLD = 0, SF_SYNC_DP = 1, SF_SYNC_TP = 2, SF_SYNC_PP = 3 };
+#define SF_SYNC_GROUP_MAX SF_SYNC_PP
+const char *sf_sync_group_name(enum sf_sync_group g);
+/* "world", "dp", "tp", "pp" -> the group, or -EINVAL. */
+int sf_sync_group_parse(const char *name);
+/* Sets the group of each synchronizing stage, in stage order (n must be the
+ * number of synchronizing stages, groups[j] <= SF_SYNC_GROUP_MAX); -EINVAL
+ * otherwise. n = 0 sets every one to world. */
+int sf_schema_set_sync_groups(sf_schema *schema, const uint8_t *groups, uint32_t n);
+/* Most sync points one rank may accumulate in one stage of one step:
+ * SF_MAX_SYNC_WAITS (limits.h). */
 
 #define SF_SYNC_WAIT_SUFFIX ".sync_wait"
 
@@ -124,6 +144,13 @@ typedef struct sf_row {
      * start may come after the host left the stage), or -1 where the
      * stage carried neither. */
     const int64_t *issue_lag;
+    /* Accumulated sync waits (docs/ACCOUNTING.md, "Synchronizing groups"):
+     * NULL when the row has none, else 2 * n_sync values: per synchronizing
+     * stage in stage order the time the rank spent waiting inside that
+     * stage's collectives (entry to exit of each, summed), 0..the recorded
+     * stage's duration, or -1 where none was marked; then per stage the
+     * number of sync points summed, 1..SF_MAX_SYNC_WAITS, or 0 with -1. */
+    const int64_t *sync_wait;
     /* The rank's parallel coordinates (stagefrontier/parallel.h), NULL when
      * it declared none (never a struct with nothing declared): ranks are
      * then compared inside their cohort (docs/ACCOUNTING.md, "Cohorts").
@@ -213,6 +240,10 @@ typedef struct sf_dense {
      * report's rank medians), [n_ranks][S]; NULL where not kept (a merged or
      * decoded summary). */
     int64_t *rank_median;
+    /* Accumulated sync waits (sf_row.sync_wait), [n_steps][n_ranks][2 *
+     * n_sync] (-1 and 0 where absent), or NULL when no row carried any.
+     * Owned. */
+    int64_t *sync_wait;
 } sf_dense;
 
 /* The communication part of a summary (docs/ACCOUNTING.md, "Issue lag"):
@@ -444,6 +475,16 @@ typedef struct sf_straggler {
     uint32_t arrived_last_steps; /* eligible steps where rank led the arrival boundary */
     uint32_t eligible_steps;     /* complete steps with every arrival marked */
     int64_t median_lateness_ns;  /* over those steps: frontier minus second prefix */
+    /* The group of sync_stage. For tp and pp the verdict is the wait rule
+     * (docs/ACCOUNTING.md, "Synchronizing groups"): rank waited least in its
+     * group and did the most own work; arrived_last_steps then counts the
+     * steps it was the one waited for, median_lateness_ns the median of how
+     * much less it waited than the next member there, and victim_rank is
+     * the member of its group that waited longest in total over those steps
+     * (set only for tp and pp). */
+    enum sf_sync_group group;
+    bool wait_rule; /* named by the wait rule (a tp or pp stage with waits) */
+    uint32_t victim_rank;
     /* Filled by sf_straggler_track from the windows before this one; a
      * report fresh from sf_report_compute says none and 1. */
     enum sf_persistence persistence;

@@ -85,6 +85,10 @@ typedef struct sf_client_options {
      * -EINVAL when malformed or when the sizes do not multiply to the world
      * size; sfd also checks the job's ranks tile the world. */
     const sf_parallel *parallel;
+    /* The communicator group each synchronizing stage's collectives span,
+     * one per sync_stages entry: "world", "dp", "tp" or "pp" (docs/CLIENT.md,
+     * "Synchronizing groups"). NULL, or a NULL entry: world. */
+    const char *const *sync_groups;
 } sf_client_options;
 
 /* Fills the "from environment" defaults: NULL strings, -1 ranks, zeros. */
@@ -129,6 +133,18 @@ SF_CLIENT_API int sf_stage_issue(sf_client *c);
  * atomic store. A completion before the step's issue is ignored. -EINVAL
  * for a stage that is not synchronizing. */
 SF_CLIENT_API int sf_stage_complete(sf_client *c, int stage_id);
+/* A sync point inside the open synchronizing stage (docs/CLIENT.md,
+ * "Synchronizing groups"): sf_sync_enter marks the arrival (as
+ * sf_stage_arrive) and the entry into the group's collective, sf_sync_exit
+ * its end; the time between is added to the step's accumulated wait of the
+ * stage and the sync point counted. A stage may hold many. sf_sync_send is
+ * a sync point that does not wait (a pipeline send): the arrival and one
+ * more count. One clock read each, no allocation, lock or syscall. -EINVAL
+ * (a counted violation) outside an open synchronizing stage, and for an
+ * exit without its enter. */
+SF_CLIENT_API int sf_sync_enter(sf_client *c);
+SF_CLIENT_API int sf_sync_exit(sf_client *c);
+SF_CLIENT_API int sf_sync_send(sf_client *c);
 /* Adds wait_ns to the data stage (stage 0) of step: the open step, or a later
  * one up to SF_CLIENT_DATA_LOOKAHEAD ahead. A wait charged ahead was spent
  * before that step began, so it also lengthens that step's wall time. */

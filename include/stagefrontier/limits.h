@@ -30,7 +30,8 @@
 #define SF_MAX_JOB_ID_LEN 128                 /* bytes, without the NUL */
 #define SF_MAX_RUN_ID_LEN SF_MAX_JOB_ID_LEN   /* a launch's run id (docs/SFD.md, "Identity") */
 #define SF_MAX_RESTART_COUNT (1u << 20)       /* elastic restarts of one run */
-#define SF_MAX_INCARNATION (1u << 20)         /* runs of one job id one sfd tells apart */
+#define SF_MAX_SYNC_WAITS (1u << 20)  /* sync points one rank counts in one stage of one step */
+#define SF_MAX_INCARNATION (1u << 20) /* runs of one job id one sfd tells apart */
 SF_STATIC_ASSERT(SF_MAX_RUN_ID_LEN == SF_MAX_JOB_ID_LEN, "a run id is spelt as a job id");
 
 /* Where sfd listens unless told otherwise (sfd.conf runtime_dir), and where

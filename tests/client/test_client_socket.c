@@ -206,6 +206,84 @@ static void arrivals_on_the_wire(void **s)
     tl_stop(&l);
 }
 
+/* Synchronizing groups (docs/CLIENT.md): the Hello names each stage's
+ * group, and many sync points in one stage accumulate their waits and
+ * count, a send counting one without a wait. */
+static void sync_points_on_the_wire(void **s)
+{
+    (void)s;
+    struct tl l;
+    assert_int_equal(tl_start(&l), 0);
+    sf_client_options o;
+    sf_client_options_init(&o);
+    o.job_id = "sync-points";
+    o.socket_path = l.path;
+    o.rank = 0, o.world_size = 2, o.local_rank = 0;
+    /* Out of stage order on purpose: the groups follow their stages. */
+    const char *sync[] = {"model.backward_cpu_wall", "model.fwd_loss_cpu_wall"};
+    const char *bad[] = {"dp", "xp"}, *groups[] = {NULL, "tp"};
+    o.sync_stages = sync;
+    o.n_sync_stages = 2;
+    o.sync_groups = bad;
+    sf_client *c = NULL;
+    assert_int_equal(sf_client_open(&o, &c), -EINVAL);
+    o.sync_groups = groups;
+    assert_int_equal(sf_client_open(&o, &c), 0);
+    assert_int_equal(tl_accept(&l, WAIT_MS), 0);
+    Stagefrontier__ClientMessage *m;
+    Stagefrontier__Hello *h = expect_hello(&l, &m);
+    assert_int_equal(h->n_sync_stages, 2);
+    assert_int_equal(h->n_sync_groups, 2);
+    assert_int_equal(h->sync_groups[0], 2); /* forward: tp */
+    assert_int_equal(h->sync_groups[1], 0); /* backward: world */
+    stagefrontier__client_message__free_unpacked(m, NULL);
+
+    /* Step 0: three sync points of 100 us in the forward, then a send. */
+    assert_int_equal(sf_step_begin(c, 0), 0);
+    assert_int_equal(sf_sync_enter(c), -EINVAL); /* no stage open */
+    assert_int_equal(sf_stage_begin(c, 1), 0);
+    for (int i = 0; i < 3; i++) {
+        spin(50000);
+        assert_int_equal(sf_sync_enter(c), 1);
+        spin(100000);
+        assert_int_equal(sf_sync_exit(c), 0);
+    }
+    assert_int_equal(sf_sync_exit(c), -EINVAL); /* no enter open */
+    assert_int_equal(sf_sync_send(c), 0);
+    assert_int_equal(sf_stage_end(c, 1), 0);
+    assert_int_equal(sf_stage_begin(c, 2), 0);
+    assert_int_equal(sf_stage_end(c, 2), 0);
+    assert_int_equal(sf_step_end(c), 0);
+    assert_int_equal(stats(c).violations, 2);
+    /* Step 1: an enter never exited counts nothing; the arrival stands. */
+    assert_int_equal(sf_step_begin(c, 1), 0);
+    assert_int_equal(sf_stage_begin(c, 1), 0);
+    assert_int_equal(sf_sync_enter(c), 1);
+    assert_int_equal(sf_stage_end(c, 1), 0);
+    assert_int_equal(sf_step_end(c), 0);
+    assert_int_equal(sf_client_flush(c), 0);
+
+    m = tl_recv(&l, WAIT_MS);
+    assert_non_null(m);
+    assert_int_equal(m->body_case, STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH);
+    assert_int_equal(m->batch->n_records, 2);
+    const Stagefrontier__StepRecord *r0 = m->batch->records[0], *r1 = m->batch->records[1];
+    assert_int_equal(r0->n_arrivals, 1);
+    const Stagefrontier__Arrival *a = r0->arrivals[0];
+    assert_int_equal(a->stage, 1);
+    assert_true(a->has_wait_ns && a->has_waits);
+    assert_int_equal(a->waits, 4);
+    assert_true(a->wait_ns >= 300000);
+    assert_true(a->wait_ns <= r0->durations_ns[1] - 150000); /* the spins outside */
+    assert_true(a->own_ns >= 450000);                        /* the send, last */
+    assert_int_equal(r1->n_arrivals, 1);
+    assert_false(r1->arrivals[0]->has_wait_ns);
+    assert_false(r1->arrivals[0]->has_waits);
+    stagefrontier__client_message__free_unpacked(m, NULL);
+    sf_client_close(c);
+    tl_stop(&l);
+}
+
 /* The hello's GPU: CUDA_VISIBLE_DEVICES's entry at the local rank, its only
  * entry, or none; and no local rank when none is known. */
 static void hello_gpu(const char *visible, int local_rank, const char *want)
@@ -472,10 +550,10 @@ int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* a SIGPIPE would kill the test: it must never come */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hello_and_batches),         cmocka_unit_test(hello_gpu_from_env),
-        cmocka_unit_test(arrivals_on_the_wire),      cmocka_unit_test(daemon_absent),
-        cmocka_unit_test(reconnect_sends_new_hello), cmocka_unit_test(listener_never_reads),
-        cmocka_unit_test(fork_child_is_inert),
+        cmocka_unit_test(hello_and_batches),    cmocka_unit_test(hello_gpu_from_env),
+        cmocka_unit_test(arrivals_on_the_wire), cmocka_unit_test(sync_points_on_the_wire),
+        cmocka_unit_test(daemon_absent),        cmocka_unit_test(reconnect_sends_new_hello),
+        cmocka_unit_test(listener_never_reads), cmocka_unit_test(fork_child_is_inert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

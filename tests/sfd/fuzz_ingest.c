@@ -62,8 +62,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (sfd_validate_batch(m->batch, 6, &why) == 0 && sync_schema(&schema) == 0) {
             int64_t d[SF_MAX_STAGES];
             uint32_t flags = 0;
-            for (size_t i = 0; i < m->batch->n_records; i++)
+            int64_t marks[2 * SF_MAX_STAGES];
+            for (size_t i = 0; i < m->batch->n_records; i++) {
                 sfd_record_split(m->batch->records[i], &schema, NULL, d, &flags, NULL, &why);
+                sfd_record_issue_lags(m->batch->records[i], &schema, marks, &why);
+                sfd_record_sync_waits(m->batch->records[i], &schema, marks, &why);
+            }
             sf_schema_clear(&schema);
         }
         break;

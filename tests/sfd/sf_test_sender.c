@@ -49,7 +49,9 @@ struct sender {
     uint64_t sent, dropped, reconnects;
     int64_t drop_first, drop_last; /* pending drop range, -1: none */
     uint64_t extra_drops;
-    bool blocking; /* memflood: every record delivered */
+    bool blocking;         /* memflood: every record delivered */
+    uint32_t *sync_groups; /* the sync hello's groups (hostile modes), or NULL */
+    size_t n_sync_groups;
     char job_buf[160];
 };
 
@@ -467,6 +469,8 @@ static int send_sync_hello(struct sender *s, int fd, uint32_t channel, sf_schema
     fill_hello(s, &h, s->o.world, split->hash);
     h.n_sync_stages = 1;
     h.sync_stages = sync_ids;
+    h.n_sync_groups = s->n_sync_groups;
+    h.sync_groups = s->sync_groups;
     h.has_channel = channel != 0;
     h.channel = channel;
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
@@ -573,6 +577,52 @@ static int send_bad_arrivals(struct sender *s, int fd)
     return r == 0 ? 0 : 2;
 }
 
+/* Stage 1 synchronizing in the tp group: one record whose accumulated wait
+ * lies past its stage's end, one with a wait but no count, one valid with
+ * three sync points and one without waits. sfd rejects the first two
+ * (sync_wait_out_of_range) and keeps the others. */
+static int send_bad_sync_waits(struct sender *s, int fd)
+{
+    static uint32_t groups[1] = {2};
+    sf_schema split;
+    int64_t d[4][SF_MAX_STAGES];
+    Stagefrontier__Arrival arr[4];
+    Stagefrontier__Arrival *ap[4] = {&arr[0], &arr[1], &arr[2], &arr[3]};
+    s->sync_groups = groups;
+    s->n_sync_groups = 1;
+    int r = send_sync_hello(s, fd, 0, &split);
+    for (uint32_t i = 0; i < 4; i++) {
+        durations(s, s->o.start + i, d[i]);
+        stagefrontier__arrival__init(&arr[i]);
+        arr[i].stage = 1;
+        arr[i].own_ns = d[i][1] / 2;
+    }
+    arr[0].has_wait_ns = arr[0].has_waits = true;
+    arr[0].wait_ns = d[0][1] + 1, arr[0].waits = 2; /* past the stage */
+    arr[1].has_wait_ns = true, arr[1].wait_ns = 1;  /* no count */
+    arr[2].has_wait_ns = arr[2].has_waits = true;
+    arr[2].wait_ns = d[2][1] / 4, arr[2].waits = 3; /* valid */
+    if (r == 0)
+        r = send_sync_records(s, fd, split.hash, ap, d);
+    sf_schema_clear(&split);
+    printf("sent=%d\n", r == 0 ? 4 : 0);
+    return r == 0 ? 0 : 2;
+}
+
+/* A hello whose sync_groups are not one per synchronizing stage (two for
+ * one), then one with a group past pp: both refused (sync_group_invalid). */
+static int send_bad_sync_groups(struct sender *s, int fd, bool past_pp)
+{
+    static uint32_t two[2] = {2, 1}, bad[1] = {4};
+    sf_schema split;
+    s->sync_groups = past_pp ? bad : two;
+    s->n_sync_groups = past_pp ? 1 : 2;
+    int r = send_sync_hello(s, fd, 0, &split);
+    sf_schema_clear(&split);
+    printf("sent=0\n");
+    return r == 0 ? 0 : 2;
+}
+
 /* Channel 0 of the enqueue-point job: steps start..start+3 without arrivals
  * except the last, whose explicit mark wins over its enqueue point. */
 static int send_enqueue_records(struct sender *s, int fd)
@@ -603,6 +653,13 @@ static int run_hostile(struct sender *s)
         return 2;
     }
     s->fd = fd;
+    if (!strcmp(m, "sync_waits") || !strcmp(m, "sync_groups") || !strcmp(m, "sync_group_pp")) {
+        int r = !strcmp(m, "sync_waits")    ? send_bad_sync_waits(s, fd)
+                : !strcmp(m, "sync_groups") ? send_bad_sync_groups(s, fd, false)
+                                            : send_bad_sync_groups(s, fd, true);
+        close(fd);
+        return r;
+    }
     if (!strcmp(m, "arrivals") || !strcmp(m, "enqueue_points") || !strcmp(m, "kernel_bad") ||
         !strcmp(m, "enqueue_records")) {
         int r = !strcmp(m, "arrivals")         ? send_bad_arrivals(s, fd)
@@ -890,6 +947,29 @@ static int run_seeds(struct sender *s)
     m.batch = &b;
     n = stagefrontier__client_message__pack(&m, buf);
     write_file(dir, "batch_arrivals", buf, n);
+    /* Synchronizing groups: the hello naming backward's group (tp), one
+     * with a group past pp; a batch whose arrivals carry accumulated waits,
+     * one in range, one past its stage's end. */
+    uint32_t groups[1] = {2};
+    h.n_sync_groups = 1;
+    h.sync_groups = groups;
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_sync_groups", buf, n);
+    groups[0] = 7;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "hello_sync_groups_bad", buf, n);
+    for (int i = 0; i < 2; i++) {
+        a[i].own_ns = d[i][2] / 2;
+        a[i].has_wait_ns = a[i].has_waits = true;
+        a[i].wait_ns = i == 0 ? d[i][2] / 4 : d[i][2] + 1;
+        a[i].waits = 4;
+    }
+    m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_BATCH;
+    m.batch = &b;
+    n = stagefrontier__client_message__pack(&m, buf);
+    write_file(dir, "batch_sync_waits", buf, n);
     return 0;
 }
 

@@ -108,6 +108,24 @@ def main():
             check(sfd.rejected(k) == v + 1, "%s not counted once: %s" % (k, sfd.status()))
         check(sfd.jobs()["ar"]["records"] == 2, "job ar records: %s" % sfd.jobs()["ar"])
 
+        # Accumulated sync waits (docs/FORMATS.md, "Ingest wire"): one past
+        # its stage's end and one without its count are counted rejections
+        # of that record only; a hello whose sync_groups are not one per
+        # synchronizing stage, or name a group past pp, is refused.
+        before = sfd.rejected("sync_wait_out_of_range")
+        records = sfd.status()["records"]
+        rc, out, p = send(sfd, mode="sync_waits", job="sw", world=1)
+        check(rc == 0 and out.get("sent") == "4", "sync waits sender: %s %s" % (out, p.stderr))
+        wait_for(lambda: sfd.status()["records"] == records + 2, "two sync-wait records kept")
+        check(sfd.rejected("sync_wait_out_of_range") == before + 2,
+              "sync_wait_out_of_range not counted twice: %s" % sfd.status())
+        for mode in ("sync_groups", "sync_group_pp"):
+            before = sfd.rejected("sync_group_invalid")
+            rc, out, p = send(sfd, mode=mode, job="sg", world=1)
+            check(rc == 0, "%s sender: %s %s" % (mode, out, p.stderr))
+            wait_for(lambda: sfd.rejected("sync_group_invalid") == before + 1,
+                     "%s refused and counted" % mode)
+
         # NCCL enqueue points (docs/SIDE_EVIDENCE.md): one past any stage's
         # bound rejects its batch; one in a stage that is not synchronizing is
         # counted and dropped; one past its stage's recorded duration is
