@@ -194,7 +194,8 @@ def tables(recs):
     fa = [(r, w) for r in ok for w in clean_windows(r) if alarm(w)]
     if fa:
         out += ["", "False alarms: " + "; ".join(
-            "%s %s seed %d window %d: %s" % (r["layout"], r["fault"], r["seed"], w["index"],
+            "%s %s %g seed %d window %d: %s" % (r["layout"], r["fault"], r["magnitude"],
+                                                r["seed"], w["index"],
                                              "verdict rank %d at %s" % (
                                                  w["straggler"]["rank"],
                                                  w["straggler"]["origin_stage"])
@@ -221,10 +222,9 @@ def check_cell(recs):
         print("FAIL: %s" % (recs[0].get("error") if recs else "no run"))
         return 1
     r = recs[0]
-    n = r["baseline"] + (len(r["windows"]) and 0)
     bad = []
     if len(r["windows"]) < r["baseline"] + 1:
-        bad.append("%d closed windows, want %d" % (len(r["windows"]), n + 1))
+        bad.append("%d closed windows, want %d" % (len(r["windows"]), r["baseline"] + 1))
     for w in r["windows"]:
         if w["ranks"] != 4 or w["steps"] != r["window"]:
             bad.append("window %d covers %d ranks, %d steps" % (w["index"], w["ranks"],
