@@ -35,7 +35,8 @@ rec.sync(group="tp"|"pp"|"dp"); otherwise only the last collective of each
 synchronizing stage (the binding keeps one arrival per stage and step).
 
 Without RANK in the environment this is the launcher: it starts the 4 ranks
-(--job-id, SF_SOCKET from the environment) and prints rank 0's JSON summary.
+(--job-id; SF_SOCKET from the environment) and exits with the first failing
+rank's status; rank 0 writes the job's JSON summary to --result.
 """
 
 import argparse

@@ -31,6 +31,7 @@ import argparse
 import gzip
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,11 +77,10 @@ def run_job(build, sfd, a, layout, fault, mag, seed, tag=""):
             "--result", result]
     t0 = time.monotonic()
     try:
-        r = sfharness.subprocess.run([sfharness.PYTHON, JOB] + argv,
-                                     env=build.env({"SF_SOCKET": sfd.ingest}),
-                                     stdout=sfharness.subprocess.PIPE,
-                                     stderr=sfharness.subprocess.STDOUT,
-                                     universal_newlines=True, timeout=a.job_timeout)
+        r = subprocess.run([sfharness.PYTHON, JOB] + argv,
+                           env=build.env({"SF_SOCKET": sfd.ingest}), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True,
+                           timeout=a.job_timeout)
         if r.returncode != 0:
             raise RuntimeError("job failed (rc %d): %s" % (r.returncode, r.stdout[-2000:]))
         with open(result) as f:
@@ -164,9 +164,10 @@ def tables(recs):
     failed = [r for r in recs if "error" in r]
     layouts = [l for l in pjob.LAYOUTS if any(r["layout"] == l for r in ok)]
     lines = ["| layout | at 0.1: first answer right | at 0.05: top two | clean windows "
-             "with an alarm |", "|---|---|---|---|"]
+             "with an alarm (of them the clean jobs') |", "|---|---|---|---|"]
     per_kind = ["", "| layout | fault | magnitude | windows | top-1 | top-2 | hidden rank first "
-                "| first answers (rank/stage) | answered by |", "|---|---|---|---|---|---|---|---|---|"]
+                "| first answers (rank/stage) | answered by |",
+                "|---|---|---|---|---|---|---|---|---|"]
     for layout in layouts:
         sub = [r for r in ok if r["layout"] == layout]
         cells = {}
