@@ -139,7 +139,13 @@ def run_rank(a):
     grouped = has_group_sync(probe)
     probe.close()
     sync_stages = [FWD, BWD] if (grouped or a.layout in ("tp", "sdp")) else [BWD]
-    rec = sf.Recorder(sync_stages=sync_stages, parallel=coords)
+    # With group sync points, each synchronizing stage names the group whose
+    # collectives it waits in, so the wait rule applies inside tp and pp.
+    kw = {}
+    if grouped:
+        group = {"pp-gpipe": "pp", "pp-1f1b": "pp", "tp": "tp"}.get(a.layout, "dp")
+        kw["sync_groups"] = {FWD: group, BWD: group}
+    rec = sf.Recorder(sync_stages=sync_stages, parallel=coords, **kw)
     marks = Marks(rec)
     gen = torch.Generator().manual_seed(100 + seed_data)
     state = {"delay": 0.0}
@@ -232,6 +238,8 @@ def make_pp(a, torch, dist, rec, marks, groups, fault_sleep, gen):
                         h = net(xs[i])
                         if first["F"]:
                             fault_sleep("forward")
+                        if marks.grouped:
+                            rec.mark_send()  # a sync point that does not wait
                         sends.append(dist.isend(h.detach(), peer))
                         outs[i] = h
                     else:
@@ -250,6 +258,8 @@ def make_pp(a, torch, dist, rec, marks, groups, fault_sleep, gen):
                     else:
                         h, loss = outs[i]
                         loss.backward()
+                        if marks.grouped:
+                            rec.mark_send()  # a sync point that does not wait
                         sends.append(dist.isend(h.grad, peer))
                     if first["B"]:
                         fault_sleep("backward")
