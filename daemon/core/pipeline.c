@@ -499,7 +499,7 @@ int sf__pipeline_view(sf_report *r, const sf_summary *s, const uint32_t *complet
     if (r->cohorts != SF_COHORTS_APPLIED || c == NULL || c->n_ranks == 0 || n_complete == 0)
         return 0;
     uint32_t P = c->parallel[0].size[SF_PAR_PP];
-    if (P < 2)
+    if (P < 2 || P > SF_PIPELINE_MAX_STAGES)
         return 0;
     v->n_stages = P;
     v->stages = calloc(P, sizeof *v->stages);

@@ -526,6 +526,8 @@ typedef struct sf_stall {
  * others of its cohort, and per pipeline stage its bubble and what
  * restoring it saves. Computed from the cohort part, so exact in both
  * modes. */
+#define SF_PIPELINE_MAX_STAGES 1024 /* a deeper pipeline gets no view */
+
 typedef struct sf_pipeline_stage {
     uint32_t ranks;           /* ranks of the stage in the window */
     uint32_t origin_steps;    /* complete steps whose first delay appeared here */
