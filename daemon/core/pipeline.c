@@ -423,21 +423,35 @@ static int cmp_origin(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* One complete step: each cohort's lateness at every boundary (its last
- * rank's prefix minus its runner-up's); the first delay in time is the
- * (cohort, boundary) with a lateness beyond the tolerance whose arrival
- * came first (ties: the earlier boundary, then the lower pipeline stage).
- * Its cost is what the step would save had that lateness not been passed
- * on to its cohort's end: min(lateness, frontier minus the latest end of
- * every other cohort). Adds the stages' bubbles, and what restoring each
- * stage saves: every cohort of it ending its largest lateness earlier. */
+/* The lateness a cohort's last rank added at boundary j: its lateness
+ * there (its prefix minus the runner-up's) less what it already had at the
+ * boundary before when it was last there too. */
+static int64_t added(const sf_top2 *t, uint32_t j)
+{
+    int64_t late = t[j].v1 - t[j].v2;
+    if (j > 0 && t[j - 1].r1 == t[j].r1)
+        late -= t[j - 1].v1 - t[j - 1].v2;
+    return late;
+}
+
+/* One complete step. At every boundary each cohort's last rank is late
+ * against its runner-up, and adds some of that lateness at the boundary;
+ * a delay is an addition beyond the tolerance and at least 3/4 of the
+ * step's largest one (a victim that waits for the culprit adds as much,
+ * noise much less). The first delay is the one whose arrival came first
+ * (ties: the earlier boundary, then the lower pipeline stage): the arrival
+ * order says which came before the other. Its cost is what the step would
+ * save had the delay not been passed on to its cohort's end: min(delay,
+ * frontier minus the latest end of every other cohort). Adds the stages'
+ * bubbles, and what restoring each stage saves: every cohort of it ending
+ * its largest lateness earlier. */
 static bool view_step(sf_pipeline_view *v, const sf_cohort_summary *c, const sf_step_summary *st,
                       int64_t tol, int64_t *delay, struct origin_tally *ret, int64_t *ret_late,
                       int64_t *ret_cost, int64_t *end_q, int64_t *late_q, int64_t *end_p)
 {
     uint32_t S = c->n_stages, P = v->n_stages, K = c->n_cohorts, best_q = 0;
     bool found = false;
-    int64_t best_at = 0;
+    int64_t best_at = 0, most = 0;
     for (uint32_t p = 0; p < P; p++)
         end_p[p] = INT64_MIN;
     for (uint32_t q = 0; q < K; q++) {
@@ -450,9 +464,18 @@ static bool view_step(sf_pipeline_view *v, const sf_cohort_summary *c, const sf_
         end_q[q] = t[S - 1].v1;
         end_p[p] = end_q[q] > end_p[p] ? end_q[q] : end_p[p];
         for (uint32_t j = 0; n >= 2 && j < S; j++) {
-            int64_t late = t[j].v1 - t[j].v2;
+            int64_t late = t[j].v1 - t[j].v2, a = added(t, j);
             late_q[q] = late > late_q[q] ? late : late_q[q];
-            if (late <= tol)
+            most = a > most ? a : most;
+        }
+        delay[p] = late_q[q] > delay[p] ? late_q[q] : delay[p];
+    }
+    for (uint32_t q = 0; q < K && most > tol; q++) {
+        uint32_t n, p = c->cohort_pp[q];
+        const sf_top2 *t = sf__cohort_top2(c, st->step, q, &n);
+        for (uint32_t j = 0; t != NULL && n >= 2 && j < S; j++) {
+            int64_t a = added(t, j);
+            if (a <= tol || (__int128)4 * a < (__int128)3 * most)
                 continue;
             bool earlier =
                 !found || t[j].v1 < best_at ||
@@ -462,10 +485,9 @@ static bool view_step(sf_pipeline_view *v, const sf_cohort_summary *c, const sf_
                 best_at = t[j].v1;
                 best_q = q;
                 *ret = (struct origin_tally){p, j, t[j].r1};
-                *ret_late = late;
+                *ret_late = a;
             }
         }
-        delay[p] = late_q[q] > delay[p] ? late_q[q] : delay[p];
     }
     int64_t F = st->prefix_top2[S - 1].v1;
     for (uint32_t p = 0; p < P; p++) {
