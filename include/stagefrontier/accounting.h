@@ -259,9 +259,10 @@ typedef struct sf_cohort_summary {
     sf_top2 *prefix_top2; /* [n_steps][n_cohorts][n_stages] boundaries 1..S */
 } sf_cohort_summary;
 
-/* The most cells (steps x cohorts x stages) a cohort part holds; a window
+/* The most cells (steps x cohorts x stages) a cohort part holds (its wire
+ * form stays within a peer frame, about 24 bytes a cell); a window
  * with more keeps none, and its report says cohorts inconsistent. */
-#define SF_COHORT_PART_MAX_CELLS (UINT32_C(1) << 21)
+#define SF_COHORT_PART_MAX_CELLS (UINT32_C(1) << 18)
 
 /* An empty part of these sizes (for a decoder to fill): top-2s absent,
  * counts 0. -EINVAL beyond SF_COHORT_PART_MAX_CELLS. */
