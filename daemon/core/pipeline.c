@@ -97,19 +97,6 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-struct rank_row {
-    uint32_t rank;
-    size_t row;
-};
-
-static int cmp_rank_row(const void *a, const void *b)
-{
-    const struct rank_row *x = a, *y = b;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    return (x->row > y->row) - (x->row < y->row);
-}
-
 static uint32_t find_cohort(const sf_cohort_summary *c, struct cohort_id id)
 {
     uint32_t lo = 0, hi = c->n_cohorts;
@@ -150,66 +137,111 @@ static uint32_t find_u32(const uint32_t *v, uint32_t n, uint32_t x)
     return lo;
 }
 
-/* Each rank's coordinates and cohort, the steps, then one fold of the rows
- * with coordinates. A rank whose rows carry two sets sets the summary's
- * parallel_conflict (its first row's set is kept). */
-static int cohort_build(sf_summary *s, const sf_row *rows, size_t n_rows, size_t m,
-                        struct rank_row *rr, int64_t *steps, struct cohort_id *ids)
+/* sf__top2_insert, inlined, with its common case first: a prefix below the
+ * second largest changes nothing. */
+static inline void top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
 {
-    uint32_t S = s->schema.n_stages;
+    if (v < t->v2)
+        return;
+    sf__top2_insert(t, v, rank);
+}
+
+/* The sorted, distinct steps of the rows with coordinates: the summary's
+ * own steps when every row carries them (the usual case), else sorted
+ * here. Returns their count, or -ENOMEM. */
+static int64_t part_steps(const sf_summary *s, const sf_row *rows, size_t n_rows, int64_t **ret)
+{
+    size_t m = (size_t)s->parallel_rows;
+    int64_t *steps = malloc((m + 1) * sizeof *steps);
+    if (steps == NULL)
+        return -ENOMEM;
+    *ret = steps;
+    if (m == n_rows) {
+        for (uint32_t i = 0; i < s->n_steps; i++)
+            steps[i] = s->steps[i].step;
+        return s->n_steps;
+    }
     size_t k = 0;
     for (size_t i = 0; i < n_rows; i++)
         if (rows[i].parallel != NULL)
-            rr[k++] = (struct rank_row){rows[i].rank, i};
-    qsort(rr, m, sizeof *rr, cmp_rank_row);
-    uint32_t R = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (i > 0 && rr[i].rank == rr[i - 1].rank) {
-            if (!sf_parallel_equal(rows[rr[i].row].parallel, rows[rr[i - 1].row].parallel))
-                s->parallel_conflict = true;
+            steps[k++] = rows[i].step;
+    qsort(steps, k, sizeof *steps, cmp_i64);
+    size_t T = 0;
+    for (size_t i = 0; i < k; i++)
+        if (T == 0 || steps[i] != steps[T - 1])
+            steps[T++] = steps[i];
+    return (int64_t)T;
+}
+
+/* Each rank's coordinates and cohort, the steps, then one fold of the rows
+ * with coordinates, in their order (each step's rows usually together, so
+ * the step's index is looked up once). slot[rank] is the rank's first row
+ * with coordinates + 1 (0: none); a rank whose rows carry two sets sets
+ * the summary's parallel_conflict (its first row's set is kept). */
+static int cohort_build(sf_summary *s, const sf_row *rows, size_t n_rows, size_t *slot, uint32_t lo,
+                        uint32_t span, struct cohort_id *ids, uint32_t *cohort_of)
+{
+    uint32_t S = s->schema.n_stages, R = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const sf_parallel *p = rows[i].parallel;
+        if (p == NULL)
             continue;
-        }
-        ids[R++] = id_of(rows[rr[i].row].parallel);
+        size_t *at = &slot[rows[i].rank - lo];
+        if (*at == 0)
+            *at = i + 1, R++;
+        else if (rows[*at - 1].parallel != p && !sf_parallel_equal(rows[*at - 1].parallel, p))
+            s->parallel_conflict = true;
     }
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < span; r++)
+        if (slot[r] != 0)
+            ids[n++] = id_of(rows[slot[r] - 1].parallel);
     qsort(ids, R, sizeof *ids, cmp_id);
     uint32_t K = 0;
     for (uint32_t i = 0; i < R; i++)
         if (K == 0 || cmp_id(&ids[i], &ids[K - 1]) != 0)
             ids[K++] = ids[i];
-    for (size_t i = 0; i < m; i++)
-        steps[i] = rows[rr[i].row].step;
-    qsort(steps, m, sizeof *steps, cmp_i64);
-    uint32_t T = 0;
-    for (size_t i = 0; i < m; i++)
-        if (T == 0 || steps[i] != steps[T - 1])
-            steps[T++] = steps[i];
-    if ((uint64_t)T * K * S > SF_COHORT_PART_MAX_CELLS)
-        return 0; /* too large to carry: no part, and the report refuses cohorts */
-    sf_cohort_summary *c;
-    int r = sf_cohort_summary_alloc(S, R, K, T, &c);
-    if (r < 0)
-        return r;
-    memcpy(c->steps, steps, T * sizeof *steps);
+    int64_t *steps = NULL;
+    int64_t T = part_steps(s, rows, n_rows, &steps);
+    if (T < 0)
+        return (int)T;
+    sf_cohort_summary *c = NULL;
+    int rc = (uint64_t)T * K * S > SF_COHORT_PART_MAX_CELLS
+                 ? 0 /* too large to carry: no part, and the report refuses cohorts */
+                 : sf_cohort_summary_alloc(S, R, K, (uint32_t)T, &c);
+    if (rc < 0 || c == NULL) {
+        free(steps);
+        return rc;
+    }
+    memcpy(c->steps, steps, (size_t)T * sizeof *steps);
+    free(steps);
     for (uint32_t i = 0; i < K; i++) {
         c->cohort_pp[i] = ids[i].pp;
         c->cohort_key[i] = ids[i].key;
     }
-    for (size_t i = 0, x = 0; i < m; i++) {
-        if (i > 0 && rr[i].rank == rr[i - 1].rank)
+    for (uint32_t r = 0, x = 0; r < span; r++) {
+        if (slot[r] == 0)
             continue;
-        c->ranks[x] = rr[i].rank;
-        c->parallel[x++] = *rows[rr[i].row].parallel;
+        const sf_parallel *p = rows[slot[r] - 1].parallel;
+        c->ranks[x] = lo + r;
+        c->parallel[x] = *p;
+        cohort_of[r] = find_cohort(c, id_of(p));
+        x++;
     }
-    for (size_t i = 0; i < m; i++) {
-        const sf_row *row = &rows[rr[i].row];
-        uint32_t t = find_step(c->steps, T, row->step);
-        uint32_t q = find_cohort(c, id_of(&c->parallel[find_u32(c->ranks, R, row->rank)]));
-        size_t cell = (size_t)t * K + q;
+    uint32_t t = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const sf_row *row = &rows[i];
+        if (row->parallel == NULL)
+            continue;
+        if (c->steps[t] != row->step)
+            t = find_step(c->steps, c->n_steps, row->step);
+        size_t cell = (size_t)t * K + cohort_of[row->rank - lo];
         c->count[cell]++;
+        sf_top2 *top = &c->prefix_top2[cell * S];
         int64_t p = 0;
         for (uint32_t j = 0; j < S; j++) {
             p += row->d[j];
-            sf__top2_insert(&c->prefix_top2[cell * S + j], p, row->rank);
+            top2_insert(&top[j], p, row->rank);
         }
     }
     s->cohort = c;
@@ -220,13 +252,22 @@ int sf__cohort_part_build(sf_summary *s, const sf_row *rows, size_t n_rows)
 {
     if (s->parallel_rows == 0)
         return 0;
-    size_t m = (size_t)s->parallel_rows;
-    struct rank_row *rr = malloc(m * sizeof *rr);
-    int64_t *steps = malloc(m * sizeof *steps);
-    struct cohort_id *ids = malloc(m * sizeof *ids);
-    int r = rr && steps && ids ? cohort_build(s, rows, n_rows, m, rr, steps, ids) : -ENOMEM;
-    free(rr);
-    free(steps);
+    uint32_t lo = UINT32_MAX, hi = 0; /* the rows' rank range (checked < SF_MAX_RANKS) */
+    for (size_t i = 0; i < n_rows; i++) {
+        lo = rows[i].rank < lo ? rows[i].rank : lo;
+        hi = rows[i].rank > hi ? rows[i].rank : hi;
+    }
+    if (lo > hi)
+        return 0;
+    size_t span = (size_t)hi - lo + 1;
+    size_t *slot = calloc(span, sizeof *slot);
+    uint32_t *cohort_of = malloc(span * sizeof *cohort_of);
+    struct cohort_id *ids = malloc(span * sizeof *ids);
+    int r = slot && cohort_of && ids
+                ? cohort_build(s, rows, n_rows, slot, lo, (uint32_t)span, ids, cohort_of)
+                : -ENOMEM;
+    free(slot);
+    free(cohort_of);
     free(ids);
     return r;
 }
