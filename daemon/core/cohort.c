@@ -153,9 +153,13 @@ int sf__report_cohorts(const sf_summary *s, uint32_t *cohort_of, enum sf_cohort_
         *ret_state = SF_COHORTS_NONE;
         return 0;
     }
+    if (!s->parallel_conflict && (s->dense == NULL || s->dense->parallel == NULL) &&
+        s->cohort != NULL) /* a mergeable or decoded summary: its cohort part */
+        return sf__cohort_part_state(s, cohort_of, ret_state, ret_n);
     if (s->parallel_conflict || s->dense == NULL || s->dense->parallel == NULL) {
-        /* Mergeable mode keeps no rank's coordinates: no cohort can be
-         * formed, so no rank may be compared with another. */
+        /* No part (lost in a merge with a summary without one, or too
+         * large): no cohort can be formed, so no rank may be compared with
+         * another. */
         *ret_state = SF_COHORTS_INCONSISTENT;
         return 0;
     }

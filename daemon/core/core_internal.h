@@ -274,6 +274,24 @@ void sf__cohort_contrasts(const int64_t *col, size_t stride, uint32_t n, const u
                           uint32_t n_cohorts, int64_t *scratch, int64_t *out);
 void sf__dense_free(sf_dense *d);
 
+/* pipeline.c: the cohort part of a summary (built from the rows that carry
+ * coordinates; s->parallel_rows counted), its exact merge (*dst dropped
+ * unless both carry one), clone and size; the report's cohorts from it (a
+ * summary whose dense rows keep no coordinates, or none); one cohort's
+ * top-2 prefixes at a step (NULL, *ret_count 0, where no row of it); and
+ * the pipeline view of a report whose cohorts are set. */
+int sf__cohort_part_build(sf_summary *s, const sf_row *rows, size_t n_rows);
+int sf__cohort_merge(sf_cohort_summary **dst, const sf_cohort_summary *src);
+int sf__cohort_clone(const sf_cohort_summary *c, sf_cohort_summary **ret);
+size_t sf__cohort_bytes(const sf_cohort_summary *c);
+int sf__cohort_part_state(const sf_summary *s, uint32_t *cohort_of, enum sf_cohort_state *ret_state,
+                          uint32_t *ret_n);
+const sf_top2 *sf__cohort_top2(const sf_cohort_summary *c, int64_t step, uint32_t q,
+                               uint32_t *ret_count);
+int sf__pipeline_view(sf_report *r, const sf_summary *s, const uint32_t *complete,
+                      uint32_t n_complete);
+void sf__pipeline_view_free(sf_pipeline_view *v);
+
 /* exposure.c: direct-exposure gains from dense rows (cohort-median baseline). */
 int sf__cohort_gains(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
                      int64_t *ret_gain);

@@ -189,6 +189,23 @@ static uint32_t cohort_leaders(const sf_report *r, const sf_summary *s,
     return n;
 }
 
+/* The same from the cohort part's top-2 prefixes (mergeable mode): the
+ * cohort's last rank at the boundary, when it led the runner-up beyond the
+ * tolerance; equal to the dense rows' answer. */
+static uint32_t part_leaders(const sf_report *r, const sf_summary *s,
+                             const struct sf__cohort_view *cv, uint32_t stage, uint32_t *leaders)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < cv->n_complete; i++)
+        for (uint32_t c = 0; c < s->cohort->n_cohorts; c++) {
+            uint32_t m;
+            const sf_top2 *t = sf__cohort_top2(s->cohort, s->steps[cv->complete[i]].step, c, &m);
+            if (t != NULL && m >= 2 && t[stage].v1 - t[stage].v2 > r->leader_gap_tol_ns)
+                leaders[n++] = t[stage].r1;
+        }
+    return n;
+}
+
 /* Without cohorts, the ranks that set the frontier at the evidence stage;
  * with them, each cohort's own leaders; with coordinates that make no
  * cohorts, none (no rank is compared with ranks doing other work). */
@@ -196,8 +213,11 @@ static void find_suspects(sf_report *r, const sf_summary *s, const struct sf__co
                           uint32_t stage)
 {
     uint32_t S = r->schema.n_stages, n = 0;
+    bool by_part = r->cohorts == SF_COHORTS_APPLIED && cv != NULL && cv->cohort_of == NULL &&
+                   s->dense == NULL && s->cohort != NULL;
     bool by_cohort = r->cohorts == SF_COHORTS_APPLIED && cv != NULL && cv->cohort_of != NULL;
-    size_t cap = (size_t)(r->steps ? r->steps : 1) * (by_cohort ? r->n_cohorts : 1);
+    size_t cap = (size_t)(r->steps ? r->steps : 1) *
+                 (by_cohort || by_part ? (by_part ? s->cohort->n_cohorts : r->n_cohorts) : 1);
     if (r->cohorts == SF_COHORTS_INCONSISTENT)
         return;
     uint32_t *leaders = malloc(cap * sizeof *leaders);
@@ -208,7 +228,9 @@ static void find_suspects(sf_report *r, const sf_summary *s, const struct sf__co
     }
     if (by_cohort)
         n = cohort_leaders(r, s, cv, stage, leaders);
-    for (uint32_t i = 0; !by_cohort && i < r->steps; i++)
+    else if (by_part)
+        n = part_leaders(r, s, cv, stage, leaders);
+    for (uint32_t i = 0; !by_cohort && !by_part && i < r->steps; i++)
         if (r->step_leaders[(size_t)i * S + stage] != SF_NO_RANK)
             leaders[n++] = r->step_leaders[(size_t)i * S + stage];
     qsort(leaders, n, sizeof *leaders, cmp_u32);

@@ -295,7 +295,9 @@ int sf_summary_merge(sf_summary *dst, const sf_summary *src)
     merge_steps(merged, dst, src);
     if (dst->dense && src->dense && (r = dense_merge(merged, dst, src)) < 0)
         goto out;
-    if ((r = merge_window_fields(dst, src)) < 0 || (r = sf__comm_merge(&dst->comm, src->comm)) < 0)
+    if ((r = merge_window_fields(dst, src)) < 0 ||
+        (r = sf__comm_merge(&dst->comm, src->comm)) < 0 ||
+        (r = sf__cohort_merge(&dst->cohort, src->cohort)) < 0)
         goto out;
     swap_step_arrays(dst, merged); /* the old arrays leave with merged */
 out:
@@ -317,7 +319,8 @@ int sf_summary_clone(const sf_summary *s, sf_summary **ret)
     if ((r = merge_window_fields(c, s)) < 0)
         goto fail;
     c->meta = s->meta; /* the fold above added the counters to a copy of themselves */
-    if ((r = sf__comm_clone(s->comm, &c->comm)) < 0)
+    if ((r = sf__comm_clone(s->comm, &c->comm)) < 0 ||
+        (r = sf__cohort_clone(s->cohort, &c->cohort)) < 0)
         goto fail;
     if (s->dense) {
         sf_summary none = {.dense = &(sf_dense){0}};

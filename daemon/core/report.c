@@ -481,11 +481,15 @@ int sf_report_compute(const sf_summary *summary, const sf_gates *gates, sf_repor
     if (cohort_of == NULL ||
         (rc = sf__report_cohorts(s, cohort_of, &r->cohorts, &r->n_cohorts)) < 0)
         goto fail;
-    const uint32_t *cohorts = r->cohorts == SF_COHORTS_APPLIED ? cohort_of : NULL;
+    /* Each dense rank's cohort; a mergeable summary has no dense ranks, and
+     * its comparisons read the cohort part instead. */
+    const uint32_t *cohorts =
+        r->cohorts == SF_COHORTS_APPLIED && s->dense != NULL ? cohort_of : NULL;
     if ((rc = fill_gains(r, s, &w, floor_ok)) < 0 || (rc = rank_evidence_build(r, s, &w)) < 0 ||
         (rc = mean_slack(r, s, &w)) < 0 ||
         (rc = sf__straggler_verdict(r, s, w.complete, w.n_complete, cohorts)) < 0 ||
-        (rc = sf__comm_verdict(s, gates, &r->comm)) < 0 || (rc = sf__critical_path(r)) < 0)
+        (rc = sf__comm_verdict(s, gates, &r->comm)) < 0 || (rc = sf__critical_path(r)) < 0 ||
+        (rc = sf__pipeline_view(r, s, w.complete, w.n_complete)) < 0)
         goto fail;
     /* Issue lags compare every rank with every other: with coordinates that
      * make no cohorts they name no rank. */
@@ -524,6 +528,7 @@ void sf_report_free(sf_report *r)
     free(r->suspects);
     free(r->step_leaders);
     free(r->critical_path.chain);
+    sf__pipeline_view_free(&r->pipeline);
     sf_change_free(r->change);
     sf_whatif_free(r->whatif);
     sf_schema_clear(&r->schema);

@@ -69,6 +69,9 @@ struct scratch {
      * (docs/ACCOUNTING.md, "Cohorts"). */
     const uint32_t *mem;
     uint32_t n_mem;
+    /* Without dense rows, the cohort of the summary's cohort part whose
+     * ranks are compared, or UINT32_MAX for every rank. */
+    uint32_t part_cohort;
     struct arrival *arr; /* [n_complete] arrivals at the synchronizing stage */
     uint32_t *at;        /* [n_complete] */
     double *score;       /* [dense ranks] */
@@ -208,7 +211,8 @@ static void tally_dense(const sf_summary *s, const uint32_t *complete, uint32_t 
 }
 
 /* Top-2 only (mergeable mode): the score is the last place alone, on the
- * prefixes from the step's start. */
+ * prefixes from the step's start; inside one cohort of the cohort part, the
+ * last place among that cohort's ranks. */
 static void tally_top2(const sf_summary *s, const uint32_t *complete, uint32_t n_complete,
                        uint32_t k, struct scratch *w, struct tally *t)
 {
@@ -219,7 +223,14 @@ static void tally_top2(const sf_summary *s, const uint32_t *complete, uint32_t n
         if (!eligible(st))
             continue;
         const sf_top2 *p = &st->prefix_top2[k];
-        double q = 1.0 / st->n_ranks;
+        uint32_t m = st->n_ranks;
+        if (w->part_cohort != UINT32_MAX) {
+            const sf_top2 *c = sf__cohort_top2(s->cohort, st->step, w->part_cohort, &m);
+            if (c == NULL || m < 2)
+                continue;
+            p = &c[k];
+        }
+        double q = 1.0 / m;
         expected += q;
         t->var += q * (1 - q);
         t->n_ranks = st->n_ranks > t->n_ranks ? st->n_ranks : t->n_ranks;
@@ -710,6 +721,17 @@ int sf__straggler_verdict(sf_report *r, const sf_summary *s, const uint32_t *com
     }
     bool first = true;
     double best_z = 0;
+    w.part_cohort = UINT32_MAX;
+    if (!has_dense(s) && r->cohorts == SF_COHORTS_APPLIED && s->cohort != NULL) {
+        /* Mergeable mode inside cohorts: each cohort of the part alone. */
+        for (uint32_t c = 0; c < s->cohort->n_cohorts; c++) {
+            w.part_cohort = c;
+            verdict_over(r, s, complete, n_complete, &w, &first, &best_z);
+        }
+        free(mem);
+        scratch_free(&w);
+        return 0;
+    }
     bool by_cohort = r->cohorts == SF_COHORTS_APPLIED && cohort_of != NULL && all > 0;
     for (uint32_t c = 0; c < (by_cohort ? r->n_cohorts : 1); c++) {
         w.n_mem = 0;

@@ -135,7 +135,7 @@ size_t sf_summary_bytes(const sf_summary *s)
                 ? n * R * 2 * (size_t)__builtin_popcountll(s->schema.sync_mask) * sizeof(int64_t)
                 : 0;
     }
-    return bytes + sf__comm_bytes(s->comm);
+    return bytes + sf__comm_bytes(s->comm) + sf__cohort_bytes(s->cohort);
 }
 
 void sf_summary_free(sf_summary *s)
@@ -147,6 +147,7 @@ void sf_summary_free(sf_summary *s)
         free(s->roles[i]);
     sf__dense_free(s->dense);
     sf__comm_free(s->comm);
+    sf_cohort_summary_free(s->cohort);
     free(s->coverage);
     free(s->steps);
     free(s->storage);
@@ -1200,7 +1201,8 @@ static int summary_build_once(const sf_schema *schema, const sf_window_meta *met
         goto out;
     if ((r = sf__comm_build(schema, rows, n_rows, &s->comm)) < 0 ||
         (r = sf__parallel_gather(s, rows, n_rows)) < 0 ||
-        (r = sf__sync_wait_gather(s, rows, n_rows)) < 0)
+        (r = sf__sync_wait_gather(s, rows, n_rows)) < 0 ||
+        (r = sf__cohort_part_build(s, rows, n_rows)) < 0)
         goto out;
     *ret = s;
     s = NULL;

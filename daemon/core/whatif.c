@@ -28,6 +28,11 @@ struct whatif_work {
     int64_t *basis;   /* [R][S]; the cohort stages refilled per step */
     int64_t *ref_map; /* [R][S] reference medians, SF_NULL_NS where unknown */
     bool *cohort;     /* [S] some rank falls back to the cohort median here */
+    /* [R] each rank's cohort where the ranks declared coordinates that make
+     * cohorts (docs/ACCOUNTING.md, "Cohorts"): the per-step median is then
+     * its cohort's; NULL: every rank's. */
+    uint32_t *cohort_of;
+    uint32_t n_cohorts;
     int64_t *scratch; /* [R] */
     __int128 *saved;  /* [R] */
     __int128 *cell;   /* [n_route][R] */
@@ -43,6 +48,7 @@ static void work_free(struct whatif_work *w)
     free(w->basis);
     free(w->ref_map);
     free(w->cohort);
+    free(w->cohort_of);
     free(w->scratch);
     free(w->saved);
     free(w->cell);
@@ -82,10 +88,36 @@ static void map_reference(struct whatif_work *w, const sf_dense *d, const sf_ref
     }
 }
 
+/* Inside cohorts: each rank without a reference median at stage k gets the
+ * median of its cohort's durations at the step. */
+static void step_basis_cohorts(struct whatif_work *w, const int64_t *rows, uint32_t k)
+{
+    uint32_t R = w->R, S = w->S;
+    for (uint32_t c = 0; c < w->n_cohorts; c++) {
+        uint32_t n = 0;
+        int64_t med = SF_NULL_NS;
+        for (uint32_t x = 0; x < R; x++) {
+            if (w->cohort_of[x] != c || w->ref_map[(size_t)x * S + k] != SF_NULL_NS)
+                continue;
+            if (med == SF_NULL_NS) {
+                for (uint32_t y = 0; y < R; y++)
+                    if (w->cohort_of[y] == c)
+                        w->scratch[n++] = rows[(size_t)y * S + k];
+                med = sf_median_i64(w->scratch, n);
+            }
+            w->basis[(size_t)x * S + k] = med;
+        }
+    }
+}
+
 static void step_basis(struct whatif_work *w, const int64_t *rows)
 {
     uint32_t R = w->R, S = w->S;
     for (uint32_t k = 0; k < S; k++) {
+        if (w->cohort[k] && w->cohort_of != NULL) {
+            step_basis_cohorts(w, rows, k);
+            continue;
+        }
         if (!w->cohort[k])
             continue;
         int64_t cohort = SF_NULL_NS;
@@ -399,6 +431,16 @@ int sf__whatif_compute_form(const sf_summary *summary, const sf_reference *ref,
     if (rc < 0)
         goto fail;
     map_reference(&w, d, ref);
+    enum sf_cohort_state cohorts;
+    if ((w.cohort_of = malloc(((size_t)R + 1) * sizeof *w.cohort_of)) == NULL ||
+        (rc = sf__report_cohorts(summary, w.cohort_of, &cohorts, &w.n_cohorts)) < 0) {
+        rc = rc < 0 ? rc : -ENOMEM;
+        goto fail;
+    }
+    if (cohorts != SF_COHORTS_APPLIED) {
+        free(w.cohort_of);
+        w.cohort_of = NULL;
+    }
     bool sync = sync_model_applies(summary, R);
     bool vec = !sync && whatif_vec_applies(&w, form);
     w.sync_mask = summary->schema.sync_mask;

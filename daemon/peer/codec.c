@@ -28,6 +28,9 @@ typedef struct enc {
     uint32_t *u32;
     int64_t *comm_i64;  /* the communication top-2 values */
     uint32_t *comm_u32; /* and their ranks */
+    Stagefrontier__CohortSummary cohort;
+    uint32_t *coh_u32; /* the ranks' coordinates, then the top-2 ranks */
+    int64_t *coh_i64;  /* the cohort top-2 values */
 } enc;
 
 /* ---- the job key ------------------------------------------------------- */
@@ -68,6 +71,8 @@ void sfd_peer_summary_msg_free(Stagefrontier__Summary *m)
     free(e->u32);
     free(e->comm_i64);
     free(e->comm_u32);
+    free(e->coh_u32);
+    free(e->coh_i64);
     free(e);
 }
 
@@ -160,6 +165,67 @@ static int encode_comm(const sf_comm_summary *c, enc *e)
     return 0;
 }
 
+#define COORD_WORDS (3 + 2 * SF_PAR_DIMS) /* declared, indices, sizes, schedule, virtual */
+
+static void coords_put(const sf_parallel *p, uint32_t *out)
+{
+    out[0] = p->declared;
+    for (int d = 0; d < SF_PAR_DIMS; d++) {
+        out[1 + d] = p->index[d];
+        out[1 + SF_PAR_DIMS + d] = p->size[d];
+    }
+    out[1 + 2 * SF_PAR_DIMS] = p->schedule;
+    out[2 + 2 * SF_PAR_DIMS] = p->virtual_stages;
+}
+
+static void coords_get(const uint32_t *in, sf_parallel *p)
+{
+    p->declared = in[0];
+    for (int d = 0; d < SF_PAR_DIMS; d++) {
+        p->index[d] = in[1 + d];
+        p->size[d] = in[1 + SF_PAR_DIMS + d];
+    }
+    p->schedule = in[1 + 2 * SF_PAR_DIMS];
+    p->virtual_stages = in[2 + 2 * SF_PAR_DIMS];
+}
+
+static int encode_cohort(const sf_cohort_summary *c, enc *e)
+{
+    Stagefrontier__CohortSummary *o = &e->cohort;
+    stagefrontier__cohort_summary__init(o);
+    size_t R = c->n_ranks, cells = (size_t)c->n_steps * c->n_cohorts * c->n_stages;
+    e->coh_u32 = malloc((R * COORD_WORDS + 2 * cells + 1) * sizeof *e->coh_u32);
+    e->coh_i64 = malloc((2 * cells + 1) * sizeof *e->coh_i64);
+    if (e->coh_u32 == NULL || e->coh_i64 == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < R; i++)
+        coords_put(&c->parallel[i], e->coh_u32 + i * COORD_WORDS);
+    uint32_t *top_ranks = e->coh_u32 + R * COORD_WORDS;
+    for (size_t i = 0; i < cells; i++) {
+        const sf_top2 *t = &c->prefix_top2[i];
+        e->coh_i64[2 * i] = t->v1;
+        e->coh_i64[2 * i + 1] = t->v2;
+        top_ranks[2 * i] = t->r1;
+        top_ranks[2 * i + 1] = t->r2;
+    }
+    o->n_ranks = R;
+    o->ranks = c->ranks;
+    o->n_coords = R * COORD_WORDS;
+    o->coords = e->coh_u32;
+    o->n_cohort_pp = o->n_cohort_key = c->n_cohorts;
+    o->cohort_pp = c->cohort_pp;
+    o->cohort_key = c->cohort_key;
+    o->n_steps = c->n_steps;
+    o->steps = c->steps;
+    o->n_count = (size_t)c->n_steps * c->n_cohorts;
+    o->count = c->count;
+    o->n_prefix_top2 = o->n_prefix_top2_ranks = 2 * cells;
+    o->prefix_top2 = e->coh_i64;
+    o->prefix_top2_ranks = top_ranks;
+    e->msg.cohort = o;
+    return 0;
+}
+
 static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
 {
     m->schema_version = s->schema.version;
@@ -193,6 +259,10 @@ static void encode_meta(const sf_summary *s, Stagefrontier__Summary *m)
     m->event_gpu_ns = s->event_gpu_ns;
     m->has_merge_conflicts = true;
     m->merge_conflicts = s->merge_conflicts;
+    m->has_parallel_declared = m->has_parallel_conflict = m->has_parallel_rows = true;
+    m->parallel_declared = s->parallel_declared;
+    m->parallel_conflict = s->parallel_conflict;
+    m->parallel_rows = s->parallel_rows;
 }
 
 int sfd_peer_summary_encode(const sf_summary *s, const sfd_window_key *key,
@@ -237,7 +307,8 @@ int sfd_peer_summary_encode(const sf_summary *s, const sfd_window_key *key,
     m->coverage = cov;
     if (s->dense != NULL)
         encode_dense(s, e);
-    if (s->comm != NULL && encode_comm(s->comm, e) < 0) {
+    if ((s->comm != NULL && encode_comm(s->comm, e) < 0) ||
+        (s->cohort != NULL && encode_cohort(s->cohort, e) < 0)) {
         sfd_peer_summary_msg_free(m);
         return -ENOMEM;
     }
@@ -555,6 +626,165 @@ static int decode_comm(const Stagefrontier__CommSummary *o, sf_summary *s)
     return 0;
 }
 
+/* ---- the cohort part ---------------------------------------------------- */
+
+struct coh_id {
+    uint32_t pp;
+    uint64_t key;
+};
+
+static int coh_cmp(struct coh_id a, struct coh_id b)
+{
+    if (a.pp != b.pp)
+        return a.pp < b.pp ? -1 : 1;
+    return (a.key > b.key) - (a.key < b.key);
+}
+
+static int64_t coh_find(const Stagefrontier__CohortSummary *o, struct coh_id id)
+{
+    size_t lo = 0, hi = o->n_cohort_pp;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (coh_cmp((struct coh_id){o->cohort_pp[mid], o->cohort_key[mid]}, id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < o->n_cohort_pp &&
+                   coh_cmp((struct coh_id){o->cohort_pp[lo], o->cohort_key[lo]}, id) == 0
+               ? (int64_t)lo
+               : -1;
+}
+
+/* Sizes, order, coverage and every rank's coordinates; *members[q] counts
+ * cohort q's ranks and of[i] is rank i's cohort. */
+static int cohort_shape_ok(const Stagefrontier__CohortSummary *o, const sf_summary *s,
+                           uint32_t *members, uint32_t *of)
+{
+    size_t R = o->n_ranks, K = o->n_cohort_pp, T = o->n_steps, S = s->schema.n_stages;
+    uint64_t cells = (uint64_t)T * K * S;
+    if (R > sf_summary_covered_ranks(s) || o->n_coords != R * COORD_WORDS || o->n_cohort_key != K ||
+        K > R || T > SF_MAX_WINDOW_STEPS || cells > SF_COHORT_PART_MAX_CELLS ||
+        o->n_count != T * K || o->n_prefix_top2 != 2 * cells || o->n_prefix_top2_ranks != 2 * cells)
+        return -EBADMSG;
+    for (size_t q = 1; q < K; q++)
+        if (coh_cmp((struct coh_id){o->cohort_pp[q - 1], o->cohort_key[q - 1]},
+                    (struct coh_id){o->cohort_pp[q], o->cohort_key[q]}) >= 0)
+            return -EBADMSG;
+    for (size_t t = 0; t < T; t++)
+        if (o->steps[t] < 0 || (t > 0 && o->steps[t] <= o->steps[t - 1]))
+            return -EBADMSG;
+    for (size_t i = 0; i < R; i++) {
+        sf_parallel p;
+        coords_get(o->coords + i * COORD_WORDS, &p);
+        uint64_t world = sf_parallel_world(&p);
+        if ((i > 0 && o->ranks[i] <= o->ranks[i - 1]) || !covered(s, o->ranks[i]) ||
+            p.declared == 0 || world == 0 || sf_parallel_check(&p, (uint32_t)world, NULL) < 0)
+            return -EBADMSG;
+        int64_t q = coh_find(o, (struct coh_id){p.index[SF_PAR_PP], sf_parallel_cohort(&p)});
+        if (q < 0)
+            return -EBADMSG;
+        of[i] = (uint32_t)q;
+        members[q]++;
+    }
+    for (size_t q = 0; q < K; q++)
+        if (members[q] == 0)
+            return -EBADMSG; /* a cohort without a rank */
+    return 0;
+}
+
+static bool cohort_rank_in(const Stagefrontier__CohortSummary *o, const uint32_t *of, uint32_t q,
+                           uint32_t rank)
+{
+    size_t lo = 0, hi = o->n_ranks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->ranks[mid] < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < o->n_ranks && o->ranks[lo] == rank && of[lo] == q;
+}
+
+/* One boundary's top-2 in a cohort: absent with no row, one rank with one,
+ * two distinct ranks of the cohort with more, v2 <= v1, prefixes in bounds. */
+static bool cohort_top2_ok(const Stagefrontier__CohortSummary *o, const uint32_t *of, uint32_t q,
+                           uint32_t count, const sf_top2 *t)
+{
+    bool none1 = t->v1 == INT64_MIN && t->r1 == SF_NO_RANK;
+    bool none2 = t->v2 == INT64_MIN && t->r2 == SF_NO_RANK;
+    if (none1)
+        return none2 && count == 0;
+    if (!in_range(t->v1, 0, PREFIX_MAX) || !cohort_rank_in(o, of, q, t->r1))
+        return false;
+    if (none2)
+        return count == 1;
+    return count >= 2 && in_range(t->v2, 0, t->v1) && t->r2 != t->r1 &&
+           cohort_rank_in(o, of, q, t->r2);
+}
+
+static int decode_cohort_checked(const Stagefrontier__CohortSummary *o, sf_summary *s,
+                                 uint32_t *members, uint32_t *of)
+{
+    int r = cohort_shape_ok(o, s, members, of);
+    if (r < 0)
+        return r;
+    size_t K = o->n_cohort_pp, T = o->n_steps, S = s->schema.n_stages;
+    for (size_t t = 0; t < T; t++)
+        for (size_t q = 0; q < K; q++) {
+            size_t cell = t * K + q;
+            if (o->count[cell] > members[q])
+                return -EBADMSG;
+            for (size_t j = 0; j < S; j++) {
+                size_t i = cell * S + j;
+                sf_top2 top = {o->prefix_top2[2 * i], o->prefix_top2[2 * i + 1],
+                               o->prefix_top2_ranks[2 * i], o->prefix_top2_ranks[2 * i + 1]};
+                if (!cohort_top2_ok(o, of, (uint32_t)q, o->count[cell], &top))
+                    return -EBADMSG;
+            }
+        }
+    sf_cohort_summary *c = NULL;
+    if ((r = sf_cohort_summary_alloc((uint32_t)S, (uint32_t)o->n_ranks, (uint32_t)K, (uint32_t)T,
+                                     &c)) < 0)
+        return r == -EINVAL ? -EBADMSG : r;
+    memcpy(c->ranks, o->ranks, o->n_ranks * sizeof *c->ranks);
+    for (size_t i = 0; i < o->n_ranks; i++)
+        coords_get(o->coords + i * COORD_WORDS, &c->parallel[i]);
+    memcpy(c->cohort_pp, o->cohort_pp, K * sizeof *c->cohort_pp);
+    memcpy(c->cohort_key, o->cohort_key, K * sizeof *c->cohort_key);
+    memcpy(c->steps, o->steps, T * sizeof *c->steps);
+    memcpy(c->count, o->count, T * K * sizeof *c->count);
+    for (size_t i = 0; i < T * K * S; i++)
+        c->prefix_top2[i] = (sf_top2){o->prefix_top2[2 * i], o->prefix_top2[2 * i + 1],
+                                      o->prefix_top2_ranks[2 * i], o->prefix_top2_ranks[2 * i + 1]};
+    s->cohort = c;
+    return 0;
+}
+
+static int decode_cohort(const Stagefrontier__Summary *m, sf_summary *s)
+{
+    uint64_t n_covered = sf_summary_covered_ranks(s);
+    if (m->parallel_rows > (uint64_t)m->n_steps * n_covered ||
+        (m->parallel_rows > 0) != m->parallel_declared ||
+        (m->cohort != NULL && !m->parallel_declared))
+        return -EBADMSG;
+    s->parallel_declared = m->parallel_declared;
+    s->parallel_conflict = m->parallel_conflict;
+    s->parallel_rows = m->parallel_rows;
+    if (m->cohort == NULL)
+        return 0;
+    const Stagefrontier__CohortSummary *o = m->cohort;
+    if (o->n_ranks > n_covered || o->n_cohort_pp > o->n_ranks)
+        return -EBADMSG;
+    uint32_t *members = calloc(o->n_cohort_pp + 1, sizeof *members);
+    uint32_t *of = malloc((o->n_ranks + 1) * sizeof *of);
+    int r = members && of ? decode_cohort_checked(o, s, members, of) : -ENOMEM;
+    free(members);
+    free(of);
+    return r;
+}
+
 static int decode_body(const Stagefrontier__Summary *m, sf_summary *s)
 {
     size_t S = s->schema.n_stages, C = s->cand.n;
@@ -579,6 +809,8 @@ static int decode_body(const Stagefrontier__Summary *m, sf_summary *s)
     s->event_gpu_ns = m->event_gpu_ns;
     s->merge_conflicts = m->merge_conflicts;
     if (m->comm != NULL && (r = decode_comm(m->comm, s)) < 0)
+        return r;
+    if ((r = decode_cohort(m, s)) < 0)
         return r;
     if (m->dense != NULL)
         return decode_dense(m->dense, s);

@@ -25,7 +25,8 @@
 #define CODEC_MAGIC_V8 0x38525453u  /* "STR8": STR7, then the change's share delays */
 #define CODEC_MAGIC_V9 0x39525453u  /* "STR9": STR8, then the stall */
 #define CODEC_MAGIC_V10 0x30315453u /* "ST10": STR9, then the communication verdict */
-#define CODEC_MAGIC 0x31315453u     /* "ST11": ST10, then the change's communication test */
+#define CODEC_MAGIC_V11 0x31315453u /* "ST11": ST10, then the change's communication test */
+#define CODEC_MAGIC 0x32315453u     /* "ST12": ST11, then the cohorts and the pipeline view */
 
 /* ---- encoder --------------------------------------------------------------- */
 
@@ -300,6 +301,37 @@ static void put_change_comm(struct enc *e, const sf_change *c)
     put_u32(e, cc->significant);
 }
 
+/* The cohorts and the pipeline view (ST12), last: the view's window
+ * figures, its stages and its per-step origins and delays. */
+static void put_pipeline(struct enc *e, const sf_report *r)
+{
+    const sf_pipeline_view *v = &r->pipeline;
+    put_u32(e, r->cohorts);
+    put_u32(e, r->n_cohorts);
+    put_u32(e, v->present);
+    if (!v->present)
+        return;
+    put_u32(e, v->n_stages);
+    put_u32(e, v->origin);
+    put_u32(e, v->origin_pp);
+    put_u32(e, v->origin_rank);
+    put_u32(e, v->origin_stage);
+    put_u32(e, v->origin_steps);
+    put_i64(e, v->median_delay_ns);
+    put_i64(e, v->median_cost_ns);
+    for (uint32_t p = 0; p < v->n_stages; p++) {
+        put_u32(e, v->stages[p].ranks);
+        put_u32(e, v->stages[p].origin_steps);
+        put_i64(e, v->stages[p].bubble_ns);
+        put_i64(e, v->stages[p].restore_saved_ns);
+    }
+    for (uint32_t i = 0; i < r->steps; i++) {
+        put_u32(e, v->step_origin[i]);
+        for (uint32_t p = 0; p < v->n_stages; p++)
+            put_i64(e, v->step_delay[(size_t)i * v->n_stages + p]);
+    }
+}
+
 /* The sync floor tests (STR6), after the wall clock, only with a change. */
 static void put_change_floors(struct enc *e, const sf_change *c)
 {
@@ -361,6 +393,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_stall(&e, &report->stall);
     put_comm(&e, report);
     put_change_comm(&e, report->change);
+    put_pipeline(&e, report);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -868,12 +901,71 @@ static int get_stall(struct dec *d, sf_report *r)
     return 0;
 }
 
-/* The codec version of a magic: 2 to 11, or 0 for none of ours. */
+/* The cohorts and the pipeline view (ST12); before it a report says none
+ * and has no view. Bounded by the report's own stages, steps and world;
+ * the view's rank counts by the world, its step origins by its stages. */
+static int get_pipeline(struct dec *d, sf_report *r)
+{
+    sf_pipeline_view *v = &r->pipeline;
+    uint32_t cohorts = get_u32(d), n_cohorts = get_u32(d), present = get_u32(d);
+    if (d->bad || cohorts > SF_COHORTS_INCONSISTENT || n_cohorts > r->meta.world_size ||
+        (cohorts != SF_COHORTS_APPLIED && n_cohorts != 0) || present > 1 ||
+        (present && cohorts != SF_COHORTS_APPLIED))
+        return -EINVAL;
+    r->cohorts = (enum sf_cohort_state)cohorts;
+    r->n_cohorts = n_cohorts;
+    if (!present)
+        return 0;
+    uint32_t P = get_u32(d), origin = get_u32(d);
+    if (d->bad || P < 2 || P > SF_PIPELINE_MAX_STAGES || P > r->meta.world_size || origin > 1)
+        return -EINVAL;
+    v->origin_pp = get_u32(d);
+    v->origin_rank = get_u32(d);
+    v->origin_stage = get_u32(d);
+    v->origin_steps = get_u32(d);
+    v->median_delay_ns = get_i64(d);
+    v->median_cost_ns = get_i64(d);
+    if (d->bad || (origin && (v->origin_pp >= P || v->origin_rank >= r->meta.world_size ||
+                              v->origin_stage >= r->schema.n_stages || v->origin_steps == 0 ||
+                              v->origin_steps > r->steps)))
+        return -EINVAL;
+    /* the figures a view holds come after: each needs bytes, so the buffer bounds them */
+    if ((uint64_t)P * 24 + (uint64_t)r->steps * (4 + 8 * (uint64_t)P) > d->left)
+        return -EINVAL;
+    v->stages = calloc(P, sizeof *v->stages);
+    v->step_origin = malloc(((size_t)r->steps + 1) * sizeof *v->step_origin);
+    v->step_delay = malloc(((size_t)r->steps * P + 1) * sizeof *v->step_delay);
+    v->n_stages = P;
+    v->present = true;
+    v->origin = origin;
+    if (v->stages == NULL || v->step_origin == NULL || v->step_delay == NULL)
+        return -ENOMEM;
+    for (uint32_t p = 0; p < P; p++) {
+        sf_pipeline_stage *st = &v->stages[p];
+        st->ranks = get_u32(d);
+        st->origin_steps = get_u32(d);
+        st->bubble_ns = get_i64(d);
+        st->restore_saved_ns = get_i64(d);
+        if (d->bad || st->ranks > r->meta.world_size || st->origin_steps > r->steps)
+            return -EINVAL;
+    }
+    for (uint32_t i = 0; i < r->steps; i++) {
+        v->step_origin[i] = get_u32(d);
+        if (d->bad || (v->step_origin[i] >= P && v->step_origin[i] != SF_NO_RANK))
+            return -EINVAL;
+        for (uint32_t p = 0; p < P; p++)
+            v->step_delay[(size_t)i * P + p] = get_i64(d);
+    }
+    return d->bad ? -EINVAL : 0;
+}
+
+/* The codec version of a magic: 2 to 12, or 0 for none of ours. */
 static unsigned codec_version(uint32_t magic)
 {
-    static const uint32_t magics[] = {
-        CODEC_MAGIC_V2, CODEC_MAGIC_V3, CODEC_MAGIC_V4, CODEC_MAGIC_V5,  CODEC_MAGIC_V6,
-        CODEC_MAGIC_V7, CODEC_MAGIC_V8, CODEC_MAGIC_V9, CODEC_MAGIC_V10, CODEC_MAGIC};
+    static const uint32_t magics[] = {CODEC_MAGIC_V2,  CODEC_MAGIC_V3, CODEC_MAGIC_V4,
+                                      CODEC_MAGIC_V5,  CODEC_MAGIC_V6, CODEC_MAGIC_V7,
+                                      CODEC_MAGIC_V8,  CODEC_MAGIC_V9, CODEC_MAGIC_V10,
+                                      CODEC_MAGIC_V11, CODEC_MAGIC};
     for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
         if (magic == magics[i])
             return i + 2;
@@ -924,6 +1016,8 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
         rc = get_change_comm(&d, r);
     else if (rc == 0 && r->change != NULL)
         r->change->comm.rank = SF_NO_RANK; /* untested, as the core leaves it */
+    if (rc == 0 && version >= 12)
+        rc = get_pipeline(&d, r);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -360,6 +361,67 @@ void sf_ledger_free(sf_ledger *l)
     free(l->advance);
     free(l->leader);
     free(l);
+}
+
+/* ---- pipeline stage x step ---------------------------------------------------- */
+
+int sf_pipeline_picture_build(const sf_summary *summary, const sf_report *report,
+                              sf_pipeline_picture **ret)
+{
+    const sf_pipeline_view *v = &report->pipeline;
+    uint32_t n = (uint32_t)sf_summary_covered_ranks(summary), P = v->n_stages;
+    if (report->steps == 0)
+        return -ENODATA;
+    if (!v->present)
+        return -ENOENT;
+    sf_pipeline_picture *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return -ENOMEM;
+    *p = (sf_pipeline_picture){.window = report->meta.index,
+                               .segment = report->meta.segment,
+                               .n_stages = P,
+                               .has_origin = v->origin,
+                               .origin_pp = v->origin_pp,
+                               .origin_rank = v->origin_rank};
+    if (v->origin)
+        snprintf(p->origin_stage, sizeof p->origin_stage, "%s",
+                 report->schema.names[v->origin_stage]);
+    p->step = malloc(report->steps * sizeof *p->step);
+    p->delay = malloc((size_t)report->steps * P * sizeof *p->delay);
+    p->origin = malloc(report->steps * sizeof *p->origin);
+    if (p->step == NULL || p->delay == NULL || p->origin == NULL) {
+        sf_pipeline_picture_free(p);
+        return -ENOMEM;
+    }
+    /* Complete steps in summary order, as the report numbers them. */
+    for (uint32_t i = 0; i < summary->n_steps && p->n_steps < report->steps; i++) {
+        if (summary->steps[i].n_ranks != n)
+            continue;
+        uint32_t j = p->n_steps++;
+        p->step[j] = summary->steps[i].step;
+        p->origin[j] = v->step_origin[j];
+        for (uint32_t q = 0; q < P; q++) {
+            int64_t d = v->step_delay[(size_t)j * P + q];
+            p->delay[(size_t)j * P + q] = d;
+            if (d > p->max_delay_ns) {
+                p->max_delay_ns = d;
+                p->hot_step = j;
+                p->hot_stage = q;
+            }
+        }
+    }
+    *ret = p;
+    return 0;
+}
+
+void sf_pipeline_picture_free(sf_pipeline_picture *p)
+{
+    if (p == NULL)
+        return;
+    free(p->step);
+    free(p->delay);
+    free(p->origin);
+    free(p);
 }
 
 /* ---- window series -------------------------------------------------------- */

@@ -76,6 +76,31 @@ typedef struct sf_ledger {
 int sf_ledger_build(const sf_summary *summary, const sf_report *report, sf_ledger **ret);
 void sf_ledger_free(sf_ledger *l);
 
+/* The pipeline view of a window (docs/ACCOUNTING.md, "Pipeline view") as
+ * pipeline stage x complete step: each cell the largest lateness the
+ * stage's ranks had against their cohorts at that step, and per step the
+ * pipeline stage of its first delay. */
+typedef struct sf_pipeline_picture {
+    int64_t window;
+    uint32_t segment;
+    uint32_t n_stages; /* pipeline stages */
+    uint32_t n_steps;
+    int64_t *step;    /* [n_steps] step index */
+    int64_t *delay;   /* [n_steps][n_stages] ns */
+    uint32_t *origin; /* [n_steps] pipeline stage of the first delay, or SF_NO_RANK */
+    int64_t max_delay_ns;
+    uint32_t hot_step, hot_stage; /* the largest cell (first step, then first stage, on ties) */
+    bool has_origin;              /* the window's origin (report->pipeline) */
+    uint32_t origin_pp, origin_rank;
+    char origin_stage[SF_MAX_NAME_LEN + 1];
+} sf_pipeline_picture;
+
+/* -ENODATA without a complete step, -ENOENT when the report has no pipeline
+ * view (no coordinates that make cohorts, or one pipeline stage). */
+int sf_pipeline_picture_build(const sf_summary *summary, const sf_report *report,
+                              sf_pipeline_picture **ret);
+void sf_pipeline_picture_free(sf_pipeline_picture *p);
+
 /* A job's windows: exposed step time and stage shares per window, with its
  * labels and change. Stages are the union of the windows' stage names. */
 typedef struct sf_window_point {
@@ -105,5 +130,6 @@ void sf_window_series_clear(sf_window_series *w);
 int sf_heatmap_to_json(const sf_heatmap *h, json_t **ret);
 int sf_ledger_to_json(const sf_ledger *l, json_t **ret);
 int sf_window_series_to_json(const sf_window_series *w, json_t **ret);
+int sf_pipeline_picture_to_json(const sf_pipeline_picture *p, json_t **ret);
 
 #endif

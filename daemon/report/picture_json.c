@@ -118,3 +118,33 @@ int sf_window_series_to_json(const sf_window_series *w, json_t **ret)
     *ret = o;
     return 0;
 }
+
+int sf_pipeline_picture_to_json(const sf_pipeline_picture *p, json_t **ret)
+{
+    json_t *steps = json_array();
+    for (uint32_t i = 0; steps != NULL && i < p->n_steps; i++) {
+        json_t *delay = json_array();
+        for (uint32_t q = 0; delay != NULL && q < p->n_stages; q++)
+            json_array_append_new(delay, json_integer(p->delay[(size_t)i * p->n_stages + q]));
+        json_array_append_new(steps,
+                              json_pack("{s:I, s:o, s:o}", "step", (json_int_t)p->step[i],
+                                        "delay_ns", delay, "origin", rank_or_null(p->origin[i])));
+    }
+    json_t *origin = p->has_origin
+                         ? json_pack("{s:I, s:I, s:s}", "pipeline_stage", (json_int_t)p->origin_pp,
+                                     "rank", (json_int_t)p->origin_rank, "stage", p->origin_stage)
+                         : json_null();
+    json_t *hot = p->max_delay_ns > 0
+                      ? json_pack("{s:I, s:I, s:I}", "step", (json_int_t)p->step[p->hot_step],
+                                  "pipeline_stage", (json_int_t)p->hot_stage, "delay_ns",
+                                  (json_int_t)p->max_delay_ns)
+                      : json_null();
+    json_t *o =
+        json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o}", "kind", "pipeline", "window",
+                  (json_int_t)p->window, "segment", (json_int_t)p->segment, "pipeline_stages",
+                  (json_int_t)p->n_stages, "origin", origin, "hottest", hot, "steps", steps);
+    if (o == NULL)
+        return -ENOMEM;
+    *ret = o;
+    return 0;
+}

@@ -146,6 +146,31 @@ static json_t *communication_json(const sf_report *r)
                      "verdict", verdict);
 }
 
+/* The pipeline view (docs/ACCOUNTING.md, "Pipeline view"): where a rank
+ * first fell behind its cohort, per pipeline stage its bubble and what
+ * restoring it saves. */
+static json_t *pipeline_json(const sf_report *r)
+{
+    const sf_pipeline_view *v = &r->pipeline;
+    json_t *origin = json_null(), *stages = json_array();
+    if (v->origin)
+        origin = json_pack(
+            "{s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "pipeline_stage", (json_int_t)v->origin_pp,
+            "rank", (json_int_t)v->origin_rank, "stage", r->schema.names[v->origin_stage], "steps",
+            (json_int_t)v->origin_steps, "of_steps", (json_int_t)r->steps, "median_delay_s",
+            seconds(v->median_delay_ns), "median_cost_s", seconds(v->median_cost_ns));
+    for (uint32_t p = 0; p < v->n_stages; p++) {
+        const sf_pipeline_stage *st = &v->stages[p];
+        json_array_append_new(stages, json_pack("{s:I, s:I, s:I, s:o, s:o}", "pipeline_stage",
+                                                (json_int_t)p, "ranks", (json_int_t)st->ranks,
+                                                "origin_steps", (json_int_t)st->origin_steps,
+                                                "bubble_s", seconds(st->bubble_ns),
+                                                "restore_saves_s", seconds(st->restore_saved_ns)));
+    }
+    return json_pack("{s:I, s:o, s:o}", "pipeline_stages", (json_int_t)v->n_stages, "origin",
+                     origin, "stages", stages);
+}
+
 /* The chain lists the boundaries that had a unique leader, in order. */
 static json_t *critical_path_json(const sf_report *r)
 {
@@ -276,6 +301,8 @@ int sf_report_to_json(const sf_report *r, json_t **ret)
                       r->schema.names[r->stall.stage], "group", r->groups[r->stall.group].name,
                       "rank", (json_int_t)r->stall.rank, "excess_s", seconds(r->stall.excess_ns),
                       "share", r->stall.share));
+    if (r->pipeline.present) /* only then, as the stall */
+        json_object_set_new(o, "pipeline", pipeline_json(r));
     json_decref(extras);
     json_object_set_new(o, "change", sf_change_to_json(r));
     json_object_set_new(o, "whatif", sf_whatif_to_json(r));

@@ -290,6 +290,30 @@ static void write_suspects(const sf_report *r, FILE *out)
     fprintf(out, "\n");
 }
 
+/* The pipeline view: where a rank first fell behind its cohort, then per
+ * pipeline stage its mean bubble per step and what restoring it saves. */
+static void write_pipeline(const sf_report *r, FILE *out)
+{
+    const sf_pipeline_view *v = &r->pipeline;
+    if (!v->present)
+        return;
+    if (v->origin)
+        fprintf(out,
+                "pipeline: first delay at pipeline stage %u, rank %u, in %s, in %u of %u steps, "
+                "%.1f ms behind its cohort, costing the step %.1f ms\n",
+                v->origin_pp, v->origin_rank, r->schema.names[v->origin_stage], v->origin_steps,
+                r->steps, v->median_delay_ns / 1e6, v->median_cost_ns / 1e6);
+    else
+        fprintf(out, "pipeline: no rank fell behind its cohort in any step\n");
+    fprintf(out, "pipeline stages:");
+    for (uint32_t p = 0; p < v->n_stages; p++) {
+        double steps = r->steps ? r->steps : 1;
+        fprintf(out, "%s %u bubble %.1f ms, restored saves %.1f ms", p ? ";" : "", p,
+                v->stages[p].bubble_ns / 1e6 / steps, v->stages[p].restore_saved_ns / 1e6 / steps);
+    }
+    fprintf(out, " (per step)\n");
+}
+
 /* Each boundary's leader is written "stage (rank k)": "stage@k" is the
  * schema's spelling of accumulated microsteps (docs/SPEC.md). */
 static void write_critical_path(const sf_report *r, FILE *out)
@@ -324,6 +348,7 @@ int sf_report_write_text(const sf_report *r, FILE *out)
     write_names(r, out, "downgrades", r->downgrades, downgrade_name_of, SF_DG_COUNT);
     write_suspects(r, out);
     write_critical_path(r, out);
+    write_pipeline(r, out);
     if (r->arrival_missing_steps)
         fprintf(out, "arrival marks missing: %llu rank-steps (not eligible for the verdict)\n",
                 (unsigned long long)r->arrival_missing_steps);

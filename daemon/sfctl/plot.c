@@ -15,7 +15,7 @@
 #include "sfctl_args.h"
 #include "sfctl_live.h"
 
-enum plot_kind { KIND_HEATMAP, KIND_FRONTIER, KIND_WINDOWS };
+enum plot_kind { KIND_HEATMAP, KIND_FRONTIER, KIND_WINDOWS, KIND_PIPELINE };
 
 struct plot_opts {
     enum plot_kind kind;
@@ -31,13 +31,14 @@ struct plot_ctx {
     const char *prog;
     sf_heatmap *heatmap;
     sf_ledger *ledger;
+    sf_pipeline_picture *pipeline;
     sf_window_series series;
     int error; /* the model's build error, for the message */
     int64_t error_window;
 };
 
 static const char usage_text[] =
-    "usage: sfctl plot [JOB | --file FILE] [--kind heatmap|frontier|windows]\n"
+    "usage: sfctl plot [JOB | --file FILE] [--kind heatmap|frontier|windows|pipeline]\n"
     "                  [--metric leads|slack|change] [--window N] -o OUT.svg|.png|.pdf\n"
     "                  [--data FILE.json] [--gates FILE] [--window-steps N] [--warmup-steps N]\n"
     "                  [--tau X] [--baseline FILE | --baseline-windows N]\n"
@@ -46,8 +47,8 @@ static const char usage_text[] =
 
 static int parse_kind(const char *s, enum plot_kind *ret)
 {
-    static const char *const names[] = {"heatmap", "frontier", "windows"};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[] = {"heatmap", "frontier", "windows", "pipeline"};
+    for (int i = 0; i < 4; i++)
         if (strcmp(s, names[i]) == 0) {
             *ret = (enum plot_kind)i;
             return 0;
@@ -91,8 +92,8 @@ static int parse_args(int argc, char **argv, struct plot_opts *o, struct picture
         if (picture_source_opt(src, c, optarg))
             continue;
         if (c == 'k' && parse_kind(optarg, &o->kind) < 0)
-            return picture_usage_error(src, "unknown kind '%s' (heatmap, frontier or windows)",
-                                       optarg);
+            return picture_usage_error(
+                src, "unknown kind '%s' (heatmap, frontier, windows or pipeline)", optarg);
         if (c == 'm' && sf_heat_metric_parse(optarg, &o->metric) < 0)
             return picture_usage_error(src, "unknown metric '%s' (leads, slack or change)", optarg);
         if (c == 'W' && picture_parse_windows(optarg, false, &o->sel) < 0)
@@ -121,12 +122,13 @@ static int build_window(const struct window_job *job, const sf_summary *summary,
     struct plot_ctx *c = user;
     if (c->o->kind == KIND_WINDOWS)
         return sf_window_series_add(&c->series, report);
-    if (c->heatmap != NULL || c->ledger != NULL)
+    if (c->heatmap != NULL || c->ledger != NULL || c->pipeline != NULL)
         return 0; /* a later segment of the same index: the first is drawn */
     int r = c->o->kind == KIND_HEATMAP
                 ? sf_heatmap_build(summary, report, ref, job->part->rows + job->first_row,
                                    job->n_rows, c->o->metric, SF_HEATMAP_MAX_ROWS, &c->heatmap)
-                : sf_ledger_build(summary, report, &c->ledger);
+            : c->o->kind == KIND_PIPELINE ? sf_pipeline_picture_build(summary, report, &c->pipeline)
+                                          : sf_ledger_build(summary, report, &c->ledger);
     if (r == -ENODATA || r == -ENOENT || r == -ENOTSUP) {
         c->error = r;
         c->error_window = job->meta.index;
@@ -138,6 +140,9 @@ static int build_window(const struct window_job *job, const sf_summary *summary,
 static int model_error(const struct plot_ctx *c, const char *label)
 {
     const char *why = c->error == -ENODATA ? "has no complete step: nothing to draw"
+                      : c->error == -ENOENT && c->o->kind == KIND_PIPELINE
+                          ? "has no pipeline view: its ranks declared no coordinates that make "
+                            "cohorts of two or more pipeline stages (docs/ACCOUNTING.md)"
                       : c->error == -ENOENT
                           ? "has no baseline yet: --metric change needs one (docs/CHANGE.md)"
                           : "has a baseline without per-rank medians (mergeable mode): "
@@ -150,9 +155,10 @@ static int model_error(const struct plot_ctx *c, const char *label)
 
 static int data_json(const struct plot_ctx *c, const struct plot_layout *l, json_t **ret)
 {
-    int r = c->heatmap  ? sf_heatmap_to_json(c->heatmap, ret)
-            : c->ledger ? sf_ledger_to_json(c->ledger, ret)
-                        : sf_window_series_to_json(&c->series, ret);
+    int r = c->heatmap    ? sf_heatmap_to_json(c->heatmap, ret)
+            : c->ledger   ? sf_ledger_to_json(c->ledger, ret)
+            : c->pipeline ? sf_pipeline_picture_to_json(c->pipeline, ret)
+                          : sf_window_series_to_json(&c->series, ret);
     if (r < 0)
         return r;
     static const char *const formats[] = {"svg", "png", "pdf"};
@@ -186,7 +192,8 @@ static int write_outputs(const struct plot_ctx *c, const char *title)
     struct plot_picture p = {.title = title,
                              .heatmap = c->heatmap,
                              .ledger = c->ledger,
-                             .series = c->heatmap || c->ledger ? NULL : &c->series};
+                             .pipeline = c->pipeline,
+                             .series = c->heatmap || c->ledger || c->pipeline ? NULL : &c->series};
     struct plot_layout l;
     plot_measure(&p, &l);
     struct picture_out img = {0}, data = {0};
@@ -216,7 +223,8 @@ static int write_outputs(const struct plot_ctx *c, const char *title)
 static void make_title(char *buf, size_t len, const struct plot_opts *o,
                        const struct picture_source *src)
 {
-    static const char *const kinds[] = {"heatmap", "frontier ledger", "windows"};
+    static const char *const kinds[] = {"heatmap", "frontier ledger", "windows",
+                                        "pipeline stage x step"};
     if (o->kind == KIND_WINDOWS)
         snprintf(buf, len, "%s: %s", src->label, kinds[o->kind]);
     else
@@ -248,6 +256,7 @@ static int plot(struct plot_opts *o, struct picture_source *src)
     }
     sf_heatmap_free(c.heatmap);
     sf_ledger_free(c.ledger);
+    sf_pipeline_picture_free(c.pipeline);
     sf_window_series_clear(&c.series);
     return ex;
 }

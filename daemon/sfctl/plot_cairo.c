@@ -486,11 +486,92 @@ static void draw_series(cairo_t *cr, const struct plot_picture *p, const struct 
 
 /* ---- surfaces --------------------------------------------------------------- */
 
+/* ---- pipeline stage x step ---------------------------------------------------- */
+
+#define PIPE_X (MARGIN + 120.0)
+#define PIPE_Y (TITLE_H + 30.0)
+
+static void pipeline_measure(const sf_pipeline_picture *g, struct plot_layout *l)
+{
+    l->cell_w = fmin(24, fmax(3, 960.0 / (g->n_steps ? g->n_steps : 1)));
+    l->cell_h = fmin(40, fmax(4, 480.0 / (g->n_stages ? g->n_stages : 1)));
+    l->grid_x = PIPE_X;
+    l->grid_y = PIPE_Y;
+    l->width = ceil(fmax(MIN_WIDTH, PIPE_X + g->n_steps * l->cell_w + LEGEND_W));
+    l->height = ceil(PIPE_Y + g->n_stages * l->cell_h + 70);
+}
+
+/* Cells: each stage's largest lateness against its cohorts at the step, on
+ * the heat scale up to the window's largest; the first delay of each step
+ * framed in blue. */
+static void pipeline_cells(cairo_t *cr, const sf_pipeline_picture *g, const struct plot_layout *l)
+{
+    double max = g->max_delay_ns > 0 ? (double)g->max_delay_ns : 1;
+    for (uint32_t i = 0; i < g->n_steps; i++)
+        for (uint32_t q = 0; q < g->n_stages; q++) {
+            double x = l->grid_x + i * l->cell_w, y = l->grid_y + q * l->cell_h;
+            heat_colour(cr, g->delay[(size_t)i * g->n_stages + q] / max);
+            cairo_rectangle(cr, x, y, l->cell_w, l->cell_h);
+            cairo_fill(cr);
+        }
+    cairo_set_source_rgb(cr, 0.0, 0.35, 0.9);
+    cairo_set_line_width(cr, fmin(2.5, fmax(1, l->cell_w / 6)));
+    for (uint32_t i = 0; i < g->n_steps; i++) {
+        if (g->origin[i] == SF_NO_RANK)
+            continue;
+        double x = l->grid_x + i * l->cell_w, y = l->grid_y + g->origin[i] * l->cell_h;
+        cairo_rectangle(cr, x + 1, y + 1, l->cell_w - 2, l->cell_h - 2);
+        cairo_stroke(cr);
+    }
+}
+
+static void draw_pipeline(cairo_t *cr, const struct plot_picture *p, const struct plot_layout *l)
+{
+    const sf_pipeline_picture *g = p->pipeline;
+    char sub[300], buf[64];
+    if (g->has_origin)
+        snprintf(sub, sizeof sub,
+                 "lateness against the cohort per pipeline stage and complete step; framed: the "
+                 "step's first delay. Origin: stage %u, rank %u, %s",
+                 g->origin_pp, g->origin_rank, g->origin_stage);
+    else
+        snprintf(sub, sizeof sub,
+                 "lateness against the cohort per pipeline stage and complete step; no step had "
+                 "a delay");
+    title(cr, p->title, sub);
+    pipeline_cells(cr, g, l);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    uint32_t every = (uint32_t)ceil(12.0 / l->cell_h);
+    for (uint32_t q = 0; q < g->n_stages; q += every) {
+        snprintf(buf, sizeof buf, "pipeline stage %u", q);
+        text_right(cr, l->grid_x - 6, l->grid_y + q * l->cell_h + l->cell_h / 2 + 4, 11, buf);
+    }
+    double below = l->grid_y + g->n_stages * l->cell_h + 16;
+    if (g->n_steps > 0) {
+        snprintf(buf, sizeof buf, "step %lld", (long long)g->step[0]);
+        text_at(cr, l->grid_x, below, 10, buf);
+        snprintf(buf, sizeof buf, "step %lld", (long long)g->step[g->n_steps - 1]);
+        text_right(cr, l->grid_x + g->n_steps * l->cell_w, below, 10, buf);
+    }
+    double lx = l->grid_x + g->n_steps * l->cell_w + 20;
+    for (int i = 0; i <= 10; i++) {
+        heat_colour(cr, i / 10.0);
+        cairo_rectangle(cr, lx, l->grid_y + (10 - i) * 12, 16, 12);
+        cairo_fill(cr);
+    }
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    fmt_seconds(buf, sizeof buf, g->max_delay_ns / 1e9);
+    text_at(cr, lx + 22, l->grid_y + 10, 10, buf);
+    text_at(cr, lx + 22, l->grid_y + 130, 10, "0");
+}
+
 void plot_measure(const struct plot_picture *p, struct plot_layout *ret)
 {
     *ret = (struct plot_layout){0};
     if (p->heatmap)
         heatmap_measure(p->heatmap, ret);
+    else if (p->pipeline)
+        pipeline_measure(p->pipeline, ret);
     else if (p->ledger)
         ledger_measure(p->ledger, ret);
     else
@@ -508,6 +589,8 @@ static void draw(cairo_t *cr, const struct plot_picture *p, const struct plot_la
     cairo_paint(cr);
     if (p->heatmap)
         draw_heatmap(cr, p, l);
+    else if (p->pipeline)
+        draw_pipeline(cr, p, l);
     else if (p->ledger)
         draw_ledger(cr, p, l);
     else

@@ -18,6 +18,7 @@ struct plot_picture {
     const sf_heatmap *heatmap;
     const sf_ledger *ledger;
     const sf_window_series *series;
+    const sf_pipeline_picture *pipeline;
 };
 
 /* Where things landed, for the --data JSON (pixels, origin top left). */

@@ -37,7 +37,7 @@ static const struct sfctl_command commands[] = {
      "kineto|nsys FILE... [-o FILE] [--rank-from RE] [--map F] [--job ID] [--replay]",
      "stage rows from torch.profiler or Nsight Systems traces"},
     {"plot", sfctl_cmd_plot, "[JOB | --file FILE] [--kind K] -o OUT.svg|.png|.pdf",
-     "--kind heatmap, frontier or windows picture (cairo)"},
+     "--kind heatmap, frontier, windows or pipeline picture (cairo)"},
     {"export", sfctl_cmd_export, "[JOB | --file FILE] [--format perfetto] -o OUT",
      "Chrome trace JSON of windows for Perfetto"},
     {"capture", sfctl_cmd_capture, "JOB [--ranks 3,5 | --suspects] [--steps N] [--json]",

@@ -271,6 +271,38 @@ int sf_comm_summary_alloc(const sf_schema *schema, uint32_t n_steps, uint32_t n_
                           sf_comm_summary **ret);
 void sf_comm_summary_free(sf_comm_summary *c);
 
+/* The cohort part of a summary (docs/ACCOUNTING.md, "Cohorts in a
+ * mergeable summary"), kept in both modes when rows carry parallel
+ * coordinates: each rank's coordinates, and per step and cohort the ranks
+ * that reported and the two largest prefixes of every boundary among them.
+ * Cohorts are ordered by pipeline index, then by their cohort number
+ * (sf_parallel_cohort). It merges exactly over disjoint ranks, so a merged
+ * summary judges cohorts as the dense rows of one node do. */
+typedef struct sf_cohort_summary {
+    uint32_t n_stages;
+    uint32_t n_ranks;
+    uint32_t *ranks;       /* [n_ranks] ascending: the ranks whose rows carried coordinates */
+    sf_parallel *parallel; /* [n_ranks] their coordinates */
+    uint32_t n_cohorts;
+    uint32_t *cohort_pp;  /* [n_cohorts] pipeline index */
+    uint64_t *cohort_key; /* [n_cohorts] sf_parallel_cohort */
+    uint32_t n_steps;
+    int64_t *steps;       /* [n_steps] ascending */
+    uint32_t *count;      /* [n_steps][n_cohorts] ranks of the cohort with a row at the step */
+    sf_top2 *prefix_top2; /* [n_steps][n_cohorts][n_stages] boundaries 1..S */
+} sf_cohort_summary;
+
+/* The most cells (steps x cohorts x stages) a cohort part holds (its wire
+ * form stays within a peer frame, about 24 bytes a cell); a window
+ * with more keeps none, and its report says cohorts inconsistent. */
+#define SF_COHORT_PART_MAX_CELLS (UINT32_C(1) << 18)
+
+/* An empty part of these sizes (for a decoder to fill): top-2s absent,
+ * counts 0. -EINVAL beyond SF_COHORT_PART_MAX_CELLS. */
+int sf_cohort_summary_alloc(uint32_t n_stages, uint32_t n_ranks, uint32_t n_cohorts,
+                            uint32_t n_steps, sf_cohort_summary **ret);
+void sf_cohort_summary_free(sf_cohort_summary *c);
+
 typedef struct sf_summary {
     sf_schema schema;
     sf_window_meta meta;
@@ -294,6 +326,7 @@ typedef struct sf_summary {
     uint64_t non_monotonic_rows; /* rows flagged SF_ROW_NON_MONOTONIC */
     sf_dense *dense;             /* NULL in mergeable mode */
     sf_comm_summary *comm;       /* NULL without synchronizing stages or when lost in a merge */
+    sf_cohort_summary *cohort;   /* NULL without coordinates, or when lost in a merge */
     int64_t *storage;            /* backing store for the step arrays */
     sf_top2 *top2_storage;
 } sf_summary;
@@ -531,6 +564,36 @@ typedef struct sf_stall {
     double share;      /* excess_ns over the window's exposed time */
 } sf_stall;
 
+/* The pipeline view (docs/ACCOUNTING.md, "Pipeline view"), with cohorts
+ * applied and two or more pipeline stages: per complete step, the first
+ * (pipeline stage, ordered stage) where a rank arrived later than the
+ * others of its cohort, and per pipeline stage its bubble and what
+ * restoring it saves. Computed from the cohort part, so exact in both
+ * modes. */
+#define SF_PIPELINE_MAX_STAGES 1024 /* a deeper pipeline gets no view */
+
+typedef struct sf_pipeline_stage {
+    uint32_t ranks;           /* ranks of the stage in the window */
+    uint32_t origin_steps;    /* complete steps whose first delay appeared here */
+    int64_t bubble_ns;        /* sum over complete steps of the frontier's end minus the stage's */
+    int64_t restore_saved_ns; /* what-if: each of its cohorts ends its largest lateness earlier */
+} sf_pipeline_stage;
+
+typedef struct sf_pipeline_view {
+    bool present;
+    uint32_t n_stages;         /* pipeline stages (the pp size) */
+    sf_pipeline_stage *stages; /* [n_stages], owned */
+    bool origin;               /* some complete step had a delay */
+    uint32_t origin_pp, origin_rank, origin_stage, origin_steps;
+    int64_t median_delay_ns; /* the origin's lateness against its cohort, over its steps */
+    int64_t median_cost_ns;  /* what the step would save without it passed on (at most the delay) */
+    /* Per complete step (the report's steps): the origin's pipeline stage
+     * or SF_NO_RANK, and [steps][n_stages] each stage's largest lateness
+     * against its cohort over the boundaries (0 when none). Owned. */
+    uint32_t *step_origin;
+    int64_t *step_delay;
+} sf_pipeline_view;
+
 typedef struct sf_report {
     sf_schema schema;
     sf_window_meta meta;
@@ -575,6 +638,7 @@ typedef struct sf_report {
     /* Cohorts of the window's ranks (docs/ACCOUNTING.md, "Cohorts"). */
     enum sf_cohort_state cohorts;
     uint32_t n_cohorts; /* APPLIED: how many */
+    sf_pipeline_view pipeline;
 } sf_report;
 
 /* The straggler history of one job across consecutive windows, held by the

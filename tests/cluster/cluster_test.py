@@ -3,7 +3,7 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, comm, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
+scenarios: exact, comm, pipeline, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
            preauth, flood, forged, restart_replay, member_keys, credentials
 
 Every wait polls a real condition (a query answer, a log line, a file) under
@@ -271,14 +271,19 @@ class Cluster:
         self.wait(lambda: all(v == root for v in self.roots(nodes).values()),
                   "root %d on nodes %s" % (root, [n.id for n in nodes]), timeout)
 
-    def send(self, node, job, world, first, last, steps, seed, slow=-1, gate=None, comm=None):
+    def send(self, node, job, world, first, last, steps, seed, slow=-1, gate=None, comm=None,
+             pp=None):
         csv = os.path.join(self.tmp, "ranks-%s-%d-%d.csv" % (job, first, last))
         args = [self.sender, node.ingest, job, str(world), str(first), str(last), str(steps),
                 str(seed), csv, str(slow if slow >= 0 else 4294967295)]
+        if pp is not None:     # a pipeline x data-parallel job: the sync stage, no issue marks
+            comm = -1
         if gate or comm is not None:
             args.append(gate or "-")
         if comm is not None:   # issue marks; comm < 0: every rank on time
             args.append(str(comm if comm >= 0 else 4294967295))
+        if pp is not None:
+            args.append(str(pp))
         p = subprocess.Popen(args, stdin=subprocess.PIPE)
         self.senders.append((p, csv))
         return p
@@ -512,6 +517,52 @@ def scenario_comm(build):
         c.stop_checked()
         one.stop_checked()
         print("comm: root and one node agree on %d windows of %d jobs" % (len(windows), len(jobs)))
+    except Exception:
+        c.dump_logs()
+        one.dump_logs()
+        raise
+    finally:
+        c.close()
+        one.close()
+
+
+def scenario_pipeline(build):
+    """A declared 2-stage pipeline x 3-way data-parallel job whose hidden
+    rank 2 (pipeline stage 0) is 8 ms slow in backward, its ranks two to a
+    node on three nodes, so each cohort spans nodes: the root applies the
+    cohorts and names rank 2, with the same straggler verdict, suspects,
+    labels and pipeline view as one node that holds every rank."""
+    c, one = Cluster(build, 3), Cluster(build, 1)
+    try:
+        c.start()
+        one.start()
+        c.wait_root(1)
+        one.wait_root(1)
+        world, steps, hidden, job = 6, WARMUP + 2 * WINDOW + 3, 2, "pp-dp"
+        for i, n in enumerate(c.nodes):
+            c.send(n, job, world, 2 * i, 2 * i + 1, steps, seed=9, slow=hidden, pp=2)
+        one.send(one.nodes[0], job, world, 0, world - 1, steps, seed=9, slow=hidden, pp=2)
+        windows = [0, 1]
+        reports_everywhere(c, c.nodes, job, windows)
+        reports_everywhere(one, one.nodes, job, windows)
+        for w in windows:
+            root, ref = c.nodes[0].report(job, w), one.nodes[0].report(job, w)
+            for key in ("straggler", "suspect_ranks", "labels", "pipeline"):
+                check(root.get(key) == ref.get(key),
+                      "window %d %s: root %r, one node %r" % (w, key, root.get(key), ref.get(key)))
+            check("role_aware_applied" in root["labels"], "window %d labels %r" % (w, root["labels"]))
+            v = root["straggler"]
+            check(v is not None and v["rank"] == hidden and v["sync_stage"] == STAGES[2],
+                  "window %d: straggler %r" % (w, v))
+            p = root.get("pipeline") or {}
+            o = p.get("origin") or {}
+            check(p.get("pipeline_stages") == 2 and o.get("rank") == hidden and
+                  o.get("pipeline_stage") == 0, "window %d: pipeline %r" % (w, p))
+        c.finish_senders()
+        one.finish_senders()
+        c.stop_checked()
+        one.stop_checked()
+        print("pipeline: root and one node name rank %d in %d windows" % (hidden, len(windows)))
     except Exception:
         c.dump_logs()
         one.dump_logs()

@@ -112,6 +112,51 @@ static void comm_seed(const char *su)
     sf_schema_clear(&sc);
 }
 
+/* Summaries with a cohort part: 4 ranks, pp=2 x dp=2, a synchronizing
+ * backward, rank 1 late in it; mergeable and dense. */
+static void cohort_seed(const char *su)
+{
+    static const char *const recorded[] = {"data.next_wait", "model.fwd_loss_cpu_wall",
+                                           "model.backward_cpu_wall", "step.other_cpu_wall"};
+    static const char *const layout[4] = {"pp=0/2,dp=0/2", "pp=0/2,dp=1/2", "pp=1/2,dp=0/2",
+                                          "pp=1/2,dp=1/2"};
+    sf_schema sc;
+    sf_schema_init_sync(&sc, 1, 4, recorded, NULL, 1, 1u << 2);
+    sf_window_meta meta = {.index = 3, .first_step = 320, .last_step = 419, .world_size = 4};
+    sf_parallel par[4];
+    for (int r = 0; r < 4; r++)
+        if (sf_parallel_parse(layout[r], &par[r], NULL, 0) < 0)
+            exit(1);
+    int64_t d[12 * 5];
+    sf_row rows[12];
+    for (int i = 0; i < 12; i++) {
+        int r = i % 4;
+        int64_t *x = &d[i * 5];
+        x[0] = 1000000, x[1] = 10000000 + 2000000 * (r / 2), x[4] = 2000000;
+        x[2] = 20000000 + 1000 * i + (r == 1 ? 5000000 : 0);
+        x[3] = r % 2 ? 0 : 5000000;
+        rows[i] = (sf_row){
+            .step = 320 + i / 4, .rank = (uint32_t)r, .d = x, .role = "", .parallel = &par[r]};
+    }
+    for (int dense = 0; dense < 2; dense++) {
+        sf_summary *s = NULL;
+        if (sf_summary_build(&sc, &meta, rows, 12, dense, &s) < 0 || s->cohort == NULL)
+            exit(1);
+        sfd_window_key key = {.job = "job-7",
+                              .uid = SEED_UID,
+                              .incarnation = SEED_INCARNATION,
+                              .window = s->meta.index,
+                              .segment = s->meta.segment};
+        uint8_t *buf;
+        size_t len;
+        sfd_peer_summary_pack(s, &key, false, 2, &buf, &len);
+        put(su, dense ? "cohort_dense" : "cohort", 0xff, buf, len);
+        free(buf);
+        sf_summary_free(s);
+    }
+    sf_schema_clear(&sc);
+}
+
 /* Capture requests and outcomes: packed for fuzz_peer_capture, and sealed
  * as frames (and bare payloads) for fuzz_peer_frame. */
 static void captures(const char *dir, const char *fr)
@@ -329,6 +374,7 @@ int main(int argc, char **argv)
     snprintf(su, sizeof su, "%s/fuzz_peer_summary", argv[1]);
     catchups(fr);
     comm_seed(su);
+    cohort_seed(su);
     for (int dense = 0; dense < 2; dense++) {
         sf_summary *s = sample(dense);
         sfd_window_key key = {.job = "job-7",

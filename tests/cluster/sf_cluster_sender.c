@@ -13,6 +13,13 @@
  * 20..80 us after it arrives, COMM_RANK 3 ms after (none when COMM_RANK is
  * not a rank), and every rank leaves 0.5 ms after the last issue, so the
  * stage holds the wait (no CSV row: replay has no marks).
+ * With PP >= 2 after COMM_RANK, a pipeline x data-parallel job: rank r is
+ * pipeline stage r / (WORLD / PP) and data-parallel replica r mod (WORLD /
+ * PP), declared in its hello; pipeline stage p does p x 6 ms more forward
+ * work by its role, SLOW_RANK's backward (stage SYNC) is 8 ms longer
+ * instead of its data wait, each pipeline stage's ranks leave SYNC
+ * together (their data-parallel all-reduce) 0.5 ms after the last of them
+ * arrived, and no record carries an issue mark.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -42,12 +49,18 @@ static uint64_t mix(uint64_t x)
     return x;
 }
 
+static uint32_t pipe_stages, pipe_dp; /* PP and WORLD / PP; 0: no pipeline */
+
 static int64_t duration(uint64_t seed, int64_t step, uint32_t rank, uint32_t s, uint32_t slow)
 {
     int64_t d = 200000 +
                 (int64_t)(mix(seed ^ ((uint64_t)step << 24) ^ ((uint64_t)rank << 8) ^ s) % 3000000);
-    if (rank == slow && s == 0)
+    if (pipe_stages) {
+        d += s == 1 ? 6000000 * (int64_t)(rank / pipe_dp) : 0;
+        d += rank == slow && s == SYNC ? 8000000 : 0;
+    } else if (rank == slow && s == 0) {
         d += 4000000;
+    }
     return d;
 }
 
@@ -65,6 +78,11 @@ static int64_t sync_end(uint64_t seed, int64_t step, uint32_t world, uint32_t sl
 {
     int64_t end = 0;
     for (uint32_t r = 0; r < world; r++) {
+        if (pipe_stages) { /* the data-parallel all-reduce of one pipeline stage */
+            int64_t own = duration(seed, step, r, SYNC, slow);
+            end = r / pipe_dp == comm / pipe_dp && own > end ? own : end;
+            continue;
+        }
         int64_t issued = duration(seed, step, r, SYNC, slow) + issue_lag(seed, step, r, comm);
         end = issued > end ? issued : end;
     }
@@ -115,6 +133,18 @@ static int open_rank(const char *path, const char *job, uint32_t world, uint32_t
         h.n_sync_stages = 1;
         h.sync_stages = &sync_stage;
     }
+    Stagefrontier__Parallel par = STAGEFRONTIER__PARALLEL__INIT;
+    Stagefrontier__ParallelCoord pp = STAGEFRONTIER__PARALLEL_COORD__INIT;
+    Stagefrontier__ParallelCoord dp = STAGEFRONTIER__PARALLEL_COORD__INIT;
+    if (pipe_stages) {
+        pp.index = rank / pipe_dp;
+        pp.size = pipe_stages;
+        dp.index = rank % pipe_dp;
+        dp.size = pipe_dp;
+        par.pp = &pp;
+        par.dp = &dp;
+        h.parallel = &par;
+    }
     Stagefrontier__ClientMessage m = STAGEFRONTIER__CLIENT_MESSAGE__INIT;
     m.body_case = STAGEFRONTIER__CLIENT_MESSAGE__BODY_HELLO;
     m.hello = &h;
@@ -155,6 +185,12 @@ int main(int argc, char **argv)
     const char *gate = argc > 10 && strcmp(argv[10], "-") != 0 ? argv[10] : NULL;
     bool comm = argc > 11;
     uint32_t comm_rank = comm ? (uint32_t)strtoul(argv[11], NULL, 10) : UINT32_MAX;
+    if (argc > 12) {
+        pipe_stages = (uint32_t)strtoul(argv[12], NULL, 10);
+        if (pipe_stages < 2 || world % pipe_stages != 0)
+            return 2;
+        pipe_dp = world / pipe_stages;
+    }
     sf_schema sc, def;
     if (sf_schema_init_default(&def, 1) < 0 ||
         sf_schema_init_sync(&sc, 1, S, (const char *const *)def.names, NULL, 1,
@@ -190,9 +226,11 @@ int main(int argc, char **argv)
             if (comm) {
                 arr.stage = SYNC;
                 arr.own_ns = d[SYNC];
-                arr.has_issue_ns = true;
+                arr.has_issue_ns = pipe_stages == 0;
                 arr.issue_ns = d[SYNC] + issue_lag(seed, t, rank, comm_rank);
-                d[SYNC] = sync_end(seed, t, world, slow, comm_rank);
+                /* in a pipeline, comm_rank's place is taken by this rank:
+                 * its own stage's all-reduce */
+                d[SYNC] = sync_end(seed, t, world, slow, pipe_stages ? rank : comm_rank);
                 rec.n_arrivals = 1;
                 rec.arrivals = &ap;
             }

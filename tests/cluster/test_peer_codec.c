@@ -584,6 +584,267 @@ static void test_comm_hostile_fields(void **state)
     comm_fixture_free(f);
 }
 
+/* ---- the cohort part ---------------------------------------------------- */
+
+/* 8 ranks, pp=0..3 x dp=0..1, each data-parallel pair leaving its gradient
+ * all-reduce together; the pipeline's later stages do more forward work by
+ * their role, and rank 5 (pipeline stage 2) is 8 ms slow in backward. */
+#define CO_STAGES 5
+typedef struct cohort_fixture {
+    sf_schema schema;
+    sf_window_meta meta;
+    sf_gates gates;
+    sf_parallel par[WORLD];
+    int64_t d[STEPS * WORLD * CO_STAGES];
+    sf_row rows[STEPS * WORLD];
+} cohort_fixture;
+
+static cohort_fixture *cohort_fixture_new(void)
+{
+    static const char *const rec[] = {"data", "forward", "backward", "other"};
+    cohort_fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(sf_schema_init_sync(&f->schema, 1, 4, rec, NULL, 1, 1u << 2), 0);
+    sf_gates_default(&f->gates);
+    f->meta = (sf_window_meta){.index = 0, .first_step = 20, .last_step = 119, .world_size = WORLD};
+    for (uint32_t r = 0; r < WORLD; r++) {
+        char text[32];
+        snprintf(text, sizeof text, "pp=%u/4,dp=%u/2", r / 2, r % 2);
+        assert_int_equal(sf_parallel_parse(text, &f->par[r], NULL, 0), 0);
+    }
+    uint64_t x = 7;
+    for (uint32_t t = 0; t < STEPS; t++) {
+        for (uint32_t r = 0; r < WORLD; r++) {
+            int64_t *d = &f->d[(t * WORLD + r) * CO_STAGES];
+            d[0] = 10000000 + (int64_t)(lcg(&x) % 1000000);
+            d[1] = 40000000 + 10000000 * (r / 2) + (int64_t)(lcg(&x) % 1000000);
+            d[2] = 60000000 + (r == 5 ? 8000000 : 0) + (int64_t)(lcg(&x) % 1000000);
+            d[4] = 5000000;
+        }
+        for (uint32_t r = 0; r < WORLD; r += 2) {
+            int64_t *a = &f->d[(t * WORLD + r) * CO_STAGES], *b = a + CO_STAGES;
+            int64_t pa = a[0] + a[1] + a[2], pb = b[0] + b[1] + b[2], top = pa > pb ? pa : pb;
+            a[3] = top - pa;
+            b[3] = top - pb;
+        }
+        for (uint32_t r = 0; r < WORLD; r++)
+            f->rows[t * WORLD + r] = (sf_row){.step = 20 + t,
+                                              .rank = r,
+                                              .d = &f->d[(t * WORLD + r) * CO_STAGES],
+                                              .parallel = &f->par[r]};
+    }
+    return f;
+}
+
+static sf_summary *cohort_node_summary(cohort_fixture *f, uint32_t lo, uint32_t hi, bool dense)
+{
+    sf_row sel[STEPS * WORLD];
+    size_t n = 0;
+    for (size_t i = 0; i < STEPS * WORLD; i++)
+        if (f->rows[i].rank >= lo && f->rows[i].rank <= hi)
+            sel[n++] = f->rows[i];
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&f->schema, &f->meta, sel, n, dense, &s), 0);
+    return s;
+}
+
+static void assert_cohort_reports_equal(const sf_report *a, const sf_report *b)
+{
+    assert_int_equal(a->cohorts, b->cohorts);
+    assert_int_equal(a->n_cohorts, b->n_cohorts);
+    assert_int_equal(a->labels, b->labels);
+    assert_int_equal(a->straggler.present, b->straggler.present);
+    assert_int_equal(a->straggler.rank, b->straggler.rank);
+    assert_int_equal(a->straggler.arrived_last_steps, b->straggler.arrived_last_steps);
+    assert_int_equal(a->straggler.median_lateness_ns, b->straggler.median_lateness_ns);
+    assert_int_equal(a->n_suspects, b->n_suspects);
+    for (uint32_t i = 0; i < a->n_suspects; i++)
+        assert_int_equal(a->suspects[i].rank, b->suspects[i].rank);
+    const sf_pipeline_view *x = &a->pipeline, *y = &b->pipeline;
+    assert_int_equal(x->present, y->present);
+    assert_int_equal(x->origin_pp, y->origin_pp);
+    assert_int_equal(x->origin_rank, y->origin_rank);
+    assert_int_equal(x->origin_stage, y->origin_stage);
+    assert_int_equal(x->origin_steps, y->origin_steps);
+    assert_int_equal(x->median_delay_ns, y->median_delay_ns);
+    assert_int_equal(x->median_cost_ns, y->median_cost_ns);
+    assert_memory_equal(x->stages, y->stages, x->n_stages * sizeof *x->stages);
+}
+
+/* Three nodes' summaries through the wire and merged: in both modes the
+ * root's report applies the cohorts and names rank 5 as one node's report
+ * of every row does, with the same pipeline view. */
+static void test_cohort_merge_exact(void **state)
+{
+    (void)state;
+    cohort_fixture *f = cohort_fixture_new();
+    for (int dense = 0; dense < 2; dense++) {
+        sf_summary *full = cohort_node_summary(f, 0, WORLD - 1, dense);
+        sf_summary *parts[3] = {cohort_node_summary(f, 0, 2, dense),
+                                cohort_node_summary(f, 3, 5, dense),
+                                cohort_node_summary(f, 6, 7, dense)};
+        sf_summary *wire[3];
+        for (int i = 0; i < 3; i++) {
+            wire[i] = round_trip(parts[i]);
+            assert_non_null(wire[i]->cohort);
+            assert_true(wire[i]->parallel_declared);
+            assert_int_equal(wire[i]->parallel_rows, parts[i]->parallel_rows);
+        }
+        sf_summary *m = NULL;
+        assert_int_equal(sf_summary_clone(wire[1], &m), 0);
+        assert_int_equal(sf_summary_merge(m, wire[2]), 0);
+        assert_int_equal(sf_summary_merge(m, wire[0]), 0);
+        sf_report *ra = NULL, *rb = NULL;
+        assert_int_equal(sf_report_compute(full, &f->gates, &ra), 0);
+        assert_int_equal(sf_report_compute(m, &f->gates, &rb), 0);
+        assert_int_equal(ra->cohorts, SF_COHORTS_APPLIED);
+        assert_true(ra->straggler.present);
+        assert_int_equal(ra->straggler.rank, 5);
+        assert_true(ra->pipeline.origin);
+        assert_int_equal(ra->pipeline.origin_pp, 2);
+        assert_int_equal(ra->pipeline.origin_rank, 5);
+        assert_int_equal(ra->pipeline.origin_stage, 2);
+        assert_cohort_reports_equal(ra, rb);
+        sf_report_free(ra);
+        sf_report_free(rb);
+        sf_summary_free(m);
+        for (int i = 0; i < 3; i++) {
+            sf_summary_free(parts[i]);
+            sf_summary_free(wire[i]);
+        }
+        sf_summary_free(full);
+    }
+    sf_schema_clear(&f->schema);
+    free(f);
+}
+
+typedef void (*cohort_mutator)(Stagefrontier__Summary *m);
+
+static void k_count_len(Stagefrontier__Summary *m)
+{
+    m->cohort->n_count--;
+}
+static void k_coords_len(Stagefrontier__Summary *m)
+{
+    m->cohort->n_coords--;
+}
+static void k_top2_len(Stagefrontier__Summary *m)
+{
+    m->cohort->n_prefix_top2_ranks--;
+}
+static void k_index(Stagefrontier__Summary *m)
+{
+    m->cohort->coords[1] = 9; /* rank 0's pp index past its size */
+}
+static void k_undeclared(Stagefrontier__Summary *m)
+{
+    m->cohort->coords[0] = 0;
+}
+static void k_rank_order(Stagefrontier__Summary *m)
+{
+    m->cohort->ranks[1] = m->cohort->ranks[0];
+}
+static void k_rank_uncovered(Stagefrontier__Summary *m)
+{
+    m->cohort->ranks[m->cohort->n_ranks - 1] = WORLD + 3;
+}
+static void k_cohort_order(Stagefrontier__Summary *m)
+{
+    m->cohort->cohort_pp[1] = m->cohort->cohort_pp[0];
+    m->cohort->cohort_key[1] = m->cohort->cohort_key[0];
+}
+static void k_cohort_foreign(Stagefrontier__Summary *m)
+{
+    m->cohort->cohort_key[0] = 1000; /* rank 0's cohort is not listed */
+}
+static void k_step_order(Stagefrontier__Summary *m)
+{
+    m->cohort->steps[1] = m->cohort->steps[0];
+}
+static void k_count_big(Stagefrontier__Summary *m)
+{
+    m->cohort->count[0] = 3;
+}
+static void k_top2_order(Stagefrontier__Summary *m)
+{
+    m->cohort->prefix_top2[1] = m->cohort->prefix_top2[0] + 1;
+}
+static void k_top2_same(Stagefrontier__Summary *m)
+{
+    m->cohort->prefix_top2_ranks[1] = m->cohort->prefix_top2_ranks[0];
+}
+static void k_top2_other_cohort(Stagefrontier__Summary *m)
+{
+    m->cohort->prefix_top2_ranks[0] = 2; /* cohort 0 holds ranks 0 and 1 */
+}
+static void k_top2_neg(Stagefrontier__Summary *m)
+{
+    m->cohort->prefix_top2[1] = -1;
+}
+static void k_rows_undeclared(Stagefrontier__Summary *m)
+{
+    m->parallel_declared = false;
+}
+static void k_rows_big(Stagefrontier__Summary *m)
+{
+    m->parallel_rows = UINT64_MAX;
+}
+
+static void test_cohort_hostile_fields(void **state)
+{
+    (void)state;
+    static const cohort_mutator muts[] = {k_count_len,       k_coords_len,        k_top2_len,
+                                          k_index,           k_undeclared,        k_rank_order,
+                                          k_rank_uncovered,  k_cohort_order,      k_cohort_foreign,
+                                          k_step_order,      k_count_big,         k_top2_order,
+                                          k_top2_same,       k_top2_other_cohort, k_top2_neg,
+                                          k_rows_undeclared, k_rows_big};
+    cohort_fixture *f = cohort_fixture_new();
+    sf_summary *s = cohort_node_summary(f, 0, 3, false);
+    const sf_cohort_summary *c = s->cohort;
+    size_t R = c->n_ranks, K = c->n_cohorts, T = c->n_steps, cells = T * K * c->n_stages;
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        Stagefrontier__Summary *m = NULL;
+        sfd_window_key key = key_of(s, 1000, 1);
+        assert_int_equal(sfd_peer_summary_encode(s, &key, &m), 0);
+        Stagefrontier__CohortSummary *o = m->cohort;
+        assert_non_null(o);
+        /* copies of what the mutators write, so the summary stays intact */
+        uint32_t *ranks = malloc(R * sizeof *ranks), *pp = malloc(K * sizeof *pp);
+        uint64_t *keys = malloc(K * sizeof *keys);
+        int64_t *steps = malloc(T * sizeof *steps);
+        uint32_t *count = malloc(T * K * sizeof *count);
+        memcpy(ranks, o->ranks, R * sizeof *ranks);
+        memcpy(pp, o->cohort_pp, K * sizeof *pp);
+        memcpy(keys, o->cohort_key, K * sizeof *keys);
+        memcpy(steps, o->steps, T * sizeof *steps);
+        memcpy(count, o->count, T * K * sizeof *count);
+        o->ranks = ranks, o->cohort_pp = pp, o->cohort_key = keys, o->steps = steps;
+        o->count = count;
+        (void)cells;
+        muts[i](m);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(sfd_peer_pack(&m->base, &buf, &len), 0);
+        sf_summary *out = NULL;
+        int r = sfd_peer_summary_unpack(buf, len, &out, NULL, NULL);
+        if (r != -EBADMSG)
+            print_error("cohort mutator %zu accepted (%d)\n", i, r);
+        assert_int_equal(r, -EBADMSG);
+        assert_null(out);
+        free(buf);
+        free(ranks);
+        free(pp);
+        free(keys);
+        free(steps);
+        free(count);
+        sfd_peer_summary_msg_free(m);
+    }
+    sf_summary_free(s);
+    sf_schema_clear(&f->schema);
+    free(f);
+}
+
 /* A communication part on a schema without synchronizing stages is refused. */
 static void test_comm_without_sync_stage(void **state)
 {
@@ -741,6 +1002,8 @@ int main(void)
         cmocka_unit_test(test_comm_missing_part),
         cmocka_unit_test(test_comm_hostile_fields),
         cmocka_unit_test(test_comm_without_sync_stage),
+        cmocka_unit_test(test_cohort_merge_exact),
+        cmocka_unit_test(test_cohort_hostile_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@ from decimal import Decimal
 SFCTL, SRC = sys.argv[1], sys.argv[2]
 STRAGGLER = os.path.join(SRC, "docs/examples/straggler.csv")
 DISPLACEMENT = os.path.join(SRC, "docs/examples/displacement.csv")
+PIPELINE = os.path.join(SRC, "docs/examples/pipeline.jsonl")
 FAILS = []
 
 
@@ -279,6 +280,46 @@ def test_binning(tmp):
           "slack hottest: %s" % d["hottest"])
 
 
+def test_pipeline(tmp):
+    """--kind pipeline of a recording whose ranks declare pp x dp: the data
+    name the slowed rank's pipeline stage as every step's first delay and
+    its hottest cell, the SVG is well-formed and the PNG is of the size the
+    data give; a window without coordinates has no pipeline view (exit 5,
+    no file left)."""
+    svg, data = os.path.join(tmp, "pipeline.svg"), os.path.join(tmp, "pipeline.json")
+    sfctl("plot", "--file", PIPELINE, "--kind", "pipeline", "-o", svg, "--data", data)
+    p = subprocess.run(["xmllint", "--noout", svg], capture_output=True)
+    check(p.returncode == 0, "pipeline SVG is not well-formed: %s" % p.stderr.decode())
+    with open(data) as f:
+        d = json.load(f)
+    check(d["kind"] == "pipeline" and d["pipeline_stages"] == 2, "pipeline data: %r" % d["kind"])
+    check(d["origin"] == {"pipeline_stage": 0, "rank": 1, "stage": "model.backward_cpu_wall"},
+          "pipeline origin: %r" % d["origin"])
+    check(d["hottest"]["pipeline_stage"] == 0, "pipeline hottest: %r" % d["hottest"])
+    check(len(d["steps"]) == 20 and all(s["origin"] == 0 for s in d["steps"]),
+          "pipeline steps' origins: %r" % [s["origin"] for s in d["steps"]])
+    check(all(s["delay_ns"][0] > 25000000 > s["delay_ns"][1] for s in d["steps"]),
+          "pipeline delays: %r" % [s["delay_ns"] for s in d["steps"]])
+    report = json.loads(sfctl("replay", "--json", PIPELINE).stdout)
+    report = report[0] if isinstance(report, list) else report
+    check(max(s["delay_ns"][0] for s in d["steps"]) == d["hottest"]["delay_ns"],
+          "pipeline hottest is not the largest cell")
+    check(report["pipeline"]["origin"]["rank"] == d["origin"]["rank"],
+          "pipeline picture and report disagree: %r" % report["pipeline"]["origin"])
+    png = os.path.join(tmp, "pipeline.png")
+    sfctl("plot", "--file", PIPELINE, "--kind", "pipeline", "-o", png)
+    with open(png, "rb") as f:
+        head = f.read(24)
+    w, h = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    check((w, h) == (d["picture"]["width"], d["picture"]["height"]),
+          "pipeline PNG %dx%d, data %r" % (w, h, d["picture"]))
+    d2 = os.path.join(tmp, "nopipe")
+    os.mkdir(d2)
+    expect_refusal(tmp, 5, "has no pipeline view", os.path.join(d2, "x.svg"),
+                   "plot", "--file", STRAGGLER, "--kind", "pipeline", "-o",
+                   os.path.join(d2, "x.svg"))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="sfpictures-")
     try:
@@ -286,6 +327,7 @@ def main():
         test_perfetto(tmp)
         test_bad_input(tmp)
         test_binning(tmp)
+        test_pipeline(tmp)
     finally:
         if not FAILS:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -53,7 +53,7 @@ def offline():
     expect(sfctl("import", "kineto", "--rank-from"), 2,
            "sfctl import: option '--rank-from' needs a value", "import --rank-from at the end")
     expect(sfctl("plot", "--kind", "ledger", "-o", "x.svg", "j"), 2,
-           "unknown kind 'ledger' (heatmap, frontier or windows)", "plot --kind ledger")
+           "unknown kind 'ledger' (heatmap, frontier, windows or pipeline)", "plot --kind ledger")
     expect(sfctl("export", "j", "--format", "svg", "-o", "x.json"), 2,
            "unknown format 'svg' (the one format is perfetto)", "export --format svg")
 

@@ -181,13 +181,15 @@ static sf_report *from_older_codec(const sf_report *r, char version)
     size_t len, sizes = 8 * (size_t)r->change->n_stages;
     for (uint32_t k = 0; k < r->change->n_stages; k++)
         sizes += 8 * (size_t)r->change->stages[k].floor_tested;
-    /* ST11's change communication test (six words and a shift), ST10's
-     * verdict, then the older parts. */
-    size_t later = 4 * 6 + 32 + 76 + (version < '9' ? 4 : 0) + (version < '8' ? sizes : 0) +
+    /* ST12's cohorts and pipeline view (three words without a view), ST11's
+     * change communication test (six words and a shift), ST10's verdict,
+     * then the older parts. */
+    size_t later = 4 * 3 + 4 * 6 + 32 + 76 + (version < '9' ? 4 : 0) + (version < '8' ? sizes : 0) +
                    (version < '7' ? 4 + 8 * (size_t)r->change->n_measured : 0);
     assert_false(r->stall.present);
+    assert_false(r->pipeline.present);
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
-    assert_memory_equal(buf, "ST11", 4);
+    assert_memory_equal(buf, "ST12", 4);
     buf[2] = 'R';
     buf[3] = (uint8_t)version;
     assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL); /* trailing bytes */
@@ -299,6 +301,75 @@ static void round_trip_keeps_the_stall(void **state)
     }
     sf_report_free(r);
     sf_summary_free(s);
+    sf_schema_clear(&schema);
+}
+
+/* The cohorts and the pipeline view (ST12) come back as they were and render
+ * the same bytes: 2 pipeline stages x 2 replicas, rank 1 (stage 0) slow in
+ * backward; a view naming a rank beyond the world, or one on a report
+ * whose cohorts do not apply, is refused. */
+static void round_trip_keeps_the_pipeline_view(void **state)
+{
+    (void)state;
+    static const char *const rec[] = {"data", "forward", "backward", "other"};
+    static const char *const layout[4] = {"pp=0/2,dp=0/2", "pp=0/2,dp=1/2", "pp=1/2,dp=0/2",
+                                          "pp=1/2,dp=1/2"};
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_sync(&schema, 1, 4, rec, NULL, 1, 1u << 2), 0);
+    sf_gates gates;
+    sf_gates_default(&gates);
+    sf_parallel par[4];
+    int64_t d[20 * 4 * 5];
+    sf_row rows[20 * 4];
+    for (uint32_t r = 0; r < 4; r++)
+        assert_int_equal(sf_parallel_parse(layout[r], &par[r], NULL, 0), 0);
+    for (uint32_t t = 0; t < 20; t++) {
+        for (uint32_t r = 0; r < 4; r++) {
+            int64_t *x = &d[(t * 4 + r) * 5];
+            x[0] = 10000000 + 1000 * ((t * 7 + r * 3) % 11);
+            x[1] = (50 + 20 * (r / 2)) * 1000000 + 1000 * ((t * 5 + r) % 13);
+            x[2] = (r == 1 ? 110 : 80) * 1000000 + 1000 * ((t * 3 + r * 7) % 17);
+            x[4] = 5000000;
+        }
+        for (uint32_t r = 0; r < 4; r += 2) {
+            int64_t *a = &d[(t * 4 + r) * 5], *b = a + 5;
+            int64_t pa = a[0] + a[1] + a[2], pb = b[0] + b[1] + b[2], top = pa > pb ? pa : pb;
+            a[3] = top - pa;
+            b[3] = top - pb;
+        }
+        for (uint32_t r = 0; r < 4; r++)
+            rows[t * 4 + r] =
+                (sf_row){.step = t, .rank = r, .d = &d[(t * 4 + r) * 5], .parallel = &par[r]};
+    }
+    sf_window_meta meta = {.index = 0, .first_step = 0, .last_step = 19, .world_size = 4};
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_from_rows(&schema, &meta, rows, 80, &gates, &r), 0);
+    assert_true(r->pipeline.present && r->pipeline.origin);
+    sf_report *back = round_trip(r);
+    assert_int_equal(back->cohorts, SF_COHORTS_APPLIED);
+    assert_int_equal(back->n_cohorts, 2);
+    assert_true(back->pipeline.present);
+    assert_int_equal(back->pipeline.origin_rank, 1);
+    assert_memory_equal(back->pipeline.stages, r->pipeline.stages, 2 * sizeof *r->pipeline.stages);
+    assert_memory_equal(back->pipeline.step_delay, r->pipeline.step_delay,
+                        (size_t)r->steps * 2 * sizeof *r->pipeline.step_delay);
+    sf_report_free(back);
+    uint8_t *buf;
+    size_t len;
+    for (int bad = 0; bad < 2; bad++) {
+        sf_pipeline_view keep = r->pipeline;
+        enum sf_cohort_state cohorts = r->cohorts;
+        if (bad == 0)
+            r->pipeline.origin_rank = 4;
+        else
+            r->cohorts = SF_COHORTS_NONE;
+        assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
+        assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL);
+        free(buf);
+        r->pipeline = keep;
+        r->cohorts = cohorts;
+    }
+    sf_report_free(r);
     sf_schema_clear(&schema);
 }
 
@@ -719,6 +790,7 @@ int main(void)
         cmocka_unit_test(round_trip_keeps_arrival_points),
         cmocka_unit_test(round_trip_keeps_the_change),
         cmocka_unit_test(round_trip_keeps_the_stall),
+        cmocka_unit_test(round_trip_keeps_the_pipeline_view),
         cmocka_unit_test(corrupt_bodies_are_refused),
         cmocka_unit_test(rows_round_trip),
         cmocka_unit_test(damaged_rows_give_no_row),

@@ -144,6 +144,8 @@ static void pipe_init(struct pipe *p, uint32_t steps, uint32_t ranks, bool decla
     pipe_init_seeded(p, steps, ranks, declared, 51, 10 * MS);
 }
 
+static sf_summary *pipe_summary(struct pipe *p, int64_t index);
+
 static sf_report *pipe_compute(struct pipe *p)
 {
     sf_gates gates;
@@ -287,12 +289,278 @@ static void merged_summaries(void **state)
     sf_summary_free(a);
     sf_summary_free(b);
 
+    /* Mergeable: the cohort part keeps each rank's coordinates and each
+     * cohort's top-2 prefixes, so the cohorts apply and the top-2 test
+     * inside them names rank 1. */
     assert_int_equal(sf_summary_build(&p.schema, &meta, p.m.rows, 160, false, &a), 0);
+    assert_non_null(a->cohort);
     assert_int_equal(sf_report_compute(a, &gates, &r), 0);
+    assert_int_equal(r->cohorts, SF_COHORTS_APPLIED);
+    assert_int_equal(r->n_cohorts, 2);
+    assert_true(r->straggler.present);
+    assert_int_equal(r->straggler.rank, 1);
+    assert_int_equal(r->straggler.sync_stage, BWD);
+    assert_int_equal(r->suspects[0].rank, 1);
+    assert_true(has_label(r, SF_LABEL_ROLE_AWARE_APPLIED));
+    sf_report_free(r);
+
+    /* A summary without the part (a node whose rows carried none) drops it
+     * from the merge: inconsistent, no rank named. */
+    assert_int_equal(sf_summary_build(&p.schema, &meta, rows_a, na, false, &b), 0);
+    for (size_t i = 0; i < nb; i++)
+        rows_b[i].parallel = NULL;
+    assert_int_equal(sf_summary_build(&p.schema, &meta, rows_b, nb, false, &m), 0);
+    assert_null(m->cohort);
+    assert_int_equal(sf_summary_merge(b, m), 0);
+    assert_null(b->cohort);
+    assert_int_equal(sf_report_compute(b, &gates, &r), 0);
     assert_int_equal(r->cohorts, SF_COHORTS_INCONSISTENT);
     assert_false(r->straggler.present);
     sf_report_free(r);
+    sf_summary_free(m);
+    sf_summary_free(b);
     sf_summary_free(a);
+    pipe_clear(&p);
+}
+
+/* ---- the cohort part merges exactly ------------------------------------------- */
+
+static void parts_equal(const sf_cohort_summary *a, const sf_cohort_summary *b)
+{
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(a->n_stages, b->n_stages);
+    assert_int_equal(a->n_ranks, b->n_ranks);
+    assert_int_equal(a->n_cohorts, b->n_cohorts);
+    assert_int_equal(a->n_steps, b->n_steps);
+    assert_memory_equal(a->ranks, b->ranks, a->n_ranks * sizeof *a->ranks);
+    assert_memory_equal(a->parallel, b->parallel, a->n_ranks * sizeof *a->parallel);
+    assert_memory_equal(a->cohort_pp, b->cohort_pp, a->n_cohorts * sizeof *a->cohort_pp);
+    assert_memory_equal(a->cohort_key, b->cohort_key, a->n_cohorts * sizeof *a->cohort_key);
+    assert_memory_equal(a->steps, b->steps, a->n_steps * sizeof *a->steps);
+    size_t cells = (size_t)a->n_steps * a->n_cohorts;
+    assert_memory_equal(a->count, b->count, cells * sizeof *a->count);
+    assert_memory_equal(a->prefix_top2, b->prefix_top2,
+                        cells * a->n_stages * sizeof *a->prefix_top2);
+}
+
+static void verdicts_equal(const sf_report *a, const sf_report *b)
+{
+    assert_int_equal(a->cohorts, b->cohorts);
+    assert_int_equal(a->n_cohorts, b->n_cohorts);
+    assert_int_equal(a->straggler.present, b->straggler.present);
+    assert_int_equal(a->straggler.rank, b->straggler.rank);
+    assert_int_equal(a->straggler.sync_stage, b->straggler.sync_stage);
+    assert_int_equal(a->straggler.origin_stage, b->straggler.origin_stage);
+    assert_int_equal(a->straggler.arrived_last_steps, b->straggler.arrived_last_steps);
+    assert_int_equal(a->straggler.eligible_steps, b->straggler.eligible_steps);
+    assert_int_equal(a->straggler.median_lateness_ns, b->straggler.median_lateness_ns);
+    assert_int_equal(a->n_suspects, b->n_suspects);
+    for (uint32_t i = 0; i < a->n_suspects; i++) {
+        assert_int_equal(a->suspects[i].rank, b->suspects[i].rank);
+        assert_int_equal(a->suspects[i].steps, b->suspects[i].steps);
+    }
+    const sf_pipeline_view *x = &a->pipeline, *y = &b->pipeline;
+    assert_int_equal(x->present, y->present);
+    assert_int_equal(x->n_stages, y->n_stages);
+    assert_int_equal(x->origin, y->origin);
+    assert_int_equal(x->origin_pp, y->origin_pp);
+    assert_int_equal(x->origin_rank, y->origin_rank);
+    assert_int_equal(x->origin_stage, y->origin_stage);
+    assert_int_equal(x->origin_steps, y->origin_steps);
+    assert_int_equal(x->median_delay_ns, y->median_delay_ns);
+    assert_int_equal(x->median_cost_ns, y->median_cost_ns);
+    if (x->present) {
+        assert_memory_equal(x->stages, y->stages, x->n_stages * sizeof *x->stages);
+        assert_memory_equal(x->step_origin, y->step_origin, a->steps * sizeof *x->step_origin);
+        assert_memory_equal(x->step_delay, y->step_delay,
+                            (size_t)a->steps * x->n_stages * sizeof *x->step_delay);
+    }
+}
+
+/* Rows of 8 ranks (pp=0..3 x dp=0..1), split over 1 to 5 nodes at random
+ * and merged in a random order: the merged part equals the part built from
+ * every row, in both modes, and so do the cohort figures of the reports. */
+static void merged_part_equals_dense(void **state)
+{
+    (void)state;
+    enum { T = 30, R = 8 };
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_sync(&schema, 1, 4, recorded, NULL, 1, 1u << 2), 0);
+    sf_gates gates;
+    sf_gates_default(&gates);
+    sf_window_meta meta = meta_for(R);
+    sf_parallel par[R];
+    for (uint32_t r = 0; r < R; r++) {
+        char text[64];
+        snprintf(text, sizeof text, "pp=%u/4,dp=%u/2", r / 2, r % 2);
+        par[r] = coords(text);
+    }
+    uint64_t seed = 5;
+    for (int trial = 0; trial < 40; trial++) {
+        struct matrix m = matrix_new(T, R, S5);
+        uint32_t slow = (uint32_t)rand_below(&seed, R), slow_stage = (uint32_t)rand_below(&seed, 3);
+        for (uint32_t t = 0; t < T; t++) {
+            for (uint32_t r = 0; r < R; r++) {
+                int64_t *d = cell(&m, t, r);
+                d[DATA] = 10 * MS + rand_below(&seed, 2 * MS);
+                d[FWD] = (40 + 10 * (r / 2)) * MS + rand_below(&seed, 2 * MS);
+                d[BWD] = 60 * MS + rand_below(&seed, 2 * MS);
+                d[slow_stage == 2 ? BWD : slow_stage] += r == slow ? 8 * MS : 0;
+                d[OTHER] = rand_below(&seed, 3) == 0 ? 4 * MS : 5 * MS; /* ties */
+            }
+            for (uint32_t r = 0; r < R; r += 2) { /* each data-parallel pair syncs */
+                int64_t *a = cell(&m, t, r), *b = cell(&m, t, r + 1);
+                int64_t pa = a[DATA] + a[FWD] + a[BWD], pb = b[DATA] + b[FWD] + b[BWD];
+                int64_t top = pa > pb ? pa : pb;
+                a[BWD_WAIT] = top - pa;
+                b[BWD_WAIT] = top - pb;
+            }
+        }
+        for (size_t i = 0; i < (size_t)T * R; i++)
+            m.rows[i].parallel = &par[m.rows[i].rank];
+        uint32_t nodes = 1 + (uint32_t)rand_below(&seed, 5), node_of[R];
+        for (uint32_t r = 0; r < R; r++)
+            node_of[r] = (uint32_t)rand_below(&seed, nodes);
+        for (int dense = 0; dense < 2; dense++) {
+            sf_summary *all = NULL, *merged = NULL;
+            assert_int_equal(sf_summary_build(&schema, &meta, m.rows, (size_t)T * R, dense, &all),
+                             0);
+            sf_row *part = malloc((size_t)T * R * sizeof *part);
+            uint32_t order[5] = {0, 1, 2, 3, 4};
+            for (uint32_t i = nodes - 1; i > 0; i--) {
+                uint32_t j = (uint32_t)rand_below(&seed, i + 1), x = order[i];
+                order[i] = order[j];
+                order[j] = x;
+            }
+            for (uint32_t k = 0; k < nodes; k++) {
+                size_t n = 0;
+                for (size_t i = 0; i < (size_t)T * R; i++)
+                    if (node_of[m.rows[i].rank] == order[k])
+                        part[n++] = m.rows[i];
+                if (n == 0)
+                    continue;
+                sf_summary *one = NULL;
+                assert_int_equal(sf_summary_build(&schema, &meta, part, n, dense, &one), 0);
+                if (merged == NULL)
+                    merged = one;
+                else {
+                    assert_int_equal(sf_summary_merge(merged, one), 0);
+                    sf_summary_free(one);
+                }
+            }
+            free(part);
+            parts_equal(all->cohort, merged->cohort);
+            sf_report *ra = NULL, *rm = NULL;
+            assert_int_equal(sf_report_compute(all, &gates, &ra), 0);
+            assert_int_equal(sf_report_compute(merged, &gates, &rm), 0);
+            assert_int_equal(ra->cohorts, SF_COHORTS_APPLIED);
+            assert_int_equal(ra->n_cohorts, 4);
+            verdicts_equal(ra, rm);
+            /* The pipeline view names the slowed rank's stage and rank. */
+            assert_true(ra->pipeline.present);
+            assert_true(ra->pipeline.origin);
+            assert_int_equal(ra->pipeline.origin_pp, slow / 2);
+            assert_int_equal(ra->pipeline.origin_rank, slow);
+            assert_int_equal(ra->pipeline.origin_stage, slow_stage == 2 ? BWD : slow_stage);
+            sf_report_free(ra);
+            sf_report_free(rm);
+            sf_summary_free(all);
+            sf_summary_free(merged);
+        }
+        matrix_free(&m);
+    }
+    sf_schema_clear(&schema);
+}
+
+/* ---- the pipeline view --------------------------------------------------------- */
+
+/* pipe_init_seeded with each data-parallel pair's own gradient all-reduce
+ * (ranks 0, 1 and ranks 2, 3) instead of one over every rank. */
+static void pipe_local_sync(struct pipe *p)
+{
+    for (uint32_t t = 0; t < p->m.steps; t++)
+        for (uint32_t r = 0; r < p->m.ranks; r += 2) {
+            int64_t *a = cell(&p->m, t, r), *b = cell(&p->m, t, r + 1);
+            int64_t pa = a[DATA] + a[FWD] + a[BWD], pb = b[DATA] + b[FWD] + b[BWD];
+            int64_t top = pa > pb ? pa : pb;
+            a[BWD_WAIT] = top - pa;
+            b[BWD_WAIT] = top - pb;
+        }
+}
+
+/* The what-if of one data-parallel rank restores it to its cohort's
+ * median. With rank 3 absent, rank 2 is alone in pipeline stage 1 and its
+ * forward is 20 ms longer than stage 0's by its role: against every rank's
+ * median it would "save" the 10 ms by which it arrives after rank 1 in each
+ * step; inside its cohort it has no peer and saves nothing, and neither
+ * does rank 1 (its cohort's midpoint still arrives before rank 2). */
+static void whatif_inside_cohorts(void **state)
+{
+    (void)state;
+    for (int declared = 0; declared < 2; declared++) {
+        struct pipe p;
+        pipe_init(&p, 40, 3, declared);
+        sf_summary *s = pipe_summary(&p, 0);
+        sf_whatif *w = NULL;
+        assert_int_equal(sf_whatif_compute(s, NULL, NULL, &w), 0);
+        int64_t saved2 = 0;
+        for (uint32_t i = 0; i < w->n_ranks; i++)
+            if (w->ranks[i].rank == 2)
+                saved2 = w->ranks[i].saved_ns;
+        if (declared)
+            assert_int_equal(w->n_ranks, 0);
+        else
+            assert_in_range(saved2 / 40, 8 * MS, 12 * MS);
+        sf_whatif_free(w);
+        sf_summary_free(s);
+        pipe_clear(&p);
+    }
+}
+
+/* Rank 1 (stage 0) is 30 ms slow in backward: the first delay of every step
+ * is stage 0's backward, rank 1, about 30 ms behind rank 0. Rank 1 arrives
+ * at 170 ms (10 + 50 + 110) and stage 1 at 160 (10 + 70 + 80), so the
+ * delay costs the step 10 ms of its 30, which is also what restoring stage
+ * 0 saves; stage 1 waits about 10 ms at the end of each step (its bubble),
+ * stage 0 none, and restoring stage 1 saves nothing. */
+static void pipeline_view_first_delay(void **state)
+{
+    (void)state;
+    struct pipe p;
+    pipe_init_seeded(&p, 40, 4, true, 51, 30 * MS);
+    pipe_local_sync(&p);
+    sf_report *r = pipe_compute(&p);
+    const sf_pipeline_view *v = &r->pipeline;
+    assert_int_equal(r->cohorts, SF_COHORTS_APPLIED);
+    assert_true(v->present);
+    assert_int_equal(v->n_stages, 2);
+    assert_true(v->origin);
+    assert_int_equal(v->origin_pp, 0);
+    assert_int_equal(v->origin_rank, 1);
+    assert_int_equal(v->origin_stage, BWD);
+    assert_int_equal(v->origin_steps, 40);
+    assert_in_range(v->median_delay_ns, 27 * MS, 32 * MS);
+    assert_in_range(v->median_cost_ns, 8 * MS, 12 * MS);
+    assert_int_equal(v->stages[0].origin_steps, 40);
+    assert_int_equal(v->stages[1].origin_steps, 0);
+    assert_int_equal(v->stages[0].ranks, 2);
+    assert_int_equal(v->stages[0].bubble_ns, 0);
+    assert_in_range(v->stages[1].bubble_ns / 40, 8 * MS, 12 * MS);
+    assert_in_range(v->stages[0].restore_saved_ns / 40, 8 * MS, 12 * MS);
+    assert_int_equal(v->stages[1].restore_saved_ns, 0);
+    for (uint32_t i = 0; i < r->steps; i++) {
+        assert_int_equal(v->step_origin[i], 0);
+        assert_in_range(v->step_delay[(size_t)i * 2], 27 * MS, 32 * MS);
+        assert_true(v->step_delay[(size_t)i * 2 + 1] < 3 * MS);
+    }
+    pipe_clear(&p);
+
+    /* Without coordinates there is no pipeline view. */
+    pipe_init_seeded(&p, 40, 4, false, 51, 30 * MS);
+    pipe_local_sync(&p);
+    r = pipe_compute(&p);
+    assert_false(r->pipeline.present);
     pipe_clear(&p);
 }
 
@@ -360,6 +628,9 @@ int main(void)
         cmocka_unit_test(inconsistent_names_nobody),
         cmocka_unit_test(merged_summaries),
         cmocka_unit_test(change_inside_cohorts),
+        cmocka_unit_test(merged_part_equals_dense),
+        cmocka_unit_test(pipeline_view_first_delay),
+        cmocka_unit_test(whatif_inside_cohorts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
