@@ -50,8 +50,12 @@ int sf__control_decode(const uint8_t *buf, size_t len, struct sf__arena *arena,
     if (q->id == 0 || q->steps == 0 || q->steps > SF_CAPTURE_MAX_STEPS ||
         (kinds & ~(SF_CAPTURE_KIND_CPU | SF_CAPTURE_KIND_CUDA)) != 0)
         return -ERANGE;
-    *ret = (sf_capture_request){
-        .id = q->id, .steps = q->steps, .kinds = kinds, .first_step = -1, .step = -1};
+    *ret = (sf_capture_request){.id = q->id,
+                                .steps = q->steps,
+                                .kinds = kinds,
+                                .first_step = -1,
+                                .step = -1,
+                                .communication = q->has_communication && q->communication};
     return 0;
 }
 

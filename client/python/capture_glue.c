@@ -35,10 +35,11 @@ static int make_backend(struct sfpy_capture *cap, char *out, size_t out_cap)
 
 static PyObject *request_dict(const sf_capture_request *req)
 {
-    return Py_BuildValue(
-        "{s:K, s:I, s:I, s:L, s:s, s:I, s:I}", "id", (unsigned long long)req->id, "steps",
-        req->steps, "kinds", req->kinds, "first_step", (long long)req->first_step, "job_id",
-        req->job_id != NULL ? req->job_id : "", "rank", req->rank, "world_size", req->world_size);
+    return Py_BuildValue("{s:K, s:I, s:I, s:L, s:s, s:I, s:I, s:O}", "id",
+                         (unsigned long long)req->id, "steps", req->steps, "kinds", req->kinds,
+                         "first_step", (long long)req->first_step, "job_id",
+                         req->job_id != NULL ? req->job_id : "", "rank", req->rank, "world_size",
+                         req->world_size, "communication", req->communication ? Py_True : Py_False);
 }
 
 static int call_phase(struct sfpy_capture *cap, enum sf_capture_phase phase,

@@ -63,6 +63,7 @@ static bool request_ok(const sfd_peer_capture_request *q)
     return job_ok(q->job) && owner_ok(q->uid, q->incarnation) && id_ok(q->id) &&
            ranks_ok(q->ranks, q->n_ranks, q->control_rank) && q->steps >= 1 &&
            q->steps <= SF_MAX_CAPTURE_STEPS && text_ok(q->reason, SF_MAX_CAPTURE_REASON, true) &&
+           (q->automatic || !q->communication) && /* only the automatic trigger sets it */
            q->window >= -1 && q->window <= (INT64_C(1) << 62) && q->created_at_ms >= 0;
 }
 
@@ -106,6 +107,8 @@ int sfd_peer_capture_request_pack(const sfd_peer_capture_request *q, uint8_t **r
     m.steps = q->steps;
     m.has_automatic = true;
     m.automatic = q->automatic;
+    m.has_communication = q->communication; /* absent otherwise: as before the field */
+    m.communication = q->communication;
     m.reason = (char *)q->reason;
     m.has_window = m.has_segment = m.has_created_at_ms = true;
     m.window = q->window;
@@ -139,6 +142,7 @@ int sfd_peer_capture_request_unpack(const uint8_t *buf, size_t len, sfd_peer_cap
         q.control_rank = m->control_rank;
     q.steps = m->steps;
     q.automatic = m->has_automatic && m->automatic;
+    q.communication = m->has_communication && m->communication;
     if (m->reason != NULL)
         snprintf(q.reason, sizeof q.reason, "%s", m->reason);
     if (m->has_window)

@@ -368,6 +368,7 @@ typedef struct sfd_peer_capture_request {
     int64_t control_rank;                 /* one of ranks, -1: none */
     uint32_t steps;                       /* 1..SF_MAX_CAPTURE_STEPS */
     bool automatic;
+    bool communication; /* for a collective that started late; automatic only */
     char reason[SF_MAX_CAPTURE_REASON + 1];
     int64_t window; /* -1: none */
     uint32_t segment;

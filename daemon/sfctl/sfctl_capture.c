@@ -129,9 +129,12 @@ static void show_capture(json_t *k)
     char window[24] = "-";
     if (json_is_integer(json_object_get(k, "window")))
         snprintf(window, sizeof window, "%lld", sfctl_json_int(k, "window"));
-    printf("capture %lld  %s  %s  window %s  %lld steps  %s\n  reason: %s\n",
+    printf("capture %lld  %s  %s  window %s  %lld steps  %s\n  reason: %s\n%s",
            sfctl_json_int(k, "id"), created, sfctl_json_str(k, "trigger"), window,
-           sfctl_json_int(k, "steps"), sfctl_json_str(k, "state"), sfctl_json_str(k, "reason"));
+           sfctl_json_int(k, "steps"), sfctl_json_str(k, "state"), sfctl_json_str(k, "reason"),
+           json_is_true(json_object_get(k, "communication"))
+               ? "  communication: the ranks were asked to record their collectives\n"
+               : "");
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(k, "ranks"), i, t)

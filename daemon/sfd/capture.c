@@ -163,6 +163,8 @@ static void send_request(struct sfd_conn *c, const struct capture *k, struct tar
     Stagefrontier__CaptureRequest q = STAGEFRONTIER__CAPTURE_REQUEST__INIT;
     q.id = k->id;
     q.steps = k->steps;
+    q.has_communication = k->communication; /* absent otherwise: as before the field */
+    q.communication = k->communication;
     Stagefrontier__ControlMessage m = STAGEFRONTIER__CONTROL_MESSAGE__INIT;
     m.body_case = STAGEFRONTIER__CONTROL_MESSAGE__BODY_CAPTURE;
     m.capture = &q;

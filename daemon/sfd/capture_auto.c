@@ -101,15 +101,17 @@ int64_t sfd__capture_control_rank(const struct sfd_job *job, const struct sfd_st
 /* ---- the automatic trigger ----------------------------------------------------------- */
 
 /* Why this window asks for a capture (the run of windows it continues), or
- * NULL. Fills the suspects. */
+ * NULL. Fills the suspects, and comm when it is the communication verdict. */
 static const char *auto_reason(struct sfd_job *job, const sf_report *r, uint32_t *sus,
-                               uint32_t *n_sus, char *buf, size_t len)
+                               uint32_t *n_sus, bool *comm, char *buf, size_t len)
 {
     struct sfd_job_captures *tb = job->captures;
     uint32_t need = job->sfd->cfg.auto_capture_windows;
     *n_sus = 0;
+    *comm = false;
     if (r->straggler.present && r->straggler.windows_in_a_row >= need) {
         sus[(*n_sus)++] = r->straggler.rank;
+        *comm = r->straggler.communication;
         /* A communication verdict names a rank that arrived on time: its
          * trace is asked for the collective that started late. */
         snprintf(buf, len,
@@ -211,14 +213,16 @@ void sfd_capture_consider(struct sfd_job *job, const struct sfd_stored *s)
     track_route(tb, r);
     uint32_t sus[SF_MAX_CAPTURE_RANKS];
     uint32_t n_sus;
+    bool comm;
     char why[160];
-    const char *reason = auto_reason(job, r, sus, &n_sus, why, sizeof why);
+    const char *reason = auto_reason(job, r, sus, &n_sus, &comm, why, sizeof why);
     uint64_t now = sfd_now_ms(d);
     if (reason == NULL || any_running(tb) || !auto_allowed(job, tb, now))
         return;
     struct capture *k = sfd__capture_new(job, 0, d->cfg.auto_capture_steps, reason, 0, true, s);
     if (k == NULL)
         return;
+    k->communication = comm; /* the request asks for the collectives */
     for (uint32_t i = 0; i < n_sus; i++)
         sfd__capture_add_target(k, sus[i], false);
     int64_t ctl = sfd__capture_control_rank(job, s, sus, n_sus);
@@ -249,6 +253,7 @@ void sfd_capture_consider_live(struct sfd_job *job, const sf_live_verdict *v)
     struct capture *k = sfd__capture_new(job, 0, d->cfg.auto_capture_steps, why, 0, true, NULL);
     if (k == NULL)
         return;
+    k->communication = v->communication;
     sfd__capture_add_target(k, v->rank, false);
     int64_t ctl = sfd__capture_control_rank(job, NULL, &v->rank, 1);
     if (ctl >= 0)

@@ -38,12 +38,12 @@ static json_t *one_json(const struct capture *k)
     json_t *targets = json_array();
     for (uint32_t i = 0; i < k->n; i++)
         json_array_append_new(targets, target_json(&k->t[i]));
-    return json_pack("{s:I, s:s, s:o, s:I, s:s, s:s, s:I, s:o, s:o}", "id", (json_int_t)k->id,
-                     "trigger", k->automatic ? "auto" : "operator", "window",
-                     k->window >= 0 ? json_integer(k->window) : json_null(), "segment",
-                     (json_int_t)k->segment, "reason", k->reason, "state", sfd__capture_state(k),
-                     "steps", (json_int_t)k->steps, "created_at", unix_s(k->created_at_ms), "ranks",
-                     targets);
+    return json_pack(
+        "{s:I, s:s, s:b, s:o, s:I, s:s, s:s, s:I, s:o, s:o}", "id", (json_int_t)k->id, "trigger",
+        k->automatic ? "auto" : "operator", "communication", k->communication, "window",
+        k->window >= 0 ? json_integer(k->window) : json_null(), "segment", (json_int_t)k->segment,
+        "reason", k->reason, "state", sfd__capture_state(k), "steps", (json_int_t)k->steps,
+        "created_at", unix_s(k->created_at_ms), "ranks", targets);
 }
 
 json_t *sfd_captures_json(const struct sfd_job *job)

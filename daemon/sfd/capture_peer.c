@@ -58,6 +58,7 @@ int sfd__capture_share_request(struct sfd_job *job, const struct capture *k)
                                   .control_rank = -1,
                                   .steps = k->steps,
                                   .automatic = k->automatic,
+                                  .communication = k->communication,
                                   .window = k->window,
                                   .segment = k->segment,
                                   .created_at_ms = k->created_at_ms};
@@ -81,6 +82,7 @@ static struct capture *copy_of(struct sfd_job *job, const sfd_peer_capture_reque
     struct capture *k = sfd__capture_new(job, q->id, q->steps, q->reason, 0, q->automatic, NULL);
     if (k == NULL)
         return NULL;
+    k->communication = q->communication;
     k->window = q->window;
     k->segment = q->segment;
     k->created_at_ms = q->created_at_ms;

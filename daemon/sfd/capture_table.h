@@ -48,7 +48,8 @@ static inline bool sfd__target_open(const struct target *t)
 struct capture {
     uint64_t id;
     bool automatic;
-    int64_t window; /* the window behind it, -1: none */
+    bool communication; /* for a collective that started late: record the collectives */
+    int64_t window;     /* the window behind it, -1: none */
     uint32_t segment;
     uint32_t steps;
     uid_t uid;

@@ -204,7 +204,11 @@ typedef struct sf_capture_request {
     int64_t step;       /* STEP_*: this step; STOP: the last captured step */
     const char *job_id; /* this client's job and rank, to name the trace */
     uint32_t rank;
-    uint32_t world_size; /* ... and its world, written into the trace (last: ABI) */
+    uint32_t world_size; /* ... and its world, written into the trace */
+    /* 1: the capture is for a collective that started late (sfd's
+     * communication verdict): record the collectives, their sizes and
+     * groups. 0: an ordinary capture. (Last: ABI.) */
+    uint32_t communication;
 } sf_capture_request;
 
 typedef int (*sf_capture_handler)(void *arg, enum sf_capture_phase phase,

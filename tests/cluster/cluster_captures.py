@@ -153,6 +153,10 @@ def auto(c, dirs, procs):
     ctl = [t for t in k["ranks"] if t["control"]]
     check([t["rank"] for t in ctl] == [0] and ctl[0]["state"] == "done" and
           ctl[0]["node"] == 2, "the control rank 0 on node 2: %s" % ctl)
+    # a straggler's capture, not a communication verdict's, on every node
+    for n in c.nodes:
+        check(capture_on(n, job, k["id"])["communication"] is False,
+              "node %d: communication %s" % (n.id, capture_on(n, job, k["id"])))
     # The suspect persists for ten more windows: the cooldown holds, and no
     # other node decides a capture of its own.
     last = k["window"] + 10

@@ -1,8 +1,10 @@
 /*
  * Writes the seed corpora of the peer fuzz targets: sealed frames of every
  * message type, packed summaries (mergeable and dense) and capture requests
- * and outcomes, a summary with a communication part, each naming its job by the whole key (owner
- * uid, job id, incarnation), and the same with the owner or incarnation missing or out of bounds.
+ * (one for a communication verdict) and outcomes, a summary with a
+ * communication part, each naming its job by the whole key (owner uid, job
+ * id, incarnation), and the same with the owner or incarnation missing or out
+ * of bounds.
  * Run by hand: peer_corpus_gen tests/fuzz/corpus
  */
 #include <stdio.h>
@@ -192,6 +194,32 @@ static void captures(const char *dir, const char *fr)
     sfd_peer_capture_request_pack(&q, &b, &l);
     put(cp, "request", 0xff, b, l);
     put(fr, "capture_request_payload", 1, b, l);
+    /* a communication verdict's capture (valid), and the flag on an
+     * operator's capture (refused) */
+    sfd_peer_capture_request qc = q;
+    qc.communication = true;
+    snprintf(qc.reason, sizeof qc.reason,
+             "communication: rank 5's collective in model.backward started late for 2 windows");
+    uint8_t *bc;
+    size_t lc;
+    sfd_peer_capture_request_pack(&qc, &bc, &lc);
+    put(cp, "request_communication", 0xff, bc, lc);
+    free(bc);
+    Stagefrontier__PeerCaptureRequest mo = STAGEFRONTIER__PEER_CAPTURE_REQUEST__INIT;
+    mo.job_id = q.job;
+    mo.has_owner_uid = mo.has_incarnation = true;
+    mo.owner_uid = q.uid;
+    mo.incarnation = q.incarnation;
+    mo.capture_id = q.id;
+    mo.n_ranks = q.n_ranks;
+    mo.ranks = q.ranks;
+    mo.steps = q.steps;
+    mo.has_automatic = mo.has_communication = true;
+    mo.automatic = false;
+    mo.communication = true;
+    sfd_peer_pack(&mo.base, &bc, &lc);
+    put(cp, "request_communication_operator", 0xff, bc, lc);
+    free(bc);
     sfd_peer_msg m = {.from = 1,
                       .dest = 2,
                       .epoch = 9,

@@ -67,9 +67,16 @@ static void test_round_trip(void **state)
     assert_string_equal(q2.reason, q.reason);
     assert_true(q2.uid == 1000 && q2.incarnation == 2);
     assert_true(q2.id == q.id && q2.n_ranks == 3 && q2.control_rank == 9 && q2.steps == 4 &&
-                q2.automatic && q2.window == 12 && q2.segment == 1 &&
+                q2.automatic && !q2.communication && q2.window == 12 && q2.segment == 1 &&
                 q2.created_at_ms == q.created_at_ms);
     assert_memory_equal(q2.ranks, q.ranks, 3 * sizeof q.ranks[0]);
+    /* a communication verdict's capture: the members ask for the collectives */
+    q.communication = true;
+    assert_int_equal(sfd_peer_capture_request_pack(&q, &buf, &len), 0);
+    assert_int_equal(sfd_peer_capture_request_unpack(buf, len, &q2), 0);
+    free(buf);
+    assert_true(q2.automatic && q2.communication);
+    q.communication = false;
 
     sfd_peer_capture_result r = a_result(), r2;
     assert_int_equal(sfd_peer_capture_result_pack(&r, &buf, &len), 0);
@@ -154,6 +161,12 @@ static void q_created(sfd_peer_capture_request *q)
 {
     q->created_at_ms = -1;
 }
+/* communication is the automatic trigger's: an operator's capture never sets it */
+static void q_comm_operator(sfd_peer_capture_request *q)
+{
+    q->automatic = false;
+    q->communication = true;
+}
 
 /* The job key out of bounds: no uid, sfd's own, an incarnation of 0 or
  * past the limit. */
@@ -196,6 +209,10 @@ static void pack_raw(const sfd_peer_capture_request *q, size_t n_ranks, const ch
     m.has_control_rank = q->control_rank >= 0;
     m.control_rank = (uint32_t)q->control_rank;
     m.steps = q->steps;
+    m.has_automatic = true;
+    m.automatic = q->automatic;
+    m.has_communication = q->communication;
+    m.communication = q->communication;
     m.reason = (char *)reason;
     m.has_window = m.has_created_at_ms = true;
     m.window = q->window;
@@ -206,9 +223,9 @@ static void pack_raw(const sfd_peer_capture_request *q, size_t n_ranks, const ch
 static void test_request_bounds(void **state)
 {
     (void)state;
-    const q_mutator bad[] = {q_no_ranks, q_dup_rank, q_big_rank, q_control, q_steps0,
-                             q_steps,    q_id0,      q_id,       q_job,     q_job0,
-                             q_reason,   q_window,   q_created};
+    const q_mutator bad[] = {q_no_ranks, q_dup_rank, q_big_rank, q_control,      q_steps0,
+                             q_steps,    q_id0,      q_id,       q_job,          q_job0,
+                             q_reason,   q_window,   q_created,  q_comm_operator};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sfd_peer_capture_request q = a_request(), out = a_request();
         bad[i](&q);

@@ -12,6 +12,11 @@ median step time) for a torch.profiler trace of auto_capture_steps steps.
   step before it issues its all-reduce, so it arrives on time; the
   communication verdict persists, and the one capture (within the cooldown)
   names the hidden rank with a communication reason.
+The capture says communication true in the communication row and false in
+the others; its request asked the ranks for the collectives' shapes
+(record_shapes): where this torch build writes shapes into its traces
+("Input Dims", Kineto), the communication row's traces hold them and the
+others' none.
 Both rows: every trace file exists, is gzipped JSON owned by the job's user
 in SF_CAPTURE_DIR, and holds a ProfilerStep#N range for each captured step
 and the stages as record_function ranges, and its distributedInfo names its
@@ -56,9 +61,27 @@ def fail(msg, caps=None):
     return 1
 
 
-def check_trace(path, first, last, rank, world):
+def writes_shapes():
+    """Whether this torch build's Chrome traces carry record_shapes' "Input
+    Dims" (Kineto does; the legacy profiler writes no args)."""
+    import torch
+    import torch.profiler as tp
+    with tp.profile(activities=[tp.ProfilerActivity.CPU], record_shapes=True) as p:
+        torch.ones(2, 2).sum()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        p.export_chrome_trace(path)
+        with open(path) as f:
+            return "Input Dims" in f.read()
+    finally:
+        os.unlink(path)
+
+
+def check_trace(path, first, last, rank, world, shapes=None):
     """None when the trace holds ProfilerStep#first..last, the stages and
-    distributedInfo with the rank and world size."""
+    distributedInfo with the rank and world size, and (shapes not None)
+    record_shapes' input dims or none."""
     if not os.path.isfile(path):
         return "trace %s does not exist" % path
     st = os.stat(path)
@@ -76,6 +99,10 @@ def check_trace(path, first, last, rank, world):
     info = doc.get("distributedInfo", {}) if isinstance(doc, dict) else {}
     if info.get("rank") != rank or info.get("world_size") != world:
         return "trace %s: distributedInfo %r, want rank %d of %d" % (path, info, rank, world)
+    dims = sum("Input Dims" in (e.get("args") or {}) for e in events)
+    if shapes is not None and (dims > 0) != shapes:
+        return "trace %s: %d events with input dims, want %s" % (path, dims,
+                                                                 "some" if shapes else "none")
     return None
 
 
@@ -107,6 +134,7 @@ def main():
         return SKIP
     row = ROWS[a.row]
     build = sfharness.Build(a.build)
+    shapes = writes_shapes()
     job = "ci-capture-%s-%d" % (a.row, os.getpid())
     capdir = tempfile.mkdtemp(prefix="sf-captures-")
     shutil.rmtree(capdir)       # the backend creates it, mode 0700
@@ -147,10 +175,17 @@ def main():
                     k["window"] is None:
                 return fail("capture %d: reason %r window %r" % (k["id"], k["reason"],
                                                                  k["window"]), caps)
+            comm = a.row == "communication"
+            if k["communication"] is not comm:
+                return fail("capture %d: communication %r, want %r" % (
+                    k["id"], k["communication"], comm), caps)
+            if comm != ("communication: the ranks were asked" in text):
+                return fail("sfctl captures shows communication %r wrongly" % comm)
             for t in k["ranks"]:
                 if t["state"] != "done" or t["last_step"] - t["first_step"] + 1 != STEPS:
                     return fail("rank %d: %s" % (t["rank"], t), caps)
-                err = check_trace(t["path"], t["first_step"], t["last_step"], t["rank"], 4)
+                err = check_trace(t["path"], t["first_step"], t["last_step"], t["rank"], 4,
+                                  comm if shapes else None)
                 if err:
                     return fail(err, caps)
             err = round_trip(build, k, 4)
@@ -158,9 +193,11 @@ def main():
                 return fail(err, caps)
         if oct(os.stat(capdir).st_mode & 0o777) != oct(0o700):
             return fail("capture directory mode %o" % (os.stat(capdir).st_mode & 0o777))
-        print("row %s: hidden rank %d, %d capture(s), control rank(s) %s: PASS" % (
-            a.row, hidden, len(caps), [t["rank"] for k in caps for t in k["ranks"]
-                                       if t["control"]]))
+        print("row %s: hidden rank %d, %d capture(s), control rank(s) %s, communication %s, "
+              "shapes %s: PASS" % (
+                  a.row, hidden, len(caps), [t["rank"] for k in caps for t in k["ranks"]
+                                             if t["control"]], caps[0]["communication"],
+                  "checked" if shapes else "not written by this torch build"))
         return 0
     finally:
         shutil.rmtree(capdir, ignore_errors=True)

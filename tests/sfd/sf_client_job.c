@@ -7,7 +7,8 @@
  * for the ring to drain (for a daemon that is stopped). JOB "-" and RANK or
  * WORLD -1 leave the identity to the environment, as a launcher sets it.
  * With SF_TEST_CAPTURE_DIR set, a capture handler writes one line per
- * captured step into <dir>/capture-ID-rankR.txt (the C handler API). With
+ * captured step into <dir>/capture-ID-rankR.txt (the C handler API), and
+ * prints "capture ID rank R: communication 0|1" on stderr at its start. With
  * SF_TEST_SLOW_FROM=N the slow stage is slow from step N only.
  */
 #define _GNU_SOURCE
@@ -38,6 +39,8 @@ static int capture_handler(void *arg, enum sf_capture_phase phase, const sf_capt
             snprintf(out, out_cap, "cannot open %s: %s", cf->path, strerror(errno));
             return -errno;
         }
+        fprintf(stderr, "capture %llu rank %u: communication %u\n", (unsigned long long)req->id,
+                req->rank, req->communication);
         return 0;
     case SF_CAPTURE_STEP_BEGIN:
         fprintf(cf->f, "step %lld\n", (long long)req->step);

@@ -2,7 +2,9 @@
 "Captures"): four real clients (libsfclient, real sleeps), rank 2 slowed from
 a known step; once the live verdict names it, one automatic capture of rank 2
 and a healthy control runs to done, with the verdict as its reason, while the
-window-based trigger is held off (auto_capture_windows at its maximum)."""
+window-based trigger is held off (auto_capture_windows at its maximum). A
+straggler's live verdict is no communication verdict: the capture and the
+request each rank got say communication false."""
 
 import json
 import os
@@ -47,12 +49,18 @@ def main():
         ranks = [(t["rank"], t.get("control", False)) for t in k["ranks"]]
         check(ranks[0] == (2, False) and len(ranks) == 2 and ranks[1][1], "ranks %s" % ranks)
         check(k["state"] == "done", "capture %s" % k)
+        check(k["communication"] is False, "a straggler's capture for communication: %s" % k)
         check(k["ranks"][0]["first_step"] >= ONSET, "captured before the onset: %s" % k)
         v = json.loads(sfd.sfctl("events", "lc", "--json").stdout)["events"][0]["verdict"]
         check(v["rank"] == 2 and ONSET <= v["detected_step"] < ONSET + 10, "verdict %s" % v)
+        asked = []
         for p in procs:
-            p.communicate(timeout=120)
+            _, err = p.communicate(timeout=120)
             check(p.returncode == 0, "client rc %d" % p.returncode)
+            asked += [line for line in err.decode().splitlines() if line.startswith("capture ")]
+        want = sorted("capture %d rank %d: communication 0" % (k["id"], t["rank"])
+                      for t in k["ranks"])
+        check(sorted(asked) == want, "the requests the ranks got: %s" % asked)
     finally:
         reap(procs)
         shutil.rmtree(capdir, ignore_errors=True)

@@ -122,7 +122,8 @@ def _copy_with_identity(src, dst, req):
 
 class TorchCapture(object):
     """torch.profiler (Kineto where the build has it) with CPU activities,
-    and CUDA when asked or, by default, when a GPU is present."""
+    and CUDA when asked or, by default, when a GPU is present; with
+    record_shapes when the request is for communication."""
 
     def __init__(self):
         import torch
@@ -151,7 +152,11 @@ class TorchCapture(object):
         if self.dirfd is not None:
             os.close(self.dirfd)
         self.dirfd = open_capture_dir(self.dir)
-        self.prof = self.torch.profiler.profile(activities=self._activities(req["kinds"]))
+        # For a collective that started late (sfd's communication verdict),
+        # the shapes too: each collective's sizes and process group in the
+        # trace; on CUDA the NCCL kernels come with the CUDA activity.
+        self.prof = self.torch.profiler.profile(activities=self._activities(req["kinds"]),
+                                                record_shapes=bool(req.get("communication")))
         self.prof.__enter__()
 
     def step_begin(self, step):
