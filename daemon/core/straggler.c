@@ -455,12 +455,17 @@ static bool peer_medians(const sf_summary *s, uint32_t step, uint32_t k, uint32_
  * its blame (own work minus wait) into w->place, both relative to the
  * median of its cohort's (docs/ACCOUNTING.md, "Synchronizing groups": a
  * pipeline's later stage waits for the earlier one by structure); false
- * when a member has no wait mark there, or when no member's (relative) wait
- * exceeds tol. */
+ * when a member has no wait mark there, or when the member with the largest
+ * blame did not work longer than its replicas by more than tol: a rank that
+ * only waited less than its replica (its upstream replica was the slow one)
+ * is nobody's culprit. Selecting instead the steps where some member waited
+ * longer than its replicas would select, in a pipeline (where only the later
+ * stage waits), the steps its upstream member happened to be slow, and name
+ * that member in a clean job. */
 static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, int64_t tol,
                        struct scratch *w)
 {
-    int64_t longest = INT64_MIN;
+    int64_t most = INT64_MIN, most_own = 0;
     for (uint32_t q = 0; q < w->n_mem; q++) {
         uint32_t r = w->mem[q];
         int64_t wait, own, peer_wait, peer_own;
@@ -472,11 +477,12 @@ static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, int64_t t
         }
         w->value[q] = wait;
         w->place[q] = (struct place){own - wait, r};
-        longest = wait > longest ? wait : longest;
+        if (own - wait > most) {
+            most = own - wait;
+            most_own = own;
+        }
     }
-    /* A step where nobody waited longer than its replicas did, beyond the
-     * gap tolerance, has no victim: nobody was waited for. */
-    return longest > tol;
+    return most_own > tol;
 }
 
 static int64_t least_other(const struct scratch *w, uint32_t r)
