@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -233,3 +234,48 @@ if __name__ == "__main__":
         merge_csv(sys.argv[2], sys.argv[3])
         sys.exit(0)
     sys.exit("usage: sfharness.py merge-csv CSV_DIR OUT.csv (otherwise import this module)")
+
+
+def free_port():
+    """A loopback TCP port free now, for a job's rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_ranks(script, argv, env, world=4, timeout=300):
+    """Starts `world` ranks of the Python `script` with `argv`, each with
+    `env` plus its RANK, WORLD_SIZE, LOCAL_RANK and a loopback rendezvous
+    (one thread, no heartbeat, no SF_PARALLEL from outside: each rank
+    declares its own); returns the first non-zero exit status, -9 for a rank
+    killed at the timeout."""
+    port = free_port()
+    procs = []
+    for r in range(world):
+        e = dict(env, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                 SF_HEARTBEAT_MS="0")
+        e.pop("SF_PARALLEL", None)
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(script)] + argv, env=e))
+    deadline = time.monotonic() + timeout
+    rc = 0
+    for p in procs:
+        try:
+            code = p.wait(max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            code = -9
+        rc = rc or code
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return rc
+
+
+def leave_rank():
+    """Ends a rank without tearing its Gloo group down (torch 1.13's
+    destructor can hang or throw at exit), as bench/ddp/train.py does; the
+    records are flushed by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -42,10 +42,13 @@ rank's status; rank 0 writes the job's JSON summary to --result.
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "ddp"))
+
+import sfharness  # noqa: E402
 
 LAYOUTS = ["pp-gpipe", "pp-1f1b", "tp", "sdp"]
 FAULTS = ["data", "forward", "backward", "communication", "none"]
@@ -190,11 +193,7 @@ def run_rank(a):
                        if a.fault != "none" else 0.0,
                        "median_step_s": ms[len(ms) // 2], "group_sync": marks.grouped,
                        "native_reduce_scatter": SDP["native_reduce_scatter"]}, f)
-    # As bench/ddp/train.py: leave without tearing the Gloo group down
-    # (torch 1.13's destructor can hang or throw at exit); records are flushed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    sfharness.leave_rank()
 
 
 # ---------------------------------------------------------------------------
@@ -221,7 +220,7 @@ def make_pp(a, torch, dist, rec, marks, groups, fault_sleep, gen):
         t = torch.empty(*shape)
         with marks("pp", False) as s:
             work = dist.irecv(t, peer)
-            s.issued(work)
+            s.issued()  # the issue alone: a Gloo p2p Work has no future here
             work.wait()
         return t
 
@@ -425,37 +424,9 @@ def make_sdp(a, torch, dist, rec, marks, fault_sleep, gen, rank, world):
 # ---------------------------------------------------------------------------
 # the launcher
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(argv, job, env_base, timeout):
     """Starts the 4 ranks with this script's argv; returns their exit status."""
-    port = free_port()
-    procs = []
-    for r in range(4):
-        env = dict(env_base)
-        env.update(RANK=str(r), WORLD_SIZE="4", LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), SF_JOB_ID=job, OMP_NUM_THREADS="1",
-                   SF_HEARTBEAT_MS="0")
-        env.pop("SF_PARALLEL", None)
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
-                                      env=env))
-    deadline = time.monotonic() + timeout
-    rc = 0
-    for p in procs:
-        try:
-            code = p.wait(max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            code = -9
-        rc = rc or code
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return rc
+    return sfharness.launch_ranks(__file__, argv, dict(env_base, SF_JOB_ID=job), timeout=timeout)
 
 
 def main():

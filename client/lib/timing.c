@@ -248,46 +248,58 @@ static int open_sync_stage(const sf_client *c)
     return c->in_step && id >= 0 && (c->schema.sync_mask >> id & 1) ? id : -1;
 }
 
-int sf_stage_arrive(sf_client *c)
+/* The stage a mark applies to (>= 0), or -1 with the mark's result in *ret:
+ * -EINVAL for no client, 0 for an inert one, a counted violation outside an
+ * open synchronizing stage inside a step. */
+static int mark_stage(sf_client *c, int *ret)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (c->inert)
-        return 0;
+    if (c == NULL) {
+        *ret = -EINVAL;
+        return -1;
+    }
+    if (c->inert) {
+        *ret = 0;
+        return -1;
+    }
     int id = open_sync_stage(c);
     if (id < 0)
-        return violation(c);
-    /* Own work so far: earlier segments of the stage in this step, plus
-     * this one up to now. */
-    c->cur_arrival[c->schema.sync_slot[id]] = c->cur[id] + (tick(c) - c->stage_t0);
+        *ret = violation(c);
+    return id;
+}
+
+/* The open stage's own work in this step up to `now`: its earlier segments
+ * plus this one. */
+static int64_t own_so_far(const sf_client *c, int id, int64_t now)
+{
+    return c->cur[id] + (now - c->stage_t0);
+}
+
+int sf_stage_arrive(sf_client *c)
+{
+    int r = 0, id = mark_stage(c, &r);
+    if (id < 0)
+        return r;
+    c->cur_arrival[c->schema.sync_slot[id]] = own_so_far(c, id, tick(c));
     return 0;
 }
 
 int sf_sync_enter(sf_client *c)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (c->inert)
-        return 0;
-    int id = open_sync_stage(c);
+    int r = 0, id = mark_stage(c, &r);
     if (id < 0)
-        return violation(c);
+        return r;
     uint32_t slot = c->schema.sync_slot[id];
     int64_t now = tick(c);
-    c->cur_arrival[slot] = c->cur[id] + (now - c->stage_t0);
+    c->cur_arrival[slot] = own_so_far(c, id, now);
     c->sync_enter_at[slot] = now;
     return id;
 }
 
 int sf_sync_exit(sf_client *c)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (c->inert)
-        return 0;
-    int id = open_sync_stage(c);
+    int r = 0, id = mark_stage(c, &r);
     if (id < 0)
-        return violation(c);
+        return r;
     uint32_t slot = c->schema.sync_slot[id];
     if (c->sync_enter_at[slot] < 0)
         return violation(c); /* an exit without its enter */
@@ -299,33 +311,25 @@ int sf_sync_exit(sf_client *c)
 
 int sf_sync_send(sf_client *c)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (c->inert)
-        return 0;
-    int id = open_sync_stage(c);
+    int r = 0, id = mark_stage(c, &r);
     if (id < 0)
-        return violation(c);
+        return r;
     uint32_t slot = c->schema.sync_slot[id];
-    c->cur_arrival[slot] = c->cur[id] + (tick(c) - c->stage_t0);
+    c->cur_arrival[slot] = own_so_far(c, id, tick(c));
     c->cur_waits[slot]++;
     return 0;
 }
 
 int sf_stage_issue(sf_client *c)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (c->inert)
-        return 0;
-    int id = open_sync_stage(c);
+    int r = 0, id = mark_stage(c, &r);
     if (id < 0)
-        return violation(c);
+        return r;
     uint32_t slot = c->schema.sync_slot[id];
     if (c->cur_arrival[slot] < 0)
         return violation(c); /* an issue is measured from the arrival */
     int64_t now = tick(c);
-    c->cur_issue[slot] = c->cur[id] + (now - c->stage_t0);
+    c->cur_issue[slot] = own_so_far(c, id, now);
     c->issue_at[slot] = now;
     return id;
 }

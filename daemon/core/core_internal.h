@@ -134,6 +134,32 @@ static inline const uint32_t *sf__find_rank(const uint32_t *ranks, uint32_t n, u
         return &ranks[hint];
     return bsearch(&rank, ranks, n, sizeof rank, sf__cmp_u32);
 }
+/* The first index of sorted v[0..n) whose value is not below x (n when
+ * none): where x is, or would go. */
+static inline uint32_t sf__lower_bound_i64(const int64_t *v, uint32_t n, int64_t x)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+static inline uint32_t sf__lower_bound_u32(const uint32_t *v, uint32_t n, uint32_t x)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 /* reference.c: the contrast of each of n >= 2 values, v[x] minus the median
  * (sf_median_i64's) of the other n - 1, in O(n); scratch holds n values. */
 void sf__contrasts(const int64_t *v, uint32_t n, int64_t *scratch, int64_t *ret);

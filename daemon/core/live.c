@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core_internal.h"
 #include "stagefrontier/live.h"
 
 #define MAD_TO_SIGMA 1.4826
@@ -248,20 +249,6 @@ static int64_t median_without(const int64_t *v, uint32_t n, uint32_t p)
     return a + (b - a) / 2;
 }
 
-/* Position of value x in the sorted v (any one, for equal values). */
-static uint32_t position(const int64_t *v, uint32_t n, int64_t x)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Per-rank contrasts of one column (a stage's durations or arrivals over
  * the ranks) into out[r * stride], and the job-wide median. */
 static int64_t contrasts(sf_live *l, int64_t *out, uint32_t stride)
@@ -273,7 +260,7 @@ static int64_t contrasts(sf_live *l, int64_t *out, uint32_t stride)
     if (out != NULL)
         for (uint32_t r = 0; r < w; r++)
             out[r * stride] =
-                col[r] - median_without(l->scratch, w, position(l->scratch, w, col[r]));
+                col[r] - median_without(l->scratch, w, sf__lower_bound_i64(l->scratch, w, col[r]));
     return median_without(l->scratch, w, w);
 }
 

@@ -111,32 +111,6 @@ static uint32_t find_cohort(const sf_cohort_summary *c, struct cohort_id id)
     return lo;
 }
 
-static uint32_t find_step(const int64_t *steps, uint32_t n, int64_t step)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (steps[mid] < step)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static uint32_t find_u32(const uint32_t *v, uint32_t n, uint32_t x)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* sf__top2_insert, inlined, with its common case first: a prefix below the
  * second largest changes nothing. */
 static inline void top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
@@ -234,7 +208,7 @@ static int cohort_build(sf_summary *s, const sf_row *rows, size_t n_rows, size_t
         if (row->parallel == NULL)
             continue;
         if (c->steps[t] != row->step)
-            t = find_step(c->steps, c->n_steps, row->step);
+            t = sf__lower_bound_i64(c->steps, c->n_steps, row->step);
         size_t cell = (size_t)t * K + cohort_of[row->rank - lo];
         c->count[cell]++;
         sf_top2 *top = &c->prefix_top2[cell * S];
@@ -286,7 +260,7 @@ static void fold_into(sf_cohort_summary *m, const sf_cohort_summary *c)
 {
     uint32_t S = m->n_stages;
     for (uint32_t t = 0; t < c->n_steps; t++) {
-        uint32_t mt = find_step(m->steps, m->n_steps, c->steps[t]);
+        uint32_t mt = sf__lower_bound_i64(m->steps, m->n_steps, c->steps[t]);
         for (uint32_t q = 0; q < c->n_cohorts; q++) {
             uint32_t mq = find_cohort(m, (struct cohort_id){c->cohort_pp[q], c->cohort_key[q]});
             size_t from = (size_t)t * c->n_cohorts + q, to = (size_t)mt * m->n_cohorts + mq;
@@ -414,7 +388,7 @@ int sf__cohort_part_state(const sf_summary *s, uint32_t *cohort_of, enum sf_coho
     }
     const sf_dense *d = s->dense;
     for (uint32_t i = 0; d != NULL && i < d->n_ranks; i++) {
-        uint32_t x = find_u32(c->ranks, c->n_ranks, d->ranks[i]);
+        uint32_t x = sf__lower_bound_u32(c->ranks, c->n_ranks, d->ranks[i]);
         if (x == c->n_ranks || c->ranks[x] != d->ranks[i]) {
             free(of);
             *ret_n = 0;
@@ -430,7 +404,7 @@ int sf__cohort_part_state(const sf_summary *s, uint32_t *cohort_of, enum sf_coho
 const sf_top2 *sf__cohort_top2(const sf_cohort_summary *c, int64_t step, uint32_t q,
                                uint32_t *ret_count)
 {
-    uint32_t t = find_step(c->steps, c->n_steps, step);
+    uint32_t t = sf__lower_bound_i64(c->steps, c->n_steps, step);
     if (t == c->n_steps || c->steps[t] != step) {
         *ret_count = 0;
         return NULL;

@@ -83,7 +83,8 @@ static int64_t *summary_lags(struct sfd_job *job, const sf_summary *summary)
         }
         if (lo == summary->n_steps || summary->steps[lo].step != rec->step || rec->rank >= W)
             continue;
-        memcpy(lags + ((size_t)lo * W + rec->rank) * J, s->rows.lag + i * J, J * sizeof(*lags));
+        memcpy(lags + ((size_t)lo * W + rec->rank) * J, s->rows.lag + i * sfd_rows_mark_count(job),
+               J * sizeof(*lags));
     }
     return lags;
 }
@@ -174,7 +175,8 @@ static bool gather(struct sfd_job *job, const struct sfd_window *w, size_t t)
         if (v->lags != NULL) {
             uint32_t J = sf_live_sync_stages(v->test);
             if (w->rows.lag != NULL)
-                memcpy(v->lags + (size_t)r * J, w->rows.lag + (size_t)i * J, J * sizeof(int64_t));
+                memcpy(v->lags + (size_t)r * J, w->rows.lag + (size_t)i * sfd_rows_mark_count(job),
+                       J * sizeof(int64_t));
             else
                 for (uint32_t j = 0; j < J; j++)
                     v->lags[(size_t)r * J + j] = -1;

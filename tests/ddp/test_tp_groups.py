@@ -20,8 +20,6 @@ Exit 77 (CTest SKIP_RETURN_CODE) only when python3-torch with Gloo is absent.
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 
@@ -109,44 +107,17 @@ def run_rank(a):
         delays.sort()
         print("hidden rank %d: forward slowed by %.1f ms (median of its steps)" %
               (rank, delays[len(delays) // 2] * 1e3))
-    # As bench/ddp/train.py: leave without tearing the Gloo group down (torch
-    # 1.13's destructor can hang or throw at exit); the records are flushed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    import sfharness
+    sfharness.leave_rank()
 
 
 # ---------------------------------------------------------------------------
 # the driver
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(build, job, sock, argv, timeout):
-    port = free_port()
-    procs = []
-    for r in range(4):
-        env = build.env(dict(RANK=str(r), WORLD_SIZE="4", LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
-                             MASTER_PORT=str(port), SF_JOB_ID=job, SF_SOCKET=sock,
-                             OMP_NUM_THREADS="1", SF_HEARTBEAT_MS="0"))
-        env.pop("SF_PARALLEL", None)
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv, env=env))
-    deadline = time.monotonic() + timeout
-    rc = 0
-    for p in procs:
-        try:
-            code = p.wait(max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            code = -9
-        rc = rc or code
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return rc
+    import sfharness
+    env = build.env(dict(SF_JOB_ID=job, SF_SOCKET=sock))
+    return sfharness.launch_ranks(__file__, argv, env, timeout=timeout)
 
 
 def main():
