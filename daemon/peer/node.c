@@ -359,7 +359,8 @@ static void on_report(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now
         sfd_peer_owner_rejected(node, msg, "a report");
         goto out;
     }
-    if (r < 0 || m->merged.len == 0 || m->root_id == 0) {
+    /* The root it names must be a member: the host logs and keeps it. */
+    if (r < 0 || m->merged.len == 0 || sfd_elect_index(&node->elect, m->root_id) < 0) {
         node->c.rejected_decode++;
         goto out;
     }
