@@ -831,8 +831,16 @@ static int get_change_share_delays(struct dec *d, sf_change *c)
 static int get_comm(struct dec *d, sf_report *r)
 {
     sf_comm_verdict *c = &r->comm;
-    r->gates.comm_lag_min_s = get_f64(d);
-    r->gates.comm_share_min = get_f64(d);
+    /* Through the core's own check, as the gates are written back (put_gates):
+     * what is read here must read back the same. */
+    double lag_min = get_f64(d), share_min = get_f64(d);
+    char text[64];
+    snprintf(text, sizeof text, "%.17g", lag_min);
+    if (d->bad || sf_gates_set(&r->gates, "comm_lag_min_s", text) < 0)
+        return -EINVAL;
+    snprintf(text, sizeof text, "%.17g", share_min);
+    if (sf_gates_set(&r->gates, "comm_share_min", text) < 0)
+        return -EINVAL;
     uint32_t communication = get_u32(d), visibility = get_u32(d);
     int64_t rows = get_i64(d), marked = get_i64(d);
     uint32_t present = get_u32(d);
