@@ -1,7 +1,7 @@
 /*
  * The stored form of one window's rows in sfd's durable history, so that the
- * pictures and the recording of a window survive a restart (docs/SFD.md,
- * "Durable history"). A pure format like history_codec.h: it knows the
+ * pictures and the recording of a window survive a restart
+ * (docs/HISTORY.md). A pure format like history_codec.h: it knows the
  * core's sf_row and nothing of sfd or SQLite.
  */
 #ifndef SF_REPORT_ROWS_CODEC_H

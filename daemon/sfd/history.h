@@ -20,7 +20,7 @@ struct sfd_job;
 
 #define SFD_HISTORY_FILE "history.sqlite"
 
-/* Record kinds of the store (docs/SFD.md, "Durable history"), keyed by
+/* Record kinds of the store (docs/HISTORY.md), keyed by
  * (kind, uid, job, segment, window). A report is keyed by its window; a
  * window's rows by one of two slots per job (history_rows.c), so the store
  * holds the rows of a job's latest full window and of its latest other one,

@@ -1,7 +1,7 @@
 /*
  * The startup restore of windows' rows from the durable history, so that
  * `sfctl plot`, `export` and `record` draw a job's windows after sfd
- * restarts as before (docs/SFD.md, "Durable history"). history.c writes
+ * restarts as before (docs/HISTORY.md). history.c writes
  * them, two windows per job (SFD_HISTORY_SFD_HISTORY_ROWS_SLOTS); this file only reads,
  * once, after the reports are restored, so it calls nothing in history.c.
  */
