@@ -259,6 +259,19 @@ static int merge_window_fields(sf_summary *dst, const sf_summary *src)
     return coverage_union(dst, src);
 }
 
+/* The group of each synchronizing stage: a summary from an older peer says
+ * world (0) for every stage, which a declared group replaces; the ranks of
+ * one job declare the same groups (sfd checks it at Hello), and were two to
+ * differ, the larger would win either way round. */
+static void merge_sync_groups(sf_schema *dst, const sf_schema *src)
+{
+    for (uint64_t m = dst->sync_mask; m; m &= m - 1) {
+        uint32_t k = (uint32_t)__builtin_ctzll(m);
+        if (src->sync_group[k] > dst->sync_group[k])
+            dst->sync_group[k] = src->sync_group[k];
+    }
+}
+
 static void swap_step_arrays(sf_summary *a, sf_summary *b)
 {
     sf_summary tmp = *a;
@@ -299,6 +312,7 @@ int sf_summary_merge(sf_summary *dst, const sf_summary *src)
         (r = sf__comm_merge(&dst->comm, src->comm)) < 0 ||
         (r = sf__cohort_merge(&dst->cohort, src->cohort)) < 0)
         goto out;
+    merge_sync_groups(&dst->schema, &src->schema);
     swap_step_arrays(dst, merged); /* the old arrays leave with merged */
 out:
     sf_summary_free(merged);

@@ -590,6 +590,23 @@ static void group_verdict_at(const sf_report *r, const sf_summary *s, const uint
                           .victim_rank = victim};
 }
 
+/* Dense rank i's coordinates: the dense rows' own, or, in a decoded or
+ * merged summary (whose dense rows keep none), the cohort part's, which
+ * covers the same ranks (sf__report_cohorts checked it); NULL when no row
+ * declared any. A rank the part lacks reads as undeclared. */
+static const sf_parallel *coords_of(const sf_summary *s, uint32_t i)
+{
+    static const sf_parallel undeclared;
+    const sf_dense *dn = s->dense;
+    if (dn->parallel != NULL)
+        return &dn->parallel[i];
+    const sf_cohort_summary *c = s->cohort;
+    if (c == NULL || c->n_ranks == 0)
+        return NULL;
+    uint32_t x = sf__lower_bound_u32(c->ranks, c->n_ranks, dn->ranks[i]);
+    return x < c->n_ranks && c->ranks[x] == dn->ranks[i] ? &c->parallel[x] : &undeclared;
+}
+
 /* Dense index -> its group at stage k: the ranks whose coordinates differ
  * only in the group's dimension; one group of every rank without
  * coordinates. Group ids are the lowest dense index of the group. */
@@ -599,12 +616,13 @@ static void groups_of(const sf_summary *s, uint32_t k, uint32_t *ret)
     enum sf_parallel_dim dim = s->schema.sync_group[k] == SF_SYNC_TP ? SF_PAR_TP : SF_PAR_PP;
     for (uint32_t i = 0; i < dn->n_ranks; i++) {
         ret[i] = i;
-        if (dn->parallel == NULL) {
+        const sf_parallel *pi = coords_of(s, i);
+        if (pi == NULL) {
             ret[i] = 0;
             continue;
         }
         for (uint32_t q = 0; q < i; q++) {
-            sf_parallel a = dn->parallel[i], b = dn->parallel[q];
+            sf_parallel a = *pi, b = *coords_of(s, q);
             a.index[dim] = b.index[dim] = 0;
             if (sf_parallel_equal(&a, &b)) {
                 ret[i] = ret[q];

@@ -29,8 +29,11 @@ typedef struct enc {
     int64_t *comm_i64;  /* the communication top-2 values */
     uint32_t *comm_u32; /* and their ranks */
     Stagefrontier__CohortSummary cohort;
-    uint32_t *coh_u32; /* the ranks' coordinates, then the top-2 ranks */
-    int64_t *coh_i64;  /* the cohort top-2 values */
+    uint32_t *coh_u32;  /* the ranks' coordinates, then the top-2 ranks */
+    int64_t *coh_i64;   /* the cohort top-2 values */
+    int64_t *wait_i64;  /* the dense rows' sync waits */
+    uint32_t *wait_u32; /* and their counts */
+    uint32_t sync_groups[SF_MAX_STAGES];
 } enc;
 
 /* ---- the job key ------------------------------------------------------- */
@@ -73,6 +76,8 @@ void sfd_peer_summary_msg_free(Stagefrontier__Summary *m)
     free(e->comm_u32);
     free(e->coh_u32);
     free(e->coh_i64);
+    free(e->wait_i64);
+    free(e->wait_u32);
     free(e);
 }
 
@@ -128,6 +133,44 @@ static void encode_dense(const sf_summary *s, enc *e)
     o->present.len = cells;
     o->present.data = d->present;
     e->msg.dense = o;
+}
+
+/* The dense rows' sync waits, split from sf_dense's [cell][2 * J] (waits,
+ * then counts) into one array of each. */
+static int encode_dense_waits(const sf_summary *s, enc *e)
+{
+    const sf_dense *d = s->dense;
+    size_t J = (size_t)__builtin_popcountll(s->schema.sync_mask);
+    size_t cells = (size_t)s->n_steps * d->n_ranks;
+    if (d->sync_wait == NULL || J == 0 || cells == 0)
+        return 0;
+    e->wait_i64 = malloc(cells * J * sizeof *e->wait_i64);
+    e->wait_u32 = malloc(cells * J * sizeof *e->wait_u32);
+    if (e->wait_i64 == NULL || e->wait_u32 == NULL)
+        return -ENOMEM;
+    for (size_t c = 0; c < cells; c++)
+        for (size_t j = 0; j < J; j++) {
+            e->wait_i64[c * J + j] = d->sync_wait[c * 2 * J + j];
+            e->wait_u32[c * J + j] = (uint32_t)d->sync_wait[c * 2 * J + J + j];
+        }
+    e->dense.n_sync_wait_ns = e->dense.n_sync_waits = cells * J;
+    e->dense.sync_wait_ns = e->wait_i64;
+    e->dense.sync_waits = e->wait_u32;
+    return 0;
+}
+
+/* The synchronizing stages' groups, sent only when one is not the world. */
+static void encode_sync_groups(const sf_schema *schema, enc *e)
+{
+    size_t n = 0;
+    bool any = false;
+    for (uint64_t m = schema->sync_mask; m; m &= m - 1) {
+        uint8_t g = schema->sync_group[__builtin_ctzll(m)];
+        e->sync_groups[n++] = g;
+        any |= g != SF_SYNC_WORLD;
+    }
+    e->msg.n_sync_groups = any ? n : 0;
+    e->msg.sync_groups = e->sync_groups;
 }
 
 static int encode_comm(const sf_comm_summary *c, enc *e)
@@ -305,9 +348,11 @@ int sfd_peer_summary_encode(const sf_summary *s, const sfd_window_key *key,
     }
     m->n_coverage = 2 * (size_t)s->n_intervals;
     m->coverage = cov;
+    encode_sync_groups(&s->schema, e);
     if (s->dense != NULL)
         encode_dense(s, e);
-    if ((s->comm != NULL && encode_comm(s->comm, e) < 0) ||
+    if ((s->dense != NULL && encode_dense_waits(s, e) < 0) ||
+        (s->comm != NULL && encode_comm(s->comm, e) < 0) ||
         (s->cohort != NULL && encode_cohort(s->cohort, e) < 0)) {
         sfd_peer_summary_msg_free(m);
         return -ENOMEM;
@@ -331,6 +376,21 @@ static bool durations_ok(const int64_t *d, size_t n)
     return true;
 }
 
+/* None (every stage spans the world), or one group per synchronizing
+ * stage, each a known one. */
+static int decode_sync_groups(const Stagefrontier__Summary *m, sf_schema *sc)
+{
+    uint8_t groups[SF_MAX_STAGES];
+    if (m->n_sync_groups > (size_t)__builtin_popcountll(sc->sync_mask))
+        return -EBADMSG;
+    for (size_t j = 0; j < m->n_sync_groups; j++) {
+        if (m->sync_groups[j] > SF_SYNC_GROUP_MAX)
+            return -EBADMSG;
+        groups[j] = (uint8_t)m->sync_groups[j];
+    }
+    return sf_schema_set_sync_groups(sc, groups, (uint32_t)m->n_sync_groups) < 0 ? -EBADMSG : 0;
+}
+
 static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
 {
     size_t n = m->n_stage_names;
@@ -349,7 +409,7 @@ static int decode_schema(const Stagefrontier__Summary *m, sf_schema *ret)
                            m->accumulation);
     if (r < 0)
         return -EBADMSG;
-    if (sc.hash != m->schema_hash) {
+    if (sc.hash != m->schema_hash || decode_sync_groups(m, &sc) < 0) {
         sf_schema_clear(&sc);
         return -EBADMSG;
     }
@@ -499,6 +559,47 @@ static int decode_coverage(const Stagefrontier__Summary *m, sf_summary *s)
     return 0;
 }
 
+/* One cell's sync wait at synchronizing stage k, as the core's row check
+ * takes it: none (-1 with 0, the only form without a row), or a wait within
+ * the recorded stage and its sync wait together, with 1..SF_MAX_SYNC_WAITS
+ * sync points. */
+static bool wait_cell_ok(int64_t wait, uint32_t count, bool present, const int64_t *d, uint32_t k)
+{
+    if (wait == -1 && count == 0)
+        return true;
+    return present && in_range(wait, 0, d[k] + d[k + 1]) && count >= 1 &&
+           count <= SF_MAX_SYNC_WAITS;
+}
+
+/* The dense rows' sync waits (after the rows themselves, which bound them):
+ * none, or one wait and one count per cell and synchronizing stage. */
+static int decode_dense_waits(const Stagefrontier__DenseRows *o, sf_summary *s)
+{
+    sf_dense *d = s->dense;
+    size_t J = (size_t)__builtin_popcountll(s->schema.sync_mask), S = s->schema.n_stages;
+    size_t cells = (size_t)s->n_steps * d->n_ranks;
+    if (o->n_sync_wait_ns == 0 && o->n_sync_waits == 0)
+        return 0;
+    if (J == 0 || cells == 0 || o->n_sync_wait_ns != cells * J || o->n_sync_waits != cells * J)
+        return -EBADMSG;
+    for (size_t c = 0; c < cells; c++) {
+        size_t j = 0;
+        for (uint64_t m = s->schema.sync_mask; m; m &= m - 1, j++)
+            if (!wait_cell_ok(o->sync_wait_ns[c * J + j], o->sync_waits[c * J + j],
+                              d->present[c] != 0, &d->d[c * S], (uint32_t)__builtin_ctzll(m)))
+                return -EBADMSG;
+    }
+    d->sync_wait = malloc(cells * 2 * J * sizeof *d->sync_wait);
+    if (d->sync_wait == NULL)
+        return -ENOMEM;
+    for (size_t c = 0; c < cells; c++)
+        for (size_t j = 0; j < J; j++) {
+            d->sync_wait[c * 2 * J + j] = o->sync_wait_ns[c * J + j];
+            d->sync_wait[c * 2 * J + J + j] = o->sync_waits[c * J + j];
+        }
+    return 0;
+}
+
 static int decode_dense(const Stagefrontier__DenseRows *o, sf_summary *s)
 {
     uint32_t world = s->meta.world_size;
@@ -546,7 +647,7 @@ static int decode_dense(const Stagefrontier__DenseRows *o, sf_summary *s)
             return -ENOMEM;
     memcpy(d->d, o->d, o->n_d * sizeof *d->d);
     memcpy(d->present, o->present.data, cells);
-    return 0;
+    return decode_dense_waits(o, s);
 }
 
 /* One step's top-2 of issue lags: absent, one rank, or two distinct ranks,

@@ -845,6 +845,293 @@ static void test_cohort_hostile_fields(void **state)
     free(f);
 }
 
+/* ---- group sync waits ------------------------------------------------------ */
+
+/* 8 ranks, tp = r % 2 x dp = r / 2. Forward: 4 layers, each ending in an
+ * all-reduce of the tp pair that both leave when the later arrives, its
+ * waits accumulated over the 4 sync points; rank 5's second layer is 8 ms
+ * slow, and its tp peer rank 4's last layer 1 ms slower than usual, so that
+ * rank 4 (the victim) is the last to reach the stage's last sync point.
+ * Backward: an all-reduce of every rank (dp), one sync point. */
+#define W_STAGES 6
+#define MS INT64_C(1000000)
+enum { W_DATA, W_FWD, W_FWD_WAIT, W_BWD, W_BWD_WAIT, W_OTHER };
+enum { WJ = 2 };
+typedef struct wait_fixture {
+    sf_schema schema;
+    sf_window_meta meta;
+    sf_gates gates;
+    sf_parallel par[WORLD];
+    int64_t d[STEPS * WORLD * W_STAGES];
+    int64_t waits[STEPS * WORLD * 2 * WJ];
+    sf_row rows[STEPS * WORLD];
+} wait_fixture;
+
+static void wait_forward(wait_fixture *f, uint32_t t, uint32_t g, int64_t *end, uint64_t *x)
+{
+    int64_t cur[2], wait[2] = {0, 0}, last[2] = {0, 0};
+    for (uint32_t q = 0; q < 2; q++) {
+        int64_t *d = &f->d[(t * WORLD + 2 * g + q) * W_STAGES];
+        d[W_DATA] = 5 * MS + (int64_t)(lcg(x) % 500000);
+        cur[q] = d[W_DATA];
+    }
+    for (uint32_t l = 0; l < 4; l++) {
+        for (uint32_t q = 0; q < 2; q++) {
+            uint32_t r = 2 * g + q;
+            last[q] = cur[q] + 5 * MS + (int64_t)(lcg(x) % 500000) +
+                      (r == 5 && l == 1 ? 8 * MS : 0) + (r == 4 && l == 3 ? MS : 0);
+        }
+        int64_t exit = last[0] > last[1] ? last[0] : last[1];
+        for (uint32_t q = 0; q < 2; q++) {
+            wait[q] += exit - last[q];
+            cur[q] = exit;
+        }
+    }
+    for (uint32_t q = 0; q < 2; q++) {
+        uint32_t r = 2 * g + q;
+        int64_t *d = &f->d[(t * WORLD + r) * W_STAGES], *w = &f->waits[(t * WORLD + r) * 2 * WJ];
+        end[r] = cur[q] + MS + (int64_t)(lcg(x) % 250000);
+        d[W_FWD] = last[q] - d[W_DATA];
+        d[W_FWD_WAIT] = end[r] - last[q];
+        w[0] = wait[q];
+        w[WJ] = 4;
+    }
+}
+
+static wait_fixture *wait_fixture_new(void)
+{
+    static const char *const rec[] = {"data", "forward", "backward", "other"};
+    wait_fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(sf_schema_init_sync(&f->schema, 1, 4, rec, NULL, 1, 3u << 1), 0);
+    uint8_t groups[WJ] = {SF_SYNC_TP, SF_SYNC_DP};
+    assert_int_equal(sf_schema_set_sync_groups(&f->schema, groups, WJ), 0);
+    sf_gates_default(&f->gates);
+    f->meta = (sf_window_meta){.index = 0, .first_step = 20, .last_step = 119, .world_size = WORLD};
+    for (uint32_t r = 0; r < WORLD; r++) {
+        char text[32];
+        snprintf(text, sizeof text, "tp=%u/2,dp=%u/4", r % 2, r / 2);
+        assert_int_equal(sf_parallel_parse(text, &f->par[r], NULL, 0), 0);
+    }
+    uint64_t x = 51;
+    for (uint32_t t = 0; t < STEPS; t++) {
+        int64_t end[WORLD], arrive[WORLD], top = 0;
+        for (uint32_t g = 0; g < WORLD / 2; g++)
+            wait_forward(f, t, g, end, &x);
+        for (uint32_t r = 0; r < WORLD; r++) {
+            int64_t *d = &f->d[(t * WORLD + r) * W_STAGES];
+            d[W_BWD] = 30 * MS + (int64_t)(lcg(&x) % 1000000);
+            arrive[r] = end[r] + d[W_BWD];
+            top = arrive[r] > top ? arrive[r] : top;
+        }
+        for (uint32_t r = 0; r < WORLD; r++) {
+            int64_t *d = &f->d[(t * WORLD + r) * W_STAGES],
+                    *w = &f->waits[(t * WORLD + r) * 2 * WJ];
+            d[W_BWD_WAIT] = top - arrive[r];
+            d[W_OTHER] = 5 * MS;
+            w[1] = d[W_BWD_WAIT];
+            w[WJ + 1] = 1;
+            f->rows[t * WORLD + r] =
+                (sf_row){.step = 20 + t, .rank = r, .d = d, .sync_wait = w, .parallel = &f->par[r]};
+        }
+    }
+    return f;
+}
+
+/* The summary of the ranks in rank_mask. */
+static sf_summary *wait_node_summary(wait_fixture *f, uint32_t rank_mask)
+{
+    sf_row sel[STEPS * WORLD];
+    size_t n = 0;
+    for (size_t i = 0; i < STEPS * WORLD; i++)
+        if (rank_mask >> f->rows[i].rank & 1)
+            sel[n++] = f->rows[i];
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&f->schema, &f->meta, sel, n, true, &s), 0);
+    return s;
+}
+
+static void assert_wait_verdicts_equal(const sf_report *a, const sf_report *b)
+{
+    assert_cohort_reports_equal(a, b);
+    assert_int_equal(a->straggler.sync_stage, b->straggler.sync_stage);
+    assert_int_equal(a->straggler.group, b->straggler.group);
+    assert_int_equal(a->straggler.wait_rule, b->straggler.wait_rule);
+    assert_int_equal(a->straggler.victim_rank, b->straggler.victim_rank);
+    assert_int_equal(a->straggler.eligible_steps, b->straggler.eligible_steps);
+}
+
+/* Three nodes whose tp pairs each span two of them, their summaries through
+ * the wire and merged: the root's verdict is one node's, by the wait rule,
+ * naming rank 5 and its victim rank 4. */
+static void test_waits_merge_exact(void **state)
+{
+    (void)state;
+    wait_fixture *f = wait_fixture_new();
+    static const uint32_t nodes[3] = {0x55, 0x0a, 0xa0}; /* {0,2,4,6}, {1,3}, {5,7} */
+    sf_summary *full = wait_node_summary(f, 0xff), *wire[3];
+    for (int i = 0; i < 3; i++) {
+        sf_summary *part = wait_node_summary(f, nodes[i]);
+        assert_non_null(part->dense->sync_wait);
+        wire[i] = round_trip(part);
+        assert_non_null(wire[i]->dense->sync_wait);
+        assert_memory_equal(wire[i]->dense->sync_wait, part->dense->sync_wait,
+                            (size_t)STEPS * part->dense->n_ranks * 2 * WJ * sizeof(int64_t));
+        assert_int_equal(wire[i]->schema.sync_group[W_FWD], SF_SYNC_TP);
+        assert_int_equal(wire[i]->schema.sync_group[W_BWD], SF_SYNC_DP);
+        sf_summary_free(part);
+    }
+    sf_summary *m = NULL;
+    assert_int_equal(sf_summary_clone(wire[2], &m), 0);
+    assert_int_equal(sf_summary_merge(m, wire[0]), 0);
+    assert_int_equal(sf_summary_merge(m, wire[1]), 0);
+    /* and the merged summary through the wire once more, as a Report carries it */
+    sf_summary *root = round_trip(m);
+    sf_report *ra = NULL, *rb = NULL, *rc = NULL;
+    assert_int_equal(sf_report_compute(full, &f->gates, &ra), 0);
+    assert_int_equal(sf_report_compute(m, &f->gates, &rb), 0);
+    assert_int_equal(sf_report_compute(root, &f->gates, &rc), 0);
+    assert_int_equal(ra->cohorts, SF_COHORTS_APPLIED);
+    assert_true(ra->straggler.present);
+    assert_true(ra->straggler.wait_rule);
+    assert_int_equal(ra->straggler.group, SF_SYNC_TP);
+    assert_int_equal(ra->straggler.rank, 5);
+    assert_int_equal(ra->straggler.victim_rank, 4);
+    assert_wait_verdicts_equal(ra, rb);
+    assert_wait_verdicts_equal(ra, rc);
+    sf_report_free(ra);
+    sf_report_free(rb);
+    sf_report_free(rc);
+    sf_summary_free(root);
+    sf_summary_free(m);
+    for (int i = 0; i < 3; i++)
+        sf_summary_free(wire[i]);
+    sf_summary_free(full);
+    sf_schema_clear(&f->schema);
+    free(f);
+}
+
+/* An older peer's summary (no waits, no groups) still decodes, and a merge
+ * with a newer one keeps the declared groups in either order. */
+static void test_waits_old_peer(void **state)
+{
+    (void)state;
+    wait_fixture *f = wait_fixture_new();
+    sf_summary *a = wait_node_summary(f, 0x0f), *b = wait_node_summary(f, 0xf0);
+    Stagefrontier__Summary *m = NULL;
+    sfd_window_key key = key_of(a, 1000, 1);
+    assert_int_equal(sfd_peer_summary_encode(a, &key, &m), 0);
+    m->n_sync_groups = 0;
+    m->dense->n_sync_wait_ns = m->dense->n_sync_waits = 0;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(sfd_peer_pack(&m->base, &buf, &len), 0);
+    sfd_peer_summary_msg_free(m);
+    sf_summary *old = NULL;
+    assert_int_equal(sfd_peer_summary_unpack(buf, len, &old, NULL, NULL), 0);
+    free(buf);
+    assert_null(old->dense->sync_wait);
+    assert_int_equal(old->schema.sync_group[W_FWD], SF_SYNC_WORLD);
+    sf_summary *x = NULL, *y = NULL;
+    assert_int_equal(sf_summary_clone(old, &x), 0);
+    assert_int_equal(sf_summary_merge(x, b), 0);
+    assert_int_equal(sf_summary_clone(b, &y), 0);
+    assert_int_equal(sf_summary_merge(y, old), 0);
+    assert_int_equal(x->schema.sync_group[W_FWD], SF_SYNC_TP);
+    assert_int_equal(y->schema.sync_group[W_FWD], SF_SYNC_TP);
+    /* the old node's ranks carry no wait: -1 and 0 */
+    assert_non_null(x->dense->sync_wait);
+    assert_true(x->dense->sync_wait[0] == -1 && x->dense->sync_wait[WJ] == 0);
+    assert_memory_equal(x->dense->sync_wait, y->dense->sync_wait,
+                        (size_t)STEPS * WORLD * 2 * WJ * sizeof(int64_t));
+    sf_summary_free(x);
+    sf_summary_free(y);
+    sf_summary_free(old);
+    sf_summary_free(a);
+    sf_summary_free(b);
+    sf_schema_clear(&f->schema);
+    free(f);
+}
+
+typedef void (*wait_mutator)(Stagefrontier__Summary *m);
+
+static void w_len(Stagefrontier__Summary *m)
+{
+    m->dense->n_sync_wait_ns--;
+}
+static void w_count_len(Stagefrontier__Summary *m)
+{
+    m->dense->n_sync_waits = 0;
+}
+static void w_neg(Stagefrontier__Summary *m)
+{
+    m->dense->sync_wait_ns[0] = -2;
+}
+static void w_beyond_stage(Stagefrontier__Summary *m)
+{
+    m->dense->sync_wait_ns[0] = INT64_C(1) << 42; /* past forward and its sync wait */
+}
+static void w_count_zero(Stagefrontier__Summary *m)
+{
+    m->dense->sync_waits[0] = 0;
+}
+static void w_count_big(Stagefrontier__Summary *m)
+{
+    m->dense->sync_waits[1] = SF_MAX_SYNC_WAITS + 1;
+}
+static void w_none_counted(Stagefrontier__Summary *m)
+{
+    m->dense->sync_wait_ns[0] = -1; /* no wait, yet a count of 4 */
+}
+static void w_no_row(Stagefrontier__Summary *m)
+{
+    m->dense->present.data[0] = 0; /* a wait without its row (the step count says so too) */
+    m->steps[0]->n_ranks--;
+}
+static void w_groups_len(Stagefrontier__Summary *m)
+{
+    m->n_sync_groups = 1;
+}
+static void w_group_unknown(Stagefrontier__Summary *m)
+{
+    m->sync_groups[0] = SF_SYNC_GROUP_MAX + 1;
+}
+
+static void test_waits_hostile_fields(void **state)
+{
+    (void)state;
+    static const wait_mutator muts[] = {
+        w_len,       w_count_len,    w_neg,    w_beyond_stage, w_count_zero,
+        w_count_big, w_none_counted, w_no_row, w_groups_len,   w_group_unknown};
+    wait_fixture *f = wait_fixture_new();
+    sf_summary *s = wait_node_summary(f, 0x0f);
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        Stagefrontier__Summary *m = NULL;
+        sfd_window_key key = key_of(s, 1000, 1);
+        assert_int_equal(sfd_peer_summary_encode(s, &key, &m), 0);
+        /* copies of what the mutators write, so the summary stays intact */
+        uint8_t *present = malloc(m->dense->present.len);
+        memcpy(present, m->dense->present.data, m->dense->present.len);
+        m->dense->present.data = present;
+        muts[i](m);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(sfd_peer_pack(&m->base, &buf, &len), 0);
+        sf_summary *out = NULL;
+        int r = sfd_peer_summary_unpack(buf, len, &out, NULL, NULL);
+        if (r != -EBADMSG)
+            print_error("wait mutator %zu accepted (%d)\n", i, r);
+        assert_int_equal(r, -EBADMSG);
+        assert_null(out);
+        free(buf);
+        free(present);
+        sfd_peer_summary_msg_free(m);
+    }
+    sf_summary_free(s);
+    sf_schema_clear(&f->schema);
+    free(f);
+}
+
 /* A communication part on a schema without synchronizing stages is refused. */
 static void test_comm_without_sync_stage(void **state)
 {
@@ -1004,6 +1291,9 @@ int main(void)
         cmocka_unit_test(test_comm_without_sync_stage),
         cmocka_unit_test(test_cohort_merge_exact),
         cmocka_unit_test(test_cohort_hostile_fields),
+        cmocka_unit_test(test_waits_merge_exact),
+        cmocka_unit_test(test_waits_old_peer),
+        cmocka_unit_test(test_waits_hostile_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

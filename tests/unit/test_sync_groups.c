@@ -418,6 +418,111 @@ static void pp_wait_rule(void **state)
     job_clear(&p);
 }
 
+/* ---- across nodes ------------------------------------------------------------ */
+
+static sf_summary *summary_of(struct job *j, uint32_t rank_mask)
+{
+    size_t n = (size_t)j->m.steps * j->m.ranks, n_sel = 0;
+    sf_row *sel = calloc(n, sizeof *sel);
+    assert_non_null(sel);
+    for (size_t i = 0; i < n; i++)
+        if (rank_mask >> j->m.rows[i].rank & 1)
+            sel[n_sel++] = j->m.rows[i];
+    sf_window_meta meta = meta_for(4);
+    sf_summary *s = NULL;
+    assert_int_equal(sf_summary_build(&j->schema, &meta, sel, n_sel, true, &s), 0);
+    free(sel);
+    return s;
+}
+
+static void same_verdict(const sf_report *a, const sf_report *b)
+{
+    assert_int_equal(a->cohorts, b->cohorts);
+    assert_int_equal(a->straggler.present, b->straggler.present);
+    assert_int_equal(a->straggler.rank, b->straggler.rank);
+    assert_int_equal(a->straggler.sync_stage, b->straggler.sync_stage);
+    assert_int_equal(a->straggler.group, b->straggler.group);
+    assert_int_equal(a->straggler.wait_rule, b->straggler.wait_rule);
+    assert_int_equal(a->straggler.victim_rank, b->straggler.victim_rank);
+    assert_int_equal(a->straggler.arrived_last_steps, b->straggler.arrived_last_steps);
+    assert_int_equal(a->straggler.eligible_steps, b->straggler.eligible_steps);
+    assert_true(a->straggler.median_lateness_ns == b->straggler.median_lateness_ns);
+    same_ledger(a, b);
+}
+
+/* The window's rows split over two nodes so that every group spans both
+ * (node A holds the ranks of node_a, node B the others), each node's
+ * summary built alone and merged in either order: the wait rule's verdict
+ * is one node's. Then with the merged dense rows stripped of coordinates,
+ * as the wire leaves them: the groups come from the cohort part, and the
+ * verdict stays. */
+static void split_merges_to_one_verdict(struct job *j, uint32_t node_a)
+{
+    sf_gates gates;
+    sf_gates_default(&gates);
+    sf_summary *whole = summary_of(j, 0xf);
+    sf_report *one = NULL;
+    assert_int_equal(sf_report_compute(whole, &gates, &one), 0);
+    assert_true(one->straggler.wait_rule);
+    for (int order = 0; order < 2; order++) {
+        sf_summary *a = summary_of(j, order ? node_a : 0xf & ~node_a);
+        sf_summary *b = summary_of(j, order ? 0xf & ~node_a : node_a);
+        assert_int_equal(sf_summary_merge(a, b), 0);
+        sf_report *merged = NULL;
+        assert_int_equal(sf_report_compute(a, &gates, &merged), 0);
+        same_verdict(one, merged);
+        sf_report_free(merged);
+        assert_non_null(a->cohort);
+        free(a->dense->parallel);
+        a->dense->parallel = NULL;
+        assert_int_equal(sf_report_compute(a, &gates, &merged), 0);
+        same_verdict(one, merged);
+        sf_report_free(merged);
+        sf_summary_free(a);
+        sf_summary_free(b);
+    }
+    sf_report_free(one);
+    sf_summary_free(whole);
+}
+
+static void tp_split_over_nodes(void **state)
+{
+    (void)state;
+    struct job t;
+    tp_init(&t, 40, 8 * MS, SF_SYNC_TP);
+    split_merges_to_one_verdict(&t, 0x5); /* tp = 0 on node A, tp = 1 on node B */
+    job_clear(&t);
+}
+
+static void pp_split_over_nodes(void **state)
+{
+    (void)state;
+    struct job p;
+    pp_init(&p, 40, 10 * MS);
+    split_merges_to_one_verdict(&p, 0x5); /* dp = 0 of both stages on node A */
+    job_clear(&p);
+}
+
+/* A node whose summary says world for the tp stage (an older peer), merged
+ * with one that declares tp, in either order: tp. */
+static void sync_groups_merge_either_way(void **state)
+{
+    (void)state;
+    struct job t, w;
+    tp_init(&t, 8, 8 * MS, SF_SYNC_TP);
+    tp_init(&w, 8, 8 * MS, SF_SYNC_WORLD);
+    for (int order = 0; order < 2; order++) {
+        sf_summary *a = summary_of(order ? &t : &w, 0x3), *b = summary_of(order ? &w : &t, 0xc);
+        assert_int_equal(sf_summary_merge(a, b), 0);
+        assert_int_equal(a->schema.sync_group[FWD], SF_SYNC_TP);
+        assert_int_equal(a->schema.sync_group[BWD], SF_SYNC_DP);
+        sf_summary_free(a);
+        sf_summary_free(b);
+    }
+    job_clear(&t);
+    job_clear(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -428,6 +533,9 @@ int main(void)
         cmocka_unit_test(tp_clean_names_nobody),
         cmocka_unit_test(old_rows_unchanged),
         cmocka_unit_test(pp_wait_rule),
+        cmocka_unit_test(tp_split_over_nodes),
+        cmocka_unit_test(pp_split_over_nodes),
+        cmocka_unit_test(sync_groups_merge_either_way),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
