@@ -26,7 +26,8 @@
 #define CODEC_MAGIC_V9 0x39525453u  /* "STR9": STR8, then the stall */
 #define CODEC_MAGIC_V10 0x30315453u /* "ST10": STR9, then the communication verdict */
 #define CODEC_MAGIC_V11 0x31315453u /* "ST11": ST10, then the change's communication test */
-#define CODEC_MAGIC 0x32315453u     /* "ST12": ST11, then the cohorts and the pipeline view */
+#define CODEC_MAGIC_V12 0x32315453u /* "ST12": ST11, then the cohorts and the pipeline view */
+#define CODEC_MAGIC 0x33315453u     /* "ST13": ST12, then the sync groups and the wait rule */
 
 /* ---- encoder --------------------------------------------------------------- */
 
@@ -332,6 +333,18 @@ static void put_pipeline(struct enc *e, const sf_report *r)
     }
 }
 
+/* The synchronizing stages' groups and the verdict's wait rule (ST13),
+ * last: each synchronizing stage's group in stage order, then the verdict's
+ * group, whether the wait rule named it, and its victim. */
+static void put_wait_rule(struct enc *e, const sf_report *r)
+{
+    for (uint64_t m = r->schema.sync_mask; m; m &= m - 1)
+        put_u32(e, r->schema.sync_group[__builtin_ctzll(m)]);
+    put_u32(e, (uint32_t)r->straggler.group);
+    put_u32(e, r->straggler.wait_rule);
+    put_u32(e, r->straggler.victim_rank);
+}
+
 /* The sync floor tests (STR6), after the wall clock, only with a change. */
 static void put_change_floors(struct enc *e, const sf_change *c)
 {
@@ -394,6 +407,7 @@ int sfd_report_pack(const sf_report *report, uint8_t **ret, size_t *ret_len)
     put_comm(&e, report);
     put_change_comm(&e, report->change);
     put_pipeline(&e, report);
+    put_wait_rule(&e, report);
     if (e.oom) {
         free(e.buf);
         return -ENOMEM;
@@ -967,13 +981,40 @@ static int get_pipeline(struct dec *d, sf_report *r)
     return d->bad ? -EINVAL : 0;
 }
 
-/* The codec version of a magic: 2 to 12, or 0 for none of ours. */
+/* The sync groups and the wait rule (ST13); before it every stage spans
+ * the world and no verdict came from the wait rule. A group is one of
+ * enum sf_sync_group; the wait rule names a tp or pp verdict only; a victim
+ * is a rank of the world or SF_NO_RANK. */
+static int get_wait_rule(struct dec *d, sf_report *r)
+{
+    uint8_t groups[SF_MAX_STAGES];
+    uint32_t J = (uint32_t)__builtin_popcountll(r->schema.sync_mask);
+    for (uint32_t j = 0; j < J; j++) {
+        uint32_t g = get_u32(d);
+        if (d->bad || g > SF_SYNC_GROUP_MAX)
+            return -EINVAL;
+        groups[j] = (uint8_t)g;
+    }
+    sf_straggler *v = &r->straggler;
+    uint32_t group = get_u32(d), wait_rule = get_u32(d), victim = get_u32(d);
+    if (d->bad || group > SF_SYNC_GROUP_MAX || wait_rule > 1 ||
+        (wait_rule && (!v->present || (group != SF_SYNC_TP && group != SF_SYNC_PP))) ||
+        (victim != SF_NO_RANK && victim >= r->meta.world_size) ||
+        sf_schema_set_sync_groups(&r->schema, groups, J) < 0)
+        return -EINVAL;
+    v->group = (enum sf_sync_group)group;
+    v->wait_rule = wait_rule;
+    v->victim_rank = victim;
+    return 0;
+}
+
+/* The codec version of a magic: 2 to 13, or 0 for none of ours. */
 static unsigned codec_version(uint32_t magic)
 {
-    static const uint32_t magics[] = {CODEC_MAGIC_V2,  CODEC_MAGIC_V3, CODEC_MAGIC_V4,
-                                      CODEC_MAGIC_V5,  CODEC_MAGIC_V6, CODEC_MAGIC_V7,
-                                      CODEC_MAGIC_V8,  CODEC_MAGIC_V9, CODEC_MAGIC_V10,
-                                      CODEC_MAGIC_V11, CODEC_MAGIC};
+    static const uint32_t magics[] = {CODEC_MAGIC_V2,  CODEC_MAGIC_V3,  CODEC_MAGIC_V4,
+                                      CODEC_MAGIC_V5,  CODEC_MAGIC_V6,  CODEC_MAGIC_V7,
+                                      CODEC_MAGIC_V8,  CODEC_MAGIC_V9,  CODEC_MAGIC_V10,
+                                      CODEC_MAGIC_V11, CODEC_MAGIC_V12, CODEC_MAGIC};
     for (unsigned i = 0; i < sizeof magics / sizeof magics[0]; i++)
         if (magic == magics[i])
             return i + 2;
@@ -1026,6 +1067,8 @@ int sfd_report_unpack(const uint8_t *buf, size_t len, sf_report **ret)
         r->change->comm.rank = SF_NO_RANK; /* untested, as the core leaves it */
     if (rc == 0 && version >= 12)
         rc = get_pipeline(&d, r);
+    if (rc == 0 && version >= 13)
+        rc = get_wait_rule(&d, r);
     if (rc == 0 && d.left != 0)
         rc = -EINVAL;
     if (rc < 0) {

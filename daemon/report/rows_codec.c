@@ -1,8 +1,8 @@
 /*
  * The rows codec of the history store (rows_codec.h): a window's rows, each
- * its durations, issue lags, flags, role and parallel coordinates, in a
- * versioned little-endian form. The decoder reads the bytes twice, checking every row first, so a
- * damaged record gives no row at all rather than part of a window.
+ * its durations, issue lags, accumulated sync waits, flags, role and
+ * parallel coordinates, in a versioned little-endian form. The decoder reads the bytes twice,
+ * checking every row first, so a damaged record gives no row at all rather than part of a window.
  */
 #include <errno.h>
 #include <string.h>
@@ -10,10 +10,11 @@
 #include "byte_codec.h"
 #include "rows_codec.h"
 
-#define ROWS_MAGIC 0x31575346u /* "SFW1" */
+#define ROWS_MAGIC_V1 0x31575346u /* "SFW1": rows without sync waits */
+#define ROWS_MAGIC 0x32575346u    /* "SFW2": SFW1, each row's sync waits after its lags */
 /* The smallest stored row: step, rank, flags, overlap, role, event state,
  * two event figures, the lag flag, the declared coordinates (none) and one
- * duration. */
+ * duration (SFW1's; an SFW2 row adds its wait flag, so this bounds both). */
 #define ROW_MIN_BYTES (8 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 8)
 
 static uint32_t sync_count(const sf_schema *schema)
@@ -53,9 +54,21 @@ static void put_parallel(struct enc *e, const sf_parallel *p)
     put_u32(e, p->virtual_stages);
 }
 
+/* Whether the row has a sync wait mark: one without (NULL, or -1 at every
+ * stage, as sfd keeps rows of old clients) stores none and reads back NULL,
+ * which the core takes the same way. */
+static bool has_waits(const sf_row *row, uint32_t n_sync)
+{
+    for (uint32_t j = 0; row->sync_wait != NULL && j < n_sync; j++)
+        if (row->sync_wait[j] >= 0)
+            return true;
+    return false;
+}
+
 static void put_row(struct enc *e, const sf_row *row, uint32_t role, uint32_t n_stages,
                     uint32_t n_sync)
 {
+    bool waits = has_waits(row, n_sync);
     put_i64(e, row->step);
     put_u32(e, row->rank);
     put_u32(e, row->flags);
@@ -65,11 +78,14 @@ static void put_row(struct enc *e, const sf_row *row, uint32_t role, uint32_t n_
     put_i64(e, row->event_cpu_ns);
     put_i64(e, row->event_gpu_ns);
     put_u32(e, row->issue_lag != NULL);
+    put_u32(e, waits);
     put_parallel(e, row->parallel);
     for (uint32_t k = 0; k < n_stages; k++)
         put_i64(e, row->d[k]);
     for (uint32_t j = 0; row->issue_lag != NULL && j < n_sync; j++)
         put_i64(e, row->issue_lag[j]);
+    for (uint32_t j = 0; waits && j < 2 * n_sync; j++)
+        put_i64(e, row->sync_wait[j]);
 }
 
 int sf_rows_pack(const sf_schema *schema, uint32_t world_size, uint32_t segment, int64_t index,
@@ -115,6 +131,7 @@ int sf_rows_pack(const sf_schema *schema, uint32_t world_size, uint32_t segment,
 
 struct stored_rows {
     sf_rows_header header;
+    bool waits; /* SFW2: rows say whether they carry sync waits */
     uint32_t n_roles;
     char *roles[SF_ROWS_CODEC_MAX_ROLES];
 };
@@ -128,7 +145,9 @@ static void stored_rows_clear(struct stored_rows *s)
 static int get_header(struct dec *d, const sf_schema *schema, uint32_t world_size,
                       struct stored_rows *s)
 {
-    bool fits = get_u32(d) == ROWS_MAGIC && get_u64(d) == schema->hash &&
+    uint32_t magic = get_u32(d);
+    s->waits = magic == ROWS_MAGIC;
+    bool fits = (magic == ROWS_MAGIC || magic == ROWS_MAGIC_V1) && get_u64(d) == schema->hash &&
                 get_u32(d) == schema->n_stages && get_u32(d) == sync_count(schema) &&
                 get_u32(d) == world_size;
     s->header.segment = get_u32(d);
@@ -145,8 +164,6 @@ static int get_header(struct dec *d, const sf_schema *schema, uint32_t world_siz
     return 0;
 }
 
-/* One row into *row, its arrays in d_buf and lag_buf; -EINVAL when it does
- * not decode or does not pass the core's checks. */
 /* Coordinates into *p; false when they do not decode or do not fit the
  * world (sf_parallel_check). */
 static bool get_parallel(struct dec *d, uint32_t world_size, sf_parallel *p)
@@ -165,9 +182,16 @@ static bool get_parallel(struct dec *d, uint32_t world_size, sf_parallel *p)
     return !d->bad && sf_parallel_check(p, world_size, &reason) == 0;
 }
 
+/* One row's arrays, as a decoded row points into them. */
+struct row_bufs {
+    int64_t d[SF_MAX_STAGES], lag[SF_MAX_STAGES], wait[2 * SF_MAX_STAGES];
+    sf_parallel par;
+};
+
+/* One row into *row, its arrays in *b; -EINVAL when it does not decode or
+ * does not pass the core's checks (its sync waits included). */
 static int get_row(struct dec *d, const sf_schema *schema, uint32_t world_size,
-                   const struct stored_rows *s, sf_row *row, int64_t *d_buf, int64_t *lag_buf,
-                   sf_parallel *par_buf)
+                   const struct stored_rows *s, sf_row *row, struct row_bufs *b)
 {
     row->step = get_i64(d);
     row->rank = get_u32(d);
@@ -176,20 +200,23 @@ static int get_row(struct dec *d, const sf_schema *schema, uint32_t world_size,
     uint32_t role = get_u32(d), event_state = get_u32(d);
     row->event_cpu_ns = get_i64(d);
     row->event_gpu_ns = get_i64(d);
-    uint32_t has_lag = get_u32(d);
-    bool par_ok = get_parallel(d, world_size, par_buf);
+    uint32_t has_lag = get_u32(d), has_wait = s->waits ? get_u32(d) : 0;
+    bool par_ok = get_parallel(d, world_size, &b->par);
     for (uint32_t k = 0; k < schema->n_stages; k++)
-        d_buf[k] = get_i64(d);
+        b->d[k] = get_i64(d);
     for (uint32_t j = 0; has_lag == 1 && j < sync_count(schema); j++)
-        lag_buf[j] = get_i64(d);
+        b->lag[j] = get_i64(d);
+    for (uint32_t j = 0; has_wait == 1 && j < 2 * sync_count(schema); j++)
+        b->wait[j] = get_i64(d);
     if (d->bad || !par_ok || role >= s->n_roles || event_state > SF_EVENT_MISSING || has_lag > 1 ||
-        row->rank >= world_size)
+        has_wait > 1 || row->rank >= world_size)
         return -EINVAL;
-    row->parallel = par_buf->declared ? par_buf : NULL;
+    row->parallel = b->par.declared ? &b->par : NULL;
     row->role = s->roles[role];
     row->event_state = (uint8_t)event_state;
-    row->d = d_buf;
-    row->issue_lag = has_lag ? lag_buf : NULL;
+    row->d = b->d;
+    row->issue_lag = has_lag ? b->lag : NULL;
+    row->sync_wait = has_wait ? b->wait : NULL; /* checked by sf_row_validate */
     return sf_row_validate(row, schema) < 0 ? -EINVAL : 0;
 }
 
@@ -197,11 +224,10 @@ static int get_row(struct dec *d, const sf_schema *schema, uint32_t world_size,
 static int walk_rows(struct dec d, const sf_schema *schema, uint32_t world_size,
                      const struct stored_rows *s, sf_rows_visit visit, void *ctx)
 {
-    int64_t d_buf[SF_MAX_STAGES], lag_buf[SF_MAX_STAGES];
-    sf_parallel par_buf;
+    struct row_bufs b;
     for (uint32_t i = 0; i < s->header.n_rows; i++) {
         sf_row row = {0};
-        int r = get_row(&d, schema, world_size, s, &row, d_buf, lag_buf, &par_buf);
+        int r = get_row(&d, schema, world_size, s, &row, &b);
         if (r == 0 && visit != NULL)
             r = visit(ctx, &s->header, &row);
         if (r < 0)

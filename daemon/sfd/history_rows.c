@@ -68,12 +68,13 @@ static int take_row(void *ctx, const sf_rows_header *header, const sf_row *row)
         .event_state = row->event_state,
     };
     memcpy(c->rows.d + i * n_stages, row->d, n_stages * sizeof(int64_t));
-    /* Stored rows keep no sync waits: a restored window has none. */
+    /* The marks at sfd's stride: issue lags, then sync waits and counts
+     * (rows stored before SFW2 keep none: -1 and 0). */
     for (uint32_t j = 0; j < c->n_sync; j++) {
         int64_t *m = c->rows.lag + i * 3 * c->n_sync;
         m[j] = row->issue_lag ? row->issue_lag[j] : -1;
-        m[c->n_sync + j] = -1;
-        m[2 * c->n_sync + j] = 0;
+        m[c->n_sync + j] = row->sync_wait ? row->sync_wait[j] : -1;
+        m[2 * c->n_sync + j] = row->sync_wait ? row->sync_wait[c->n_sync + j] : 0;
     }
     return 0;
 }

@@ -2,10 +2,9 @@
  * Writes the seed corpora of the peer fuzz targets: sealed frames of every
  * message type, packed summaries (mergeable and dense) and capture requests
  * (one for a communication verdict) and outcomes, a summary with a
- * communication part, each naming its job by the whole key (owner uid, job
- * id, incarnation), and the same with the owner or incarnation missing or out
- * of bounds.
- * Run by hand: peer_corpus_gen tests/fuzz/corpus
+ * communication part, a dense one with group sync waits, each naming its job by the whole key
+ * (owner uid, job id, incarnation), and the same with the owner or incarnation missing or out of
+ * bounds. Run by hand: peer_corpus_gen tests/fuzz/corpus
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +155,57 @@ static void cohort_seed(const char *su)
         free(buf);
         sf_summary_free(s);
     }
+    sf_schema_clear(&sc);
+}
+
+/* A dense summary with group sync waits: 4 ranks, tp=2 x dp=2, a forward
+ * whose collectives span the tp pair (rank 1 slow, rank 0 waiting for it
+ * at 3 sync points) and a backward that spans dp. */
+static void waits_seed(const char *su)
+{
+    static const char *const recorded[] = {"data.next_wait", "model.fwd_loss_cpu_wall",
+                                           "model.backward_cpu_wall", "step.other_cpu_wall"};
+    static const char *const layout[4] = {"tp=0/2,dp=0/2", "tp=1/2,dp=0/2", "tp=0/2,dp=1/2",
+                                          "tp=1/2,dp=1/2"};
+    static const uint8_t groups[2] = {SF_SYNC_TP, SF_SYNC_DP};
+    sf_schema sc;
+    if (sf_schema_init_sync(&sc, 1, 4, recorded, NULL, 1, 3u << 1) < 0 ||
+        sf_schema_set_sync_groups(&sc, groups, 2) < 0)
+        exit(1);
+    sf_window_meta meta = {.index = 3, .first_step = 320, .last_step = 419, .world_size = 4};
+    sf_parallel par[4];
+    for (int r = 0; r < 4; r++)
+        if (sf_parallel_parse(layout[r], &par[r], NULL, 0) < 0)
+            exit(1);
+    int64_t d[12 * 6], w[12 * 4];
+    sf_row rows[12];
+    for (int i = 0; i < 12; i++) {
+        int r = i % 4;
+        int64_t *x = &d[i * 6], *y = &w[i * 4];
+        x[0] = 1000000, x[1] = 20000000 + (r == 1 ? 4000000 : 0), x[2] = 1000000;
+        x[3] = 30000000 + 1000 * i, x[4] = r == 3 ? 0 : 2000000, x[5] = 2000000;
+        y[0] = r == 0 ? 4000000 : 100000, y[1] = x[4], y[2] = 3, y[3] = 1;
+        rows[i] = (sf_row){.step = 320 + i / 4,
+                           .rank = (uint32_t)r,
+                           .d = x,
+                           .role = "",
+                           .sync_wait = y,
+                           .parallel = &par[r]};
+    }
+    sf_summary *s = NULL;
+    if (sf_summary_build(&sc, &meta, rows, 12, true, &s) < 0 || s->dense->sync_wait == NULL)
+        exit(1);
+    sfd_window_key key = {.job = "job-7",
+                          .uid = SEED_UID,
+                          .incarnation = SEED_INCARNATION,
+                          .window = s->meta.index,
+                          .segment = s->meta.segment};
+    uint8_t *buf;
+    size_t len;
+    sfd_peer_summary_pack(s, &key, false, 2, &buf, &len);
+    put(su, "waits_dense", 0xff, buf, len);
+    free(buf);
+    sf_summary_free(s);
     sf_schema_clear(&sc);
 }
 
@@ -403,6 +453,7 @@ int main(int argc, char **argv)
     catchups(fr);
     comm_seed(su);
     cohort_seed(su);
+    waits_seed(su);
     for (int dense = 0; dense < 2; dense++) {
         sf_summary *s = sample(dense);
         sfd_window_key key = {.job = "job-7",

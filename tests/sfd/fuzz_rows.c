@@ -1,8 +1,8 @@
 /*
  * Fuzz target: the rows codec of sfd's history store, as it reads the rows
  * of a corrupt or foreign history.sqlite at startup. Rows decode against a
- * fixed schema with a synchronizing stage (so issue lags are read) and a
- * world of 8. Whatever decodes, encoded again, must decode to the same
+ * fixed schema with a synchronizing stage (so issue lags and sync waits are
+ * read) and a world of 8. Whatever decodes, encoded again, must decode to the same
  * encoding.
  */
 #include <stdint.h>
@@ -20,7 +20,7 @@ struct collected {
     sf_rows_header header;
     uint32_t n;
     sf_row rows[MAX_ROWS];
-    int64_t d[MAX_ROWS][SF_MAX_STAGES], lag[MAX_ROWS][SF_MAX_STAGES];
+    int64_t d[MAX_ROWS][SF_MAX_STAGES], lag[MAX_ROWS][SF_MAX_STAGES], wait[MAX_ROWS][2];
     char roles[MAX_ROWS][64];
     sf_parallel par[MAX_ROWS];
 };
@@ -38,6 +38,10 @@ static int collect(void *ctx, const sf_rows_header *header, const sf_row *row)
     if (row->issue_lag != NULL) {
         memcpy(c->lag[i], row->issue_lag, sizeof c->lag[i][0]);
         c->rows[i].issue_lag = c->lag[i];
+    }
+    if (row->sync_wait != NULL) { /* one synchronizing stage: its wait and count */
+        memcpy(c->wait[i], row->sync_wait, sizeof c->wait[i]);
+        c->rows[i].sync_wait = c->wait[i];
     }
     if (row->parallel != NULL) {
         c->par[i] = *row->parallel;

@@ -181,15 +181,17 @@ static sf_report *from_older_codec(const sf_report *r, char version)
     size_t len, sizes = 8 * (size_t)r->change->n_stages;
     for (uint32_t k = 0; k < r->change->n_stages; k++)
         sizes += 8 * (size_t)r->change->stages[k].floor_tested;
-    /* ST12's cohorts and pipeline view (three words without a view), ST11's
-     * change communication test (six words and a shift), ST10's verdict,
-     * then the older parts. */
-    size_t later = 4 * 3 + 4 * 6 + 32 + 76 + (version < '9' ? 4 : 0) + (version < '8' ? sizes : 0) +
+    /* ST13's sync groups (a word each) and wait rule (three words), ST12's
+     * cohorts and pipeline view (three words without a view), ST11's change
+     * communication test (six words and a shift), ST10's verdict, then the
+     * older parts. */
+    size_t later = 4 * (size_t)__builtin_popcountll(r->schema.sync_mask) + 4 * 3 + 4 * 3 + 4 * 6 +
+                   32 + 76 + (version < '9' ? 4 : 0) + (version < '8' ? sizes : 0) +
                    (version < '7' ? 4 + 8 * (size_t)r->change->n_measured : 0);
     assert_false(r->stall.present);
     assert_false(r->pipeline.present);
     assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
-    assert_memory_equal(buf, "ST12", 4);
+    assert_memory_equal(buf, "ST13", 4);
     buf[2] = 'R';
     buf[3] = (uint8_t)version;
     assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL); /* trailing bytes */
@@ -373,6 +375,98 @@ static void round_trip_keeps_the_pipeline_view(void **state)
     sf_schema_clear(&schema);
 }
 
+/* The sync groups and the wait rule (ST13) come back as they were and render
+ * the same bytes: 2 pipeline stages x 2 replicas whose stage 1 waits for
+ * stage 0's activations at a pp sync point, rank 1 (stage 0) 10 ms slow: the
+ * wait rule names it, its victim rank 3. A report as ST12 stored it reads
+ * back with every stage spanning the world; a wait rule outside tp and pp,
+ * or a victim beyond the world, is refused. */
+static void round_trip_keeps_the_wait_rule(void **state)
+{
+    (void)state;
+    static const char *const rec[] = {"data", "forward", "backward", "other"};
+    static const char *const layout[4] = {"pp=0/2,dp=0/2", "pp=0/2,dp=1/2", "pp=1/2,dp=0/2",
+                                          "pp=1/2,dp=1/2"};
+    static const uint8_t groups[2] = {SF_SYNC_PP, SF_SYNC_DP};
+    const int64_t ms = 1000000;
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_sync(&schema, 1, 4, rec, NULL, 1, 3u << 1), 0);
+    assert_int_equal(sf_schema_set_sync_groups(&schema, groups, 2), 0);
+    sf_gates gates;
+    sf_gates_default(&gates);
+    sf_parallel par[4];
+    int64_t d[40 * 4 * 6], w[40 * 4 * 4];
+    sf_row rows[40 * 4];
+    for (uint32_t r = 0; r < 4; r++)
+        assert_int_equal(sf_parallel_parse(layout[r], &par[r], NULL, 0), 0);
+    for (uint32_t t = 0; t < 40; t++) {
+        int64_t end[4], top = 0;
+        for (uint32_t dp = 0; dp < 2; dp++) {
+            int64_t *a = &d[(t * 4 + dp) * 6], *b = &d[(t * 4 + 2 + dp) * 6];
+            int64_t *wa = &w[(t * 4 + dp) * 4], *wb = &w[(t * 4 + 2 + dp) * 4];
+            a[0] = b[0] = 5 * ms + 1000 * ((t * 7 + dp * 3) % 11);
+            a[1] = 20 * ms + 1000 * ((t * 5 + dp) % 13) + (dp == 1 ? 10 * ms : 0);
+            a[2] = 0;
+            end[dp] = a[0] + a[1];
+            wa[0] = 0, wa[2] = 1;
+            int64_t enter = b[0] + ms, exit = end[dp] > enter ? end[dp] : enter;
+            b[1] = ms;
+            b[2] = exit - enter + 20 * ms + 1000 * ((t * 3 + dp) % 17);
+            end[2 + dp] = enter + b[2];
+            wb[0] = exit - enter, wb[2] = 1;
+        }
+        for (uint32_t r = 0; r < 4; r++) {
+            int64_t *x = &d[(t * 4 + r) * 6];
+            x[3] = 30 * ms + 1000 * ((t * 11 + r * 5) % 19);
+            top = end[r] + x[3] > top ? end[r] + x[3] : top;
+        }
+        for (uint32_t r = 0; r < 4; r++) {
+            int64_t *x = &d[(t * 4 + r) * 6], *y = &w[(t * 4 + r) * 4];
+            x[4] = top - end[r] - x[3];
+            x[5] = 5 * ms;
+            y[1] = x[4], y[3] = 1;
+            rows[t * 4 + r] =
+                (sf_row){.step = t, .rank = r, .d = x, .sync_wait = y, .parallel = &par[r]};
+        }
+    }
+    sf_window_meta meta = {.index = 0, .first_step = 0, .last_step = 39, .world_size = 4};
+    sf_report *r = NULL;
+    assert_int_equal(sf_report_from_rows(&schema, &meta, rows, 160, &gates, &r), 0);
+    assert_true(r->straggler.present && r->straggler.wait_rule);
+    assert_int_equal(r->straggler.rank, 1);
+    assert_int_equal(r->straggler.victim_rank, 3);
+    sf_report *back = round_trip(r);
+    assert_true(back->straggler.wait_rule);
+    assert_int_equal(back->straggler.group, SF_SYNC_PP);
+    assert_int_equal(back->straggler.victim_rank, 3);
+    assert_memory_equal(back->schema.sync_group, r->schema.sync_group, sizeof r->schema.sync_group);
+    sf_report_free(back);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
+    buf[3] = '2'; /* "ST12": without the last two sync groups and three words */
+    assert_int_equal(sfd_report_unpack(buf, len - 4 * 5, &back), 0);
+    assert_false(back->straggler.wait_rule);
+    assert_int_equal(back->schema.sync_group[1], SF_SYNC_WORLD);
+    sf_report_free(back);
+    free(buf);
+    for (int bad = 0; bad < 3; bad++) {
+        sf_straggler keep = r->straggler;
+        if (bad == 0)
+            r->straggler.group = SF_SYNC_DP;
+        else if (bad == 1)
+            r->straggler.victim_rank = 4;
+        else
+            r->straggler.group = SF_SYNC_GROUP_MAX + 1;
+        assert_int_equal(sfd_report_pack(r, &buf, &len), 0);
+        assert_int_equal(sfd_report_unpack(buf, len, &back), -EINVAL);
+        free(buf);
+        r->straggler = keep;
+    }
+    sf_report_free(r);
+    sf_schema_clear(&schema);
+}
+
 /* Without sync points, and with one (stage 2 becomes "s2" and
  * "s2.sync_wait", which gets a sync floor test). */
 static void round_trip_keeps_the_change(void **state)
@@ -411,10 +505,11 @@ static void corrupt_bodies_are_refused(void **state)
 /* ---- the rows codec ---------------------------------------------------------- */
 
 /* Four rows of two ranks over a schema whose backward synchronizes, so the
- * rows carry issue lags (one row without any), roles and event figures. */
+ * rows carry issue lags (one row without any), sync waits (row 2 none, row
+ * 3 none marked, which reads back as none), roles and event figures. */
 struct rows_fixture {
     sf_schema schema;
-    int64_t d[4][SF_MAX_STAGES], lag[4][1];
+    int64_t d[4][SF_MAX_STAGES], lag[4][1], wait[4][2];
     sf_parallel par[2]; /* pp=r/2: rank 1's rows carry them, rank 0's none */
     sf_row rows[4];
 };
@@ -432,12 +527,15 @@ static void rows_fixture(struct rows_fixture *f)
         for (uint32_t k = 0; k < f->schema.n_stages; k++)
             f->d[i][k] = 1000 * (k + 1) + i;
         f->lag[i][0] = i == 3 ? -1 : 10 * (int64_t)i;
+        f->wait[i][0] = i == 3 ? -1 : 100 + (int64_t)i; /* within backward and its sync wait */
+        f->wait[i][1] = i == 3 ? 0 : 1 + (int64_t)i;
         f->rows[i] = (sf_row){.step = 40 + i / 2,
                               .rank = i % 2,
                               .flags = i == 1 ? SF_ROW_NON_MONOTONIC : 0,
                               .overlap_ns = i,
                               .d = f->d[i],
                               .issue_lag = i == 2 ? NULL : f->lag[i],
+                              .sync_wait = i == 2 ? NULL : f->wait[i],
                               .role = i % 2 ? "worker" : "chief",
                               .parallel = i % 2 ? &f->par[1] : NULL,
                               .event_state = i == 0 ? SF_EVENT_READY : SF_EVENT_NONE,
@@ -448,6 +546,7 @@ static void rows_fixture(struct rows_fixture *f)
 
 struct rows_seen {
     const struct rows_fixture *f;
+    bool v1; /* read from SFW1 bytes: no sync waits */
     uint32_t n;
     sf_rows_header header;
 };
@@ -472,6 +571,10 @@ static int check_row(void *ctx, const sf_rows_header *header, const sf_row *row)
     assert_true((row->issue_lag == NULL) == (want->issue_lag == NULL));
     if (want->issue_lag != NULL)
         assert_int_equal(row->issue_lag[0], want->issue_lag[0]);
+    bool marked = want->sync_wait != NULL && want->sync_wait[0] >= 0 && !seen->v1;
+    assert_true((row->sync_wait != NULL) == marked);
+    if (marked)
+        assert_memory_equal(row->sync_wait, want->sync_wait, 2 * sizeof(int64_t));
     return 0;
 }
 
@@ -499,6 +602,62 @@ static int count_row(void *ctx, const sf_rows_header *header, const sf_row *row)
     (void)row;
     (*(uint32_t *)ctx)++;
     return 0;
+}
+
+/* The fixture's rows as SFW1 stored them: the same bytes less each row's
+ * wait flag (52 bytes into the row) and waits (at its end). */
+static size_t rows_as_v1(const struct rows_fixture *f, const uint8_t *buf, size_t len, uint8_t *out)
+{
+    size_t row_len[4], rows = 0;
+    for (int i = 0; i < 4; i++) {
+        const sf_row *r = &f->rows[i];
+        bool waits = r->sync_wait != NULL && r->sync_wait[0] >= 0;
+        row_len[i] = 56 + (r->parallel ? 52 : 4) + 8 * (size_t)f->schema.n_stages +
+                     (r->issue_lag ? 8 : 0) + (waits ? 16 : 0);
+        rows += row_len[i];
+    }
+    size_t head = len - rows, n = head, at = head;
+    memcpy(out, buf, head);
+    memcpy(out, "FSW1", 4); /* "SFW1", little-endian */
+    for (int i = 0; i < 4; i++) {
+        bool waits = f->rows[i].sync_wait != NULL && f->rows[i].sync_wait[0] >= 0;
+        size_t keep = row_len[i] - 4 - (waits ? 16 : 0);
+        memcpy(out + n, buf + at, 52);
+        memcpy(out + n + 52, buf + at + 56, keep - 52);
+        n += keep;
+        at += row_len[i];
+    }
+    return n;
+}
+
+/* Rows stored by SFW1, before sync waits, still read, without any; a wait
+ * beyond its stage refuses the body. */
+static void rows_before_waits_read(void **state)
+{
+    (void)state;
+    struct rows_fixture f;
+    rows_fixture(&f);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(sf_rows_pack(&f.schema, 2, 3, 7, f.rows, 4, &buf, &len), 0);
+    assert_memory_equal(buf, "FSW2", 4);
+    uint8_t *v1 = malloc(len);
+    size_t v1_len = rows_as_v1(&f, buf, len, v1);
+    struct rows_seen seen = {.f = &f, .v1 = true};
+    assert_int_equal(sf_rows_unpack(v1, v1_len, &f.schema, 2, check_row, &seen), 0);
+    assert_int_equal(seen.n, 4);
+    /* and SFW2 bytes called SFW1 do not read */
+    memcpy(buf, v1, 4);
+    assert_int_equal(sf_rows_unpack(buf, len, &f.schema, 2, count_row, &seen.n), -EINVAL);
+    free(v1);
+    free(buf);
+    f.wait[1][0] = f.d[1][2] + f.d[1][3] + 1;
+    assert_int_equal(sf_rows_pack(&f.schema, 2, 3, 7, f.rows, 4, &buf, &len), 0);
+    seen.n = 0;
+    assert_int_equal(sf_rows_unpack(buf, len, &f.schema, 2, count_row, &seen.n), -EINVAL);
+    assert_int_equal(seen.n, 0);
+    free(buf);
+    sf_schema_clear(&f.schema);
 }
 
 /* Truncated, extended, foreign (another schema or world size) or damaged
@@ -791,8 +950,10 @@ int main(void)
         cmocka_unit_test(round_trip_keeps_the_change),
         cmocka_unit_test(round_trip_keeps_the_stall),
         cmocka_unit_test(round_trip_keeps_the_pipeline_view),
+        cmocka_unit_test(round_trip_keeps_the_wait_rule),
         cmocka_unit_test(corrupt_bodies_are_refused),
         cmocka_unit_test(rows_round_trip),
+        cmocka_unit_test(rows_before_waits_read),
         cmocka_unit_test(damaged_rows_give_no_row),
         cmocka_unit_test(the_bound_evicts_the_oldest),
         cmocka_unit_test(an_oversized_record_is_refused),
