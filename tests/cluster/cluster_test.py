@@ -3,7 +3,7 @@
 ingest senders, queried with the real sfctl.
 
 usage: cluster_test.py BUILD_DIR SCENARIO
-scenarios: exact, comm, pipeline, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
+scenarios: exact, comm, pipeline, tensor, tree, failover, catchup, catchup_hostile, partition, partition_root, split, faults, hostile,
            preauth, flood, forged, restart_replay, member_keys, credentials
 
 Every wait polls a real condition (a query answer, a log line, a file) under
@@ -272,11 +272,11 @@ class Cluster:
                   "root %d on nodes %s" % (root, [n.id for n in nodes]), timeout)
 
     def send(self, node, job, world, first, last, steps, seed, slow=-1, gate=None, comm=None,
-             pp=None):
+             pp=None, tp=None):
         csv = os.path.join(self.tmp, "ranks-%s-%d-%d.csv" % (job, first, last))
         args = [self.sender, node.ingest, job, str(world), str(first), str(last), str(steps),
                 str(seed), csv, str(slow if slow >= 0 else 4294967295)]
-        if pp is not None:     # a pipeline x data-parallel job: the sync stage, no issue marks
+        if pp is not None or tp is not None:  # the sync stage, no issue marks
             comm = -1
         if gate or comm is not None:
             args.append(gate or "-")
@@ -284,6 +284,8 @@ class Cluster:
             args.append(str(comm if comm >= 0 else 4294967295))
         if pp is not None:
             args.append(str(pp))
+        elif tp is not None:   # a tensor x data-parallel job with group sync waits
+            args.append("tp=%d" % tp)
         p = subprocess.Popen(args, stdin=subprocess.PIPE)
         self.senders.append((p, csv))
         return p
@@ -586,6 +588,62 @@ def check_roles(c, nodes, root_id):
         c.wait(lambda: n.prom_role() == want, "node %d Prometheus role %s" % (n.id, want))
     rc, out, _ = nodes[0].sfctl("status")
     check(rc == 0 and "cluster:" in out and "term %d" % term in out, "sfctl status: %r" % out)
+
+
+def scenario_tensor(build):
+    """A declared 2-way tensor x 3-way data-parallel job whose stage SYNC
+    holds four all-reduces of its tp group, the hidden rank 4 6 ms slow in
+    one layer and its tp peer rank 1 the last to reach the stage's last sync
+    point; its ranks two to a node on three nodes, so every tp group and
+    every cohort spans two nodes: the root's report names rank 4 by the wait
+    rule, rank 1 its victim, with the same verdict, suspects and labels as
+    one node that holds every rank; a clean job of the same shape gets no tp
+    verdict on either."""
+    c, one = Cluster(build, 3), Cluster(build, 1)
+    try:
+        c.start()
+        one.start()
+        c.wait_root(1)
+        one.wait_root(1)
+        world, steps, hidden, victim = 6, WARMUP + 2 * WINDOW + 3, 4, 1
+        jobs = {"tp-dp": hidden, "tp-dp-clean": -1}
+        for job, slow in jobs.items():
+            for i, n in enumerate(c.nodes):
+                c.send(n, job, world, 2 * i, 2 * i + 1, steps, seed=11, slow=slow, tp=2)
+            one.send(one.nodes[0], job, world, 0, world - 1, steps, seed=11, slow=slow, tp=2)
+        windows = [0, 1]
+        for job in jobs:
+            reports_everywhere(c, c.nodes, job, windows)
+            reports_everywhere(one, one.nodes, job, windows)
+        for job, slow in jobs.items():
+            for w in windows:
+                root, ref = c.nodes[0].report(job, w), one.nodes[0].report(job, w)
+                for key in ("straggler", "suspect_ranks", "labels"):
+                    check(root.get(key) == ref.get(key), "%s window %d %s: root %r, one node %r" %
+                          (job, w, key, root.get(key), ref.get(key)))
+                check("role_aware_applied" in root["labels"],
+                      "%s window %d labels %r" % (job, w, root["labels"]))
+                v = root["straggler"]
+                if slow < 0:
+                    check(v is None or v.get("group") != "tp",
+                          "%s window %d: a tp verdict on a clean job: %r" % (job, w, v))
+                    continue
+                check(v is not None and v["rank"] == hidden and v["origin"] == "wait" and
+                      v["group"] == "tp" and v["victim_rank"] == victim and
+                      v["sync_stage"] == STAGES[2], "%s window %d: straggler %r" % (job, w, v))
+        c.finish_senders()
+        one.finish_senders()
+        c.stop_checked()
+        one.stop_checked()
+        print("tensor: root and one node name rank %d by the wait rule in %d windows" %
+              (hidden, len(windows)))
+    except Exception:
+        c.dump_logs()
+        one.dump_logs()
+        raise
+    finally:
+        c.close()
+        one.close()
 
 
 def scenario_tree(build):

@@ -5,7 +5,7 @@
  * writes the same records as wide CSV for `sfctl replay`.
  *
  * usage: sf_cluster_sender SOCKET JOB WORLD FIRST_RANK LAST_RANK STEPS SEED CSV_OUT
- *        [SLOW_RANK] [GATE_FILE|-] [COMM_RANK]
+ *        [SLOW_RANK] [GATE_FILE|-] [COMM_RANK] [PP|tp=T]
  * With GATE_FILE, it waits before each step until the file holds a number
  * greater than or equal to that step (the test paces it without sleeps).
  * With COMM_RANK, stage SYNC is a synchronizing stage and every record
@@ -20,6 +20,16 @@
  * instead of its data wait, each pipeline stage's ranks leave SYNC
  * together (their data-parallel all-reduce) 0.5 ms after the last of them
  * arrived, and no record carries an issue mark.
+ * With tp=T in place of PP, a tensor x data-parallel job: rank r is tensor
+ * rank r / (WORLD / T) and data-parallel replica r mod (WORLD / T), so that
+ * a tp group (the ranks of one replica) spans the senders of consecutive
+ * ranges; stage SYNC spans the tp group (sync_groups in the hello) and
+ * holds TP_LAYERS all-reduces, each left by the group's members together
+ * when the last arrives; SLOW_RANK's second layer is 6 ms longer, and its
+ * first tp peer's last layer 1 ms longer (so the victim is the last to
+ * reach the stage's last sync point). Every record carries its arrival at
+ * the last sync point and its accumulated wait over the TP_LAYERS, and no
+ * issue mark.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -50,6 +60,8 @@ static uint64_t mix(uint64_t x)
 }
 
 static uint32_t pipe_stages, pipe_dp; /* PP and WORLD / PP; 0: no pipeline */
+static uint32_t tp_size, tp_dp;       /* T and WORLD / T; 0: no tensor parallelism */
+#define TP_LAYERS 4
 
 static int64_t duration(uint64_t seed, int64_t step, uint32_t rank, uint32_t s, uint32_t slow)
 {
@@ -58,7 +70,7 @@ static int64_t duration(uint64_t seed, int64_t step, uint32_t rank, uint32_t s, 
     if (pipe_stages) {
         d += s == 1 ? 6000000 * (int64_t)(rank / pipe_dp) : 0;
         d += rank == slow && s == SYNC ? 8000000 : 0;
-    } else if (rank == slow && s == 0) {
+    } else if (tp_size == 0 && rank == slow && s == 0) {
         d += 4000000;
     }
     return d;
@@ -89,6 +101,42 @@ static int64_t sync_end(uint64_t seed, int64_t step, uint32_t world, uint32_t sl
     return end + 500000;
 }
 
+/* One layer's compute on a tensor-parallel rank. */
+static int64_t tp_layer(uint64_t seed, int64_t step, uint32_t rank, uint32_t l, uint32_t slow)
+{
+    int64_t c = 1000000 +
+                (int64_t)(mix(seed ^ 0x7e17u ^ ((uint64_t)step << 24) ^ ((uint64_t)rank << 8) ^ l) %
+                          500000);
+    uint32_t peer = slow < tp_dp * tp_size ? (slow + tp_dp) % (tp_dp * tp_size) : UINT32_MAX;
+    c += rank == slow && l == 1 ? 6000000 : 0;
+    c += rank == peer && l == TP_LAYERS - 1 ? 1000000 : 0;
+    return c;
+}
+
+/* Rank's tensor-parallel stage: its arrival at the last sync point, its
+ * accumulated wait over the TP_LAYERS all-reduces of its group, and the
+ * stage's end (0.2 ms after the last all-reduce), all from the stage's
+ * start. Every member's sender computes the same from the seed. */
+static void tp_stage(uint64_t seed, int64_t step, uint32_t rank, uint32_t slow, int64_t *ret_own,
+                     int64_t *ret_wait, int64_t *ret_end)
+{
+    uint32_t g = rank % tp_dp;
+    int64_t cur = 0, wait = 0, arrive = 0;
+    for (uint32_t l = 0; l < TP_LAYERS; l++) {
+        int64_t exit = 0;
+        for (uint32_t q = 0; q < tp_size; q++) {
+            int64_t a = cur + tp_layer(seed, step, g + q * tp_dp, l, slow);
+            exit = a > exit ? a : exit;
+            arrive = g + q * tp_dp == rank ? a : arrive;
+        }
+        wait += exit - arrive;
+        cur = exit;
+    }
+    *ret_own = arrive;
+    *ret_wait = wait;
+    *ret_end = cur + 200000;
+}
+
 static int send_msg(int fd, const Stagefrontier__ClientMessage *m)
 {
     uint8_t buf[65536];
@@ -109,7 +157,7 @@ static int send_msg(int fd, const Stagefrontier__ClientMessage *m)
 static int open_rank(const char *path, const char *job, uint32_t world, uint32_t rank,
                      const sf_schema *sc, const sf_schema *recorded, bool comm)
 {
-    static uint32_t sync_stage = SYNC;
+    static uint32_t sync_stage = SYNC, sync_group = 2; /* tp */
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
@@ -133,15 +181,29 @@ static int open_rank(const char *path, const char *job, uint32_t world, uint32_t
         h.n_sync_stages = 1;
         h.sync_stages = &sync_stage;
     }
+    if (tp_size) {
+        h.n_sync_groups = 1;
+        h.sync_groups = &sync_group;
+    }
     Stagefrontier__Parallel par = STAGEFRONTIER__PARALLEL__INIT;
     Stagefrontier__ParallelCoord pp = STAGEFRONTIER__PARALLEL_COORD__INIT;
     Stagefrontier__ParallelCoord dp = STAGEFRONTIER__PARALLEL_COORD__INIT;
+    Stagefrontier__ParallelCoord tp = STAGEFRONTIER__PARALLEL_COORD__INIT;
     if (pipe_stages) {
         pp.index = rank / pipe_dp;
         pp.size = pipe_stages;
         dp.index = rank % pipe_dp;
         dp.size = pipe_dp;
         par.pp = &pp;
+        par.dp = &dp;
+        h.parallel = &par;
+    }
+    if (tp_size) {
+        tp.index = rank / tp_dp;
+        tp.size = tp_size;
+        dp.index = rank % tp_dp;
+        dp.size = tp_dp;
+        par.tp = &tp;
         par.dp = &dp;
         h.parallel = &par;
     }
@@ -185,7 +247,12 @@ int main(int argc, char **argv)
     const char *gate = argc > 10 && strcmp(argv[10], "-") != 0 ? argv[10] : NULL;
     bool comm = argc > 11;
     uint32_t comm_rank = comm ? (uint32_t)strtoul(argv[11], NULL, 10) : UINT32_MAX;
-    if (argc > 12) {
+    if (argc > 12 && strncmp(argv[12], "tp=", 3) == 0) {
+        tp_size = (uint32_t)strtoul(argv[12] + 3, NULL, 10);
+        if (tp_size < 2 || world % tp_size != 0)
+            return 2;
+        tp_dp = world / tp_size;
+    } else if (argc > 12) {
         pipe_stages = (uint32_t)strtoul(argv[12], NULL, 10);
         if (pipe_stages < 2 || world % pipe_stages != 0)
             return 2;
@@ -223,7 +290,18 @@ int main(int argc, char **argv)
             rec.n_durations_ns = S;
             rec.durations_ns = d;
             Stagefrontier__Arrival arr = STAGEFRONTIER__ARRIVAL__INIT, *ap = &arr;
-            if (comm) {
+            if (comm && tp_size) {
+                int64_t own, wait, end;
+                tp_stage(seed, t, rank, slow, &own, &wait, &end);
+                arr.stage = SYNC;
+                arr.own_ns = own;
+                arr.has_wait_ns = arr.has_waits = true;
+                arr.wait_ns = wait;
+                arr.waits = TP_LAYERS;
+                d[SYNC] = end;
+                rec.n_arrivals = 1;
+                rec.arrivals = &ap;
+            } else if (comm) {
                 arr.stage = SYNC;
                 arr.own_ns = d[SYNC];
                 arr.has_issue_ns = pipe_stages == 0;
