@@ -983,8 +983,9 @@ static int get_pipeline(struct dec *d, sf_report *r)
 
 /* The sync groups and the wait rule (ST13); before it every stage spans
  * the world and no verdict came from the wait rule. A group is one of
- * enum sf_sync_group; the wait rule names a tp or pp verdict only; a victim
- * is a rank of the world or SF_NO_RANK. */
+ * enum sf_sync_group; the wait rule names a tp or pp verdict only, its
+ * victim a rank of the world or SF_NO_RANK; outside it the victim is a rank
+ * as any other (the core leaves 0). */
 static int get_wait_rule(struct dec *d, sf_report *r)
 {
     uint8_t groups[SF_MAX_STAGES];
@@ -999,7 +1000,7 @@ static int get_wait_rule(struct dec *d, sf_report *r)
     uint32_t group = get_u32(d), wait_rule = get_u32(d), victim = get_u32(d);
     if (d->bad || group > SF_SYNC_GROUP_MAX || wait_rule > 1 ||
         (wait_rule && (!v->present || (group != SF_SYNC_TP && group != SF_SYNC_PP))) ||
-        (victim != SF_NO_RANK && victim >= r->meta.world_size) ||
+        !rank_ok(victim) || (wait_rule && victim != SF_NO_RANK && victim >= r->meta.world_size) ||
         sf_schema_set_sync_groups(&r->schema, groups, J) < 0)
         return -EINVAL;
     v->group = (enum sf_sync_group)group;
