@@ -94,7 +94,7 @@ int sfd_peer_frame_sender(const uint8_t *body, size_t len, uint32_t *ret_from)
 static bool type_valid(uint32_t t)
 {
     return t >= STAGEFRONTIER__PEER_ENVELOPE__TYPE__HEARTBEAT &&
-           t <= STAGEFRONTIER__PEER_ENVELOPE__TYPE__CATCHUP_DONE;
+           t <= STAGEFRONTIER__PEER_ENVELOPE__TYPE__LIVE_ROWS;
 }
 
 int sfd_peer_open(const sfd_peer_key *key, const uint8_t *body, size_t len,

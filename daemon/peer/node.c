@@ -468,6 +468,9 @@ void sfd_peer_dispatch(sfd_peer_node *node, const sfd_peer_msg *msg)
     case T(CATCHUP_DONE):
         sfd_peer_on_catchup_done(node, msg, now);
         break;
+    case T(LIVE_ROWS):
+        sfd_peer_on_live_rows(node, msg, now);
+        break;
     default:
         break; /* QUERY_FORWARD: answered from pushed reports instead */
     }

@@ -197,6 +197,9 @@ uint64_t sfd_peer_now(sfd_peer_node *node);
 void sfd_peer_on_capture_request(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
 void sfd_peer_on_capture_result(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
 
+/* live_route.c: LIVE_ROWS envelopes, to the root */
+void sfd_peer_on_live_rows(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);
+
 /* catchup.c: CATCHUP_REQUEST and CATCHUP_DONE envelopes */
 void sfd_peer_catchup_tick(sfd_peer_node *node, uint64_t now);
 void sfd_peer_on_catchup_request(sfd_peer_node *node, const sfd_peer_msg *msg, uint64_t now);

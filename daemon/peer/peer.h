@@ -398,6 +398,32 @@ int sfd_peer_capture_result_pack(const sfd_peer_capture_result *r, uint8_t **ret
                                  size_t *ret_len);
 int sfd_peer_capture_result_unpack(const uint8_t *buf, size_t len, sfd_peer_capture_result *ret);
 
+/* ---- live_codec.c: LiveRows, the live verdict's rows (pure) -------------- */
+
+/* A member's rows of a few complete steps for the root's live verdict
+ * (docs/LIVE.md, "In a cluster"): n_steps steps, each with the same n_ranks
+ * ranks, d step-major then rank then stage. A decoded value points into the
+ * message it came from and lives until sfd_peer_live_rows_free. */
+#define SFD_PEER_LIVE_MAX_STEPS 64u
+typedef struct sfd_peer_live_rows {
+    char job[SF_MAX_JOB_ID_LEN + 1];
+    uint32_t uid, incarnation; /* the job's key */
+    uint64_t schema_hash;
+    uint32_t world_size, n_stages;
+    uint32_t n_steps, n_ranks;
+    const int64_t *steps;  /* [n_steps] strictly increasing, >= 0 */
+    const uint32_t *ranks; /* [n_ranks] strictly increasing, < world_size */
+    const int64_t *d;      /* [n_steps][n_ranks][n_stages], 0..SF_MAX_DURATION_NS */
+    void *msg;             /* the decoded message, NULL for a value built to send */
+} sfd_peer_live_rows;
+
+/* Packs a value (-EINVAL for any field out of its bound: nothing is sent),
+ * and back: -EBADMSG for bytes that do not decode or a field out of bounds,
+ * -EPROTO for an owner or incarnation missing or out of bounds. */
+int sfd_peer_live_rows_pack(const sfd_peer_live_rows *b, uint8_t **ret_buf, size_t *ret_len);
+int sfd_peer_live_rows_unpack(const uint8_t *buf, size_t len, sfd_peer_live_rows *ret);
+void sfd_peer_live_rows_free(sfd_peer_live_rows *b);
+
 /* ---- catchup.c: CatchUpRequest / CatchUpDone, their checks (pure) ------- */
 
 #define SFD_PEER_CATCHUP_KEEP_MAX 4096u    /* sfd's keep_windows bound (config.c) */
@@ -437,6 +463,10 @@ typedef struct sfd_peer_hooks {
                            const sfd_peer_capture_request *q);
     int (*capture_result)(void *ctx, uint32_t from, bool from_root,
                           const sfd_peer_capture_result *r);
+    /* This node as the root: a member's rows for the live verdict that
+     * passed the codec (docs/LIVE.md, "In a cluster"). A negative return is
+     * a counted rejection (rejected_live). NULL: refused. */
+    int (*live_rows)(void *ctx, uint32_t from, const sfd_peer_live_rows *b);
 } sfd_peer_hooks;
 
 typedef struct sfd_peer_counters {
@@ -457,6 +487,9 @@ typedef struct sfd_peer_counters {
      * reports those answers carried, finished here, and refused requests */
     uint64_t catchups_requested, catchups_served, catchup_reports_sent, catchups_done;
     uint64_t rejected_catchup;
+    /* the live verdict's rows (live_route.c): sent to the root, received as
+     * the root, and refused (undecodable, not to the root, or by the host) */
+    uint64_t live_rows_sent, live_rows_received, rejected_live;
 } sfd_peer_counters;
 
 int sfd_peer_node_new(struct uv_loop_s *loop, const sfd_peer_config *cfg, const sfd_peer_key *key,
@@ -478,6 +511,12 @@ uint32_t sfd_peer_node_root(sfd_peer_node *node);
 /* This node's election role ("root", "candidate", "follower") and term. */
 void sfd_peer_node_role(const sfd_peer_node *node, const char **ret_role, uint64_t *ret_term);
 uint32_t sfd_peer_node_id(const sfd_peer_node *node);
+
+/* ---- live_route.c: the live verdict's rows to the root ------------------- */
+
+/* A member's rows to the root in force: -EAGAIN without a root, -EALREADY
+ * when this node is the root (the host feeds its own rows directly). */
+int sfd_peer_live_rows_send(sfd_peer_node *node, const sfd_peer_live_rows *b);
 
 /* ---- capture_route.c: captures between the nodes ------------------------- */
 

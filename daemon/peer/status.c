@@ -65,6 +65,9 @@ static json_t *guard_counters_json(json_t *o, const sfd_peer_counters *c)
                         json_integer((json_int_t)c->catchup_reports_sent));
     json_object_set_new(o, "catchups_done", json_integer((json_int_t)c->catchups_done));
     json_object_set_new(o, "rejected_catchup", json_integer((json_int_t)c->rejected_catchup));
+    json_object_set_new(o, "live_rows_sent", json_integer((json_int_t)c->live_rows_sent));
+    json_object_set_new(o, "live_rows_received", json_integer((json_int_t)c->live_rows_received));
+    json_object_set_new(o, "rejected_live", json_integer((json_int_t)c->rejected_live));
     return o;
 }
 

@@ -104,6 +104,21 @@ int sfd_cluster_capture_result(struct sfd *d, const struct sfd_peer_capture_resu
     return ops->capture_result != NULL ? ops->capture_result(d->cluster.ctx, r, except) : 0;
 }
 
+int sfd_cluster_live_rows(struct sfd *d, const struct sfd_peer_live_rows *b)
+{
+    const struct sfd_cluster_ops *ops = ops_of(d);
+    return ops->live_rows != NULL ? ops->live_rows(d->cluster.ctx, b) : -ENOTSUP;
+}
+
+/* The root in force, as the peer layer's routing rule has it: the node the
+ * members send to and the one that takes their rows. */
+bool sfd_cluster_is_root(const struct sfd *d)
+{
+    const struct sfd_cluster_ops *ops = ops_of(d);
+    return ops != &sfd_cluster_standalone_ops && ops->capture_decider != NULL &&
+           ops->capture_decider(d->cluster.ctx) == 1;
+}
+
 bool sfd_cluster_is_standalone(const struct sfd *d)
 {
     return ops_of(d) == &sfd_cluster_standalone_ops;

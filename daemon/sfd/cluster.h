@@ -16,6 +16,7 @@ struct sfd;
 struct sfd_job;
 struct sfd_peer_capture_request;
 struct sfd_peer_capture_result;
+struct sfd_peer_live_rows;
 
 struct sfd_cluster_ops {
     /* Takes ownership of summary in every case: hands the summary to the
@@ -41,6 +42,9 @@ struct sfd_cluster_ops {
      * root, the root's to every other member but `except`. NULL: none. */
     int (*capture_request)(void *ctx, const struct sfd_peer_capture_request *q);
     int (*capture_result)(void *ctx, const struct sfd_peer_capture_result *r, uint32_t except);
+    /* A member's rows of complete steps to the root for the live verdict:
+     * -EALREADY when this node is the root, -EAGAIN without one. NULL: none. */
+    int (*live_rows)(void *ctx, const struct sfd_peer_live_rows *b);
 };
 
 /* What struct sfd holds. ops NULL (a zeroed sfd, as tests make) is the
@@ -68,6 +72,11 @@ bool sfd_cluster_capture_shared(const struct sfd *d);
 int sfd_cluster_capture_request(struct sfd *d, const struct sfd_peer_capture_request *q);
 int sfd_cluster_capture_result(struct sfd *d, const struct sfd_peer_capture_result *r,
                                uint32_t except);
+/* The live verdict's rows to the root (verdict_cluster.c): the dispatch of
+ * ops->live_rows, -ENOTSUP without it. */
+int sfd_cluster_live_rows(struct sfd *d, const struct sfd_peer_live_rows *b);
+/* Whether this node is the cluster's root now (false standalone). */
+bool sfd_cluster_is_root(const struct sfd *d);
 /* Whether reports are computed here from local rows (baseline pinning). */
 bool sfd_cluster_is_standalone(const struct sfd *d);
 /* Installs an implementation, closing the one in place. */

@@ -132,6 +132,22 @@ static int on_capture_result(void *ctx, uint32_t from, bool from_root,
     return sfd_capture_peer_result(g->d, from, from_root, r);
 }
 
+static int glue_live_rows(void *ctx, const sfd_peer_live_rows *b)
+{
+    glue *g = ctx;
+    return sfd_peer_live_rows_send(g->node, b);
+}
+
+/* A member's part of the live verdict's steps. A job not known here yet (no
+ * report of it delivered) has no test: its parts are ignored, not refused. */
+static int on_live_rows(void *ctx, uint32_t from, const sfd_peer_live_rows *b)
+{
+    glue *g = ctx;
+    (void)from;
+    struct sfd_job *job = sfd_job_lookup(g->d, (uid_t)b->uid, b->job, b->incarnation);
+    return job != NULL ? sfd_verdict_cluster_part(job, b) : 0;
+}
+
 static void glue_free(void *ctx);
 
 /* Closing the node is asynchronous: the glue is freed once the loop has let
@@ -154,6 +170,7 @@ static const struct sfd_cluster_ops peer_ops = {
     .capture_id = glue_capture_id,
     .capture_request = glue_capture_request,
     .capture_result = glue_capture_result,
+    .live_rows = glue_live_rows,
 };
 
 /* A job with no ranks on this node: known from its cluster reports alone, so
@@ -323,7 +340,8 @@ int sfd_cluster_peer_attach(struct sfd *d, const char *config_path)
                             .deliver = deliver,
                             .log = log_hook,
                             .capture_request = on_capture_request,
-                            .capture_result = on_capture_result};
+                            .capture_result = on_capture_result,
+                            .live_rows = on_live_rows};
     r = sfd_peer_node_new(d->loop, &g->cfg, &key, &hooks, &g->node);
     if (r == 0)
         r = sfd_peer_node_start(g->node, d->peer_fd);

@@ -189,6 +189,7 @@ int sfd_job_reset_ranks(struct sfd_job *job, uint32_t world_size)
         return -ENOMEM;
     }
     job->world_size = world_size;
+    job->ranks_seen = 0;
     return 0;
 }
 

@@ -69,7 +69,7 @@ int sfd_publish_report(struct sfd_job *job, const sf_summary *summary, sf_summar
         return -EALREADY;
     }
     sfd_baseline_attach(job, summary, report);
-    if (!remote)
+    if (!remote || !sfd_cluster_is_standalone(job->sfd)) /* a cluster's: on its root */
         sfd_verdict_window(job, summary, report);
     uint32_t want = report->gates.change_pool_windows;
     if (own != NULL) {

@@ -345,6 +345,14 @@ struct sfd_verdict {
     uint64_t seq;
     uint64_t written;       /* events handed to the history (sfd_history_put_verdict_events) */
     uint64_t skipped_steps; /* complete steps not tested: the window's order was given up */
+    /* In a cluster (verdict_cluster.c, docs/LIVE.md "In a cluster"): the
+     * root's assembly of the members' parts, and a member's batch of its
+     * ranks' rows on their way to the root. */
+    struct sfd_live_assembly *assembly; /* NULL: none (not the root, or no test yet) */
+    uint64_t assembly_bytes;            /* charged to the job's windows */
+    struct sfd_live_batch *batch;       /* NULL: none (standalone, or nothing sent yet) */
+    uint64_t parts_unsent;              /* a member's batches no root took (none, or a link down) */
+    uint64_t parts_refused;             /* parts of another shape, a rank twice, or no memory */
 };
 
 struct sfd_job {
@@ -375,6 +383,8 @@ struct sfd_job {
     uint32_t segment;
     uint32_t n_live;              /* live connections, all channels */
     uint32_t n_live_ranks;        /* live step-record connections */
+    uint32_t ranks_seen;          /* ranks that sent a row here since the ranks were reset:
+                                   * in a cluster, the ranks a locally complete step holds */
     struct sfd_rank **rank_pages; /* [ceil(world_size / SFD_RANK_PAGE)], pages on demand */
     char *roles[SFD_MAX_JOB_ROLES];
     uint32_t n_roles;
@@ -434,6 +444,26 @@ void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf
 /* Step t of open window w has all its rows: tests it. */
 struct sfd_window;
 void sfd_verdict_step(struct sfd_job *job, const struct sfd_window *w, size_t t);
+/* Whether step t of w is complete for the live test: every rank's row, or in
+ * a cluster every row of the ranks this node hosts (windows.c asks). */
+bool sfd_verdict_step_ready(const struct sfd_job *job, const struct sfd_window *w, size_t t);
+/* One complete step of the whole job, rows in rank order, to the test
+ * (verdict.c); the events it makes are recorded. */
+void sfd_verdict_feed(struct sfd_job *job, int64_t step, const int64_t *rows, const int64_t *lags);
+
+/* ---- verdict_cluster.c ------------------------------------------------------ */
+
+struct sfd_peer_live_rows;
+/* A cluster job's locally complete step t of w: the root assembles it with
+ * the members' parts, a member batches it for the root. */
+void sfd_verdict_cluster_step(struct sfd_job *job, const struct sfd_window *w, size_t t);
+/* This node as the root: a member's part. 0 taken or ignored (no test yet),
+ * negative refused (another shape, a rank twice, no memory). */
+int sfd_verdict_cluster_part(struct sfd_job *job, const struct sfd_peer_live_rows *b);
+/* Frees the assembly and the batch. */
+void sfd_verdict_cluster_free(struct sfd_job *job);
+/* The events view's "cluster" object, or null when standalone. */
+struct json_t *sfd_verdict_cluster_json(const struct sfd_job *job);
 /* The verdict object of docs/LIVE.md, or JSON null; a stall when no test
  * verdict is in force and the job is stalled. */
 struct json_t;

@@ -4,9 +4,10 @@
  * window, its baseline taken from the complete steps of the job's first
  * eligible windows, then fed each step as its last row arrives. Starts and
  * ends are events: kept in a ring for `sfctl events` and written to the
- * history. Only single-node, dense jobs: the test needs every rank's rows.
- * The rows' issue lags go with them, for the test of each rank's
- * communication.
+ * history. Dense jobs only: the test needs every rank's rows. On one node
+ * the rows' issue lags go with them, for the test of each rank's
+ * communication; in a cluster the root runs the test on the steps it
+ * assembles from its members' parts (verdict_cluster.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,8 +18,10 @@
 
 #include "sfd.h"
 
-static void drop_test(struct sfd_verdict *v)
+static void drop_test(struct sfd_job *job)
 {
+    struct sfd_verdict *v = &job->verdict;
+    sfd_verdict_cluster_free(job);
     sf_live_free(v->test);
     free(v->rows);
     free(v->lags);
@@ -34,7 +37,7 @@ static int ensure_test(struct sfd_job *job, const sf_summary *summary)
     if (v->test != NULL && v->schema_hash == summary->schema.hash &&
         v->world_size == summary->meta.world_size)
         return 0;
-    drop_test(v);
+    drop_test(job);
     uint32_t w = summary->meta.world_size;
     if (w == 0 || w > job->gates.dense_max_ranks || summary->dense == NULL)
         return -ENOTSUP;
@@ -47,7 +50,7 @@ static int ensure_test(struct sfd_job *job, const sf_summary *summary)
     if (r == 0 && J != sf_live_sync_stages(v->test))
         r = -EINVAL; /* a synchronizing residual: the rows' lags would not line up */
     if (r < 0) {
-        drop_test(v);
+        drop_test(job);
         return r;
     }
     v->schema_hash = summary->schema.hash;
@@ -92,15 +95,18 @@ static int64_t *summary_lags(struct sfd_job *job, const sf_summary *summary)
 void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf_report *report)
 {
     if (!job->sfd->cfg.live_verdict) { /* turned off, maybe by a reload */
-        drop_test(&job->verdict);
+        drop_test(job);
         return;
     }
-    if (!sfd_cluster_is_standalone(job->sfd) || ensure_test(job, summary) < 0)
+    /* In a cluster the root tests, from the merged summaries' dense rows
+     * (their steps carry no issue lags: no communication cells there). */
+    bool standalone = sfd_cluster_is_standalone(job->sfd);
+    if ((!standalone && !sfd_cluster_is_root(job->sfd)) || ensure_test(job, summary) < 0)
         return;
     struct sfd_verdict *v = &job->verdict;
     if (sf_live_calibrated(v->test) || !sf_reference_eligible(report))
         return;
-    int64_t *lags = summary_lags(job, summary);
+    int64_t *lags = standalone ? summary_lags(job, summary) : NULL;
     int done = sf_live_calibrate_summary_lags(v->test, summary, lags);
     free(lags);
     if (done == 1)
@@ -185,9 +191,19 @@ static bool gather(struct sfd_job *job, const struct sfd_window *w, size_t t)
     return r == v->world_size;
 }
 
+bool sfd_verdict_step_ready(const struct sfd_job *job, const struct sfd_window *w, size_t t)
+{
+    uint32_t n = w->order.count[t];
+    return sfd_cluster_is_standalone(job->sfd) ? n == job->world_size : n == job->ranks_seen;
+}
+
 void sfd_verdict_step(struct sfd_job *job, const struct sfd_window *w, size_t t)
 {
     struct sfd_verdict *v = &job->verdict;
+    if (!sfd_cluster_is_standalone(job->sfd)) {
+        sfd_verdict_cluster_step(job, w, t);
+        return;
+    }
     if (v->test == NULL || !sf_live_calibrated(v->test) || v->world_size != job->world_size ||
         v->schema_hash != job->schema.hash)
         return;
@@ -195,10 +211,16 @@ void sfd_verdict_step(struct sfd_job *job, const struct sfd_window *w, size_t t)
         v->skipped_steps++;
         return;
     }
-    int64_t step = w->meta.first_step + (int64_t)t, now = sfd_realtime_ms();
+    sfd_verdict_feed(job, w->meta.first_step + (int64_t)t, v->rows, v->lags);
+}
+
+void sfd_verdict_feed(struct sfd_job *job, int64_t step, const int64_t *rows, const int64_t *lags)
+{
+    struct sfd_verdict *v = &job->verdict;
+    int64_t now = sfd_realtime_ms();
     enum sf_live_event ev;
     sf_live_verdict ended;
-    if (sf_live_step_lags(v->test, step, v->rows, v->lags, now, &ev, &ended) < 0) {
+    if (sf_live_step_lags(v->test, step, rows, lags, now, &ev, &ended) < 0) {
         v->skipped_steps++;
         return;
     }
@@ -256,12 +278,13 @@ json_t *sfd_verdict_events_json(const struct sfd_job *job)
                               (json_int_t)e->at_ms, "verdict", verdict_object(job, &e->v)));
     }
     const sf_live *t = v->test;
-    return json_pack("{s:s, s:o, s:b, s:I, s:I, s:I, s:o, s:o}", "job", job->id, "events", events,
-                     "calibrated", t != NULL && sf_live_calibrated(t), "cells",
+    return json_pack("{s:s, s:o, s:b, s:I, s:I, s:I, s:o, s:o, s:o}", "job", job->id, "events",
+                     events, "calibrated", t != NULL && sf_live_calibrated(t), "cells",
                      (json_int_t)(t ? sf_live_cells(t) : 0), "steps_tested",
                      (json_int_t)(t ? sf_live_steps_tested(t) : 0), "skipped_steps",
                      (json_int_t)v->skipped_steps, "dropped_events",
-                     json_integer((json_int_t)first), "verdict", sfd_verdict_json(job));
+                     json_integer((json_int_t)first), "verdict", sfd_verdict_json(job), "cluster",
+                     sfd_verdict_cluster_json(job));
 }
 
 /* ---- events read back from the history ------------------------------------- */
@@ -363,6 +386,6 @@ void sfd_verdict_restore_event(struct sfd_job *job, const struct sfd_verdict_eve
 
 void sfd_verdict_free(struct sfd_job *job)
 {
-    drop_test(&job->verdict);
+    drop_test(job);
     memset(&job->verdict, 0, sizeof job->verdict);
 }

@@ -458,8 +458,11 @@ int sfd_window_add(struct sfd_job *job, uint32_t rank, const sf_row *row, enum s
     }
     if (order_reserve(job, w))
         order_insert(job, w, (uint32_t)(w->rows.n - 1));
+    if (!rk->seen)
+        job->ranks_seen++;
+    rk->seen = 1;
     size_t t = (size_t)(row->step - w->meta.first_step);
-    if (w->order.count != NULL && w->order.count[t] == job->world_size) {
+    if (w->order.count != NULL && sfd_verdict_step_ready(job, w, t)) {
         uint64_t before = job->verdict.seq;
         sfd_verdict_step(job, w, t); /* the step is complete: the live test */
         sfd_history_put_verdict_events(job->sfd, job);

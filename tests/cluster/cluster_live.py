@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""The live verdict in a cluster (docs/LIVE.md, "In a cluster"): two real sfd
+linked by the peer layer on loopback, a 4-rank job with ranks 0 and 1 on the
+root (node 1) and ranks 2 and 3 on node 2, fed by real ingest senders. The
+members send the root the rows of their complete steps; the root assembles
+each step and runs the same test as one node.
+
+usage: cluster_live.py BUILD_DIR SCENARIO
+scenarios:
+  straggler  rank 2, on node 2, slowed by a tenth of a step from a known step
+             is named by the root's job object (`sfctl jobs JOB --json`)
+             within ten steps of the onset, with its stage; the verdict ends
+             once the rank is back, both events are listed on the root and
+             exported; a job slowed to its end keeps the verdict in the root's
+             job object and STATUS, not in the member's; a clean job run alongside is tested at every step and
+             never carries a verdict; the member sent its rows, the root
+             refused none
+
+Every wait polls a real condition under an overall timeout.
+"""
+import json
+import os
+import subprocess
+import sys
+
+from cluster_test import Cluster, check, run_scenario
+
+WARMUP, WINDOW, CALIBRATION = 2, 10, 30
+ONSET = WARMUP + 20 * WINDOW  # well after the baseline's windows are reported
+BACK = ONSET + 40
+STEPS = BACK + 60
+SLOW_STAGE = 1
+NODE_OF_RANK = (0, 0, 1, 1)  # ranks 0, 1 on the root; 2, 3 on node 2
+
+
+def start_job(c, job, slow, until=BACK):
+    sender = os.path.join(c.build, "tests/sfd/sf_test_sender")
+    procs = []
+    for r in range(4):
+        args = [sender, "--socket", c.nodes[NODE_OF_RANK[r]].ingest, "--job", job,
+                "--rank", str(r), "--world", "4", "--steps", str(STEPS), "--batch", "1",
+                "--step-us", "3000"]
+        if slow and r == 2:
+            # a tenth of the sender's ~12.6 ms step, on rank 2's stage 1
+            args += ["--slow-rank", "2", "--slow-stage", str(SLOW_STAGE), "--slow-ns",
+                     "1260000", "--slow-from", str(ONSET), "--slow-until", str(until)]
+        procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    return procs
+
+
+def finish(procs):
+    for p in procs:
+        _, e = p.communicate(timeout=120)
+        check(p.returncode == 0, "sender rc %d: %s" % (p.returncode, e.decode()))
+
+
+def job_json(node, job):
+    rc, out, _ = node.sfctl("jobs", job, "--json")
+    return json.loads(out) if rc == 0 else {}
+
+
+def events(node, job):
+    rc, out, err = node.sfctl("events", job, "--json")
+    check(rc == 0, "sfctl events %s: rc %d %s" % (job, rc, err))
+    return json.loads(out)
+
+
+def scenario_straggler(build):
+    c = Cluster(build, 2, sfd_extra="live_calibration_steps = %d\n" % CALIBRATION)
+    procs = []
+    try:
+        c.start()
+        c.wait_root(1)
+        root, member = c.nodes
+        slow = start_job(c, "lv", True)
+        clean = start_job(c, "clean", False)
+        held = start_job(c, "held", True, until=0)  # slow to its last step: still in force
+        procs = slow + clean + held
+        finish(procs)
+
+        # The verdict in force names rank 2 and its stage: the root's job object, STATUS.
+        c.wait(lambda: (job_json(root, "held").get("verdict") or {}).get("rank") == 2,
+               "the held job's verdict at the root")
+        v = job_json(root, "held")["verdict"]
+        stage = job_json(root, "held")["stages"][SLOW_STAGE]
+        check(v["kind"] == "straggler" and v["rank"] == 2 and v["stage"] == stage,
+              "verdict %s" % v)
+        check(ONSET <= v["detected_step"] < ONSET + 10,
+              "detected at step %d, onset %d" % (v["detected_step"], ONSET))
+        check(ONSET - 10 <= v["since_step"] <= v["detected_step"], "since %s" % v)
+        check(0.0009 < v["effect_s"] < 0.0016, "effect %s" % v["effect_s"])
+        rc, out, _ = root.sfctl("status", "--json")
+        verdicts = json.loads(out)["verdicts"]
+        check([x["job"] for x in verdicts] == ["held"] and verdicts[0]["verdict"]["rank"] == 2,
+              "STATUS verdicts %s" % verdicts)
+        check(job_json(member, "held").get("verdict") is None, "the member tests too")
+
+        # Back at the base durations: the verdict ends; both are events on the root.
+        c.wait(lambda: len(events(root, "lv")["events"]) >= 2, "the verdict's end")
+        ev = events(root, "lv")
+        check([e["event"] for e in ev["events"]] == ["start", "end"], "events %s" % ev)
+        sv = ev["events"][0]["verdict"]
+        check(sv["rank"] == 2 and sv["stage"] == stage and
+              ONSET <= sv["detected_step"] < ONSET + 10, "lv's verdict %s" % sv)
+        check(BACK <= ev["events"][1]["step"] < BACK + 30, "ended at %s" % ev["events"][1])
+        cl = ev["cluster"]
+        check(cl["root"] and cl["steps_assembled"] >= STEPS - ONSET and cl["parts_refused"] == 0
+              and cl["rows_duplicate"] == 0, "root's assembly %s" % cl)
+        text = root.sfctl("events", "lv")[1]
+        check("straggler: rank 2 in %s" % stage in text, "events text: %s" % text)
+
+        # A clean job: tested at every assembled step, never a verdict.
+        ce = events(root, "clean")
+        check(ce["calibrated"] and ce["steps_tested"] > 0 and ce["events"] == [] and
+              job_json(root, "clean").get("verdict") is None, "clean job %s" % ce)
+
+        # The member sends, it does not test; the root took every part.
+        me = events(member, "lv")
+        check(not me["cluster"]["root"] and not me["calibrated"] and me["events"] == [] and
+              me["cluster"]["parts_unsent"] == 0, "member's view %s" % me)
+        sent = member.peers()["counters"]["live_rows_sent"]
+        got = root.peers()["counters"]
+        check(sent > 0 and got["live_rows_received"] > 0 and got["rejected_live"] == 0,
+              "member sent %d, root %s" % (sent, got))
+        # fewer messages than steps x jobs: fast steps go a few a message
+        check(sent < 3 * STEPS, "member sent %d messages for %d steps of 3 jobs" % (sent, STEPS))
+
+        path = os.path.join(root.prom, "stagefrontier.prom")
+
+        def exported():
+            if not os.path.exists(path):
+                return False
+            with open(path) as f:
+                t = f.read()
+            return 'stagefrontier_job_live_verdict_events_total{job_id="lv"} 2' in t and \
+                'stagefrontier_job_live_verdict_events_total{job_id="clean"} 0' in t
+        c.wait(exported, "the verdict events in the root's Prometheus export")
+        c.stop_checked()
+        print("straggler: root named rank 2 at step %d (onset %d), ended at step %d; "
+              "%d steps assembled, member sent %d messages" %
+              (sv["detected_step"], ONSET, ev["events"][1]["step"], cl["steps_assembled"], sent))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        c.close()
+
+
+def main():
+    return run_scenario(globals(), __doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
