@@ -4,7 +4,8 @@
  * (one for a communication verdict) and outcomes, a summary with a
  * communication part, a dense one with group sync waits, each naming its job by the whole key
  * (owner uid, job id, incarnation), and the same with the owner or incarnation missing or out of
- * bounds. Run by hand: peer_corpus_gen tests/fuzz/corpus
+ * bounds; the live verdict's rows (LiveRows), good and out of bounds.
+ * Run by hand: peer_corpus_gen tests/fuzz/corpus
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,6 +444,67 @@ static void catchups(const char *fr)
     }
 }
 
+/* LiveRows: a member's part of two steps, and the same out of bounds. */
+static void lives(const char *dir)
+{
+    char lv[4096];
+    snprintf(lv, sizeof lv, "%s/fuzz_peer_live", dir);
+    static const int64_t steps[2] = {40, 41};
+    static const uint32_t ranks[3] = {2, 3, 7};
+    int64_t d[2 * 3 * 4];
+    for (size_t i = 0; i < 24; i++)
+        d[i] = 1000 * (int64_t)i + 7;
+    Stagefrontier__LiveRows m = STAGEFRONTIER__LIVE_ROWS__INIT;
+    m.job_id = "job-7";
+    m.has_owner_uid = m.has_incarnation = true;
+    m.owner_uid = SEED_UID;
+    m.incarnation = SEED_INCARNATION;
+    m.schema_hash = 0x1234567890abcdefull;
+    m.world_size = 8;
+    m.n_stages = 4;
+    m.n_steps = 2;
+    m.steps = (int64_t *)steps;
+    m.n_ranks = 3;
+    m.ranks = (uint32_t *)ranks;
+    m.n_d = 24;
+    m.d = d;
+    uint8_t *b;
+    size_t l;
+    sfd_peer_pack(&m.base, &b, &l);
+    put(lv, "two_steps", 0xff, b, l);
+    free(b);
+    m.world_size = 4; /* covers the whole world: completes a step in the assembly */
+    static const uint32_t all[4] = {0, 1, 2, 3};
+    m.ranks = (uint32_t *)all;
+    m.n_ranks = 4;
+    m.n_stages = 3;
+    sfd_peer_pack(&m.base, &b, &l);
+    put(lv, "whole_world", 0xff, b, l);
+    free(b);
+    m.world_size = 2; /* ranks outside the world */
+    sfd_peer_pack(&m.base, &b, &l);
+    put(lv, "rank_outside_world", 0xff, b, l);
+    free(b);
+    m.world_size = 8;
+    m.n_d = 23; /* short of steps x ranks x stages */
+    sfd_peer_pack(&m.base, &b, &l);
+    put(lv, "values_short", 0xff, b, l);
+    free(b);
+    m.n_d = 24;
+    m.n_stages = 4;
+    m.n_ranks = 3;
+    m.ranks = (uint32_t *)ranks;
+    d[5] = -1; /* a negative duration */
+    sfd_peer_pack(&m.base, &b, &l);
+    put(lv, "duration_negative", 0xff, b, l);
+    free(b);
+    d[5] = 5;
+    m.has_owner_uid = false;
+    sfd_peer_pack(&m.base, &b, &l);
+    put(lv, "no_owner", 0xff, b, l);
+    free(b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -565,6 +627,7 @@ int main(int argc, char **argv)
     put(fr, "heartbeat_subtree_payload", 1, b, l);
     free(b);
     captures(argv[1], fr);
+    lives(argv[1]);
     bad_keys(su, fr);
     Stagefrontier__RootClaim c = STAGEFRONTIER__ROOT_CLAIM__INIT;
     c.candidate_id = 1;
