@@ -22,10 +22,14 @@
 
 /* A member's batch is sent when it holds this many steps, this many values,
  * or when waiting for the next step would keep its first step longer than
- * SFD_LIVE_BATCH_MS: slow steps go one a message, fast ones a few. */
-#define SFD_LIVE_BATCH_STEPS 16u
+ * SFD_LIVE_BATCH_MS: slow steps go one a message, fast ones a few. A batch is
+ * at most half the root's fewest slots (SFD_LIVE_ASSEMBLY_MIN_SLOTS), so a
+ * batch in flight leaves room for the members' skew. */
+#define SFD_LIVE_BATCH_STEPS 4u
 #define SFD_LIVE_BATCH_VALUES (1u << 20)
 #define SFD_LIVE_BATCH_MS 100u
+_Static_assert(2 * SFD_LIVE_BATCH_STEPS <= SFD_LIVE_ASSEMBLY_MIN_SLOTS,
+               "a batch leaves slots for skew");
 
 struct sfd_live_batch {
     uint32_t n_steps, n_ranks, cap_ranks, n_stages;
