@@ -15,6 +15,9 @@ scenarios:
              job object and STATUS, not in the member's; a clean job run alongside is tested at every step and
              never carries a verdict; the member sent its rows, the root
              refused none
+  hostile    forged live rows (a shape no job has, a rank outside the world,
+             rows sent to a node that is not the root) refused and counted;
+             the job's test goes on
 
 Every wait polls a real condition under an overall timeout.
 """
@@ -139,6 +142,59 @@ def scenario_straggler(build):
         print("straggler: root named rank 2 at step %d (onset %d), ended at step %d; "
               "%d steps assembled, member sent %d messages" %
               (sv["detected_step"], ONSET, ev["events"][1]["step"], cl["steps_assembled"], sent))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        c.close()
+
+
+def scenario_hostile(build):
+    """Live rows forged by a holder of the cluster key, as configured member 3
+    (not running): of a shape no job has, naming a rank outside the world,
+    and sent to a node that is not the root. Each is refused and counted
+    (`rejected_live`, and `parts_refused` for the shape the root's test does
+    not have); the job's test goes on and carries no verdict."""
+    c = Cluster(build, 2, members=3, sfd_extra="live_calibration_steps = %d\n" % CALIBRATION)
+    procs = []
+    try:
+        c.start()
+        c.wait_root(1)
+        root, member = c.nodes
+        procs = start_job(c, "clean", False)
+        c.wait(lambda: events(root, "clean")["calibrated"], "the root's baseline")
+        stages = str(len(job_json(root, "clean")["stages"]))
+
+        def inj(node, kind, epoch):
+            env = dict(os.environ)
+            env["SF_INJECT_EPOCH"] = str(epoch)
+            term = str(node.peers()["term"])
+            r = subprocess.run([c.inject, node.host, str(node.port), c.key, "3", str(node.id),
+                                "live", "clean", "4", stages, term, kind],
+                               capture_output=True, timeout=60, env=env)
+            check(r.returncode == 0, "injector %s: %s" % (kind, r.stderr))
+
+        inj(root, "shape", 11)
+        inj(root, "outside", 12)
+        inj(member, "shape", 13)
+        c.wait(lambda: root.peers()["counters"]["rejected_live"] >= 2 and
+               member.peers()["counters"]["rejected_live"] >= 1, "the forged rows refused")
+        finish(procs)
+        rc, rj = root.peers()["counters"]["rejected_live"], member.peers()["counters"]
+        check(rc == 2 and rj["rejected_live"] == 1, "rejected_live: root %d, member %s" % (rc, rj))
+        ce = events(root, "clean")
+        check(ce["cluster"]["parts_refused"] == 1 and ce["steps_tested"] > 0 and
+              ce["events"] == [] and job_json(root, "clean").get("verdict") is None,
+              "the clean job after the forged rows: %s" % ce)
+        log = root.log_text()
+        check("rejected live rows from node 3" in log, "the root's log names the forger")
+        c.stop_checked()
+        print("hostile: 2 forged parts refused by the root, 1 by the member; the test went on "
+              "(%d steps tested)" % ce["steps_tested"])
     except Exception:
         c.dump_logs()
         raise

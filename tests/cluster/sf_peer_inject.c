@@ -17,6 +17,8 @@
  *             SF_INJECT_SEQ (default 1)
  *   unowned   a validly sealed summary of JOB window 0 at term TERM that
  *             leaves out its owner uid and incarnation (an older member)
+ *   live      validly sealed live rows (LiveRows) of JOB at term TERM: KIND
+ *             shape (a schema hash no job has) or outside (rank WORLD)
  *   hold      a valid heartbeat (sequence number SF_INJECT_SEQ, default 1),
  *             then the connection held open for SF_INJECT_HOLD_S seconds
  *             (default 10): prints "closed" if the daemon closed it, "open"
@@ -29,6 +31,7 @@
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST capture JOB ID RANK NODE TERM
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST unowned JOB WORLD TERM
  *        sf_peer_inject HOST PORT KEY_FILE FROM DEST catchup|catchupdone VALUE TERM
+ *        sf_peer_inject HOST PORT KEY_FILE FROM DEST live JOB WORLD STAGES TERM KIND
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -235,6 +238,49 @@ static void catchup_msg(const sfd_peer_key *key, uint32_t from, uint32_t dest, u
     free(p);
 }
 
+/* LiveRows of JOB (world WORLD, STAGES stages) at term TERM, one step of
+ * rank 0: KIND "shape" under a schema hash no job has, "outside" naming rank
+ * WORLD (packed without the encoder's checks, as a forging member would). */
+static void live_rows(const sfd_peer_key *key, uint32_t from, uint32_t dest, uint64_t epoch,
+                      char **arg, uint8_t **frame, size_t *len)
+{
+    sfd_window_key wk;
+    job_key(arg[0], &wk);
+    uint32_t world = (uint32_t)atoi(arg[1]), stages = (uint32_t)atoi(arg[2]);
+    bool outside = strcmp(arg[4], "outside") == 0;
+    int64_t step = 1000000, d[SF_MAX_STAGES] = {0};
+    uint32_t rank = outside ? world : 0;
+    Stagefrontier__LiveRows m = STAGEFRONTIER__LIVE_ROWS__INIT;
+    m.job_id = wk.job;
+    m.has_owner_uid = m.has_incarnation = true;
+    m.owner_uid = wk.uid;
+    m.incarnation = wk.incarnation;
+    m.schema_hash = outside ? 0 : 1; /* no schema hashes to 1 by chance in a test */
+    m.world_size = world;
+    m.n_stages = stages;
+    m.n_steps = 1;
+    m.steps = &step;
+    m.n_ranks = 1;
+    m.ranks = &rank;
+    m.n_d = stages;
+    m.d = d;
+    uint8_t *p;
+    size_t n;
+    if (stages > SF_MAX_STAGES || sfd_peer_pack(&m.base, &p, &n) < 0)
+        exit(1);
+    sfd_peer_msg msg = {.from = from,
+                        .dest = dest,
+                        .epoch = epoch,
+                        .seq = inject_seq(),
+                        .term = strtoull(arg[3], NULL, 10),
+                        .type = STAGEFRONTIER__PEER_ENVELOPE__TYPE__LIVE_ROWS,
+                        .payload = p,
+                        .payload_len = n};
+    if (sfd_peer_seal(key, &msg, frame, len) < 0)
+        exit(1);
+    free(p);
+}
+
 /* Whether the daemon closes fd within `seconds`, this end left open. */
 static bool closed_within(int fd, int seconds)
 {
@@ -308,6 +354,9 @@ int main(int argc, char **argv)
         put(fd, frame, len);
     } else if ((strcmp(mode, "catchup") == 0 || strcmp(mode, "catchupdone") == 0) && argc >= 9) {
         catchup_msg(&key, from, dest, epoch, strcmp(mode, "catchup") == 0, argv + 7, &frame, &len);
+        put(fd, frame, len);
+    } else if (strcmp(mode, "live") == 0 && argc >= 12) {
+        live_rows(&key, from, dest, epoch, argv + 7, &frame, &len);
         put(fd, frame, len);
     } else if (strcmp(mode, "hold") == 0) {
         const char *hold = getenv("SF_INJECT_HOLD_S");
