@@ -101,7 +101,12 @@ void sfd_verdict_window(struct sfd_job *job, const sf_summary *summary, const sf
     /* In a cluster the root tests, from the merged summaries' dense rows
      * (their steps carry no issue lags: no communication cells there). */
     bool standalone = sfd_cluster_is_standalone(job->sfd);
-    if ((!standalone && !sfd_cluster_is_root(job->sfd)) || ensure_test(job, summary) < 0)
+    if (!standalone && !sfd_cluster_is_root(job->sfd)) {
+        if (job->verdict.test != NULL) /* no longer the root: its verdict is the new root's */
+            drop_test(job);
+        return;
+    }
+    if (ensure_test(job, summary) < 0)
         return;
     struct sfd_verdict *v = &job->verdict;
     if (sf_live_calibrated(v->test) || !sf_reference_eligible(report))

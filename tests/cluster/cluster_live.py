@@ -15,6 +15,8 @@ scenarios:
              job object and STATUS, not in the member's; a clean job run alongside is tested at every step and
              never carries a verdict; the member sent its rows, the root
              refused none
+  remote     the same named by a root that hosts no rank of the job (its
+             ranks on nodes 2 and 3), from the members' rows alone
   hostile    forged live rows (a shape no job has, a rank outside the world,
              rows sent to a node that is not the root) refused and counted;
              the job's test goes on
@@ -36,11 +38,11 @@ SLOW_STAGE = 1
 NODE_OF_RANK = (0, 0, 1, 1)  # ranks 0, 1 on the root; 2, 3 on node 2
 
 
-def start_job(c, job, slow, until=BACK):
+def start_job(c, job, slow, until=BACK, node_of_rank=NODE_OF_RANK):
     sender = os.path.join(c.build, "tests/sfd/sf_test_sender")
     procs = []
     for r in range(4):
-        args = [sender, "--socket", c.nodes[NODE_OF_RANK[r]].ingest, "--job", job,
+        args = [sender, "--socket", c.nodes[node_of_rank[r]].ingest, "--job", job,
                 "--rank", str(r), "--world", "4", "--steps", str(STEPS), "--batch", "1",
                 "--step-us", "3000"]
         if slow and r == 2:
@@ -142,6 +144,43 @@ def scenario_straggler(build):
         print("straggler: root named rank 2 at step %d (onset %d), ended at step %d; "
               "%d steps assembled, member sent %d messages" %
               (sv["detected_step"], ONSET, ev["events"][1]["step"], cl["steps_assembled"], sent))
+    except Exception:
+        c.dump_logs()
+        raise
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        c.close()
+
+
+def scenario_remote(build):
+    """A root that hosts no rank of the job: ranks 0 and 1 on node 2, 2 and 3
+    on node 3. The root knows the job from its reports alone, takes its
+    baseline from them and names rank 2, slowed to the job's end, from the
+    two members' rows; neither member carries a verdict."""
+    c = Cluster(build, 3, sfd_extra="live_calibration_steps = %d\n" % CALIBRATION)
+    procs = []
+    try:
+        c.start()
+        c.wait_root(1)
+        root = c.nodes[0]
+        procs = start_job(c, "held", True, until=0, node_of_rank=(1, 1, 2, 2))
+        finish(procs)
+        c.wait(lambda: (job_json(root, "held").get("verdict") or {}).get("rank") == 2,
+               "the verdict at a root that hosts no rank")
+        v = job_json(root, "held")["verdict"]
+        check(v["kind"] == "straggler" and ONSET <= v["detected_step"] < ONSET + 10 and
+              v["stage"] == job_json(root, "held")["stages"][SLOW_STAGE], "verdict %s" % v)
+        ev = events(root, "held")
+        check(ev["cluster"]["root"] and ev["cluster"]["parts"] > 0 and
+              [e["event"] for e in ev["events"]] == ["start"], "root's events %s" % ev)
+        for n in c.nodes[1:]:
+            check(job_json(n, "held").get("verdict") is None, "node %d has a verdict" % n.id)
+        c.stop_checked()
+        print("remote: the root, hosting no rank, named rank 2 at step %d (onset %d)" %
+              (v["detected_step"], ONSET))
     except Exception:
         c.dump_logs()
         raise
