@@ -39,12 +39,14 @@ struct sfd_live_batch {
     uint32_t *part_ranks;       /* [cap_ranks] the step in hand */
     int64_t *part_d;            /* [cap_ranks][n_stages] */
     uint64_t first_ms, last_ms; /* monotonic: the batch's first step, the last step taken */
+    uint64_t bytes;             /* charged to the job's windows */
 };
 
-static void batch_free(struct sfd_live_batch *b)
+static void batch_free(struct sfd_job *job, struct sfd_live_batch *b)
 {
     if (b == NULL)
         return;
+    sfd_job_release(job, SFD_MEM_WINDOWS, b->bytes);
     free(b->ranks);
     free(b->d);
     free(b->part_ranks);
@@ -59,7 +61,7 @@ void sfd_verdict_cluster_free(struct sfd_job *job)
     v->assembly = NULL;
     sfd_job_release(job, SFD_MEM_WINDOWS, v->assembly_bytes);
     v->assembly_bytes = 0;
-    batch_free(v->batch);
+    batch_free(job, v->batch);
     v->batch = NULL;
 }
 
@@ -75,10 +77,18 @@ static struct sfd_live_batch *batch_for(struct sfd_job *job, uint32_t n)
         return b;
     if (b != NULL)
         batch_send(job, b);
-    batch_free(b);
-    job->verdict.batch = b = calloc(1, sizeof *b);
-    if (b == NULL)
+    batch_free(job, b);
+    job->verdict.batch = NULL;
+    uint64_t bytes = sizeof *b + (uint64_t)n * (2 * sizeof(uint32_t) +
+                                                (SFD_LIVE_BATCH_STEPS + 1) * S * sizeof(int64_t));
+    if (sfd_job_charge(job, SFD_MEM_WINDOWS, bytes) < 0)
         return NULL;
+    job->verdict.batch = b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        sfd_job_release(job, SFD_MEM_WINDOWS, bytes);
+        return NULL;
+    }
+    b->bytes = bytes;
     b->cap_ranks = n;
     b->n_stages = S;
     b->ranks = malloc(n * sizeof *b->ranks);
@@ -86,7 +96,7 @@ static struct sfd_live_batch *batch_for(struct sfd_job *job, uint32_t n)
     b->d = malloc((size_t)SFD_LIVE_BATCH_STEPS * n * S * sizeof *b->d);
     b->part_d = malloc((size_t)n * S * sizeof *b->part_d);
     if (b->ranks == NULL || b->part_ranks == NULL || b->d == NULL || b->part_d == NULL) {
-        batch_free(b);
+        batch_free(job, b);
         job->verdict.batch = NULL;
         return NULL;
     }
