@@ -124,8 +124,10 @@ static void bounds(void **state)
     x = b;
     x.n_stages = 1;
     refused(&x, -EBADMSG);
+    static int64_t wide[2 * 3 * (SF_MAX_STAGES + 1)]; /* as many values as the stages claim */
     x = b;
     x.n_stages = SF_MAX_STAGES + 1;
+    x.d = wide;
     refused(&x, -EBADMSG);
 
     static const uint32_t unsorted[3] = {3, 2, 7}, twice[3] = {2, 2, 7};
