@@ -221,7 +221,7 @@ void sfd_verdict_cluster_step(struct sfd_job *job, const struct sfd_window *w, s
     }
     int64_t step = w->meta.first_step + (int64_t)t;
     if (sfd_cluster_is_root(job->sfd)) {
-        batch_send(job, b); /* steps batched before this node became the root */
+        batch_send(job, b); /* batched as a member: a root sends nothing, it is dropped */
         if (root_part(job, step, b->part_ranks, n, b->part_d) < 0)
             job->verdict.parts_refused++;
     } else {
