@@ -42,18 +42,42 @@ FT_MS = 3000
 
 
 def start_job(c, job, slow, until=BACK, node_of_rank=NODE_OF_RANK):
+    """A slowed job's senders pause before the onset (release() lets them
+    go), so the root's baseline is in before it however loaded the machine."""
     sender = os.path.join(c.build, "tests/sfd/sf_test_sender")
     procs = []
     for r in range(4):
         args = [sender, "--socket", c.nodes[node_of_rank[r]].ingest, "--job", job,
                 "--rank", str(r), "--world", "4", "--steps", str(STEPS), "--batch", "1",
                 "--step-us", "3000"]
+        if slow:
+            args += ["--pause-every", str(ONSET)]
         if slow and r == 2:
             # a tenth of the sender's ~12.6 ms step, on rank 2's stage 1
             args += ["--slow-rank", "2", "--slow-stage", str(SLOW_STAGE), "--slow-ns",
                      "1260000", "--slow-from", str(ONSET), "--slow-until", str(until)]
-        procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        procs.append(subprocess.Popen(args, stdin=subprocess.PIPE if slow else subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     return procs
+
+
+def calibrated(node, job):
+    rc, out, _ = node.sfctl("events", job, "--json")
+    return rc == 0 and json.loads(out)["calibrated"]
+
+
+def release(c, root, job, procs):
+    """Once the root's test of job has its baseline, the paused senders go on."""
+    try:
+        c.wait(lambda: calibrated(root, job), "the root's baseline of %s" % job)
+    except Exception:
+        print("%s at the root: %s; %s" % (job, root.sfctl("events", job, "--json")[1],
+                                          root.sfctl("jobs", job, "--json")[1]))
+        raise
+    for p in procs:
+        p.stdin.write(b"\n")
+        p.stdin.close()
+        p.stdin = None  # finish() communicates without it
 
 
 def finish(procs):
@@ -85,6 +109,8 @@ def scenario_straggler(build):
         clean = start_job(c, "clean", False)
         held = start_job(c, "held", True, until=0)  # slow to its last step: still in force
         procs = slow + clean + held
+        release(c, root, "lv", slow)
+        release(c, root, "held", held)
         finish(procs)
 
         # The verdict in force names rank 2 and its stage: the root's job object, STATUS.
@@ -100,7 +126,9 @@ def scenario_straggler(build):
         check(v["kind"] == "straggler" and v["rank"] == 2 and v["stage"] == stage,
               "verdict %s" % v)
         check(ONSET <= v["detected_step"] < ONSET + 10,
-              "detected at step %d, onset %d" % (v["detected_step"], ONSET))
+              "detected at step %d, onset %d; root's %s; member's %s; peers %s" %
+              (v["detected_step"], ONSET, events(root, "held"), events(member, "held")["cluster"],
+               member.peers()["counters"]))
         check(ONSET - 10 <= v["since_step"] <= v["detected_step"], "since %s" % v)
         check(0.0009 < v["effect_s"] < 0.0016, "effect %s" % v["effect_s"])
         rc, out, _ = root.sfctl("status", "--json")
@@ -110,7 +138,11 @@ def scenario_straggler(build):
         check(job_json(member, "held").get("verdict") is None, "the member tests too")
 
         # Back at the base durations: the verdict ends; both are events on the root.
-        c.wait(lambda: len(events(root, "lv")["events"]) >= 2, "the verdict's end")
+        try:
+            c.wait(lambda: len(events(root, "lv")["events"]) >= 2, "the verdict's end")
+        except Exception:
+            print("lv at the root: %s" % events(root, "lv"))
+            raise
         ev = events(root, "lv")
         check([e["event"] for e in ev["events"]] == ["start", "end"], "events %s" % ev)
         sv = ev["events"][0]["verdict"]
@@ -179,6 +211,7 @@ def scenario_remote(build):
         c.wait_root(1)
         root = c.nodes[0]
         procs = start_job(c, "held", True, until=0, node_of_rank=(1, 1, 2, 2))
+        release(c, root, "held", procs)
         finish(procs)
         c.wait(lambda: (job_json(root, "held").get("verdict") or {}).get("rank") == 2,
                "the verdict at a root that hosts no rank")
