@@ -26,7 +26,7 @@ usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
                        [--set SECTION.KEY=VALUE ...]
                        [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]
                        [--window-steps 100] [--perf FILE] [--decode-anchor]
-                       [--pin RECEIVER_CPUS:SENDER_CPUS] [--parallel PP]
+                       [--pin RECEIVER_CPUS:SENDER_CPUS] [--parallel PP] [--no-unpaced]
 
 --window-steps sets the job's window length: a report is computed for every
 closed window (8 ranks x 100 steps by default), so a long window (e.g.
@@ -348,6 +348,8 @@ def main():
     ap.add_argument("--decode-anchor", action="store_true",
                     help="also feed ingest_sink --decode (read and unpack) at every rate")
     ap.add_argument("--perf", help="record a perf profile of sfd into this file")
+    ap.add_argument("--no-unpaced", action="store_true",
+                    help="only the rates given: no unpaced run after them")
     ap.add_argument("--parallel", type=int, default=0, metavar="PP",
                     help="senders declare coordinates: PP pipeline stages x SENDERS/PP dp ranks")
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
@@ -393,7 +395,7 @@ def main():
             print("receiver on CPUs %s, senders on CPUs %s" % tuple(sorted(c) for c in a.pin))
         print(HEADER)
         results, sink_results, decode_results = [], [], []
-        rates = [int(x) for x in a.rates.split(",") if x] + [0]
+        rates = [int(x) for x in a.rates.split(",") if x] + ([] if a.no_unpaced else [0])
         for i, rate in enumerate(rates):
             if a.sink:
                 r = run_sink(a, d, "sink%d" % i, rate)
@@ -407,7 +409,7 @@ def main():
             results.append(r)
             print(row("sfd", r), flush=True)
         best = lossless_rate(results)
-        unpaced = results[-1]
+        unpaced = results[-1]  # the last rate offered, with --no-unpaced
         print("load after the runs: %s" % open("/proc/loadavg").read().split()[:3])
         print("sfd: highest offered rate lossless at and below: %d records/s" % best)
         print("sfd CPU cost: %.0f records per sfd CPU-second (median over the runs)"
