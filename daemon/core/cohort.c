@@ -89,23 +89,24 @@ int sf_cohorts_build(const sf_parallel *coords, uint32_t n, uint32_t world_size,
 /* ---- gathering from rows ------------------------------------------------ */
 
 /* One rank's rows must agree: all with the same coordinates or all without.
- * first[i]: the rank's first row's coordinates, `without` for rows without,
- * NULL before its first row. The rows of one rank usually share one set
- * (sfd's rows point at the rank's own), so equal pointers spare a compare. */
+ * first[i]: the rank's first row's coordinates, or &d->parallel[i] (no
+ * row's) for rows without, NULL before its first row. The rows of one rank
+ * usually share one set (sfd's rows point at the rank's own), so equal
+ * pointers spare a compare. */
 static void gather_dense(sf_summary *s, const sf_row *rows, size_t n_rows,
                          const sf_parallel **first)
 {
-    static const sf_parallel without = {0};
     sf_dense *d = s->dense;
     for (size_t k = 0; k < n_rows; k++) {
         uint32_t i = sf__index_u32(d->ranks, d->n_ranks, rows[k].rank);
-        const sf_parallel *p = rows[k].parallel != NULL ? rows[k].parallel : &without;
+        const sf_parallel *without = &d->parallel[i];
+        const sf_parallel *p = rows[k].parallel != NULL ? rows[k].parallel : without;
         if (first[i] == NULL) {
             first[i] = p;
-            if (p != &without)
+            if (p != without)
                 d->parallel[i] = *p;
         } else if (first[i] != p &&
-                   (first[i] == &without || p == &without || !sf_parallel_equal(first[i], p))) {
+                   (first[i] == without || p == without || !sf_parallel_equal(first[i], p))) {
             s->parallel_conflict = true;
         }
     }

@@ -253,6 +253,40 @@ static void inconsistent_names_nobody(void **state)
     pipe_clear(&p);
 }
 
+/* The dense gather: a rank's rows may point at different copies of its
+ * coordinates, but not at different coordinates. */
+static bool dense_conflict(struct pipe *p)
+{
+    sf_window_meta meta = meta_for(4);
+    sf_summary *s = NULL;
+    assert_int_equal(
+        sf_summary_build(&p->schema, &meta, p->m.rows, (size_t)p->m.steps * p->m.ranks, true, &s),
+        0);
+    assert_true(s->parallel_declared);
+    bool conflict = s->parallel_conflict;
+    sf_summary_free(s);
+    return conflict;
+}
+
+static void gather_copies_and_conflicts(void **state)
+{
+    (void)state;
+    struct pipe p;
+    pipe_init(&p, 20, 4, true);
+    assert_false(dense_conflict(&p));
+    sf_parallel copy = p.par[1];
+    p.m.rows[4 * 7 + 1].parallel = &copy; /* rank 1, step 7: an equal copy */
+    assert_false(dense_conflict(&p));
+    assert_int_equal(pipe_compute(&p)->cohorts, SF_COHORTS_APPLIED);
+    p.m.rows[4 * 9 + 1].parallel = &p.par[3]; /* rank 1, step 9: rank 3's */
+    assert_true(dense_conflict(&p));
+    assert_int_equal(pipe_compute(&p)->cohorts, SF_COHORTS_INCONSISTENT);
+    p.m.rows[4 * 9 + 1].parallel = &p.par[1];
+    p.m.rows[4 * 0 + 2].parallel = NULL; /* rank 2's first row without */
+    assert_true(dense_conflict(&p));
+    pipe_clear(&p);
+}
+
 /* Mergeable summaries keep no rank's coordinates: declared coordinates then
  * name no rank either, while merged dense summaries keep them. */
 static void merged_summaries(void **state)
@@ -730,6 +764,7 @@ int main(void)
         cmocka_unit_test(change_inside_cohorts),
         cmocka_unit_test(merged_part_equals_dense),
         cmocka_unit_test(part_any_row_order),
+        cmocka_unit_test(gather_copies_and_conflicts),
         cmocka_unit_test(pipeline_view_first_delay),
         cmocka_unit_test(whatif_inside_cohorts),
     };
