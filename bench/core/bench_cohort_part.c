@@ -1,13 +1,19 @@
 /*
  * The cost of the cohort part (docs/ACCOUNTING.md, "Cohorts in a mergeable
  * summary"): one window of R ranks x 100 steps x 6 stages built into a
- * summary with and without parallel coordinates (pp=P x dp=R/P), the best
- * of 5 builds and reports each.
+ * summary with and without parallel coordinates (pp=P x dp=R/P), built
+ * alternately (without, with, without, ...) REPS times each, so that a drift
+ * of a shared machine's load falls on both alike: the best build and report
+ * of each, their cost a row, and the ratio with / without of the build and
+ * of build + report. R=8 P=2 dense is the shape of the ingest benchmark's
+ * windows (bench/ingest/cohort_cost.sh).
  *
- * usage: bench_cohort_part [RANKS [PP [dense]]]   (default 16384 8, mergeable)
+ * usage: bench_cohort_part [RANKS [PP [dense|mergeable [REPS]]]]
+ *        (default 16384 8 mergeable 5)
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <stagefrontier/accounting.h>
@@ -23,8 +29,9 @@ int main(int argc, char **argv)
 {
     uint32_t R = argc > 1 ? (uint32_t)atoi(argv[1]) : 16384, T = 100, S = 6;
     uint32_t pp = argc > 2 ? (uint32_t)atoi(argv[2]) : 8;
-    bool dense = argc > 3;
-    if (R < 2 || pp < 2 || R % pp != 0)
+    bool dense = argc > 3 && strcmp(argv[3], "dense") == 0;
+    int reps = argc > 4 ? atoi(argv[4]) : 5;
+    if (R < 2 || pp < 2 || R % pp != 0 || reps < 1)
         return 2;
     sf_schema sc;
     sf_schema_init_default(&sc, 1);
@@ -47,15 +54,15 @@ int main(int argc, char **argv)
     }
     sf_gates g;
     sf_gates_default(&g);
-    for (int with = 0; with < 2; with++) {
-        for (uint32_t t = 0; t < T; t++)
-            for (uint32_t r = 0; r < R; r++) {
-                size_t i = (size_t)t * R + r;
-                rows[i] = (sf_row){
-                    .step = t, .rank = r, .d = &d[i * S], .parallel = with ? &par[r] : NULL};
-            }
-        double build = 1e9, report = 1e9;
-        for (int k = 0; k < 5; k++) {
+    double build[2] = {1e9, 1e9}, report[2] = {1e9, 1e9};
+    for (int k = 0; k < reps; k++)
+        for (int with = 0; with < 2; with++) {
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t r = 0; r < R; r++) {
+                    size_t i = (size_t)t * R + r;
+                    rows[i] = (sf_row){
+                        .step = t, .rank = r, .d = &d[i * S], .parallel = with ? &par[r] : NULL};
+                }
             sf_summary *s = NULL;
             sf_report *rp = NULL;
             double a = now();
@@ -65,18 +72,25 @@ int main(int argc, char **argv)
             if (sf_report_compute(s, &g, &rp) < 0)
                 return 1;
             double c = now();
-            build = b - a < build ? b - a : build;
-            report = c - b < report ? c - b : report;
+            build[with] = b - a < build[with] ? b - a : build[with];
+            report[with] = c - b < report[with] ? c - b : report[with];
             if (k == 0 && with)
                 printf("cohorts %s, pipeline view %s\n", sf_cohort_state_name(rp->cohorts),
                        rp->pipeline.present ? "present" : "absent");
             sf_report_free(rp);
             sf_summary_free(s);
         }
-        printf("%s coordinates: %s build %.1f ms (%.3g cells/s), report %.1f ms\n",
-               with ? "with" : "without", dense ? "dense" : "mergeable", build * 1e3,
-               (double)R * T * S / build, report * 1e3);
-    }
+    double n_rows = (double)R * T;
+    for (int with = 0; with < 2; with++)
+        printf("%s coordinates: %s build %.3f ms (%.1f ns a row, %.3g cells/s), report %.3f ms"
+               " (%.1f ns a row)\n",
+               with ? "with" : "without", dense ? "dense" : "mergeable", build[with] * 1e3,
+               build[with] / n_rows * 1e9, n_rows * S / build[with], report[with] * 1e3,
+               report[with] / n_rows * 1e9);
+    printf("with/without (best of %d each, alternated): build %.2f, build + report %.2f;"
+           " with - without: %.1f ns a row\n",
+           reps, build[1] / build[0], (build[1] + report[1]) / (build[0] + report[0]),
+           (build[1] + report[1] - build[0] - report[0]) / n_rows * 1e9);
     sf_schema_clear(&sc);
     free(d);
     free(rows);

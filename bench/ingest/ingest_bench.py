@@ -26,13 +26,20 @@ usage: ingest_bench.py --sfd PATH --sfctl PATH (--client PATH | --sender PATH)
                        [--set SECTION.KEY=VALUE ...]
                        [--batch 64] [--rates 100000,200000,...] [--sender-nice 10]
                        [--window-steps 100] [--perf FILE] [--decode-anchor]
-                       [--pin RECEIVER_CPUS:SENDER_CPUS]
+                       [--pin RECEIVER_CPUS:SENDER_CPUS] [--parallel PP] [--no-unpaced]
 
 --window-steps sets the job's window length: a report is computed for every
 closed window (8 ranks x 100 steps by default), so a long window (e.g.
 16384) gives fewer, larger reports. --perf FILE profiles sfd (every thread)
 with `perf record --call-graph dwarf` from its start to the end of the runs;
-bench/ingest/ingest_profile.py FILE groups it by where the CPU goes."""
+bench/ingest/ingest_profile.py FILE groups it by where the CPU goes.
+
+--parallel PP gives the libsfclient senders parallel coordinates (SF_PARALLEL,
+which the client's Hello carries): PP pipeline stages x SENDERS/PP data-parallel
+ranks, sender r at pp=r/(SENDERS/PP) and dp=r%(SENDERS/PP), so that sfd gathers
+the ranks' coordinates and builds every window summary's cohort part
+(docs/ACCOUNTING.md, "Cohorts"). bench/ingest/cohort_cost.sh runs it
+alternated with runs without coordinates."""
 
 import argparse
 import json
@@ -115,16 +122,27 @@ def start_senders(a, ingest, job, rate_total):
             f.write(bytes(a.senders * LOCKSTEP_SLOT_BYTES))
     procs = []
     for r in range(a.senders):
+        env = dict(os.environ)
+        env.pop("SF_PARALLEL", None)
         if a.client:
             args = [a.client, ingest, job, str(r), str(a.senders), str(a.records), str(per),
                     str(start_ns), lockstep]
+            if a.parallel:
+                env["SF_PARALLEL"] = parallel_of(r, a.senders, a.parallel)
         else:
             args = [a.sender, "--socket", ingest, "--job", job, "--rank", str(r), "--world",
                     str(a.senders), "--steps", str(a.records), "--batch", str(a.batch)]
             if per:
                 args += ["--rate", str(per)]
-        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, preexec_fn=behind))
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, preexec_fn=behind, env=env))
     return procs, start_ns / 1e9
+
+
+def parallel_of(rank, world, pp):
+    """A sender's coordinates: pp stages x world/pp data-parallel ranks, the
+    data-parallel index the faster one (ranks of a stage side by side)."""
+    dp = world // pp
+    return "pp=%d/%d,dp=%d/%d" % (rank // dp, pp, rank % dp, dp)
 
 
 def key_values(stdout):
@@ -283,6 +301,21 @@ def print_live_tested(sfctl, query):
     print("live verdict: %d complete steps tested, all runs" % tested)
 
 
+def print_cohorts(sfctl, query):
+    """How many of the runs' jobs had their latest window's report compare
+    ranks inside cohorts (the label role_aware_applied): with --parallel,
+    every job, else none."""
+    p = subprocess.run([sfctl, "--socket", query, "jobs", "--json"], capture_output=True)
+    jobs = [j["job_id"] for j in json.loads(p.stdout or b"[]")]
+    applied = 0
+    for job in jobs:
+        r = subprocess.run([sfctl, "--socket", query, "report", job, "--json"],
+                           capture_output=True)
+        applied += b'"role_aware_applied"' in r.stdout
+    print("cohorts: %d of %d jobs' latest reports applied the role-aware analysis"
+          % (applied, len(jobs)))
+
+
 def print_cpu_shares(sink_results, decode_results, sfd_results):
     """CPU per record (medians over the rates) of the senders and each
     receiver: where the cores are shared, the senders' rate falls as the
@@ -315,12 +348,18 @@ def main():
     ap.add_argument("--decode-anchor", action="store_true",
                     help="also feed ingest_sink --decode (read and unpack) at every rate")
     ap.add_argument("--perf", help="record a perf profile of sfd into this file")
+    ap.add_argument("--no-unpaced", action="store_true",
+                    help="only the rates given: no unpaced run after them")
+    ap.add_argument("--parallel", type=int, default=0, metavar="PP",
+                    help="senders declare coordinates: PP pipeline stages x SENDERS/PP dp ranks")
     ap.add_argument("--rates", default="100000,250000,500000,750000,1000000,1500000,2000000")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="a configuration key for sfd, e.g. limits.history_rows=false (repeatable)")
     a = ap.parse_args()
     if not (a.sender or a.client):
         ap.error("--client or --sender is required")
+    if a.parallel and (not a.client or a.parallel < 1 or a.senders % a.parallel):
+        ap.error("--parallel PP needs --client and a PP that divides --senders")
     d = tempfile.mkdtemp(prefix="sfd-bench-")
     conf = os.path.join(d, "sfd.conf")
     with open(conf, "w") as f:
@@ -349,11 +388,14 @@ def main():
                             "libsfclient" if a.client else "raw protobuf-c (batch %d)" % a.batch,
                             a.records, a.senders, a.window_steps, os.cpu_count(),
                             open("/proc/loadavg").read().split()[:3]))
+        if a.parallel:
+            print("coordinates: pp=%d x dp=%d (SF_PARALLEL, e.g. rank 1: %s)"
+                  % (a.parallel, a.senders // a.parallel, parallel_of(1, a.senders, a.parallel)))
         if a.pin:
             print("receiver on CPUs %s, senders on CPUs %s" % tuple(sorted(c) for c in a.pin))
         print(HEADER)
         results, sink_results, decode_results = [], [], []
-        rates = [int(x) for x in a.rates.split(",") if x] + [0]
+        rates = [int(x) for x in a.rates.split(",") if x] + ([] if a.no_unpaced else [0])
         for i, rate in enumerate(rates):
             if a.sink:
                 r = run_sink(a, d, "sink%d" % i, rate)
@@ -367,7 +409,7 @@ def main():
             results.append(r)
             print(row("sfd", r), flush=True)
         best = lossless_rate(results)
-        unpaced = results[-1]
+        unpaced = results[-1]  # the last rate offered, with --no-unpaced
         print("load after the runs: %s" % open("/proc/loadavg").read().split()[:3])
         print("sfd: highest offered rate lossless at and below: %d records/s" % best)
         print("sfd CPU cost: %.0f records per sfd CPU-second (median over the runs)"
@@ -414,6 +456,7 @@ def main():
             ok = counted == r["lost"]
         print_rejections(a.sfctl, os.path.join(d, "run", "query.sock"))
         print_live_tested(a.sfctl, os.path.join(d, "run", "query.sock"))
+        print_cohorts(a.sfctl, os.path.join(d, "run", "query.sock"))
     finally:
         if perf is not None:
             perf.send_signal(signal.SIGINT)

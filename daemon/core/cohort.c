@@ -88,33 +88,25 @@ int sf_cohorts_build(const sf_parallel *coords, uint32_t n, uint32_t world_size,
 
 /* ---- gathering from rows ------------------------------------------------ */
 
-static uint32_t dense_index(const sf_dense *d, uint32_t rank)
-{
-    uint32_t lo = 0, hi = d->n_ranks;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (d->ranks[mid] < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* One rank's rows must agree: all with the same coordinates or all without.
- * seen[i]: 0 no row yet, 1 rows with coordinates, 2 rows without. */
-static void gather_dense(sf_summary *s, const sf_row *rows, size_t n_rows, uint8_t *seen)
+ * first[i]: the rank's first row's coordinates, or &d->parallel[i] (no
+ * row's) for rows without, NULL before its first row. The rows of one rank
+ * usually share one set (sfd's rows point at the rank's own), so equal
+ * pointers spare a compare. */
+static void gather_dense(sf_summary *s, const sf_row *rows, size_t n_rows,
+                         const sf_parallel **first)
 {
     sf_dense *d = s->dense;
     for (size_t k = 0; k < n_rows; k++) {
-        uint32_t i = dense_index(d, rows[k].rank);
-        const sf_parallel *p = rows[k].parallel;
-        uint8_t now = p != NULL ? 1 : 2;
-        if (seen[i] == 0) {
-            seen[i] = now;
-            if (now == 1)
+        uint32_t i = sf__index_u32(d->ranks, d->n_ranks, rows[k].rank);
+        const sf_parallel *without = &d->parallel[i];
+        const sf_parallel *p = rows[k].parallel != NULL ? rows[k].parallel : without;
+        if (first[i] == NULL) {
+            first[i] = p;
+            if (p != without)
                 d->parallel[i] = *p;
-        } else if (seen[i] != now || (now == 1 && !sf_parallel_equal(&d->parallel[i], p))) {
+        } else if (first[i] != p &&
+                   (first[i] == without || p == without || !sf_parallel_equal(first[i], p))) {
             s->parallel_conflict = true;
         }
     }
@@ -132,14 +124,14 @@ int sf__parallel_gather(sf_summary *s, const sf_row *rows, size_t n_rows)
     if (s->dense == NULL || s->dense->n_ranks == 0)
         return 0;
     sf_dense *d = s->dense;
-    uint8_t *seen = calloc(d->n_ranks, 1);
+    const sf_parallel **first = calloc(d->n_ranks, sizeof *first);
     d->parallel = calloc(d->n_ranks, sizeof *d->parallel);
-    if (seen == NULL || d->parallel == NULL) {
-        free(seen);
+    if (first == NULL || d->parallel == NULL) {
+        free(first);
         return -ENOMEM;
     }
-    gather_dense(s, rows, n_rows, seen);
-    free(seen);
+    gather_dense(s, rows, n_rows, first);
+    free(first);
     return 0;
 }
 

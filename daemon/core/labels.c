@@ -160,31 +160,33 @@ static void promote_suspect(sf_report *r, uint32_t rank)
 
 /* The rank of each cohort whose work up to boundary `stage` led its
  * cohort's runner-up beyond the gap tolerance, per complete step: the
- * cohort's own leaders (docs/ACCOUNTING.md, "Cohorts"). */
+ * cohort's own leaders (docs/ACCOUNTING.md, "Cohorts"). One pass over a
+ * step's ranks, in rank order, keeps every cohort's two largest prefixes
+ * (acc: 3 values a cohort), so a step costs its ranks, not ranks x cohorts. */
 static uint32_t cohort_leaders(const sf_report *r, const sf_summary *s,
-                               const struct sf__cohort_view *cv, uint32_t stage, uint32_t *leaders)
+                               const struct sf__cohort_view *cv, uint32_t stage, uint32_t *leaders,
+                               int64_t *acc)
 {
     const sf_dense *dn = s->dense;
-    uint32_t S = s->schema.n_stages, R = dn->n_ranks, n = 0;
+    uint32_t S = s->schema.n_stages, R = dn->n_ranks, K = r->n_cohorts, n = 0;
+    int64_t *best = acc, *second = acc + K, *who = acc + 2 * (size_t)K;
     for (uint32_t i = 0; i < cv->n_complete; i++) {
         const int64_t *rows = &dn->d[(size_t)cv->complete[i] * R * S];
-        for (uint32_t c = 0; c < r->n_cohorts; c++) {
-            int64_t best = INT64_MIN, second = INT64_MIN;
-            uint32_t who = SF_NO_RANK;
-            for (uint32_t q = 0; q < R; q++) {
-                if (cv->cohort_of[q] != c)
-                    continue;
-                int64_t p = 0;
-                for (uint32_t j = 0; j <= stage; j++)
-                    p += rows[(size_t)q * S + j];
-                if (p > best)
-                    second = best, best = p, who = q;
-                else if (p > second)
-                    second = p;
-            }
-            if (who != SF_NO_RANK && second != INT64_MIN && best - second > r->leader_gap_tol_ns)
-                leaders[n++] = dn->ranks[who];
+        for (uint32_t c = 0; c < K; c++)
+            best[c] = second[c] = INT64_MIN, who[c] = -1;
+        for (uint32_t q = 0; q < R; q++) {
+            uint32_t c = cv->cohort_of[q];
+            int64_t p = 0;
+            for (uint32_t j = 0; j <= stage; j++)
+                p += rows[(size_t)q * S + j];
+            if (p > best[c])
+                second[c] = best[c], best[c] = p, who[c] = q;
+            else if (p > second[c])
+                second[c] = p;
         }
+        for (uint32_t c = 0; c < K; c++)
+            if (who[c] >= 0 && second[c] != INT64_MIN && best[c] - second[c] > r->leader_gap_tol_ns)
+                leaders[n++] = dn->ranks[who[c]];
     }
     return n;
 }
@@ -221,13 +223,15 @@ static void find_suspects(sf_report *r, const sf_summary *s, const struct sf__co
     if (r->cohorts == SF_COHORTS_INCONSISTENT)
         return;
     uint32_t *leaders = malloc(cap * sizeof *leaders);
+    int64_t *acc = by_cohort ? malloc(3 * (size_t)r->n_cohorts * sizeof *acc) : NULL;
     r->suspects = calloc(cap + 1, sizeof *r->suspects); /* + the verdict's rank */
-    if (leaders == NULL || r->suspects == NULL) {
+    if (leaders == NULL || r->suspects == NULL || (by_cohort && acc == NULL)) {
         free(leaders);
+        free(acc);
         return; /* suspects stay empty; the report is still exact elsewhere */
     }
     if (by_cohort)
-        n = cohort_leaders(r, s, cv, stage, leaders);
+        n = cohort_leaders(r, s, cv, stage, leaders, acc);
     else if (by_part)
         n = part_leaders(r, s, cv, stage, leaders);
     for (uint32_t i = 0; !by_cohort && !by_part && i < r->steps; i++)
@@ -245,6 +249,7 @@ static void find_suspects(sf_report *r, const sf_summary *s, const struct sf__co
     if (r->n_suspects > r->gates.suspect_ranks_max)
         r->n_suspects = r->gates.suspect_ranks_max;
     free(leaders);
+    free(acc);
 }
 
 /* ---- labels -------------------------------------------------------------- */

@@ -111,13 +111,50 @@ static uint32_t find_cohort(const sf_cohort_summary *c, struct cohort_id id)
     return lo;
 }
 
-/* sf__top2_insert, inlined, with its common case first: a prefix below the
- * second largest changes nothing. */
-static inline void top2_insert(sf_top2 *t, int64_t v, uint32_t rank)
+/* sf__top2_insert inlined, the same rule (a larger prefix, or an equal one
+ * of a lower rank, goes first), as selects rather than a call behind a
+ * branch: in a cohort of a few ranks with noisy durations, whether a prefix
+ * is among the two largest is a coin flip. With `ascending` (every cell's
+ * rows come in rising rank) an equal prefix never goes first, so the rank
+ * compares drop out; prefixes of checked durations are never INT64_MIN, the
+ * empty slot's value, so an empty slot still takes the first. */
+static inline __attribute__((always_inline)) void top2_insert(sf_top2 *t, int64_t v, uint32_t rank,
+                                                              bool ascending)
 {
-    if (v < t->v2)
-        return;
-    sf__top2_insert(t, v, rank);
+    int64_t v1 = t->v1, v2 = t->v2;
+    uint32_t r1 = t->r1, r2 = t->r2;
+    bool above1 = ascending ? v > v1 : (v > v1) | ((v == v1) & (rank < r1));
+    bool above2 = ascending ? v > v2 : (v > v2) | ((v == v2) & (rank < r2));
+    t->v2 = above1 ? v1 : above2 ? v : v2;
+    t->r2 = above1 ? r1 : above2 ? rank : r2;
+    t->v1 = above1 ? v : v1;
+    t->r1 = above1 ? rank : r1;
+}
+
+/* The fold of the rows with coordinates into c, in their order (each
+ * step's rows usually together, so the step's index is looked up once), for
+ * S stages: SF__BY_STAGE_COUNT unrolls the usual counts. */
+static inline __attribute__((always_inline)) void
+fold_part_s(sf_cohort_summary *c, const sf_row *rows, size_t n_rows, const uint32_t *cohort_of,
+            uint32_t lo, uint32_t S, bool ascending)
+{
+    uint32_t K = c->n_cohorts, t = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const sf_row *row = &rows[i];
+        if (row->parallel == NULL)
+            continue;
+        if (c->steps[t] != row->step)
+            t = sf__index_i64(c->steps, c->n_steps, row->step);
+        size_t cell = (size_t)t * K + cohort_of[row->rank - lo];
+        c->count[cell]++;
+        sf_top2 *top = &c->prefix_top2[cell * S];
+        const int64_t *d = row->d;
+        int64_t p = 0;
+        for (uint32_t j = 0; j < S; j++) {
+            p += d[j];
+            top2_insert(&top[j], p, row->rank, ascending);
+        }
+    }
 }
 
 /* The sorted, distinct steps of the rows with coordinates: the summary's
@@ -148,18 +185,23 @@ static int64_t part_steps(const sf_summary *s, const sf_row *rows, size_t n_rows
 }
 
 /* Each rank's coordinates and cohort, the steps, then one fold of the rows
- * with coordinates, in their order (each step's rows usually together, so
- * the step's index is looked up once). slot[rank] is the rank's first row
+ * with coordinates (fold_part_s). slot[rank] is the rank's first row
  * with coordinates + 1 (0: none); a rank whose rows carry two sets sets
  * the summary's parallel_conflict (its first row's set is kept). */
 static int cohort_build(sf_summary *s, const sf_row *rows, size_t n_rows, size_t *slot, uint32_t lo,
                         uint32_t span, struct cohort_id *ids, uint32_t *cohort_of)
 {
     uint32_t S = s->schema.n_stages, R = 0;
+    bool ascending = true; /* the rows with coordinates in rising (step, rank) */
+    const sf_row *last = NULL;
     for (size_t i = 0; i < n_rows; i++) {
         const sf_parallel *p = rows[i].parallel;
         if (p == NULL)
             continue;
+        if (last != NULL)
+            ascending &= last->step < rows[i].step ||
+                         (last->step == rows[i].step && last->rank < rows[i].rank);
+        last = &rows[i];
         size_t *at = &slot[rows[i].rank - lo];
         if (*at == 0)
             *at = i + 1, R++;
@@ -202,22 +244,10 @@ static int cohort_build(sf_summary *s, const sf_row *rows, size_t n_rows, size_t
         cohort_of[r] = find_cohort(c, id_of(p));
         x++;
     }
-    uint32_t t = 0;
-    for (size_t i = 0; i < n_rows; i++) {
-        const sf_row *row = &rows[i];
-        if (row->parallel == NULL)
-            continue;
-        if (c->steps[t] != row->step)
-            t = sf__lower_bound_i64(c->steps, c->n_steps, row->step);
-        size_t cell = (size_t)t * K + cohort_of[row->rank - lo];
-        c->count[cell]++;
-        sf_top2 *top = &c->prefix_top2[cell * S];
-        int64_t p = 0;
-        for (uint32_t j = 0; j < S; j++) {
-            p += row->d[j];
-            top2_insert(&top[j], p, row->rank);
-        }
-    }
+    if (ascending)
+        SF__BY_STAGE_COUNT(S, S_, fold_part_s(c, rows, n_rows, cohort_of, lo, S_, true))
+    else
+        SF__BY_STAGE_COUNT(S, S_, fold_part_s(c, rows, n_rows, cohort_of, lo, S_, false))
     s->cohort = c;
     return 0;
 }
@@ -404,7 +434,7 @@ int sf__cohort_part_state(const sf_summary *s, uint32_t *cohort_of, enum sf_coho
 const sf_top2 *sf__cohort_top2(const sf_cohort_summary *c, int64_t step, uint32_t q,
                                uint32_t *ret_count)
 {
-    uint32_t t = sf__lower_bound_i64(c->steps, c->n_steps, step);
+    uint32_t t = sf__index_i64(c->steps, c->n_steps, step);
     if (t == c->n_steps || c->steps[t] != step) {
         *ret_count = 0;
         return NULL;

@@ -253,6 +253,40 @@ static void inconsistent_names_nobody(void **state)
     pipe_clear(&p);
 }
 
+/* The dense gather: a rank's rows may point at different copies of its
+ * coordinates, but not at different coordinates. */
+static bool dense_conflict(struct pipe *p)
+{
+    sf_window_meta meta = meta_for(4);
+    sf_summary *s = NULL;
+    assert_int_equal(
+        sf_summary_build(&p->schema, &meta, p->m.rows, (size_t)p->m.steps * p->m.ranks, true, &s),
+        0);
+    assert_true(s->parallel_declared);
+    bool conflict = s->parallel_conflict;
+    sf_summary_free(s);
+    return conflict;
+}
+
+static void gather_copies_and_conflicts(void **state)
+{
+    (void)state;
+    struct pipe p;
+    pipe_init(&p, 20, 4, true);
+    assert_false(dense_conflict(&p));
+    sf_parallel copy = p.par[1];
+    p.m.rows[4 * 7 + 1].parallel = &copy; /* rank 1, step 7: an equal copy */
+    assert_false(dense_conflict(&p));
+    assert_int_equal(pipe_compute(&p)->cohorts, SF_COHORTS_APPLIED);
+    p.m.rows[4 * 9 + 1].parallel = &p.par[3]; /* rank 1, step 9: rank 3's */
+    assert_true(dense_conflict(&p));
+    assert_int_equal(pipe_compute(&p)->cohorts, SF_COHORTS_INCONSISTENT);
+    p.m.rows[4 * 9 + 1].parallel = &p.par[1];
+    p.m.rows[4 * 0 + 2].parallel = NULL; /* rank 2's first row without */
+    assert_true(dense_conflict(&p));
+    pipe_clear(&p);
+}
+
 /* Mergeable summaries keep no rank's coordinates: declared coordinates then
  * name no rank either, while merged dense summaries keep them. */
 static void merged_summaries(void **state)
@@ -473,6 +507,106 @@ static void merged_part_equals_dense(void **state)
     sf_schema_clear(&schema);
 }
 
+/* The part's top-2 of one (step, cohort, boundary), found by brute force:
+ * the largest prefix (ties: the lower rank), then the largest of the rest. */
+static void top2_by_hand(const sf_row *rows, size_t n, int64_t step, const sf_parallel *par,
+                         uint32_t pp, uint32_t j, sf_top2 *ret, uint32_t *ret_count)
+{
+    *ret = (sf_top2){INT64_MIN, INT64_MIN, SF_NO_RANK, SF_NO_RANK};
+    *ret_count = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++) {
+            if (rows[i].step != step || par[rows[i].rank].index[SF_PAR_PP] != pp)
+                continue;
+            int64_t v = 0;
+            for (uint32_t k = 0; k <= j; k++)
+                v += rows[i].d[k];
+            uint32_t r = rows[i].rank;
+            *ret_count += pass == 0;
+            int64_t *bv = pass == 0 ? &ret->v1 : &ret->v2;
+            uint32_t *br = pass == 0 ? &ret->r1 : &ret->r2;
+            if (pass == 1 && r == ret->r1)
+                continue;
+            if (v > *bv || (v == *bv && r < *br))
+                *bv = v, *br = r;
+        }
+}
+
+/* Rows of 12 ranks (pp=0..2 x dp=0..3) on steps 7, 10, 13, ... (not
+ * consecutive) and, in some trials, rank 5 missing from a step, with
+ * durations of a few values (ties at every boundary): the part is the same
+ * built from the rows in (step, rank) order or shuffled, and each cell
+ * holds the two largest prefixes of its cohort, ties to the lower rank. */
+static void part_any_row_order(void **state)
+{
+    (void)state;
+    enum { T = 12, R = 12, PP = 3 };
+    sf_schema schema;
+    assert_int_equal(sf_schema_init_sync(&schema, 1, 4, recorded, NULL, 1, 1u << 2), 0);
+    sf_window_meta meta = meta_for(R);
+    sf_parallel par[R];
+    for (uint32_t r = 0; r < R; r++) {
+        char text[64];
+        snprintf(text, sizeof text, "pp=%u/%u,dp=%u/%u", r / (R / PP), PP, r % (R / PP), R / PP);
+        par[r] = coords(text);
+    }
+    uint64_t seed = 17;
+    for (int trial = 0; trial < 30; trial++) {
+        struct matrix m = matrix_new(T, R, S5);
+        m.first_step = 7;
+        matrix_bind_rows(&m);
+        for (size_t i = 0; i < (size_t)T * R * S5; i++)
+            m.d[i] = (1 + rand_below(&seed, 3)) * MS;
+        for (size_t i = 0; i < (size_t)T * R; i++) {
+            m.rows[i].step = 7 + 3 * (m.rows[i].step - 7);
+            m.rows[i].parallel = &par[m.rows[i].rank];
+        }
+        size_t n = 0; /* some trials drop rank 5 from every other step */
+        for (size_t i = 0; i < (size_t)T * R; i++)
+            if (!(trial % 3 == 1 && m.rows[i].rank == 5 && (i / R) % 2 == 0))
+                m.rows[n++] = m.rows[i];
+        sf_row *shuffled = malloc(n * sizeof *shuffled);
+        memcpy(shuffled, m.rows, n * sizeof *shuffled);
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t k = (size_t)rand_below(&seed, (int64_t)i + 1);
+            sf_row x = shuffled[i];
+            shuffled[i] = shuffled[k];
+            shuffled[k] = x;
+        }
+        for (int dense = 0; dense < 2; dense++) {
+            sf_summary *a = NULL, *b = NULL;
+            assert_int_equal(sf_summary_build(&schema, &meta, m.rows, n, dense, &a), 0);
+            assert_int_equal(sf_summary_build(&schema, &meta, shuffled, n, dense, &b), 0);
+            assert_false(a->parallel_conflict);
+            assert_false(b->parallel_conflict);
+            parts_equal(a->cohort, b->cohort);
+            const sf_cohort_summary *c = a->cohort;
+            assert_int_equal(c->n_steps, T);
+            assert_int_equal(c->n_cohorts, PP);
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t q = 0; q < PP; q++)
+                    for (uint32_t j = 0; j < S5; j++) {
+                        sf_top2 want;
+                        uint32_t count;
+                        top2_by_hand(m.rows, n, 7 + 3 * (int64_t)t, par, c->cohort_pp[q], j, &want,
+                                     &count);
+                        size_t at = (size_t)t * PP + q;
+                        assert_int_equal(c->count[at], count);
+                        const sf_top2 *got = &c->prefix_top2[at * S5 + j];
+                        assert_int_equal(got->v1, want.v1);
+                        assert_int_equal(got->r1, want.r1);
+                        assert_int_equal(got->v2, want.v2);
+                        assert_int_equal(got->r2, want.r2);
+                    }
+            sf_summary_free(a);
+            sf_summary_free(b);
+        }
+        free(shuffled);
+        matrix_free(&m);
+    }
+    sf_schema_clear(&schema);
+}
+
 /* ---- the pipeline view --------------------------------------------------------- */
 
 /* pipe_init_seeded with each data-parallel pair's own gradient all-reduce
@@ -629,6 +763,8 @@ int main(void)
         cmocka_unit_test(merged_summaries),
         cmocka_unit_test(change_inside_cohorts),
         cmocka_unit_test(merged_part_equals_dense),
+        cmocka_unit_test(part_any_row_order),
+        cmocka_unit_test(gather_copies_and_conflicts),
         cmocka_unit_test(pipeline_view_first_delay),
         cmocka_unit_test(whatif_inside_cohorts),
     };
