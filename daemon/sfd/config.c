@@ -186,6 +186,8 @@ static int set_live_key(struct parse_ctx *p, const char *k, const char *v)
         return set_double(p, &l->shift_sigmas, v, 0.01, 100);
     if (!strcmp(k, "live_min_effect_frac"))
         return set_double(p, &l->min_effect_frac, v, 0, 0.99);
+    if (!strcmp(k, "live_slow_effect_frac"))
+        return set_double(p, &l->slow_effect_frac, v, 0, 0.99);
     if (!strcmp(k, "live_change_min_frac"))
         return set_double(p, &l->change_min_frac, v, 0, 9.99);
     if (!strcmp(k, "live_baseline_halflife_steps"))

@@ -32,6 +32,13 @@ typedef struct sf_live_config {
      * median step: the allowance is at least half of it, so a real but
      * negligible shift never alarms. */
     double min_effect_frac;
+    /* The effect a rank's noisy cells are still tested for, as a fraction
+     * of the baseline's median step (docs/LIVE.md, "The slow test"): where
+     * half the design shift in sigmas is above half of this effect (sigma
+     * larger than this share of the step / shift_sigmas), the cell runs a
+     * second CUSUM with this allowance, so a shift smaller than its sigma
+     * still accumulates. 0: none; below min_effect_frac, that floor. */
+    double slow_effect_frac;
     /* The same for a change of the whole job (a stage's median over the
      * ranks): larger, since a shared machine's load moves every rank's
      * speed by tens of percent between hours, which is no fault. */
