@@ -9,13 +9,12 @@
  * count, its rate per 86,400 steps with an exact (Garwood) 95 % interval, and
  * the test's cost per record.
  * usage: live_false_alarms [--steps N] [--replicate-steps N] [--block N] [--seed S]
- *        [--false-alarm-steps X] [--shift-sigmas X] [--min-effect-frac X]
+ *        [--false-alarm-steps X] [--shift-sigmas X] [--min-effect-frac X] [--slow-effect-frac X]
  *        [--calibration N] FILE.jsonl...
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,85 +22,8 @@
 #include <time.h>
 
 #include "../core/bench_rng.h"
+#include "recording.h"
 #include "stagefrontier/live.h"
-
-struct recording {
-    const char *path;
-    sf_schema schema;
-    uint32_t world, n_stages;
-    uint32_t n_steps; /* complete steps, in step order */
-    int64_t *d;       /* [n_steps][world][n_stages] */
-};
-
-/* Reads the header and rows; keeps the steps every rank has a row of. */
-static int load(const char *path, struct recording *rec)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -errno;
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t first = -1, last = -1;
-    uint8_t *have = NULL;
-    int64_t *d = NULL;
-    size_t span = 0;
-    int r = 0;
-    memset(rec, 0, sizeof(*rec));
-    rec->path = path;
-    while (getline(&line, &cap, f) > 0) {
-        json_t *o = json_loads(line, 0, NULL);
-        const char *type = json_string_value(json_object_get(o, "type"));
-        if (type != NULL && !strcmp(type, "header")) {
-            json_t *st = json_object_get(json_object_get(o, "schema"), "stages");
-            const char *names[SF_MAX_STAGES];
-            size_t i;
-            json_t *n;
-            json_array_foreach(st, i, n) if (i < SF_MAX_STAGES) names[i] = json_string_value(n);
-            rec->n_stages = (uint32_t)json_array_size(st);
-            rec->world = (uint32_t)json_integer_value(json_object_get(o, "world_size"));
-            if (rec->n_stages > SF_MAX_STAGES ||
-                sf_schema_init(&rec->schema, 1, rec->n_stages, names, NULL, 1) < 0)
-                r = -EINVAL;
-        } else if (type != NULL && !strcmp(type, "row") && rec->world > 0) {
-            int64_t step = json_integer_value(json_object_get(o, "step"));
-            uint32_t rank = (uint32_t)json_integer_value(json_object_get(o, "rank"));
-            json_t *v = json_object_get(o, "d_ns");
-            if (first < 0)
-                first = step;
-            if (rank < rec->world && json_array_size(v) == rec->n_stages && step >= first &&
-                step - first < (1 << 22)) {
-                size_t t = (size_t)(step - first);
-                if (t >= span) {
-                    size_t ns = (t + 1) * 2;
-                    have = realloc(have, ns * rec->world);
-                    d = realloc(d, ns * rec->world * rec->n_stages * sizeof(*d));
-                    memset(have + span * rec->world, 0, (ns - span) * rec->world);
-                    span = ns;
-                }
-                for (uint32_t k = 0; k < rec->n_stages; k++)
-                    d[(t * rec->world + rank) * rec->n_stages + k] =
-                        json_integer_value(json_array_get(v, k));
-                have[t * rec->world + rank] = 1;
-                last = step > last ? step : last;
-            }
-        }
-        json_decref(o);
-    }
-    free(line);
-    fclose(f);
-    size_t per = (size_t)rec->world * rec->n_stages;
-    rec->d = malloc((last - first + 1 > 0 ? (size_t)(last - first + 1) : 1) * per * sizeof(*d));
-    for (int64_t t = 0; first >= 0 && t <= last - first; t++) {
-        bool all = true;
-        for (uint32_t q = 0; q < rec->world; q++)
-            all = all && have[t * rec->world + q];
-        if (all)
-            memcpy(rec->d + rec->n_steps++ * per, d + t * per, per * sizeof(*d));
-    }
-    free(have);
-    free(d);
-    return r < 0 ? r : rec->n_steps > 0 ? 0 : -ENODATA;
-}
 
 /* P(X <= k) for X ~ Poisson(lambda), summed in log space so that a large
  * lambda does not underflow. */
@@ -150,6 +72,7 @@ int main(int argc, char **argv)
                                        {"false-alarm-steps", 1, NULL, 'f'},
                                        {"shift-sigmas", 1, NULL, 'k'},
                                        {"min-effect-frac", 1, NULL, 'm'},
+                                       {"slow-effect-frac", 1, NULL, 'D'},
                                        {"change-min-frac", 1, NULL, 'C'},
                                        {"halflife", 1, NULL, 'h'},
                                        {"calibration", 1, NULL, 'c'},
@@ -176,6 +99,9 @@ int main(int argc, char **argv)
         case 'k':
             o.cfg.shift_sigmas = v;
             break;
+        case 'D':
+            o.cfg.slow_effect_frac = v;
+            break;
         case 'm':
             o.cfg.min_effect_frac = v;
             break;
@@ -200,7 +126,7 @@ int main(int argc, char **argv)
     struct recording *recs = calloc((size_t)nf, sizeof(*recs));
     int n = 0;
     for (int i = 0; i < nf; i++) {
-        int r = load(argv[optind + i], &recs[n]);
+        int r = recording_load(argv[optind + i], &recs[n]);
         if (r < 0 || recs[n].n_steps < o.cfg.calibration_steps + o.block) {
             fprintf(stderr, "skipped %s: %s\n", argv[optind + i],
                     r < 0 ? strerror(-r) : "too few complete steps");
@@ -256,8 +182,7 @@ int main(int argc, char **argv)
            (double)verdicts * 86400.0 / (double)done, lo_ci * 86400.0 / (double)done,
            hi_ci * 86400.0 / (double)done, spent * 1e9 / (double)(records ? records : 1));
     for (int i = 0; i < n; i++) {
-        free(recs[i].d);
-        sf_schema_clear(&recs[i].schema);
+        recording_free(&recs[i]);
     }
     free(recs);
     return 0;

@@ -1,0 +1,27 @@
+/*
+ * A real recording (`sfctl record` JSON Lines) as the live test's benches
+ * read it: the header's schema and world size, and the complete steps (every
+ * rank's row present) in step order. Shared by live_false_alarms and
+ * live_detect_replay.
+ */
+#ifndef SF_BENCH_LIVE_RECORDING_H
+#define SF_BENCH_LIVE_RECORDING_H
+
+#include <stdint.h>
+
+#include "stagefrontier/accounting.h"
+
+struct recording {
+    const char *path;
+    sf_schema schema;
+    uint32_t world, n_stages;
+    uint32_t n_steps; /* complete steps, in step order */
+    int64_t *step;    /* [n_steps] their step numbers */
+    int64_t *d;       /* [n_steps][world][n_stages] */
+};
+
+/* 0, or -errno (-ENODATA: no complete step). */
+int recording_load(const char *path, struct recording *rec);
+void recording_free(struct recording *rec);
+
+#endif
