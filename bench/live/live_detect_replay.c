@@ -79,8 +79,10 @@ static int64_t bound_steps(const struct recording *rec, uint32_t n)
 static int replay(const struct spec *sp, const sf_live_config *cfg, struct outcome *out)
 {
     struct recording rec;
-    if (recording_load(sp->path, &rec) < 0 || rec.n_steps <= cfg->calibration_steps) {
+    int r = recording_load(sp->path, &rec);
+    if (r < 0 || rec.n_steps <= cfg->calibration_steps) {
         fprintf(stderr, "skipped %s\n", sp->path);
+        recording_free(&rec);
         return -1;
     }
     sf_live *l;

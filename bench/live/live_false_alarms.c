@@ -130,6 +130,7 @@ int main(int argc, char **argv)
         if (r < 0 || recs[n].n_steps < o.cfg.calibration_steps + o.block) {
             fprintf(stderr, "skipped %s: %s\n", argv[optind + i],
                     r < 0 ? strerror(-r) : "too few complete steps");
+            recording_free(&recs[n]);
             continue;
         }
         n++;

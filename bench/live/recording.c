@@ -12,6 +12,8 @@
 /* Reads the header and rows; keeps the steps every rank has a row of. */
 int recording_load(const char *path, struct recording *rec)
 {
+    memset(rec, 0, sizeof(*rec));
+    rec->path = path;
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return -errno;
@@ -22,8 +24,6 @@ int recording_load(const char *path, struct recording *rec)
     int64_t *d = NULL;
     size_t span = 0;
     int r = 0;
-    memset(rec, 0, sizeof(*rec));
-    rec->path = path;
     while (getline(&line, &cap, f) > 0) {
         json_t *o = json_loads(line, 0, NULL);
         const char *type = json_string_value(json_object_get(o, "type"));

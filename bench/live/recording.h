@@ -20,7 +20,7 @@ struct recording {
     int64_t *d;       /* [n_steps][world][n_stages] */
 };
 
-/* 0, or -errno (-ENODATA: no complete step). */
+/* 0, or -errno (-ENODATA: no complete step); recording_free is due either way. */
 int recording_load(const char *path, struct recording *rec);
 void recording_free(struct recording *rec);
 
