@@ -17,6 +17,7 @@ tests/ddp/test_ddp_live.py, longer.
 
 usage: detect_matrix.py --build DIR [--rows data_wait forward_host ...]
                         [--magnitudes 0.1 0.05] [--seeds 1 2 3] [--fault-steps 600]
+                        [--sfd-key live_slow_effect_frac=0 ...]
 """
 
 import argparse
@@ -35,12 +36,13 @@ BOUND_STEPS, BOUND_S = 10, 30.0
 ROWS = ["data_wait", "forward_host", "backward_compute", "callback_barrier"]
 
 
-def run_one(build, row, magnitude, seed, fault_steps):
+def run_one(build, row, magnitude, seed, fault_steps, extra_keys=None):
     """One job: (first live verdict start or None, the run's figures)."""
     fault_windows = max(1, -(-fault_steps // WINDOW))
     phases = "A" * (BASELINE + 1) + "B" * fault_windows
     job = "live-%s-%g-%d-%d" % (row, magnitude, seed, os.getpid())
     keys = {"live_calibration_steps": BASELINE * WINDOW}
+    keys.update(extra_keys or {})
     with sfharness.Sfd(build, warmup_steps=WARMUP, window_steps=WINDOW, sfd_keys=keys) as sfd:
         res = sfharness.train(build, job, ["--ranks", "4", "--fault", row, "--seed", str(seed),
                                            "--magnitude", str(magnitude), "--warmup",
@@ -83,7 +85,10 @@ def main():
     p.add_argument("--magnitudes", nargs="+", type=float, default=[0.1, 0.05])
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--fault-steps", type=int, default=600)
+    p.add_argument("--sfd-key", action="append", default=[], metavar="KEY=VALUE",
+                   help="an [sfd] key for every run, e.g. live_slow_effect_frac=0")
     a = p.parse_args()
+    extra = dict(kv.split("=", 1) for kv in a.sfd_key)
     if not sfharness.has_torch():
         sys.exit("/usr/bin/python3 cannot import torch with Gloo (install python3-torch)")
     build = sfharness.Build(a.build)
@@ -92,7 +97,7 @@ def main():
         mags = [0.0] if faults.FAULTS[row] is None else a.magnitudes
         for mag in mags:
             for seed in a.seeds:
-                first, starts, res = run_one(build, row, mag, seed, a.fault_steps)
+                first, starts, res = run_one(build, row, mag, seed, a.fault_steps, extra)
                 outcome, delay = score(row, first, starts, res)
                 bound = max(BOUND_STEPS, int(BOUND_S / res["median_step_s"]))
                 short = res["fault_steps"] < bound and outcome == "miss"

@@ -16,7 +16,10 @@
  *     collective late is named (its communication).
  * Each cell is standardized by its baseline median and robust scale (MAD);
  * its threshold follows from the job's false-alarm gate, split evenly over
- * the cells (sf_live_threshold). Pure: no I/O, no clocks, no globals.
+ * the CUSUMs (sf_live_threshold). A rank's noisy cell (sigma large against
+ * the step, as on a loaded host) runs a second, slow CUSUM whose allowance
+ * comes from slow_effect_frac of the step instead of its sigma, so a shift
+ * below one sigma is still named. Pure: no I/O, no clocks, no globals.
  */
 #include <errno.h>
 #include <math.h>
