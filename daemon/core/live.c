@@ -471,12 +471,21 @@ static enum cell_class class_of(const sf_live *l, uint32_t c)
     return c % (l->n_own + l->n_sync) < l->n_own ? CELL_OWN : CELL_ARRIVAL;
 }
 
+/* x clamped to [lo, hi]: comparisons the compiler keeps inline (fmin and
+ * fmax are calls into libm on the per-step path, for their NaN rules; no
+ * value here is NaN). */
+static inline double clamp(double x, double lo, double hi)
+{
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
 /* One CUSUM update with the step's standardized value z and its shift dx
  * from the baseline (ns). */
-static void cusum_update(struct cusum *u, double z, double dx, int64_t step)
+static inline void cusum_update(struct cusum *u, double z, double dx, int64_t step)
 {
-    z = fmin(fmax(z, -u->clip), u->clip);
-    double s = fmax(0, u->s + z - u->k);
+    z = clamp(z, -u->clip, u->clip);
+    double s = u->s + z - u->k;
+    s = s > 0 ? s : 0;
     if (u->s == 0 && s > 0) {
         u->since_step = step;
         u->sum_ns = 0;
@@ -490,7 +499,7 @@ static void cusum_update(struct cusum *u, double z, double dx, int64_t step)
         u->alarm = true;
     if (u->alarm) {
         /* Capped so that the return to baseline shows within h / k steps. */
-        s = fmin(s, u->h);
+        s = s < u->h ? s : u->h;
         if (s == 0)
             u->alarm = false;
     }
@@ -535,7 +544,7 @@ static void cell_update(struct cell *e, int64_t x, int64_t step, double alpha)
      * named until it is gone, and the few steps before it alarms move the
      * baseline by a few thousandths of a sigma. */
     if (!cell_alarm(e) && alpha > 0)
-        e->mu += alpha * fmin(fmax(dx, -e->sigma_ns), e->sigma_ns);
+        e->mu += alpha * clamp(dx, -e->sigma_ns, e->sigma_ns);
 }
 
 /* The first synchronizing stage at or after stage k, or UINT32_MAX. */
