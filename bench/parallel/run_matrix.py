@@ -88,6 +88,12 @@ def run_job(build, sfd, a, layout, fault, mag, seed, tag=""):
     finally:
         os.unlink(result)
     wins = sfd.windows(job, n_windows, timeout=90)
+    if a.record_dir:
+        # The job's rows, for `sfctl replay` of the same windows offline.
+        path = os.path.join(a.record_dir, "%s-%s-%g-%d%s.jsonl" % (layout, fault, mag, seed, tag))
+        r = sfd.sfctl("record", job, "-o", path)
+        if r.returncode != 0:
+            log("sfctl record %s: rc %d: %s" % (job, r.returncode, r.stderr.strip()))
     log("%s %s %g seed %d: %.1f s, hidden rank %d, clean step %.1f ms, delay %.2f ms" %
         (layout, fault, mag, seed, time.monotonic() - t0, res["hidden_rank"],
          1e3 * res["clean_step_s"], 1e3 * res["delay_s"]))
@@ -260,6 +266,8 @@ def main():
     p.add_argument("--faulty", type=int, default=1)
     p.add_argument("--change-min-frac", type=float, default=None,
                    help="sfd's change_min_frac (default: sfd's own)")
+    p.add_argument("--record-dir", default=None,
+                   help="keep each job's recording (sfctl record) here, for sfctl replay")
     p.add_argument("--job-timeout", type=float, default=300)
     p.add_argument("--check-cell", action="store_true",
                    help="run the first cell only and check that the harness works")
