@@ -494,11 +494,19 @@ static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, int64_t t
  * the other member the most blamed in every step, and the steps its own
  * work was high by chance eligible: measured, a pipeline stage 0 rank was
  * named for its stage 1 peer's slowed replica. A member without replicas
- * (no cohorts, a cohort of one) has nothing to be tested against. */
+ * (no cohorts, a cohort of one) has nothing to be tested against. Only pp
+ * groups take the test: there a stage 0 member's wait is 0 by structure, so
+ * its blame is its own-work noise alone. In a tp group the bystander's
+ * replica is the slowed rank's tp peer, which waits for it and whose own
+ * work read short on a loaded host, so the bystander passed the test while
+ * the slowed rank, at that noise, often did not: measured, the test lost
+ * more tp hits than it removed wrong answers. */
 static bool outworks_replicas(const sf_report *r, const sf_summary *s, const uint32_t *complete,
                               uint32_t n_complete, uint32_t k, uint32_t best, uint32_t n_tests,
                               struct scratch *w)
 {
+    if (s->schema.sync_group[k] != SF_SYNC_PP)
+        return true;
     uint32_t more = 0, less = 0;
     bool compared = false;
     int64_t tol = r->leader_gap_tol_ns;
