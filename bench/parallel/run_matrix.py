@@ -9,6 +9,8 @@ suspect rank and first route stage. Prints markdown tables.
 
   /usr/bin/python3 bench/parallel/run_matrix.py --build build-rel --out par.jsonl
   /usr/bin/python3 bench/parallel/run_matrix.py --tables-from par.jsonl
+  /usr/bin/python3 bench/parallel/run_matrix.py --tables-from par.jsonl --record-dir rec \\
+      --replay-with build-rel/daemon/sfctl/sfctl   # the same rows, another core
   /usr/bin/python3 bench/parallel/run_matrix.py --build build-rel --layouts pp-gpipe \\
       --faults backward --magnitudes 0.1 --seeds 1 --check-cell    # one cell (CTest)
 
@@ -88,6 +90,12 @@ def run_job(build, sfd, a, layout, fault, mag, seed, tag=""):
     finally:
         os.unlink(result)
     wins = sfd.windows(job, n_windows, timeout=90)
+    if a.record_dir:
+        # The job's rows, for `sfctl replay` of the same windows offline.
+        path = os.path.join(a.record_dir, "%s-%s-%g-%d%s.jsonl" % (layout, fault, mag, seed, tag))
+        r = sfd.sfctl("record", job, "-o", path)
+        if r.returncode != 0:
+            log("sfctl record %s: rc %d: %s" % (job, r.returncode, r.stderr.strip()))
     log("%s %s %g seed %d: %.1f s, hidden rank %d, clean step %.1f ms, delay %.2f ms" %
         (layout, fault, mag, seed, time.monotonic() - t0, res["hidden_rank"],
          1e3 * res["clean_step_s"], 1e3 * res["delay_s"]))
@@ -244,6 +252,21 @@ def check_cell(recs):
     return 1 if bad else 0
 
 
+def replayed(rec, record_dir, sfctl):
+    """The run with its windows as `sfctl replay` of its recording gives
+    them (another build's core on the same rows)."""
+    if "error" in rec:
+        return rec
+    path = os.path.join(record_dir, "%s-%s-%g-%d.jsonl" % (rec["layout"], rec["fault"],
+                                                          rec["magnitude"], rec["seed"]))
+    r = subprocess.run([sfctl, "replay", "--json", path], stdout=subprocess.PIPE,
+                       universal_newlines=True, check=True)
+    rec = dict(rec)
+    rec["windows"] = [keep_window(w) for w in json.loads(r.stdout)
+                      if "window_partial" not in (w.get("downgrade_reasons") or [])]
+    return rec
+
+
 def main():
     p = argparse.ArgumentParser(description="parallel-layout fault matrix against a real sfd")
     p.add_argument("--build", default=os.environ.get("SF_BUILD_DIR", "build-rel"))
@@ -260,6 +283,11 @@ def main():
     p.add_argument("--faulty", type=int, default=1)
     p.add_argument("--change-min-frac", type=float, default=None,
                    help="sfd's change_min_frac (default: sfd's own)")
+    p.add_argument("--record-dir", default=None,
+                   help="keep each job's recording (sfctl record) here, for sfctl replay")
+    p.add_argument("--replay-with", default=None, metavar="SFCTL",
+                   help="with --tables-from and --record-dir: score each run's windows as "
+                        "this sfctl replays its recording")
     p.add_argument("--job-timeout", type=float, default=300)
     p.add_argument("--check-cell", action="store_true",
                    help="run the first cell only and check that the harness works")
@@ -269,6 +297,8 @@ def main():
         opener = gzip.open if a.tables_from.endswith(".gz") else open
         with opener(a.tables_from, "rt") as f:
             recs = [json.loads(l) for l in f if l.strip()]
+        if a.replay_with:
+            recs = [replayed(r, a.record_dir, a.replay_with) for r in recs]
         print("\n".join(tables(recs)))
         return 0
     if not sfharness.has_torch():

@@ -485,6 +485,48 @@ static bool group_step(const sf_summary *s, uint32_t step, uint32_t k, int64_t t
     return most_own > tol;
 }
 
+/* Whether dense rank `best` did more own work at stage k than its replicas
+ * (the median of its cohort's other members) in significantly more complete
+ * steps than less, each by more than tol: a one-sided sign test at
+ * straggler_alpha with the verdict's Bonferroni factor (every rank, every
+ * test of the schema). The group test compares members through their replicas,
+ * so a fault on a replica of one member (its figures turn negative) leaves
+ * the other member the most blamed in every step, and the steps its own
+ * work was high by chance eligible: measured, a pipeline stage 0 rank was
+ * named for its stage 1 peer's slowed replica. A member without replicas
+ * (no cohorts, a cohort of one) has nothing to be tested against. Only pp
+ * groups take the test: there a stage 0 member's wait is 0 by structure, so
+ * its blame is its own-work noise alone. In a tp group the bystander's
+ * replica is the slowed rank's tp peer, which waits for it and whose own
+ * work read short on a loaded host, so the bystander passed the test while
+ * the slowed rank, at that noise, often did not: measured, the test lost
+ * more tp hits than it removed wrong answers. */
+static bool outworks_replicas(const sf_report *r, const sf_summary *s, const uint32_t *complete,
+                              uint32_t n_complete, uint32_t k, uint32_t best, uint32_t n_tests,
+                              struct scratch *w)
+{
+    if (s->schema.sync_group[k] != SF_SYNC_PP)
+        return true;
+    uint32_t more = 0, less = 0;
+    bool compared = false;
+    int64_t tol = r->leader_gap_tol_ns;
+    for (uint32_t i = 0; i < n_complete; i++) {
+        int64_t wait, own, peer_wait, peer_own;
+        if (!wait_own(s, complete[i], k, best, &wait, &own) ||
+            !peer_medians(s, complete[i], k, best, w, &peer_wait, &peer_own))
+            continue;
+        compared = true;
+        more += own - peer_own > tol;
+        less += own - peer_own < -tol;
+    }
+    if (!compared)
+        return true;
+    if (more <= less)
+        return false;
+    struct tally t = {.n_ranks = s->dense->n_ranks};
+    return significant(r, &t, ((double)more - less) / sqrt((double)more + less), n_tests);
+}
+
 static int64_t least_other(const struct scratch *w, uint32_t r)
 {
     int64_t lo = INT64_MAX;
@@ -535,7 +577,8 @@ static void group_verdict_at(const sf_report *r, const sf_summary *s, const uint
         if (w->score[w->mem[q]] > w->score[best])
             best = w->mem[q];
     struct candidate c = {.rank = dn->ranks[best], .z = w->score[best] / sqrt(t.var)};
-    if (!significant(r, &t, c.z, n_tests))
+    if (!significant(r, &t, c.z, n_tests) ||
+        !outworks_replicas(r, s, complete, n_complete, k, best, n_tests, w))
         return;
     /* The median contrast: how much less it waited than the median of the
      * others, over the eligible steps. */

@@ -418,6 +418,73 @@ static void pp_wait_rule(void **state)
     job_clear(&p);
 }
 
+/* pp x dp as the real Gloo jobs measured it (bench/parallel/pjob.py): stage
+ * 0 forwards (wait 0, its sends), its two replicas `noise` apart in turn
+ * (host noise, rank 0 the slower one in odd steps, rank 1 in even ones);
+ * stage 1 receives (8 ms of wait) and computes 20 ms, rank 3 (stage 1,
+ * replica 1) `fault` longer, so that it finds its later activations already
+ * sent and waits `fault` less: both stage 1 ranks leave forward together. */
+static void pp_replica_fault_init(struct job *j, uint32_t steps, int64_t noise, int64_t fault)
+{
+    static const char *const layout[4] = {"pp=0/2,dp=0/2", "pp=0/2,dp=1/2", "pp=1/2,dp=0/2",
+                                          "pp=1/2,dp=1/2"};
+    memset(j, 0, sizeof *j);
+    job_schema(j, SF_SYNC_PP, SF_SYNC_DP);
+    j->m = matrix_new(steps, 4, S6);
+    j->waits = calloc((size_t)steps * 4 * 2 * J, sizeof *j->waits);
+    uint64_t seed = 3;
+    for (uint32_t t = 0; t < steps; t++) {
+        int64_t end[4];
+        for (uint32_t r = 0; r < 4; r++) {
+            int64_t *d = cell(&j->m, t, r), wait = 0;
+            int64_t compute = 20 * MS + rand_below(&seed, MS / 2);
+            d[DATA] = 5 * MS + rand_below(&seed, MS / 4);
+            if (r < 2) { /* compute, then the send: the last sync point */
+                d[FWD] = compute + (r == t % 2 ? 0 : noise);
+                d[FWD_WAIT] = 0;
+            } else { /* the receive, then compute after it */
+                wait = 8 * MS + rand_below(&seed, MS / 2) - (r == 3 ? fault : 0);
+                d[FWD] = MS;
+                d[FWD_WAIT] = wait + compute + (r == 3 ? fault : 0);
+            }
+            wait_of(j, t, r)[0] = wait;
+            wait_of(j, t, r)[J] = 1;
+            end[r] = d[DATA] + d[FWD] + d[FWD_WAIT];
+        }
+        backward(j, t, end, &seed);
+    }
+    job_rows(j, layout);
+}
+
+/* Rank 3's fault turns its pp peer rank 2's figures (taken against rank 3)
+ * negative, so rank 0 is the most blamed of group {0, 2} in every step, and
+ * the steps where it happened to be the slower replica are eligible; its own
+ * work beats its replica's in half of the steps only, so it is nobody's
+ * culprit. Rank 3 itself: named when its fault outweighs the stage 0 noise. */
+static void pp_replica_fault_names_no_bystander(void **state)
+{
+    (void)state;
+    struct job p;
+    pp_replica_fault_init(&p, 40, 10 * MS, 4 * MS);
+    sf_report *r = job_compute(&p);
+    assert_false(r->straggler.present && r->straggler.rank != 3);
+    job_clear(&p);
+
+    pp_replica_fault_init(&p, 40, 3 * MS, 4 * MS);
+    r = job_compute(&p);
+    assert_true(r->straggler.present);
+    assert_int_equal(r->straggler.rank, 3);
+    assert_int_equal(r->straggler.group, SF_SYNC_PP);
+    assert_int_equal(r->straggler.sync_stage, FWD);
+    job_clear(&p);
+
+    /* The same job without the fault: nobody. */
+    pp_replica_fault_init(&p, 40, 10 * MS, 0);
+    r = job_compute(&p);
+    assert_false(r->straggler.present);
+    job_clear(&p);
+}
+
 /* ---- across nodes ------------------------------------------------------------ */
 
 static sf_summary *summary_of(struct job *j, uint32_t rank_mask)
@@ -533,6 +600,7 @@ int main(void)
         cmocka_unit_test(tp_clean_names_nobody),
         cmocka_unit_test(old_rows_unchanged),
         cmocka_unit_test(pp_wait_rule),
+        cmocka_unit_test(pp_replica_fault_names_no_bystander),
         cmocka_unit_test(tp_split_over_nodes),
         cmocka_unit_test(pp_split_over_nodes),
         cmocka_unit_test(sync_groups_merge_either_way),
