@@ -134,45 +134,18 @@ int main(int argc, char **argv)
     sf_live_config cfg;
     sf_live_config_default(&cfg);
     long bound = 10;
-    static const struct option lo[] = {{"false-alarm-steps", 1, NULL, 'f'},
-                                       {"shift-sigmas", 1, NULL, 'k'},
-                                       {"min-effect-frac", 1, NULL, 'm'},
-                                       {"slow-effect-frac", 1, NULL, 'D'},
-                                       {"change-min-frac", 1, NULL, 'C'},
-                                       {"halflife", 1, NULL, 'h'},
-                                       {"calibration", 1, NULL, 'c'},
-                                       {"bound-steps", 1, NULL, 'b'},
-                                       {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {
+        LIVE_CONFIG_OPTIONS, {"bound-steps", 1, NULL, 'b'}, {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        double v = strtod(optarg, NULL);
+        double v = optarg ? strtod(optarg, NULL) : 0;
         switch (c) {
-        case 'f':
-            cfg.false_alarm_steps = v;
-            break;
-        case 'k':
-            cfg.shift_sigmas = v;
-            break;
-        case 'D':
-            cfg.slow_effect_frac = v;
-            break;
-        case 'm':
-            cfg.min_effect_frac = v;
-            break;
-        case 'C':
-            cfg.change_min_frac = v;
-            break;
-        case 'h':
-            cfg.baseline_halflife_steps = v;
-            break;
-        case 'c':
-            cfg.calibration_steps = (uint32_t)v;
-            break;
         case 'b':
             bound = (long)v;
             break;
         default:
-            return 2;
+            if (!live_config_option(c, v, &cfg))
+                return 2;
         }
     }
     if (optind >= argc || sf_live_config_validate(&cfg) < 0) {

@@ -65,21 +65,12 @@ int main(int argc, char **argv)
 {
     struct opts o = {.steps = 1000000, .day = 86400, .block = 50, .seed = 1};
     sf_live_config_default(&o.cfg);
-    static const struct option lo[] = {{"steps", 1, NULL, 'n'},
-                                       {"replicate-steps", 1, NULL, 'd'},
-                                       {"block", 1, NULL, 'b'},
-                                       {"seed", 1, NULL, 's'},
-                                       {"false-alarm-steps", 1, NULL, 'f'},
-                                       {"shift-sigmas", 1, NULL, 'k'},
-                                       {"min-effect-frac", 1, NULL, 'm'},
-                                       {"slow-effect-frac", 1, NULL, 'D'},
-                                       {"change-min-frac", 1, NULL, 'C'},
-                                       {"halflife", 1, NULL, 'h'},
-                                       {"calibration", 1, NULL, 'c'},
-                                       {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {{"steps", 1, NULL, 'n'}, {"replicate-steps", 1, NULL, 'd'},
+                                       {"block", 1, NULL, 'b'}, {"seed", 1, NULL, 's'},
+                                       LIVE_CONFIG_OPTIONS,     {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        double v = strtod(optarg, NULL);
+        double v = optarg ? strtod(optarg, NULL) : 0;
         switch (c) {
         case 'n':
             o.steps = (uint64_t)v;
@@ -93,29 +84,9 @@ int main(int argc, char **argv)
         case 's':
             o.seed = (uint64_t)v;
             break;
-        case 'f':
-            o.cfg.false_alarm_steps = v;
-            break;
-        case 'k':
-            o.cfg.shift_sigmas = v;
-            break;
-        case 'D':
-            o.cfg.slow_effect_frac = v;
-            break;
-        case 'm':
-            o.cfg.min_effect_frac = v;
-            break;
-        case 'h':
-            o.cfg.baseline_halflife_steps = v;
-            break;
-        case 'C':
-            o.cfg.change_min_frac = v;
-            break;
-        case 'c':
-            o.cfg.calibration_steps = (uint32_t)v;
-            break;
         default:
-            return 2;
+            if (!live_config_option(c, v, &o.cfg))
+                return 2;
         }
     }
     int nf = argc - optind;

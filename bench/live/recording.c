@@ -89,3 +89,32 @@ void recording_free(struct recording *rec)
     free(rec->step);
     sf_schema_clear(&rec->schema);
 }
+
+int live_config_option(int opt, double value, sf_live_config *cfg)
+{
+    switch (opt) {
+    case 'f':
+        cfg->false_alarm_steps = value;
+        return 1;
+    case 'k':
+        cfg->shift_sigmas = value;
+        return 1;
+    case 'm':
+        cfg->min_effect_frac = value;
+        return 1;
+    case 'D':
+        cfg->slow_effect_frac = value;
+        return 1;
+    case 'C':
+        cfg->change_min_frac = value;
+        return 1;
+    case 'h':
+        cfg->baseline_halflife_steps = value;
+        return 1;
+    case 'c':
+        cfg->calibration_steps = (uint32_t)value;
+        return 1;
+    default:
+        return 0;
+    }
+}
