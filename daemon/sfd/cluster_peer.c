@@ -15,6 +15,7 @@
 
 #include "capture.h"
 #include "cluster.h"
+#include "history.h"
 #include "peer.h"
 #include "sfd.h"
 
@@ -145,7 +146,19 @@ static int on_live_rows(void *ctx, uint32_t from, const sfd_peer_live_rows *b)
     glue *g = ctx;
     (void)from;
     struct sfd_job *job = sfd_job_lookup(g->d, (uid_t)b->uid, b->job, b->incarnation);
-    return job != NULL ? sfd_verdict_cluster_part(job, b) : 0;
+    if (job == NULL)
+        return 0;
+    uint64_t before = job->verdict.seq;
+    int r = sfd_verdict_cluster_part(job, b);
+    /* A verdict started or ended: written and acted on here, as windows.c
+     * does for a step completed on this node, so the verdict's files stay
+     * below the history (docs/LAYOUT.md, "Layering in sfd"). */
+    if (job->verdict.seq != before) {
+        sfd_history_put_verdict_events(g->d, job);
+        if (job->verdict.test != NULL)
+            sfd_capture_consider_live(job, sf_live_verdict_get(job->verdict.test));
+    }
+    return r;
 }
 
 static void glue_free(void *ctx);

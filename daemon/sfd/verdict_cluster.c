@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture.h"
-#include "history.h"
 #include "live_assembly.h"
 #include "peer.h"
 #include "sfd.h"
@@ -239,7 +237,6 @@ int sfd_verdict_cluster_part(struct sfd_job *job, const sfd_peer_live_rows *m)
         v->parts_refused++;
         return -ESRCH;
     }
-    uint64_t before = v->seq;
     int worst = 0;
     size_t per_step = (size_t)m->n_ranks * m->n_stages;
     for (uint32_t s = 0; s < m->n_steps; s++) {
@@ -249,10 +246,6 @@ int sfd_verdict_cluster_part(struct sfd_job *job, const sfd_peer_live_rows *m)
     }
     if (worst < 0)
         v->parts_refused++;
-    if (v->seq != before) { /* as windows.c does for a step completed here */
-        sfd_history_put_verdict_events(job->sfd, job);
-        sfd_capture_consider_live(job, sf_live_verdict_get(v->test));
-    }
     return worst;
 }
 
