@@ -325,8 +325,12 @@ static int flush_enqueue_points(struct sf_nccl_comm *comm, int64_t now)
             continue;
         int32_t stage = (int32_t)((p.tag - 1) & 0x7f);
         int64_t step = (int64_t)((p.tag - 1) >> 7);
+        /* "Now" read after the point, not at the tick's start: shipping the
+         * ring can outlast the slack while the trainer goes on writing
+         * kernel times, and a point judged to start in the future would
+         * go out untimed and, its times unchanged, never again. */
         struct sf_nccl_kernel_span k;
-        bool timed = sf__nccl_kernel_span(&p, rt_minus_mono, m1, &k);
+        bool timed = sf__nccl_kernel_span(&p, rt_minus_mono, clock_ns(CLOCK_MONOTONIC), &k);
         int r = ship_enqueue_point(comm, step, sf__nccl_stage_name(stage, ""), p.offset_ns,
                                    timed ? &k : NULL, now);
         if (r < 0)
